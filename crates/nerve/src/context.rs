@@ -1,0 +1,128 @@
+//! [`Context`] (one per process and domain) and [`Node`] (a named participant).
+
+use crate::config::Config;
+use crate::error::{ContextError, NodeError};
+use crate::transport::doorbell::Doorbell;
+use crate::transport::shm;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Entry point: a domain, its configuration and the process's wake-up doorbell.
+/// Cheap to clone and shareable between threads.
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<ContextInner>,
+}
+
+pub(crate) struct ContextInner {
+    pub(crate) config: Config,
+    pub(crate) iox: iceoryx2::config::Config,
+    pub(crate) doorbell: Doorbell,
+}
+
+impl Context {
+    /// Creates a context from `NERVE_CONFIG`, `NERVE_DOMAIN` and `NERVE_STATE_DIR`.
+    pub fn from_env() -> Result<Context, ContextError> {
+        Context::new(Config::from_env()?)
+    }
+
+    /// Creates a context from explicit settings.
+    pub fn new(config: Config) -> Result<Context, ContextError> {
+        let iox = shm::iceoryx_config(&config)?;
+        let name = doorbell_name(&config);
+        let doorbell = Doorbell::open(&name, 0o600).map_err(|source| ContextError::Doorbell {
+            path: format!("/dev/shm/{name}"),
+            source,
+        })?;
+        Ok(Context {
+            inner: Arc::new(ContextInner {
+                config,
+                iox,
+                doorbell,
+            }),
+        })
+    }
+
+    /// The domain id.
+    pub fn domain(&self) -> u32 {
+        self.inner.config.domain
+    }
+
+    /// The settings this context was created with.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Starts building a node named `name`.
+    pub fn node(&self, name: &str) -> NodeBuilder {
+        NodeBuilder {
+            ctx: self.clone(),
+            name: name.to_string(),
+        }
+    }
+}
+
+pub(crate) fn doorbell_name(config: &Config) -> String {
+    format!("{}doorbell", config.file_prefix())
+}
+
+/// Builds a [`Node`].
+pub struct NodeBuilder {
+    ctx: Context,
+    name: String,
+}
+
+impl NodeBuilder {
+    /// Creates the node. Stale resources of dead processes in the domain are removed first.
+    pub fn create(self) -> Result<Node, NodeError> {
+        crate::name::validate_node(&self.name)?;
+        let iox = shm::create_node(&self.ctx.inner.iox, &self.name).map_err(|reason| {
+            NodeError::Create {
+                name: self.name.clone(),
+                reason,
+            }
+        })?;
+        Ok(Node {
+            inner: Rc::new(NodeInner {
+                ctx: self.ctx,
+                name: self.name,
+                iox,
+            }),
+        })
+    }
+}
+
+/// A named participant that owns publishers and subscribers. Not `Send`: ports live on
+/// the thread that made them (create one node per thread).
+#[derive(Clone)]
+pub struct Node {
+    pub(crate) inner: Rc<NodeInner>,
+}
+
+pub(crate) struct NodeInner {
+    pub(crate) ctx: Context,
+    pub(crate) name: String,
+    pub(crate) iox: shm::IoxNode,
+}
+
+impl Node {
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The context the node belongs to.
+    pub fn context(&self) -> &Context {
+        &self.inner.ctx
+    }
+
+    /// Starts building a publisher of `M` on `topic`.
+    pub fn publisher<M: crate::Message>(&self, topic: &str) -> crate::PublisherBuilder<M> {
+        crate::PublisherBuilder::new(self.clone(), topic)
+    }
+
+    /// Starts building a subscriber of `M` on `topic`.
+    pub fn subscriber<M: crate::Message>(&self, topic: &str) -> crate::SubscriberBuilder<M> {
+        crate::SubscriberBuilder::new(self.clone(), topic)
+    }
+}

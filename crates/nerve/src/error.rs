@@ -1,0 +1,243 @@
+//! Error types, one enum per operation. Messages name the thing and the reason.
+
+use std::time::Duration;
+use thiserror::Error;
+
+/// A topic or node name that breaks the grammar (see [`crate::name`]).
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+#[error("invalid name {name:?}: {reason}")]
+pub struct NameError {
+    /// The rejected name.
+    pub name: String,
+    /// Why it was rejected.
+    pub reason: String,
+}
+
+/// Creating a [`crate::Context`] failed.
+#[derive(Debug, Error)]
+pub enum ContextError {
+    /// The domain id is not a number in range.
+    #[error("invalid domain id {value:?}: must be an integer from 0 to {max}")]
+    InvalidDomain {
+        /// What was given.
+        value: String,
+        /// Largest allowed id.
+        max: u32,
+    },
+    /// The configuration file could not be read or parsed.
+    #[error("config file {path}: {reason}")]
+    ConfigFile {
+        /// Path of the file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The state directory is not usable.
+    #[error("state directory {path}: {reason}")]
+    StateDir {
+        /// The directory.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The wake-up doorbell in shared memory could not be opened.
+    #[error("cannot open the wake-up doorbell {path}: {source}")]
+    Doorbell {
+        /// Its path in /dev/shm.
+        path: String,
+        /// The system error.
+        source: std::io::Error,
+    },
+}
+
+/// Creating a [`crate::Node`] failed.
+#[derive(Debug, Error)]
+pub enum NodeError {
+    /// The node name breaks the grammar.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The shared-memory node could not be created.
+    #[error("cannot create node {name:?}: {reason}")]
+    Create {
+        /// Node name.
+        name: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// Opening a publisher or subscriber on a topic failed.
+#[derive(Debug, Error)]
+pub enum TopicError {
+    /// The topic name breaks the grammar.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The requested QoS is inconsistent.
+    #[error("topic {topic}: invalid QoS: {reason}")]
+    InvalidQos {
+        /// Topic name.
+        topic: String,
+        /// What is inconsistent.
+        reason: String,
+    },
+    /// The topic exists with another message type.
+    #[error("topic {topic} has type {existing}, but {requested} was requested")]
+    TypeMismatch {
+        /// Topic name.
+        topic: String,
+        /// Type the topic was created with (name and layout).
+        existing: String,
+        /// Type asked for (name and layout).
+        requested: String,
+    },
+    /// The topic exists with QoS settings this endpoint cannot work with.
+    #[error("topic {topic}: incompatible QoS: {reason}")]
+    IncompatibleQos {
+        /// Topic name.
+        topic: String,
+        /// Which setting conflicts.
+        reason: String,
+    },
+    /// The topic already has its maximum number of publishers or subscribers.
+    #[error("topic {topic} already has its maximum of {max} {kind}")]
+    TooManyEndpoints {
+        /// Topic name.
+        topic: String,
+        /// "publishers" or "subscribers".
+        kind: &'static str,
+        /// The limit.
+        max: usize,
+    },
+    /// The name exists but is not a Nerve topic (another messaging pattern or foreign service).
+    #[error("topic {topic}: {reason}")]
+    NotATopic {
+        /// Topic name.
+        topic: String,
+        /// What was found instead.
+        reason: String,
+    },
+    /// The shared-memory layer failed.
+    #[error("topic {topic}: shared memory: {reason}")]
+    Shm {
+        /// Topic name.
+        topic: String,
+        /// The underlying failure.
+        reason: String,
+    },
+}
+
+/// Loaning a sample failed.
+#[derive(Debug, Error)]
+pub enum LoanError {
+    /// The payload is larger than the topic's `max_payload`.
+    #[error("topic {topic}: payload of {requested} bytes exceeds the maximum of {max} bytes")]
+    PayloadTooLarge {
+        /// Topic name.
+        topic: String,
+        /// Bytes asked for.
+        requested: usize,
+        /// QoS `max_payload`.
+        max: usize,
+    },
+    /// All samples of the publisher's pool are in use (held by subscribers or loaned).
+    #[error("topic {topic}: all samples are in use (loaned or held by subscribers); raise Qos::shm_budget or drop held samples")]
+    PoolExhausted {
+        /// Topic name.
+        topic: String,
+    },
+    /// Too many samples are loaned at once.
+    #[error("topic {topic}: more than {max} samples loaned at once (Qos::max_loans)")]
+    TooManyLoans {
+        /// Topic name.
+        topic: String,
+        /// The limit.
+        max: usize,
+    },
+    /// The shared-memory layer failed.
+    #[error("topic {topic}: shared memory: {reason}")]
+    Shm {
+        /// Topic name.
+        topic: String,
+        /// The underlying failure.
+        reason: String,
+    },
+}
+
+/// Publishing a sample failed.
+#[derive(Debug, Error)]
+pub enum PublishError {
+    /// No sample could be loaned.
+    #[error(transparent)]
+    Loan(#[from] LoanError),
+    /// A subscriber's queue stayed full for the whole back-pressure timeout.
+    #[error("topic {topic}: a subscriber's queue stayed full for {timeout:?} (back-pressure); the sample was not delivered to it")]
+    BackPressureTimeout {
+        /// Topic name.
+        topic: String,
+        /// The QoS timeout.
+        timeout: Duration,
+    },
+    /// A value could not be encoded (serde messages).
+    #[error("topic {topic}: cannot encode value: {reason}")]
+    Encode {
+        /// Topic name.
+        topic: String,
+        /// Encoder message.
+        reason: String,
+    },
+    /// The shared-memory layer failed.
+    #[error("topic {topic}: shared memory: {reason}")]
+    Shm {
+        /// Topic name.
+        topic: String,
+        /// The underlying failure.
+        reason: String,
+    },
+}
+
+/// Receiving a sample failed.
+#[derive(Debug, Error)]
+pub enum RecvError {
+    /// The shared-memory layer failed.
+    #[error("topic {topic}: shared memory: {reason}")]
+    Shm {
+        /// Topic name.
+        topic: String,
+        /// The underlying failure.
+        reason: String,
+    },
+    /// A sample violated the topic's layout (wrong size); it was dropped.
+    #[error("topic {topic}: malformed sample of {len} bytes dropped: {reason}")]
+    Malformed {
+        /// Topic name.
+        topic: String,
+        /// Its size in bytes.
+        len: usize,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// Decoding a serde message failed.
+#[derive(Debug, Clone, Error)]
+#[error("cannot decode {type_name}: {reason}")]
+pub struct DecodeError {
+    /// Type that was decoded.
+    pub type_name: String,
+    /// Decoder message.
+    pub reason: String,
+}
+
+/// Waiting on a [`crate::WaitSet`] failed.
+#[derive(Debug, Error)]
+pub enum WaitError {
+    /// The wait set is full.
+    #[error("a wait set holds at most {max} entries")]
+    Full {
+        /// The limit.
+        max: usize,
+    },
+    /// The system call failed.
+    #[error("wait failed: {0}")]
+    Os(std::io::Error),
+}

@@ -1,0 +1,41 @@
+//! The header Nerve writes in front of every sample.
+
+use iceoryx2::prelude::ZeroCopySend;
+
+/// Metadata of every sample: loss detection and latency measurement for free.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ZeroCopySend)]
+#[repr(C)]
+pub struct SampleHeader {
+    /// Per-publisher sequence number, starting at 1 and increasing by 1.
+    pub seq: u64,
+    /// Publish time on the monotonic clock, in ns (comparable between processes of a host).
+    pub publish_mono_ns: u64,
+    /// Publish time on the wall clock, in ns since the Unix epoch.
+    pub publish_wall_ns: i64,
+    /// Identity of the publisher (unique per host while it lives).
+    pub publisher_id: u64,
+    /// Number of payload bytes in use (head plus elements).
+    pub payload_len: u64,
+    /// Layout hash of the message type, checked again on receipt.
+    pub type_hash: u64,
+}
+
+/// Current monotonic time in ns.
+pub fn mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC) as u64
+}
+
+/// Current wall-clock time in ns since the Unix epoch.
+pub fn wall_ns() -> i64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec; clock ids are constants the kernel knows.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}

@@ -1,0 +1,282 @@
+//! Introspection for tools: list topics and nodes, subscribe without knowing the type,
+//! and remove stale resources of dead processes.
+
+use crate::context::{doorbell_name, Context, Node};
+use crate::error::{RecvError, TopicError};
+use crate::header::SampleHeader;
+use crate::message::TypeInfo;
+use crate::qos::Qos;
+use crate::subscriber::{create_port, Receiver, SubscriberStats};
+use crate::transport::shm::{self, Ipc, IoxSample, TOPIC_PREFIX};
+use crate::wait::WaitMode;
+use crate::waitset::Waitable;
+use iceoryx2::node::NodeView;
+use iceoryx2::prelude::*;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// What `nerve topic list` shows of a topic.
+#[derive(Clone, Debug)]
+pub struct TopicInfo {
+    /// Topic name.
+    pub name: String,
+    /// Message type.
+    pub type_info: TypeInfo,
+    /// Publishers connected now.
+    pub publishers: usize,
+    /// Subscribers connected now.
+    pub subscribers: usize,
+    /// Samples kept for late joiners.
+    pub history: usize,
+    /// Largest subscriber queue depth.
+    pub max_depth: usize,
+    /// `drop-oldest` or `back-pressure`.
+    pub overflow: &'static str,
+    /// Most publishers.
+    pub max_publishers: usize,
+    /// Most subscribers.
+    pub max_subscribers: usize,
+}
+
+/// Lists the topics of the context's domain. `node` is used to open each topic for its
+/// live counts.
+pub fn list_topics(node: &Node) -> Result<Vec<TopicInfo>, String> {
+    let mut names = BTreeSet::new();
+    Ipc::list(&node.inner.ctx.inner.iox, |details| {
+        let n = details.static_details.name().as_str().to_string();
+        if let Some(t) = n.strip_prefix(TOPIC_PREFIX) {
+            if matches!(
+                details.static_details.messaging_pattern(),
+                iceoryx2::service::static_config::messaging_pattern::MessagingPattern::PublishSubscribe(_)
+            ) {
+                names.insert(t.to_string());
+            }
+        }
+        CallbackProgression::Continue
+    })
+    .map_err(|e| format!("cannot list topics: {e:?}"))?;
+    let mut out = Vec::new();
+    for name in names {
+        // a topic may vanish between listing and opening: skip it
+        if let Ok(info) = topic_info(node, &name) {
+            out.push(info);
+        }
+    }
+    Ok(out)
+}
+
+/// Details of one topic.
+pub fn topic_info(node: &Node, topic: &str) -> Result<TopicInfo, TopicError> {
+    crate::name::validate_topic(topic)?;
+    let service = shm::open_topic(&node.inner.iox, topic, None, &Qos::default())?;
+    let type_info = shm::topic_type(&service).ok_or_else(|| TopicError::NotATopic {
+        topic: topic.to_string(),
+        reason: "no Nerve type record".into(),
+    })?;
+    let cfg = service.static_config();
+    let dynamic = service.dynamic_config();
+    Ok(TopicInfo {
+        name: topic.to_string(),
+        type_info,
+        publishers: dynamic.number_of_publishers(),
+        subscribers: dynamic.number_of_subscribers(),
+        history: cfg.history_size(),
+        max_depth: cfg.subscriber_max_buffer_size(),
+        overflow: if cfg.has_safe_overflow() {
+            "drop-oldest"
+        } else {
+            "back-pressure"
+        },
+        max_publishers: cfg.max_publishers(),
+        max_subscribers: cfg.max_subscribers(),
+    })
+}
+
+/// What `nerve node list` shows of a node.
+#[derive(Clone, Debug)]
+pub struct NodeInfo {
+    /// Node name.
+    pub name: String,
+    /// Process id.
+    pub pid: i32,
+    /// Executable name.
+    pub executable: String,
+    /// `alive`, `dead` (crashed, resources not yet reclaimed) or `inaccessible`.
+    pub state: &'static str,
+}
+
+/// Lists the nodes of the context's domain.
+pub fn list_nodes(ctx: &Context) -> Result<Vec<NodeInfo>, String> {
+    let mut out = Vec::new();
+    iceoryx2::node::Node::<Ipc>::list(&ctx.inner.iox, |state| {
+        let (view_state, details) = match &state {
+            NodeState::Alive(v) => ("alive", v.details().clone()),
+            NodeState::Dead(v) => ("dead", v.details().clone()),
+            NodeState::Inaccessible(_) | NodeState::Undefined(_) => ("inaccessible", None),
+        };
+        let (name, pid, executable) = match details {
+            Some(d) => (
+                d.name().as_str().to_string(),
+                d.process_id().value(),
+                d.executable().to_string(),
+            ),
+            None => (String::new(), 0, String::new()),
+        };
+        out.push(NodeInfo {
+            name,
+            pid,
+            executable,
+            state: view_state,
+        });
+        CallbackProgression::Continue
+    })
+    .map_err(|e| format!("cannot list nodes: {e:?}"))?;
+    out.sort_by(|a, b| a.name.cmp(&b.name).then(a.pid.cmp(&b.pid)));
+    Ok(out)
+}
+
+/// Files of a domain in /dev/shm and the state directory.
+pub fn domain_files(ctx: &Context) -> BTreeSet<String> {
+    let prefix = ctx.config().file_prefix();
+    let mut files = BTreeSet::new();
+    let mut walk = vec![std::path::PathBuf::from("/dev/shm"), ctx.config().state_dir.clone()];
+    while let Some(dir) = walk.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk.push(p);
+            } else if e.file_name().to_string_lossy().starts_with(&prefix) {
+                files.insert(p.display().to_string());
+            }
+        }
+    }
+    files
+}
+
+/// Result of [`clean`].
+#[derive(Clone, Debug, Default)]
+pub struct CleanReport {
+    /// Dead nodes whose resources were reclaimed: (name, pid).
+    pub dead_nodes: Vec<(String, i32)>,
+    /// Files that disappeared.
+    pub removed_files: Vec<String>,
+}
+
+/// Removes resources of dead processes in the context's domain (and the doorbell if no
+/// process uses it). Live processes are never touched.
+pub fn clean(ctx: &Context) -> Result<CleanReport, String> {
+    let before = domain_files(ctx);
+    let mut report = CleanReport::default();
+    let mut dead = Vec::new();
+    iceoryx2::node::Node::<Ipc>::list(&ctx.inner.iox, |state| {
+        if let NodeState::Dead(v) = state {
+            dead.push(v);
+        }
+        CallbackProgression::Continue
+    })
+    .map_err(|e| format!("cannot list nodes: {e:?}"))?;
+    for v in dead {
+        let (name, pid) = v
+            .details()
+            .as_ref()
+            .map(|d| (d.name().as_str().to_string(), d.process_id().value()))
+            .unwrap_or_default();
+        if v.try_remove_stale_resources().is_ok() {
+            report.dead_nodes.push((name, pid));
+        }
+    }
+    let _ = crate::transport::doorbell::remove_if_unused(&doorbell_name(ctx.config()));
+    let after = domain_files(ctx);
+    report.removed_files = before.difference(&after).cloned().collect();
+    Ok(report)
+}
+
+/// A subscriber that accepts any message type: for tools like `nerve topic echo`.
+pub struct RawSubscriber {
+    rx: Receiver,
+    type_info: TypeInfo,
+}
+
+impl RawSubscriber {
+    /// Subscribes to an existing topic with its own type.
+    pub fn create(node: &Node, topic: &str, qos: Qos) -> Result<RawSubscriber, TopicError> {
+        crate::name::validate_topic(topic)?;
+        let service = shm::open_topic(&node.inner.iox, topic, None, &qos)?;
+        let type_info = shm::topic_type(&service).ok_or_else(|| TopicError::NotATopic {
+            topic: topic.to_string(),
+            reason: "no Nerve type record".into(),
+        })?;
+        let depth = qos.depth.min(service.static_config().subscriber_max_buffer_size());
+        let port = create_port(&service, topic, &Qos { depth, ..qos })?;
+        Ok(RawSubscriber {
+            rx: Receiver::new(
+                node.clone(),
+                topic.to_string(),
+                service,
+                port,
+                type_info.clone(),
+                WaitMode::Block,
+            ),
+            type_info,
+        })
+    }
+
+    /// The topic's message type.
+    pub fn type_info(&self) -> &TypeInfo {
+        &self.type_info
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SubscriberStats {
+        self.rx.stats()
+    }
+
+    /// Waits up to `timeout` for the next sample.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<RawSample>, RecvError> {
+        Ok(self
+            .rx
+            .recv_timeout(timeout)?
+            .map(|(inner, elems)| RawSample { inner, elems }))
+    }
+
+    /// Number of publishers connected now.
+    pub fn publisher_count(&self) -> usize {
+        self.rx.publisher_count()
+    }
+
+    /// Number of subscribers connected now.
+    pub fn subscriber_count(&self) -> usize {
+        self.rx.service().dynamic_config().number_of_subscribers()
+    }
+}
+
+impl Waitable for RawSubscriber {
+    fn is_ready(&self) -> bool {
+        self.rx.is_ready()
+    }
+    fn wake_slot_addr(&self) -> usize {
+        self.rx.wake_slot_addr()
+    }
+}
+
+/// A sample of any type, validated against the topic's layout.
+pub struct RawSample {
+    inner: IoxSample,
+    elems: usize,
+}
+
+impl RawSample {
+    /// Nerve's sample header.
+    pub fn header(&self) -> &SampleHeader {
+        self.inner.user_header()
+    }
+    /// The payload bytes in use (head, padding, elements).
+    pub fn bytes(&self) -> &[u8] {
+        &self.inner.payload()[..self.inner.user_header().payload_len as usize]
+    }
+    /// Number of slice elements.
+    pub fn elems(&self) -> usize {
+        self.elems
+    }
+}

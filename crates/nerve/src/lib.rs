@@ -1,0 +1,71 @@
+//! # Nerve
+//!
+//! A robotics middleware: typed topics with zero-copy shared memory between processes.
+//!
+//! ```no_run
+//! use nerve::prelude::*;
+//! use std::time::Duration;
+//!
+//! #[derive(Clone, Copy, nerve::Message)]
+//! #[repr(C)]
+//! #[message(name = "demo/Pose")]
+//! struct Pose { x: f64, y: f64, theta: f64 }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = Context::from_env()?;
+//! let node = ctx.node("demo").create()?;
+//! let publisher = node.publisher::<Pose>("/pose").create()?;
+//! publisher.publish(&Pose { x: 1.0, y: 2.0, theta: 0.5 })?;
+//!
+//! let sub = node.subscriber::<Pose>("/pose").create()?;
+//! if let Some(p) = sub.recv_timeout(Duration::from_millis(100))? {
+//!     println!("x = {} (seq {})", p.x, p.header().seq);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Samples are loaned from shared memory (`Publisher::loan`, `Publisher::loan_slice`),
+//! written in place and read in place by subscribers; dropping a received `Sample`
+//! releases its memory. Every sample carries a [`SampleHeader`].
+#![warn(missing_docs)]
+
+extern crate self as nerve;
+
+pub mod config;
+mod context;
+pub mod error;
+mod header;
+pub mod introspect;
+pub mod message;
+pub mod name;
+mod publisher;
+pub mod qos;
+pub mod shutdown;
+mod subscriber;
+mod transport;
+mod wait;
+mod waitset;
+
+pub use config::Config;
+pub use context::{Context, Node, NodeBuilder};
+pub use error::{
+    ContextError, DecodeError, LoanError, NameError, NodeError, PublishError, RecvError,
+    TopicError, WaitError,
+};
+pub use header::{mono_ns, wall_ns, SampleHeader};
+pub use introspect::{RawSample, RawSubscriber};
+pub use message::{Message, NoElem, Pod, Serde, SerdeMessage, TypeInfo};
+pub use nerve_derive::{Message, Pod};
+pub use publisher::{Loan, Publisher, PublisherBuilder};
+pub use qos::{Overflow, Qos};
+pub use subscriber::{Sample, Subscriber, SubscriberBuilder, SubscriberStats};
+pub use wait::WaitMode;
+pub use waitset::{WaitSet, Waitable, MAX_WAITSET_ENTRIES};
+
+/// The common imports.
+pub mod prelude {
+    pub use crate::{
+        Context, Message, Node, Overflow, Pod, Publisher, Qos, Sample, SampleHeader, Serde,
+        SerdeMessage, Subscriber, WaitMode, WaitSet,
+    };
+}

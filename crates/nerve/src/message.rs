@@ -1,0 +1,294 @@
+//! Message types: plain data placed directly in shared memory, header + slice messages,
+//! and a serde fallback for arbitrary types.
+//!
+//! Every topic carries one message type. Its identity is the type name plus a layout hash
+//! computed at compile time from the size, alignment, field names and field types, so two
+//! programs that disagree on a struct's definition never read each other's bytes.
+
+use core::marker::PhantomData;
+use serde::{de::DeserializeOwned, Serialize};
+
+/// Plain data: a `#[repr(C)]` type without padding for which every bit pattern is valid.
+///
+/// Derive it with `#[derive(nerve::Pod)]`; implemented here for the primitive numbers and
+/// arrays of `Pod`.
+///
+/// # Safety
+/// Implementors must be `#[repr(C)]` (or primitive), contain no padding bytes, no pointers
+/// or references, and every bit pattern must be a valid value. `LAYOUT_HASH` must change
+/// whenever the layout changes.
+pub unsafe trait Pod: Copy + Send + Sync + 'static {
+    /// Fingerprint of the memory layout (sizes, alignment, field names and types).
+    const LAYOUT_HASH: u64;
+}
+
+/// A type that can be sent on a topic.
+///
+/// The value itself (the *head*) is plain data; `Elem` is the element type of the optional
+/// variable-length slice that follows it (`NoElem` for fixed-size messages).
+/// Derive with `#[derive(nerve::Message)]` and `#[message(name = "pkg/Type", elem = u8)]`.
+pub trait Message: Pod {
+    /// Type name shown by tools and used in type checks, e.g. `nerve_msgs/Imu`.
+    const TYPE_NAME: &'static str;
+    /// Element type of the trailing slice, or [`NoElem`] for fixed-size messages.
+    type Elem: Pod;
+}
+
+/// Element type of fixed-size messages: they carry no trailing slice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct NoElem;
+
+// SAFETY: zero-sized, no bytes at all.
+unsafe impl Pod for NoElem {
+    const LAYOUT_HASH: u64 = layout::hash_str(layout::FNV_OFFSET, "NoElem");
+}
+
+macro_rules! primitive_pod {
+    ($($t:ty),*) => {$(
+        // SAFETY: primitive numbers have no padding and every bit pattern is valid.
+        unsafe impl Pod for $t {
+            const LAYOUT_HASH: u64 = layout::hash_str(layout::FNV_OFFSET, stringify!($t));
+        }
+    )*};
+}
+primitive_pod!(u8, u16, u32, u64, u128, i8, i16, i32, i64, i128, f32, f64);
+
+// SAFETY: an array of Pod is Pod: elements are laid out contiguously without padding.
+unsafe impl<T: Pod, const N: usize> Pod for [T; N] {
+    const LAYOUT_HASH: u64 = layout::hash_u64(layout::hash_u64(T::LAYOUT_HASH, N as u64), 0x5b5d);
+}
+
+/// Compile-time FNV-1a hashing used to fingerprint layouts (public for the derive macro).
+pub mod layout {
+    /// FNV-1a offset basis.
+    pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+    /// Mixes the bytes of `s` into `h`.
+    pub const fn hash_str(mut h: u64, s: &str) -> u64 {
+        let b = s.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            h ^= b[i] as u64;
+            h = h.wrapping_mul(FNV_PRIME);
+            i += 1;
+        }
+        // terminator so that ("ab","c") and ("a","bc") differ
+        h ^= 0xff;
+        h.wrapping_mul(FNV_PRIME)
+    }
+
+    /// Mixes the little-endian bytes of `v` into `h`.
+    pub const fn hash_u64(mut h: u64, v: u64) -> u64 {
+        let b = v.to_le_bytes();
+        let mut i = 0;
+        while i < 8 {
+            h ^= b[i] as u64;
+            h = h.wrapping_mul(FNV_PRIME);
+            i += 1;
+        }
+        h
+    }
+}
+
+/// Everything a topic records about its message type; compared when a topic is opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypeInfo {
+    /// Type name, e.g. `nerve_msgs/Imu`.
+    pub name: String,
+    /// Layout fingerprint of head and element.
+    pub layout_hash: u64,
+    /// Size of the fixed head in bytes.
+    pub head_size: usize,
+    /// Size of one slice element in bytes (0 for fixed-size messages).
+    pub elem_size: usize,
+    /// Alignment of one slice element.
+    pub elem_align: usize,
+    /// Alignment of the payload in shared memory.
+    pub align: usize,
+}
+
+impl TypeInfo {
+    /// Type identity of message `M`.
+    pub fn of<M: Message>() -> Self {
+        TypeInfo {
+            name: M::TYPE_NAME.to_string(),
+            layout_hash: layout::hash_u64(M::LAYOUT_HASH, M::Elem::LAYOUT_HASH),
+            head_size: core::mem::size_of::<M>(),
+            elem_size: core::mem::size_of::<M::Elem>(),
+            elem_align: core::mem::align_of::<M::Elem>(),
+            align: payload_align::<M>(),
+        }
+    }
+
+    /// Byte offset of the slice after the head.
+    pub fn elems_offset(&self) -> usize {
+        let a = self.elem_align.max(1);
+        self.head_size.div_ceil(a) * a
+    }
+
+    /// Whether this message has a variable-length slice.
+    pub fn is_slice(&self) -> bool {
+        self.elem_size > 0
+    }
+}
+
+/// Payload alignment in shared memory: at least 8 so headers of any message read fast.
+pub(crate) fn payload_align<M: Message>() -> usize {
+    core::mem::align_of::<M>()
+        .max(core::mem::align_of::<M::Elem>())
+        .max(8)
+}
+
+/// Byte offset of the element slice of `M` after its head.
+pub(crate) fn elems_offset<M: Message>() -> usize {
+    let a = core::mem::align_of::<M::Elem>();
+    core::mem::size_of::<M>().div_ceil(a) * a
+}
+
+/// Head of a serde-encoded message: its encoded length; the bytes follow as a `[u8]` slice.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub struct SerdeHead {
+    /// Length of the encoded value in bytes.
+    pub len: u64,
+}
+
+/// Serde fallback: a topic of `Serde<T>` carries any `T: Serialize + DeserializeOwned`,
+/// encoded with bincode into a loaned byte slice (one copy on each side).
+#[repr(C)]
+pub struct Serde<T> {
+    head: SerdeHead,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Serde<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Serde<T> {}
+
+// SAFETY: layout identical to SerdeHead (a single u64) plus a zero-sized marker.
+unsafe impl<T: 'static> Pod for Serde<T> {
+    const LAYOUT_HASH: u64 = layout::hash_str(layout::FNV_OFFSET, "nerve/Serde");
+}
+
+/// Types that can travel as `Serde<T>`: name them for type checks.
+pub trait SerdeMessage: Serialize + DeserializeOwned + 'static {
+    /// Type name recorded on the topic, e.g. `my_robot/Plan`.
+    const TYPE_NAME: &'static str;
+}
+
+impl<T: SerdeMessage> Message for Serde<T> {
+    const TYPE_NAME: &'static str = T::TYPE_NAME;
+    type Elem = u8;
+}
+
+impl<T> Serde<T> {
+    /// Encoded length in bytes.
+    pub fn encoded_len(&self) -> usize {
+        self.head.len as usize
+    }
+    pub(crate) fn with_len(len: usize) -> Self {
+        Serde {
+            head: SerdeHead { len: len as u64 },
+            _t: PhantomData,
+        }
+    }
+}
+
+/// Encodes a serde value into bytes.
+pub(crate) fn serde_encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
+    bincode::serialize(value).map_err(|e| e.to_string())
+}
+
+/// Decodes a serde value, bounded by `bytes` (never reads past it).
+pub(crate) fn serde_decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    use bincode::Options;
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .allow_trailing_bytes()
+        .with_limit(bytes.len() as u64)
+        .deserialize(bytes)
+        .map_err(|e| e.to_string())
+}
+
+/// Reinterprets plain data as bytes.
+pub fn as_bytes<T: Pod>(v: &T) -> &[u8] {
+    // SAFETY: T is Pod: no padding, so all size_of::<T>() bytes are initialized.
+    unsafe { core::slice::from_raw_parts(v as *const T as *const u8, core::mem::size_of::<T>()) }
+}
+
+/// Reads a `T` from the start of `bytes` (unaligned), or `None` if too short.
+pub fn read_pod<T: Pod>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() < core::mem::size_of::<T>() {
+        return None;
+    }
+    // SAFETY: length checked; T is Pod so any bit pattern is valid; read_unaligned has no
+    // alignment requirement.
+    Some(unsafe { core::ptr::read_unaligned(bytes.as_ptr() as *const T) })
+}
+
+/// A zeroed value of plain data.
+pub fn zeroed<T: Pod>() -> T {
+    // SAFETY: T is Pod: the all-zero bit pattern is valid.
+    unsafe { core::mem::zeroed() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Copy, crate::Message)]
+    #[repr(C)]
+    struct A {
+        x: f64,
+        y: u32,
+        z: u32,
+    }
+
+    #[derive(Clone, Copy, crate::Message)]
+    #[repr(C)]
+    #[message(name = "A")]
+    struct B {
+        x: f64,
+        y: u32,
+        w: u32,
+    }
+
+    #[derive(Clone, Copy, crate::Message)]
+    #[repr(C)]
+    #[message(name = "test/Cloud", elem = f32)]
+    struct Cloud {
+        n: u32,
+    }
+
+    #[test]
+    fn same_name_different_fields_have_different_layouts() {
+        assert_eq!(TypeInfo::of::<A>().name, TypeInfo::of::<B>().name);
+        assert_ne!(
+            TypeInfo::of::<A>().layout_hash,
+            TypeInfo::of::<B>().layout_hash
+        );
+    }
+
+    #[test]
+    fn slice_message_offsets() {
+        let t = TypeInfo::of::<Cloud>();
+        assert_eq!(t.head_size, 4);
+        assert_eq!(t.elem_size, 4);
+        assert_eq!(t.elems_offset(), elems_offset::<Cloud>());
+        assert!(t.is_slice());
+        assert!(!TypeInfo::of::<A>().is_slice());
+    }
+
+    #[test]
+    fn serde_decode_rejects_garbage() {
+        let r: Result<String, _> = serde_decode(&[0xff; 4]);
+        assert!(r.is_err());
+        let v = serde_encode(&"hello".to_string()).unwrap();
+        assert_eq!(serde_decode::<String>(&v).unwrap(), "hello");
+    }
+}

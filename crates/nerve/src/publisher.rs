@@ -1,0 +1,371 @@
+//! Typed publishers: loan a sample in shared memory, write it in place, send it.
+
+use crate::context::Node;
+use crate::error::{LoanError, PublishError, TopicError};
+use crate::header::{mono_ns, wall_ns, SampleHeader};
+use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInfo};
+use crate::qos::{Overflow, Qos};
+use crate::transport::doorbell::Slot;
+use crate::transport::shm::{self, IoxPublisher, IoxSampleMut, TopicService};
+use iceoryx2::port::{BackpressureAction, BackpressureInfo, LoanError as IoxLoanError, SendError};
+use iceoryx2::prelude::{AllocationStrategy, BackpressureStrategy};
+use iceoryx2::port::update_connections::UpdateConnections;
+use iceoryx2::service::port_factory::PortFactory as _;
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
+
+/// Builds a [`Publisher`].
+pub struct PublisherBuilder<M: Message> {
+    node: Node,
+    topic: String,
+    qos: Qos,
+    _m: PhantomData<M>,
+}
+
+impl<M: Message> PublisherBuilder<M> {
+    pub(crate) fn new(node: Node, topic: &str) -> Self {
+        PublisherBuilder {
+            node,
+            topic: topic.to_string(),
+            qos: Qos::default(),
+            _m: PhantomData,
+        }
+    }
+
+    /// Sets the quality of service.
+    pub fn qos(mut self, qos: Qos) -> Self {
+        self.qos = qos;
+        self
+    }
+
+    /// Opens the topic (creating it if needed) and creates the publisher.
+    pub fn create(self) -> Result<Publisher<M>, TopicError> {
+        let topic = self.topic;
+        crate::name::validate_topic(&topic)?;
+        let qos = self.qos;
+        qos.validate().map_err(|reason| TopicError::InvalidQos {
+            topic: topic.clone(),
+            reason,
+        })?;
+        let ty = TypeInfo::of::<M>();
+        let service = shm::open_topic(&self.node.inner.iox, &topic, Some(&ty), &qos)?;
+        shm::check_qos(&topic, &service, &qos)?;
+
+        let head = elems_offset::<M>();
+        let elem = core::mem::size_of::<M::Elem>().max(1);
+        // slice length is counted in bytes: the payload is `[u8]`
+        let initial = if ty.is_slice() {
+            qos.initial_payload.max(head + elem).min(qos.max_payload)
+        } else {
+            core::mem::size_of::<M>().max(1)
+        };
+        let sample_bytes = initial + core::mem::size_of::<SampleHeader>();
+        let worst = shm::worst_case_samples(&service, &qos);
+        let pool = qos.pool_samples(worst, sample_bytes);
+        let mut builder = service
+            .publisher_builder()
+            .initial_max_slice_len(initial)
+            .allocation_strategy(if ty.is_slice() {
+                AllocationStrategy::PowerOfTwo
+            } else {
+                AllocationStrategy::Static
+            })
+            .max_loaned_samples(qos.max_loans)
+            .override_sample_preallocation(move |_| pool);
+        if let Overflow::BackPressure { timeout } = qos.overflow {
+            builder = builder
+                .backpressure_strategy(BackpressureStrategy::RetryUntilDelivered)
+                .set_backpressure_handler(move |info: &BackpressureInfo| {
+                    if info.elapsed_time < timeout {
+                        BackpressureAction::Retry
+                    } else {
+                        BackpressureAction::DiscardDataAndFail
+                    }
+                });
+        } else {
+            builder = builder.backpressure_strategy(BackpressureStrategy::DiscardData);
+        }
+        let port = builder.create().map_err(|e| {
+            use iceoryx2::port::publisher::PublisherCreateError as E;
+            match e {
+                E::ExceedsMaxSupportedPublishers => TopicError::TooManyEndpoints {
+                    topic: topic.clone(),
+                    kind: "publishers",
+                    max: service.static_config().max_publishers(),
+                },
+                e => TopicError::Shm {
+                    topic: topic.clone(),
+                    reason: format!("cannot create publisher: {e:?}"),
+                },
+            }
+        })?;
+        let id = port.id().value();
+        let slot: *const Slot = self.node.inner.ctx.inner.doorbell.slot(&topic);
+        Ok(Publisher {
+            port,
+            service,
+            slot,
+            node: self.node,
+            topic,
+            qos,
+            type_hash: ty.layout_hash,
+            id: (id as u64) ^ ((id >> 64) as u64),
+            seq: Cell::new(0),
+            _m: PhantomData,
+        })
+    }
+}
+
+/// Publishes messages of type `M` on one topic.
+pub struct Publisher<M: Message> {
+    // field order is drop order: the port goes before its service and node
+    port: IoxPublisher,
+    service: TopicService,
+    slot: *const Slot,
+    node: Node,
+    topic: String,
+    qos: Qos,
+    type_hash: u64,
+    id: u64,
+    seq: Cell<u64>,
+    _m: PhantomData<M>,
+}
+
+impl<M: Message> Publisher<M> {
+    /// The topic name.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The node this publisher belongs to.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// The QoS this publisher was created with.
+    pub fn qos(&self) -> &Qos {
+        &self.qos
+    }
+
+    /// This publisher's id as written in every sample header.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Number of subscribers connected to the topic right now.
+    pub fn subscriber_count(&self) -> usize {
+        self.service.dynamic_config().number_of_subscribers()
+    }
+
+    /// Waits until at least `n` subscribers are connected, at most `timeout`.
+    /// Returns whether they are.
+    pub fn wait_for_subscribers(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.subscriber_count() >= n {
+                let _ = self.port.update_connections();
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Connects subscribers that joined since the last send and hands them the history.
+    /// Sending does this too; call it from idle loops of latched publishers.
+    pub fn update_connections(&self) {
+        let _ = self.port.update_connections();
+    }
+
+    fn loan_bytes(&self, len: usize) -> Result<IoxSampleMut, LoanError> {
+        if len > self.qos.max_payload {
+            return Err(LoanError::PayloadTooLarge {
+                topic: self.topic.clone(),
+                requested: len,
+                max: self.qos.max_payload,
+            });
+        }
+        let uninit = self.port.loan_slice_uninit(len).map_err(|e| match e {
+            IoxLoanError::OutOfMemory => LoanError::PoolExhausted {
+                topic: self.topic.clone(),
+            },
+            IoxLoanError::ExceedsMaxLoans => LoanError::TooManyLoans {
+                topic: self.topic.clone(),
+                max: self.qos.max_loans,
+            },
+            e => LoanError::Shm {
+                topic: self.topic.clone(),
+                reason: format!("{e:?}"),
+            },
+        })?;
+        // SAFETY: the payload is shared memory mapped from a file: every byte is
+        // initialized (zero-filled by the kernel, later overwritten by earlier samples),
+        // and u8 has no invalid values.
+        Ok(unsafe { uninit.assume_init() })
+    }
+
+    fn make_loan(&self, sample: IoxSampleMut, elems: usize) -> Loan<'_, M> {
+        let mut loan = Loan {
+            sample,
+            elems,
+            publisher: self,
+        };
+        *loan.head_mut() = crate::message::zeroed::<M>();
+        loan
+    }
+
+    fn send_sample(&self, mut sample: IoxSampleMut) -> Result<(), PublishError> {
+        let seq = self.seq.get() + 1;
+        self.seq.set(seq);
+        let payload_len = sample.payload().len() as u64;
+        *sample.user_header_mut() = SampleHeader {
+            seq,
+            publish_mono_ns: mono_ns(),
+            publish_wall_ns: wall_ns(),
+            publisher_id: self.id,
+            payload_len,
+            type_hash: self.type_hash,
+        };
+        let result = sample.send();
+        // SAFETY: slot points into the context's doorbell mapping, which lives as long as
+        // the context that self.node keeps alive.
+        unsafe { &*self.slot }.ring();
+        match result {
+            Ok(_) => Ok(()),
+            Err(SendError::UnableToDeliver) => Err(PublishError::BackPressureTimeout {
+                topic: self.topic.clone(),
+                timeout: match self.qos.overflow {
+                    Overflow::BackPressure { timeout } => timeout,
+                    Overflow::DropOldest => Duration::ZERO,
+                },
+            }),
+            Err(e) => Err(PublishError::Shm {
+                topic: self.topic.clone(),
+                reason: format!("send failed: {e:?}"),
+            }),
+        }
+    }
+}
+
+impl<M: Message<Elem = NoElem>> Publisher<M> {
+    /// Loans a zeroed sample in shared memory; write it in place, then [`Loan::send`].
+    pub fn loan(&self) -> Result<Loan<'_, M>, LoanError> {
+        let s = self.loan_bytes(core::mem::size_of::<M>().max(1))?;
+        Ok(self.make_loan(s, 0))
+    }
+
+    /// Copies `msg` into a loaned sample and sends it.
+    pub fn publish(&self, msg: &M) -> Result<(), PublishError> {
+        let mut s = self.loan_bytes(core::mem::size_of::<M>().max(1))?;
+        // SAFETY: the payload is at least size_of::<M>() bytes, aligned for M (the topic's
+        // payload alignment is at least align_of::<M>()), and M is Pod.
+        unsafe { (s.payload_mut().as_mut_ptr() as *mut M).write(*msg) };
+        self.send_sample(s)
+    }
+}
+
+impl<M: Message> Publisher<M> {
+    /// Loans a sample with room for `len` elements after the head. The head is zeroed;
+    /// the elements hold unspecified bytes (an earlier sample's): overwrite them.
+    pub fn loan_slice(&self, len: usize) -> Result<Loan<'_, M>, LoanError> {
+        let bytes = len
+            .checked_mul(core::mem::size_of::<M::Elem>())
+            .and_then(|b| b.checked_add(elems_offset::<M>()))
+            .ok_or_else(|| LoanError::PayloadTooLarge {
+                topic: self.topic.clone(),
+                requested: usize::MAX,
+                max: self.qos.max_payload,
+            })?;
+        let s = self.loan_bytes(bytes.max(1))?;
+        Ok(self.make_loan(s, len))
+    }
+
+    /// Copies a head and its elements into a loaned sample and sends it.
+    pub fn publish_slice(&self, head: &M, elems: &[M::Elem]) -> Result<(), PublishError> {
+        let mut loan = self.loan_slice(elems.len())?;
+        *loan.head_mut() = *head;
+        loan.elems_mut().copy_from_slice(elems);
+        loan.send()
+    }
+}
+
+impl<T: SerdeMessage> Publisher<Serde<T>> {
+    /// Encodes `value` with serde into a loaned byte slice and sends it.
+    pub fn publish_value(&self, value: &T) -> Result<(), PublishError> {
+        let bytes = crate::message::serde_encode(value).map_err(|reason| PublishError::Encode {
+            topic: self.topic.clone(),
+            reason,
+        })?;
+        let mut loan = self.loan_slice(bytes.len())?;
+        *loan.head_mut() = Serde::with_len(bytes.len());
+        loan.elems_mut().copy_from_slice(&bytes);
+        loan.send()
+    }
+}
+
+/// A sample loaned from shared memory: write it in place, then [`send`](Loan::send).
+/// Dropping it without sending returns the memory to the pool.
+pub struct Loan<'p, M: Message> {
+    sample: IoxSampleMut,
+    elems: usize,
+    publisher: &'p Publisher<M>,
+}
+
+impl<M: Message> Loan<'_, M> {
+    /// The fixed head of the message.
+    pub fn head_mut(&mut self) -> &mut M {
+        // SAFETY: the payload holds at least size_of::<M>() bytes, is aligned for M, and
+        // M is Pod so any bytes are a valid M; the borrow is tied to &mut self.
+        unsafe { &mut *(self.sample.payload_mut().as_mut_ptr() as *mut M) }
+    }
+
+    /// The elements after the head.
+    pub fn elems_mut(&mut self) -> &mut [M::Elem] {
+        let n = self.elems;
+        // SAFETY: the payload was loaned with room for n elements at elems_offset, which
+        // is aligned for Elem (payload alignment >= align_of Elem); Elem is Pod.
+        unsafe {
+            let p = self.sample.payload_mut().as_mut_ptr().add(elems_offset::<M>());
+            core::slice::from_raw_parts_mut(p as *mut M::Elem, n)
+        }
+    }
+
+    /// The elements after the head, read-only.
+    pub fn elems(&self) -> &[M::Elem] {
+        // SAFETY: as in elems_mut.
+        unsafe {
+            let p = self.sample.payload().as_ptr().add(elems_offset::<M>());
+            core::slice::from_raw_parts(p as *const M::Elem, self.elems)
+        }
+    }
+
+    /// The elements as raw bytes, for filling large payloads with one copy.
+    pub fn elem_bytes_mut(&mut self) -> &mut [u8] {
+        let n = self.elems * core::mem::size_of::<M::Elem>();
+        let off = elems_offset::<M>();
+        &mut self.sample.payload_mut()[off..off + n]
+    }
+
+    /// Sends the sample to every subscriber.
+    pub fn send(self) -> Result<(), PublishError> {
+        self.publisher.send_sample(self.sample)
+    }
+}
+
+impl<M: Message> Deref for Loan<'_, M> {
+    type Target = M;
+    fn deref(&self) -> &M {
+        // SAFETY: see head_mut.
+        unsafe { &*(self.sample.payload().as_ptr() as *const M) }
+    }
+}
+
+impl<M: Message> DerefMut for Loan<'_, M> {
+    fn deref_mut(&mut self) -> &mut M {
+        self.head_mut()
+    }
+}

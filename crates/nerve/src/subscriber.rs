@@ -1,0 +1,453 @@
+//! Typed subscribers: samples are read in place in shared memory and released on drop.
+
+use crate::context::Node;
+use crate::error::{DecodeError, RecvError, TopicError};
+use crate::header::SampleHeader;
+use crate::message::{elems_offset, Message, Serde, SerdeMessage, TypeInfo};
+use crate::qos::Qos;
+use crate::transport::doorbell::Slot;
+use crate::transport::shm::{self, IoxSample, IoxSubscriber, TopicService};
+use crate::wait::{SpinWindow, WaitMode, MAX_SLEEP};
+use iceoryx2::service::port_factory::PortFactory as _;
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::ops::Deref;
+use std::time::{Duration, Instant};
+
+/// Builds a [`Subscriber`].
+pub struct SubscriberBuilder<M: Message> {
+    node: Node,
+    topic: String,
+    qos: Qos,
+    mode: WaitMode,
+    _m: PhantomData<M>,
+}
+
+impl<M: Message> SubscriberBuilder<M> {
+    pub(crate) fn new(node: Node, topic: &str) -> Self {
+        SubscriberBuilder {
+            node,
+            topic: topic.to_string(),
+            qos: Qos::default(),
+            mode: WaitMode::default(),
+            _m: PhantomData,
+        }
+    }
+
+    /// Sets the quality of service.
+    pub fn qos(mut self, qos: Qos) -> Self {
+        self.qos = qos;
+        self
+    }
+
+    /// Sets how blocking receives wait.
+    pub fn wait_mode(mut self, mode: WaitMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Opens the topic (creating it if needed) and creates the subscriber.
+    pub fn create(self) -> Result<Subscriber<M>, TopicError> {
+        let topic = self.topic;
+        crate::name::validate_topic(&topic)?;
+        self.qos
+            .validate()
+            .map_err(|reason| TopicError::InvalidQos {
+                topic: topic.clone(),
+                reason,
+            })?;
+        let ty = TypeInfo::of::<M>();
+        let service = shm::open_topic(&self.node.inner.iox, &topic, Some(&ty), &self.qos)?;
+        shm::check_qos(&topic, &service, &self.qos)?;
+        let port = create_port(&service, &topic, &self.qos)?;
+        Ok(Subscriber {
+            rx: Receiver::new(self.node, topic, service, port, ty, self.mode),
+            _m: PhantomData,
+        })
+    }
+}
+
+pub(crate) fn create_port(
+    service: &TopicService,
+    topic: &str,
+    qos: &Qos,
+) -> Result<IoxSubscriber, TopicError> {
+    service
+        .subscriber_builder()
+        .buffer_size(qos.depth)
+        .create()
+        .map_err(|e| {
+            use iceoryx2::port::subscriber::SubscriberCreateError as E;
+            match e {
+                E::ExceedsMaxSupportedSubscribers => TopicError::TooManyEndpoints {
+                    topic: topic.to_string(),
+                    kind: "subscribers",
+                    max: service.static_config().max_subscribers(),
+                },
+                e => TopicError::Shm {
+                    topic: topic.to_string(),
+                    reason: format!("cannot create subscriber: {e:?}"),
+                },
+            }
+        })
+}
+
+/// Counters of a subscriber.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SubscriberStats {
+    /// Samples handed to the application.
+    pub received: u64,
+    /// Samples lost: gaps in publishers' sequence numbers (dropped as oldest on overflow).
+    pub lost: u64,
+    /// Samples dropped because they broke the topic's layout.
+    pub malformed: u64,
+}
+
+/// Most publishers whose sequence numbers a subscriber tracks at once.
+const MAX_TRACKED_PUBLISHERS: usize = 64;
+
+#[derive(Default)]
+pub(crate) struct StatsState {
+    pub(crate) counts: SubscriberStats,
+    /// (publisher id, last sequence number), most recent first, bounded.
+    last_seq: Vec<(u64, u64)>,
+}
+
+impl StatsState {
+    pub(crate) fn account(&mut self, h: &SampleHeader) {
+        self.counts.received += 1;
+        match self.last_seq.iter().position(|(id, _)| *id == h.publisher_id) {
+            Some(i) => {
+                let last = self.last_seq[i].1;
+                if h.seq > last + 1 {
+                    self.counts.lost += h.seq - last - 1;
+                }
+                self.last_seq[i].1 = h.seq.max(last);
+                if i > 0 {
+                    let e = self.last_seq.remove(i);
+                    self.last_seq.insert(0, e);
+                }
+            }
+            None => {
+                if self.last_seq.len() == MAX_TRACKED_PUBLISHERS {
+                    self.last_seq.pop();
+                }
+                self.last_seq.insert(0, (h.publisher_id, h.seq));
+            }
+        }
+    }
+}
+
+/// Untyped receiving end shared by [`Subscriber`] and [`RawSubscriber`].
+pub(crate) struct Receiver {
+    // field order is drop order: the port goes before its service and node
+    port: IoxSubscriber,
+    service: TopicService,
+    slot: *const Slot,
+    node: Node,
+    topic: String,
+    mode: WaitMode,
+    spin: SpinWindow,
+    expected: TypeInfo,
+    stats: RefCell<StatsState>,
+}
+
+/// Receives messages of type `M` from one topic.
+pub struct Subscriber<M: Message> {
+    rx: Receiver,
+    _m: PhantomData<M>,
+}
+
+/// Checks a received sample against the topic's layout; returns the number of elements.
+pub(crate) fn validate(s: &IoxSample, ty: &TypeInfo) -> Result<usize, String> {
+    let h = s.user_header();
+    let bytes = s.payload().len();
+    if h.type_hash != ty.layout_hash {
+        return Err(format!("type hash {:016x} differs from the topic's", h.type_hash));
+    }
+    let len = h.payload_len as usize;
+    if len > bytes || len < ty.head_size {
+        return Err(format!(
+            "payload length {len} outside {}..={bytes}",
+            ty.head_size
+        ));
+    }
+    if s.payload().as_ptr() as usize % ty.align != 0 {
+        return Err("misaligned payload".into());
+    }
+    if ty.elem_size == 0 {
+        return Ok(0);
+    }
+    let body = len.saturating_sub(ty.elems_offset());
+    if len < ty.elems_offset() || body % ty.elem_size != 0 {
+        return Err(format!(
+            "{body} element bytes are not a multiple of {}",
+            ty.elem_size
+        ));
+    }
+    Ok(body / ty.elem_size)
+}
+
+impl Receiver {
+    pub(crate) fn new(
+        node: Node,
+        topic: String,
+        service: TopicService,
+        port: IoxSubscriber,
+        expected: TypeInfo,
+        mode: WaitMode,
+    ) -> Receiver {
+        let slot: *const Slot = node.inner.ctx.inner.doorbell.slot(&topic);
+        Receiver {
+            port,
+            service,
+            slot,
+            node,
+            topic,
+            mode,
+            spin: SpinWindow::new(),
+            expected,
+            stats: RefCell::new(StatsState::default()),
+        }
+    }
+
+    pub(crate) fn try_recv(&self) -> Result<Option<(IoxSample, usize)>, RecvError> {
+        loop {
+            let s = self.port.receive().map_err(|e| RecvError::Shm {
+                topic: self.topic.clone(),
+                reason: format!("{e:?}"),
+            })?;
+            let Some(s) = s else { return Ok(None) };
+            match validate(&s, &self.expected) {
+                Ok(elems) => {
+                    self.stats.borrow_mut().account(s.user_header());
+                    return Ok(Some((s, elems)));
+                }
+                // never hand garbage to the application: count it and look further
+                Err(_) => self.stats.borrow_mut().counts.malformed += 1,
+            }
+        }
+    }
+
+    pub(crate) fn recv_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<Option<(IoxSample, usize)>, RecvError> {
+        if let Some(s) = self.try_recv()? {
+            return Ok(Some(s));
+        }
+        let start = Instant::now();
+        let deadline = start.checked_add(timeout);
+        let spin_for = match self.mode {
+            WaitMode::Spin => timeout,
+            WaitMode::Adaptive => self.spin.get().min(timeout),
+            WaitMode::Block => Duration::ZERO,
+        };
+        if !spin_for.is_zero() {
+            let mut i: u32 = 0;
+            loop {
+                if let Some(s) = self.try_recv()? {
+                    self.spin.hit(start.elapsed());
+                    return Ok(Some(s));
+                }
+                i = i.wrapping_add(1);
+                if i % 64 == 0 && start.elapsed() >= spin_for {
+                    break;
+                }
+                core::hint::spin_loop();
+            }
+            if self.mode == WaitMode::Spin {
+                return Ok(None);
+            }
+            self.spin.miss();
+        }
+        // SAFETY: slot points into the context's doorbell mapping, kept alive by self.node.
+        let slot = unsafe { &*self.slot };
+        loop {
+            let seen = slot.register();
+            let got = self.try_recv();
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match (got, remaining) {
+                (Ok(None), Some(r)) if !r.is_zero() => {
+                    slot.wait(seen, r.min(MAX_SLEEP));
+                    slot.unregister();
+                }
+                (Ok(None), None) => {
+                    slot.wait(seen, MAX_SLEEP);
+                    slot.unregister();
+                }
+                (other, _) => {
+                    slot.unregister();
+                    return other;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn stats(&self) -> SubscriberStats {
+        self.stats.borrow().counts
+    }
+
+    pub(crate) fn publisher_count(&self) -> usize {
+        self.service.dynamic_config().number_of_publishers()
+    }
+
+    pub(crate) fn slot(&self) -> *const Slot {
+        self.slot
+    }
+
+    pub(crate) fn has_samples(&self) -> bool {
+        self.port.has_samples().unwrap_or(true)
+    }
+
+    pub(crate) fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    pub(crate) fn node(&self) -> &Node {
+        &self.node
+    }
+
+    pub(crate) fn service(&self) -> &TopicService {
+        &self.service
+    }
+}
+
+impl<M: Message> Subscriber<M> {
+    /// The topic name.
+    pub fn topic(&self) -> &str {
+        self.rx.topic()
+    }
+
+    /// The node this subscriber belongs to.
+    pub fn node(&self) -> &Node {
+        self.rx.node()
+    }
+
+    /// Counters: received, lost (sequence gaps) and malformed samples.
+    pub fn stats(&self) -> SubscriberStats {
+        self.rx.stats()
+    }
+
+    /// Number of publishers connected to the topic right now.
+    pub fn publisher_count(&self) -> usize {
+        self.rx.publisher_count()
+    }
+
+    fn wrap(s: Option<(IoxSample, usize)>) -> Option<Sample<M>> {
+        s.map(|(inner, elems)| Sample {
+            inner,
+            elems,
+            _m: PhantomData,
+        })
+    }
+
+    /// Returns the next sample if one is queued, without waiting.
+    pub fn try_recv(&self) -> Result<Option<Sample<M>>, RecvError> {
+        self.rx.try_recv().map(Self::wrap)
+    }
+
+    /// Waits up to `timeout` for the next sample, as the wait mode says.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Sample<M>>, RecvError> {
+        self.rx.recv_timeout(timeout).map(Self::wrap)
+    }
+
+    /// Waits without limit for the next sample.
+    pub fn recv(&self) -> Result<Sample<M>, RecvError> {
+        loop {
+            if let Some(s) = self.recv_timeout(Duration::from_secs(3600))? {
+                return Ok(s);
+            }
+        }
+    }
+
+    /// A blocking iterator over samples; ends on the first receive error.
+    pub fn iter(&self) -> impl Iterator<Item = Sample<M>> + '_ {
+        std::iter::from_fn(move || self.recv().ok())
+    }
+
+    pub(crate) fn receiver(&self) -> &Receiver {
+        &self.rx
+    }
+}
+
+/// A received sample, read in place in shared memory. Dropping it releases the memory.
+pub struct Sample<M: Message> {
+    inner: IoxSample,
+    elems: usize,
+    _m: PhantomData<M>,
+}
+
+impl<M: Message> Sample<M> {
+    /// Nerve's header: sequence number, publish times, publisher id.
+    pub fn header(&self) -> &SampleHeader {
+        self.inner.user_header()
+    }
+
+    /// The elements after the head (empty for fixed-size messages).
+    pub fn elems(&self) -> &[M::Elem] {
+        // SAFETY: validate() proved the payload holds `elems` elements at elems_offset,
+        // aligned (payload alignment >= align_of Elem); Elem is Pod.
+        unsafe {
+            let p = self.inner.payload().as_ptr().add(elems_offset::<M>());
+            core::slice::from_raw_parts(p as *const M::Elem, self.elems)
+        }
+    }
+
+    /// The whole payload as bytes (head, padding and elements).
+    pub fn payload_bytes(&self) -> &[u8] {
+        &self.inner.payload()[..self.inner.user_header().payload_len as usize]
+    }
+}
+
+impl<M: Message> Deref for Sample<M> {
+    type Target = M;
+    fn deref(&self) -> &M {
+        // SAFETY: validate() proved the payload holds at least size_of::<M>() bytes at an
+        // address aligned for M, and M is Pod so every bit pattern is a valid M.
+        unsafe { &*(self.inner.payload().as_ptr() as *const M) }
+    }
+}
+
+impl<T: SerdeMessage> Sample<Serde<T>> {
+    /// Decodes the serde value (bounded by the sample's bytes; malformed input is an error).
+    pub fn decode(&self) -> Result<T, DecodeError> {
+        let n = self.encoded_len().min(self.elems);
+        crate::message::serde_decode(&self.elems()[..n]).map_err(|reason| DecodeError {
+            type_name: T::TYPE_NAME.to_string(),
+            reason,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(id: u64, seq: u64) -> SampleHeader {
+        SampleHeader {
+            seq,
+            publisher_id: id,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn gaps_are_counted_per_publisher() {
+        let mut s = StatsState::default();
+        for (id, seq) in [(1, 1), (2, 10), (1, 2), (1, 5), (2, 11), (2, 13)] {
+            s.account(&h(id, seq));
+        }
+        assert_eq!(s.counts.received, 6);
+        assert_eq!(s.counts.lost, 2 + 1);
+    }
+
+    #[test]
+    fn tracked_publishers_are_bounded() {
+        let mut s = StatsState::default();
+        for id in 0..1000 {
+            s.account(&h(id, 1));
+        }
+        assert_eq!(s.last_seq.len(), MAX_TRACKED_PUBLISHERS);
+    }
+}

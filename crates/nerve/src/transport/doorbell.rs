@@ -1,0 +1,319 @@
+//! Wake-ups between processes through futexes in one small shared-memory file per domain.
+//!
+//! The doorbell is an array of slots, each a sequence word and a waiter count on its own
+//! cache line. A topic maps to a slot by hash (collisions only cause spurious wake-ups,
+//! which waiters tolerate). A publisher rings after sending only when someone waits, so an
+//! un-watched topic pays one fence and one load per publish and no system call.
+//!
+//! Lifetime: every process holds a shared `flock` on the file; the last one to close it
+//! takes the exclusive lock and unlinks it. A crashed process releases its lock with its
+//! death, so a stale file is reused by the next process or removed by `nerve clean`.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::time::Duration;
+
+/// Number of slots in a doorbell.
+pub(crate) const SLOTS: usize = 1024;
+
+#[repr(C, align(64))]
+pub(crate) struct Slot {
+    seq: AtomicU32,
+    waiters: AtomicU32,
+}
+
+/// A mapped doorbell file.
+pub(crate) struct Doorbell {
+    path: CString,
+    fd: OwnedFd,
+    slots: *const Slot,
+}
+
+// SAFETY: the mapping is shared memory accessed only through atomics; the pointer stays
+// valid until Drop unmaps it.
+unsafe impl Send for Doorbell {}
+// SAFETY: as above, all access goes through atomics.
+unsafe impl Sync for Doorbell {}
+
+const SIZE: usize = SLOTS * std::mem::size_of::<Slot>();
+
+impl Doorbell {
+    /// Opens (or creates) the doorbell at `/dev/shm/<name>` with the given file mode.
+    pub(crate) fn open(name: &str, mode: u32) -> io::Result<Doorbell> {
+        let path = CString::new(format!("/dev/shm/{name}"))
+            .map_err(|_| io::Error::other("doorbell name holds a NUL byte"))?;
+        loop {
+            // SAFETY: path is a valid NUL-terminated string; flags and mode are plain ints.
+            let raw = unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC,
+                    mode as libc::c_uint,
+                )
+            };
+            if raw < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: raw is a freshly opened descriptor we own.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            // SAFETY: fd is open.
+            if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The last user may have unlinked the file between our open and our lock:
+            // then the path names another inode (or none) and we start over.
+            if !same_inode(&fd, &path) {
+                continue;
+            }
+            // SAFETY: fd is open; ftruncate to the fixed size is idempotent for all openers.
+            if unsafe { libc::ftruncate(fd.as_raw_fd(), SIZE as libc::off_t) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: mapping SIZE bytes of a file we just sized; MAP_SHARED so other
+            // processes see the same memory; the result is checked below.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    SIZE,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            return Ok(Doorbell {
+                path,
+                fd,
+                slots: ptr as *const Slot,
+            });
+        }
+    }
+
+    /// The slot of a topic.
+    pub(crate) fn slot(&self, key: &str) -> &Slot {
+        let h = crate::message::layout::hash_str(crate::message::layout::FNV_OFFSET, key);
+        // SAFETY: index < SLOTS and the mapping holds SLOTS slots for the life of self.
+        unsafe { &*self.slots.add((h % SLOTS as u64) as usize) }
+    }
+
+    /// All slots, for wait sets that watch several topics.
+    pub(crate) fn slot_ptr(slot: &Slot) -> *const AtomicU32 {
+        &slot.seq
+    }
+}
+
+impl Drop for Doorbell {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what open() mapped; no references outlive self.
+        unsafe { libc::munmap(self.slots as *mut libc::c_void, SIZE) };
+        // Last user: we get the exclusive lock only if nobody else holds a shared one.
+        // SAFETY: fd is open; path is a valid C string.
+        unsafe {
+            if libc::flock(self.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 {
+                libc::unlink(self.path.as_ptr());
+            }
+        }
+    }
+}
+
+fn same_inode(fd: &OwnedFd, path: &CString) -> bool {
+    // SAFETY: zeroed stat structs are valid out-parameters.
+    let mut a: libc::stat = unsafe { std::mem::zeroed() };
+    let mut b: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open, path is NUL-terminated, a and b are writable.
+    unsafe {
+        libc::fstat(fd.as_raw_fd(), &mut a) == 0
+            && libc::stat(path.as_ptr(), &mut b) == 0
+            && a.st_ino == b.st_ino
+            && a.st_dev == b.st_dev
+    }
+}
+
+/// Removes a stale doorbell if no process uses it. Returns whether it was removed.
+pub(crate) fn remove_if_unused(name: &str) -> io::Result<bool> {
+    let path = format!("/dev/shm/{name}");
+    let c = CString::new(path.clone()).map_err(|_| io::Error::other("NUL in name"))?;
+    // SAFETY: valid C string; no O_CREAT so no mode needed.
+    let raw = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if raw < 0 {
+        return Ok(false);
+    }
+    // SAFETY: raw is a descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: fd is open; path valid.
+    unsafe {
+        if libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0
+            && same_inode(&fd, &c)
+        {
+            libc::unlink(c.as_ptr());
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+impl Slot {
+    /// Rings the slot if anyone waits. Call after the sample is visible in its queue.
+    #[inline]
+    pub(crate) fn ring(&self) {
+        // SYNC: SeqCst fence orders our queue write before the waiter-count load; pairs
+        // with the fence in `register` so either the waiter sees the sample or we see it.
+        fence(Ordering::SeqCst);
+        if self.waiters.load(Ordering::Relaxed) > 0 {
+            // SYNC: the new sequence value publishes "something changed" to waiters.
+            self.seq.fetch_add(1, Ordering::SeqCst);
+            futex_wake(&self.seq);
+        }
+    }
+
+    /// Announces a waiter; returns the sequence value to wait on. Check the queue after this
+    /// and before `wait`.
+    pub(crate) fn register(&self) -> u32 {
+        // SYNC: see `ring`; the fence orders the count increment before the queue check.
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.seq.load(Ordering::SeqCst)
+    }
+
+    /// Withdraws a waiter announced by `register`.
+    pub(crate) fn unregister(&self) {
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Sleeps while the sequence still equals `seen`, at most `timeout`.
+    pub(crate) fn wait(&self, seen: u32, timeout: Duration) {
+        futex_wait(&self.seq, seen, timeout);
+    }
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: word lives in a shared mapping; FUTEX_WAKE (not PRIVATE) wakes waiters of
+    // every process mapping it. Extra arguments are ignored for WAKE.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word as *const AtomicU32,
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            std::ptr::null::<libc::timespec>(),
+            0,
+            0,
+        );
+    }
+}
+
+fn futex_wait(word: &AtomicU32, seen: u32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64 / 2) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: word is a valid u32 in a shared mapping; ts is a relative timeout; the kernel
+    // returns at once if the word no longer equals `seen` (no lost wake-up).
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word as *const AtomicU32,
+            libc::FUTEX_WAIT,
+            seen,
+            &ts as *const libc::timespec,
+            0,
+            0,
+        );
+    }
+}
+
+/// One futex to wait on in [`wait_any`].
+pub(crate) struct WaitEntry {
+    pub(crate) word: *const AtomicU32,
+    pub(crate) seen: u32,
+}
+
+#[repr(C)]
+struct FutexWaitv {
+    val: u64,
+    uaddr: u64,
+    flags: u32,
+    reserved: u32,
+}
+
+const FUTEX2_SIZE_U32: u32 = 0x02;
+const SYS_FUTEX_WAITV: libc::c_long = 449;
+
+/// Sleeps until any of the words changes or `timeout` passes (futex_waitv, Linux 5.16+).
+/// Falls back to sleeping on the first word with a 1 ms cap on older kernels.
+pub(crate) fn wait_any(entries: &[WaitEntry], timeout: Duration) {
+    if entries.is_empty() {
+        std::thread::sleep(timeout);
+        return;
+    }
+    let waitv: Vec<FutexWaitv> = entries
+        .iter()
+        .map(|e| FutexWaitv {
+            val: e.seen as u64,
+            uaddr: e.word as u64,
+            flags: FUTEX2_SIZE_U32,
+            reserved: 0,
+        })
+        .collect();
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let total = now.tv_nsec as u128 + timeout.as_nanos().min(u64::MAX as u128 / 4);
+    let deadline = libc::timespec {
+        tv_sec: now.tv_sec + (total / 1_000_000_000) as libc::time_t,
+        tv_nsec: (total % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: waitv holds entries.len() valid futex_waitv records pointing into shared
+    // mappings kept alive by the caller; deadline is an absolute CLOCK_MONOTONIC time.
+    let r = unsafe {
+        libc::syscall(
+            SYS_FUTEX_WAITV,
+            waitv.as_ptr(),
+            waitv.len() as libc::c_uint,
+            0,
+            &deadline as *const libc::timespec,
+            libc::CLOCK_MONOTONIC,
+        )
+    };
+    if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+        // SAFETY: entries[0].word points into a live mapping (caller's contract).
+        let w = unsafe { &*entries[0].word };
+        futex_wait(w, entries[0].seen, timeout.min(Duration::from_millis(1)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn ring_wakes_a_waiter_and_last_user_unlinks() {
+        let name = format!("nerve_test_doorbell_{}", std::process::id());
+        let bell = Arc::new(Doorbell::open(&name, 0o600).unwrap());
+        let b2 = bell.clone();
+        let t = std::thread::spawn(move || {
+            let slot = b2.slot("/t");
+            let seen = slot.register();
+            slot.wait(seen, Duration::from_secs(10));
+            slot.unregister();
+        });
+        // ring until the waiter has gone (it may not have registered yet)
+        while !t.is_finished() {
+            bell.slot("/t").ring();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        t.join().unwrap();
+        assert!(std::path::Path::new(&format!("/dev/shm/{name}")).exists());
+        drop(bell);
+        assert!(!std::path::Path::new(&format!("/dev/shm/{name}")).exists());
+    }
+}

@@ -1,0 +1,295 @@
+//! Local data plane on iceoryx2: nodes, topic services with Nerve's type identity, and the
+//! mapping from [`Qos`] to iceoryx2 settings. No iceoryx2 type leaves the crate.
+
+use crate::config::Config;
+use crate::error::{ContextError, TopicError};
+use crate::header::SampleHeader;
+use crate::message::TypeInfo;
+use crate::qos::{Overflow, Qos};
+use iceoryx2::prelude::*;
+use iceoryx2::service::attribute::{AttributeKey, AttributeSpecifier, AttributeValue};
+use iceoryx2::service::builder::publish_subscribe::{
+    PublishSubscribeCreateError, PublishSubscribeOpenError,
+};
+use std::time::{Duration, Instant};
+
+/// The iceoryx2 service flavour Nerve uses (inter-process, single-threaded ports).
+pub(crate) type Ipc = ipc::Service;
+/// An iceoryx2 node.
+pub(crate) type IoxNode = iceoryx2::node::Node<Ipc>;
+/// A topic's iceoryx2 service: byte payload behind Nerve's sample header.
+pub(crate) type TopicService =
+    iceoryx2::service::port_factory::publish_subscribe::PortFactory<Ipc, [u8], SampleHeader>;
+pub(crate) type IoxPublisher = iceoryx2::port::publisher::Publisher<Ipc, [u8], SampleHeader>;
+pub(crate) type IoxSubscriber = iceoryx2::port::subscriber::Subscriber<Ipc, [u8], SampleHeader>;
+pub(crate) type IoxSample = iceoryx2::sample::Sample<Ipc, [u8], SampleHeader>;
+pub(crate) type IoxSampleMut = iceoryx2::sample_mut::SampleMut<Ipc, [u8], SampleHeader>;
+
+/// Attribute that records a topic's message type.
+pub(crate) const TYPE_ATTRIBUTE: &str = "nerve.type";
+/// Prefix of every topic's iceoryx2 service name.
+pub(crate) const TOPIC_PREFIX: &str = "topic:";
+
+/// Builds the iceoryx2 configuration of a Nerve domain.
+pub(crate) fn iceoryx_config(cfg: &Config) -> Result<iceoryx2::config::Config, ContextError> {
+    let mut iox = iceoryx2::config::Config::default();
+    let dir_err = |reason: &str| ContextError::StateDir {
+        path: cfg.state_dir.display().to_string(),
+        reason: reason.to_string(),
+    };
+    let mut dir = cfg
+        .state_dir
+        .to_str()
+        .ok_or_else(|| dir_err("not valid UTF-8"))?
+        .to_string();
+    if !dir.starts_with('/') {
+        return Err(dir_err("must be an absolute path"));
+    }
+    if !dir.ends_with('/') {
+        dir.push('/');
+    }
+    let path = Path::new(dir.as_bytes()).map_err(|_| dir_err("not a valid path"))?;
+    iox.global.set_root_path(&path);
+    iox.global.prefix = FileName::new(cfg.file_prefix().as_bytes())
+        .map_err(|_| dir_err("invalid file prefix"))?;
+    iox.global.node.cleanup_dead_nodes_on_creation = true;
+    iox.global.node.cleanup_dead_nodes_on_destruction = true;
+    iox.global.service.cleanup_dead_nodes_on_open = true;
+    Ok(iox)
+}
+
+/// Creates an iceoryx2 node; signal handling stays with the application.
+pub(crate) fn create_node(iox: &iceoryx2::config::Config, name: &str) -> Result<IoxNode, String> {
+    let node_name = NodeName::new(name).map_err(|e| format!("{e:?}"))?;
+    NodeBuilder::new()
+        .name(&node_name)
+        .config(iox)
+        .signal_handling_mode(SignalHandlingMode::Disabled)
+        .create::<Ipc>()
+        .map_err(|e| format!("{e:?}"))
+}
+
+/// Encodes a type identity as one attribute value.
+pub(crate) fn encode_type(t: &TypeInfo) -> String {
+    format!(
+        "{};{:016x};{};{};{};{}",
+        t.name, t.layout_hash, t.head_size, t.elem_size, t.elem_align, t.align
+    )
+}
+
+/// Decodes a type identity written by [`encode_type`].
+pub(crate) fn decode_type(s: &str) -> Option<TypeInfo> {
+    let mut it = s.rsplitn(6, ';');
+    let align = it.next()?.parse().ok()?;
+    let elem_align = it.next()?.parse().ok()?;
+    let elem_size = it.next()?.parse().ok()?;
+    let head_size = it.next()?.parse().ok()?;
+    let layout_hash = u64::from_str_radix(it.next()?, 16).ok()?;
+    let name = it.next()?.to_string();
+    Some(TypeInfo {
+        name,
+        layout_hash,
+        head_size,
+        elem_size,
+        elem_align,
+        align,
+    })
+}
+
+/// Reads the type identity recorded on a topic service.
+pub(crate) fn topic_type(service: &TopicService) -> Option<TypeInfo> {
+    let key = AttributeKey::try_from(TYPE_ATTRIBUTE).ok()?;
+    let v = service.attributes().key_value(&key, 0)?;
+    decode_type(&v.to_string())
+}
+
+pub(crate) fn describe(t: &TypeInfo) -> String {
+    format!("{} (layout {:016x})", t.name, t.layout_hash)
+}
+
+fn service_name(topic: &str) -> Result<ServiceName, TopicError> {
+    ServiceName::new(&format!("{TOPIC_PREFIX}{topic}")).map_err(|e| TopicError::Shm {
+        topic: topic.to_string(),
+        reason: format!("{e:?}"),
+    })
+}
+
+/// Opens a topic's service, creating it with `qos` if it does not exist yet.
+///
+/// `ty` = `None` opens whatever type the topic has (introspection). Type identity is
+/// compared by Nerve (name and layout) so the error names both types.
+pub(crate) fn open_topic(
+    node: &IoxNode,
+    topic: &str,
+    ty: Option<&TypeInfo>,
+    qos: &Qos,
+) -> Result<TopicService, TopicError> {
+    let name = service_name(topic)?;
+    let shm_err = |reason: String| TopicError::Shm {
+        topic: topic.to_string(),
+        reason,
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let builder = node
+            .service_builder(&name)
+            .publish_subscribe::<[u8]>()
+            .user_header::<SampleHeader>();
+        match builder.open() {
+            Ok(service) => {
+                check_existing(topic, &service, ty)?;
+                return Ok(service);
+            }
+            Err(PublishSubscribeOpenError::DoesNotExist) => {}
+            Err(PublishSubscribeOpenError::IncompatibleMessagingPattern)
+            | Err(PublishSubscribeOpenError::IncompatibleTypes) => {
+                return Err(TopicError::NotATopic {
+                    topic: topic.to_string(),
+                    reason: "the name is used by a service that is not a Nerve topic".into(),
+                })
+            }
+            Err(
+                PublishSubscribeOpenError::ServiceInCorruptedState
+                | PublishSubscribeOpenError::HangsInCreation
+                | PublishSubscribeOpenError::IsMarkedForDestruction
+                | PublishSubscribeOpenError::InternalFailure,
+            ) if Instant::now() < deadline => {
+                // another process is creating or removing it, or a dead one left it half
+                // made (cleaned up on the next attempt): retry shortly
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            Err(e) => return Err(shm_err(format!("open failed: {e:?}"))),
+        }
+        let Some(ty) = ty else {
+            return Err(shm_err("topic does not exist".into()));
+        };
+        let attrs = AttributeSpecifier::new()
+            .define(
+                &AttributeKey::try_from(TYPE_ATTRIBUTE).map_err(|e| shm_err(format!("{e:?}")))?,
+                &AttributeValue::try_from(encode_type(ty).as_str())
+                    .map_err(|_| shm_err(format!("type name {} is too long", ty.name)))?,
+            )
+            .map_err(|e| shm_err(format!("{e:?}")))?;
+        let depth_max = qos.depth.max(DEFAULT_MAX_DEPTH);
+        let builder = node
+            .service_builder(&name)
+            .publish_subscribe::<[u8]>()
+            .user_header::<SampleHeader>()
+            .payload_alignment(Alignment::new(ty.align).ok_or_else(|| {
+                shm_err(format!("alignment {} is not a power of two", ty.align))
+            })?)
+            .history_size(qos.history)
+            .subscriber_max_buffer_size(depth_max)
+            .subscriber_max_borrowed_samples(qos.max_borrowed.max(DEFAULT_MAX_BORROWED))
+            .enable_safe_overflow(matches!(qos.overflow, Overflow::DropOldest))
+            .max_publishers(qos.max_publishers)
+            .max_subscribers(qos.max_subscribers)
+            .max_nodes(qos.max_publishers + qos.max_subscribers + 4);
+        match builder.create_with_attributes(&attrs) {
+            Ok(service) => return Ok(service),
+            Err(PublishSubscribeCreateError::AlreadyExists)
+            | Err(PublishSubscribeCreateError::IsBeingCreatedByAnotherInstance)
+                if Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            Err(e) => return Err(shm_err(format!("create failed: {e:?}"))),
+        }
+    }
+}
+
+/// Queue depth every topic supports at least, so later subscribers may ask for more than
+/// the creator did.
+pub(crate) const DEFAULT_MAX_DEPTH: usize = 64;
+/// Samples every subscriber may hold at least.
+pub(crate) const DEFAULT_MAX_BORROWED: usize = 4;
+
+fn check_existing(
+    topic: &str,
+    service: &TopicService,
+    ty: Option<&TypeInfo>,
+) -> Result<(), TopicError> {
+    let existing = topic_type(service).ok_or_else(|| TopicError::NotATopic {
+        topic: topic.to_string(),
+        reason: "the service carries no Nerve type record".into(),
+    })?;
+    if let Some(ty) = ty {
+        if existing.name != ty.name || existing.layout_hash != ty.layout_hash {
+            return Err(TopicError::TypeMismatch {
+                topic: topic.to_string(),
+                existing: describe(&existing),
+                requested: describe(ty),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks an endpoint's QoS against the settings the topic was created with.
+pub(crate) fn check_qos(topic: &str, service: &TopicService, qos: &Qos) -> Result<(), TopicError> {
+    let cfg = service.static_config();
+    let err = |reason: String| TopicError::IncompatibleQos {
+        topic: topic.to_string(),
+        reason,
+    };
+    let drop_oldest = matches!(qos.overflow, Overflow::DropOldest);
+    if cfg.has_safe_overflow() != drop_oldest {
+        let policy = |d: bool| if d { "drop-oldest" } else { "back-pressure" };
+        return Err(err(format!(
+            "the topic uses {} overflow, this endpoint asked for {}",
+            policy(cfg.has_safe_overflow()),
+            policy(drop_oldest)
+        )));
+    }
+    if qos.depth > cfg.subscriber_max_buffer_size() {
+        return Err(err(format!(
+            "depth {} exceeds the topic's maximum of {}",
+            qos.depth,
+            cfg.subscriber_max_buffer_size()
+        )));
+    }
+    if qos.history > cfg.history_size() {
+        return Err(err(format!(
+            "history {} exceeds the {} samples the topic keeps",
+            qos.history,
+            cfg.history_size()
+        )));
+    }
+    if qos.max_borrowed > cfg.subscriber_max_borrowed_samples() {
+        return Err(err(format!(
+            "max_borrowed {} exceeds the topic's maximum of {}",
+            qos.max_borrowed,
+            cfg.subscriber_max_borrowed_samples()
+        )));
+    }
+    Ok(())
+}
+
+/// Worst-case number of samples one publisher needs so it can always loan.
+pub(crate) fn worst_case_samples(service: &TopicService, qos: &Qos) -> usize {
+    let cfg = service.static_config();
+    cfg.max_subscribers() * (cfg.subscriber_max_buffer_size() + cfg.subscriber_max_borrowed_samples())
+        + cfg.history_size()
+        + qos.max_loans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_record_round_trip() {
+        let t = TypeInfo {
+            name: "pkg/With;Semicolon".into(),
+            layout_hash: 0xdead_beef,
+            head_size: 24,
+            elem_size: 4,
+            elem_align: 4,
+            align: 8,
+        };
+        assert_eq!(decode_type(&encode_type(&t)).unwrap(), t);
+        assert!(decode_type("garbage").is_none());
+    }
+}

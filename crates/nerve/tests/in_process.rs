@@ -1,0 +1,218 @@
+//! In-process behaviour of topics: type identity, QoS, slices, serde, wait sets.
+
+use nerve::prelude::*;
+use nerve::{Config, TopicError};
+use std::time::Duration;
+
+fn ctx(tag: &str) -> Context {
+    let domain = 500 + (std::process::id() % 200) + tag.len() as u32 * 0;
+    let dir = std::env::temp_dir().join(format!("nerve-it-{}-{tag}/", std::process::id()));
+    Context::new(
+        Config::default()
+            .domain(domain)
+            .unwrap()
+            .state_dir(dir),
+    )
+    .unwrap()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, nerve::Message)]
+#[repr(C)]
+#[message(name = "test/Point")]
+struct Point {
+    x: f64,
+    y: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, nerve::Message)]
+#[repr(C)]
+#[message(name = "test/Point")]
+struct PointV2 {
+    x: f64,
+    y: f64,
+    z: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, nerve::Message)]
+#[repr(C)]
+#[message(name = "test/Blob", elem = u32)]
+struct Blob {
+    id: u64,
+}
+
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Plan {
+    name: String,
+    waypoints: Vec<(f32, f32)>,
+}
+impl SerdeMessage for Plan {
+    const TYPE_NAME: &'static str = "test/Plan";
+}
+
+#[test]
+fn fixed_message_round_trip_with_header() {
+    let node = ctx("fixed").node("n1").create().unwrap();
+    let p = node.publisher::<Point>("/fixed").create().unwrap();
+    let s = node.subscriber::<Point>("/fixed").create().unwrap();
+    p.publish(&Point { x: 1.0, y: 2.0 }).unwrap();
+    let mut l = p.loan().unwrap();
+    l.x = 3.0;
+    l.send().unwrap();
+    let a = s.recv_timeout(Duration::from_secs(1)).unwrap().unwrap();
+    assert_eq!(*a, Point { x: 1.0, y: 2.0 });
+    assert_eq!(a.header().seq, 1);
+    assert_eq!(a.header().publisher_id, p.id());
+    let b = s.recv_timeout(Duration::from_secs(1)).unwrap().unwrap();
+    assert_eq!(*b, Point { x: 3.0, y: 0.0 });
+    assert_eq!(b.header().seq, 2);
+    assert!(b.header().publish_mono_ns >= a.header().publish_mono_ns);
+    assert!(s.try_recv().unwrap().is_none());
+    assert_eq!(s.stats().received, 2);
+}
+
+#[test]
+fn type_mismatch_names_both_types() {
+    let node = ctx("mismatch").node("n1").create().unwrap();
+    let _p = node.publisher::<Point>("/typed").create().unwrap();
+    let err = node.subscriber::<PointV2>("/typed").create().err().unwrap();
+    let msg = err.to_string();
+    assert!(matches!(err, TopicError::TypeMismatch { .. }), "{msg}");
+    assert!(msg.contains("/typed") && msg.matches("test/Point").count() == 2, "{msg}");
+    let err = node.subscriber::<Blob>("/typed").create().err().unwrap();
+    assert!(err.to_string().contains("test/Blob"), "{err}");
+}
+
+#[test]
+fn slices_grow_and_respect_max_payload() {
+    let node = ctx("slices").node("n1").create().unwrap();
+    let qos = Qos::default().payload(64, 1 << 20);
+    let p = node.publisher::<Blob>("/blob").qos(qos.clone()).create().unwrap();
+    let s = node.subscriber::<Blob>("/blob").qos(qos).create().unwrap();
+    for n in [1usize, 10, 1000, 100_000] {
+        let mut l = p.loan_slice(n).unwrap();
+        l.id = n as u64;
+        for (i, e) in l.elems_mut().iter_mut().enumerate() {
+            *e = i as u32;
+        }
+        l.send().unwrap();
+        let r = s.recv_timeout(Duration::from_secs(1)).unwrap().unwrap();
+        assert_eq!(r.id, n as u64);
+        assert_eq!(r.elems().len(), n);
+        assert!(r.elems().iter().enumerate().all(|(i, &e)| e == i as u32));
+    }
+    let err = p.loan_slice(300_000).err().unwrap();
+    assert!(matches!(err, nerve::LoanError::PayloadTooLarge { .. }), "{err}");
+}
+
+#[test]
+fn serde_fallback() {
+    let node = ctx("serde").node("n1").create().unwrap();
+    let p = node.publisher::<Serde<Plan>>("/plan").create().unwrap();
+    let s = node.subscriber::<Serde<Plan>>("/plan").create().unwrap();
+    let plan = Plan {
+        name: "dock".into(),
+        waypoints: vec![(1.0, 2.0), (3.0, 4.0)],
+    };
+    p.publish_value(&plan).unwrap();
+    let r = s.recv_timeout(Duration::from_secs(1)).unwrap().unwrap();
+    assert_eq!(r.decode().unwrap(), plan);
+}
+
+#[test]
+fn bad_names_and_qos_are_rejected() {
+    let node = ctx("bad").node("n1").create().unwrap();
+    for bad in ["imu", "/a//b", "/a-b", ""] {
+        let e = node.publisher::<Point>(bad).create().err().unwrap();
+        assert!(matches!(e, TopicError::Name(_)), "{bad}: {e}");
+    }
+    let e = node
+        .publisher::<Point>("/q")
+        .qos(Qos::default().depth(0))
+        .create()
+        .err()
+        .unwrap();
+    assert!(matches!(e, TopicError::InvalidQos { .. }), "{e}");
+    assert!(ctx("bad").node("has space").create().is_err());
+}
+
+#[test]
+fn overflow_policy_mismatch_is_an_error() {
+    let node = ctx("ovf").node("n1").create().unwrap();
+    let _p = node.publisher::<Point>("/ovf").qos(Qos::sensor()).create().unwrap();
+    let e = node
+        .subscriber::<Point>("/ovf")
+        .qos(Qos::reliable())
+        .create()
+        .err()
+        .unwrap();
+    assert!(matches!(e, TopicError::IncompatibleQos { .. }), "{e}");
+}
+
+#[test]
+fn drop_oldest_counts_losses() {
+    let node = ctx("drops").node("n1").create().unwrap();
+    let p = node.publisher::<Point>("/drops").create().unwrap();
+    let s = node
+        .subscriber::<Point>("/drops")
+        .qos(Qos::sensor().depth(4))
+        .create()
+        .unwrap();
+    for i in 0..20 {
+        p.publish(&Point { x: i as f64, y: 0.0 }).unwrap();
+    }
+    let mut got = vec![];
+    while let Some(m) = s.try_recv().unwrap() {
+        got.push(m.x);
+    }
+    assert_eq!(got, vec![16.0, 17.0, 18.0, 19.0]);
+    let st = s.stats();
+    assert_eq!(st.received, 4);
+    assert_eq!(st.lost, 0, "first sample of a publisher is not a gap");
+    p.publish(&Point { x: 20.0, y: 0.0 }).unwrap();
+    for i in 21..30 {
+        p.publish(&Point { x: i as f64, y: 0.0 }).unwrap();
+    }
+    while s.try_recv().unwrap().is_some() {}
+    assert_eq!(s.stats().lost, 6);
+}
+
+#[test]
+fn late_joiner_gets_history() {
+    let node = ctx("latched").node("n1").create().unwrap();
+    let p = node
+        .publisher::<Point>("/map")
+        .qos(Qos::latched().history(3).depth(3))
+        .create()
+        .unwrap();
+    for i in 0..5 {
+        p.publish(&Point { x: i as f64, y: 0.0 }).unwrap();
+    }
+    let s = node
+        .subscriber::<Point>("/map")
+        .qos(Qos::latched().history(3).depth(3))
+        .create()
+        .unwrap();
+    p.update_connections();
+    let mut got = vec![];
+    while let Some(m) = s.recv_timeout(Duration::from_millis(200)).unwrap() {
+        got.push(m.x);
+    }
+    assert_eq!(got, vec![2.0, 3.0, 4.0]);
+}
+
+#[test]
+fn wait_set_serves_several_subscribers() {
+    let node = ctx("waitset").node("n1").create().unwrap();
+    let pa = node.publisher::<Point>("/wa").create().unwrap();
+    let sa = node.subscriber::<Point>("/wa").create().unwrap();
+    let sb = node.subscriber::<Blob>("/wb").create().unwrap();
+    let mut ws = WaitSet::new();
+    let ia = ws.add(&sa).unwrap();
+    let ib = ws.add(&sb).unwrap();
+    assert!(ws.wait(Duration::from_millis(10)).unwrap().is_empty());
+    pa.publish(&Point { x: 1.0, y: 1.0 }).unwrap();
+    let ready = ws.wait(Duration::from_secs(1)).unwrap();
+    assert_eq!(ready, vec![ia]);
+    assert_ne!(ia, ib);
+    assert!(sa.try_recv().unwrap().is_some());
+}
