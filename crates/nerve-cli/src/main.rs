@@ -1,1 +1,124 @@
-fn main(){}
+//! `nerve`: introspection and tooling for Nerve systems.
+//!
+//! Exit codes: 0 success (and broken pipe), 1 runtime error, 2 usage error.
+
+mod clean;
+mod node;
+mod output;
+mod topic;
+mod types;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Nerve robotics middleware tool.
+#[derive(Parser)]
+#[command(name = "nerve", version, about = "Nerve robotics middleware: introspection and tools")]
+struct Cli {
+    /// Domain id (overrides NERVE_DOMAIN).
+    #[arg(long, global = true)]
+    domain: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Inspect, echo and publish topics.
+    #[command(subcommand)]
+    Topic(topic::TopicCommand),
+    /// Inspect nodes.
+    #[command(subcommand)]
+    Node(node::NodeCommand),
+    /// Remove shared memory and state left by dead processes.
+    Clean(clean::CleanArgs),
+    /// List the message types the tool can decode and publish.
+    Types(output::FormatArg),
+}
+
+/// An error with the exit code it maps to.
+pub enum Failure {
+    /// Bad arguments: exit 2.
+    Usage(String),
+    /// Failure while running: exit 1.
+    Runtime(anyhow::Error),
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Runtime(e.into())
+    }
+}
+
+/// Result of a command.
+pub type CmdResult = Result<(), Failure>;
+
+/// A usage error.
+pub fn usage(msg: impl Into<String>) -> Failure {
+    Failure::Usage(msg.into())
+}
+
+fn config(domain: &Option<String>) -> Result<nerve::Config, Failure> {
+    let mut cfg = nerve::Config::from_env().map_err(|e| usage(e.to_string()))?;
+    if let Some(d) = domain {
+        cfg.domain = nerve::config::parse_domain(d).map_err(|e| usage(e.to_string()))?;
+    }
+    Ok(cfg)
+}
+
+fn run(cli: Cli) -> CmdResult {
+    nerve::shutdown::install();
+    let cfg = config(&cli.domain)?;
+    let ctx = || nerve::Context::new(cfg.clone());
+    match cli.command {
+        Command::Topic(c) => topic::run(&ctx()?, c),
+        Command::Node(c) => node::run(&ctx()?, c),
+        // no context here: it would count as a live user of the domain
+        Command::Clean(a) => clean::run(&cfg, a),
+        Command::Types(f) => types::list(f.format),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
+            {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            let text = e.to_string();
+            let line = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ");
+            eprintln!("error: {line} (see nerve --help)");
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(e)) => {
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -17,7 +17,20 @@ pub struct Context {
 pub(crate) struct ContextInner {
     pub(crate) config: Config,
     pub(crate) iox: iceoryx2::config::Config,
+    /// The domain's doorbell. Its shared `flock` also marks this process as a live member
+    /// of the domain (see [`Drop`] below and `introspect::clean`).
     pub(crate) doorbell: Doorbell,
+}
+
+impl Drop for ContextInner {
+    /// The last context of a domain on the host removes the domain-wide files, so a clean
+    /// exit leaves /dev/shm and the state directory as they were before.
+    fn drop(&mut self) {
+        if self.doorbell.try_exclusive() {
+            shm::remove_domain_files(&self.iox);
+            self.doorbell.unlink();
+        }
+    }
 }
 
 impl Context {

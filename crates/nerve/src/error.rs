@@ -177,6 +177,17 @@ pub enum PublishError {
         /// The QoS timeout.
         timeout: Duration,
     },
+    /// Under back-pressure, a subscriber had not attached to this publisher yet and its
+    /// queue was full, so the sample did not reach it.
+    #[error("topic {topic}: sample reached {delivered} of {subscribers} subscribers (one had not attached yet and its queue was full)")]
+    Undelivered {
+        /// Topic name.
+        topic: String,
+        /// Subscribers that got the sample.
+        delivered: usize,
+        /// Subscribers connected.
+        subscribers: usize,
+    },
     /// A value could not be encoded (serde messages).
     #[error("topic {topic}: cannot encode value: {reason}")]
     Encode {

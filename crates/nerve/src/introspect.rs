@@ -1,7 +1,9 @@
 //! Introspection for tools: list topics and nodes, subscribe without knowing the type,
 //! and remove stale resources of dead processes.
 
+use crate::config::Config;
 use crate::context::{doorbell_name, Context, Node};
+use crate::transport::doorbell::Doorbell;
 use crate::error::{RecvError, TopicError};
 use crate::header::SampleHeader;
 use crate::message::TypeInfo;
@@ -136,10 +138,10 @@ pub fn list_nodes(ctx: &Context) -> Result<Vec<NodeInfo>, String> {
 }
 
 /// Files of a domain in /dev/shm and the state directory.
-pub fn domain_files(ctx: &Context) -> BTreeSet<String> {
-    let prefix = ctx.config().file_prefix();
+pub fn domain_files(config: &Config) -> BTreeSet<String> {
+    let prefix = config.file_prefix();
     let mut files = BTreeSet::new();
-    let mut walk = vec![std::path::PathBuf::from("/dev/shm"), ctx.config().state_dir.clone()];
+    let mut walk = vec![std::path::PathBuf::from("/dev/shm"), config.state_dir.clone()];
     while let Some(dir) = walk.pop() {
         let Ok(rd) = std::fs::read_dir(&dir) else { continue };
         for e in rd.flatten() {
@@ -161,15 +163,19 @@ pub struct CleanReport {
     pub dead_nodes: Vec<(String, i32)>,
     /// Files that disappeared.
     pub removed_files: Vec<String>,
+    /// Whether live processes use the domain (then only dead nodes' resources are touched).
+    pub domain_in_use: bool,
 }
 
-/// Removes resources of dead processes in the context's domain (and the doorbell if no
-/// process uses it). Live processes are never touched.
-pub fn clean(ctx: &Context) -> Result<CleanReport, String> {
-    let before = domain_files(ctx);
+/// Removes resources of dead processes in a domain. When no live process uses the
+/// domain, the domain-wide files (doorbell, iceoryx2's management segment) go too.
+/// Takes a [`Config`], not a [`Context`]: a context would itself count as a live user.
+pub fn clean(config: &Config) -> Result<CleanReport, String> {
+    let iox = shm::iceoryx_config(config).map_err(|e| e.to_string())?;
+    let before = domain_files(config);
     let mut report = CleanReport::default();
     let mut dead = Vec::new();
-    iceoryx2::node::Node::<Ipc>::list(&ctx.inner.iox, |state| {
+    iceoryx2::node::Node::<Ipc>::list(&iox, |state| {
         if let NodeState::Dead(v) = state {
             dead.push(v);
         }
@@ -186,8 +192,18 @@ pub fn clean(ctx: &Context) -> Result<CleanReport, String> {
             report.dead_nodes.push((name, pid));
         }
     }
-    let _ = crate::transport::doorbell::remove_if_unused(&doorbell_name(ctx.config()));
-    let after = domain_files(ctx);
+    let bell_name = doorbell_name(config);
+    let bell = Doorbell::open(&bell_name, 0o600)
+        .map_err(|e| format!("cannot open /dev/shm/{bell_name}: {e}"))?;
+    if bell.try_exclusive() {
+        // no live context holds the doorbell: nobody uses the domain
+        shm::remove_domain_files(&iox);
+        bell.unlink();
+    } else {
+        report.domain_in_use = true;
+    }
+    drop(bell);
+    let after = domain_files(config);
     report.removed_files = before.difference(&after).cloned().collect();
     Ok(report)
 }

@@ -56,7 +56,7 @@ pub use header::{mono_ns, wall_ns, SampleHeader};
 pub use introspect::{RawSample, RawSubscriber};
 pub use message::{Message, NoElem, Pod, Serde, SerdeMessage, TypeInfo};
 pub use nerve_derive::{Message, Pod};
-pub use publisher::{Loan, Publisher, PublisherBuilder};
+pub use publisher::{Loan, Publisher, PublisherBuilder, ATTACH_GRACE};
 pub use qos::{Overflow, Qos};
 pub use subscriber::{Sample, Subscriber, SubscriberBuilder, SubscriberStats};
 pub use wait::WaitMode;

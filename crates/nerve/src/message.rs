@@ -35,7 +35,7 @@ pub trait Message: Pod {
 }
 
 /// Element type of fixed-size messages: they carry no trailing slice.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[repr(C)]
 pub struct NoElem;
 
@@ -142,7 +142,7 @@ pub(crate) fn payload_align<M: Message>() -> usize {
 }
 
 /// Byte offset of the element slice of `M` after its head.
-pub(crate) fn elems_offset<M: Message>() -> usize {
+pub fn elems_offset<M: Message>() -> usize {
     let a = core::mem::align_of::<M::Elem>();
     core::mem::size_of::<M>().div_ceil(a) * a
 }

@@ -16,6 +16,9 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
+/// Longest time [`Publisher::wait_for_subscribers`] waits for subscribers to attach.
+pub const ATTACH_GRACE: Duration = Duration::from_millis(200);
+
 /// Builds a [`Publisher`].
 pub struct PublisherBuilder<M: Message> {
     node: Node,
@@ -87,6 +90,7 @@ impl<M: Message> PublisherBuilder<M> {
         } else {
             builder = builder.backpressure_strategy(BackpressureStrategy::DiscardData);
         }
+        let slot: *const Slot = self.node.inner.ctx.inner.doorbell.slot(&topic);
         let port = builder.create().map_err(|e| {
             use iceoryx2::port::publisher::PublisherCreateError as E;
             match e {
@@ -102,7 +106,8 @@ impl<M: Message> PublisherBuilder<M> {
             }
         })?;
         let id = port.id().value();
-        let slot: *const Slot = self.node.inner.ctx.inner.doorbell.slot(&topic);
+        // SAFETY: see `Publisher::slot`; the doorbell outlives this call.
+        unsafe { &*slot }.ring_always();
         Ok(Publisher {
             port,
             service,
@@ -159,20 +164,28 @@ impl<M: Message> Publisher<M> {
         self.service.dynamic_config().number_of_subscribers()
     }
 
-    /// Waits until at least `n` subscribers are connected, at most `timeout`.
-    /// Returns whether they are.
+    /// Waits until at least `n` subscribers are connected, at most `timeout`, and gives
+    /// each a chance to attach to this publisher (subscribers that are receiving confirm
+    /// within microseconds; one that is busy elsewhere gets up to [`ATTACH_GRACE`]).
+    /// Returns whether `n` subscribers are connected.
     pub fn wait_for_subscribers(&self, n: usize, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        loop {
-            if self.subscriber_count() >= n {
-                let _ = self.port.update_connections();
-                return true;
-            }
+        while self.subscriber_count() < n {
             if Instant::now() >= deadline {
                 return false;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+        let _ = self.port.update_connections();
+        // SAFETY: see `slot` field.
+        let slot = unsafe { &*self.slot };
+        let acks = slot.acks();
+        slot.ring_always();
+        let grace = (Instant::now() + ATTACH_GRACE).min(deadline);
+        while (slot.acks().wrapping_sub(acks) as usize) < n && Instant::now() < grace {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        true
     }
 
     /// Connects subscribers that joined since the last send and hands them the history.
@@ -189,7 +202,15 @@ impl<M: Message> Publisher<M> {
                 max: self.qos.max_payload,
             });
         }
-        let uninit = self.port.loan_slice_uninit(len).map_err(|e| match e {
+        let mut attempt = self.port.loan_slice_uninit(len);
+        if matches!(attempt, Err(IoxLoanError::OutOfMemory)) {
+            // Samples may be held by a subscriber that died: reclaim its resources and
+            // reconnect, then try once more.
+            self.node.inner.iox.try_cleanup_dead_nodes();
+            let _ = self.port.update_connections();
+            attempt = self.port.loan_slice_uninit(len);
+        }
+        let uninit = attempt.map_err(|e| match e {
             IoxLoanError::OutOfMemory => LoanError::PoolExhausted {
                 topic: self.topic.clone(),
             },
@@ -230,11 +251,28 @@ impl<M: Message> Publisher<M> {
             payload_len,
             type_hash: self.type_hash,
         };
+        let back_pressure = matches!(self.qos.overflow, Overflow::BackPressure { .. });
+        let before = if back_pressure { self.subscriber_count() } else { 0 };
         let result = sample.send();
         // SAFETY: slot points into the context's doorbell mapping, which lives as long as
         // the context that self.node keeps alive.
         unsafe { &*self.slot }.ring();
         match result {
+            Ok(n) if back_pressure => {
+                // a subscriber that has not attached yet and whose queue is full is skipped
+                // by the shared-memory layer: under back-pressure that is an error, never a
+                // silent loss (subscribers that joined or left meanwhile do not count)
+                let expected = before.min(self.subscriber_count());
+                if n < expected {
+                    Err(PublishError::Undelivered {
+                        topic: self.topic.clone(),
+                        delivered: n,
+                        subscribers: expected,
+                    })
+                } else {
+                    Ok(())
+                }
+            }
             Ok(_) => Ok(()),
             Err(SendError::UnableToDeliver) => Err(PublishError::BackPressureTimeout {
                 topic: self.topic.clone(),

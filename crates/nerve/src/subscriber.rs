@@ -9,7 +9,7 @@ use crate::transport::doorbell::Slot;
 use crate::transport::shm::{self, IoxSample, IoxSubscriber, TopicService};
 use crate::wait::{SpinWindow, WaitMode, MAX_SLEEP};
 use iceoryx2::service::port_factory::PortFactory as _;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::time::{Duration, Instant};
@@ -150,6 +150,8 @@ pub(crate) struct Receiver {
     spin: SpinWindow,
     expected: TypeInfo,
     stats: RefCell<StatsState>,
+    /// Doorbell sequence last acknowledged (see `Receiver::acknowledge`).
+    seen_ring: Cell<u32>,
 }
 
 /// Receives messages of type `M` from one topic.
@@ -197,7 +199,12 @@ impl Receiver {
         expected: TypeInfo,
         mode: WaitMode,
     ) -> Receiver {
-        let slot: *const Slot = node.inner.ctx.inner.doorbell.slot(&topic);
+        let slot: *const Slot = node
+            .inner
+            .ctx
+            .inner
+            .doorbell
+            .slot(&topic);
         Receiver {
             port,
             service,
@@ -208,6 +215,18 @@ impl Receiver {
             spin: SpinWindow::new(),
             expected,
             stats: RefCell::new(StatsState::default()),
+            seen_ring: Cell::new(0),
+        }
+    }
+
+    /// If the doorbell rang since we last looked, attach to any new publisher and confirm,
+    /// so a publisher waiting in `wait_for_subscribers` knows nothing it sends is lost.
+    fn acknowledge(&self, slot: &Slot) {
+        let seq = slot.seq();
+        if seq != self.seen_ring.get() {
+            self.seen_ring.set(seq);
+            let _ = self.port.has_samples();
+            slot.ack();
         }
     }
 
@@ -251,8 +270,12 @@ impl Receiver {
                     return Ok(Some(s));
                 }
                 i = i.wrapping_add(1);
-                if i % 64 == 0 && start.elapsed() >= spin_for {
-                    break;
+                if i % 64 == 0 {
+                    // SAFETY: see `slot` below.
+                    self.acknowledge(unsafe { &*self.slot });
+                    if start.elapsed() >= spin_for {
+                        break;
+                    }
                 }
                 core::hint::spin_loop();
             }
@@ -265,6 +288,7 @@ impl Receiver {
         let slot = unsafe { &*self.slot };
         loop {
             let seen = slot.register();
+            self.acknowledge(slot);
             let got = self.try_recv();
             let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             match (got, remaining) {

@@ -216,3 +216,54 @@ fn wait_set_serves_several_subscribers() {
     assert_ne!(ia, ib);
     assert!(sa.try_recv().unwrap().is_some());
 }
+
+#[test]
+fn back_pressure_blocks_then_errors() {
+    let node = ctx("bp").node("n1").create().unwrap();
+    let qos = Qos::reliable()
+        .depth(4)
+        .overflow(Overflow::BackPressure {
+            timeout: Duration::from_millis(100),
+        });
+    let s = node.subscriber::<Point>("/bp").qos(qos.clone()).create().unwrap();
+    let p = node.publisher::<Point>("/bp").qos(qos).create().unwrap();
+    // a receiving subscriber attaches to the new publisher
+    assert!(s.try_recv().unwrap().is_none());
+    let mut result = Ok(());
+    let mut sent = 0;
+    for i in 0..10 {
+        result = p.publish(&Point { x: i as f64, y: 0.0 });
+        if result.is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    let e = result.unwrap_err();
+    assert!(matches!(e, nerve::PublishError::BackPressureTimeout { .. }), "{e}");
+    assert_eq!(sent, 4, "the queue holds depth samples");
+    let mut got = vec![];
+    while let Some(m) = s.try_recv().unwrap() {
+        got.push(m.x);
+    }
+    assert_eq!(got, vec![0.0, 1.0, 2.0, 3.0]);
+}
+
+#[test]
+fn back_pressure_never_loses_silently_to_an_unattached_subscriber() {
+    let node = ctx("bp2").node("n1").create().unwrap();
+    let qos = Qos::reliable().depth(2).overflow(Overflow::BackPressure {
+        timeout: Duration::from_millis(50),
+    });
+    // this subscriber never receives, so it never attaches to the later publisher
+    let _s = node.subscriber::<Point>("/bp2").qos(qos.clone()).create().unwrap();
+    let p = node.publisher::<Point>("/bp2").qos(qos).create().unwrap();
+    let results: Vec<_> = (0..5)
+        .map(|i| p.publish(&Point { x: i as f64, y: 0.0 }))
+        .collect();
+    assert!(results[..2].iter().all(|r| r.is_ok()));
+    let e = results[2].as_ref().unwrap_err();
+    assert!(
+        matches!(e, nerve::PublishError::Undelivered { .. } | nerve::PublishError::BackPressureTimeout { .. }),
+        "{e}"
+    );
+}

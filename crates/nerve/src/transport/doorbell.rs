@@ -22,6 +22,7 @@ pub(crate) const SLOTS: usize = 1024;
 pub(crate) struct Slot {
     seq: AtomicU32,
     waiters: AtomicU32,
+    acks: AtomicU32,
 }
 
 /// A mapped doorbell file.
@@ -107,23 +108,34 @@ impl Doorbell {
     }
 }
 
+impl Doorbell {
+    /// Tries to turn this process's shared lock into an exclusive one: succeeds only if no
+    /// other context in the domain is alive. (The conversion is not atomic: on failure
+    /// this handle may hold no lock at all, so call it only when about to drop or clean.)
+    pub(crate) fn try_exclusive(&self) -> bool {
+        // SAFETY: fd is open for the life of self.
+        unsafe { libc::flock(self.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    }
+
+    /// Removes the file name; processes that still map it keep their mapping.
+    pub(crate) fn unlink(&self) {
+        // SAFETY: path is a valid NUL-terminated string.
+        unsafe { libc::unlink(self.path.as_ptr()) };
+    }
+}
+
 impl Drop for Doorbell {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly what open() mapped; no references outlive self.
+        // Closing the fd (OwnedFd) releases the lock.
         unsafe { libc::munmap(self.slots as *mut libc::c_void, SIZE) };
-        // Last user: we get the exclusive lock only if nobody else holds a shared one.
-        // SAFETY: fd is open; path is a valid C string.
-        unsafe {
-            if libc::flock(self.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 {
-                libc::unlink(self.path.as_ptr());
-            }
-        }
     }
 }
 
 fn same_inode(fd: &OwnedFd, path: &CString) -> bool {
     // SAFETY: zeroed stat structs are valid out-parameters.
     let mut a: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
     let mut b: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fd is open, path is NUL-terminated, a and b are writable.
     unsafe {
@@ -132,29 +144,6 @@ fn same_inode(fd: &OwnedFd, path: &CString) -> bool {
             && a.st_ino == b.st_ino
             && a.st_dev == b.st_dev
     }
-}
-
-/// Removes a stale doorbell if no process uses it. Returns whether it was removed.
-pub(crate) fn remove_if_unused(name: &str) -> io::Result<bool> {
-    let path = format!("/dev/shm/{name}");
-    let c = CString::new(path.clone()).map_err(|_| io::Error::other("NUL in name"))?;
-    // SAFETY: valid C string; no O_CREAT so no mode needed.
-    let raw = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if raw < 0 {
-        return Ok(false);
-    }
-    // SAFETY: raw is a descriptor we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: fd is open; path valid.
-    unsafe {
-        if libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0
-            && same_inode(&fd, &c)
-        {
-            libc::unlink(c.as_ptr());
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }
 
 impl Slot {
@@ -169,6 +158,29 @@ impl Slot {
             self.seq.fetch_add(1, Ordering::SeqCst);
             futex_wake(&self.seq);
         }
+    }
+
+    /// Rings even if nobody waits: tells every subscriber of the topic to look (a new
+    /// publisher appeared and needs them to attach).
+    pub(crate) fn ring_always(&self) {
+        // SYNC: see `ring`.
+        self.seq.fetch_add(1, Ordering::SeqCst);
+        futex_wake(&self.seq);
+    }
+
+    /// Current sequence value (changes on every effective ring).
+    pub(crate) fn seq(&self) -> u32 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// A subscriber confirms it looked after a ring (and so attached to new publishers).
+    pub(crate) fn ack(&self) {
+        self.acks.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Number of confirmations so far (wrapping).
+    pub(crate) fn acks(&self) -> u32 {
+        self.acks.load(Ordering::Acquire)
     }
 
     /// Announces a waiter; returns the sequence value to wait on. Check the queue after this
@@ -296,7 +308,7 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn ring_wakes_a_waiter_and_last_user_unlinks() {
+    fn ring_wakes_a_waiter_and_exclusive_lock_means_last_user() {
         let name = format!("nerve_test_doorbell_{}", std::process::id());
         let bell = Arc::new(Doorbell::open(&name, 0o600).unwrap());
         let b2 = bell.clone();
@@ -312,8 +324,15 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         t.join().unwrap();
-        assert!(std::path::Path::new(&format!("/dev/shm/{name}")).exists());
+        let path = format!("/dev/shm/{name}");
+        let other = Doorbell::open(&name, 0o600).unwrap();
+        assert!(!bell.try_exclusive(), "another handle holds it");
+        drop(other);
+        let last = Doorbell::open(&name, 0o600).unwrap();
         drop(bell);
-        assert!(!std::path::Path::new(&format!("/dev/shm/{name}")).exists());
+        assert!(last.try_exclusive());
+        last.unlink();
+        drop(last);
+        assert!(!std::path::Path::new(&path).exists());
     }
 }

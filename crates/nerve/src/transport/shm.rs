@@ -58,6 +58,14 @@ pub(crate) fn iceoryx_config(cfg: &Config) -> Result<iceoryx2::config::Config, C
     Ok(iox)
 }
 
+/// Removes iceoryx2's persistent per-domain management segment.
+/// Call only while holding the domain's doorbell exclusively (no live user).
+pub(crate) fn remove_domain_files(iox: &iceoryx2::config::Config) {
+    // SAFETY: the caller holds the doorbell's exclusive lock, which every live context of
+    // the domain shares: no other process uses the domain, as the function requires.
+    let _ = unsafe { iceoryx2::testing::remove_global_mgmt_segment::<Ipc>(iox) };
+}
+
 /// Creates an iceoryx2 node; signal handling stays with the application.
 pub(crate) fn create_node(iox: &iceoryx2::config::Config, name: &str) -> Result<IoxNode, String> {
     let node_name = NodeName::new(name).map_err(|e| format!("{e:?}"))?;

@@ -1,0 +1,430 @@
+//! `nerve topic …`: list, info, echo, hz, bw, pub.
+
+use crate::output::{self, Format};
+use crate::types::{self, PubOptions};
+use crate::{usage, CmdResult, Failure};
+use clap::{Args, Subcommand, ValueEnum};
+use nerve::introspect::{self, TopicInfo};
+use nerve::{Qos, RawSample, RawSubscriber, TopicError};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Topic commands.
+#[derive(Subcommand)]
+pub enum TopicCommand {
+    /// List the topics of the domain.
+    List(crate::output::FormatArg),
+    /// Show a topic's type, QoS and endpoints.
+    Info {
+        /// Topic name, e.g. /imu.
+        topic: String,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        /// Output format.
+        format: Format,
+    },
+    /// Print the messages of a topic.
+    Echo {
+        /// Topic name.
+        topic: String,
+        /// Stop after N messages.
+        #[arg(long)]
+        count: Option<u64>,
+        #[command(flatten)]
+        wait: WaitArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Measure a topic's publishing rate.
+    Hz {
+        /// Topic name.
+        topic: String,
+        /// Seconds to measure.
+        #[arg(long, default_value_t = 5.0)]
+        duration: f64,
+        #[command(flatten)]
+        wait: WaitArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Measure a topic's bandwidth.
+    Bw {
+        /// Topic name.
+        topic: String,
+        /// Seconds to measure.
+        #[arg(long, default_value_t = 5.0)]
+        duration: f64,
+        #[command(flatten)]
+        wait: WaitArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Publish a message given as JSON (fields not given keep their defaults).
+    Pub {
+        /// Topic name.
+        topic: String,
+        /// Message type, e.g. nerve_msgs/CmdVel or CmdVel (see `nerve types`).
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The message as JSON, e.g. '{"linear": 0.5}'; slice types take "elems": [...].
+        json: String,
+        /// Messages per second.
+        #[arg(long, default_value_t = 10.0)]
+        rate: f64,
+        /// Messages to send.
+        #[arg(long, default_value_t = 1)]
+        count: u64,
+        /// Quality of service preset.
+        #[arg(long, value_enum, default_value_t = QosPreset::Sensor)]
+        qos: QosPreset,
+        /// Seconds to wait for a first subscriber before publishing.
+        #[arg(long, default_value_t = 1.0)]
+        wait_subscribers: f64,
+    },
+}
+
+/// Waiting for a topic and its messages.
+#[derive(Args, Clone, Copy)]
+pub struct WaitArgs {
+    /// Give up after this many seconds (default: wait until interrupted).
+    #[arg(long)]
+    timeout: Option<f64>,
+}
+
+/// QoS presets on the command line.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum QosPreset {
+    /// Qos::sensor()
+    Sensor,
+    /// Qos::reliable()
+    Reliable,
+    /// Qos::latched()
+    Latched,
+}
+
+impl QosPreset {
+    fn qos(self) -> Qos {
+        match self {
+            QosPreset::Sensor => Qos::sensor(),
+            QosPreset::Reliable => Qos::reliable(),
+            QosPreset::Latched => Qos::latched(),
+        }
+    }
+}
+
+fn seconds(name: &str, v: f64) -> Result<Duration, Failure> {
+    if !(v.is_finite() && v >= 0.0 && v < 1e9) {
+        return Err(usage(format!("--{name} must be a non-negative number of seconds, got {v}")));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn cli_node(ctx: &nerve::Context) -> Result<nerve::Node, Failure> {
+    Ok(ctx.node("nerve_cli").create()?)
+}
+
+fn topic_error(e: TopicError) -> Failure {
+    match e {
+        TopicError::Name(_) => usage(e.to_string()),
+        e => Failure::Runtime(e.into()),
+    }
+}
+
+/// Opens a raw subscriber, waiting for the topic to appear until the deadline.
+fn subscribe(node: &nerve::Node, topic: &str, deadline: Option<Instant>) -> Result<RawSubscriber, Failure> {
+    nerve::name::validate_topic(topic).map_err(|e| usage(e.to_string()))?;
+    let mut told = false;
+    loop {
+        match RawSubscriber::create(node, topic, Qos::sensor().depth(64)) {
+            Ok(s) => return Ok(s),
+            Err(TopicError::Shm { .. }) if introspect::topic_info(node, topic).is_err() => {
+                if deadline.is_some_and(|d| Instant::now() >= d) || nerve::shutdown::requested() {
+                    return Err(Failure::Runtime(anyhow::anyhow!("topic {topic} does not exist")));
+                }
+                if !told && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                    eprintln!("waiting for topic {topic} to appear…");
+                    told = true;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(topic_error(e)),
+        }
+    }
+}
+
+fn info_json(t: &TopicInfo) -> Value {
+    json!({
+        "name": t.name,
+        "type": t.type_info.name,
+        "layout_hash": format!("{:016x}", t.type_info.layout_hash),
+        "head_size": t.type_info.head_size,
+        "elem_size": t.type_info.elem_size,
+        "publishers": t.publishers,
+        "subscribers": t.subscribers,
+        "history": t.history,
+        "max_depth": t.max_depth,
+        "overflow": t.overflow,
+        "max_publishers": t.max_publishers,
+        "max_subscribers": t.max_subscribers,
+    })
+}
+
+/// Runs a topic command.
+pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
+    match cmd {
+        TopicCommand::List(f) => {
+            let node = cli_node(ctx)?;
+            let topics = introspect::list_topics(&node).map_err(anyhow::Error::msg)?;
+            match f.format {
+                Format::Json => output::json(&Value::Array(topics.iter().map(info_json).collect()))?,
+                Format::Human => output::table(
+                    &["TOPIC", "TYPE", "PUBS", "SUBS"],
+                    &topics
+                        .iter()
+                        .map(|t| {
+                            vec![
+                                t.name.clone(),
+                                t.type_info.name.clone(),
+                                t.publishers.to_string(),
+                                t.subscribers.to_string(),
+                            ]
+                        })
+                        .collect::<Vec<_>>(),
+                )?,
+            }
+            Ok(())
+        }
+        TopicCommand::Info { topic, format } => {
+            let node = cli_node(ctx)?;
+            let t = introspect::topic_info(&node, &topic).map_err(|e| match e {
+                TopicError::Shm { .. } => Failure::Runtime(anyhow::anyhow!("topic {topic} does not exist")),
+                e => topic_error(e),
+            })?;
+            match format {
+                Format::Json => output::json(&info_json(&t))?,
+                Format::Human => {
+                    let v = info_json(&t);
+                    for (k, val) in v.as_object().into_iter().flatten() {
+                        println!("{k:>16}: {}", val.as_str().map(str::to_string).unwrap_or(val.to_string()));
+                    }
+                }
+            }
+            Ok(())
+        }
+        TopicCommand::Echo { topic, count, wait, format } => {
+            let limit = wait.timeout.map(|t| seconds("timeout", t)).transpose()?;
+            let deadline = limit.map(|l| Instant::now() + l);
+            let node = cli_node(ctx)?;
+            let sub = subscribe(&node, &topic, deadline)?;
+            let entry = types::find(&sub.type_info().name);
+            let mut n = 0u64;
+            while count.is_none_or(|c| n < c) && !nerve::shutdown::requested() {
+                let slice = match deadline {
+                    Some(d) => d.saturating_duration_since(Instant::now()),
+                    None => Duration::from_millis(200),
+                };
+                if slice.is_zero() {
+                    break;
+                }
+                let Some(s) = sub.recv_timeout(slice.min(Duration::from_millis(200)))? else {
+                    continue;
+                };
+                n += 1;
+                print_sample(&topic, sub.type_info(), entry.as_ref(), &s, format)?;
+            }
+            if let Some(c) = count {
+                if n < c && !nerve::shutdown::requested() {
+                    return Err(Failure::Runtime(anyhow::anyhow!(
+                        "received {n} of {c} messages on {topic} before the timeout"
+                    )));
+                }
+            }
+            Ok(())
+        }
+        TopicCommand::Hz { topic, duration, wait, format } => {
+            measure(ctx, &topic, duration, wait, format, Measure::Rate)
+        }
+        TopicCommand::Bw { topic, duration, wait, format } => {
+            measure(ctx, &topic, duration, wait, format, Measure::Bandwidth)
+        }
+        TopicCommand::Pub { topic, type_name, json, rate, count, qos, wait_subscribers } => {
+            nerve::name::validate_topic(&topic).map_err(|e| usage(e.to_string()))?;
+            let entry = types::find(&type_name).ok_or_else(|| {
+                usage(format!("unknown message type {type_name:?} (see `nerve types`)"))
+            })?;
+            let value: Value = serde_json::from_str(&json)
+                .map_err(|e| usage(format!("invalid JSON for {}: {e}", entry.name)))?;
+            if !(rate.is_finite() && rate >= 0.0) {
+                return Err(usage(format!("--rate must be a non-negative number, got {rate}")));
+            }
+            let opt = PubOptions {
+                rate,
+                count,
+                qos: qos.qos(),
+                wait: seconds("wait-subscribers", wait_subscribers)?,
+            };
+            let node = cli_node(ctx)?;
+            let sent = (entry.publish)(&node, &topic, &value, &opt)?;
+            eprintln!("published {sent} message(s) on {topic}");
+            Ok(())
+        }
+    }
+}
+
+fn print_sample(
+    topic: &str,
+    ty: &nerve::TypeInfo,
+    entry: Option<&types::TypeEntry>,
+    s: &RawSample,
+    format: Format,
+) -> CmdResult {
+    let h = s.header();
+    let msg = match entry {
+        Some(e) => (e.to_json)(s.bytes(), s.elems()),
+        None => {
+            let prefix: String = s.bytes().iter().take(32).map(|b| format!("{b:02x}")).collect();
+            json!({"size": s.bytes().len(), "hex_prefix": prefix})
+        }
+    };
+    let header = json!({
+        "seq": h.seq,
+        "publish_mono_ns": h.publish_mono_ns,
+        "publish_wall_ns": h.publish_wall_ns,
+        "publisher_id": format!("{:016x}", h.publisher_id),
+        "size": h.payload_len,
+    });
+    match format {
+        Format::Json => output::json(&json!({"topic": topic, "type": ty.name, "header": header, "msg": msg}))?,
+        Format::Human => {
+            println!(
+                "--- {topic} [{}] seq {} from {:016x}, {} bytes",
+                ty.name, h.seq, h.publisher_id, h.payload_len
+            );
+            println!("{}", serde_json::to_string_pretty(&msg).unwrap_or_default());
+        }
+    }
+    Ok(())
+}
+
+enum Measure {
+    Rate,
+    Bandwidth,
+}
+
+/// Running mean and variance (Welford), min and max.
+#[derive(Default)]
+struct Running {
+    n: u64,
+    mean: f64,
+    m2: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Running {
+    fn add(&mut self, x: f64) {
+        self.n += 1;
+        if self.n == 1 {
+            self.min = x;
+            self.max = x;
+        }
+        self.min = self.min.min(x);
+        self.max = self.max.max(x);
+        let d = x - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (x - self.mean);
+    }
+    fn std(&self) -> f64 {
+        if self.n > 1 {
+            (self.m2 / (self.n - 1) as f64).sqrt()
+        } else {
+            0.0
+        }
+    }
+}
+
+fn measure(
+    ctx: &nerve::Context,
+    topic: &str,
+    duration: f64,
+    wait: WaitArgs,
+    format: Format,
+    what: Measure,
+) -> CmdResult {
+    let window = seconds("duration", duration)?;
+    let limit = wait.timeout.map(|t| seconds("timeout", t)).transpose()?;
+    let node = cli_node(ctx)?;
+    let sub = subscribe(&node, topic, limit.map(|l| Instant::now() + l))?;
+    let start = Instant::now();
+    let end = start + window;
+    let mut periods = Running::default();
+    let mut sizes = Running::default();
+    let mut first: Option<Instant> = None;
+    let mut last: Option<Instant> = None;
+    let mut bytes = 0u64;
+    while !nerve::shutdown::requested() {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        if let Some(s) = sub.recv_timeout(left.min(Duration::from_millis(200)))? {
+            let now = Instant::now();
+            if let Some(prev) = last {
+                periods.add((now - prev).as_secs_f64());
+            }
+            first.get_or_insert(now);
+            last = Some(now);
+            sizes.add(s.bytes().len() as f64);
+            bytes += s.bytes().len() as u64;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let span = match (first, last) {
+        (Some(a), Some(b)) => (b - a).as_secs_f64(),
+        _ => 0.0,
+    };
+    let rate = if span > 0.0 { (sizes.n.saturating_sub(1)) as f64 / span } else { 0.0 };
+    let lost = sub.stats().lost;
+    match what {
+        Measure::Rate => {
+            let v = json!({
+                "topic": topic, "messages": sizes.n, "rate_hz": rate,
+                "period_min_s": periods.min, "period_max_s": periods.max,
+                "period_mean_s": periods.mean, "period_std_s": periods.std(),
+                "lost": lost, "window_s": elapsed,
+            });
+            match format {
+                Format::Json => output::json(&v)?,
+                Format::Human => println!(
+                    "{topic}: {rate:.3} Hz over {} messages; period min {:.3} ms, max {:.3} ms, std {:.3} ms; {lost} lost",
+                    sizes.n,
+                    periods.min * 1e3,
+                    periods.max * 1e3,
+                    periods.std() * 1e3
+                ),
+            }
+        }
+        Measure::Bandwidth => {
+            let bps = if elapsed > 0.0 { bytes as f64 / elapsed } else { 0.0 };
+            let v = json!({
+                "topic": topic, "messages": sizes.n, "bytes_per_s": bps,
+                "mean_bytes": sizes.mean, "min_bytes": sizes.min, "max_bytes": sizes.max,
+                "window_s": elapsed,
+            });
+            match format {
+                Format::Json => output::json(&v)?,
+                Format::Human => println!(
+                    "{topic}: {:.3} MB/s over {} messages; size mean {:.0} B, min {:.0} B, max {:.0} B",
+                    bps / 1e6,
+                    sizes.n,
+                    sizes.mean,
+                    sizes.min,
+                    sizes.max
+                ),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! The message types the tool knows: decoding samples to JSON and publishing from JSON.
+
+use crate::output::{self, Format};
+use crate::{usage, CmdResult, Failure};
+use nerve::message::{elems_offset, read_pod};
+use nerve::{Message, Qos};
+use nerve_msgs::*;
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{json, Map, Value};
+use std::time::{Duration, Instant};
+
+/// Most slice elements shown by `echo`.
+pub const MAX_SHOWN_ELEMS: usize = 64;
+
+/// Options of `topic pub`.
+pub struct PubOptions {
+    /// Messages per second.
+    pub rate: f64,
+    /// Messages to send.
+    pub count: u64,
+    /// Quality of service.
+    pub qos: Qos,
+    /// How long to wait for a first subscriber.
+    pub wait: Duration,
+}
+
+/// One known type.
+pub struct TypeEntry {
+    /// Type name, e.g. `nerve_msgs/Imu`.
+    pub name: &'static str,
+    /// Decodes a validated sample's bytes.
+    pub to_json: fn(&[u8], usize) -> Value,
+    /// Publishes a JSON value on a topic.
+    pub publish: fn(&nerve::Node, &str, &Value, &PubOptions) -> Result<u64, Failure>,
+}
+
+macro_rules! registry {
+    ($($t:ty),*) => {
+        /// All known types.
+        pub fn registry() -> Vec<TypeEntry> {
+            vec![$(TypeEntry {
+                name: <$t as Message>::TYPE_NAME,
+                to_json: to_json::<$t>,
+                publish: publish::<$t>,
+            }),*]
+        }
+    };
+}
+registry!(CmdVel, Twist, BatteryState, Imu, Odometry, LaserScan, PointCloud, Image);
+
+/// Finds a type by its full name or its short name (`Imu`).
+pub fn find(name: &str) -> Option<TypeEntry> {
+    registry()
+        .into_iter()
+        .find(|e| e.name == name || e.name.rsplit('/').next() == Some(name))
+}
+
+fn to_json<M: Message + Serialize>(bytes: &[u8], elems: usize) -> Value
+where
+    M::Elem: Serialize,
+{
+    let Some(head) = read_pod::<M>(bytes) else {
+        return Value::Null;
+    };
+    let mut v = serde_json::to_value(head).unwrap_or(Value::Null);
+    if std::mem::size_of::<M::Elem>() > 0 {
+        let off = elems_offset::<M>();
+        let size = std::mem::size_of::<M::Elem>();
+        let shown: Vec<Value> = (0..elems.min(MAX_SHOWN_ELEMS))
+            .filter_map(|i| read_pod::<M::Elem>(&bytes[off + i * size..]))
+            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+            .collect();
+        if let Value::Object(m) = &mut v {
+            m.insert("elems_len".into(), json!(elems));
+            m.insert("elems".into(), Value::Array(shown));
+        }
+    }
+    v
+}
+
+/// Overlays `user` onto `base`, rejecting keys the type does not have.
+fn merge(base: &mut Value, user: &Value, path: &str, type_name: &str) -> Result<(), String> {
+    match (base, user) {
+        (Value::Object(b), Value::Object(u)) => {
+            for (k, uv) in u {
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                match b.get_mut(k) {
+                    Some(bv) => merge(bv, uv, &p, type_name)?,
+                    None => return Err(format!("{type_name} has no field {p:?}")),
+                }
+            }
+            Ok(())
+        }
+        (b, u) => {
+            *b = u.clone();
+            Ok(())
+        }
+    }
+}
+
+/// Builds a message from JSON: fields not given keep their defaults; slice types take
+/// their elements from an `elems` array.
+pub fn from_json<M>(v: &Value) -> Result<(M, Vec<M::Elem>), String>
+where
+    M: Message + Serialize + DeserializeOwned + Default,
+    M::Elem: DeserializeOwned,
+{
+    let Value::Object(obj) = v else {
+        return Err(format!("{}: expected a JSON object", M::TYPE_NAME));
+    };
+    let mut obj: Map<String, Value> = obj.clone();
+    let elems_v = obj.remove("elems");
+    let mut base = serde_json::to_value(M::default()).map_err(|e| e.to_string())?;
+    merge(&mut base, &Value::Object(obj), "", M::TYPE_NAME)?;
+    let head: M = serde_json::from_value(base).map_err(|e| format!("{}: {e}", M::TYPE_NAME))?;
+    let elems = match elems_v {
+        None => Vec::new(),
+        Some(_) if std::mem::size_of::<M::Elem>() == 0 => {
+            return Err(format!("{} has no elems", M::TYPE_NAME))
+        }
+        Some(ev) => serde_json::from_value(ev).map_err(|e| format!("{}.elems: {e}", M::TYPE_NAME))?,
+    };
+    Ok((head, elems))
+}
+
+fn publish<M>(node: &nerve::Node, topic: &str, v: &Value, opt: &PubOptions) -> Result<u64, Failure>
+where
+    M: Message + Serialize + DeserializeOwned + Default,
+    M::Elem: DeserializeOwned,
+{
+    let (head, elems) = from_json::<M>(v).map_err(usage)?;
+    let publisher = node
+        .publisher::<M>(topic)
+        .qos(opt.qos.clone())
+        .create()
+        .map_err(|e| match e {
+            nerve::TopicError::Name(_) | nerve::TopicError::InvalidQos { .. } => usage(e.to_string()),
+            e => Failure::Runtime(e.into()),
+        })?;
+    publisher.wait_for_subscribers(1, opt.wait);
+    let period = if opt.rate > 0.0 {
+        Duration::from_secs_f64(1.0 / opt.rate)
+    } else {
+        Duration::ZERO
+    };
+    let start = Instant::now();
+    let mut sent = 0;
+    while sent < opt.count && !nerve::shutdown::requested() {
+        publisher.publish_slice(&head, &elems)?;
+        sent += 1;
+        if sent < opt.count {
+            let next = start + period.mul_f64(sent as f64);
+            if let Some(d) = next.checked_duration_since(Instant::now()) {
+                std::thread::sleep(d);
+            }
+        }
+    }
+    // give late subscribers of a latched topic a moment to connect
+    publisher.update_connections();
+    Ok(sent)
+}
+
+/// `nerve types`.
+pub fn list(format: Format) -> CmdResult {
+    let entries = registry();
+    match format {
+        Format::Json => output::json(&json!(entries.iter().map(|e| e.name).collect::<Vec<_>>()))?,
+        Format::Human => {
+            for e in entries {
+                println!("{}", e.name);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_json_keeps_defaults_and_rejects_unknown_fields() {
+        let (m, _) = from_json::<CmdVel>(&json!({"linear": 0.5})).unwrap();
+        assert_eq!(m.linear, 0.5);
+        assert_eq!(m.angular, 0.0);
+        let e = from_json::<CmdVel>(&json!({"linaer": 0.5})).unwrap_err();
+        assert!(e.contains("linaer"), "{e}");
+        let e = from_json::<CmdVel>(&json!({"linear": "fast"})).unwrap_err();
+        assert!(e.contains("CmdVel"), "{e}");
+        let (s, r) = from_json::<LaserScan>(&json!({"range_max": 10.0, "elems": [1.0, 2.0]})).unwrap();
+        assert_eq!((s.range_max, r), (10.0, vec![1.0, 2.0]));
+        assert!(from_json::<Imu>(&json!([1, 2])).is_err());
+    }
+
+    #[test]
+    fn decode_round_trip() {
+        let imu = Imu { linear_acceleration: Vector3 { x: 0.0, y: 0.0, z: 9.81 }, ..Default::default() };
+        let v = to_json::<Imu>(nerve::message::as_bytes(&imu), 0);
+        assert_eq!(v["linear_acceleration"]["z"], json!(9.81));
+        assert!(find("Imu").is_some() && find("nerve_msgs/Imu").is_some() && find("Nope").is_none());
+    }
+}

@@ -1,0 +1,142 @@
+//! Test peer for the process-level test suite: one role per run, results as JSON on
+//! stdout, progress markers (`ready`, `holding`, `loaned`) on their own lines.
+
+use clap::{Parser, Subcommand};
+use nerve::prelude::*;
+use nerve_msgs::Imu;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    role: Role,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum QosArg {
+    Sensor,
+    Reliable,
+    /// back-pressure with a 300 ms timeout and depth 4
+    Tight,
+    /// drop-oldest with depth 8
+    Shallow,
+}
+
+impl QosArg {
+    fn qos(self) -> Qos {
+        match self {
+            QosArg::Sensor => Qos::sensor().depth(64),
+            QosArg::Reliable => Qos::reliable(),
+            QosArg::Tight => Qos::reliable()
+                .depth(4)
+                .overflow(Overflow::BackPressure { timeout: Duration::from_millis(300) }),
+            QosArg::Shallow => Qos::sensor().depth(8),
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Role {
+    /// Publish `count` Imu messages (seq in angular_velocity.x) after `subs` subscribers joined.
+    Pub {
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        count: u64,
+        #[arg(long, value_enum)]
+        qos: QosArg,
+        #[arg(long, default_value_t = 1)]
+        subs: usize,
+        /// Messages per second (0: as fast as possible).
+        #[arg(long, default_value_t = 0.0)]
+        rate: f64,
+        /// Loan one more sample at the end and hold it (print `loaned`), then sleep.
+        #[arg(long)]
+        hold_loan: bool,
+    },
+    /// Receive Imu messages until `count` arrived or `idle` seconds pass without one.
+    Sub {
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        count: u64,
+        #[arg(long, value_enum)]
+        qos: QosArg,
+        #[arg(long, default_value_t = 10.0)]
+        idle: f64,
+        /// Keep the first N samples (do not drop them) and print `holding` once N arrived,
+        /// then sleep until killed.
+        #[arg(long, default_value_t = 0)]
+        hold: usize,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let ctx = Context::from_env()?;
+    match args.role {
+        Role::Pub { topic, count, qos, subs, rate, hold_loan } => {
+            let node = ctx.node("peer_pub").create()?;
+            let p = node.publisher::<Imu>(&topic).qos(qos.qos()).create()?;
+            println!("ready");
+            if !p.wait_for_subscribers(subs, Duration::from_secs(20)) {
+                anyhow::bail!("subscribers did not join");
+            }
+            let start = Instant::now();
+            let mut errors = Vec::new();
+            for k in 0..count {
+                let mut m = Imu::default();
+                m.angular_velocity.x = (k + 1) as f64;
+                if let Err(e) = p.publish(&m) {
+                    errors.push(e.to_string());
+                    break;
+                }
+                if rate > 0.0 {
+                    nerve_examples::sleep_until_tick(start, Duration::from_secs_f64(1.0 / rate), k + 1);
+                }
+            }
+            println!("{}", serde_json::json!({"sent": count, "errors": errors, "elapsed_s": start.elapsed().as_secs_f64()}));
+            if hold_loan {
+                let _loan = p.loan()?;
+                println!("loaned");
+                std::io::stdout().flush()?;
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        Role::Sub { topic, count, qos, idle, hold } => {
+            let node = ctx.node("peer_sub").create()?;
+            let s = node.subscriber::<Imu>(&topic).qos(qos.qos()).create()?;
+            println!("ready");
+            std::io::stdout().flush()?;
+            let mut held = Vec::new();
+            let (mut n, mut in_order, mut last, mut payload_ok) = (0u64, true, 0u64, true);
+            while n < count {
+                let Some(m) = s.recv_timeout(Duration::from_secs_f64(idle))? else { break };
+                n += 1;
+                if n == 1 {
+                    println!("first");
+                    std::io::stdout().flush()?;
+                }
+                let seq = m.header().seq;
+                in_order &= seq > last;
+                last = seq;
+                payload_ok &= m.angular_velocity.x == seq as f64;
+                if held.len() < hold {
+                    held.push(m);
+                    if held.len() == hold {
+                        println!("holding");
+                        std::io::stdout().flush()?;
+                        std::thread::sleep(Duration::from_secs(3600));
+                    }
+                }
+            }
+            let st = s.stats();
+            println!("{}", serde_json::json!({
+                "received": n, "lost": st.lost, "malformed": st.malformed,
+                "in_order": in_order, "last_seq": last, "payload_ok": payload_ok,
+            }));
+        }
+    }
+    Ok(())
+}

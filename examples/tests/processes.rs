@@ -1,0 +1,381 @@
+//! Process-level tests: real processes exchanging samples through shared memory, crash
+//! recovery, stalled subscribers, domain isolation and the CLI against a running talker.
+//! Every test uses its own domain and state directory; every child is killed on drop.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// An isolated domain: unique id and state directory.
+struct Domain {
+    id: u32,
+    dir: PathBuf,
+}
+
+impl Domain {
+    fn new() -> Domain {
+        let id = 100 + (std::process::id() % 80) * 10 + NEXT.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("nerve-proc-{}-{id}/", std::process::id()));
+        Domain { id, dir }
+    }
+
+    fn cmd(&self, exe: &str) -> Command {
+        let mut c = Command::new(exe);
+        c.env("NERVE_DOMAIN", self.id.to_string())
+            .env("NERVE_STATE_DIR", &self.dir)
+            .env_remove("NERVE_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn spawn(&self, exe: &str, args: &[&str]) -> Proc {
+        let child = self.cmd(exe).args(args).spawn().expect("spawn");
+        Proc::new(child)
+    }
+
+    fn run(&self, exe: &str, args: &[&str]) -> (i32, String, String) {
+        let out = self.cmd(exe).args(args).output().expect("run");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// This domain's files in /dev/shm and its state directory.
+    fn files(&self) -> BTreeSet<String> {
+        let prefix = format!("nerve{}_", self.id);
+        let mut out = BTreeSet::new();
+        let mut walk = vec![PathBuf::from("/dev/shm"), self.dir.clone()];
+        while let Some(d) = walk.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk.push(p);
+                } else if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    out.insert(p.display().to_string());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A child process with line-wise stdout; killed on drop.
+struct Proc {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Proc {
+    fn new(mut child: Child) -> Proc {
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Proc { child, lines: rx }
+    }
+
+    /// Waits for a line equal to `marker`; panics with the child's stderr on timeout.
+    fn expect_line(&mut self, marker: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l == marker => return,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        self.kill();
+        let mut err = String::new();
+        use std::io::Read;
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        panic!("no line {marker:?} within {timeout:?}; stderr: {err}");
+    }
+
+    /// Waits for the process to exit and returns its last JSON line.
+    fn json(mut self, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        loop {
+            match self.lines.recv_timeout(Duration::from_millis(50)) {
+                Ok(l) => {
+                    if l.starts_with('{') {
+                        last = Some(l);
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(_) => {}
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                panic!("process did not finish within {timeout:?}");
+            }
+        }
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        use std::io::Read;
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        assert!(status.success(), "exit {status}: {err}");
+        serde_json::from_str(&last.unwrap_or_else(|| panic!("no JSON output; stderr: {err}"))).unwrap()
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.signal(libc::SIGCONT);
+            self.kill();
+        }
+    }
+}
+
+const PEER: &str = env!("CARGO_BIN_EXE_peer");
+const T: Duration = Duration::from_secs(60);
+
+fn nerve_cli() -> String {
+    // the CLI is a binary of another workspace package, built by `cargo test --workspace`
+    let dir = PathBuf::from(PEER).parent().unwrap().to_path_buf();
+    let p = dir.join("nerve");
+    assert!(p.exists(), "build the CLI first (cargo test --workspace builds it): {}", p.display());
+    p.display().to_string()
+}
+
+#[test]
+fn ten_thousand_imu_reliable_no_loss_in_order() {
+    let d = Domain::new();
+    let mut sub = d.spawn(PEER, &["sub", "--topic", "/imu", "--count", "10000", "--qos", "reliable"]);
+    sub.expect_line("ready", T);
+    let publisher = d.spawn(PEER, &["pub", "--topic", "/imu", "--count", "10000", "--qos", "reliable"]);
+    let p = publisher.json(T);
+    assert_eq!(p["errors"].as_array().unwrap().len(), 0, "{p}");
+    let s = sub.json(T);
+    assert_eq!(s["received"], 10000, "{s}");
+    assert_eq!(s["lost"], 0, "{s}");
+    assert_eq!(s["last_seq"], 10000, "{s}");
+    assert_eq!(s["in_order"], true, "{s}");
+    assert_eq!(s["payload_ok"], true, "{s}");
+}
+
+#[test]
+fn ten_megabyte_clouds_arrive_intact() {
+    let d = Domain::new();
+    let sub_exe = env!("CARGO_BIN_EXE_pointcloud_sub");
+    let pub_exe = env!("CARGO_BIN_EXE_pointcloud_pub");
+    let sub = d.spawn(sub_exe, &["--count", "20", "--json", "--idle-timeout", "30"]);
+    let p = d.spawn(pub_exe, &["--count", "20", "--rate", "10", "--wait-subscribers", "1"]);
+    let s = sub.json(T);
+    drop(p);
+    assert_eq!(s["received"], 20, "{s}");
+    assert_eq!(s["bad_checksum"], 0, "{s}");
+    assert_eq!(s["bytes"], 10_000_000, "{s}");
+}
+
+#[test]
+fn stopped_subscriber_drop_oldest_counts_and_others_keep_receiving() {
+    let d = Domain::new();
+    // the publisher exists first, so subscribers attach to it when they are created
+    let mut p = d.spawn(PEER, &["pub", "--topic", "/s", "--count", "2000", "--qos", "sensor", "--subs", "2", "--rate", "2000"]);
+    p.expect_line("ready", T);
+    let mut slow = d.spawn(PEER, &["sub", "--topic", "/s", "--count", "2000", "--qos", "shallow", "--idle", "5"]);
+    slow.expect_line("ready", T);
+    let mut fast = d.spawn(PEER, &["sub", "--topic", "/s", "--count", "2000", "--qos", "sensor"]);
+    fast.expect_line("ready", T);
+    // losses are counted from the first sample seen of each publisher: stop the slow one
+    // once it has seen the stream start
+    slow.expect_line("first", T);
+    slow.signal(libc::SIGSTOP);
+    let pr = p.json(T);
+    assert_eq!(pr["errors"].as_array().unwrap().len(), 0, "{pr}");
+    let f = fast.json(T);
+    assert_eq!(f["received"], 2000, "the running subscriber misses nothing: {f}");
+    assert_eq!(f["lost"], 0, "{f}");
+    slow.signal(libc::SIGCONT);
+    let s = slow.json(T);
+    let (received, lost) = (s["received"].as_u64().unwrap(), s["lost"].as_u64().unwrap());
+    assert!(lost > 0, "drops must be counted: {s}");
+    assert_eq!(received + lost, 2000, "every sample is received or counted lost: {s}");
+    assert_eq!(s["last_seq"], 2000, "drop-oldest keeps the newest: {s}");
+}
+
+#[test]
+fn stopped_subscriber_back_pressure_times_out_with_error() {
+    let d = Domain::new();
+    let mut p = d.spawn(PEER, &["pub", "--topic", "/bp", "--count", "100", "--qos", "tight"]);
+    p.expect_line("ready", T);
+    let mut slow = d.spawn(PEER, &["sub", "--topic", "/bp", "--count", "100", "--qos", "tight", "--idle", "5"]);
+    slow.expect_line("ready", T);
+    slow.signal(libc::SIGSTOP);
+    let pr = p.json(T);
+    let errors = pr["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{pr}");
+    let e = errors[0].as_str().unwrap();
+    assert!(e.contains("/bp") && e.contains("back-pressure"), "{e}");
+}
+
+#[test]
+fn sigkill_mid_loan_and_while_holding_then_restart_and_clean() {
+    let d = Domain::new();
+    let start = d.files();
+    let mut sub = d.spawn(PEER, &["sub", "--topic", "/crash", "--count", "10", "--qos", "sensor", "--hold", "3"]);
+    sub.expect_line("ready", T);
+    let mut publisher = d.spawn(PEER, &["pub", "--topic", "/crash", "--count", "10", "--qos", "sensor", "--hold-loan"]);
+    sub.expect_line("holding", T);
+    publisher.expect_line("loaned", T);
+    assert!(d.files().len() > start.len(), "the topic lives in shared memory");
+    publisher.signal(libc::SIGKILL);
+    sub.signal(libc::SIGKILL);
+    publisher.kill();
+    sub.kill();
+
+    // restart both with the same names at once: the topic is created again and works
+    let mut sub = d.spawn(PEER, &["sub", "--topic", "/crash", "--count", "100", "--qos", "reliable"]);
+    sub.expect_line("ready", T);
+    let p = d.spawn(PEER, &["pub", "--topic", "/crash", "--count", "100", "--qos", "reliable"]);
+    let pr = p.json(T);
+    assert_eq!(pr["errors"].as_array().unwrap().len(), 0, "{pr}");
+    let s = sub.json(T);
+    assert_eq!(s["received"], 100, "{s}");
+
+    // clean exits of the new processes already removed everything
+    assert_eq!(d.files(), start, "files left after clean exits");
+    let (code, out, err) = d.run(&nerve_cli(), &["clean", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["domain_in_use"], false, "{v}");
+    assert_eq!(d.files(), start);
+}
+
+#[test]
+fn clean_removes_what_killed_processes_left() {
+    let d = Domain::new();
+    let start = d.files();
+    let mut sub = d.spawn(PEER, &["sub", "--topic", "/left", "--count", "10", "--qos", "sensor", "--hold", "2"]);
+    sub.expect_line("ready", T);
+    let mut publisher = d.spawn(PEER, &["pub", "--topic", "/left", "--count", "5", "--qos", "sensor", "--hold-loan"]);
+    sub.expect_line("holding", T);
+    publisher.expect_line("loaned", T);
+    sub.kill();
+    publisher.kill();
+    assert_ne!(d.files(), start, "killed processes leave files behind");
+    let (code, out, err) = d.run(&nerve_cli(), &["clean"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("reclaimed dead node peer_sub"), "{out}");
+    assert!(out.contains("removed "), "{out}");
+    assert_eq!(d.files(), start, "{out}");
+}
+
+#[test]
+fn domains_are_isolated() {
+    let a = Domain::new();
+    let b = Domain::new();
+    let mut sub_b = b.spawn(PEER, &["sub", "--topic", "/iso", "--count", "1", "--qos", "sensor", "--idle", "1"]);
+    sub_b.expect_line("ready", T);
+    let mut sub_a = a.spawn(PEER, &["sub", "--topic", "/iso", "--count", "50", "--qos", "reliable"]);
+    sub_a.expect_line("ready", T);
+    let p = a.spawn(PEER, &["pub", "--topic", "/iso", "--count", "50", "--qos", "reliable"]);
+    p.json(T);
+    assert_eq!(sub_a.json(T)["received"], 50);
+    assert_eq!(sub_b.json(T)["received"], 0, "domain b saw domain a's traffic");
+    let (_, out, _) = b.run(&nerve_cli(), &["topic", "list", "--format", "json"]);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(v.as_array().unwrap().iter().all(|t| t["publishers"] == 0), "{v}");
+}
+
+#[test]
+fn cli_against_a_running_talker() {
+    let d = Domain::new();
+    let nerve = nerve_cli();
+    let talker = d.spawn(env!("CARGO_BIN_EXE_talker"), &["--rate", "100"]);
+    // wait for the topic to appear
+    let deadline = Instant::now() + T;
+    let list = loop {
+        let (code, out, err) = d.run(&nerve, &["topic", "list", "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: Value = serde_json::from_str(out.trim()).unwrap();
+        if v.as_array().unwrap().iter().any(|t| t["name"] == "/imu") {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "talker's topic never listed");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let imu = list.as_array().unwrap().iter().find(|t| t["name"] == "/imu").unwrap();
+    assert_eq!(imu["type"], "nerve_msgs/Imu");
+    assert_eq!(imu["publishers"], 1);
+    assert!(imu["subscribers"].is_number());
+
+    let (code, out, err) = d.run(&nerve, &["topic", "echo", "/imu", "--count", "3", "--format", "json", "--timeout", "20"]);
+    assert_eq!(code, 0, "{err}");
+    let msgs: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[0]["type"], "nerve_msgs/Imu");
+    assert_eq!(msgs[0]["msg"]["linear_acceleration"]["z"], 9.81);
+    assert!(msgs[1]["header"]["seq"].as_u64() > msgs[0]["header"]["seq"].as_u64());
+
+    let (code, out, err) = d.run(&nerve, &["topic", "hz", "/imu", "--duration", "2", "--format", "json", "--timeout", "20"]);
+    assert_eq!(code, 0, "{err}");
+    let hz: Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(hz["messages"].as_u64().unwrap() > 10, "{hz}");
+    assert!(hz["rate_hz"].as_f64().unwrap() > 0.0, "{hz}");
+
+    let (code, out, err) = d.run(&nerve, &["node", "list", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"talker\""), "{out}");
+
+    // pub: a listener receives what the CLI publishes
+    let listener = d.spawn(PEER, &["sub", "--topic", "/cli_imu", "--count", "3", "--qos", "sensor", "--idle", "10"]);
+    let (code, _, err) = d.run(
+        &nerve,
+        &["topic", "pub", "/cli_imu", "Imu", r#"{"angular_velocity": {"x": 1.0}}"#, "--count", "3", "--rate", "50", "--wait-subscribers", "10"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(listener.json(T)["received"], 3);
+    drop(talker);
+}
+
+#[test]
+fn cli_bad_input_exit_codes() {
+    let d = Domain::new();
+    let nerve = nerve_cli();
+    for (args, code, needle) in [
+        (vec!["topic", "pub", "/x", "NoSuchType", "{}"], 2, "unknown message type"),
+        (vec!["topic", "pub", "/x", "CmdVel", "{oops"], 2, "invalid JSON"),
+        (vec!["topic", "pub", "/x", "CmdVel", r#"{"linaer": 1}"#], 2, "no field"),
+        (vec!["topic", "pub", "bad name", "CmdVel", "{}"], 2, "invalid name"),
+        (vec!["--domain", "70000", "topic", "list"], 2, "invalid domain"),
+        (vec!["topic", "frobnicate"], 2, "unrecognized subcommand"),
+        (vec!["topic", "echo", "/missing", "--timeout", "0.2"], 1, "does not exist"),
+    ] {
+        let (c, _, err) = d.run(&nerve, &args);
+        assert_eq!(c, code, "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one-line error expected: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
