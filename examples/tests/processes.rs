@@ -69,6 +69,18 @@ impl Domain {
     }
 }
 
+impl Drop for Domain {
+    /// Leaves the machine as it was: reclaims whatever killed children left behind.
+    fn drop(&mut self) {
+        let cfg = nerve::Config::default()
+            .domain(self.id)
+            .unwrap()
+            .state_dir(self.dir.clone());
+        let _ = nerve::introspect::clean(&cfg);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// A child process with line-wise stdout; killed on drop.
 struct Proc {
     child: Child,
@@ -134,7 +146,8 @@ impl Proc {
             let _ = e.read_to_string(&mut err);
         }
         assert!(status.success(), "exit {status}: {err}");
-        serde_json::from_str(&last.unwrap_or_else(|| panic!("no JSON output; stderr: {err}"))).unwrap()
+        serde_json::from_str(&last.unwrap_or_else(|| panic!("no JSON output; stderr: {err}")))
+            .unwrap()
     }
 
     fn signal(&self, sig: i32) {
@@ -149,9 +162,18 @@ impl Proc {
 }
 
 impl Drop for Proc {
+    /// Asks the child to stop (SIGTERM, honoured by the examples), then kills it.
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             self.signal(libc::SIGCONT);
+            self.signal(libc::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
             self.kill();
         }
     }
@@ -164,16 +186,30 @@ fn nerve_cli() -> String {
     // the CLI is a binary of another workspace package, built by `cargo test --workspace`
     let dir = PathBuf::from(PEER).parent().unwrap().to_path_buf();
     let p = dir.join("nerve");
-    assert!(p.exists(), "build the CLI first (cargo test --workspace builds it): {}", p.display());
+    assert!(
+        p.exists(),
+        "build the CLI first (cargo test --workspace builds it): {}",
+        p.display()
+    );
     p.display().to_string()
 }
 
 #[test]
 fn ten_thousand_imu_reliable_no_loss_in_order() {
     let d = Domain::new();
-    let mut sub = d.spawn(PEER, &["sub", "--topic", "/imu", "--count", "10000", "--qos", "reliable"]);
+    let mut sub = d.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/imu", "--count", "10000", "--qos", "reliable",
+        ],
+    );
     sub.expect_line("ready", T);
-    let publisher = d.spawn(PEER, &["pub", "--topic", "/imu", "--count", "10000", "--qos", "reliable"]);
+    let publisher = d.spawn(
+        PEER,
+        &[
+            "pub", "--topic", "/imu", "--count", "10000", "--qos", "reliable",
+        ],
+    );
     let p = publisher.json(T);
     assert_eq!(p["errors"].as_array().unwrap().len(), 0, "{p}");
     let s = sub.json(T);
@@ -189,8 +225,14 @@ fn ten_megabyte_clouds_arrive_intact() {
     let d = Domain::new();
     let sub_exe = env!("CARGO_BIN_EXE_pointcloud_sub");
     let pub_exe = env!("CARGO_BIN_EXE_pointcloud_pub");
-    let sub = d.spawn(sub_exe, &["--count", "20", "--json", "--idle-timeout", "30"]);
-    let p = d.spawn(pub_exe, &["--count", "20", "--rate", "10", "--wait-subscribers", "1"]);
+    let sub = d.spawn(
+        sub_exe,
+        &["--count", "20", "--json", "--idle-timeout", "30"],
+    );
+    let p = d.spawn(
+        pub_exe,
+        &["--count", "20", "--rate", "10", "--wait-subscribers", "1"],
+    );
     let s = sub.json(T);
     drop(p);
     assert_eq!(s["received"], 20, "{s}");
@@ -202,11 +244,25 @@ fn ten_megabyte_clouds_arrive_intact() {
 fn stopped_subscriber_drop_oldest_counts_and_others_keep_receiving() {
     let d = Domain::new();
     // the publisher exists first, so subscribers attach to it when they are created
-    let mut p = d.spawn(PEER, &["pub", "--topic", "/s", "--count", "2000", "--qos", "sensor", "--subs", "2", "--rate", "2000"]);
+    let mut p = d.spawn(
+        PEER,
+        &[
+            "pub", "--topic", "/s", "--count", "2000", "--qos", "sensor", "--subs", "2", "--rate",
+            "2000",
+        ],
+    );
     p.expect_line("ready", T);
-    let mut slow = d.spawn(PEER, &["sub", "--topic", "/s", "--count", "2000", "--qos", "shallow", "--idle", "5"]);
+    let mut slow = d.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/s", "--count", "2000", "--qos", "shallow", "--idle", "5",
+        ],
+    );
     slow.expect_line("ready", T);
-    let mut fast = d.spawn(PEER, &["sub", "--topic", "/s", "--count", "2000", "--qos", "sensor"]);
+    let mut fast = d.spawn(
+        PEER,
+        &["sub", "--topic", "/s", "--count", "2000", "--qos", "sensor"],
+    );
     fast.expect_line("ready", T);
     // losses are counted from the first sample seen of each publisher: stop the slow one
     // once it has seen the stream start
@@ -215,22 +271,37 @@ fn stopped_subscriber_drop_oldest_counts_and_others_keep_receiving() {
     let pr = p.json(T);
     assert_eq!(pr["errors"].as_array().unwrap().len(), 0, "{pr}");
     let f = fast.json(T);
-    assert_eq!(f["received"], 2000, "the running subscriber misses nothing: {f}");
+    assert_eq!(
+        f["received"], 2000,
+        "the running subscriber misses nothing: {f}"
+    );
     assert_eq!(f["lost"], 0, "{f}");
     slow.signal(libc::SIGCONT);
     let s = slow.json(T);
     let (received, lost) = (s["received"].as_u64().unwrap(), s["lost"].as_u64().unwrap());
     assert!(lost > 0, "drops must be counted: {s}");
-    assert_eq!(received + lost, 2000, "every sample is received or counted lost: {s}");
+    assert_eq!(
+        received + lost,
+        2000,
+        "every sample is received or counted lost: {s}"
+    );
     assert_eq!(s["last_seq"], 2000, "drop-oldest keeps the newest: {s}");
 }
 
 #[test]
 fn stopped_subscriber_back_pressure_times_out_with_error() {
     let d = Domain::new();
-    let mut p = d.spawn(PEER, &["pub", "--topic", "/bp", "--count", "100", "--qos", "tight"]);
+    let mut p = d.spawn(
+        PEER,
+        &["pub", "--topic", "/bp", "--count", "100", "--qos", "tight"],
+    );
     p.expect_line("ready", T);
-    let mut slow = d.spawn(PEER, &["sub", "--topic", "/bp", "--count", "100", "--qos", "tight", "--idle", "5"]);
+    let mut slow = d.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/bp", "--count", "100", "--qos", "tight", "--idle", "5",
+        ],
+    );
     slow.expect_line("ready", T);
     slow.signal(libc::SIGSTOP);
     let pr = p.json(T);
@@ -244,21 +315,51 @@ fn stopped_subscriber_back_pressure_times_out_with_error() {
 fn sigkill_mid_loan_and_while_holding_then_restart_and_clean() {
     let d = Domain::new();
     let start = d.files();
-    let mut sub = d.spawn(PEER, &["sub", "--topic", "/crash", "--count", "10", "--qos", "sensor", "--hold", "3"]);
+    let mut sub = d.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/crash", "--count", "10", "--qos", "sensor", "--hold", "3",
+        ],
+    );
     sub.expect_line("ready", T);
-    let mut publisher = d.spawn(PEER, &["pub", "--topic", "/crash", "--count", "10", "--qos", "sensor", "--hold-loan"]);
+    let mut publisher = d.spawn(
+        PEER,
+        &[
+            "pub",
+            "--topic",
+            "/crash",
+            "--count",
+            "10",
+            "--qos",
+            "sensor",
+            "--hold-loan",
+        ],
+    );
     sub.expect_line("holding", T);
     publisher.expect_line("loaned", T);
-    assert!(d.files().len() > start.len(), "the topic lives in shared memory");
+    assert!(
+        d.files().len() > start.len(),
+        "the topic lives in shared memory"
+    );
     publisher.signal(libc::SIGKILL);
     sub.signal(libc::SIGKILL);
     publisher.kill();
     sub.kill();
 
     // restart both with the same names at once: the topic is created again and works
-    let mut sub = d.spawn(PEER, &["sub", "--topic", "/crash", "--count", "100", "--qos", "reliable"]);
+    let mut sub = d.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/crash", "--count", "100", "--qos", "reliable",
+        ],
+    );
     sub.expect_line("ready", T);
-    let p = d.spawn(PEER, &["pub", "--topic", "/crash", "--count", "100", "--qos", "reliable"]);
+    let p = d.spawn(
+        PEER,
+        &[
+            "pub", "--topic", "/crash", "--count", "100", "--qos", "reliable",
+        ],
+    );
     let pr = p.json(T);
     assert_eq!(pr["errors"].as_array().unwrap().len(), 0, "{pr}");
     let s = sub.json(T);
@@ -277,9 +378,26 @@ fn sigkill_mid_loan_and_while_holding_then_restart_and_clean() {
 fn clean_removes_what_killed_processes_left() {
     let d = Domain::new();
     let start = d.files();
-    let mut sub = d.spawn(PEER, &["sub", "--topic", "/left", "--count", "10", "--qos", "sensor", "--hold", "2"]);
+    let mut sub = d.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/left", "--count", "10", "--qos", "sensor", "--hold", "2",
+        ],
+    );
     sub.expect_line("ready", T);
-    let mut publisher = d.spawn(PEER, &["pub", "--topic", "/left", "--count", "5", "--qos", "sensor", "--hold-loan"]);
+    let mut publisher = d.spawn(
+        PEER,
+        &[
+            "pub",
+            "--topic",
+            "/left",
+            "--count",
+            "5",
+            "--qos",
+            "sensor",
+            "--hold-loan",
+        ],
+    );
     sub.expect_line("holding", T);
     publisher.expect_line("loaned", T);
     sub.kill();
@@ -296,17 +414,39 @@ fn clean_removes_what_killed_processes_left() {
 fn domains_are_isolated() {
     let a = Domain::new();
     let b = Domain::new();
-    let mut sub_b = b.spawn(PEER, &["sub", "--topic", "/iso", "--count", "1", "--qos", "sensor", "--idle", "1"]);
+    let mut sub_b = b.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/iso", "--count", "1", "--qos", "sensor", "--idle", "1",
+        ],
+    );
     sub_b.expect_line("ready", T);
-    let mut sub_a = a.spawn(PEER, &["sub", "--topic", "/iso", "--count", "50", "--qos", "reliable"]);
+    let mut sub_a = a.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/iso", "--count", "50", "--qos", "reliable",
+        ],
+    );
     sub_a.expect_line("ready", T);
-    let p = a.spawn(PEER, &["pub", "--topic", "/iso", "--count", "50", "--qos", "reliable"]);
+    let p = a.spawn(
+        PEER,
+        &[
+            "pub", "--topic", "/iso", "--count", "50", "--qos", "reliable",
+        ],
+    );
     p.json(T);
     assert_eq!(sub_a.json(T)["received"], 50);
-    assert_eq!(sub_b.json(T)["received"], 0, "domain b saw domain a's traffic");
+    assert_eq!(
+        sub_b.json(T)["received"],
+        0,
+        "domain b saw domain a's traffic"
+    );
     let (_, out, _) = b.run(&nerve_cli(), &["topic", "list", "--format", "json"]);
     let v: Value = serde_json::from_str(out.trim()).unwrap();
-    assert!(v.as_array().unwrap().iter().all(|t| t["publishers"] == 0), "{v}");
+    assert!(
+        v.as_array().unwrap().iter().all(|t| t["publishers"] == 0),
+        "{v}"
+    );
 }
 
 #[test]
@@ -326,20 +466,54 @@ fn cli_against_a_running_talker() {
         assert!(Instant::now() < deadline, "talker's topic never listed");
         std::thread::sleep(Duration::from_millis(50));
     };
-    let imu = list.as_array().unwrap().iter().find(|t| t["name"] == "/imu").unwrap();
+    let imu = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "/imu")
+        .unwrap();
     assert_eq!(imu["type"], "nerve_msgs/Imu");
     assert_eq!(imu["publishers"], 1);
     assert!(imu["subscribers"].is_number());
 
-    let (code, out, err) = d.run(&nerve, &["topic", "echo", "/imu", "--count", "3", "--format", "json", "--timeout", "20"]);
+    let (code, out, err) = d.run(
+        &nerve,
+        &[
+            "topic",
+            "echo",
+            "/imu",
+            "--count",
+            "3",
+            "--format",
+            "json",
+            "--timeout",
+            "20",
+        ],
+    );
     assert_eq!(code, 0, "{err}");
-    let msgs: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let msgs: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(msgs.len(), 3);
     assert_eq!(msgs[0]["type"], "nerve_msgs/Imu");
     assert_eq!(msgs[0]["msg"]["linear_acceleration"]["z"], 9.81);
     assert!(msgs[1]["header"]["seq"].as_u64() > msgs[0]["header"]["seq"].as_u64());
 
-    let (code, out, err) = d.run(&nerve, &["topic", "hz", "/imu", "--duration", "2", "--format", "json", "--timeout", "20"]);
+    let (code, out, err) = d.run(
+        &nerve,
+        &[
+            "topic",
+            "hz",
+            "/imu",
+            "--duration",
+            "2",
+            "--format",
+            "json",
+            "--timeout",
+            "20",
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     let hz: Value = serde_json::from_str(out.trim()).unwrap();
     assert!(hz["messages"].as_u64().unwrap() > 10, "{hz}");
@@ -350,10 +524,27 @@ fn cli_against_a_running_talker() {
     assert!(out.contains("\"talker\""), "{out}");
 
     // pub: a listener receives what the CLI publishes
-    let listener = d.spawn(PEER, &["sub", "--topic", "/cli_imu", "--count", "3", "--qos", "sensor", "--idle", "10"]);
+    let listener = d.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/cli_imu", "--count", "3", "--qos", "sensor", "--idle", "10",
+        ],
+    );
     let (code, _, err) = d.run(
         &nerve,
-        &["topic", "pub", "/cli_imu", "Imu", r#"{"angular_velocity": {"x": 1.0}}"#, "--count", "3", "--rate", "50", "--wait-subscribers", "10"],
+        &[
+            "topic",
+            "pub",
+            "/cli_imu",
+            "Imu",
+            r#"{"angular_velocity": {"x": 1.0}}"#,
+            "--count",
+            "3",
+            "--rate",
+            "50",
+            "--wait-subscribers",
+            "10",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(listener.json(T)["received"], 3);
@@ -365,17 +556,92 @@ fn cli_bad_input_exit_codes() {
     let d = Domain::new();
     let nerve = nerve_cli();
     for (args, code, needle) in [
-        (vec!["topic", "pub", "/x", "NoSuchType", "{}"], 2, "unknown message type"),
-        (vec!["topic", "pub", "/x", "CmdVel", "{oops"], 2, "invalid JSON"),
-        (vec!["topic", "pub", "/x", "CmdVel", r#"{"linaer": 1}"#], 2, "no field"),
-        (vec!["topic", "pub", "bad name", "CmdVel", "{}"], 2, "invalid name"),
-        (vec!["--domain", "70000", "topic", "list"], 2, "invalid domain"),
+        (
+            vec!["topic", "pub", "/x", "NoSuchType", "{}"],
+            2,
+            "unknown message type",
+        ),
+        (
+            vec!["topic", "pub", "/x", "CmdVel", "{oops"],
+            2,
+            "invalid JSON",
+        ),
+        (
+            vec!["topic", "pub", "/x", "CmdVel", r#"{"linaer": 1}"#],
+            2,
+            "no field",
+        ),
+        (
+            vec!["topic", "pub", "bad name", "CmdVel", "{}"],
+            2,
+            "invalid name",
+        ),
+        (
+            vec!["--domain", "70000", "topic", "list"],
+            2,
+            "invalid domain",
+        ),
         (vec!["topic", "frobnicate"], 2, "unrecognized subcommand"),
-        (vec!["topic", "echo", "/missing", "--timeout", "0.2"], 1, "does not exist"),
+        (
+            vec!["topic", "echo", "/missing", "--timeout", "0.2"],
+            1,
+            "does not exist",
+        ),
     ] {
         let (c, _, err) = d.run(&nerve, &args);
         assert_eq!(c, code, "{args:?}: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one-line error expected: {err}");
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "{args:?}: one-line error expected: {err}"
+        );
         assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn publisher_recovers_samples_held_by_a_killed_subscriber() {
+    use nerve::prelude::*;
+    let d = Domain::new();
+    let ctx = Context::new(
+        nerve::Config::default()
+            .domain(d.id)
+            .unwrap()
+            .state_dir(d.dir.clone()),
+    )
+    .unwrap();
+    let node = ctx.node("recovering_pub").create().unwrap();
+    // a pool of 4 samples: the subscriber below can hold all of them
+    let p = node
+        .publisher::<nerve_msgs::Imu>("/pool")
+        .qos(Qos::sensor().depth(8).shm_budget(1))
+        .create()
+        .unwrap();
+    let mut sub = d.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/pool", "--count", "100", "--qos", "shallow", "--hold", "2",
+        ],
+    );
+    sub.expect_line("ready", T);
+    assert!(p.wait_for_subscribers(1, T));
+    let mut exhausted = None;
+    for i in 0..20 {
+        let mut m = nerve_msgs::Imu::default();
+        m.angular_velocity.x = (i + 1) as f64;
+        if let Err(e) = p.publish(&m) {
+            exhausted = Some(e);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sub.expect_line("holding", T);
+    let e = exhausted.expect("a subscriber holding every sample exhausts the pool");
+    assert!(e.to_string().contains("all samples are in use"), "{e}");
+    sub.kill();
+    // the dead subscriber's samples come back: publishing works again
+    for _ in 0..20 {
+        p.publish(&nerve_msgs::Imu::default())
+            .expect("pool recovered after the subscriber died");
     }
 }

@@ -13,7 +13,11 @@ use std::process::ExitCode;
 
 /// Nerve robotics middleware tool.
 #[derive(Parser)]
-#[command(name = "nerve", version, about = "Nerve robotics middleware: introspection and tools")]
+#[command(
+    name = "nerve",
+    version,
+    about = "Nerve robotics middleware: introspection and tools"
+)]
 struct Cli {
     /// Domain id (overrides NERVE_DOMAIN).
     #[arg(long, global = true)]
@@ -84,9 +88,12 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
-                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
-            {
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
                 let _ = e.print();
                 return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
                     ExitCode::from(2)

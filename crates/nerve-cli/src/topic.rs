@@ -115,8 +115,10 @@ impl QosPreset {
 }
 
 fn seconds(name: &str, v: f64) -> Result<Duration, Failure> {
-    if !(v.is_finite() && v >= 0.0 && v < 1e9) {
-        return Err(usage(format!("--{name} must be a non-negative number of seconds, got {v}")));
+    if !(0.0..1e9).contains(&v) {
+        return Err(usage(format!(
+            "--{name} must be a non-negative number of seconds, got {v}"
+        )));
     }
     Ok(Duration::from_secs_f64(v))
 }
@@ -133,7 +135,11 @@ fn topic_error(e: TopicError) -> Failure {
 }
 
 /// Opens a raw subscriber, waiting for the topic to appear until the deadline.
-fn subscribe(node: &nerve::Node, topic: &str, deadline: Option<Instant>) -> Result<RawSubscriber, Failure> {
+fn subscribe(
+    node: &nerve::Node,
+    topic: &str,
+    deadline: Option<Instant>,
+) -> Result<RawSubscriber, Failure> {
     nerve::name::validate_topic(topic).map_err(|e| usage(e.to_string()))?;
     let mut told = false;
     loop {
@@ -141,7 +147,9 @@ fn subscribe(node: &nerve::Node, topic: &str, deadline: Option<Instant>) -> Resu
             Ok(s) => return Ok(s),
             Err(TopicError::Shm { .. }) if introspect::topic_info(node, topic).is_err() => {
                 if deadline.is_some_and(|d| Instant::now() >= d) || nerve::shutdown::requested() {
-                    return Err(Failure::Runtime(anyhow::anyhow!("topic {topic} does not exist")));
+                    return Err(Failure::Runtime(anyhow::anyhow!(
+                        "topic {topic} does not exist"
+                    )));
                 }
                 if !told && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
                     eprintln!("waiting for topic {topic} to appear…");
@@ -178,7 +186,9 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             let node = cli_node(ctx)?;
             let topics = introspect::list_topics(&node).map_err(anyhow::Error::msg)?;
             match f.format {
-                Format::Json => output::json(&Value::Array(topics.iter().map(info_json).collect()))?,
+                Format::Json => {
+                    output::json(&Value::Array(topics.iter().map(info_json).collect()))?
+                }
                 Format::Human => output::table(
                     &["TOPIC", "TYPE", "PUBS", "SUBS"],
                     &topics
@@ -199,7 +209,9 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
         TopicCommand::Info { topic, format } => {
             let node = cli_node(ctx)?;
             let t = introspect::topic_info(&node, &topic).map_err(|e| match e {
-                TopicError::Shm { .. } => Failure::Runtime(anyhow::anyhow!("topic {topic} does not exist")),
+                TopicError::Shm { .. } => {
+                    Failure::Runtime(anyhow::anyhow!("topic {topic} does not exist"))
+                }
                 e => topic_error(e),
             })?;
             match format {
@@ -207,13 +219,21 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                 Format::Human => {
                     let v = info_json(&t);
                     for (k, val) in v.as_object().into_iter().flatten() {
-                        println!("{k:>16}: {}", val.as_str().map(str::to_string).unwrap_or(val.to_string()));
+                        println!(
+                            "{k:>16}: {}",
+                            val.as_str().map(str::to_string).unwrap_or(val.to_string())
+                        );
                     }
                 }
             }
             Ok(())
         }
-        TopicCommand::Echo { topic, count, wait, format } => {
+        TopicCommand::Echo {
+            topic,
+            count,
+            wait,
+            format,
+        } => {
             let limit = wait.timeout.map(|t| seconds("timeout", t)).transpose()?;
             let deadline = limit.map(|l| Instant::now() + l);
             let node = cli_node(ctx)?;
@@ -243,21 +263,39 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             }
             Ok(())
         }
-        TopicCommand::Hz { topic, duration, wait, format } => {
-            measure(ctx, &topic, duration, wait, format, Measure::Rate)
-        }
-        TopicCommand::Bw { topic, duration, wait, format } => {
-            measure(ctx, &topic, duration, wait, format, Measure::Bandwidth)
-        }
-        TopicCommand::Pub { topic, type_name, json, rate, count, qos, wait_subscribers } => {
+        TopicCommand::Hz {
+            topic,
+            duration,
+            wait,
+            format,
+        } => measure(ctx, &topic, duration, wait, format, Measure::Rate),
+        TopicCommand::Bw {
+            topic,
+            duration,
+            wait,
+            format,
+        } => measure(ctx, &topic, duration, wait, format, Measure::Bandwidth),
+        TopicCommand::Pub {
+            topic,
+            type_name,
+            json,
+            rate,
+            count,
+            qos,
+            wait_subscribers,
+        } => {
             nerve::name::validate_topic(&topic).map_err(|e| usage(e.to_string()))?;
             let entry = types::find(&type_name).ok_or_else(|| {
-                usage(format!("unknown message type {type_name:?} (see `nerve types`)"))
+                usage(format!(
+                    "unknown message type {type_name:?} (see `nerve types`)"
+                ))
             })?;
             let value: Value = serde_json::from_str(&json)
                 .map_err(|e| usage(format!("invalid JSON for {}: {e}", entry.name)))?;
             if !(rate.is_finite() && rate >= 0.0) {
-                return Err(usage(format!("--rate must be a non-negative number, got {rate}")));
+                return Err(usage(format!(
+                    "--rate must be a non-negative number, got {rate}"
+                )));
             }
             let opt = PubOptions {
                 rate,
@@ -284,7 +322,12 @@ fn print_sample(
     let msg = match entry {
         Some(e) => (e.to_json)(s.bytes(), s.elems()),
         None => {
-            let prefix: String = s.bytes().iter().take(32).map(|b| format!("{b:02x}")).collect();
+            let prefix: String = s
+                .bytes()
+                .iter()
+                .take(32)
+                .map(|b| format!("{b:02x}"))
+                .collect();
             json!({"size": s.bytes().len(), "hex_prefix": prefix})
         }
     };
@@ -296,7 +339,9 @@ fn print_sample(
         "size": h.payload_len,
     });
     match format {
-        Format::Json => output::json(&json!({"topic": topic, "type": ty.name, "header": header, "msg": msg}))?,
+        Format::Json => {
+            output::json(&json!({"topic": topic, "type": ty.name, "header": header, "msg": msg}))?
+        }
         Format::Human => {
             println!(
                 "--- {topic} [{}] seq {} from {:016x}, {} bytes",
@@ -385,7 +430,11 @@ fn measure(
         (Some(a), Some(b)) => (b - a).as_secs_f64(),
         _ => 0.0,
     };
-    let rate = if span > 0.0 { (sizes.n.saturating_sub(1)) as f64 / span } else { 0.0 };
+    let rate = if span > 0.0 {
+        (sizes.n.saturating_sub(1)) as f64 / span
+    } else {
+        0.0
+    };
     let lost = sub.stats().lost;
     match what {
         Measure::Rate => {
@@ -407,7 +456,11 @@ fn measure(
             }
         }
         Measure::Bandwidth => {
-            let bps = if elapsed > 0.0 { bytes as f64 / elapsed } else { 0.0 };
+            let bps = if elapsed > 0.0 {
+                bytes as f64 / elapsed
+            } else {
+                0.0
+            };
             let v = json!({
                 "topic": topic, "messages": sizes.n, "bytes_per_s": bps,
                 "mean_bytes": sizes.mean, "min_bytes": sizes.min, "max_bytes": sizes.max,

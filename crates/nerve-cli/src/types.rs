@@ -46,7 +46,16 @@ macro_rules! registry {
         }
     };
 }
-registry!(CmdVel, Twist, BatteryState, Imu, Odometry, LaserScan, PointCloud, Image);
+registry!(
+    CmdVel,
+    Twist,
+    BatteryState,
+    Imu,
+    Odometry,
+    LaserScan,
+    PointCloud,
+    Image
+);
 
 /// Finds a type by its full name or its short name (`Imu`).
 pub fn find(name: &str) -> Option<TypeEntry> {
@@ -83,7 +92,11 @@ fn merge(base: &mut Value, user: &Value, path: &str, type_name: &str) -> Result<
     match (base, user) {
         (Value::Object(b), Value::Object(u)) => {
             for (k, uv) in u {
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 match b.get_mut(k) {
                     Some(bv) => merge(bv, uv, &p, type_name)?,
                     None => return Err(format!("{type_name} has no field {p:?}")),
@@ -118,7 +131,9 @@ where
         Some(_) if std::mem::size_of::<M::Elem>() == 0 => {
             return Err(format!("{} has no elems", M::TYPE_NAME))
         }
-        Some(ev) => serde_json::from_value(ev).map_err(|e| format!("{}.elems: {e}", M::TYPE_NAME))?,
+        Some(ev) => {
+            serde_json::from_value(ev).map_err(|e| format!("{}.elems: {e}", M::TYPE_NAME))?
+        }
     };
     Ok((head, elems))
 }
@@ -134,7 +149,9 @@ where
         .qos(opt.qos.clone())
         .create()
         .map_err(|e| match e {
-            nerve::TopicError::Name(_) | nerve::TopicError::InvalidQos { .. } => usage(e.to_string()),
+            nerve::TopicError::Name(_) | nerve::TopicError::InvalidQos { .. } => {
+                usage(e.to_string())
+            }
             e => Failure::Runtime(e.into()),
         })?;
     publisher.wait_for_subscribers(1, opt.wait);
@@ -187,16 +204,26 @@ mod tests {
         assert!(e.contains("linaer"), "{e}");
         let e = from_json::<CmdVel>(&json!({"linear": "fast"})).unwrap_err();
         assert!(e.contains("CmdVel"), "{e}");
-        let (s, r) = from_json::<LaserScan>(&json!({"range_max": 10.0, "elems": [1.0, 2.0]})).unwrap();
+        let (s, r) =
+            from_json::<LaserScan>(&json!({"range_max": 10.0, "elems": [1.0, 2.0]})).unwrap();
         assert_eq!((s.range_max, r), (10.0, vec![1.0, 2.0]));
         assert!(from_json::<Imu>(&json!([1, 2])).is_err());
     }
 
     #[test]
     fn decode_round_trip() {
-        let imu = Imu { linear_acceleration: Vector3 { x: 0.0, y: 0.0, z: 9.81 }, ..Default::default() };
+        let imu = Imu {
+            linear_acceleration: Vector3 {
+                x: 0.0,
+                y: 0.0,
+                z: 9.81,
+            },
+            ..Default::default()
+        };
         let v = to_json::<Imu>(nerve::message::as_bytes(&imu), 0);
         assert_eq!(v["linear_acceleration"]["z"], json!(9.81));
-        assert!(find("Imu").is_some() && find("nerve_msgs/Imu").is_some() && find("Nope").is_none());
+        assert!(
+            find("Imu").is_some() && find("nerve_msgs/Imu").is_some() && find("Nope").is_none()
+        );
     }
 }

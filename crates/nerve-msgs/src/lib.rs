@@ -15,7 +15,9 @@ use serde_big_array::BigArray;
 
 /// A point in time: nanoseconds since the Unix epoch (wall clock) or since boot
 /// (monotonic), as the producer documents.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Pod, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Pod, Serialize, Deserialize,
+)]
 #[repr(C)]
 pub struct Time {
     /// Nanoseconds.
@@ -438,7 +440,11 @@ mod tests {
         let f = FrameId::new("base_link").unwrap();
         assert_eq!(f.as_str(), "base_link");
         assert!(FrameId::new(&"x".repeat(25)).is_err());
-        let j = serde_json::to_string(&Header { stamp: Time { nanos: 5 }, frame_id: f }).unwrap();
+        let j = serde_json::to_string(&Header {
+            stamp: Time { nanos: 5 },
+            frame_id: f,
+        })
+        .unwrap();
         assert_eq!(j, r#"{"stamp":{"nanos":5},"frame_id":"base_link"}"#);
     }
 }

@@ -3,13 +3,13 @@
 
 use crate::config::Config;
 use crate::context::{doorbell_name, Context, Node};
-use crate::transport::doorbell::Doorbell;
 use crate::error::{RecvError, TopicError};
 use crate::header::SampleHeader;
 use crate::message::TypeInfo;
 use crate::qos::Qos;
 use crate::subscriber::{create_port, Receiver, SubscriberStats};
-use crate::transport::shm::{self, Ipc, IoxSample, TOPIC_PREFIX};
+use crate::transport::doorbell::Doorbell;
+use crate::transport::shm::{self, IoxSample, Ipc, TOPIC_PREFIX};
 use crate::wait::WaitMode;
 use crate::waitset::Waitable;
 use iceoryx2::node::NodeView;
@@ -141,9 +141,14 @@ pub fn list_nodes(ctx: &Context) -> Result<Vec<NodeInfo>, String> {
 pub fn domain_files(config: &Config) -> BTreeSet<String> {
     let prefix = config.file_prefix();
     let mut files = BTreeSet::new();
-    let mut walk = vec![std::path::PathBuf::from("/dev/shm"), config.state_dir.clone()];
+    let mut walk = vec![
+        std::path::PathBuf::from("/dev/shm"),
+        config.state_dir.clone(),
+    ];
     while let Some(dir) = walk.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in rd.flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -196,8 +201,12 @@ pub fn clean(config: &Config) -> Result<CleanReport, String> {
     let bell = Doorbell::open(&bell_name, 0o600)
         .map_err(|e| format!("cannot open /dev/shm/{bell_name}: {e}"))?;
     if bell.try_exclusive() {
-        // no live context holds the doorbell: nobody uses the domain
+        // No live context holds the doorbell: nobody uses the domain, so every file with
+        // the domain's prefix is stale, also ones whose node records are gone.
         shm::remove_domain_files(&iox);
+        for f in domain_files(config) {
+            let _ = std::fs::remove_file(f);
+        }
         bell.unlink();
     } else {
         report.domain_in_use = true;
@@ -223,7 +232,9 @@ impl RawSubscriber {
             topic: topic.to_string(),
             reason: "no Nerve type record".into(),
         })?;
-        let depth = qos.depth.min(service.static_config().subscriber_max_buffer_size());
+        let depth = qos
+            .depth
+            .min(service.static_config().subscriber_max_buffer_size());
         let port = create_port(&service, topic, &Qos { depth, ..qos })?;
         Ok(RawSubscriber {
             rx: Receiver::new(

@@ -7,9 +7,9 @@ use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInf
 use crate::qos::{Overflow, Qos};
 use crate::transport::doorbell::Slot;
 use crate::transport::shm::{self, IoxPublisher, IoxSampleMut, TopicService};
+use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo, LoanError as IoxLoanError, SendError};
 use iceoryx2::prelude::{AllocationStrategy, BackpressureStrategy};
-use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -252,7 +252,11 @@ impl<M: Message> Publisher<M> {
             type_hash: self.type_hash,
         };
         let back_pressure = matches!(self.qos.overflow, Overflow::BackPressure { .. });
-        let before = if back_pressure { self.subscriber_count() } else { 0 };
+        let before = if back_pressure {
+            self.subscriber_count()
+        } else {
+            0
+        };
         let result = sample.send();
         // SAFETY: slot points into the context's doorbell mapping, which lives as long as
         // the context that self.node keeps alive.
@@ -367,7 +371,11 @@ impl<M: Message> Loan<'_, M> {
         // SAFETY: the payload was loaned with room for n elements at elems_offset, which
         // is aligned for Elem (payload alignment >= align_of Elem); Elem is Pod.
         unsafe {
-            let p = self.sample.payload_mut().as_mut_ptr().add(elems_offset::<M>());
+            let p = self
+                .sample
+                .payload_mut()
+                .as_mut_ptr()
+                .add(elems_offset::<M>());
             core::slice::from_raw_parts_mut(p as *mut M::Elem, n)
         }
     }

@@ -161,7 +161,12 @@ mod tests {
 
     #[test]
     fn presets_are_valid() {
-        for q in [Qos::default(), Qos::sensor(), Qos::reliable(), Qos::latched()] {
+        for q in [
+            Qos::default(),
+            Qos::sensor(),
+            Qos::reliable(),
+            Qos::latched(),
+        ] {
             q.validate().unwrap();
         }
         assert!(Qos::default().depth(0).validate().is_err());

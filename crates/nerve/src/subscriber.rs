@@ -116,7 +116,11 @@ pub(crate) struct StatsState {
 impl StatsState {
     pub(crate) fn account(&mut self, h: &SampleHeader) {
         self.counts.received += 1;
-        match self.last_seq.iter().position(|(id, _)| *id == h.publisher_id) {
+        match self
+            .last_seq
+            .iter()
+            .position(|(id, _)| *id == h.publisher_id)
+        {
             Some(i) => {
                 let last = self.last_seq[i].1;
                 if h.seq > last + 1 {
@@ -165,7 +169,10 @@ pub(crate) fn validate(s: &IoxSample, ty: &TypeInfo) -> Result<usize, String> {
     let h = s.user_header();
     let bytes = s.payload().len();
     if h.type_hash != ty.layout_hash {
-        return Err(format!("type hash {:016x} differs from the topic's", h.type_hash));
+        return Err(format!(
+            "type hash {:016x} differs from the topic's",
+            h.type_hash
+        ));
     }
     let len = h.payload_len as usize;
     if len > bytes || len < ty.head_size {
@@ -174,14 +181,14 @@ pub(crate) fn validate(s: &IoxSample, ty: &TypeInfo) -> Result<usize, String> {
             ty.head_size
         ));
     }
-    if s.payload().as_ptr() as usize % ty.align != 0 {
+    if !(s.payload().as_ptr() as usize).is_multiple_of(ty.align) {
         return Err("misaligned payload".into());
     }
     if ty.elem_size == 0 {
         return Ok(0);
     }
     let body = len.saturating_sub(ty.elems_offset());
-    if len < ty.elems_offset() || body % ty.elem_size != 0 {
+    if len < ty.elems_offset() || !body.is_multiple_of(ty.elem_size) {
         return Err(format!(
             "{body} element bytes are not a multiple of {}",
             ty.elem_size
@@ -199,12 +206,7 @@ impl Receiver {
         expected: TypeInfo,
         mode: WaitMode,
     ) -> Receiver {
-        let slot: *const Slot = node
-            .inner
-            .ctx
-            .inner
-            .doorbell
-            .slot(&topic);
+        let slot: *const Slot = node.inner.ctx.inner.doorbell.slot(&topic);
         Receiver {
             port,
             service,
@@ -266,11 +268,11 @@ impl Receiver {
             let mut i: u32 = 0;
             loop {
                 if let Some(s) = self.try_recv()? {
-                    self.spin.hit(start.elapsed());
+                    self.spin.observe(start.elapsed());
                     return Ok(Some(s));
                 }
                 i = i.wrapping_add(1);
-                if i % 64 == 0 {
+                if i.is_multiple_of(64) {
                     // SAFETY: see `slot` below.
                     self.acknowledge(unsafe { &*self.slot });
                     if start.elapsed() >= spin_for {
@@ -282,7 +284,6 @@ impl Receiver {
             if self.mode == WaitMode::Spin {
                 return Ok(None);
             }
-            self.spin.miss();
         }
         // SAFETY: slot points into the context's doorbell mapping, kept alive by self.node.
         let slot = unsafe { &*self.slot };
@@ -302,6 +303,12 @@ impl Receiver {
                 }
                 (other, _) => {
                     slot.unregister();
+                    if self.mode == WaitMode::Adaptive {
+                        match &other {
+                            Ok(Some(_)) => self.spin.observe(start.elapsed()),
+                            _ => self.spin.timed_out(),
+                        }
+                    }
                     return other;
                 }
             }

@@ -25,7 +25,10 @@ pub(crate) const MIN_SPIN: Duration = Duration::from_micros(2);
 /// missed wake-up to this delay).
 pub(crate) const MAX_SLEEP: Duration = Duration::from_secs(1);
 
-/// Adaptive spin window: grows when spinning caught a sample, shrinks when it did not.
+/// Adaptive spin window, learnt from how long waits really took: a sample that arrived
+/// within `MAX_SPIN` (spinning caught it, or it came soon after we went to sleep) widens the
+/// window to twice that wait, so back-to-back traffic is served without sleeping; a
+/// longer wait (idle periods, slow streams) halves it, so idle subscribers do not burn CPU.
 #[derive(Debug)]
 pub(crate) struct SpinWindow {
     ns: Cell<u64>,
@@ -40,15 +43,20 @@ impl SpinWindow {
     pub(crate) fn get(&self) -> Duration {
         Duration::from_nanos(self.ns.get())
     }
-    /// Spinning succeeded after `waited`: keep a window of at least twice that.
-    pub(crate) fn hit(&self, waited: Duration) {
-        let want = (waited.as_nanos() as u64 * 2).max(self.ns.get());
-        self.ns.set(want.min(MAX_SPIN.as_nanos() as u64));
+    /// A sample arrived after waiting `waited` in total.
+    pub(crate) fn observe(&self, waited: Duration) {
+        let w = waited.as_nanos().min(u64::MAX as u128) as u64;
+        let max = MAX_SPIN.as_nanos() as u64;
+        let next = if w <= max {
+            (2 * w).max(self.ns.get()).min(max)
+        } else {
+            (self.ns.get() / 2).max(MIN_SPIN.as_nanos() as u64)
+        };
+        self.ns.set(next);
     }
-    /// Spinning failed: halve the window.
-    pub(crate) fn miss(&self) {
-        self.ns
-            .set((self.ns.get() / 2).max(MIN_SPIN.as_nanos() as u64));
+    /// The wait ended without a sample (timeout): treat it as a long wait.
+    pub(crate) fn timed_out(&self) {
+        self.observe(Duration::MAX);
     }
 }
 
@@ -60,12 +68,15 @@ mod tests {
     fn window_adapts_within_bounds() {
         let w = SpinWindow::new();
         for _ in 0..20 {
-            w.miss();
+            w.timed_out();
         }
-        assert_eq!(w.get(), MIN_SPIN);
-        w.hit(Duration::from_micros(30));
+        assert_eq!(w.get(), MIN_SPIN, "idle periods shrink the window");
+        // a sample that came 30 us after we started waiting: spinning 60 us would catch it
+        w.observe(Duration::from_micros(30));
         assert_eq!(w.get(), Duration::from_micros(60));
-        w.hit(Duration::from_millis(5));
+        w.observe(Duration::from_micros(150));
         assert_eq!(w.get(), MAX_SPIN);
+        w.observe(Duration::from_millis(100));
+        assert_eq!(w.get(), MAX_SPIN / 2, "a slow stream halves it");
     }
 }

@@ -90,7 +90,10 @@ impl<'a> WaitSet<'a> {
         loop {
             // SAFETY: every address comes from a live subscriber borrowed for 'a, whose
             // node keeps the doorbell mapping alive.
-            let slot_refs: Vec<&Slot> = slots.iter().map(|&a| unsafe { &*(a as *const Slot) }).collect();
+            let slot_refs: Vec<&Slot> = slots
+                .iter()
+                .map(|&a| unsafe { &*(a as *const Slot) })
+                .collect();
             let entries: Vec<WaitEntry> = slot_refs
                 .iter()
                 .map(|s| WaitEntry {

@@ -4,16 +4,12 @@ use nerve::prelude::*;
 use nerve::{Config, TopicError};
 use std::time::Duration;
 
+/// A context in a domain of its own per test (tests run in parallel threads).
 fn ctx(tag: &str) -> Context {
-    let domain = 500 + (std::process::id() % 200) + tag.len() as u32 * 0;
-    let dir = std::env::temp_dir().join(format!("nerve-it-{}-{tag}/", std::process::id()));
-    Context::new(
-        Config::default()
-            .domain(domain)
-            .unwrap()
-            .state_dir(dir),
-    )
-    .unwrap()
+    let h = nerve::message::layout::hash_str(nerve::message::layout::FNV_OFFSET, tag);
+    let domain = 600 + (h % 300) as u32;
+    let dir = std::env::temp_dir().join("nerve-tests/");
+    Context::new(Config::default().domain(domain).unwrap().state_dir(dir)).unwrap()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, nerve::Message)]
@@ -77,7 +73,10 @@ fn type_mismatch_names_both_types() {
     let err = node.subscriber::<PointV2>("/typed").create().err().unwrap();
     let msg = err.to_string();
     assert!(matches!(err, TopicError::TypeMismatch { .. }), "{msg}");
-    assert!(msg.contains("/typed") && msg.matches("test/Point").count() == 2, "{msg}");
+    assert!(
+        msg.contains("/typed") && msg.matches("test/Point").count() == 2,
+        "{msg}"
+    );
     let err = node.subscriber::<Blob>("/typed").create().err().unwrap();
     assert!(err.to_string().contains("test/Blob"), "{err}");
 }
@@ -86,7 +85,11 @@ fn type_mismatch_names_both_types() {
 fn slices_grow_and_respect_max_payload() {
     let node = ctx("slices").node("n1").create().unwrap();
     let qos = Qos::default().payload(64, 1 << 20);
-    let p = node.publisher::<Blob>("/blob").qos(qos.clone()).create().unwrap();
+    let p = node
+        .publisher::<Blob>("/blob")
+        .qos(qos.clone())
+        .create()
+        .unwrap();
     let s = node.subscriber::<Blob>("/blob").qos(qos).create().unwrap();
     for n in [1usize, 10, 1000, 100_000] {
         let mut l = p.loan_slice(n).unwrap();
@@ -101,7 +104,10 @@ fn slices_grow_and_respect_max_payload() {
         assert!(r.elems().iter().enumerate().all(|(i, &e)| e == i as u32));
     }
     let err = p.loan_slice(300_000).err().unwrap();
-    assert!(matches!(err, nerve::LoanError::PayloadTooLarge { .. }), "{err}");
+    assert!(
+        matches!(err, nerve::LoanError::PayloadTooLarge { .. }),
+        "{err}"
+    );
 }
 
 #[test]
@@ -138,7 +144,11 @@ fn bad_names_and_qos_are_rejected() {
 #[test]
 fn overflow_policy_mismatch_is_an_error() {
     let node = ctx("ovf").node("n1").create().unwrap();
-    let _p = node.publisher::<Point>("/ovf").qos(Qos::sensor()).create().unwrap();
+    let _p = node
+        .publisher::<Point>("/ovf")
+        .qos(Qos::sensor())
+        .create()
+        .unwrap();
     let e = node
         .subscriber::<Point>("/ovf")
         .qos(Qos::reliable())
@@ -158,7 +168,11 @@ fn drop_oldest_counts_losses() {
         .create()
         .unwrap();
     for i in 0..20 {
-        p.publish(&Point { x: i as f64, y: 0.0 }).unwrap();
+        p.publish(&Point {
+            x: i as f64,
+            y: 0.0,
+        })
+        .unwrap();
     }
     let mut got = vec![];
     while let Some(m) = s.try_recv().unwrap() {
@@ -170,7 +184,11 @@ fn drop_oldest_counts_losses() {
     assert_eq!(st.lost, 0, "first sample of a publisher is not a gap");
     p.publish(&Point { x: 20.0, y: 0.0 }).unwrap();
     for i in 21..30 {
-        p.publish(&Point { x: i as f64, y: 0.0 }).unwrap();
+        p.publish(&Point {
+            x: i as f64,
+            y: 0.0,
+        })
+        .unwrap();
     }
     while s.try_recv().unwrap().is_some() {}
     assert_eq!(s.stats().lost, 6);
@@ -185,7 +203,11 @@ fn late_joiner_gets_history() {
         .create()
         .unwrap();
     for i in 0..5 {
-        p.publish(&Point { x: i as f64, y: 0.0 }).unwrap();
+        p.publish(&Point {
+            x: i as f64,
+            y: 0.0,
+        })
+        .unwrap();
     }
     let s = node
         .subscriber::<Point>("/map")
@@ -220,26 +242,34 @@ fn wait_set_serves_several_subscribers() {
 #[test]
 fn back_pressure_blocks_then_errors() {
     let node = ctx("bp").node("n1").create().unwrap();
-    let qos = Qos::reliable()
-        .depth(4)
-        .overflow(Overflow::BackPressure {
-            timeout: Duration::from_millis(100),
-        });
-    let s = node.subscriber::<Point>("/bp").qos(qos.clone()).create().unwrap();
+    let qos = Qos::reliable().depth(4).overflow(Overflow::BackPressure {
+        timeout: Duration::from_millis(100),
+    });
+    let s = node
+        .subscriber::<Point>("/bp")
+        .qos(qos.clone())
+        .create()
+        .unwrap();
     let p = node.publisher::<Point>("/bp").qos(qos).create().unwrap();
     // a receiving subscriber attaches to the new publisher
     assert!(s.try_recv().unwrap().is_none());
     let mut result = Ok(());
     let mut sent = 0;
     for i in 0..10 {
-        result = p.publish(&Point { x: i as f64, y: 0.0 });
+        result = p.publish(&Point {
+            x: i as f64,
+            y: 0.0,
+        });
         if result.is_err() {
             break;
         }
         sent += 1;
     }
     let e = result.unwrap_err();
-    assert!(matches!(e, nerve::PublishError::BackPressureTimeout { .. }), "{e}");
+    assert!(
+        matches!(e, nerve::PublishError::BackPressureTimeout { .. }),
+        "{e}"
+    );
     assert_eq!(sent, 4, "the queue holds depth samples");
     let mut got = vec![];
     while let Some(m) = s.try_recv().unwrap() {
@@ -255,15 +285,28 @@ fn back_pressure_never_loses_silently_to_an_unattached_subscriber() {
         timeout: Duration::from_millis(50),
     });
     // this subscriber never receives, so it never attaches to the later publisher
-    let _s = node.subscriber::<Point>("/bp2").qos(qos.clone()).create().unwrap();
+    let _s = node
+        .subscriber::<Point>("/bp2")
+        .qos(qos.clone())
+        .create()
+        .unwrap();
     let p = node.publisher::<Point>("/bp2").qos(qos).create().unwrap();
     let results: Vec<_> = (0..5)
-        .map(|i| p.publish(&Point { x: i as f64, y: 0.0 }))
+        .map(|i| {
+            p.publish(&Point {
+                x: i as f64,
+                y: 0.0,
+            })
+        })
         .collect();
     assert!(results[..2].iter().all(|r| r.is_ok()));
     let e = results[2].as_ref().unwrap_err();
     assert!(
-        matches!(e, nerve::PublishError::Undelivered { .. } | nerve::PublishError::BackPressureTimeout { .. }),
+        matches!(
+            e,
+            nerve::PublishError::Undelivered { .. }
+                | nerve::PublishError::BackPressureTimeout { .. }
+        ),
         "{e}"
     );
 }

@@ -24,17 +24,28 @@ fn main() -> anyhow::Result<()> {
     let ctx = Context::from_env()?;
     let node = ctx.node("listener").create()?;
     let sub = node.subscriber::<Imu>(&args.topic).create()?;
-    println!("listener: waiting for Imu on {} (domain {})", args.topic, ctx.domain());
+    println!(
+        "listener: waiting for Imu on {} (domain {})",
+        args.topic,
+        ctx.domain()
+    );
     let mut n = 0u64;
     let mut last_report = Instant::now();
     let mut latency_sum = 0u64;
     while !nerve::shutdown::requested() && args.count.is_none_or(|c| n < c) {
-        let Some(m) = sub.recv_timeout(Duration::from_millis(200))? else { continue };
+        let Some(m) = sub.recv_timeout(Duration::from_millis(200))? else {
+            continue;
+        };
         n += 1;
         let latency = nerve::mono_ns().saturating_sub(m.header().publish_mono_ns);
         latency_sum += latency;
         if args.verbose {
-            println!("seq {} accel z {:.2} latency {:.1} us", m.header().seq, m.linear_acceleration.z, latency as f64 / 1e3);
+            println!(
+                "seq {} accel z {:.2} latency {:.1} us",
+                m.header().seq,
+                m.linear_acceleration.z,
+                latency as f64 / 1e3
+            );
         } else if last_report.elapsed() >= Duration::from_secs(1) {
             let s = sub.stats();
             println!(

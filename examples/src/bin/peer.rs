@@ -28,9 +28,9 @@ impl QosArg {
         match self {
             QosArg::Sensor => Qos::sensor().depth(64),
             QosArg::Reliable => Qos::reliable(),
-            QosArg::Tight => Qos::reliable()
-                .depth(4)
-                .overflow(Overflow::BackPressure { timeout: Duration::from_millis(300) }),
+            QosArg::Tight => Qos::reliable().depth(4).overflow(Overflow::BackPressure {
+                timeout: Duration::from_millis(300),
+            }),
             QosArg::Shallow => Qos::sensor().depth(8),
         }
     }
@@ -76,7 +76,14 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let ctx = Context::from_env()?;
     match args.role {
-        Role::Pub { topic, count, qos, subs, rate, hold_loan } => {
+        Role::Pub {
+            topic,
+            count,
+            qos,
+            subs,
+            rate,
+            hold_loan,
+        } => {
             let node = ctx.node("peer_pub").create()?;
             let p = node.publisher::<Imu>(&topic).qos(qos.qos()).create()?;
             println!("ready");
@@ -93,10 +100,17 @@ fn main() -> anyhow::Result<()> {
                     break;
                 }
                 if rate > 0.0 {
-                    nerve_examples::sleep_until_tick(start, Duration::from_secs_f64(1.0 / rate), k + 1);
+                    nerve_examples::sleep_until_tick(
+                        start,
+                        Duration::from_secs_f64(1.0 / rate),
+                        k + 1,
+                    );
                 }
             }
-            println!("{}", serde_json::json!({"sent": count, "errors": errors, "elapsed_s": start.elapsed().as_secs_f64()}));
+            println!(
+                "{}",
+                serde_json::json!({"sent": count, "errors": errors, "elapsed_s": start.elapsed().as_secs_f64()})
+            );
             if hold_loan {
                 let _loan = p.loan()?;
                 println!("loaned");
@@ -104,7 +118,13 @@ fn main() -> anyhow::Result<()> {
                 std::thread::sleep(Duration::from_secs(3600));
             }
         }
-        Role::Sub { topic, count, qos, idle, hold } => {
+        Role::Sub {
+            topic,
+            count,
+            qos,
+            idle,
+            hold,
+        } => {
             let node = ctx.node("peer_sub").create()?;
             let s = node.subscriber::<Imu>(&topic).qos(qos.qos()).create()?;
             println!("ready");
@@ -112,7 +132,9 @@ fn main() -> anyhow::Result<()> {
             let mut held = Vec::new();
             let (mut n, mut in_order, mut last, mut payload_ok) = (0u64, true, 0u64, true);
             while n < count {
-                let Some(m) = s.recv_timeout(Duration::from_secs_f64(idle))? else { break };
+                let Some(m) = s.recv_timeout(Duration::from_secs_f64(idle))? else {
+                    break;
+                };
                 n += 1;
                 if n == 1 {
                     println!("first");
@@ -132,10 +154,13 @@ fn main() -> anyhow::Result<()> {
                 }
             }
             let st = s.stats();
-            println!("{}", serde_json::json!({
-                "received": n, "lost": st.lost, "malformed": st.malformed,
-                "in_order": in_order, "last_seq": last, "payload_ok": payload_ok,
-            }));
+            println!(
+                "{}",
+                serde_json::json!({
+                    "received": n, "lost": st.lost, "malformed": st.malformed,
+                    "in_order": in_order, "last_seq": last, "payload_ok": payload_ok,
+                })
+            );
         }
     }
     Ok(())

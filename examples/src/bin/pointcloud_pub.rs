@@ -33,12 +33,22 @@ fn main() -> anyhow::Result<()> {
     let node = ctx.node("pointcloud_pub").create()?;
     // room for the cloud head in front of the data; growth up to twice that
     let sample = args.bytes + 4096;
-    let qos = Qos::sensor().payload(sample, 2 * sample).shm_budget(4 * sample);
-    let points = node.publisher::<PointCloud>(&args.topic).qos(qos).create()?;
-    if args.wait_subscribers > 0 && !points.wait_for_subscribers(args.wait_subscribers, Duration::from_secs(10)) {
+    let qos = Qos::sensor()
+        .payload(sample, 2 * sample)
+        .shm_budget(4 * sample);
+    let points = node
+        .publisher::<PointCloud>(&args.topic)
+        .qos(qos)
+        .create()?;
+    if args.wait_subscribers > 0
+        && !points.wait_for_subscribers(args.wait_subscribers, Duration::from_secs(10))
+    {
         anyhow::bail!("no subscriber on {} within 10 s", args.topic);
     }
-    println!("pointcloud_pub: {} byte clouds on {} at {} Hz", args.bytes, args.topic, args.rate);
+    println!(
+        "pointcloud_pub: {} byte clouds on {} at {} Hz",
+        args.bytes, args.topic, args.rate
+    );
     let period = Duration::from_secs_f64(1.0 / args.rate);
     let start = Instant::now();
     let mut k = 0u64;

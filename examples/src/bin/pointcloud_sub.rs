@@ -33,10 +33,13 @@ fn main() -> anyhow::Result<()> {
     let (mut n, mut bad, mut latency_max) = (0u64, 0u64, 0u64);
     let mut bytes = 0usize;
     while !nerve::shutdown::requested() && args.count.is_none_or(|c| n < c) {
-        let Some(cloud) = sub.recv_timeout(Duration::from_secs_f64(args.idle_timeout))? else { break };
+        let Some(cloud) = sub.recv_timeout(Duration::from_secs_f64(args.idle_timeout))? else {
+            break;
+        };
         n += 1;
         bytes = cloud.elems().len();
-        latency_max = latency_max.max(nerve::mono_ns().saturating_sub(cloud.header().publish_mono_ns));
+        latency_max =
+            latency_max.max(nerve::mono_ns().saturating_sub(cloud.header().publish_mono_ns));
         if !nerve_examples::verify_cloud(cloud.elems()) {
             bad += 1;
         }
@@ -46,7 +49,11 @@ fn main() -> anyhow::Result<()> {
                 cloud.header().seq,
                 cloud.width,
                 bytes,
-                if nerve_examples::verify_cloud(cloud.elems()) { "ok" } else { "BAD" }
+                if nerve_examples::verify_cloud(cloud.elems()) {
+                    "ok"
+                } else {
+                    "BAD"
+                }
             );
         }
     }

@@ -26,7 +26,12 @@ fn main() -> anyhow::Result<()> {
     let ctx = Context::from_env()?;
     let node = ctx.node("talker").create()?;
     let imu = node.publisher::<Imu>(&args.topic).create()?;
-    println!("talker: publishing Imu on {} at {} Hz (domain {})", args.topic, args.rate, ctx.domain());
+    println!(
+        "talker: publishing Imu on {} at {} Hz (domain {})",
+        args.topic,
+        args.rate,
+        ctx.domain()
+    );
     let period = Duration::from_secs_f64(1.0 / args.rate);
     let start = Instant::now();
     let mut k = 0u64;
@@ -35,9 +40,22 @@ fn main() -> anyhow::Result<()> {
         // write the message in place in shared memory
         let mut m = imu.loan()?;
         m.stamp = Time::now();
-        m.orientation = Quaternion { x: 0.0, y: 0.0, z: (t / 2.0).sin(), w: (t / 2.0).cos() };
-        m.angular_velocity = Vector3 { x: 0.0, y: 0.0, z: 1.0 };
-        m.linear_acceleration = Vector3 { x: 0.0, y: 0.0, z: 9.81 };
+        m.orientation = Quaternion {
+            x: 0.0,
+            y: 0.0,
+            z: (t / 2.0).sin(),
+            w: (t / 2.0).cos(),
+        };
+        m.angular_velocity = Vector3 {
+            x: 0.0,
+            y: 0.0,
+            z: 1.0,
+        };
+        m.linear_acceleration = Vector3 {
+            x: 0.0,
+            y: 0.0,
+            z: 9.81,
+        };
         m.send()?;
         k += 1;
         nerve_examples::sleep_until_tick(start, period, k);

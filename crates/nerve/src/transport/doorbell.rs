@@ -59,9 +59,15 @@ impl Doorbell {
             }
             // SAFETY: raw is a freshly opened descriptor we own.
             let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            // First user of the domain (no one else holds a lock)? Then waiter counts left
+            // by processes killed while waiting are stale: reset them below.
             // SAFETY: fd is open.
-            if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH) } != 0 {
-                return Err(io::Error::last_os_error());
+            let alone = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+            if !alone {
+                // SAFETY: fd is open.
+                if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH) } != 0 {
+                    return Err(io::Error::last_os_error());
+                }
             }
             // The last user may have unlinked the file between our open and our lock:
             // then the path names another inode (or none) and we start over.
@@ -87,11 +93,25 @@ impl Doorbell {
             if ptr == libc::MAP_FAILED {
                 return Err(io::Error::last_os_error());
             }
-            return Ok(Doorbell {
+            let bell = Doorbell {
                 path,
                 fd,
                 slots: ptr as *const Slot,
-            });
+            };
+            if alone {
+                for i in 0..SLOTS {
+                    // SAFETY: i < SLOTS, inside the mapping.
+                    let slot = unsafe { &*bell.slots.add(i) };
+                    // SYNC: we hold the exclusive lock, so no other process touches the
+                    // slots until we downgrade below.
+                    slot.waiters.store(0, Ordering::SeqCst);
+                }
+                // SAFETY: fd is open; downgrade to the shared lock every user holds.
+                if unsafe { libc::flock(bell.fd.as_raw_fd(), libc::LOCK_SH) } != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            return Ok(bell);
         }
     }
 

@@ -50,8 +50,8 @@ pub(crate) fn iceoryx_config(cfg: &Config) -> Result<iceoryx2::config::Config, C
     }
     let path = Path::new(dir.as_bytes()).map_err(|_| dir_err("not a valid path"))?;
     iox.global.set_root_path(&path);
-    iox.global.prefix = FileName::new(cfg.file_prefix().as_bytes())
-        .map_err(|_| dir_err("invalid file prefix"))?;
+    iox.global.prefix =
+        FileName::new(cfg.file_prefix().as_bytes()).map_err(|_| dir_err("invalid file prefix"))?;
     iox.global.node.cleanup_dead_nodes_on_creation = true;
     iox.global.node.cleanup_dead_nodes_on_destruction = true;
     iox.global.service.cleanup_dead_nodes_on_open = true;
@@ -94,6 +94,11 @@ pub(crate) fn decode_type(s: &str) -> Option<TypeInfo> {
     let head_size = it.next()?.parse().ok()?;
     let layout_hash = u64::from_str_radix(it.next()?, 16).ok()?;
     let name = it.next()?.to_string();
+    // records come from other processes: accept only sane layouts
+    let pow2 = |a: usize| a.is_power_of_two() && a <= 4096;
+    if !pow2(align) || !pow2(elem_align) || head_size > (1 << 30) || elem_size > (1 << 30) {
+        return None;
+    }
     Some(TypeInfo {
         name,
         layout_hash,
@@ -180,20 +185,20 @@ pub(crate) fn open_topic(
             )
             .map_err(|e| shm_err(format!("{e:?}")))?;
         let depth_max = qos.depth.max(DEFAULT_MAX_DEPTH);
-        let builder = node
-            .service_builder(&name)
-            .publish_subscribe::<[u8]>()
-            .user_header::<SampleHeader>()
-            .payload_alignment(Alignment::new(ty.align).ok_or_else(|| {
-                shm_err(format!("alignment {} is not a power of two", ty.align))
-            })?)
-            .history_size(qos.history)
-            .subscriber_max_buffer_size(depth_max)
-            .subscriber_max_borrowed_samples(qos.max_borrowed.max(DEFAULT_MAX_BORROWED))
-            .enable_safe_overflow(matches!(qos.overflow, Overflow::DropOldest))
-            .max_publishers(qos.max_publishers)
-            .max_subscribers(qos.max_subscribers)
-            .max_nodes(qos.max_publishers + qos.max_subscribers + 4);
+        let builder =
+            node.service_builder(&name)
+                .publish_subscribe::<[u8]>()
+                .user_header::<SampleHeader>()
+                .payload_alignment(Alignment::new(ty.align).ok_or_else(|| {
+                    shm_err(format!("alignment {} is not a power of two", ty.align))
+                })?)
+                .history_size(qos.history)
+                .subscriber_max_buffer_size(depth_max)
+                .subscriber_max_borrowed_samples(qos.max_borrowed.max(DEFAULT_MAX_BORROWED))
+                .enable_safe_overflow(matches!(qos.overflow, Overflow::DropOldest))
+                .max_publishers(qos.max_publishers)
+                .max_subscribers(qos.max_subscribers)
+                .max_nodes(qos.max_publishers + qos.max_subscribers + 4);
         match builder.create_with_attributes(&attrs) {
             Ok(service) => return Ok(service),
             Err(PublishSubscribeCreateError::AlreadyExists)
@@ -278,7 +283,8 @@ pub(crate) fn check_qos(topic: &str, service: &TopicService, qos: &Qos) -> Resul
 /// Worst-case number of samples one publisher needs so it can always loan.
 pub(crate) fn worst_case_samples(service: &TopicService, qos: &Qos) -> usize {
     let cfg = service.static_config();
-    cfg.max_subscribers() * (cfg.subscriber_max_buffer_size() + cfg.subscriber_max_borrowed_samples())
+    cfg.max_subscribers()
+        * (cfg.subscriber_max_buffer_size() + cfg.subscriber_max_borrowed_samples())
         + cfg.history_size()
         + qos.max_loans
 }
@@ -299,5 +305,13 @@ mod tests {
         };
         assert_eq!(decode_type(&encode_type(&t)).unwrap(), t);
         assert!(decode_type("garbage").is_none());
+        assert!(
+            decode_type("t;00000000000000ff;8;0;1;0").is_none(),
+            "alignment 0"
+        );
+        assert!(
+            decode_type("t;00000000000000ff;8;0;3;8").is_none(),
+            "alignment 3"
+        );
     }
 }
