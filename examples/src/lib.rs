@@ -1,6 +1,140 @@
-//! Helpers shared by the examples: argument parsing of common flags and checksums.
+//! Shared code of the examples: the Imu talker and listener, checksums for payload
+//! integrity, and absolute-deadline pacing.
 
-use std::time::Duration;
+use nerve::prelude::*;
+use nerve_msgs::{Imu, Quaternion, Time, Vector3};
+use std::time::{Duration, Instant};
+
+/// Publishes Imu messages on `topic` at `rate` Hz until shutdown or `count` messages,
+/// first waiting for `wait_for` subscribers if given. Returns how many were sent.
+pub fn talker(
+    topic: &str,
+    rate: f64,
+    count: Option<u64>,
+    wait_for: Option<usize>,
+) -> anyhow::Result<u64> {
+    let ctx = Context::from_env()?;
+    let node = ctx.node("talker").create()?;
+    let imu = node.publisher::<Imu>(topic).create()?;
+    if let Some(n) = wait_for {
+        anyhow::ensure!(
+            imu.wait_for_subscribers(n, Duration::from_secs(10)),
+            "no subscriber on {topic} within 10 s"
+        );
+    }
+    println!(
+        "talker: publishing Imu on {topic} at {rate} Hz (domain {})",
+        ctx.domain()
+    );
+    let period = Duration::from_secs_f64(1.0 / rate);
+    let start = Instant::now();
+    let mut k = 0u64;
+    while !nerve::shutdown::requested() && count.is_none_or(|c| k < c) {
+        let t = k as f64 * period.as_secs_f64();
+        // write the message in place in shared memory
+        let mut m = imu.loan()?;
+        m.stamp = Time::now();
+        m.orientation = Quaternion {
+            x: 0.0,
+            y: 0.0,
+            z: (t / 2.0).sin(),
+            w: (t / 2.0).cos(),
+        };
+        m.angular_velocity = Vector3 {
+            x: 0.0,
+            y: 0.0,
+            z: 1.0,
+        };
+        m.linear_acceleration = Vector3 {
+            x: 0.0,
+            y: 0.0,
+            z: 9.81,
+        };
+        m.send()?;
+        k += 1;
+        sleep_until_tick(start, period, k);
+    }
+    println!("talker: sent {k} messages");
+    Ok(k)
+}
+
+/// What the listener saw.
+#[derive(Debug, Clone, Copy)]
+pub struct ListenerReport {
+    /// Messages received.
+    pub received: u64,
+    /// Messages lost (sequence gaps).
+    pub lost: u64,
+    /// Mean publish-to-receive latency in µs.
+    pub mean_latency_us: f64,
+    /// Largest publish-to-receive latency in µs.
+    pub max_latency_us: f64,
+}
+
+/// Receives Imu messages on `topic` until shutdown, `count` messages, or `idle` without one;
+/// prints a line a second (or every message when `verbose`).
+pub fn listener(
+    topic: &str,
+    count: Option<u64>,
+    idle: Duration,
+    verbose: bool,
+) -> anyhow::Result<ListenerReport> {
+    let ctx = Context::from_env()?;
+    let node = ctx.node("listener").create()?;
+    let sub = node.subscriber::<Imu>(topic).create()?;
+    println!(
+        "listener: waiting for Imu on {topic} (domain {})",
+        ctx.domain()
+    );
+    let (mut n, mut sum, mut max) = (0u64, 0u64, 0u64);
+    let mut last_report = Instant::now();
+    let mut last_msg = Instant::now();
+    while !nerve::shutdown::requested() && count.is_none_or(|c| n < c) {
+        let Some(m) = sub.recv_timeout(Duration::from_millis(200))? else {
+            if last_msg.elapsed() >= idle {
+                break;
+            }
+            continue;
+        };
+        last_msg = Instant::now();
+        n += 1;
+        let latency = nerve::mono_ns().saturating_sub(m.header().publish_mono_ns);
+        sum += latency;
+        max = max.max(latency);
+        if verbose {
+            println!(
+                "seq {} accel z {:.2} latency {:.1} us",
+                m.header().seq,
+                m.linear_acceleration.z,
+                latency as f64 / 1e3
+            );
+        } else if last_report.elapsed() >= Duration::from_secs(1) {
+            let s = sub.stats();
+            println!(
+                "listener: {} received, {} lost, mean latency {:.1} us",
+                s.received,
+                s.lost,
+                sum as f64 / n as f64 / 1e3
+            );
+            last_report = Instant::now();
+        }
+    }
+    let report = ListenerReport {
+        received: n,
+        lost: sub.stats().lost,
+        mean_latency_us: if n > 0 {
+            sum as f64 / n as f64 / 1e3
+        } else {
+            0.0
+        },
+        max_latency_us: max as f64 / 1e3,
+    };
+    println!(
+        "listener: received {} messages, {} lost",
+        report.received, report.lost
+    );
+    Ok(report)
+}
 
 /// FNV-1a over bytes: a cheap checksum that catches torn or stale payloads.
 pub fn checksum(bytes: &[u8]) -> u64 {

@@ -248,7 +248,7 @@ fn stopped_subscriber_drop_oldest_counts_and_others_keep_receiving() {
         PEER,
         &[
             "pub", "--topic", "/s", "--count", "2000", "--qos", "sensor", "--subs", "2", "--rate",
-            "2000",
+            "1000",
         ],
     );
     p.expect_line("ready", T);
@@ -524,12 +524,13 @@ fn cli_against_a_running_talker() {
     assert!(out.contains("\"talker\""), "{out}");
 
     // pub: a listener receives what the CLI publishes
-    let listener = d.spawn(
+    let mut listener = d.spawn(
         PEER,
         &[
             "sub", "--topic", "/cli_imu", "--count", "3", "--qos", "sensor", "--idle", "10",
         ],
     );
+    listener.expect_line("ready", T);
     let (code, _, err) = d.run(
         &nerve,
         &[

@@ -116,6 +116,14 @@ pub enum TopicError {
         /// What was found instead.
         reason: String,
     },
+    /// The message type cannot be carried (e.g. it needs more than 8-byte alignment).
+    #[error("topic {topic}: unsupported message layout: {reason}")]
+    UnsupportedLayout {
+        /// Topic name.
+        topic: String,
+        /// Why.
+        reason: String,
+    },
     /// The shared-memory layer failed.
     #[error("topic {topic}: shared memory: {reason}")]
     Shm {

@@ -300,7 +300,7 @@ impl RawSample {
     }
     /// The payload bytes in use (head, padding, elements).
     pub fn bytes(&self) -> &[u8] {
-        &self.inner.payload()[..self.inner.user_header().payload_len as usize]
+        &shm::payload_bytes(&self.inner)[..self.inner.user_header().payload_len as usize]
     }
     /// Number of slice elements.
     pub fn elems(&self) -> usize {

@@ -58,18 +58,18 @@ impl<M: Message> PublisherBuilder<M> {
 
         let head = elems_offset::<M>();
         let elem = core::mem::size_of::<M::Elem>().max(1);
-        // slice length is counted in bytes: the payload is `[u8]`
+        // payload sizes are counted in bytes here and in 8-byte words by the transport
         let initial = if ty.is_slice() {
             qos.initial_payload.max(head + elem).min(qos.max_payload)
         } else {
             core::mem::size_of::<M>().max(1)
         };
-        let sample_bytes = initial + core::mem::size_of::<SampleHeader>();
+        let sample_bytes = shm::words_for(initial) * 8 + core::mem::size_of::<SampleHeader>();
         let worst = shm::worst_case_samples(&service, &qos);
         let pool = qos.pool_samples(worst, sample_bytes);
         let mut builder = service
             .publisher_builder()
-            .initial_max_slice_len(initial)
+            .initial_max_slice_len(shm::words_for(initial))
             .allocation_strategy(if ty.is_slice() {
                 AllocationStrategy::PowerOfTwo
             } else {
@@ -202,13 +202,14 @@ impl<M: Message> Publisher<M> {
                 max: self.qos.max_payload,
             });
         }
-        let mut attempt = self.port.loan_slice_uninit(len);
+        let words = shm::words_for(len);
+        let mut attempt = self.port.loan_slice_uninit(words);
         if matches!(attempt, Err(IoxLoanError::OutOfMemory)) {
             // Samples may be held by a subscriber that died: reclaim its resources and
             // reconnect, then try once more.
             self.node.inner.iox.try_cleanup_dead_nodes();
             let _ = self.port.update_connections();
-            attempt = self.port.loan_slice_uninit(len);
+            attempt = self.port.loan_slice_uninit(words);
         }
         let uninit = attempt.map_err(|e| match e {
             IoxLoanError::OutOfMemory => LoanError::PoolExhausted {
@@ -225,24 +226,25 @@ impl<M: Message> Publisher<M> {
         })?;
         // SAFETY: the payload is shared memory mapped from a file: every byte is
         // initialized (zero-filled by the kernel, later overwritten by earlier samples),
-        // and u8 has no invalid values.
+        // and u64 has no invalid values.
         Ok(unsafe { uninit.assume_init() })
     }
 
-    fn make_loan(&self, sample: IoxSampleMut, elems: usize) -> Loan<'_, M> {
+    fn make_loan(&self, sample: IoxSampleMut, elems: usize, len: usize) -> Loan<'_, M> {
         let mut loan = Loan {
             sample,
             elems,
+            len,
             publisher: self,
         };
         *loan.head_mut() = crate::message::zeroed::<M>();
         loan
     }
 
-    fn send_sample(&self, mut sample: IoxSampleMut) -> Result<(), PublishError> {
+    fn send_sample(&self, mut sample: IoxSampleMut, len: usize) -> Result<(), PublishError> {
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
-        let payload_len = sample.payload().len() as u64;
+        let payload_len = len as u64;
         *sample.user_header_mut() = SampleHeader {
             seq,
             publish_mono_ns: mono_ns(),
@@ -296,17 +298,19 @@ impl<M: Message> Publisher<M> {
 impl<M: Message<Elem = NoElem>> Publisher<M> {
     /// Loans a zeroed sample in shared memory; write it in place, then [`Loan::send`].
     pub fn loan(&self) -> Result<Loan<'_, M>, LoanError> {
-        let s = self.loan_bytes(core::mem::size_of::<M>().max(1))?;
-        Ok(self.make_loan(s, 0))
+        let len = core::mem::size_of::<M>();
+        let s = self.loan_bytes(len.max(1))?;
+        Ok(self.make_loan(s, 0, len))
     }
 
     /// Copies `msg` into a loaned sample and sends it.
     pub fn publish(&self, msg: &M) -> Result<(), PublishError> {
-        let mut s = self.loan_bytes(core::mem::size_of::<M>().max(1))?;
-        // SAFETY: the payload is at least size_of::<M>() bytes, aligned for M (the topic's
-        // payload alignment is at least align_of::<M>()), and M is Pod.
+        let len = core::mem::size_of::<M>();
+        let mut s = self.loan_bytes(len.max(1))?;
+        // SAFETY: the payload is at least size_of::<M>() bytes, 8-byte aligned (>= the
+        // alignment of M, checked when the topic was opened), and M is Pod.
         unsafe { (s.payload_mut().as_mut_ptr() as *mut M).write(*msg) };
-        self.send_sample(s)
+        self.send_sample(s, len)
     }
 }
 
@@ -323,7 +327,7 @@ impl<M: Message> Publisher<M> {
                 max: self.qos.max_payload,
             })?;
         let s = self.loan_bytes(bytes.max(1))?;
-        Ok(self.make_loan(s, len))
+        Ok(self.make_loan(s, len, bytes))
     }
 
     /// Copies a head and its elements into a loaned sample and sends it.
@@ -354,6 +358,8 @@ impl<T: SerdeMessage> Publisher<Serde<T>> {
 pub struct Loan<'p, M: Message> {
     sample: IoxSampleMut,
     elems: usize,
+    /// Payload bytes in use (head, padding, elements).
+    len: usize,
     publisher: &'p Publisher<M>,
 }
 
@@ -375,6 +381,7 @@ impl<M: Message> Loan<'_, M> {
                 .sample
                 .payload_mut()
                 .as_mut_ptr()
+                .cast::<u8>()
                 .add(elems_offset::<M>());
             core::slice::from_raw_parts_mut(p as *mut M::Elem, n)
         }
@@ -384,21 +391,20 @@ impl<M: Message> Loan<'_, M> {
     pub fn elems(&self) -> &[M::Elem] {
         // SAFETY: as in elems_mut.
         unsafe {
-            let p = self.sample.payload().as_ptr().add(elems_offset::<M>());
+            let p = (self.sample.payload().as_ptr() as *const u8).add(elems_offset::<M>());
             core::slice::from_raw_parts(p as *const M::Elem, self.elems)
         }
     }
 
     /// The elements as raw bytes, for filling large payloads with one copy.
     pub fn elem_bytes_mut(&mut self) -> &mut [u8] {
-        let n = self.elems * core::mem::size_of::<M::Elem>();
         let off = elems_offset::<M>();
-        &mut self.sample.payload_mut()[off..off + n]
+        &mut shm::payload_bytes_mut(&mut self.sample)[off..self.len]
     }
 
     /// Sends the sample to every subscriber.
     pub fn send(self) -> Result<(), PublishError> {
-        self.publisher.send_sample(self.sample)
+        self.publisher.send_sample(self.sample, self.len)
     }
 }
 

@@ -167,7 +167,7 @@ pub struct Subscriber<M: Message> {
 /// Checks a received sample against the topic's layout; returns the number of elements.
 pub(crate) fn validate(s: &IoxSample, ty: &TypeInfo) -> Result<usize, String> {
     let h = s.user_header();
-    let bytes = s.payload().len();
+    let bytes = std::mem::size_of_val(s.payload());
     if h.type_hash != ty.layout_hash {
         return Err(format!(
             "type hash {:016x} differs from the topic's",
@@ -420,14 +420,14 @@ impl<M: Message> Sample<M> {
         // SAFETY: validate() proved the payload holds `elems` elements at elems_offset,
         // aligned (payload alignment >= align_of Elem); Elem is Pod.
         unsafe {
-            let p = self.inner.payload().as_ptr().add(elems_offset::<M>());
+            let p = (self.inner.payload().as_ptr() as *const u8).add(elems_offset::<M>());
             core::slice::from_raw_parts(p as *const M::Elem, self.elems)
         }
     }
 
     /// The whole payload as bytes (head, padding and elements).
     pub fn payload_bytes(&self) -> &[u8] {
-        &self.inner.payload()[..self.inner.user_header().payload_len as usize]
+        &shm::payload_bytes(&self.inner)[..self.inner.user_header().payload_len as usize]
     }
 }
 

@@ -310,3 +310,26 @@ fn back_pressure_never_loses_silently_to_an_unattached_subscriber() {
         "{e}"
     );
 }
+
+#[test]
+fn raw_bytes_follow_the_documented_layout() {
+    let node = ctx("rawlayout").node("n1").create().unwrap();
+    let p = node.publisher::<Blob>("/rawblob").create().unwrap();
+    let raw = nerve::RawSubscriber::create(&node, "/rawblob", Qos::default()).unwrap();
+    let mut l = p.loan_slice(3).unwrap();
+    l.id = 0x1122_3344_5566_7788;
+    l.elems_mut().copy_from_slice(&[7, 8, 9]);
+    l.send().unwrap();
+    let s = raw.recv_timeout(Duration::from_secs(1)).unwrap().unwrap();
+    let t = raw.type_info();
+    assert_eq!(t.name, "test/Blob");
+    let b = s.bytes();
+    assert_eq!(b.len(), t.elems_offset() + 3 * 4, "exact payload length");
+    assert_eq!(&b[..8], &0x1122_3344_5566_7788u64.to_ne_bytes());
+    let off = t.elems_offset();
+    let e: Vec<u32> = (0..3)
+        .map(|i| u32::from_ne_bytes(b[off + 4 * i..off + 4 * i + 4].try_into().unwrap()))
+        .collect();
+    assert_eq!(e, vec![7, 8, 9]);
+    assert_eq!(s.elems(), 3);
+}

@@ -26,7 +26,7 @@ enum QosArg {
 impl QosArg {
     fn qos(self) -> Qos {
         match self {
-            QosArg::Sensor => Qos::sensor().depth(64),
+            QosArg::Sensor => Qos::sensor().depth(256),
             QosArg::Reliable => Qos::reliable(),
             QosArg::Tight => Qos::reliable().depth(4).overflow(Overflow::BackPressure {
                 timeout: Duration::from_millis(300),

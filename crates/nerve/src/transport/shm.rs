@@ -19,11 +19,38 @@ pub(crate) type Ipc = ipc::Service;
 pub(crate) type IoxNode = iceoryx2::node::Node<Ipc>;
 /// A topic's iceoryx2 service: byte payload behind Nerve's sample header.
 pub(crate) type TopicService =
-    iceoryx2::service::port_factory::publish_subscribe::PortFactory<Ipc, [u8], SampleHeader>;
-pub(crate) type IoxPublisher = iceoryx2::port::publisher::Publisher<Ipc, [u8], SampleHeader>;
-pub(crate) type IoxSubscriber = iceoryx2::port::subscriber::Subscriber<Ipc, [u8], SampleHeader>;
-pub(crate) type IoxSample = iceoryx2::sample::Sample<Ipc, [u8], SampleHeader>;
-pub(crate) type IoxSampleMut = iceoryx2::sample_mut::SampleMut<Ipc, [u8], SampleHeader>;
+    iceoryx2::service::port_factory::publish_subscribe::PortFactory<Ipc, [Word], SampleHeader>;
+pub(crate) type IoxPublisher = iceoryx2::port::publisher::Publisher<Ipc, [Word], SampleHeader>;
+pub(crate) type IoxSubscriber = iceoryx2::port::subscriber::Subscriber<Ipc, [Word], SampleHeader>;
+pub(crate) type IoxSample = iceoryx2::sample::Sample<Ipc, [Word], SampleHeader>;
+pub(crate) type IoxSampleMut = iceoryx2::sample_mut::SampleMut<Ipc, [Word], SampleHeader>;
+
+/// Payloads travel as 8-byte words: every payload is 8-byte aligned without asking
+/// iceoryx2 for extra alignment (which it applies per element, multiplying the memory
+/// of a byte slice by the alignment). The exact byte length is in [`SampleHeader`].
+pub(crate) type Word = u64;
+/// Largest payload alignment Nerve supports.
+pub(crate) const MAX_ALIGN: usize = core::mem::align_of::<Word>();
+
+/// Words needed for `bytes` payload bytes.
+pub(crate) fn words_for(bytes: usize) -> usize {
+    bytes.div_ceil(core::mem::size_of::<Word>())
+}
+
+/// The payload of a received sample as bytes (whole words).
+pub(crate) fn payload_bytes(s: &IoxSample) -> &[u8] {
+    let w = s.payload();
+    // SAFETY: a u64 slice viewed as bytes: same memory, u8 has no alignment or validity
+    // requirement, the length covers exactly the words.
+    unsafe { core::slice::from_raw_parts(w.as_ptr() as *const u8, std::mem::size_of_val(w)) }
+}
+
+/// The payload of a loaned sample as bytes (whole words).
+pub(crate) fn payload_bytes_mut(s: &mut IoxSampleMut) -> &mut [u8] {
+    let w = s.payload_mut();
+    // SAFETY: as in payload_bytes; the borrow of `s` is exclusive.
+    unsafe { core::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut u8, std::mem::size_of_val(w)) }
+}
 
 /// Attribute that records a topic's message type.
 pub(crate) const TYPE_ATTRIBUTE: &str = "nerve.type";
@@ -146,7 +173,7 @@ pub(crate) fn open_topic(
     loop {
         let builder = node
             .service_builder(&name)
-            .publish_subscribe::<[u8]>()
+            .publish_subscribe::<[Word]>()
             .user_header::<SampleHeader>();
         match builder.open() {
             Ok(service) => {
@@ -177,6 +204,15 @@ pub(crate) fn open_topic(
         let Some(ty) = ty else {
             return Err(shm_err("topic does not exist".into()));
         };
+        if ty.align > MAX_ALIGN {
+            return Err(TopicError::UnsupportedLayout {
+                topic: topic.to_string(),
+                reason: format!(
+                    "{} needs {}-byte alignment; Nerve aligns payloads to {MAX_ALIGN} bytes",
+                    ty.name, ty.align
+                ),
+            });
+        }
         let attrs = AttributeSpecifier::new()
             .define(
                 &AttributeKey::try_from(TYPE_ATTRIBUTE).map_err(|e| shm_err(format!("{e:?}")))?,
@@ -187,7 +223,7 @@ pub(crate) fn open_topic(
         let depth_max = qos.depth.max(DEFAULT_MAX_DEPTH);
         let builder =
             node.service_builder(&name)
-                .publish_subscribe::<[u8]>()
+                .publish_subscribe::<[Word]>()
                 .user_header::<SampleHeader>()
                 .payload_alignment(Alignment::new(ty.align).ok_or_else(|| {
                     shm_err(format!("alignment {} is not a power of two", ty.align))
@@ -215,7 +251,7 @@ pub(crate) fn open_topic(
 
 /// Queue depth every topic supports at least, so later subscribers may ask for more than
 /// the creator did.
-pub(crate) const DEFAULT_MAX_DEPTH: usize = 64;
+pub(crate) const DEFAULT_MAX_DEPTH: usize = 256;
 /// Samples every subscriber may hold at least.
 pub(crate) const DEFAULT_MAX_BORROWED: usize = 4;
 
