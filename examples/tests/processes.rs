@@ -474,6 +474,16 @@ fn cli_against_a_running_talker() {
         .unwrap();
     assert_eq!(imu["type"], "nerve_msgs/Imu");
     assert_eq!(imu["publishers"], 1);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in d.files() {
+            // files may vanish while we look (the CLI's own nodes exit)
+            if let Ok(meta) = std::fs::metadata(&f) {
+                let mode = meta.permissions().mode() & 0o777;
+                assert_eq!(mode & 0o077, 0, "{f} is {mode:o}, not owner-only");
+            }
+        }
+    }
     assert!(imu["subscribers"].is_number());
 
     let (code, out, err) = d.run(

@@ -96,12 +96,30 @@ pub(crate) fn remove_domain_files(iox: &iceoryx2::config::Config) {
 /// Creates an iceoryx2 node; signal handling stays with the application.
 pub(crate) fn create_node(iox: &iceoryx2::config::Config, name: &str) -> Result<IoxNode, String> {
     let node_name = NodeName::new(name).map_err(|e| format!("{e:?}"))?;
-    NodeBuilder::new()
+    let node = NodeBuilder::new()
         .name(&node_name)
         .config(iox)
         .signal_handling_mode(SignalHandlingMode::Disabled)
         .create::<Ipc>()
-        .map_err(|e| format!("{e:?}"))
+        .map_err(|e| format!("{e:?}"))?;
+    restrict_management_segment(iox);
+    Ok(node)
+}
+
+/// iceoryx2 creates its per-domain management segment (a node counter) readable and
+/// writable by everyone; Nerve keeps every file of a domain owner-only.
+fn restrict_management_segment(iox: &iceoryx2::config::Config) {
+    use std::os::unix::fs::PermissionsExt;
+    let prefix = iox.global.prefix.to_string();
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&prefix) && name.ends_with(".global_mgmt") {
+            let _ = std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o600));
+        }
+    }
 }
 
 /// Encodes a type identity as one attribute value.
