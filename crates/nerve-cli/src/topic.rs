@@ -36,31 +36,9 @@ pub enum TopicCommand {
         format: Format,
     },
     /// Measure a topic's publishing rate.
-    Hz {
-        /// Topic name.
-        topic: String,
-        /// Seconds to measure.
-        #[arg(long, default_value_t = 5.0)]
-        duration: f64,
-        #[command(flatten)]
-        wait: WaitArgs,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Human)]
-        format: Format,
-    },
+    Hz(MeasureArgs),
     /// Measure a topic's bandwidth.
-    Bw {
-        /// Topic name.
-        topic: String,
-        /// Seconds to measure.
-        #[arg(long, default_value_t = 5.0)]
-        duration: f64,
-        #[command(flatten)]
-        wait: WaitArgs,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Human)]
-        format: Format,
-    },
+    Bw(MeasureArgs),
     /// Publish a message given as JSON (fields not given keep their defaults).
     Pub {
         /// Topic name.
@@ -83,6 +61,21 @@ pub enum TopicCommand {
         #[arg(long, default_value_t = 1.0)]
         wait_subscribers: f64,
     },
+}
+
+/// Arguments of `hz` and `bw`.
+#[derive(Args)]
+pub struct MeasureArgs {
+    /// Topic name.
+    topic: String,
+    /// Seconds to measure.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    #[command(flatten)]
+    wait: WaitArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
 }
 
 /// Waiting for a topic and its messages.
@@ -263,18 +256,8 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             }
             Ok(())
         }
-        TopicCommand::Hz {
-            topic,
-            duration,
-            wait,
-            format,
-        } => measure(ctx, &topic, duration, wait, format, Measure::Rate),
-        TopicCommand::Bw {
-            topic,
-            duration,
-            wait,
-            format,
-        } => measure(ctx, &topic, duration, wait, format, Measure::Bandwidth),
+        TopicCommand::Hz(a) => measure(ctx, a, Measure::Rate),
+        TopicCommand::Bw(a) => measure(ctx, a, Measure::Bandwidth),
         TopicCommand::Pub {
             topic,
             type_name,
@@ -390,14 +373,14 @@ impl Running {
     }
 }
 
-fn measure(
-    ctx: &nerve::Context,
-    topic: &str,
-    duration: f64,
-    wait: WaitArgs,
-    format: Format,
-    what: Measure,
-) -> CmdResult {
+fn measure(ctx: &nerve::Context, args: MeasureArgs, what: Measure) -> CmdResult {
+    let MeasureArgs {
+        topic,
+        duration,
+        wait,
+        format,
+    } = args;
+    let topic = topic.as_str();
     let window = seconds("duration", duration)?;
     let limit = wait.timeout.map(|t| seconds("timeout", t)).transpose()?;
     let node = cli_node(ctx)?;

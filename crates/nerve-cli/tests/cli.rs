@@ -1,0 +1,95 @@
+//! The `nerve` binary's argument handling: exit codes and one-line errors on bad input.
+
+use std::process::{Command, Stdio};
+
+/// Runs the CLI in a domain of its own; returns exit code and stderr.
+fn run(args: &[&str]) -> (i32, String) {
+    let dir = std::env::temp_dir().join("nerve-cli-test/");
+    let out = Command::new(env!("CARGO_BIN_EXE_nerve"))
+        .args(args)
+        .env("NERVE_DOMAIN", "997")
+        .env("NERVE_STATE_DIR", &dir)
+        .env_remove("NERVE_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run nerve");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_bad_input_exit_codes() {
+    for (args, code, needle) in [
+        (
+            vec!["topic", "pub", "/x", "NoSuchType", "{}"],
+            2,
+            "unknown message type",
+        ),
+        (
+            vec!["topic", "pub", "/x", "CmdVel", "{oops"],
+            2,
+            "invalid JSON",
+        ),
+        (
+            vec!["topic", "pub", "/x", "CmdVel", r#"{"linaer": 1}"#],
+            2,
+            "no field",
+        ),
+        (
+            vec!["topic", "pub", "bad name", "CmdVel", "{}"],
+            2,
+            "invalid name",
+        ),
+        (
+            vec!["--domain", "70000", "topic", "list"],
+            2,
+            "invalid domain",
+        ),
+        (vec!["topic", "frobnicate"], 2, "unrecognized subcommand"),
+        (
+            vec!["topic", "echo", "/missing", "--timeout", "0.2"],
+            1,
+            "does not exist",
+        ),
+    ] {
+        let (c, err) = run(&args);
+        assert_eq!(c, code, "{args:?}: {err}");
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "{args:?}: one-line error expected: {err}"
+        );
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn help_and_version_exit_zero() {
+    for a in ["--help", "--version"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_nerve"))
+            .arg(a)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{a}");
+        assert!(!out.stdout.is_empty(), "{a}");
+    }
+}
+
+#[test]
+fn config_file_errors_are_usage_errors() {
+    let dir = std::env::temp_dir().join(format!("nerve-cli-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("bad.toml");
+    std::fs::write(&f, "domain = \"seven\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nerve"))
+        .args(["topic", "list"])
+        .env("NERVE_CONFIG", &f)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("bad.toml"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
