@@ -333,3 +333,21 @@ fn raw_bytes_follow_the_documented_layout() {
     assert_eq!(e, vec![7, 8, 9]);
     assert_eq!(s.elems(), 3);
 }
+
+#[derive(Clone, Copy, nerve::Message)]
+#[repr(C, align(16))]
+#[message(name = "test/Wide")]
+struct Wide {
+    a: u128,
+}
+
+#[test]
+fn over_aligned_types_are_refused_with_a_clear_error() {
+    let node = ctx("wide").node("n1").create().unwrap();
+    let e = node.publisher::<Wide>("/wide").create().err().unwrap();
+    assert!(matches!(e, TopicError::UnsupportedLayout { .. }), "{e}");
+    assert!(
+        e.to_string().contains("test/Wide") && e.to_string().contains("16-byte"),
+        "{e}"
+    );
+}

@@ -212,16 +212,21 @@ fn iceoryx2_side(args: &Args, role: Role) -> anyhow::Result<()> {
             core::hint::spin_loop();
         }
     };
+    // each hop writes the whole message into a fresh loan, as Nerve's publish does
+    let send = |m: RawImu| -> anyhow::Result<()> {
+        let s = publisher
+            .loan_uninit()
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        s.write_payload(m)
+            .send()
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        Ok(())
+    };
     for i in 0..total {
         if role == Role::Ping {
             msg.data[0] = i as f64;
             let t = Instant::now();
-            let s = publisher
-                .loan_uninit()
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-            s.write_payload(msg)
-                .send()
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            send(msg)?;
             let back = recv()?;
             let rtt = t.elapsed().as_nanos() as u64;
             anyhow::ensure!(back.data[0] == i as f64, "wrong echo");
@@ -230,12 +235,7 @@ fn iceoryx2_side(args: &Args, role: Role) -> anyhow::Result<()> {
             }
         } else {
             let m = recv()?;
-            let s = publisher
-                .loan_uninit()
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-            s.write_payload(m)
-                .send()
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            send(m)?;
         }
     }
     if role == Role::Ping {
