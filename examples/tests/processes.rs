@@ -599,3 +599,146 @@ fn publisher_recovers_samples_held_by_a_killed_subscriber() {
             .expect("pool recovered after the subscriber died");
     }
 }
+
+#[test]
+fn service_failures_with_real_processes() {
+    use nerve::{CallError, ServiceQos};
+    use nerve_msgs::srv::{AddTwoInts, Echo, TwoInts};
+    let d = Domain::new();
+    let ctx = nerve::Context::new(d.config()).unwrap();
+    let node = ctx.node("caller").create().unwrap();
+    let add = node.client::<AddTwoInts>("/add").create().unwrap();
+    let call = |a, b| add.call(&TwoInts { a, b }, T);
+
+    // no server: a clear error at once, and wait_for_service gives up
+    assert!(matches!(call(1, 2), Err(CallError::NoServer { .. })));
+    assert!(!add.wait_for_service(Duration::from_millis(100)));
+
+    let mut server = d.spawn(PEER, &["serve"]);
+    server.expect_line("ready", T);
+    assert!(add.wait_for_service(T));
+    assert_eq!(call(2, 3).unwrap().value, 5);
+
+    // a handler error reaches the client typed, with its message
+    match call(i64::MIN, 0) {
+        Err(CallError::Handler { message, .. }) => assert_eq!(message, "a must not be i64::MIN"),
+        other => panic!("expected a handler error, got {:?}", other.map(|r| r.value)),
+    }
+
+    // an oversized request fails before sending; the service keeps working
+    let echo = node
+        .client::<Echo>("/echo")
+        .qos(ServiceQos::default().max_payload(1 << 20, 1 << 20))
+        .create()
+        .unwrap();
+    assert!(matches!(
+        echo.loan_slice(2 << 20),
+        Err(CallError::PayloadTooLarge { .. })
+    ));
+    let mut req = echo.loan_slice(1000).unwrap();
+    req.elems_mut().fill(7);
+    req.tag = 42;
+    let r = req.call(T).unwrap();
+    assert_eq!((r.tag, r.elems().len()), (42, 1000));
+    assert!(r.elems().iter().all(|&b| b == 7));
+    drop(r);
+
+    // the server dies mid-call: the call fails well within its timeout
+    let pending = add.send(&TwoInts { a: 99, b: 0 }).unwrap();
+    server.expect_line("got", T);
+    server.signal(libc::SIGKILL);
+    let t0 = Instant::now();
+    let err = pending.wait(Duration::from_secs(30)).err().unwrap();
+    assert!(matches!(err, CallError::ServerGone { .. }), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    server.kill();
+
+    // a restarted server is found by the existing client
+    let mut again = d.spawn(PEER, &["serve"]);
+    again.expect_line("ready", T);
+    assert!(add.wait_for_service(T));
+    assert_eq!(call(40, 2).unwrap().value, 42);
+}
+
+#[test]
+fn cli_lists_and_calls_services() {
+    let d = Domain::new();
+    let cli = nerve_cli();
+    let (code, _, err) = d.run(
+        &cli,
+        &[
+            "service",
+            "call",
+            "/add",
+            "AddTwoInts",
+            "{}",
+            "--timeout",
+            "100",
+        ],
+    );
+    assert_eq!(code, 1, "no server is a runtime error: {err}");
+    assert!(err.contains("/add") && err.contains("no server"), "{err}");
+
+    let mut server = d.spawn(PEER, &["serve"]);
+    server.expect_line("ready", T);
+    let (code, out, err) = d.run(&cli, &["service", "list", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let list: Value = serde_json::from_str(out.trim()).unwrap();
+    let add = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "/add")
+        .unwrap();
+    assert_eq!(add["type"], "nerve_msgs/AddTwoInts");
+    assert_eq!(add["servers"], 1);
+
+    let (code, out, err) = d.run(
+        &cli,
+        &[
+            "service",
+            "call",
+            "/add",
+            "AddTwoInts",
+            r#"{"a": 40, "b": 2}"#,
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(out.trim()).unwrap()["value"],
+        42
+    );
+
+    let min = format!(r#"{{"a": {}}}"#, i64::MIN);
+    let (code, _, err) = d.run(&cli, &["service", "call", "/add", "AddTwoInts", &min]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("handler failed: a must not be i64::MIN"),
+        "{err}"
+    );
+
+    for (args, what) in [
+        (
+            vec!["service", "call", "/add", "NoSuchType", "{}"],
+            "unknown service type",
+        ),
+        (
+            vec!["service", "call", "/add", "AddTwoInts", "{\"c\": 1}"],
+            "no field \"c\"",
+        ),
+        (
+            vec!["service", "call", "/add", "AddTwoInts", "not json"],
+            "not valid JSON",
+        ),
+        (
+            vec!["service", "call", "bad name", "AddTwoInts", "{}"],
+            "invalid name",
+        ),
+    ] {
+        let (code, _, err) = d.run(&cli, &args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(what), "{args:?}: {err}");
+    }
+}

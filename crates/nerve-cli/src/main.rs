@@ -5,6 +5,7 @@
 mod clean;
 mod node;
 mod output;
+mod service;
 mod topic;
 mod types;
 
@@ -31,12 +32,15 @@ enum Command {
     /// Inspect, echo and publish topics.
     #[command(subcommand)]
     Topic(topic::TopicCommand),
+    /// List and call services.
+    #[command(subcommand)]
+    Service(service::ServiceCommand),
     /// Inspect nodes.
     #[command(subcommand)]
     Node(node::NodeCommand),
     /// Remove shared memory and state left by dead processes.
     Clean(clean::CleanArgs),
-    /// List the message types the tool can decode and publish.
+    /// List the message and service types the tool can decode, publish and call.
     Types(output::FormatArg),
 }
 
@@ -76,6 +80,7 @@ fn run(cli: Cli) -> CmdResult {
     let ctx = || nerve::Context::new(cfg.clone());
     match cli.command {
         Command::Topic(c) => topic::run(&ctx()?, c),
+        Command::Service(c) => service::run(&ctx()?, c),
         Command::Node(c) => node::run(&ctx()?, c),
         // no context here: it would count as a live user of the domain
         Command::Clean(a) => clean::run(&cfg, a),

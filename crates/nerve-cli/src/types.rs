@@ -4,6 +4,7 @@ use crate::output::{self, Format};
 use crate::{usage, CmdResult, Failure};
 use nerve::message::{elems_offset, read_pod};
 use nerve::{Message, Qos};
+use nerve_msgs::srv;
 use nerve_msgs::*;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{json, Map, Value};
@@ -177,14 +178,76 @@ where
     Ok(sent)
 }
 
+/// One known service type.
+pub struct ServiceEntry {
+    /// Type name, e.g. `nerve_msgs/AddTwoInts`.
+    pub name: &'static str,
+    /// Calls a service with a JSON request; returns the response as JSON.
+    pub call: fn(&nerve::Node, &str, &Value, Duration) -> Result<Value, Failure>,
+}
+
+macro_rules! service_registry {
+    ($($t:ty),*) => {
+        /// All known service types.
+        pub fn service_registry() -> Vec<ServiceEntry> {
+            vec![$(ServiceEntry {
+                name: <$t as nerve::Service>::TYPE_NAME,
+                call: call::<$t>,
+            }),*]
+        }
+    };
+}
+service_registry!(srv::Trigger, srv::SetBool, srv::AddTwoInts, srv::Echo);
+
+/// Finds a service type by its full or short name.
+pub fn find_service(name: &str) -> Option<ServiceEntry> {
+    service_registry()
+        .into_iter()
+        .find(|e| e.name == name || e.name.rsplit('/').next() == Some(name))
+}
+
+fn call<S>(node: &nerve::Node, name: &str, v: &Value, timeout: Duration) -> Result<Value, Failure>
+where
+    S: nerve::Service,
+    S::Request: Serialize + DeserializeOwned + Default,
+    <S::Request as Message>::Elem: DeserializeOwned,
+    S::Response: Serialize,
+    <S::Response as Message>::Elem: Serialize,
+{
+    let (head, elems) = from_json::<S::Request>(v).map_err(usage)?;
+    let client = node.client::<S>(name).create().map_err(|e| match e {
+        nerve::ServiceError::Name(_) => usage(e.to_string()),
+        e => Failure::Runtime(e.into()),
+    })?;
+    if !client.wait_for_service(timeout) {
+        return Err(Failure::Runtime(anyhow::anyhow!(
+            "service {name}: no server within {timeout:?}"
+        )));
+    }
+    let reply = client.call_slice(&head, &elems, timeout)?;
+    Ok(to_json::<S::Response>(
+        reply.payload_bytes(),
+        reply.elems().len(),
+    ))
+}
+
+/// JSON for people: indented.
+pub fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
 /// `nerve types`.
 pub fn list(format: Format) -> CmdResult {
-    let entries = registry();
+    let messages: Vec<&str> = registry().iter().map(|e| e.name).collect();
+    let services: Vec<&str> = service_registry().iter().map(|e| e.name).collect();
     match format {
-        Format::Json => output::json(&json!(entries.iter().map(|e| e.name).collect::<Vec<_>>()))?,
+        Format::Json => output::json(&json!({"messages": messages, "services": services}))?,
         Format::Human => {
-            for e in entries {
-                println!("{}", e.name);
+            for m in messages {
+                println!("{m}");
+            }
+            for s in services {
+                println!("{s} (service)");
             }
         }
     }

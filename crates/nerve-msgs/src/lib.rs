@@ -9,6 +9,8 @@
 //! the benchmark compares like with like; the size is asserted at compile time.
 #![warn(missing_docs)]
 
+pub mod srv;
+
 use nerve::{Message, Pod};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_big_array::BigArray;

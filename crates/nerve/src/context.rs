@@ -105,7 +105,7 @@ impl NodeBuilder {
     }
 }
 
-/// A named participant that owns publishers and subscribers. Not `Send`: ports live on
+/// A named participant that owns publishers, subscribers, servers and clients. Not `Send`: ports live on
 /// the thread that made them (create one node per thread).
 #[derive(Clone)]
 pub struct Node {
@@ -137,5 +137,15 @@ impl Node {
     /// Starts building a subscriber of `M` on `topic`.
     pub fn subscriber<M: crate::Message>(&self, topic: &str) -> crate::SubscriberBuilder<M> {
         crate::SubscriberBuilder::new(self.clone(), topic)
+    }
+
+    /// Starts building the server of service `name` of type `S`.
+    pub fn service<S: crate::Service>(&self, name: &str) -> crate::ServiceBuilder<S> {
+        crate::ServiceBuilder::new(self.clone(), name)
+    }
+
+    /// Starts building a client of service `name` of type `S`.
+    pub fn client<S: crate::Service>(&self, name: &str) -> crate::ClientBuilder<S> {
+        crate::ClientBuilder::new(self.clone(), name)
     }
 }

@@ -260,3 +260,179 @@ pub enum WaitError {
     #[error("wait failed: {0}")]
     Os(std::io::Error),
 }
+
+/// Creating a service server or client failed.
+#[derive(Debug, Error)]
+pub enum ServiceError {
+    /// The service name breaks the grammar (same as topic names).
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The requested settings are inconsistent.
+    #[error("service {service}: invalid QoS: {reason}")]
+    InvalidQos {
+        /// Service name.
+        service: String,
+        /// What is inconsistent.
+        reason: String,
+    },
+    /// The service exists with another type.
+    #[error("service {service} has type {existing}, but {requested} was requested")]
+    TypeMismatch {
+        /// Service name.
+        service: String,
+        /// Type the service was created with.
+        existing: String,
+        /// Type asked for.
+        requested: String,
+    },
+    /// No such service (introspection only; typed clients create it).
+    #[error("service {service} does not exist")]
+    NotFound {
+        /// Service name.
+        service: String,
+    },
+    /// The name exists but is not a Nerve service.
+    #[error("service {service}: {reason}")]
+    NotAService {
+        /// Service name.
+        service: String,
+        /// What was found instead.
+        reason: String,
+    },
+    /// Another live server already serves the service.
+    #[error("service {service} already has a live server")]
+    AlreadyServed {
+        /// Service name.
+        service: String,
+    },
+    /// The service has its maximum number of clients.
+    #[error("service {service} already has its maximum of {max} clients")]
+    TooManyClients {
+        /// Service name.
+        service: String,
+        /// The limit.
+        max: usize,
+    },
+    /// A message type cannot be carried (e.g. it needs more than 8-byte alignment).
+    #[error("service {service}: unsupported message layout: {reason}")]
+    UnsupportedLayout {
+        /// Service name.
+        service: String,
+        /// Why.
+        reason: String,
+    },
+    /// The shared-memory layer failed.
+    #[error("service {service}: shared memory: {reason}")]
+    Shm {
+        /// Service name.
+        service: String,
+        /// The underlying failure.
+        reason: String,
+    },
+}
+
+/// A service call failed. Every variant names the service.
+#[derive(Debug, Error)]
+pub enum CallError {
+    /// No server serves the service.
+    #[error("service {service}: no server is running")]
+    NoServer {
+        /// Service name.
+        service: String,
+    },
+    /// No response within the timeout.
+    #[error("service {service}: no response within {timeout:?}")]
+    Timeout {
+        /// Service name.
+        service: String,
+        /// The call's timeout.
+        timeout: Duration,
+    },
+    /// The server went away (died or stopped) before it responded.
+    #[error("service {service}: the server went away before responding")]
+    ServerGone {
+        /// Service name.
+        service: String,
+    },
+    /// The server's handler failed; its message is carried over.
+    #[error("service {service}: handler failed: {message}")]
+    Handler {
+        /// Service name.
+        service: String,
+        /// The handler's error message.
+        message: String,
+    },
+    /// The server rejected the request (malformed, or the handler produced no response).
+    #[error("service {service}: request rejected: {reason}")]
+    Rejected {
+        /// Service name.
+        service: String,
+        /// The server's reason.
+        reason: String,
+    },
+    /// The request is larger than the service allows; nothing was sent.
+    #[error("service {service}: request of {requested} bytes exceeds the maximum of {max} bytes")]
+    PayloadTooLarge {
+        /// Service name.
+        service: String,
+        /// Bytes asked for.
+        requested: usize,
+        /// `ServiceQos::max_request`.
+        max: usize,
+    },
+    /// Too many calls of this client are in flight.
+    #[error("service {service}: more than {max} calls in flight (ServiceQos::max_in_flight)")]
+    TooManyInFlight {
+        /// Service name.
+        service: String,
+        /// The limit.
+        max: usize,
+    },
+    /// The response violated the response type's layout; it was dropped.
+    #[error("service {service}: malformed response: {reason}")]
+    Malformed {
+        /// Service name.
+        service: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The shared-memory layer failed.
+    #[error("service {service}: shared memory: {reason}")]
+    Shm {
+        /// Service name.
+        service: String,
+        /// The underlying failure.
+        reason: String,
+    },
+}
+
+/// Serving a request failed.
+#[derive(Debug, Error)]
+pub enum ServeError {
+    /// The response is larger than the service allows; nothing was sent.
+    #[error("service {service}: response of {requested} bytes exceeds the maximum of {max} bytes")]
+    PayloadTooLarge {
+        /// Service name.
+        service: String,
+        /// Bytes asked for.
+        requested: usize,
+        /// `ServiceQos::max_response`.
+        max: usize,
+    },
+    /// The request was already answered (one response per request).
+    #[error("service {service}: request {seq} was already answered")]
+    AlreadyReplied {
+        /// Service name.
+        service: String,
+        /// The request's call number.
+        seq: u64,
+    },
+    /// The shared-memory layer failed.
+    #[error("service {service}: shared memory: {reason}")]
+    Shm {
+        /// Service name.
+        service: String,
+        /// The underlying failure.
+        reason: String,
+    },
+}

@@ -20,6 +20,37 @@ pub struct SampleHeader {
     pub type_hash: u64,
 }
 
+/// Metadata of every service request and response.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ZeroCopySend)]
+#[repr(C)]
+pub struct CallHeader {
+    /// Per-client call number, starting at 1; a response carries its request's number.
+    pub seq: u64,
+    /// Send time on the monotonic clock, in ns.
+    pub sent_mono_ns: u64,
+    /// Number of payload bytes in use (head plus elements, or the error message).
+    pub payload_len: u64,
+    /// Layout hash of the payload's message type, checked on receipt.
+    pub type_hash: u64,
+    /// Doorbell slot the server rings after responding (set in requests).
+    pub reply_slot: u32,
+    /// [`CallStatus`] of a response as a number (0 in requests).
+    pub status: u32,
+}
+
+/// Outcome a response carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum CallStatus {
+    /// The payload is the response message.
+    Ok = 0,
+    /// The handler failed; the payload is its UTF-8 error message.
+    HandlerError = 1,
+    /// The server rejected the request (malformed, or no response was produced); the
+    /// payload is the UTF-8 reason.
+    Rejected = 2,
+}
+
 /// Current monotonic time in ns.
 pub fn mono_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC) as u64

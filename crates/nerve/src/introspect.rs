@@ -3,12 +3,14 @@
 
 use crate::config::Config;
 use crate::context::{doorbell_name, Context, Node};
-use crate::error::{RecvError, TopicError};
+use crate::error::{RecvError, ServiceError, TopicError};
 use crate::header::SampleHeader;
 use crate::message::TypeInfo;
 use crate::qos::Qos;
+use crate::service::ServiceQos;
 use crate::subscriber::{create_port, Receiver, SubscriberStats};
 use crate::transport::doorbell::Doorbell;
+use crate::transport::rpc;
 use crate::transport::shm::{self, IoxSample, Ipc, TOPIC_PREFIX};
 use crate::wait::WaitMode;
 use crate::waitset::Waitable;
@@ -91,6 +93,67 @@ pub fn topic_info(node: &Node, topic: &str) -> Result<TopicInfo, TopicError> {
         },
         max_publishers: cfg.max_publishers(),
         max_subscribers: cfg.max_subscribers(),
+    })
+}
+
+/// What `nerve service list` shows of a service.
+#[derive(Clone, Debug)]
+pub struct ServiceInfo {
+    /// Service name.
+    pub name: String,
+    /// Service type name.
+    pub type_name: String,
+    /// Request message type.
+    pub request: TypeInfo,
+    /// Response message type.
+    pub response: TypeInfo,
+    /// Servers registered now (live, or dead and not yet reclaimed).
+    pub servers: usize,
+    /// Clients connected now.
+    pub clients: usize,
+    /// Most clients.
+    pub max_clients: usize,
+    /// Calls one client may have in flight.
+    pub max_in_flight: usize,
+}
+
+/// Lists the services of the context's domain.
+pub fn list_services(node: &Node) -> Result<Vec<ServiceInfo>, String> {
+    let mut names = BTreeSet::new();
+    Ipc::list(&node.inner.ctx.inner.iox, |details| {
+        let n = details.static_details.name().as_str().to_string();
+        if let Some(s) = n.strip_prefix(rpc::SERVICE_PREFIX) {
+            names.insert(s.to_string());
+        }
+        CallbackProgression::Continue
+    })
+    .map_err(|e| format!("cannot list services: {e:?}"))?;
+    // a service may vanish between listing and opening: skip it
+    Ok(names
+        .into_iter()
+        .filter_map(|name| service_info(node, &name).ok())
+        .collect())
+}
+
+/// Details of one service.
+pub fn service_info(node: &Node, name: &str) -> Result<ServiceInfo, ServiceError> {
+    crate::name::validate_topic(name)?;
+    let service = rpc::open_service(&node.inner.iox, name, None, &ServiceQos::default())?;
+    let ty = rpc::service_type(&service).ok_or_else(|| ServiceError::NotAService {
+        service: name.to_string(),
+        reason: "no Nerve type record".into(),
+    })?;
+    let cfg = service.static_config();
+    let dynamic = service.dynamic_config();
+    Ok(ServiceInfo {
+        name: name.to_string(),
+        type_name: ty.name,
+        request: ty.request,
+        response: ty.response,
+        servers: dynamic.number_of_servers(),
+        clients: dynamic.number_of_clients(),
+        max_clients: cfg.max_clients(),
+        max_in_flight: cfg.max_active_requests_per_client(),
     })
 }
 

@@ -1,6 +1,7 @@
 //! # Nerve
 //!
-//! A robotics middleware: typed topics with zero-copy shared memory between processes.
+//! A robotics middleware: typed topics and services with zero-copy shared memory between
+//! processes.
 //!
 //! ```no_run
 //! use nerve::prelude::*;
@@ -31,6 +32,7 @@
 
 extern crate self as nerve;
 
+mod client;
 pub mod config;
 mod context;
 pub mod error;
@@ -40,24 +42,29 @@ pub mod message;
 pub mod name;
 mod publisher;
 pub mod qos;
+mod server;
+pub mod service;
 pub mod shutdown;
 mod subscriber;
 mod transport;
 mod wait;
 mod waitset;
 
+pub use client::{Client, ClientBuilder, PendingCall, Reply, RequestLoan, LIVENESS_CHECK};
 pub use config::Config;
 pub use context::{Context, Node, NodeBuilder};
 pub use error::{
-    ContextError, DecodeError, LoanError, NameError, NodeError, PublishError, RecvError,
-    TopicError, WaitError,
+    CallError, ContextError, DecodeError, LoanError, NameError, NodeError, PublishError, RecvError,
+    ServeError, ServiceError, TopicError, WaitError,
 };
-pub use header::{mono_ns, wall_ns, SampleHeader};
+pub use header::{mono_ns, wall_ns, CallHeader, CallStatus, SampleHeader};
 pub use introspect::{RawSample, RawSubscriber};
 pub use message::{Message, NoElem, Pod, Serde, SerdeMessage, TypeInfo};
 pub use nerve_derive::{Message, Pod};
 pub use publisher::{Loan, Publisher, PublisherBuilder, ATTACH_GRACE};
 pub use qos::{Overflow, Qos};
+pub use server::{ReplyLoan, Request, Server, ServiceBuilder, ServiceThread};
+pub use service::{HandlerResult, Service, ServiceQos};
 pub use subscriber::{Sample, Subscriber, SubscriberBuilder, SubscriberStats};
 pub use wait::WaitMode;
 pub use waitset::{WaitSet, Waitable, MAX_WAITSET_ENTRIES};
@@ -65,7 +72,7 @@ pub use waitset::{WaitSet, Waitable, MAX_WAITSET_ENTRIES};
 /// The common imports.
 pub mod prelude {
     pub use crate::{
-        Context, Message, Node, Overflow, Pod, Publisher, Qos, Sample, SampleHeader, Serde,
-        SerdeMessage, Subscriber, WaitMode, WaitSet,
+        Client, Context, Message, Node, Overflow, Pod, Publisher, Qos, Sample, SampleHeader, Serde,
+        SerdeMessage, Server, Service, ServiceQos, Subscriber, WaitMode, WaitSet,
     };
 }

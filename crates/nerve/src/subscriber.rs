@@ -7,12 +7,12 @@ use crate::message::{elems_offset, Message, Serde, SerdeMessage, TypeInfo};
 use crate::qos::Qos;
 use crate::transport::doorbell::Slot;
 use crate::transport::shm::{self, IoxSample, IoxSubscriber, TopicService};
-use crate::wait::{SpinWindow, WaitMode, MAX_SLEEP};
+use crate::wait::{wait_for, SpinWindow, WaitMode, MAX_SLEEP};
 use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::ops::Deref;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Builds a [`Subscriber`].
 pub struct SubscriberBuilder<M: Message> {
@@ -167,34 +167,7 @@ pub struct Subscriber<M: Message> {
 /// Checks a received sample against the topic's layout; returns the number of elements.
 pub(crate) fn validate(s: &IoxSample, ty: &TypeInfo) -> Result<usize, String> {
     let h = s.user_header();
-    let bytes = std::mem::size_of_val(s.payload());
-    if h.type_hash != ty.layout_hash {
-        return Err(format!(
-            "type hash {:016x} differs from the topic's",
-            h.type_hash
-        ));
-    }
-    let len = h.payload_len as usize;
-    if len > bytes || len < ty.head_size {
-        return Err(format!(
-            "payload length {len} outside {}..={bytes}",
-            ty.head_size
-        ));
-    }
-    if !(s.payload().as_ptr() as usize).is_multiple_of(ty.align) {
-        return Err("misaligned payload".into());
-    }
-    if ty.elem_size == 0 {
-        return Ok(0);
-    }
-    let body = len.saturating_sub(ty.elems_offset());
-    if len < ty.elems_offset() || !body.is_multiple_of(ty.elem_size) {
-        return Err(format!(
-            "{body} element bytes are not a multiple of {}",
-            ty.elem_size
-        ));
-    }
-    Ok(body / ty.elem_size)
+    shm::check_payload(h.type_hash, h.payload_len, s.payload(), ty)
 }
 
 impl Receiver {
@@ -254,65 +227,20 @@ impl Receiver {
         &self,
         timeout: Duration,
     ) -> Result<Option<(IoxSample, usize)>, RecvError> {
-        if let Some(s) = self.try_recv()? {
-            return Ok(Some(s));
-        }
-        let start = Instant::now();
-        let deadline = start.checked_add(timeout);
-        let spin_for = match self.mode {
-            WaitMode::Spin => timeout,
-            WaitMode::Adaptive => self.spin.get().min(timeout),
-            WaitMode::Block => Duration::ZERO,
-        };
-        if !spin_for.is_zero() {
-            let mut i: u32 = 0;
-            loop {
-                if let Some(s) = self.try_recv()? {
-                    self.spin.observe(start.elapsed());
-                    return Ok(Some(s));
-                }
-                i = i.wrapping_add(1);
-                if i.is_multiple_of(64) {
-                    // SAFETY: see `slot` below.
-                    self.acknowledge(unsafe { &*self.slot });
-                    if start.elapsed() >= spin_for {
-                        break;
-                    }
-                }
-                core::hint::spin_loop();
-            }
-            if self.mode == WaitMode::Spin {
-                return Ok(None);
-            }
-        }
         // SAFETY: slot points into the context's doorbell mapping, kept alive by self.node.
         let slot = unsafe { &*self.slot };
-        loop {
-            let seen = slot.register();
-            self.acknowledge(slot);
-            let got = self.try_recv();
-            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            match (got, remaining) {
-                (Ok(None), Some(r)) if !r.is_zero() => {
-                    slot.wait(seen, r.min(MAX_SLEEP));
-                    slot.unregister();
-                }
-                (Ok(None), None) => {
-                    slot.wait(seen, MAX_SLEEP);
-                    slot.unregister();
-                }
-                (other, _) => {
-                    slot.unregister();
-                    if self.mode == WaitMode::Adaptive {
-                        match &other {
-                            Ok(Some(_)) => self.spin.observe(start.elapsed()),
-                            _ => self.spin.timed_out(),
-                        }
-                    }
-                    return other;
-                }
-            }
-        }
+        wait_for(
+            self.mode,
+            &self.spin,
+            slot,
+            timeout,
+            MAX_SLEEP,
+            || self.try_recv(),
+            || {
+                self.acknowledge(slot);
+                Ok(())
+            },
+        )
     }
 
     pub(crate) fn stats(&self) -> SubscriberStats {

@@ -1,7 +1,8 @@
 //! How a subscriber waits for the next sample.
 
+use crate::transport::doorbell::Slot;
 use std::cell::Cell;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Waiting strategy of a subscriber.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -57,6 +58,77 @@ impl SpinWindow {
     /// The wait ended without a sample (timeout): treat it as a long wait.
     pub(crate) fn timed_out(&self) {
         self.observe(Duration::MAX);
+    }
+}
+
+/// Waits until `poll` yields a value or `timeout` passes: spins for the mode's window,
+/// then sleeps on `slot` (rung by the sender after it sent). `tick` runs every 64 spins
+/// and before every sleep; an error from it ends the wait (subscribers attach to new
+/// publishers there, clients check that their server still lives). Sleeps last at most
+/// `max_sleep` so ticks keep coming.
+pub(crate) fn wait_for<T, E>(
+    mode: WaitMode,
+    spin: &SpinWindow,
+    slot: &Slot,
+    timeout: Duration,
+    max_sleep: Duration,
+    mut poll: impl FnMut() -> Result<Option<T>, E>,
+    mut tick: impl FnMut() -> Result<(), E>,
+) -> Result<Option<T>, E> {
+    if let Some(v) = poll()? {
+        return Ok(Some(v));
+    }
+    let start = Instant::now();
+    let deadline = start.checked_add(timeout);
+    let spin_for = match mode {
+        WaitMode::Spin => timeout,
+        WaitMode::Adaptive => spin.get().min(timeout),
+        WaitMode::Block => Duration::ZERO,
+    };
+    if !spin_for.is_zero() {
+        let mut i: u32 = 0;
+        loop {
+            if let Some(v) = poll()? {
+                spin.observe(start.elapsed());
+                return Ok(Some(v));
+            }
+            i = i.wrapping_add(1);
+            if i.is_multiple_of(64) {
+                tick()?;
+                if start.elapsed() >= spin_for {
+                    break;
+                }
+            }
+            core::hint::spin_loop();
+        }
+        if mode == WaitMode::Spin {
+            return Ok(None);
+        }
+    }
+    loop {
+        let seen = slot.register();
+        let got = tick().and_then(|()| poll());
+        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        match (got, remaining) {
+            (Ok(None), Some(r)) if !r.is_zero() => {
+                slot.wait(seen, r.min(max_sleep));
+                slot.unregister();
+            }
+            (Ok(None), None) => {
+                slot.wait(seen, max_sleep);
+                slot.unregister();
+            }
+            (other, _) => {
+                slot.unregister();
+                if mode == WaitMode::Adaptive {
+                    match &other {
+                        Ok(Some(_)) => spin.observe(start.elapsed()),
+                        _ => spin.timed_out(),
+                    }
+                }
+                return other;
+            }
+        }
     }
 }
 

@@ -70,12 +70,57 @@ enum Role {
         #[arg(long, default_value_t = 0)]
         hold: usize,
     },
+    /// Serve /add (AddTwoInts: a = i64::MIN fails in the handler, a = 99 prints `got` and
+    /// hangs) and /echo (Echo, requests up to 1 MiB) until SIGTERM.
+    Serve,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let ctx = Context::from_env()?;
     match args.role {
+        Role::Serve => {
+            use nerve_msgs::srv::{AddTwoInts, Echo, Int};
+            let _add = nerve::ServiceThread::spawn::<AddTwoInts, _>(
+                &ctx,
+                "peer_add",
+                "/add",
+                ServiceQos::default(),
+                |req| {
+                    if req.a == i64::MIN {
+                        return Err("a must not be i64::MIN".into());
+                    }
+                    if req.a == 99 {
+                        println!("got");
+                        std::io::stdout().flush()?;
+                        std::thread::sleep(Duration::from_secs(3600));
+                    }
+                    req.reply(&Int {
+                        value: req.a.wrapping_add(req.b),
+                    })?;
+                    Ok(())
+                },
+            )?;
+            let _echo = nerve::ServiceThread::spawn::<Echo, _>(
+                &ctx,
+                "peer_echo",
+                "/echo",
+                ServiceQos::default().max_payload(1 << 20, 1 << 20),
+                |req| {
+                    let mut out = req.loan_reply_slice(req.elems().len())?;
+                    out.tag = req.tag;
+                    out.elems_mut().copy_from_slice(req.elems());
+                    out.send()?;
+                    Ok(())
+                },
+            )?;
+            nerve::shutdown::install();
+            println!("ready");
+            std::io::stdout().flush()?;
+            while !nerve::shutdown::requested() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         Role::Pub {
             topic,
             count,

@@ -115,11 +115,23 @@ impl Doorbell {
         }
     }
 
-    /// The slot of a topic.
+    /// The slot of a topic or service.
     pub(crate) fn slot(&self, key: &str) -> &Slot {
+        self.slot_at(Self::slot_index(key))
+    }
+
+    /// The index of a key's slot (what a client tells a server to ring).
+    pub(crate) fn slot_index(key: &str) -> u32 {
         let h = crate::message::layout::hash_str(crate::message::layout::FNV_OFFSET, key);
-        // SAFETY: index < SLOTS and the mapping holds SLOTS slots for the life of self.
-        unsafe { &*self.slots.add((h % SLOTS as u64) as usize) }
+        (h % SLOTS as u64) as u32
+    }
+
+    /// The slot at `index` (taken modulo the slot count: indices may come from other
+    /// processes).
+    pub(crate) fn slot_at(&self, index: u32) -> &Slot {
+        // SAFETY: the index is reduced below SLOTS and the mapping holds SLOTS slots for
+        // the life of self.
+        unsafe { &*self.slots.add(index as usize % SLOTS) }
     }
 
     /// All slots, for wait sets that watch several topics.

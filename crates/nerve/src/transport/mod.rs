@@ -1,4 +1,5 @@
 //! Transports under the public API.
 
 pub(crate) mod doorbell;
+pub(crate) mod rpc;
 pub(crate) mod shm;

@@ -37,19 +37,65 @@ pub(crate) fn words_for(bytes: usize) -> usize {
     bytes.div_ceil(core::mem::size_of::<Word>())
 }
 
-/// The payload of a received sample as bytes (whole words).
-pub(crate) fn payload_bytes(s: &IoxSample) -> &[u8] {
-    let w = s.payload();
+/// Views a word slice as bytes.
+pub(crate) fn words_as_bytes(w: &[Word]) -> &[u8] {
     // SAFETY: a u64 slice viewed as bytes: same memory, u8 has no alignment or validity
     // requirement, the length covers exactly the words.
     unsafe { core::slice::from_raw_parts(w.as_ptr() as *const u8, std::mem::size_of_val(w)) }
 }
 
+/// Views a mutable word slice as bytes.
+pub(crate) fn words_as_bytes_mut(w: &mut [Word]) -> &mut [u8] {
+    // SAFETY: as in words_as_bytes; the borrow is exclusive.
+    unsafe { core::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut u8, std::mem::size_of_val(w)) }
+}
+
+/// The payload of a received sample as bytes (whole words).
+pub(crate) fn payload_bytes(s: &IoxSample) -> &[u8] {
+    words_as_bytes(s.payload())
+}
+
 /// The payload of a loaned sample as bytes (whole words).
 pub(crate) fn payload_bytes_mut(s: &mut IoxSampleMut) -> &mut [u8] {
-    let w = s.payload_mut();
-    // SAFETY: as in payload_bytes; the borrow of `s` is exclusive.
-    unsafe { core::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut u8, std::mem::size_of_val(w)) }
+    words_as_bytes_mut(s.payload_mut())
+}
+
+/// Checks a received payload (its header's type hash and length, the words it occupies)
+/// against the expected layout; returns the number of slice elements.
+pub(crate) fn check_payload(
+    type_hash: u64,
+    payload_len: u64,
+    payload: &[Word],
+    ty: &TypeInfo,
+) -> Result<usize, String> {
+    let bytes = std::mem::size_of_val(payload);
+    if type_hash != ty.layout_hash {
+        return Err(format!(
+            "type hash {type_hash:016x} differs from {}'s",
+            ty.name
+        ));
+    }
+    let len = usize::try_from(payload_len).unwrap_or(usize::MAX);
+    if len > bytes || len < ty.head_size {
+        return Err(format!(
+            "payload length {len} outside {}..={bytes}",
+            ty.head_size
+        ));
+    }
+    if !(payload.as_ptr() as usize).is_multiple_of(ty.align) {
+        return Err("misaligned payload".into());
+    }
+    if ty.elem_size == 0 {
+        return Ok(0);
+    }
+    let body = len.saturating_sub(ty.elems_offset());
+    if len < ty.elems_offset() || !body.is_multiple_of(ty.elem_size) {
+        return Err(format!(
+            "{body} element bytes are not a multiple of {}",
+            ty.elem_size
+        ));
+    }
+    Ok(body / ty.elem_size)
 }
 
 /// Attribute that records a topic's message type.

@@ -1,0 +1,7 @@
+//! Nerve's benchmark suites: Nerve side by side with the systems robots use today, in one
+//! run, on one machine, with the same work per call.
+#![warn(missing_docs)]
+
+pub mod echo;
+pub mod pattern;
+pub mod peers;

@@ -1,0 +1,6 @@
+//! The systems under test, each with a client (run in the measuring process) and a server
+//! (run in a child process).
+
+pub mod cyclone;
+pub mod uds;
+pub mod zenoh;

@@ -1,0 +1,629 @@
+//! Service servers: take requests read in place in shared memory, answer each with one
+//! response loaned in shared memory.
+
+use crate::context::{Context, Node};
+use crate::error::{ServeError, ServiceError};
+use crate::header::{mono_ns, CallHeader, CallStatus};
+use crate::message::{elems_offset, Message, NoElem, TypeInfo};
+use crate::service::{service_type, HandlerResult, Service, ServiceQos};
+use crate::transport::doorbell::Slot;
+use crate::transport::rpc::{
+    self, IoxActiveRequest, IoxResponseMut, IoxServer, RpcService, SERVICE_PREFIX,
+};
+use crate::transport::shm;
+use crate::wait::{wait_for, SpinWindow, WaitMode, MAX_SLEEP};
+use iceoryx2::port::LoanError as IoxLoanError;
+use iceoryx2::prelude::AllocationStrategy;
+use iceoryx2::service::port_factory::PortFactory as _;
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Builds a [`Server`].
+pub struct ServiceBuilder<S: Service> {
+    node: Node,
+    name: String,
+    qos: ServiceQos,
+    mode: WaitMode,
+    _s: PhantomData<S>,
+}
+
+impl<S: Service> ServiceBuilder<S> {
+    pub(crate) fn new(node: Node, name: &str) -> Self {
+        ServiceBuilder {
+            node,
+            name: name.to_string(),
+            qos: ServiceQos::default(),
+            mode: WaitMode::default(),
+            _s: PhantomData,
+        }
+    }
+
+    /// Sets the service's limits (used if this server creates the service).
+    pub fn qos(mut self, qos: ServiceQos) -> Self {
+        self.qos = qos;
+        self
+    }
+
+    /// Sets how the server waits for requests.
+    pub fn wait_mode(mut self, mode: WaitMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Opens the service (creating it if needed) and becomes its server. Fails with
+    /// [`ServiceError::AlreadyServed`] if another live server serves it.
+    pub fn create(self) -> Result<Server<S>, ServiceError> {
+        let name = self.name;
+        crate::name::validate_topic(&name)?;
+        let qos = self.qos;
+        qos.validate().map_err(|reason| ServiceError::InvalidQos {
+            service: name.clone(),
+            reason,
+        })?;
+        let iox = &self.node.inner.iox;
+        let service = rpc::open_service(iox, &name, Some(&service_type::<S>()), &qos)?;
+        let servers = || service.dynamic_config().number_of_servers();
+        if servers() > 0 {
+            // a dead server may still be registered: reclaim it before judging
+            iox.try_cleanup_dead_nodes();
+            if servers() > 0 {
+                return Err(ServiceError::AlreadyServed { service: name });
+            }
+        }
+        let pool_qos = qos.clone();
+        let port = service
+            .server_builder()
+            .initial_max_slice_len(shm::words_for(qos.initial_payload))
+            .allocation_strategy(AllocationStrategy::PowerOfTwo)
+            .max_loaned_responses_per_request(1)
+            .override_response_preallocation(move |n| pool_qos.pool(n))
+            .create()
+            .map_err(|e| ServiceError::Shm {
+                service: name.clone(),
+                reason: format!("cannot create server: {e:?}"),
+            })?;
+        if servers() > 1 {
+            // two servers started at once: neither may serve alone, so this one yields
+            return Err(ServiceError::AlreadyServed { service: name });
+        }
+        let slot: *const Slot = self
+            .node
+            .inner
+            .ctx
+            .inner
+            .doorbell
+            .slot(&format!("{SERVICE_PREFIX}{name}"));
+        Ok(Server {
+            port,
+            service,
+            slot,
+            node: self.node,
+            name,
+            qos,
+            mode: self.mode,
+            spin: SpinWindow::new(),
+            request_type: TypeInfo::of::<S::Request>(),
+            response_hash: TypeInfo::of::<S::Response>().layout_hash,
+            rejected: Cell::new(0),
+            _s: PhantomData,
+        })
+    }
+}
+
+/// Serves one service: take requests and answer each with one response.
+pub struct Server<S: Service> {
+    // field order is drop order: the port goes before its service and node
+    port: IoxServer,
+    service: RpcService,
+    /// The service's doorbell slot, rung by clients after they sent (points into the
+    /// context's doorbell mapping, which the node keeps alive).
+    slot: *const Slot,
+    node: Node,
+    name: String,
+    qos: ServiceQos,
+    mode: WaitMode,
+    spin: SpinWindow,
+    request_type: TypeInfo,
+    response_hash: u64,
+    rejected: Cell<u64>,
+    _s: PhantomData<S>,
+}
+
+impl<S: Service> Server<S> {
+    /// The service name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The node this server belongs to.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// Number of clients connected to the service.
+    pub fn client_count(&self) -> usize {
+        self.service.dynamic_config().number_of_clients()
+    }
+
+    /// Requests rejected so far because they violated the request type's layout.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.get()
+    }
+
+    fn shm_err(&self, e: impl std::fmt::Debug) -> ServeError {
+        ServeError::Shm {
+            service: self.name.clone(),
+            reason: format!("{e:?}"),
+        }
+    }
+
+    /// Takes the next request if one is queued.
+    pub fn try_take(&self) -> Result<Option<Request<'_, S>>, ServeError> {
+        loop {
+            let Some(active) = self.port.receive().map_err(|e| self.shm_err(e))? else {
+                return Ok(None);
+            };
+            let h = *active.user_header();
+            match shm::check_payload(
+                h.type_hash,
+                h.payload_len,
+                active.payload(),
+                &self.request_type,
+            ) {
+                Ok(elems) => {
+                    return Ok(Some(Request {
+                        active,
+                        header: h,
+                        elems,
+                        server: self,
+                        replied: Cell::new(false),
+                        _s: PhantomData,
+                    }))
+                }
+                Err(reason) => {
+                    // never hand garbage to the handler: tell the client why and go on
+                    self.rejected.set(self.rejected.get() + 1);
+                    let _ = self.send_status(
+                        &active,
+                        h,
+                        CallStatus::Rejected,
+                        &format!("malformed request: {reason}"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for a request (spinning or sleeping as the wait mode says).
+    pub fn take_timeout(&self, timeout: Duration) -> Result<Option<Request<'_, S>>, ServeError> {
+        Ok(self.take_until(timeout, None)?.flatten())
+    }
+
+    /// Like `take_timeout`, but returns `Some(None)` as soon as `stop` is seen set.
+    #[allow(clippy::type_complexity)]
+    fn take_until(
+        &self,
+        timeout: Duration,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Option<Option<Request<'_, S>>>, ServeError> {
+        // SAFETY: see the `slot` field.
+        let slot = unsafe { &*self.slot };
+        wait_for(
+            self.mode,
+            &self.spin,
+            slot,
+            timeout,
+            MAX_SLEEP,
+            || {
+                // SYNC: Acquire pairs with the Release store of whoever stops us.
+                if stop.is_some_and(|s| s.load(Ordering::Acquire)) {
+                    return Ok(Some(None));
+                }
+                Ok(self.try_take()?.map(Some))
+            },
+            || Ok(()),
+        )
+    }
+
+    /// Answers every request queued now with `handler`; returns how many. For callers that
+    /// poll (executors, wait loops).
+    pub fn handle_pending<F>(&self, handler: &mut F) -> Result<usize, ServeError>
+    where
+        F: FnMut(&Request<'_, S>) -> HandlerResult,
+    {
+        let mut n = 0;
+        while let Some(req) = self.try_take()? {
+            self.handle(req, handler)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn handle<F>(&self, req: Request<'_, S>, handler: &mut F) -> Result<(), ServeError>
+    where
+        F: FnMut(&Request<'_, S>) -> HandlerResult,
+    {
+        let result = handler(&req);
+        if !req.replied.get() {
+            let (status, text) = match result {
+                Err(e) => (CallStatus::HandlerError, e.to_string()),
+                Ok(()) => (
+                    CallStatus::Rejected,
+                    "the handler returned without a response".to_string(),
+                ),
+            };
+            req.replied.set(true);
+            self.send_status(&req.active, req.header, status, &text)?;
+        }
+        Ok(())
+    }
+
+    /// Answers requests with `handler` until `stop` is set (checked at least every
+    /// second and whenever the service's doorbell rings).
+    pub fn serve_until<F>(&self, stop: &AtomicBool, mut handler: F) -> Result<(), ServeError>
+    where
+        F: FnMut(&Request<'_, S>) -> HandlerResult,
+    {
+        loop {
+            match self.take_until(MAX_SLEEP, Some(stop))? {
+                Some(Some(req)) => self.handle(req, &mut handler)?,
+                Some(None) => return Ok(()),
+                None => {}
+            }
+        }
+    }
+
+    /// Answers requests with `handler` until SIGINT or SIGTERM (see [`crate::shutdown`]).
+    pub fn serve<F>(&self, mut handler: F) -> Result<(), ServeError>
+    where
+        F: FnMut(&Request<'_, S>) -> HandlerResult,
+    {
+        while !crate::shutdown::requested() {
+            if let Some(req) = self.take_timeout(Duration::from_millis(100))? {
+                self.handle(req, &mut handler)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn loan(&self, active: &IoxActiveRequest, len: usize) -> Result<IoxResponseMut, ServeError> {
+        if len > self.qos.max_response {
+            return Err(ServeError::PayloadTooLarge {
+                service: self.name.clone(),
+                requested: len,
+                max: self.qos.max_response,
+            });
+        }
+        let words = shm::words_for(len).max(1);
+        let mut attempt = active.loan_slice_uninit(words);
+        if matches!(attempt, Err(IoxLoanError::OutOfMemory)) {
+            // responses may be held by a client that died: reclaim, then retry once
+            self.node.inner.iox.try_cleanup_dead_nodes();
+            attempt = active.loan_slice_uninit(words);
+        }
+        let uninit = attempt.map_err(|e| self.shm_err(e))?;
+        // SAFETY: the payload is shared memory mapped from a file: every byte is
+        // initialized (zero-filled by the kernel, later overwritten by earlier payloads),
+        // and u64 has no invalid values.
+        Ok(unsafe { uninit.assume_init() })
+    }
+
+    fn send(
+        &self,
+        mut resp: IoxResponseMut,
+        request: CallHeader,
+        status: CallStatus,
+        type_hash: u64,
+        len: usize,
+    ) -> Result<(), ServeError> {
+        *resp.user_header_mut() = CallHeader {
+            seq: request.seq,
+            sent_mono_ns: mono_ns(),
+            payload_len: len as u64,
+            type_hash,
+            reply_slot: 0,
+            status: status as u32,
+        };
+        let result = resp.send();
+        self.node
+            .inner
+            .ctx
+            .inner
+            .doorbell
+            .slot_at(request.reply_slot)
+            .ring();
+        // a client that went away meanwhile is not the server's failure
+        match result {
+            Ok(()) | Err(iceoryx2::port::SendError::ConnectionBrokenSinceSenderNoLongerExists) => {
+                Ok(())
+            }
+            Err(e) => Err(self.shm_err(e)),
+        }
+    }
+
+    fn send_status(
+        &self,
+        active: &IoxActiveRequest,
+        request: CallHeader,
+        status: CallStatus,
+        text: &str,
+    ) -> Result<(), ServeError> {
+        let mut resp = self.loan(active, text.len())?;
+        shm::words_as_bytes_mut(resp.payload_mut())[..text.len()].copy_from_slice(text.as_bytes());
+        self.send(resp, request, status, 0, text.len())
+    }
+}
+
+/// A request taken by a server, read in place in shared memory. Answer it once with
+/// [`reply`](Request::reply), [`reply_slice`](Request::reply_slice),
+/// [`loan_reply_slice`](Request::loan_reply_slice) or [`fail`](Request::fail).
+pub struct Request<'s, S: Service> {
+    active: IoxActiveRequest,
+    header: CallHeader,
+    elems: usize,
+    server: &'s Server<S>,
+    replied: Cell<bool>,
+    _s: PhantomData<S>,
+}
+
+impl<'s, S: Service> Request<'s, S> {
+    /// The request's header (call number, send time).
+    pub fn header(&self) -> &CallHeader {
+        &self.header
+    }
+
+    /// The elements after the request's head.
+    pub fn elems(&self) -> &[<S::Request as Message>::Elem] {
+        // SAFETY: check_payload proved the payload holds `elems` elements at elems_offset,
+        // aligned (payload alignment >= align_of Elem); Elem is Pod.
+        unsafe {
+            let p = (self.active.payload().as_ptr() as *const u8).add(elems_offset::<S::Request>());
+            core::slice::from_raw_parts(p as *const <S::Request as Message>::Elem, self.elems)
+        }
+    }
+
+    /// The whole request payload as bytes (head, padding and elements).
+    pub fn payload_bytes(&self) -> &[u8] {
+        &shm::words_as_bytes(self.active.payload())[..self.header.payload_len as usize]
+    }
+
+    /// Whether the client still waits for the response.
+    pub fn client_waits(&self) -> bool {
+        self.active.is_connected()
+    }
+
+    fn mark_replied(&self) -> Result<(), ServeError> {
+        if self.replied.replace(true) {
+            return Err(ServeError::AlreadyReplied {
+                service: self.server.name.clone(),
+                seq: self.header.seq,
+            });
+        }
+        Ok(())
+    }
+
+    /// Loans a response with room for `len` elements; write it, then [`ReplyLoan::send`].
+    /// The head is zeroed; the elements hold unspecified bytes: overwrite them.
+    pub fn loan_reply_slice(&self, len: usize) -> Result<ReplyLoan<'_, 's, S>, ServeError> {
+        if self.replied.get() {
+            return Err(ServeError::AlreadyReplied {
+                service: self.server.name.clone(),
+                seq: self.header.seq,
+            });
+        }
+        let bytes = len
+            .checked_mul(core::mem::size_of::<<S::Response as Message>::Elem>())
+            .and_then(|b| b.checked_add(elems_offset::<S::Response>()))
+            .unwrap_or(usize::MAX);
+        let resp = self.server.loan(&self.active, bytes.max(1))?;
+        let mut loan = ReplyLoan {
+            resp,
+            elems: len,
+            len: bytes,
+            request: self,
+        };
+        *loan.head_mut() = crate::message::zeroed::<S::Response>();
+        Ok(loan)
+    }
+
+    /// Copies a head and its elements into a loaned response and sends it.
+    pub fn reply_slice(
+        &self,
+        head: &S::Response,
+        elems: &[<S::Response as Message>::Elem],
+    ) -> Result<(), ServeError> {
+        let mut loan = self.loan_reply_slice(elems.len())?;
+        *loan.head_mut() = *head;
+        loan.elems_mut().copy_from_slice(elems);
+        loan.send()
+    }
+
+    /// Answers with an error: the client's call fails with
+    /// [`crate::CallError::Handler`] carrying `message`.
+    pub fn fail(&self, message: &str) -> Result<(), ServeError> {
+        self.mark_replied()?;
+        self.server
+            .send_status(&self.active, self.header, CallStatus::HandlerError, message)
+    }
+}
+
+impl<S: Service> Request<'_, S>
+where
+    S::Response: Message<Elem = NoElem>,
+{
+    /// Copies `resp` into a loaned response and sends it.
+    pub fn reply(&self, resp: &S::Response) -> Result<(), ServeError> {
+        let mut loan = self.loan_reply_slice(0)?;
+        *loan.head_mut() = *resp;
+        loan.send()
+    }
+}
+
+impl<S: Service> Deref for Request<'_, S> {
+    type Target = S::Request;
+    fn deref(&self) -> &S::Request {
+        // SAFETY: check_payload proved the payload holds at least size_of::<Request>()
+        // bytes at an address aligned for it, and Request is Pod.
+        unsafe { &*(self.active.payload().as_ptr() as *const S::Request) }
+    }
+}
+
+/// A response loaned in shared memory: write it in place, then [`send`](ReplyLoan::send).
+pub struct ReplyLoan<'r, 's, S: Service> {
+    resp: IoxResponseMut,
+    elems: usize,
+    len: usize,
+    request: &'r Request<'s, S>,
+}
+
+impl<S: Service> ReplyLoan<'_, '_, S> {
+    /// The fixed head of the response.
+    pub fn head_mut(&mut self) -> &mut S::Response {
+        // SAFETY: the payload holds at least size_of::<Response>() bytes, 8-byte aligned
+        // (>= its alignment, checked when the service was opened); Response is Pod.
+        unsafe { &mut *(self.resp.payload_mut().as_mut_ptr() as *mut S::Response) }
+    }
+
+    /// The elements after the head.
+    pub fn elems_mut(&mut self) -> &mut [<S::Response as Message>::Elem] {
+        let n = self.elems;
+        // SAFETY: the payload was loaned with room for n elements at elems_offset, aligned
+        // for Elem (payload alignment >= align_of Elem); Elem is Pod.
+        unsafe {
+            let p = (self.resp.payload_mut().as_mut_ptr() as *mut u8)
+                .add(elems_offset::<S::Response>());
+            core::slice::from_raw_parts_mut(p as *mut <S::Response as Message>::Elem, n)
+        }
+    }
+
+    /// The elements as raw bytes, for filling large responses with one copy.
+    pub fn elem_bytes_mut(&mut self) -> &mut [u8] {
+        let off = elems_offset::<S::Response>();
+        &mut shm::words_as_bytes_mut(self.resp.payload_mut())[off..self.len]
+    }
+
+    /// Sends the response to the waiting client.
+    pub fn send(self) -> Result<(), ServeError> {
+        let req = self.request;
+        req.mark_replied()?;
+        req.server.send(
+            self.resp,
+            req.header,
+            CallStatus::Ok,
+            req.server.response_hash,
+            self.len,
+        )
+    }
+}
+
+impl<S: Service> Deref for ReplyLoan<'_, '_, S> {
+    type Target = S::Response;
+    fn deref(&self) -> &S::Response {
+        // SAFETY: see head_mut.
+        unsafe { &*(self.resp.payload().as_ptr() as *const S::Response) }
+    }
+}
+
+impl<S: Service> DerefMut for ReplyLoan<'_, '_, S> {
+    fn deref_mut(&mut self) -> &mut S::Response {
+        self.head_mut()
+    }
+}
+
+/// A server running on its own thread with its own node; stopped and joined on
+/// [`stop`](ServiceThread::stop) or drop.
+pub struct ServiceThread {
+    stop: Arc<AtomicBool>,
+    ctx: Context,
+    key: String,
+    join: Option<std::thread::JoinHandle<Result<(), ServeError>>>,
+}
+
+impl ServiceThread {
+    /// Starts a thread with node `node_name` that serves `service` with `handler`. Returns
+    /// once the server exists (or failed to start).
+    pub fn spawn<S, F>(
+        ctx: &Context,
+        node_name: &str,
+        service: &str,
+        qos: ServiceQos,
+        handler: F,
+    ) -> Result<ServiceThread, ServiceError>
+    where
+        S: Service,
+        F: FnMut(&Request<'_, S>) -> HandlerResult + Send + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (started_tx, started_rx) = std::sync::mpsc::sync_channel(1);
+        let (thread_ctx, thread_stop) = (ctx.clone(), stop.clone());
+        let (node_name, name) = (node_name.to_string(), service.to_string());
+        let join = std::thread::Builder::new()
+            .name(format!("nerve-srv{name}"))
+            .spawn(move || {
+                let made = thread_ctx
+                    .node(&node_name)
+                    .create()
+                    .map_err(|e| ServiceError::Shm {
+                        service: name.clone(),
+                        reason: e.to_string(),
+                    })
+                    .and_then(|node| node.service::<S>(&name).qos(qos).create());
+                match made {
+                    Ok(server) => {
+                        let _ = started_tx.send(Ok(()));
+                        server.serve_until(&thread_stop, handler)
+                    }
+                    Err(e) => {
+                        let _ = started_tx.send(Err(e));
+                        Ok(())
+                    }
+                }
+            })
+            .map_err(|e| ServiceError::Shm {
+                service: service.to_string(),
+                reason: format!("cannot start thread: {e}"),
+            })?;
+        let started = started_rx.recv().unwrap_or_else(|_| {
+            Err(ServiceError::Shm {
+                service: service.to_string(),
+                reason: "server thread ended before it started".into(),
+            })
+        });
+        let thread = ServiceThread {
+            stop,
+            ctx: ctx.clone(),
+            key: format!("{SERVICE_PREFIX}{service}"),
+            join: Some(join),
+        };
+        started.map(|()| thread)
+    }
+
+    /// Stops the server and returns what its loop returned.
+    pub fn stop(mut self) -> Result<(), ServeError> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Result<(), ServeError> {
+        // SYNC: Release pairs with the Acquire load in serve_until.
+        self.stop.store(true, Ordering::Release);
+        self.ctx.inner.doorbell.slot(&self.key).ring_always();
+        match self.join.take().map(|j| j.join()) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(ServeError::Shm {
+                service: self.key.clone(),
+                reason: "the handler panicked".into(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ServiceThread {
+    fn drop(&mut self) {
+        let _ = self.halt();
+    }
+}
