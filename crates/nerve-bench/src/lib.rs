@@ -3,5 +3,9 @@
 #![warn(missing_docs)]
 
 pub mod echo;
+pub mod machine;
 pub mod pattern;
 pub mod peers;
+pub mod report;
+pub mod service;
+pub mod stats;

@@ -22,7 +22,9 @@ pub fn verify(buf: &[u8], len: usize, seed: u64) -> Result<(), String> {
     }
     let first = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
     if first != seed {
-        return Err(format!("first word {first:#x} instead of {seed:#x} (stale or foreign response)"));
+        return Err(format!(
+            "first word {first:#x} instead of {seed:#x} (stale or foreign response)"
+        ));
     }
     let mut lanes = [0u64; 8];
     let mut chunks = buf.chunks_exact(64);

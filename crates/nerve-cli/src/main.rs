@@ -2,6 +2,7 @@
 //!
 //! Exit codes: 0 success (and broken pipe), 1 runtime error, 2 usage error.
 
+mod bench;
 mod clean;
 mod node;
 mod output;
@@ -35,6 +36,9 @@ enum Command {
     /// List and call services.
     #[command(subcommand)]
     Service(service::ServiceCommand),
+    /// Benchmark Nerve side by side with other middleware.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// Inspect nodes.
     #[command(subcommand)]
     Node(node::NodeCommand),
@@ -81,6 +85,7 @@ fn run(cli: Cli) -> CmdResult {
     match cli.command {
         Command::Topic(c) => topic::run(&ctx()?, c),
         Command::Service(c) => service::run(&ctx()?, c),
+        Command::Bench(c) => bench::run(c),
         Command::Node(c) => node::run(&ctx()?, c),
         // no context here: it would count as a live user of the domain
         Command::Clean(a) => clean::run(&cfg, a),

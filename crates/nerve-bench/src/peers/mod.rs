@@ -2,5 +2,7 @@
 //! (run in a child process).
 
 pub mod cyclone;
+pub mod iceoryx2;
+pub mod nerve;
 pub mod uds;
 pub mod zenoh;

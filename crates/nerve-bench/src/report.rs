@@ -1,0 +1,600 @@
+//! Reports: `report.json` (machine-readable), `report.md` (the seed's tables with its
+//! published figures beside ours) and a summary table for the terminal.
+
+use crate::machine::Machine;
+use crate::stats::Rtt;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// CPU used while idle, in % of one core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct IdleCpu {
+    /// The server process.
+    pub server: Option<f64>,
+    /// The client process.
+    pub client: Option<f64>,
+}
+
+/// One system at one payload.
+#[derive(Clone, Debug, Serialize)]
+pub struct Entry {
+    /// System name (`nerve`, `iceoryx2`, ...).
+    pub system: String,
+    /// Mode (`adaptive`, `busy-poll`, ...).
+    pub mode: String,
+    /// Request (and response) payload in bytes.
+    pub payload_bytes: usize,
+    /// Measured calls.
+    pub calls: u64,
+    /// Time the measured calls took, in s.
+    pub seconds: f64,
+    /// Calls per second: calls / total time.
+    pub tps: f64,
+    /// Round-trip statistics in µs.
+    pub rtt_us: Rtt,
+    /// Idle CPU after the run (first payload only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_cpu_percent: Option<IdleCpu>,
+    /// How the figures were derived where it differs from the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A system (or one of its payloads) that could not run, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    /// System name (and mode).
+    pub system: String,
+    /// The payload, if only that one failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_bytes: Option<usize>,
+    /// Why.
+    pub reason: String,
+}
+
+/// A suite's results.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Suite name.
+    pub suite: String,
+    /// The measuring machine.
+    pub machine: Machine,
+    /// Versions of Nerve, the peers and the compiler.
+    pub versions: BTreeMap<String, String>,
+    /// Whether this was the `--quick` variant.
+    pub quick: bool,
+    /// Measured calls per system and payload.
+    pub calls_per_run: usize,
+    /// Warm-up calls per system and payload.
+    pub warmup_per_run: usize,
+    /// Every measured run.
+    pub results: Vec<Entry>,
+    /// What could not run.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Figures published in seeds/000 (Segar 2.0.0 and ROS 2 Humble on a 28-core x86 with
+/// Ubuntu 22.04): payload, then TPS, avg, P50, P90, P99, max (µs); `None` where the seed
+/// gives no figure. Measured elsewhere, shown beside ours for orientation only.
+#[allow(clippy::type_complexity)]
+pub const SEED_000: [(usize, [Option<f64>; 6], [Option<f64>; 6]); 7] = [
+    (
+        256,
+        [
+            Some(10342.9),
+            Some(95.6),
+            None,
+            None,
+            Some(277.7),
+            Some(1378.0),
+        ],
+        [Some(10850.0), Some(91.2), None, None, None, Some(1150.0)],
+    ),
+    (
+        1024,
+        [
+            Some(11202.6),
+            Some(87.9),
+            None,
+            None,
+            Some(237.1),
+            Some(1393.8),
+        ],
+        [Some(10200.0), Some(96.5), None, None, None, Some(1280.0)],
+    ),
+    (
+        4096,
+        [
+            Some(16210.0),
+            Some(58.9),
+            None,
+            None,
+            Some(127.4),
+            Some(1279.8),
+        ],
+        [Some(9200.0), Some(108.3), None, None, None, Some(1520.0)],
+    ),
+    (
+        16384,
+        [
+            Some(21075.8),
+            Some(42.8),
+            Some(38.5),
+            Some(52.5),
+            Some(100.6),
+            Some(263.6),
+        ],
+        [
+            Some(8517.0),
+            Some(108.1),
+            Some(107.6),
+            Some(144.2),
+            None,
+            Some(1850.0),
+        ],
+    ),
+    (
+        65536,
+        [
+            Some(6864.8),
+            Some(117.7),
+            Some(120.2),
+            Some(158.9),
+            Some(235.1),
+            Some(622.9),
+        ],
+        [
+            Some(4395.0),
+            Some(196.3),
+            Some(188.5),
+            Some(265.9),
+            None,
+            Some(3850.0),
+        ],
+    ),
+    (
+        262144,
+        [
+            Some(2714.5),
+            Some(268.3),
+            Some(267.0),
+            Some(400.7),
+            Some(515.6),
+            Some(1284.7),
+        ],
+        [
+            Some(2069.0),
+            Some(399.0),
+            Some(380.0),
+            Some(558.0),
+            Some(824.0),
+            Some(8240.0),
+        ],
+    ),
+    (
+        1048576,
+        [
+            Some(961.7),
+            Some(715.0),
+            Some(626.3),
+            Some(1077.8),
+            Some(1386.9),
+            Some(3059.5),
+        ],
+        [
+            Some(116.0),
+            Some(8076.0),
+            Some(2805.0),
+            Some(22185.0),
+            Some(25429.0),
+            Some(43959.0),
+        ],
+    ),
+];
+
+/// `1 KiB`-style size.
+pub fn human_bytes(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} B"),
+    }
+}
+
+fn num(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(num).unwrap_or_else(|| "–".into())
+}
+
+/// Outcome of one target check.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    /// What is checked.
+    pub target: String,
+    /// The payload it applies to.
+    pub payload_bytes: usize,
+    /// The measured value (ratio or rate).
+    pub value: Option<f64>,
+    /// Whether the target is met (`None`: not measurable in this run).
+    pub met: Option<bool>,
+}
+
+impl Report {
+    /// An empty report of `suite` on `machine`.
+    pub fn new(suite: &str, machine: Machine, quick: bool, calls: usize, warmup: usize) -> Report {
+        let mut versions = BTreeMap::new();
+        versions.insert("nerve".into(), env!("CARGO_PKG_VERSION").into());
+        versions.insert("iceoryx2".into(), env!("NERVE_BENCH_ICEORYX2").into());
+        versions.insert("zenoh".into(), env!("NERVE_BENCH_ZENOH").into());
+        versions.insert(
+            "rustc".into(),
+            env!("NERVE_BENCH_RUSTC")
+                .trim_start_matches("rustc ")
+                .into(),
+        );
+        Report {
+            suite: suite.into(),
+            machine,
+            versions,
+            quick,
+            calls_per_run: calls,
+            warmup_per_run: warmup,
+            results: Vec::new(),
+            skipped: Vec::new(),
+        }
+    }
+
+    fn find(&self, system: &str, mode: &str, payload: usize) -> Option<&Entry> {
+        self.results
+            .iter()
+            .find(|e| e.system == system && e.mode == mode && e.payload_bytes == payload)
+    }
+
+    fn payloads(&self) -> Vec<usize> {
+        let mut p: Vec<usize> = self.results.iter().map(|e| e.payload_bytes).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    }
+
+    fn systems(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for e in &self.results {
+            let k = (e.system.clone(), e.mode.clone());
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+        out
+    }
+
+    /// Checks the issue's targets against the measured figures (service suite).
+    pub fn checks(&self) -> Vec<Check> {
+        let mut out = Vec::new();
+        for p in self.payloads() {
+            let Some(n) = self.find("nerve", "adaptive", p) else {
+                continue;
+            };
+            let mut push = |target: String, value: Option<f64>, ok: &dyn Fn(f64) -> bool| {
+                out.push(Check {
+                    target,
+                    payload_bytes: p,
+                    value,
+                    met: value.map(ok),
+                })
+            };
+            let iox = self.find("iceoryx2", "busy-poll", p);
+            push(
+                "adaptive median RTT / iceoryx2 median RTT <= 1.5".into(),
+                iox.map(|i| n.rtt_us.p50 / i.rtt_us.p50),
+                &|r| r <= 1.5,
+            );
+            let floor = if p <= 16 * 1024 {
+                Some(50_000.0)
+            } else if p == 1 << 20 {
+                Some(10_000.0)
+            } else {
+                None
+            };
+            if let Some(floor) = floor {
+                push(
+                    format!("adaptive TPS >= {floor:.0}"),
+                    Some(n.tps),
+                    &move |t| t >= floor,
+                );
+            }
+            push(
+                "adaptive P99 / median <= 3".into(),
+                Some(n.rtt_us.p99 / n.rtt_us.p50),
+                &|r| r <= 3.0,
+            );
+            for (sys, mode) in [("cyclonedds", "ddsperf"), ("zenoh", "peer-tcp")] {
+                push(
+                    format!("adaptive TPS / {sys} TPS >= 5"),
+                    self.find(sys, mode, p).map(|o| n.tps / o.tps),
+                    &|r| r >= 5.0,
+                );
+            }
+            if let Some(idle) = n.idle_cpu_percent {
+                push("idle server CPU % < 1".into(), idle.server, &|c| c < 1.0);
+                push("idle client CPU % < 1".into(), idle.client, &|c| c < 1.0);
+            }
+        }
+        out
+    }
+
+    /// Writes `report.json` and `report.md` into `dir` (created if needed).
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let mut json = serde_json::to_value(self).map_err(std::io::Error::other)?;
+        if let Some(obj) = json.as_object_mut() {
+            obj.insert(
+                "checks".into(),
+                serde_json::to_value(self.checks()).map_err(std::io::Error::other)?,
+            );
+        }
+        std::fs::write(
+            dir.join("report.json"),
+            serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?,
+        )?;
+        std::fs::write(dir.join("report.md"), self.markdown())
+    }
+
+    /// The report as Markdown.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let m = &self.machine;
+        let _ = writeln!(s, "# Nerve benchmark: {}\n", self.suite);
+        let _ = writeln!(
+            s,
+            "Machine: {} ({} logical CPUs, {} GiB), kernel {}, client and server {}.  ",
+            m.cpu,
+            m.cores,
+            m.memory_gib,
+            m.kernel,
+            if m.pinned {
+                "pinned to separate cores"
+            } else {
+                "not pinned"
+            }
+        );
+        let versions: Vec<String> = self
+            .versions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(s, "Versions: {}.  ", versions.join(", "));
+        let _ = writeln!(
+            s,
+            "Method (seeds/000): two processes; one client thread calls synchronously in a loop; \
+             the server copies each request into its response at once. Every call the client \
+             writes the whole request and checks length and checksum of the whole response. \
+             {} calls after {} warm-up per system and payload{}. TPS = calls / total time; RTT \
+             from an HDR histogram, nothing filtered.\n",
+            self.calls_per_run,
+            self.warmup_per_run,
+            if self.quick { " (--quick)" } else { "" }
+        );
+        let systems = self.systems();
+        let _ = writeln!(s, "## Throughput (calls/s)\n");
+        let mut head = vec!["payload".to_string()];
+        head.extend(systems.iter().map(|(sy, mo)| format!("{sy} {mo}")));
+        head.push("Segar*".into());
+        head.push("ROS 2*".into());
+        table_head(&mut s, &head);
+        for p in self.payloads() {
+            let mut row = vec![human_bytes(p)];
+            row.extend(
+                systems
+                    .iter()
+                    .map(|(sy, mo)| opt(self.find(sy, mo, p).map(|e| e.tps))),
+            );
+            let seed = SEED_000.iter().find(|x| x.0 == p);
+            row.push(opt(seed.and_then(|x| x.1[0])));
+            row.push(opt(seed.and_then(|x| x.2[0])));
+            table_row(&mut s, &row);
+        }
+        let _ = writeln!(
+            s,
+            "\n\\* published in seeds/000 (Segar 2.0.0 and ROS 2 Humble, 28-core x86, Ubuntu \
+             22.04): measured elsewhere, not on this machine.\n"
+        );
+        let _ = writeln!(s, "## Targets\n");
+        table_head(
+            &mut s,
+            &[
+                "payload".into(),
+                "target".into(),
+                "value".into(),
+                "met".into(),
+            ],
+        );
+        for c in self.checks() {
+            table_row(
+                &mut s,
+                &[
+                    human_bytes(c.payload_bytes),
+                    c.target.clone(),
+                    opt(c.value),
+                    match c.met {
+                        Some(true) => "yes".into(),
+                        Some(false) => "**no**".into(),
+                        None => "not measured".into(),
+                    },
+                ],
+            );
+        }
+        let _ = writeln!(s, "\n## Round trip per payload (µs)\n");
+        for p in self.payloads() {
+            let _ = writeln!(s, "### {}\n", human_bytes(p));
+            table_head(
+                &mut s,
+                &[
+                    "system", "mode", "TPS", "avg", "P50", "P90", "P99", "P99.9", "max",
+                ]
+                .map(String::from),
+            );
+            for e in self.results.iter().filter(|e| e.payload_bytes == p) {
+                let r = &e.rtt_us;
+                table_row(
+                    &mut s,
+                    &[
+                        e.system.clone(),
+                        e.mode.clone(),
+                        num(e.tps),
+                        num(r.avg),
+                        num(r.p50),
+                        num(r.p90),
+                        num(r.p99),
+                        opt(r.p999),
+                        num(r.max),
+                    ],
+                );
+            }
+            if let Some((_, segar, ros)) = SEED_000.iter().find(|x| x.0 == p) {
+                for (name, f) in [("Segar*", segar), ("ROS 2*", ros)] {
+                    table_row(
+                        &mut s,
+                        &[
+                            name.into(),
+                            "published".into(),
+                            opt(f[0]),
+                            opt(f[1]),
+                            opt(f[2]),
+                            opt(f[3]),
+                            opt(f[4]),
+                            "–".into(),
+                            opt(f[5]),
+                        ],
+                    );
+                }
+            }
+            let _ = writeln!(s);
+        }
+        let notes: Vec<String> = self
+            .results
+            .iter()
+            .filter_map(|e| {
+                e.note
+                    .as_ref()
+                    .map(|n| format!("{} {}: {n}", e.system, e.mode))
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !notes.is_empty() {
+            let _ = writeln!(s, "Notes:\n");
+            for n in notes {
+                let _ = writeln!(s, "- {n}");
+            }
+            let _ = writeln!(s);
+        }
+        let idle: Vec<&Entry> = self
+            .results
+            .iter()
+            .filter(|e| e.idle_cpu_percent.is_some())
+            .collect();
+        if !idle.is_empty() {
+            let _ = writeln!(
+                s,
+                "## Idle CPU (% of one core, 1 s after the first payload)\n"
+            );
+            table_head(
+                &mut s,
+                &["system", "mode", "server", "client"].map(String::from),
+            );
+            for e in idle {
+                let i = e.idle_cpu_percent.unwrap_or_default();
+                table_row(
+                    &mut s,
+                    &[
+                        e.system.clone(),
+                        e.mode.clone(),
+                        opt(i.server),
+                        opt(i.client),
+                    ],
+                );
+            }
+            let _ = writeln!(s);
+        }
+        if !self.skipped.is_empty() {
+            let _ = writeln!(s, "## Skipped\n");
+            for k in &self.skipped {
+                let at = k
+                    .payload_bytes
+                    .map(|p| format!(" at {}", human_bytes(p)))
+                    .unwrap_or_default();
+                let _ = writeln!(s, "- {}{at}: {}", k.system, k.reason);
+            }
+        }
+        s
+    }
+
+    /// A compact table for the terminal.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<11} {:<10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "system", "mode", "payload", "TPS", "avg µs", "P50", "P99", "P99.9", "max"
+        );
+        for e in &self.results {
+            let r = &e.rtt_us;
+            let _ = writeln!(
+                s,
+                "{:<11} {:<10} {:>8} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                e.system,
+                e.mode,
+                human_bytes(e.payload_bytes),
+                e.tps,
+                num(r.avg),
+                num(r.p50),
+                num(r.p99),
+                opt(r.p999),
+                num(r.max)
+            );
+        }
+        let checks = self.checks();
+        let failed: Vec<&Check> = checks.iter().filter(|c| c.met == Some(false)).collect();
+        let _ = writeln!(
+            s,
+            "\ntargets: {} met, {} not met, {} not measured",
+            checks.iter().filter(|c| c.met == Some(true)).count(),
+            failed.len(),
+            checks.iter().filter(|c| c.met.is_none()).count()
+        );
+        for c in failed {
+            let _ = writeln!(
+                s,
+                "  not met at {}: {} (measured {})",
+                human_bytes(c.payload_bytes),
+                c.target,
+                opt(c.value)
+            );
+        }
+        for k in &self.skipped {
+            let _ = writeln!(s, "skipped {}: {}", k.system, k.reason);
+        }
+        s
+    }
+}
+
+fn table_head(s: &mut String, cells: &[String]) {
+    let _ = writeln!(s, "| {} |", cells.join(" | "));
+    let _ = writeln!(s, "|{}", "---|".repeat(cells.len()));
+}
+
+fn table_row(s: &mut String, cells: &[String]) {
+    let _ = writeln!(s, "| {} |", cells.join(" | "));
+}
