@@ -5,9 +5,42 @@
 /// Writes the pattern of `seed` over `buf` (its length must be a multiple of 8).
 #[inline]
 pub fn fill(buf: &mut [u8], seed: u64) {
-    for (i, w) in buf.chunks_exact_mut(8).enumerate() {
-        w.copy_from_slice(&seed.wrapping_add(i as u64).to_le_bytes());
+    // SAFETY: every bit pattern is a valid u64 and a valid u8; align_to_mut splits off
+    // whatever part of the buffer is not 8-byte aligned.
+    let (head, words, tail) = unsafe { buf.align_to_mut::<u64>() };
+    if !head.is_empty() || !tail.is_empty() {
+        // unaligned buffer (not the case for shared memory or Vec<u8> in practice)
+        for (i, w) in buf.chunks_exact_mut(8).enumerate() {
+            w.copy_from_slice(&seed.wrapping_add(i as u64).to_le_bytes());
+        }
+        return;
     }
+    for (i, w) in words.iter_mut().enumerate() {
+        *w = seed.wrapping_add(i as u64).to_le();
+    }
+}
+
+/// Wrapping sum of the little-endian 8-byte words of `buf`.
+fn word_sum(buf: &[u8]) -> u64 {
+    // SAFETY: as in fill.
+    let (head, words, tail) = unsafe { buf.align_to::<u64>() };
+    if !head.is_empty() || !tail.is_empty() {
+        return buf.chunks_exact(8).fold(0u64, |a, w| {
+            a.wrapping_add(u64::from_le_bytes(w.try_into().expect("8 bytes")))
+        });
+    }
+    let mut lanes = [0u64; 8];
+    let mut chunks = words.chunks_exact(8);
+    for c in &mut chunks {
+        for (l, w) in lanes.iter_mut().zip(c) {
+            *l = l.wrapping_add(u64::from_le(*w));
+        }
+    }
+    let rest = chunks
+        .remainder()
+        .iter()
+        .fold(0u64, |a, w| a.wrapping_add(u64::from_le(*w)));
+    lanes.iter().fold(rest, |a, l| a.wrapping_add(*l))
 }
 
 /// Checks that `buf` holds exactly the pattern of `seed` at length `len`: length, first
@@ -26,17 +59,7 @@ pub fn verify(buf: &[u8], len: usize, seed: u64) -> Result<(), String> {
             "first word {first:#x} instead of {seed:#x} (stale or foreign response)"
         ));
     }
-    let mut lanes = [0u64; 8];
-    let mut chunks = buf.chunks_exact(64);
-    for c in &mut chunks {
-        for (l, w) in lanes.iter_mut().zip(c.chunks_exact(8)) {
-            *l = l.wrapping_add(u64::from_le_bytes(w.try_into().expect("8 bytes")));
-        }
-    }
-    let mut sum = lanes.iter().fold(0u64, |a, l| a.wrapping_add(*l));
-    for w in chunks.remainder().chunks_exact(8) {
-        sum = sum.wrapping_add(u64::from_le_bytes(w.try_into().expect("8 bytes")));
-    }
+    let sum = word_sum(buf);
     // sum of seed + i for i in 0..words
     let expected = words
         .wrapping_mul(seed)
@@ -60,5 +83,31 @@ mod tests {
         assert!(verify(&b, 4096, 78).unwrap_err().contains("first word"));
         b[1000] ^= 1;
         assert!(verify(&b, 4096, 77).unwrap_err().contains("checksum"));
+        // an unaligned view takes the byte-wise path and agrees
+        let mut c = vec![0u8; 4096 + 1];
+        fill(&mut c[1..], 77);
+        verify(&c[1..], 4096, 77).unwrap();
+    }
+}
+
+/// The work floor of one call without any transport: fill, copy, verify `len` bytes in one
+/// thread. `cargo test --release -p nerve-bench work_floor -- --ignored --nocapture`.
+#[cfg(test)]
+#[test]
+#[ignore = "prints a timing; run by hand"]
+fn work_floor() {
+    for len in [64usize, 16 << 10, 1 << 20] {
+        let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
+        let n = (200 << 20) / len.max(4096);
+        let t = std::time::Instant::now();
+        for i in 0..n as u64 {
+            fill(&mut a, i);
+            b.copy_from_slice(&a);
+            verify(&b, len, i).unwrap();
+        }
+        println!(
+            "{len} B: {:.2} us per call",
+            t.elapsed().as_secs_f64() * 1e6 / n as f64
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Raw iceoryx2 request-response doing the same work as Nerve (the floor under Nerve's
 //! path): the client writes the request in a loaned slice, the server copies it into a
-//! loaned response, both sides busy-poll.
+//! loaned response, both sides busy-poll. The service and ports are configured as Nerve
+//! configures its services by default (16 clients, 2 servers, 8 calls in flight, pools
+//! capped alike), so the difference measured is what Nerve's layer adds.
 
 use crate::echo::{Check, EchoClient, Fill, PeerError};
 use iceoryx2::port::client::Client;
@@ -12,6 +14,8 @@ const SYSTEM: &str = "iceoryx2";
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Slice length the ports are first sized for (grows by powers of two), as in Nerve.
 const INITIAL_LEN: usize = 64 * 1024;
+/// Most chunks a port pre-allocates, as Nerve's default budget allows (16 MiB / 64 KiB).
+const MAX_CHUNKS: usize = 256;
 
 type RawService = iceoryx2::service::port_factory::request_response::PortFactory<
     ipc::Service,
@@ -39,9 +43,13 @@ fn open(node: &iceoryx2::node::Node<ipc::Service>, name: &str) -> Result<RawServ
     let name = ServiceName::new(name).map_err(fail)?;
     node.service_builder(&name)
         .request_response::<[u8], [u8]>()
-        .max_active_requests_per_client(1)
-        .max_servers(1)
-        .max_clients(1)
+        .max_servers(2)
+        .max_clients(16)
+        .max_nodes(20)
+        .max_active_requests_per_client(8)
+        .max_loaned_requests(8)
+        .max_response_buffer_size(2)
+        .max_borrowed_responses_per_pending_response(2)
         .open_or_create()
         .map_err(fail)
 }
@@ -62,6 +70,8 @@ pub fn serve(name: &str, ready: &mut dyn FnMut()) -> Result<(), PeerError> {
         .server_builder()
         .initial_max_slice_len(INITIAL_LEN)
         .allocation_strategy(AllocationStrategy::PowerOfTwo)
+        .max_loaned_responses_per_request(1)
+        .override_response_preallocation(|n| n.min(MAX_CHUNKS).max(4))
         .create()
         .map_err(fail)?;
     ready();
@@ -103,6 +113,8 @@ impl RawClient {
             .client_builder()
             .initial_max_slice_len(INITIAL_LEN)
             .allocation_strategy(AllocationStrategy::PowerOfTwo)
+            .max_active_requests(8)
+            .override_request_preallocation(|n| n.min(MAX_CHUNKS).max(4))
             .create()
             .map_err(fail)?;
         let deadline = Instant::now() + timeout;
