@@ -31,6 +31,24 @@ pub enum PeerError {
     },
 }
 
+impl PeerError {
+    /// A setup failure of `system`.
+    pub fn setup(system: &'static str, reason: impl std::fmt::Display) -> PeerError {
+        PeerError::Setup {
+            system,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// A failed call of `system`.
+    pub fn call(system: &'static str, reason: impl std::fmt::Display) -> PeerError {
+        PeerError::Call {
+            system,
+            reason: reason.to_string(),
+        }
+    }
+}
+
 /// Writes a request payload in place (called once per call with the request buffer).
 pub type Fill<'a> = &'a mut dyn FnMut(&mut [u8]);
 /// Checks a response payload in place.

@@ -89,25 +89,3 @@ mod tests {
         verify(&c[1..], 4096, 77).unwrap();
     }
 }
-
-/// The work floor of one call without any transport: fill, copy, verify `len` bytes in one
-/// thread. `cargo test --release -p nerve-bench work_floor -- --ignored --nocapture`.
-#[cfg(test)]
-#[test]
-#[ignore = "prints a timing; run by hand"]
-fn work_floor() {
-    for len in [64usize, 16 << 10, 1 << 20] {
-        let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
-        let n = (200 << 20) / len.max(4096);
-        let t = std::time::Instant::now();
-        for i in 0..n as u64 {
-            fill(&mut a, i);
-            b.copy_from_slice(&a);
-            verify(&b, len, i).unwrap();
-        }
-        println!(
-            "{len} B: {:.2} us per call",
-            t.elapsed().as_secs_f64() * 1e6 / n as f64
-        );
-    }
-}

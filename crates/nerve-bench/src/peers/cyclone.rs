@@ -70,17 +70,11 @@ const PONG_TERM_WAIT: Duration = Duration::from_secs(2);
 const TAIL_CHARS: usize = 1500;
 
 fn setup(reason: String) -> PeerError {
-    PeerError::Setup {
-        system: SYSTEM,
-        reason,
-    }
+    PeerError::setup(SYSTEM, reason)
 }
 
 fn call_err(reason: String) -> PeerError {
-    PeerError::Call {
-        system: SYSTEM,
-        reason,
-    }
+    PeerError::call(SYSTEM, reason)
 }
 
 /// Finds `ddsperf` on `PATH`.

@@ -71,7 +71,7 @@ pub fn serve(name: &str, ready: &mut dyn FnMut()) -> Result<(), PeerError> {
         .initial_max_slice_len(INITIAL_LEN)
         .allocation_strategy(AllocationStrategy::PowerOfTwo)
         .max_loaned_responses_per_request(1)
-        .override_response_preallocation(|n| n.min(MAX_CHUNKS).max(4))
+        .override_response_preallocation(|n| n.clamp(4, MAX_CHUNKS))
         .create()
         .map_err(fail)?;
     ready();
@@ -114,7 +114,7 @@ impl RawClient {
             .initial_max_slice_len(INITIAL_LEN)
             .allocation_strategy(AllocationStrategy::PowerOfTwo)
             .max_active_requests(8)
-            .override_request_preallocation(|n| n.min(MAX_CHUNKS).max(4))
+            .override_request_preallocation(|n| n.clamp(4, MAX_CHUNKS))
             .create()
             .map_err(fail)?;
         let deadline = Instant::now() + timeout;

@@ -24,17 +24,11 @@ const ACCEPT_TIMEOUT: Duration = Duration::from_secs(60);
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn setup(reason: String) -> PeerError {
-    PeerError::Setup {
-        system: SYSTEM,
-        reason,
-    }
+    PeerError::setup(SYSTEM, reason)
 }
 
 fn call_err(reason: String) -> PeerError {
-    PeerError::Call {
-        system: SYSTEM,
-        reason,
-    }
+    PeerError::call(SYSTEM, reason)
 }
 
 /// Removes the socket file when dropped (also on error paths of [`serve`]).

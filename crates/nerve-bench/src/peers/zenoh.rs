@@ -34,17 +34,11 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 const STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn setup(reason: String) -> PeerError {
-    PeerError::Setup {
-        system: SYSTEM,
-        reason,
-    }
+    PeerError::setup(SYSTEM, reason)
 }
 
 fn call_err(reason: String) -> PeerError {
-    PeerError::Call {
-        system: SYSTEM,
-        reason,
-    }
+    PeerError::call(SYSTEM, reason)
 }
 
 /// Builds a loopback-only peer configuration.
