@@ -74,13 +74,16 @@ impl<S: Service> ClientBuilder<S> {
             Some(&service_type::<S>()),
             &qos,
         )?;
-        let max_in_flight = service.static_config().max_active_requests_per_client();
+        // the service's limit wins over this client's wish
+        let max_in_flight = qos
+            .max_in_flight
+            .min(service.static_config().max_active_requests_per_client());
         let pool_qos = qos.clone();
         let port = service
             .client_builder()
             .initial_max_slice_len(shm::words_for(qos.initial_payload))
             .allocation_strategy(AllocationStrategy::PowerOfTwo)
-            .max_active_requests(qos.max_in_flight.min(max_in_flight))
+            .max_active_requests(max_in_flight)
             .override_request_preallocation(move |n| pool_qos.pool(n))
             .create()
             .map_err(|e| {
@@ -109,7 +112,7 @@ impl<S: Service> ClientBuilder<S> {
             node: self.node,
             name,
             max_request: qos.max_request,
-            max_in_flight: qos.max_in_flight.min(max_in_flight),
+            max_in_flight,
             mode: self.mode,
             spin: SpinWindow::new(),
             response_type: TypeInfo::of::<S::Response>(),
@@ -160,9 +163,14 @@ impl<S: Service> Client<S> {
 
     /// Waits until a server serves the service, at most `timeout`; returns whether one does.
     pub fn wait_for_service(&self, timeout: Duration) -> bool {
+        // reclaim dead servers once; a server that appears later is alive
+        let live = self.server_count();
+        if live > 0 {
+            return true;
+        }
         let deadline = Instant::now() + timeout;
         loop {
-            if self.server_count() > 0 {
+            if self.service.dynamic_config().number_of_servers() > 0 {
                 return true;
             }
             if Instant::now() >= deadline {
