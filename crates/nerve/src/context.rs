@@ -3,8 +3,9 @@
 use crate::config::Config;
 use crate::error::{ContextError, NodeError};
 use crate::transport::doorbell::Doorbell;
-use crate::transport::shm;
+use crate::transport::{intra, shm};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// Entry point: a domain, its configuration and the process's wake-up doorbell.
@@ -20,6 +21,10 @@ pub(crate) struct ContextInner {
     /// The domain's doorbell. Its shared `flock` also marks this process as a live member
     /// of the domain (see [`Drop`] below and `introspect::clean`).
     pub(crate) doorbell: Doorbell,
+    /// Local endpoints of this context's topics (the same-process fast path).
+    pub(crate) local: intra::Registry,
+    /// This context's identity in sample headers ([`crate::SampleHeader::origin`]).
+    pub(crate) origin: u64,
 }
 
 impl Drop for ContextInner {
@@ -52,6 +57,8 @@ impl Context {
                 config,
                 iox,
                 doorbell,
+                local: intra::Registry::default(),
+                origin: next_origin(),
             }),
         })
     }
@@ -73,6 +80,12 @@ impl Context {
             name: name.to_string(),
         }
     }
+}
+
+/// A process-unique context identity: process id in the high half, a counter in the low.
+fn next_origin() -> u64 {
+    static CONTEXTS: AtomicU32 = AtomicU32::new(1);
+    (u64::from(std::process::id()) << 32) | u64::from(CONTEXTS.fetch_add(1, Ordering::Relaxed))
 }
 
 pub(crate) fn doorbell_name(config: &Config) -> String {

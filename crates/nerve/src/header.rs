@@ -18,6 +18,9 @@ pub struct SampleHeader {
     pub payload_len: u64,
     /// Layout hash of the message type, checked again on receipt.
     pub type_hash: u64,
+    /// The publishing context (process id and context number): subscribers of that
+    /// context received the sample in-process and skip its shared-memory copy.
+    pub origin: u64,
 }
 
 /// Metadata of every service request and response.

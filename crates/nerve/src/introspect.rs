@@ -8,10 +8,10 @@ use crate::header::SampleHeader;
 use crate::message::TypeInfo;
 use crate::qos::Qos;
 use crate::service::ServiceQos;
-use crate::subscriber::{create_port, Receiver, SubscriberStats};
+use crate::subscriber::{create_port, Received, Receiver, SubscriberStats};
 use crate::transport::doorbell::Doorbell;
 use crate::transport::rpc;
-use crate::transport::shm::{self, IoxSample, Ipc, TOPIC_PREFIX};
+use crate::transport::shm::{self, Ipc, TOPIC_PREFIX};
 use crate::wait::WaitMode;
 use crate::waitset::Waitable;
 use iceoryx2::node::NodeView;
@@ -307,6 +307,7 @@ impl RawSubscriber {
                 port,
                 type_info.clone(),
                 WaitMode::Block,
+                depth,
             ),
             type_info,
         })
@@ -352,18 +353,18 @@ impl Waitable for RawSubscriber {
 
 /// A sample of any type, validated against the topic's layout.
 pub struct RawSample {
-    inner: IoxSample,
+    inner: Received,
     elems: usize,
 }
 
 impl RawSample {
     /// Nerve's sample header.
     pub fn header(&self) -> &SampleHeader {
-        self.inner.user_header()
+        self.inner.header()
     }
     /// The payload bytes in use (head, padding, elements).
     pub fn bytes(&self) -> &[u8] {
-        &shm::payload_bytes(&self.inner)[..self.inner.user_header().payload_len as usize]
+        self.inner.bytes()
     }
     /// Number of slice elements.
     pub fn elems(&self) -> usize {

@@ -6,6 +6,7 @@ use crate::header::{mono_ns, wall_ns, SampleHeader};
 use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInfo};
 use crate::qos::{Overflow, Qos};
 use crate::transport::doorbell::Slot;
+use crate::transport::intra::{Buf, LocalRoute};
 use crate::transport::shm::{self, IoxPublisher, IoxSampleMut, TopicService};
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo, LoanError as IoxLoanError, SendError};
@@ -14,6 +15,7 @@ use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest time [`Publisher::wait_for_subscribers`] waits for subscribers to attach.
@@ -106,6 +108,8 @@ impl<M: Message> PublisherBuilder<M> {
             }
         })?;
         let id = port.id().value();
+        let origin = self.node.inner.ctx.inner.origin;
+        let route = LocalRoute::new(self.node.inner.ctx.inner.local.topic(&topic));
         // SAFETY: see `Publisher::slot`; the doorbell outlives this call.
         unsafe { &*slot }.ring_always();
         Ok(Publisher {
@@ -117,7 +121,9 @@ impl<M: Message> PublisherBuilder<M> {
             qos,
             type_hash: ty.layout_hash,
             id: (id as u64) ^ ((id >> 64) as u64),
+            origin,
             seq: Cell::new(0),
+            route,
             _m: PhantomData,
         })
     }
@@ -134,7 +140,9 @@ pub struct Publisher<M: Message> {
     qos: Qos,
     type_hash: u64,
     id: u64,
+    origin: u64,
     seq: Cell<u64>,
+    route: LocalRoute,
     _m: PhantomData<M>,
 }
 
@@ -194,7 +202,15 @@ impl<M: Message> Publisher<M> {
         let _ = self.port.update_connections();
     }
 
-    fn loan_bytes(&self, len: usize) -> Result<IoxSampleMut, LoanError> {
+    /// Whether a sample must also go through shared memory: a subscriber outside this
+    /// context exists (every local subscriber also holds a shared-memory port), or the
+    /// topic keeps history for late joiners.
+    #[inline]
+    fn needs_shm(&self, local_subscribers: usize) -> bool {
+        self.qos.history > 0 || self.subscriber_count() > local_subscribers
+    }
+
+    fn check_len(&self, len: usize) -> Result<(), LoanError> {
         if len > self.qos.max_payload {
             return Err(LoanError::PayloadTooLarge {
                 topic: self.topic.clone(),
@@ -202,6 +218,21 @@ impl<M: Message> Publisher<M> {
                 max: self.qos.max_payload,
             });
         }
+        Ok(())
+    }
+
+    /// Loans `len` payload bytes where the sample will travel: a heap buffer if every
+    /// subscriber is in this context, shared memory otherwise.
+    fn loan_bytes(&self, len: usize) -> Result<LoanBuf, LoanError> {
+        self.check_len(len)?;
+        if self.needs_shm(self.route.subscribers()) {
+            self.loan_shm(len).map(LoanBuf::Shm)
+        } else {
+            Ok(LoanBuf::Local(self.route.loan(shm::words_for(len))))
+        }
+    }
+
+    fn loan_shm(&self, len: usize) -> Result<IoxSampleMut, LoanError> {
         let words = shm::words_for(len);
         let mut attempt = self.port.loan_slice_uninit(words);
         if matches!(attempt, Err(IoxLoanError::OutOfMemory)) {
@@ -230,9 +261,9 @@ impl<M: Message> Publisher<M> {
         Ok(unsafe { uninit.assume_init() })
     }
 
-    fn make_loan(&self, sample: IoxSampleMut, elems: usize, len: usize) -> Loan<'_, M> {
+    fn make_loan(&self, buf: LoanBuf, elems: usize, len: usize) -> Loan<'_, M> {
         let mut loan = Loan {
-            sample,
+            buf,
             elems,
             len,
             publisher: self,
@@ -241,29 +272,73 @@ impl<M: Message> Publisher<M> {
         loan
     }
 
-    fn send_sample(&self, mut sample: IoxSampleMut, len: usize) -> Result<(), PublishError> {
+    /// Stamps the header and sends the sample by every route that has subscribers.
+    fn send_loan(&self, buf: LoanBuf, len: usize) -> Result<(), PublishError> {
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
-        let payload_len = len as u64;
-        *sample.user_header_mut() = SampleHeader {
+        let header = SampleHeader {
             seq,
             publish_mono_ns: mono_ns(),
             publish_wall_ns: wall_ns(),
             publisher_id: self.id,
-            payload_len,
+            payload_len: len as u64,
             type_hash: self.type_hash,
+            origin: self.origin,
         };
+        let local = self.route.subscribers();
+        let words = shm::words_for(len);
+        let result = match buf {
+            LoanBuf::Local(b) => {
+                let shared = if self.needs_shm(local) {
+                    // a remote subscriber appeared since the loan: it gets a copy
+                    self.loan_shm(len)
+                        .map_err(PublishError::from)
+                        .and_then(|mut s| {
+                            s.payload_mut().copy_from_slice(&b[..words]);
+                            self.send_shm(s, header)
+                        })
+                } else {
+                    Ok(())
+                };
+                let local = self.deliver_local(header, b);
+                shared.and(local)
+            }
+            LoanBuf::Shm(s) => {
+                let local = if local > 0 {
+                    // local subscribers read a copy on the heap; remote ones the original
+                    let mut b = self.route.loan(words);
+                    Arc::make_mut(&mut b)[..words].copy_from_slice(s.payload());
+                    self.deliver_local(header, b)
+                } else {
+                    Ok(())
+                };
+                self.send_shm(s, header).and(local)
+            }
+        };
+        // SAFETY: slot points into the context's doorbell mapping, which lives as long as
+        // the context that self.node keeps alive.
+        unsafe { &*self.slot }.ring();
+        result
+    }
+
+    fn deliver_local(&self, header: SampleHeader, buf: Buf) -> Result<(), PublishError> {
+        self.route
+            .deliver(header, buf, self.qos.overflow)
+            .map_err(|timeout| PublishError::BackPressureTimeout {
+                topic: self.topic.clone(),
+                timeout,
+            })
+    }
+
+    fn send_shm(&self, mut sample: IoxSampleMut, header: SampleHeader) -> Result<(), PublishError> {
+        *sample.user_header_mut() = header;
         let back_pressure = matches!(self.qos.overflow, Overflow::BackPressure { .. });
         let before = if back_pressure {
             self.subscriber_count()
         } else {
             0
         };
-        let result = sample.send();
-        // SAFETY: slot points into the context's doorbell mapping, which lives as long as
-        // the context that self.node keeps alive.
-        unsafe { &*self.slot }.ring();
-        match result {
+        match sample.send() {
             Ok(n) if back_pressure => {
                 // a subscriber that has not attached yet and whose queue is full is skipped
                 // by the shared-memory layer: under back-pressure that is an error, never a
@@ -295,6 +370,31 @@ impl<M: Message> Publisher<M> {
     }
 }
 
+/// Where a loaned sample lives until it is sent.
+enum LoanBuf {
+    /// In shared memory (some subscriber is outside this context).
+    Shm(IoxSampleMut),
+    /// On the heap (every subscriber is in this context).
+    Local(Buf),
+}
+
+impl LoanBuf {
+    fn words(&self) -> &[u64] {
+        match self {
+            LoanBuf::Shm(s) => s.payload(),
+            LoanBuf::Local(b) => b,
+        }
+    }
+
+    fn words_mut(&mut self) -> &mut [u64] {
+        match self {
+            LoanBuf::Shm(s) => s.payload_mut(),
+            // loaned buffers are unique, so this never copies
+            LoanBuf::Local(b) => Arc::make_mut(b).as_mut_slice(),
+        }
+    }
+}
+
 impl<M: Message<Elem = NoElem>> Publisher<M> {
     /// Loans a zeroed sample in shared memory; write it in place, then [`Loan::send`].
     pub fn loan(&self) -> Result<Loan<'_, M>, LoanError> {
@@ -306,11 +406,11 @@ impl<M: Message<Elem = NoElem>> Publisher<M> {
     /// Copies `msg` into a loaned sample and sends it.
     pub fn publish(&self, msg: &M) -> Result<(), PublishError> {
         let len = core::mem::size_of::<M>();
-        let mut s = self.loan_bytes(len.max(1))?;
+        let mut b = self.loan_bytes(len.max(1))?;
         // SAFETY: the payload is at least size_of::<M>() bytes, 8-byte aligned (>= the
         // alignment of M, checked when the topic was opened), and M is Pod.
-        unsafe { (s.payload_mut().as_mut_ptr() as *mut M).write(*msg) };
-        self.send_sample(s, len)
+        unsafe { (b.words_mut().as_mut_ptr() as *mut M).write(*msg) };
+        self.send_loan(b, len)
     }
 }
 
@@ -356,7 +456,7 @@ impl<T: SerdeMessage> Publisher<Serde<T>> {
 /// A sample loaned from shared memory: write it in place, then [`send`](Loan::send).
 /// Dropping it without sending returns the memory to the pool.
 pub struct Loan<'p, M: Message> {
-    sample: IoxSampleMut,
+    buf: LoanBuf,
     elems: usize,
     /// Payload bytes in use (head, padding, elements).
     len: usize,
@@ -368,7 +468,7 @@ impl<M: Message> Loan<'_, M> {
     pub fn head_mut(&mut self) -> &mut M {
         // SAFETY: the payload holds at least size_of::<M>() bytes, is aligned for M, and
         // M is Pod so any bytes are a valid M; the borrow is tied to &mut self.
-        unsafe { &mut *(self.sample.payload_mut().as_mut_ptr() as *mut M) }
+        unsafe { &mut *(self.buf.words_mut().as_mut_ptr() as *mut M) }
     }
 
     /// The elements after the head.
@@ -378,8 +478,8 @@ impl<M: Message> Loan<'_, M> {
         // is aligned for Elem (payload alignment >= align_of Elem); Elem is Pod.
         unsafe {
             let p = self
-                .sample
-                .payload_mut()
+                .buf
+                .words_mut()
                 .as_mut_ptr()
                 .cast::<u8>()
                 .add(elems_offset::<M>());
@@ -391,7 +491,7 @@ impl<M: Message> Loan<'_, M> {
     pub fn elems(&self) -> &[M::Elem] {
         // SAFETY: as in elems_mut.
         unsafe {
-            let p = (self.sample.payload().as_ptr() as *const u8).add(elems_offset::<M>());
+            let p = (self.buf.words().as_ptr() as *const u8).add(elems_offset::<M>());
             core::slice::from_raw_parts(p as *const M::Elem, self.elems)
         }
     }
@@ -399,12 +499,12 @@ impl<M: Message> Loan<'_, M> {
     /// The elements as raw bytes, for filling large payloads with one copy.
     pub fn elem_bytes_mut(&mut self) -> &mut [u8] {
         let off = elems_offset::<M>();
-        &mut shm::payload_bytes_mut(&mut self.sample)[off..self.len]
+        &mut shm::words_as_bytes_mut(self.buf.words_mut())[off..self.len]
     }
 
     /// Sends the sample to every subscriber.
     pub fn send(self) -> Result<(), PublishError> {
-        self.publisher.send_sample(self.sample, self.len)
+        self.publisher.send_loan(self.buf, self.len)
     }
 }
 
@@ -412,7 +512,7 @@ impl<M: Message> Deref for Loan<'_, M> {
     type Target = M;
     fn deref(&self) -> &M {
         // SAFETY: see head_mut.
-        unsafe { &*(self.sample.payload().as_ptr() as *const M) }
+        unsafe { &*(self.buf.words().as_ptr() as *const M) }
     }
 }
 

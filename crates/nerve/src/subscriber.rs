@@ -6,12 +6,14 @@ use crate::header::SampleHeader;
 use crate::message::{elems_offset, Message, Serde, SerdeMessage, TypeInfo};
 use crate::qos::Qos;
 use crate::transport::doorbell::Slot;
+use crate::transport::intra::{LocalQueue, LocalSample, LocalTopic};
 use crate::transport::shm::{self, IoxSample, IoxSubscriber, TopicService};
 use crate::wait::{wait_for, SpinWindow, WaitMode, MAX_SLEEP};
 use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Builds a [`Subscriber`].
@@ -61,7 +63,15 @@ impl<M: Message> SubscriberBuilder<M> {
         shm::check_qos(&topic, &service, &self.qos)?;
         let port = create_port(&service, &topic, &self.qos)?;
         Ok(Subscriber {
-            rx: Receiver::new(self.node, topic, service, port, ty, self.mode),
+            rx: Receiver::new(
+                self.node,
+                topic,
+                service,
+                port,
+                ty,
+                self.mode,
+                self.qos.depth,
+            ),
             _m: PhantomData,
         })
     }
@@ -101,6 +111,8 @@ pub struct SubscriberStats {
     pub lost: u64,
     /// Samples dropped because they broke the topic's layout.
     pub malformed: u64,
+    /// Of `received`, samples that came by the same-process route (no shared memory).
+    pub in_process: u64,
 }
 
 /// Most publishers whose sequence numbers a subscriber tracks at once.
@@ -114,6 +126,13 @@ pub(crate) struct StatsState {
 }
 
 impl StatsState {
+    /// Whether `seq` of `publisher` (or a later one) was delivered already.
+    fn seen(&self, publisher: u64, seq: u64) -> bool {
+        self.last_seq
+            .iter()
+            .any(|&(id, last)| id == publisher && seq <= last)
+    }
+
     pub(crate) fn account(&mut self, h: &SampleHeader) {
         self.counts.received += 1;
         match self
@@ -156,6 +175,53 @@ pub(crate) struct Receiver {
     stats: RefCell<StatsState>,
     /// Doorbell sequence last acknowledged (see `Receiver::acknowledge`).
     seen_ring: Cell<u32>,
+    /// This subscriber's queue on the same-process route, and the topic it is listed on.
+    local: Arc<LocalQueue>,
+    local_topic: Arc<LocalTopic>,
+    /// The context's identity, and when this subscriber joined the local route: samples
+    /// of this context stamped since then came in-process; their shared-memory copies
+    /// are skipped.
+    origin: u64,
+    since_ns: u64,
+    /// Read shared memory before the local queue (history from before we joined waits
+    /// there); cleared once it is empty.
+    shm_first: Cell<bool>,
+    /// Receives so far; every `FAIRNESS`th one looks at shared memory first, so a busy
+    /// local route cannot starve remote publishers.
+    polls: Cell<u32>,
+}
+
+/// See `Receiver::polls`.
+const FAIRNESS: u32 = 16;
+
+/// Where a received sample lives: in shared memory or in a same-process buffer.
+pub(crate) enum Received {
+    Shm(IoxSample),
+    Local(LocalSample),
+}
+
+impl Received {
+    /// Nerve's header.
+    pub(crate) fn header(&self) -> &SampleHeader {
+        match self {
+            Received::Shm(s) => s.user_header(),
+            Received::Local(l) => &l.header,
+        }
+    }
+
+    /// The payload words.
+    pub(crate) fn words(&self) -> &[u64] {
+        match self {
+            Received::Shm(s) => s.payload(),
+            Received::Local(l) => l.words(),
+        }
+    }
+
+    /// The payload bytes in use.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        let len = self.header().payload_len as usize;
+        &shm::words_as_bytes(self.words())[..len]
+    }
 }
 
 /// Receives messages of type `M` from one topic.
@@ -165,9 +231,9 @@ pub struct Subscriber<M: Message> {
 }
 
 /// Checks a received sample against the topic's layout; returns the number of elements.
-pub(crate) fn validate(s: &IoxSample, ty: &TypeInfo) -> Result<usize, String> {
-    let h = s.user_header();
-    shm::check_payload(h.type_hash, h.payload_len, s.payload(), ty)
+pub(crate) fn validate(s: &Received, ty: &TypeInfo) -> Result<usize, String> {
+    let h = s.header();
+    shm::check_payload(h.type_hash, h.payload_len, s.words(), ty)
 }
 
 impl Receiver {
@@ -178,8 +244,17 @@ impl Receiver {
         port: IoxSubscriber,
         expected: TypeInfo,
         mode: WaitMode,
+        depth: usize,
     ) -> Receiver {
-        let slot: *const Slot = node.inner.ctx.inner.doorbell.slot(&topic);
+        let ctx = &node.inner.ctx.inner;
+        let slot: *const Slot = ctx.doorbell.slot(&topic);
+        let local = Arc::new(LocalQueue::new(depth));
+        let local_topic = ctx.local.topic(&topic);
+        local_topic.attach(local.clone());
+        // stamped after joining: anything stamped later was delivered to our queue
+        let since_ns = crate::header::mono_ns();
+        let origin = ctx.origin;
+        let shm_first = Cell::new(service.static_config().history_size() > 0);
         Receiver {
             port,
             service,
@@ -191,6 +266,12 @@ impl Receiver {
             expected,
             stats: RefCell::new(StatsState::default()),
             seen_ring: Cell::new(0),
+            local,
+            local_topic,
+            origin,
+            since_ns,
+            shm_first,
+            polls: Cell::new(0),
         }
     }
 
@@ -205,20 +286,59 @@ impl Receiver {
         }
     }
 
-    pub(crate) fn try_recv(&self) -> Result<Option<(IoxSample, usize)>, RecvError> {
+    pub(crate) fn try_recv(&self) -> Result<Option<(Received, usize)>, RecvError> {
+        let polls = self.polls.get().wrapping_add(1);
+        self.polls.set(polls);
+        if !self.shm_first.get() && !polls.is_multiple_of(FAIRNESS) {
+            if let Some(s) = self.try_local() {
+                return Ok(Some(s));
+            }
+        }
         loop {
             let s = self.port.receive().map_err(|e| RecvError::Shm {
                 topic: self.topic.clone(),
                 reason: format!("{e:?}"),
             })?;
-            let Some(s) = s else { return Ok(None) };
-            match validate(&s, &self.expected) {
-                Ok(elems) => {
-                    self.stats.borrow_mut().account(s.user_header());
-                    return Ok(Some((s, elems)));
-                }
-                // never hand garbage to the application: count it and look further
-                Err(_) => self.stats.borrow_mut().counts.malformed += 1,
+            let Some(s) = s else {
+                self.shm_first.set(false);
+                return Ok(self.try_local());
+            };
+            let h = s.user_header();
+            if h.origin == self.origin
+                && (h.publish_mono_ns >= self.since_ns
+                    || self.stats.borrow().seen(h.publisher_id, h.seq))
+            {
+                continue; // delivered in-process already
+            }
+            if let Some(accepted) = self.accept(Received::Shm(s)) {
+                return Ok(Some(accepted));
+            }
+        }
+    }
+
+    /// The next valid sample of the local route.
+    fn try_local(&self) -> Option<(Received, usize)> {
+        while let Some(s) = self.local.pop() {
+            if let Some(accepted) = self.accept(Received::Local(s)) {
+                return Some(accepted);
+            }
+        }
+        None
+    }
+
+    /// Validates and counts a sample; malformed ones are counted and dropped, never
+    /// handed to the application.
+    fn accept(&self, s: Received) -> Option<(Received, usize)> {
+        match validate(&s, &self.expected) {
+            Ok(elems) => {
+                let mut stats = self.stats.borrow_mut();
+                stats.account(s.header());
+                stats.counts.in_process += u64::from(matches!(s, Received::Local(_)));
+                Some((s, elems))
+            }
+            Err(_) => {
+                self.stats.borrow_mut().counts.malformed += 1;
+                None
             }
         }
     }
@@ -226,7 +346,7 @@ impl Receiver {
     pub(crate) fn recv_timeout(
         &self,
         timeout: Duration,
-    ) -> Result<Option<(IoxSample, usize)>, RecvError> {
+    ) -> Result<Option<(Received, usize)>, RecvError> {
         // SAFETY: slot points into the context's doorbell mapping, kept alive by self.node.
         let slot = unsafe { &*self.slot };
         wait_for(
@@ -256,7 +376,7 @@ impl Receiver {
     }
 
     pub(crate) fn has_samples(&self) -> bool {
-        self.port.has_samples().unwrap_or(true)
+        !self.local.is_empty() || self.port.has_samples().unwrap_or(true)
     }
 
     pub(crate) fn topic(&self) -> &str {
@@ -269,6 +389,12 @@ impl Receiver {
 
     pub(crate) fn service(&self) -> &TopicService {
         &self.service
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.local_topic.detach(&self.local);
     }
 }
 
@@ -293,7 +419,7 @@ impl<M: Message> Subscriber<M> {
         self.rx.publisher_count()
     }
 
-    fn wrap(s: Option<(IoxSample, usize)>) -> Option<Sample<M>> {
+    fn wrap(s: Option<(Received, usize)>) -> Option<Sample<M>> {
         s.map(|(inner, elems)| Sample {
             inner,
             elems,
@@ -330,9 +456,10 @@ impl<M: Message> Subscriber<M> {
     }
 }
 
-/// A received sample, read in place in shared memory. Dropping it releases the memory.
+/// A received sample, read in place (in shared memory, or in the publisher's buffer when
+/// both are in one process). Dropping it releases the memory.
 pub struct Sample<M: Message> {
-    inner: IoxSample,
+    inner: Received,
     elems: usize,
     _m: PhantomData<M>,
 }
@@ -340,7 +467,7 @@ pub struct Sample<M: Message> {
 impl<M: Message> Sample<M> {
     /// Nerve's header: sequence number, publish times, publisher id.
     pub fn header(&self) -> &SampleHeader {
-        self.inner.user_header()
+        self.inner.header()
     }
 
     /// The elements after the head (empty for fixed-size messages).
@@ -348,14 +475,14 @@ impl<M: Message> Sample<M> {
         // SAFETY: validate() proved the payload holds `elems` elements at elems_offset,
         // aligned (payload alignment >= align_of Elem); Elem is Pod.
         unsafe {
-            let p = (self.inner.payload().as_ptr() as *const u8).add(elems_offset::<M>());
+            let p = (self.inner.words().as_ptr() as *const u8).add(elems_offset::<M>());
             core::slice::from_raw_parts(p as *const M::Elem, self.elems)
         }
     }
 
     /// The whole payload as bytes (head, padding and elements).
     pub fn payload_bytes(&self) -> &[u8] {
-        &shm::payload_bytes(&self.inner)[..self.inner.user_header().payload_len as usize]
+        self.inner.bytes()
     }
 }
 
@@ -364,7 +491,7 @@ impl<M: Message> Deref for Sample<M> {
     fn deref(&self) -> &M {
         // SAFETY: validate() proved the payload holds at least size_of::<M>() bytes at an
         // address aligned for M, and M is Pod so every bit pattern is a valid M.
-        unsafe { &*(self.inner.payload().as_ptr() as *const M) }
+        unsafe { &*(self.inner.words().as_ptr() as *const M) }
     }
 }
 

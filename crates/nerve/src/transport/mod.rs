@@ -1,5 +1,6 @@
 //! Transports under the public API.
 
 pub(crate) mod doorbell;
+pub(crate) mod intra;
 pub(crate) mod rpc;
 pub(crate) mod shm;

@@ -50,16 +50,6 @@ pub(crate) fn words_as_bytes_mut(w: &mut [Word]) -> &mut [u8] {
     unsafe { core::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut u8, std::mem::size_of_val(w)) }
 }
 
-/// The payload of a received sample as bytes (whole words).
-pub(crate) fn payload_bytes(s: &IoxSample) -> &[u8] {
-    words_as_bytes(s.payload())
-}
-
-/// The payload of a loaned sample as bytes (whole words).
-pub(crate) fn payload_bytes_mut(s: &mut IoxSampleMut) -> &mut [u8] {
-    words_as_bytes_mut(s.payload_mut())
-}
-
 /// Checks a received payload (its header's type hash and length, the words it occupies)
 /// against the expected layout; returns the number of slice elements.
 pub(crate) fn check_payload(

@@ -1,0 +1,304 @@
+//! Same-process fast path: a publisher hands samples to the subscribers of its own
+//! [`Context`](crate::Context) through bounded in-memory queues. No shared memory and no
+//! system call is involved unless a subscriber sleeps (then the doorbell wakes it).
+//!
+//! A sample's payload lives in a reference-counted heap buffer: every local subscriber
+//! reads the publisher's buffer in place (zero copy within the process), and the buffer
+//! returns to the publisher's small pool once the last reader drops it.
+//!
+//! Routes: local subscribers always receive local publishers' samples here. The publisher
+//! sends through shared memory only when a subscriber outside this context exists or the
+//! topic keeps history; local subscribers skip those copies (see `Receiver`).
+
+use crate::header::SampleHeader;
+use crate::qos::Overflow;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A payload buffer shared by the publisher's pool and the samples that read it.
+pub(crate) type Buf = Arc<Vec<u64>>;
+
+/// Buffers a publisher keeps for reuse (more in flight are freed when their readers
+/// drop them, so memory stays bounded by the pool plus the subscribers' queues).
+const POOL_MAX: usize = 8;
+
+/// A sample on the local route: Nerve's header plus the payload buffer.
+pub(crate) struct LocalSample {
+    pub(crate) header: SampleHeader,
+    pub(crate) buf: Buf,
+}
+
+impl LocalSample {
+    /// The payload words (whole words covering `header.payload_len` bytes).
+    pub(crate) fn words(&self) -> &[u64] {
+        &self.buf[..crate::transport::shm::words_for(self.header.payload_len as usize)]
+    }
+}
+
+/// The topics with local endpoints in one context.
+#[derive(Default)]
+pub(crate) struct Registry {
+    topics: Mutex<HashMap<String, Arc<LocalTopic>>>,
+}
+
+impl Registry {
+    /// The local state of `topic`, created on first use.
+    pub(crate) fn topic(&self, topic: &str) -> Arc<LocalTopic> {
+        lock(&self.topics)
+            .entry(topic.to_string())
+            .or_default()
+            .clone()
+    }
+}
+
+/// The local subscribers of one topic in one context.
+#[derive(Default)]
+pub(crate) struct LocalTopic {
+    /// Bumped on every change of `subscribers`, so publishers re-read the list only then.
+    epoch: AtomicU64,
+    subscribers: Mutex<Vec<Arc<LocalQueue>>>,
+}
+
+impl LocalTopic {
+    /// Adds a subscriber's queue.
+    pub(crate) fn attach(&self, q: Arc<LocalQueue>) {
+        lock(&self.subscribers).push(q);
+        // SYNC: Release publishes the new list to publishers that load the epoch (Acquire).
+        self.epoch.fetch_add(1, Ordering::Release);
+    }
+
+    /// Removes a subscriber's queue.
+    pub(crate) fn detach(&self, q: &Arc<LocalQueue>) {
+        lock(&self.subscribers).retain(|x| !Arc::ptr_eq(x, q));
+        // SYNC: see attach.
+        self.epoch.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// A subscriber's queue on the local route: bounded by its QoS depth.
+pub(crate) struct LocalQueue {
+    entries: Mutex<VecDeque<LocalSample>>,
+    /// Number of queued entries, readable without the lock (a hint for polling).
+    len: AtomicUsize,
+    depth: usize,
+}
+
+/// Why a push was refused.
+pub(crate) struct Full;
+
+impl LocalQueue {
+    /// An empty queue holding at most `depth` samples.
+    pub(crate) fn new(depth: usize) -> LocalQueue {
+        LocalQueue {
+            entries: Mutex::new(VecDeque::with_capacity(depth.min(1024))),
+            len: AtomicUsize::new(0),
+            depth: depth.max(1),
+        }
+    }
+
+    /// Queues a sample. Under drop-oldest a full queue loses its oldest sample (the
+    /// subscriber counts the gap); under back-pressure a full queue refuses it.
+    fn push(&self, s: LocalSample, overflow: Overflow) -> Result<(), (Full, LocalSample)> {
+        let mut q = lock(&self.entries);
+        if q.len() >= self.depth {
+            match overflow {
+                Overflow::DropOldest => {
+                    q.pop_front();
+                }
+                Overflow::BackPressure { .. } => return Err((Full, s)),
+            }
+        }
+        q.push_back(s);
+        // SYNC: Release pairs with the Acquire in `pop`/`is_empty`; the data itself is
+        // published by the mutex.
+        self.len.store(q.len(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Takes the oldest sample.
+    pub(crate) fn pop(&self) -> Option<LocalSample> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut q = lock(&self.entries);
+        let s = q.pop_front();
+        // SYNC: see push.
+        self.len.store(q.len(), Ordering::Release);
+        s
+    }
+
+    /// Whether nothing is queued (lock-free).
+    pub(crate) fn is_empty(&self) -> bool {
+        // SYNC: see push.
+        self.len.load(Ordering::Acquire) == 0
+    }
+}
+
+/// A publisher's side of the local route: a cached list of local subscribers and a pool
+/// of payload buffers.
+pub(crate) struct LocalRoute {
+    topic: Arc<LocalTopic>,
+    seen_epoch: Cell<u64>,
+    subscribers: RefCell<Vec<Arc<LocalQueue>>>,
+    pool: RefCell<Vec<Buf>>,
+}
+
+impl LocalRoute {
+    /// The route of a publisher on `topic`.
+    pub(crate) fn new(topic: Arc<LocalTopic>) -> LocalRoute {
+        LocalRoute {
+            topic,
+            seen_epoch: Cell::new(u64::MAX),
+            subscribers: RefCell::new(Vec::new()),
+            pool: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Number of local subscribers now (re-reads the list only if it changed).
+    #[inline]
+    pub(crate) fn subscribers(&self) -> usize {
+        // SYNC: Acquire pairs with the Release in attach/detach.
+        let epoch = self.topic.epoch.load(Ordering::Acquire);
+        if epoch != self.seen_epoch.get() {
+            let list = lock(&self.topic.subscribers).clone();
+            *self.subscribers.borrow_mut() = list;
+            self.seen_epoch.set(epoch);
+        }
+        self.subscribers.borrow().len()
+    }
+
+    /// A buffer of at least `words` words that no one else reads: a pooled one whose
+    /// readers are done, or a new one.
+    pub(crate) fn loan(&self, words: usize) -> Buf {
+        let mut pool = self.pool.borrow_mut();
+        let free = pool.iter_mut().position(|b| Arc::get_mut(b).is_some());
+        let mut buf = match free {
+            Some(i) => pool.swap_remove(i),
+            None => Arc::new(Vec::new()),
+        };
+        if let Some(v) = Arc::get_mut(&mut buf) {
+            if v.len() < words {
+                v.resize(words, 0);
+            }
+        }
+        buf
+    }
+
+    /// Hands `buf` to every local subscriber, then keeps it for reuse. Under
+    /// back-pressure waits up to the QoS timeout for room in each full queue.
+    pub(crate) fn deliver(
+        &self,
+        header: SampleHeader,
+        buf: Buf,
+        overflow: Overflow,
+    ) -> Result<(), Duration> {
+        let mut result = Ok(());
+        for q in self.subscribers.borrow().iter() {
+            let mut s = LocalSample {
+                header,
+                buf: buf.clone(),
+            };
+            let mut deadline = None;
+            loop {
+                match q.push(s, overflow) {
+                    Ok(()) => break,
+                    Err((Full, back)) => {
+                        let Overflow::BackPressure { timeout } = overflow else {
+                            break;
+                        };
+                        let d = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+                        if Instant::now() >= d {
+                            result = Err(timeout);
+                            break;
+                        }
+                        s = back;
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        }
+        let mut pool = self.pool.borrow_mut();
+        if pool.len() < POOL_MAX {
+            pool.push(buf);
+        }
+        result
+    }
+}
+
+/// Locks a mutex, recovering from poisoning (the guarded data stays consistent: every
+/// critical section here is a single push, pop or list update).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(seq: u64) -> SampleHeader {
+        SampleHeader {
+            seq,
+            payload_len: 8,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn drop_oldest_bounds_the_queue() {
+        let topic = Arc::new(LocalTopic::default());
+        let q = Arc::new(LocalQueue::new(2));
+        topic.attach(q.clone());
+        let route = LocalRoute::new(topic.clone());
+        assert_eq!(route.subscribers(), 1);
+        for seq in 1..=5 {
+            let buf = route.loan(1);
+            route.deliver(header(seq), buf, Overflow::DropOldest).ok();
+        }
+        assert_eq!(q.pop().map(|s| s.header.seq), Some(4));
+        assert_eq!(q.pop().map(|s| s.header.seq), Some(5));
+        assert!(q.pop().is_none());
+        topic.detach(&q);
+        assert_eq!(route.subscribers(), 0);
+    }
+
+    #[test]
+    fn back_pressure_times_out_and_keeps_what_was_queued() {
+        let topic = Arc::new(LocalTopic::default());
+        let q = Arc::new(LocalQueue::new(1));
+        topic.attach(q.clone());
+        let route = LocalRoute::new(topic);
+        route.subscribers();
+        let bp = Overflow::BackPressure {
+            timeout: Duration::from_millis(5),
+        };
+        assert!(route.deliver(header(1), route.loan(1), bp).is_ok());
+        assert_eq!(
+            route.deliver(header(2), route.loan(1), bp),
+            Err(Duration::from_millis(5))
+        );
+        assert_eq!(q.pop().map(|s| s.header.seq), Some(1));
+        assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn buffers_are_reused_once_readers_drop_them() {
+        let topic = Arc::new(LocalTopic::default());
+        let q = Arc::new(LocalQueue::new(4));
+        topic.attach(q.clone());
+        let route = LocalRoute::new(topic);
+        route.subscribers();
+        let b = route.loan(4);
+        let first = Arc::as_ptr(&b);
+        route.deliver(header(1), b, Overflow::DropOldest).ok();
+        // still held by the queued sample: a new loan gets another buffer
+        let held = route.loan(4);
+        assert_ne!(Arc::as_ptr(&held), first);
+        drop(held);
+        drop(q.pop());
+        // the reader dropped it: the pool hands it out again
+        assert_eq!(Arc::as_ptr(&route.loan(4)), first);
+    }
+}

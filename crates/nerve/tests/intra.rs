@@ -1,0 +1,217 @@
+//! The same-process fast path: chosen automatically, zero copy within the process, and
+//! correct when local and shared-memory subscribers mix.
+
+use nerve::prelude::*;
+use nerve::Config;
+use std::time::Duration;
+
+/// A context in a domain of its own per test (tests run in parallel threads).
+fn config(tag: &str) -> Config {
+    let h = nerve::message::layout::hash_str(nerve::message::layout::FNV_OFFSET, tag);
+    let domain = 300 + (h % 250) as u32;
+    let dir = std::env::temp_dir().join("nerve-tests/");
+    Config::default().domain(domain).unwrap().state_dir(dir)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, nerve::Message)]
+#[repr(C)]
+#[message(name = "intra/Tick")]
+struct Tick {
+    n: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, nerve::Message)]
+#[repr(C)]
+#[message(name = "intra/Cloud", elem = u8)]
+struct Cloud {
+    id: u64,
+}
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// Receives `n` ticks and checks they are 0..n in order.
+fn expect_ticks(s: &Subscriber<Tick>, n: u64) {
+    for i in 0..n {
+        let m = s.recv_timeout(WAIT).unwrap().expect("a tick within 5 s");
+        assert_eq!(m.n, i, "in order, no duplicates");
+    }
+    assert!(
+        s.try_recv().unwrap().is_none(),
+        "nothing more: no duplicates"
+    );
+}
+
+#[test]
+fn same_node_uses_the_in_process_route() {
+    let ctx = Context::new(config("same-node")).unwrap();
+    let node = ctx.node("n").create().unwrap();
+    let p = node.publisher::<Tick>("/intra/ticks").create().unwrap();
+    let s = node
+        .subscriber::<Tick>("/intra/ticks")
+        .qos(Qos::default().depth(64))
+        .create()
+        .unwrap();
+    for n in 0..50 {
+        p.publish(&Tick { n }).unwrap();
+    }
+    // the subscriber's queue holds all 50: nothing is dropped
+    expect_ticks(&s, 50);
+    let st = s.stats();
+    assert_eq!((st.received, st.in_process, st.lost), (50, 50, 0));
+}
+
+#[test]
+fn large_samples_are_not_copied_within_the_process() {
+    let ctx = Context::new(config("zero-copy")).unwrap();
+    let node = ctx.node("n").create().unwrap();
+    let p = node.publisher::<Cloud>("/intra/cloud").create().unwrap();
+    let s = node.subscriber::<Cloud>("/intra/cloud").create().unwrap();
+    let mut loan = p.loan_slice(4 << 20).unwrap();
+    loan.id = 7;
+    loan.elems_mut().fill(0xAB);
+    let written = loan.elems().as_ptr();
+    loan.send().unwrap();
+    let got = s.recv_timeout(WAIT).unwrap().unwrap();
+    assert_eq!(got.id, 7);
+    assert_eq!(got.elems().len(), 4 << 20);
+    assert!(got.elems().iter().all(|&b| b == 0xAB));
+    assert_eq!(
+        got.elems().as_ptr(),
+        written,
+        "read in the publisher's buffer"
+    );
+}
+
+#[test]
+fn threads_of_one_context_exchange_in_process() {
+    let ctx = Context::new(config("threads")).unwrap();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let sub_ctx = ctx.clone();
+    let reader = std::thread::spawn(move || {
+        let node = sub_ctx.node("reader").create().unwrap();
+        let s = node
+            .subscriber::<Tick>("/intra/threads")
+            .qos(Qos::reliable())
+            .wait_mode(WaitMode::Block)
+            .create()
+            .unwrap();
+        ready_tx.send(()).unwrap();
+        expect_ticks(&s, 5000);
+        s.stats()
+    });
+    ready_rx.recv().unwrap();
+    let node = ctx.node("writer").create().unwrap();
+    let p = node
+        .publisher::<Tick>("/intra/threads")
+        .qos(Qos::reliable())
+        .create()
+        .unwrap();
+    for n in 0..5000 {
+        p.publish(&Tick { n }).unwrap();
+    }
+    let st = reader.join().unwrap();
+    assert_eq!((st.received, st.in_process, st.lost), (5000, 5000, 0));
+}
+
+#[test]
+fn local_and_shared_memory_subscribers_are_served_once_each() {
+    let cfg = config("mixed");
+    // a second context stands for another process: it shares only shared memory
+    let here = Context::new(cfg.clone()).unwrap();
+    let there = Context::new(cfg).unwrap();
+    let node = here.node("here").create().unwrap();
+    let p = node
+        .publisher::<Tick>("/intra/mixed")
+        .qos(Qos::reliable())
+        .create()
+        .unwrap();
+    let local = node
+        .subscriber::<Tick>("/intra/mixed")
+        .qos(Qos::reliable())
+        .create()
+        .unwrap();
+    let remote_node = there.node("there").create().unwrap();
+    let remote = remote_node
+        .subscriber::<Tick>("/intra/mixed")
+        .qos(Qos::reliable())
+        .create()
+        .unwrap();
+    assert!(p.wait_for_subscribers(2, WAIT));
+    for n in 0..40 {
+        p.publish(&Tick { n }).unwrap();
+    }
+    expect_ticks(&local, 40);
+    expect_ticks(&remote, 40);
+    assert_eq!(local.stats().in_process, 40);
+    assert_eq!(remote.stats().in_process, 0);
+
+    // the remote subscriber leaves: the local one keeps its order and gets no copies
+    drop(remote);
+    for n in 40..60 {
+        p.publish(&Tick { n }).unwrap();
+    }
+    for n in 40..60 {
+        assert_eq!(local.recv_timeout(WAIT).unwrap().unwrap().n, n);
+    }
+    assert!(local.try_recv().unwrap().is_none());
+}
+
+#[test]
+fn a_remote_subscriber_joining_after_the_loan_still_gets_the_sample() {
+    let cfg = config("late-remote");
+    let here = Context::new(cfg.clone()).unwrap();
+    let there = Context::new(cfg).unwrap();
+    let node = here.node("here").create().unwrap();
+    let p = node.publisher::<Cloud>("/intra/late").create().unwrap();
+    let local = node.subscriber::<Cloud>("/intra/late").create().unwrap();
+    // loaned on the heap (only local subscribers yet)
+    let mut loan = p.loan_slice(1000).unwrap();
+    loan.id = 3;
+    loan.elems_mut().fill(9);
+    let remote_node = there.node("there").create().unwrap();
+    let remote = remote_node
+        .subscriber::<Cloud>("/intra/late")
+        .create()
+        .unwrap();
+    loan.send().unwrap();
+    for s in [&local, &remote] {
+        let got = s.recv_timeout(WAIT).unwrap().unwrap();
+        assert_eq!((got.id, got.elems().len()), (3, 1000));
+        assert!(got.elems().iter().all(|&b| b == 9));
+    }
+    assert_eq!(remote.stats().in_process, 0);
+    assert_eq!(local.stats().in_process, 1);
+}
+
+#[test]
+fn history_reaches_a_late_local_subscriber_in_order() {
+    let ctx = Context::new(config("history")).unwrap();
+    let node = ctx.node("n").create().unwrap();
+    let qos = Qos::latched().history(3).depth(8);
+    let p = node
+        .publisher::<Tick>("/intra/latched")
+        .qos(qos.clone())
+        .create()
+        .unwrap();
+    for n in 0..5 {
+        p.publish(&Tick { n }).unwrap();
+    }
+    let s = node
+        .subscriber::<Tick>("/intra/latched")
+        .qos(qos)
+        .create()
+        .unwrap();
+    p.update_connections();
+    for n in 5..8 {
+        p.publish(&Tick { n }).unwrap();
+    }
+    let mut got = vec![];
+    while let Some(m) = s.recv_timeout(Duration::from_millis(200)).unwrap() {
+        got.push(m.n);
+    }
+    assert_eq!(
+        got,
+        vec![2, 3, 4, 5, 6, 7],
+        "history first, then live, once each"
+    );
+}
