@@ -6,6 +6,7 @@ pub mod echo;
 pub mod machine;
 pub mod pattern;
 pub mod peers;
+pub mod plot;
 pub mod report;
 pub mod service;
 pub mod stats;

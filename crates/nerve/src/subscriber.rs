@@ -2,19 +2,19 @@
 
 use crate::context::Node;
 use crate::error::{DecodeError, RecvError, TopicError};
-use crate::header::SampleHeader;
+use crate::header::{mono_ns, SampleHeader};
 use crate::message::{elems_offset, Message, Serde, SerdeMessage, TypeInfo};
 use crate::qos::Qos;
 use crate::transport::doorbell::Slot;
 use crate::transport::intra::{LocalQueue, LocalSample, LocalTopic};
 use crate::transport::shm::{self, IoxSample, IoxSubscriber, TopicService};
-use crate::wait::{wait_for, SpinWindow, WaitMode, MAX_SLEEP};
+use crate::wait::{precise_timers, wait_for, Predictor, SpinWindow, WaitMode, MAX_SLEEP};
 use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Builds a [`Subscriber`].
 pub struct SubscriberBuilder<M: Message> {
@@ -171,6 +171,7 @@ pub(crate) struct Receiver {
     topic: String,
     mode: WaitMode,
     spin: SpinWindow,
+    predictor: Predictor,
     expected: TypeInfo,
     stats: RefCell<StatsState>,
     /// Doorbell sequence last acknowledged (see `Receiver::acknowledge`).
@@ -263,6 +264,7 @@ impl Receiver {
             topic,
             mode,
             spin: SpinWindow::new(),
+            predictor: Predictor::default(),
             expected,
             stats: RefCell::new(StatsState::default()),
             seen_ring: Cell::new(0),
@@ -333,6 +335,9 @@ impl Receiver {
             Ok(elems) => {
                 let mut stats = self.stats.borrow_mut();
                 stats.account(s.header());
+                if self.mode == WaitMode::Predictive {
+                    self.predictor.arrived(s.header().publish_mono_ns);
+                }
                 stats.counts.in_process += u64::from(matches!(s, Received::Local(_)));
                 Some((s, elems))
             }
@@ -347,10 +352,21 @@ impl Receiver {
         &self,
         timeout: Duration,
     ) -> Result<Option<(Received, usize)>, RecvError> {
+        match self.mode {
+            WaitMode::Predictive => self.recv_predictive(timeout),
+            mode => self.wait(mode, timeout),
+        }
+    }
+
+    fn wait(
+        &self,
+        mode: WaitMode,
+        timeout: Duration,
+    ) -> Result<Option<(Received, usize)>, RecvError> {
         // SAFETY: slot points into the context's doorbell mapping, kept alive by self.node.
         let slot = unsafe { &*self.slot };
         wait_for(
-            self.mode,
+            mode,
             &self.spin,
             slot,
             timeout,
@@ -361,6 +377,38 @@ impl Receiver {
                 Ok(())
             },
         )
+    }
+
+    /// [`WaitMode::Predictive`]: sleep until shortly before the next sample is due, spin
+    /// across its due time, then sleep until woken.
+    fn recv_predictive(&self, timeout: Duration) -> Result<Option<(Received, usize)>, RecvError> {
+        if let Some(s) = self.try_recv()? {
+            return Ok(Some(s));
+        }
+        precise_timers();
+        let start = Instant::now();
+        let now = mono_ns();
+        if let Some(plan) = self.predictor.plan(now) {
+            let sleep = Duration::from_nanos(plan.wake_at.saturating_sub(now));
+            if !sleep.is_zero() {
+                if let Some(s) = self.wait(WaitMode::Block, sleep.min(timeout))? {
+                    return Ok(Some(s));
+                }
+                if sleep >= timeout {
+                    return Ok(None);
+                }
+                self.predictor
+                    .woke_late(mono_ns().saturating_sub(plan.wake_at));
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            let spin = Duration::from_nanos(plan.spin_until.saturating_sub(mono_ns())).min(left);
+            if !spin.is_zero() {
+                if let Some(s) = self.wait(WaitMode::Spin, spin)? {
+                    return Ok(Some(s));
+                }
+            }
+        }
+        self.wait(WaitMode::Block, timeout.saturating_sub(start.elapsed()))
     }
 
     pub(crate) fn stats(&self) -> SubscriberStats {

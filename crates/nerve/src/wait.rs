@@ -16,6 +16,12 @@ pub enum WaitMode {
     Spin,
     /// Sleep until woken, never spin.
     Block,
+    /// For periodic streams (sensors): learn the period from the publish stamps, sleep
+    /// until shortly before the next sample is due and spin briefly across its arrival,
+    /// so the wake-up cost is paid before the sample arrives instead of after. Falls back
+    /// to [`WaitMode::Block`] until a period is learnt or when a sample is late. Services
+    /// treat it as [`WaitMode::Adaptive`].
+    Predictive,
 }
 
 /// Upper bound of the adaptive spin window.
@@ -82,7 +88,7 @@ pub(crate) fn wait_for<T, E>(
     let deadline = start.checked_add(timeout);
     let spin_for = match mode {
         WaitMode::Spin => timeout,
-        WaitMode::Adaptive => spin.get().min(timeout),
+        WaitMode::Adaptive | WaitMode::Predictive => spin.get().min(timeout),
         WaitMode::Block => Duration::ZERO,
     };
     if !spin_for.is_zero() {
@@ -120,7 +126,7 @@ pub(crate) fn wait_for<T, E>(
             }
             (other, _) => {
                 slot.unregister();
-                if mode == WaitMode::Adaptive {
+                if mode != WaitMode::Spin && mode != WaitMode::Block {
                     match &other {
                         Ok(Some(_)) => spin.observe(start.elapsed()),
                         _ => spin.timed_out(),
@@ -132,9 +138,151 @@ pub(crate) fn wait_for<T, E>(
     }
 }
 
+/// Shortest and longest lead time of a predictive wake-up.
+const MIN_MARGIN_NS: u64 = 30_000;
+const MAX_MARGIN_NS: u64 = 2_000_000;
+/// Added on top of the wake-up lateness seen so far.
+const MARGIN_SLACK_NS: u64 = 20_000;
+/// Consistent intervals needed before the period is trusted.
+const LOCK_AFTER: u32 = 3;
+
+/// Learns the period of a stream from its publish stamps and plans when a predictive
+/// subscriber should be awake (see [`WaitMode::Predictive`]).
+#[derive(Debug, Default)]
+pub(crate) struct Predictor {
+    /// Publish stamp of the last sample (monotonic ns), 0 before the first.
+    last: Cell<u64>,
+    /// Learnt period in ns (0: none yet).
+    period: Cell<u64>,
+    /// Smoothed deviation of intervals from the period, in ns.
+    jitter: Cell<u64>,
+    /// Consecutive intervals that matched the period.
+    locked: Cell<u32>,
+    /// How long before the due time to wake, in ns: covers the wake-up lateness seen.
+    margin: Cell<u64>,
+}
+
+/// A predictive wait's plan, in monotonic ns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Sleep until then (unless a sample comes earlier).
+    pub(crate) wake_at: u64,
+    /// Then spin until then; after it, sleep until woken.
+    pub(crate) spin_until: u64,
+}
+
+impl Predictor {
+    /// A sample stamped `stamp` arrived.
+    pub(crate) fn arrived(&self, stamp: u64) {
+        let last = self.last.replace(stamp);
+        if last == 0 || stamp <= last {
+            return;
+        }
+        let interval = stamp - last;
+        let period = self.period.get();
+        let dev = interval.abs_diff(period);
+        if period != 0 && dev < period / 4 {
+            // exponential smoothing, 1/8 weight for the new interval
+            self.period.set(period - period / 8 + interval / 8);
+            let j = self.jitter.get();
+            self.jitter.set(j - j / 8 + dev / 8);
+            self.locked.set(self.locked.get().saturating_add(1));
+        } else {
+            self.period.set(interval);
+            self.jitter.set(0);
+            self.locked.set(0);
+        }
+    }
+
+    /// When to be awake for the next sample, seen at `now`; `None` while no period is
+    /// trusted.
+    pub(crate) fn plan(&self, now: u64) -> Option<Plan> {
+        let period = self.period.get();
+        if self.locked.get() < LOCK_AFTER || period == 0 {
+            return None;
+        }
+        let margin = self.margin().max(MIN_MARGIN_NS);
+        let jitter = self.jitter.get();
+        let after = (2 * jitter + MARGIN_SLACK_NS).min(period / 4);
+        let mut due = self.last.get() + period;
+        if now > due + after {
+            // samples were missed or late: aim at the next slot of the grid
+            let behind = (now - due) / period + 1;
+            due += behind * period;
+        }
+        Some(Plan {
+            wake_at: due.saturating_sub(margin + 2 * jitter),
+            spin_until: due + after,
+        })
+    }
+
+    fn margin(&self) -> u64 {
+        match self.margin.get() {
+            0 => 200_000,
+            m => m,
+        }
+    }
+
+    /// A timed wake-up came `late` ns after it was asked for.
+    pub(crate) fn woke_late(&self, late: u64) {
+        let want = late + MARGIN_SLACK_NS;
+        let m = self.margin();
+        let next = if want > m {
+            want + want / 4
+        } else {
+            m - (m - want) / 16
+        };
+        self.margin.set(next.clamp(MIN_MARGIN_NS, MAX_MARGIN_NS));
+    }
+}
+
+/// Lowers this thread's timer slack to 1 ns once, so timed wake-ups are not deferred by
+/// the default 50 µs slack.
+pub(crate) fn precise_timers() {
+    thread_local! { static DONE: Cell<bool> = const { Cell::new(false) }; }
+    DONE.with(|d| {
+        if !d.replace(true) {
+            // SAFETY: PR_SET_TIMERSLACK takes an integer and affects only this thread.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn predictor_learns_a_period_and_plans_around_it() {
+        let p = Predictor::default();
+        assert_eq!(p.plan(0), None);
+        let ms = 1_000_000;
+        for i in 1..=5 {
+            p.arrived(i * 10 * ms);
+        }
+        let plan = p.plan(50 * ms + ms).unwrap();
+        assert!(plan.wake_at < 60 * ms && plan.wake_at > 59 * ms, "{plan:?}");
+        assert!(plan.spin_until > 60 * ms && plan.spin_until < 61 * ms, "{plan:?}");
+        // a late sample misses the window: the plan moves to the next slot of the grid
+        let later = p.plan(65 * ms).unwrap();
+        assert!(later.wake_at > 69 * ms && later.wake_at < 70 * ms, "{later:?}");
+        // a broken rhythm unlocks until the period is consistent again
+        p.arrived(53 * ms);
+        assert_eq!(p.plan(54 * ms), None);
+    }
+
+    #[test]
+    fn margin_follows_observed_lateness() {
+        let p = Predictor::default();
+        p.woke_late(400_000);
+        assert_eq!(p.margin(), 525_000);
+        for _ in 0..200 {
+            p.woke_late(10_000);
+        }
+        assert!(p.margin() < 40_000, "{}", p.margin());
+        p.woke_late(10_000_000);
+        assert_eq!(p.margin(), MAX_MARGIN_NS);
+    }
 
     #[test]
     fn window_adapts_within_bounds() {

@@ -351,3 +351,42 @@ fn over_aligned_types_are_refused_with_a_clear_error() {
         "{e}"
     );
 }
+
+#[test]
+fn predictive_wait_mode_receives_a_periodic_stream_and_times_out_when_it_stops() {
+    let ctx = ctx("predictive");
+    let sub_ctx = ctx.clone();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let node = sub_ctx.node("reader").create().unwrap();
+        let s = node
+            .subscriber::<Point>("/periodic")
+            .qos(Qos::reliable())
+            .wait_mode(WaitMode::Predictive)
+            .create()
+            .unwrap();
+        ready_tx.send(()).unwrap();
+        let mut got = vec![];
+        while let Some(m) = s.recv_timeout(Duration::from_millis(300)).unwrap() {
+            got.push(m.x);
+        }
+        got
+    });
+    ready_rx.recv().unwrap();
+    let node = ctx.node("writer").create().unwrap();
+    let p = node
+        .publisher::<Point>("/periodic")
+        .qos(Qos::reliable())
+        .create()
+        .unwrap();
+    for i in 0..30 {
+        p.publish(&Point {
+            x: i as f64,
+            y: 0.0,
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let got = reader.join().unwrap();
+    assert_eq!(got, (0..30).map(|i| i as f64).collect::<Vec<_>>());
+}
