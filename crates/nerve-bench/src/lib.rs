@@ -2,11 +2,16 @@
 //! run, on one machine, with the same work per call.
 #![warn(missing_docs)]
 
+pub mod bundle;
+pub mod child;
 pub mod echo;
 pub mod machine;
+pub mod paths;
 pub mod pattern;
 pub mod peers;
 pub mod plot;
 pub mod report;
 pub mod service;
 pub mod stats;
+pub mod stream;
+pub mod topic;

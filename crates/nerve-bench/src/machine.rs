@@ -88,3 +88,91 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     Some((utime + stime) / hz)
 }
+
+/// CPU time (user + system) of every thread of a process so far, in ns, from
+/// `/proc/PID/task/*/schedstat` (nanosecond resolution); falls back to `/proc/PID/stat`
+/// (clock ticks) where schedstat is missing.
+pub fn cpu_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0u64;
+    let mut any = false;
+    for t in tasks.flatten() {
+        let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) else {
+            continue;
+        };
+        if let Some(ns) = s
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            total += ns;
+            any = true;
+        }
+    }
+    if any {
+        Some(total)
+    } else {
+        cpu_seconds(pid).map(|s| (s * 1e9) as u64)
+    }
+}
+
+/// Resident and proportional set size of a process, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Memory {
+    /// Resident set size (shared pages counted whole).
+    pub rss_bytes: u64,
+    /// Proportional set size (shared pages split among their users).
+    pub pss_bytes: u64,
+}
+
+/// RSS and PSS of a process from `/proc/PID/smaps_rollup`.
+pub fn memory(pid: u32) -> Option<Memory> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let field = |name: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    };
+    Some(Memory {
+        rss_bytes: field("Rss:")?,
+        pss_bytes: field("Pss:")?,
+    })
+}
+
+/// Total size of the files in `/dev/shm` whose names start with `prefix` (the shared
+/// memory a system holds), in bytes.
+pub fn shm_bytes(prefix: &str) -> u64 {
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Monotonic clock in ns (the clock every stamp of the benchmarks uses).
+pub fn mono_ns() -> u64 {
+    nerve::mono_ns()
+}
+
+/// Sleeps until the monotonic clock reads `deadline_ns` (absolute, so pacing does not
+/// drift).
+pub fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: ts is a valid absolute CLOCK_MONOTONIC time; the remainder pointer may be
+    // null with TIMER_ABSTIME. EINTR just ends the sleep early (callers loop on time).
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}

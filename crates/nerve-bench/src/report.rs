@@ -194,6 +194,21 @@ pub const SEED_000: [(usize, [Option<f64>; 6], [Option<f64>; 6]); 7] = [
     ),
 ];
 
+/// Versions of Nerve, the peers it links and the compiler.
+pub fn versions() -> BTreeMap<String, String> {
+    let mut versions = BTreeMap::new();
+    versions.insert("nerve".into(), env!("CARGO_PKG_VERSION").into());
+    versions.insert("iceoryx2".into(), env!("NERVE_BENCH_ICEORYX2").into());
+    versions.insert("zenoh".into(), env!("NERVE_BENCH_ZENOH").into());
+    versions.insert(
+        "rustc".into(),
+        env!("NERVE_BENCH_RUSTC")
+            .trim_start_matches("rustc ")
+            .into(),
+    );
+    versions
+}
+
 /// `1 KiB`-style size.
 pub fn human_bytes(n: usize) -> String {
     match n {
@@ -233,20 +248,10 @@ pub struct Check {
 impl Report {
     /// An empty report of `suite` on `machine`.
     pub fn new(suite: &str, machine: Machine, quick: bool, calls: usize, warmup: usize) -> Report {
-        let mut versions = BTreeMap::new();
-        versions.insert("nerve".into(), env!("CARGO_PKG_VERSION").into());
-        versions.insert("iceoryx2".into(), env!("NERVE_BENCH_ICEORYX2").into());
-        versions.insert("zenoh".into(), env!("NERVE_BENCH_ZENOH").into());
-        versions.insert(
-            "rustc".into(),
-            env!("NERVE_BENCH_RUSTC")
-                .trim_start_matches("rustc ")
-                .into(),
-        );
         Report {
             suite: suite.into(),
             machine,
-            versions,
+            versions: versions(),
             quick,
             calls_per_run: calls,
             warmup_per_run: warmup,

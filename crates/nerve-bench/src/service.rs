@@ -281,6 +281,7 @@ impl ServiceSuite {
                 domain: self.domain % 230,
                 client_cpu: pinned.then_some(CLIENT_CPU),
                 server_cpu: pinned.then_some(SERVER_CPU),
+                rate_hz: None,
             },
         )?;
         Ok(Entry {

@@ -2,7 +2,12 @@
 
 use crate::{usage, CmdResult, Failure};
 use clap::{Args, Subcommand};
+use nerve_bench::bundle::{Bundle, SuiteOutput};
+use nerve_bench::machine::Machine;
+use nerve_bench::paths::{run_pongers, MessageKind, PathsSuite, PongSpec, Route};
 use nerve_bench::service::{ServiceSuite, SystemId};
+use nerve_bench::stream::{run_role, Role, StreamSpec};
+use nerve_bench::topic::{TopicSuite, TopicSystem};
 use std::path::PathBuf;
 
 /// Benchmark suites.
@@ -10,6 +15,18 @@ use std::path::PathBuf;
 pub enum BenchCommand {
     /// Request/response ping-pong (seeds/000) on Nerve and its peers side by side.
     Service(ServiceArgs),
+    /// One-way streams (seeds/001, CyberRT): latency, CPU, memory and loss by size and rate.
+    Topic(TopicArgs),
+    /// Ping-pong by route, topology and message type (seeds/004, HORUS).
+    Paths(PathsArgs),
+    /// One end of a stream (started by the suites themselves).
+    #[command(hide = true)]
+    Role {
+        /// publisher, subscriber or ponger.
+        role: String,
+        /// The stream's settings as JSON.
+        spec: String,
+    },
     /// Server side of one system (started by the suites themselves).
     #[command(hide = true)]
     Peer {
@@ -44,9 +61,197 @@ pub struct ServiceArgs {
     systems: Option<Vec<String>>,
 }
 
+/// Options of `bench topic`.
+#[derive(Args)]
+pub struct TopicArgs {
+    /// 2 s per point instead of 10 s (every size, rate and scenario kept).
+    #[arg(long)]
+    quick: bool,
+    /// Output directory for report.json, report.md and index.html.
+    #[arg(long, default_value = "nerve-report")]
+    out: PathBuf,
+    /// Seconds per point (overrides --quick).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Sizes of the size sweep at 100 Hz, in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<usize>>,
+    /// Rates of the rate sweep at 1 MiB, in Hz, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    rates: Option<Vec<u32>>,
+    /// Leave out CyberRT's four scenarios.
+    #[arg(long)]
+    no_scenarios: bool,
+    /// Systems, comma-separated: nerve-adaptive, nerve-predictive, floor, iceoryx2, zenoh,
+    /// cyclonedds.
+    #[arg(long, value_delimiter = ',')]
+    systems: Option<Vec<String>>,
+}
+
+/// Options of `bench paths`.
+#[derive(Args)]
+pub struct PathsArgs {
+    /// 1,000 round trips after 100 warm-up instead of 10,000 after 1,000.
+    #[arg(long)]
+    quick: bool,
+    /// Output directory for report.json, report.md and index.html.
+    #[arg(long, default_value = "nerve-report")]
+    out: PathBuf,
+    /// Measured round trips per pinger (overrides --quick).
+    #[arg(long)]
+    iterations: Option<usize>,
+    /// Warm-up round trips per pinger (overrides --quick).
+    #[arg(long)]
+    warmup: Option<usize>,
+    /// Messages, comma-separated: CmdVel, BatteryState, Imu, Odometry, LaserScan,
+    /// PointCloud1K, PointCloud10K.
+    #[arg(long, value_delimiter = ',')]
+    messages: Option<Vec<String>>,
+    /// Routes, comma-separated: same-thread, cross-thread, cross-process.
+    #[arg(long, value_delimiter = ',')]
+    routes: Option<Vec<String>>,
+    /// Topologies as pingers:pongers, comma-separated, e.g. 1:1,4:4.
+    #[arg(long, value_delimiter = ',')]
+    topologies: Option<Vec<String>>,
+}
+
+/// Builds the paths suite from its arguments.
+fn paths_suite(a: &PathsArgs) -> Result<PathsSuite, Failure> {
+    let mut suite = if a.quick {
+        PathsSuite::quick(role_command()?)
+    } else {
+        PathsSuite::full(role_command()?)
+    };
+    if let Some(i) = a.iterations {
+        suite.iterations = i;
+    }
+    if let Some(w) = a.warmup {
+        suite.warmup = w;
+    }
+    if let Some(m) = &a.messages {
+        suite.messages = m
+            .iter()
+            .map(|s| MessageKind::parse(s).ok_or_else(|| usage(format!("unknown message {s:?}"))))
+            .collect::<Result<_, Failure>>()?;
+    }
+    if let Some(r) = &a.routes {
+        suite.routes = r
+            .iter()
+            .map(|s| {
+                Route::ALL
+                    .into_iter()
+                    .find(|x| x.name() == s)
+                    .ok_or_else(|| usage(format!("unknown route {s:?}")))
+            })
+            .collect::<Result<_, Failure>>()?;
+    }
+    if let Some(t) = &a.topologies {
+        suite.topologies = t
+            .iter()
+            .map(|s| {
+                let bad = || usage(format!("topology {s:?} must look like 2:1"));
+                let (a, b) = s.split_once(':').ok_or_else(bad)?;
+                Ok((a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?))
+            })
+            .collect::<Result<_, Failure>>()?;
+    }
+    suite.validate().map_err(usage)?;
+    Ok(suite)
+}
+
+fn role_command() -> Result<(PathBuf, Vec<String>), Failure> {
+    Ok((
+        std::env::current_exe()?,
+        vec!["bench".to_string(), "role".to_string()],
+    ))
+}
+
+/// Builds the topic suite from its arguments.
+fn topic_suite(a: &TopicArgs) -> Result<TopicSuite, Failure> {
+    let mut suite = if a.quick {
+        TopicSuite::quick(role_command()?)
+    } else {
+        TopicSuite::full(role_command()?)
+    };
+    if let Some(s) = a.seconds {
+        suite.seconds = s;
+    }
+    if let Some(s) = &a.sizes {
+        suite.sizes = s.clone();
+    }
+    if let Some(r) = &a.rates {
+        suite.rates = r.clone();
+    }
+    suite.scenarios = !a.no_scenarios;
+    if let Some(s) = &a.systems {
+        suite.systems = s
+            .iter()
+            .map(|id| {
+                TopicSystem::parse(id).ok_or_else(|| {
+                    usage(format!(
+                        "unknown topic system {id:?}; known: {}",
+                        TopicSystem::all()
+                            .iter()
+                            .map(|s| s.id())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })
+            })
+            .collect::<Result<_, Failure>>()?;
+    }
+    suite.validate().map_err(usage)?;
+    Ok(suite)
+}
+
+/// Writes a bundle of suites and prints where it went.
+fn write_bundle(out: &std::path::Path, quick: bool, suites: Vec<SuiteOutput>) -> CmdResult {
+    let bundle = Bundle {
+        machine: Machine::detect(),
+        versions: nerve_bench::report::versions(),
+        quick,
+        suites,
+    };
+    bundle.write(out)?;
+    print!("{}", bundle.summary());
+    println!(
+        "report: {0}/index.html, {0}/report.md and {0}/report.json",
+        out.display()
+    );
+    Ok(())
+}
+
 /// Runs a bench command.
 pub fn run(cmd: BenchCommand) -> CmdResult {
     match cmd {
+        BenchCommand::Role { role, spec } => {
+            let role = match role.as_str() {
+                "publisher" => Role::Publisher,
+                "subscriber" => Role::Subscriber,
+                "ponger" => {
+                    let spec: PongSpec = serde_json::from_str(&spec)
+                        .map_err(|e| usage(format!("bad ponger spec: {e}")))?;
+                    run_pongers(&spec)?;
+                    return Ok(());
+                }
+                other => return Err(usage(format!("unknown role {other:?}"))),
+            };
+            let spec: StreamSpec =
+                serde_json::from_str(&spec).map_err(|e| usage(format!("bad stream spec: {e}")))?;
+            run_role(role, &spec)?;
+            Ok(())
+        }
+        BenchCommand::Paths(a) => {
+            let suite = paths_suite(&a)?;
+            let out = suite.run().map_err(usage)?;
+            write_bundle(&a.out, suite.quick, vec![out])
+        }
+        BenchCommand::Topic(a) => {
+            let suite = topic_suite(&a)?;
+            let machine = Machine::detect();
+            let out = suite.run(&machine).map_err(usage)?;
+            write_bundle(&a.out, suite.quick, vec![out])
+        }
         BenchCommand::Peer { system, endpoint } => {
             nerve_bench::service::run_peer(&system, &endpoint)?;
             Ok(())

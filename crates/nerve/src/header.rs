@@ -54,6 +54,32 @@ pub enum CallStatus {
     Rejected = 2,
 }
 
+/// Wall-clock time derived from a monotonic reading and a cached offset (one clock read
+/// per sample instead of two), refreshed every [`WallClock::REFRESH_NS`] so clock steps
+/// show up within that time.
+#[derive(Debug, Default)]
+pub(crate) struct WallClock {
+    at: std::cell::Cell<u64>,
+    offset: std::cell::Cell<i64>,
+}
+
+impl WallClock {
+    /// How often the offset is read again, in monotonic ns.
+    pub(crate) const REFRESH_NS: u64 = 100_000_000;
+
+    /// The wall-clock time at monotonic time `mono`.
+    #[inline]
+    pub(crate) fn at(&self, mono: u64) -> i64 {
+        if self.at.get() == 0 || mono.wrapping_sub(self.at.get()) > Self::REFRESH_NS {
+            let wall = wall_ns();
+            let now = mono_ns();
+            self.offset.set(wall - now as i64);
+            self.at.set(now);
+        }
+        mono as i64 + self.offset.get()
+    }
+}
+
 /// Current monotonic time in ns.
 pub fn mono_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC) as u64
@@ -72,4 +98,18 @@ fn clock_ns(clock: libc::clockid_t) -> i64 {
     // SAFETY: ts is a valid, writable timespec; clock ids are constants the kernel knows.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_wall_clock_tracks_the_real_one() {
+        let w = WallClock::default();
+        let mono = mono_ns();
+        let derived = w.at(mono);
+        let real = wall_ns();
+        assert!((real - derived).abs() < 50_000_000, "{real} vs {derived}");
+    }
 }

@@ -2,7 +2,7 @@
 
 use crate::context::Node;
 use crate::error::{LoanError, PublishError, TopicError};
-use crate::header::{mono_ns, wall_ns, SampleHeader};
+use crate::header::{mono_ns, SampleHeader, WallClock};
 use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInfo};
 use crate::qos::{Overflow, Qos};
 use crate::transport::doorbell::Slot;
@@ -124,6 +124,7 @@ impl<M: Message> PublisherBuilder<M> {
             origin,
             seq: Cell::new(0),
             route,
+            wall: WallClock::default(),
             _m: PhantomData,
         })
     }
@@ -143,6 +144,7 @@ pub struct Publisher<M: Message> {
     origin: u64,
     seq: Cell<u64>,
     route: LocalRoute,
+    wall: WallClock,
     _m: PhantomData<M>,
 }
 
@@ -276,10 +278,11 @@ impl<M: Message> Publisher<M> {
     fn send_loan(&self, buf: LoanBuf, len: usize) -> Result<(), PublishError> {
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
+        let mono = mono_ns();
         let header = SampleHeader {
             seq,
-            publish_mono_ns: mono_ns(),
-            publish_wall_ns: wall_ns(),
+            publish_mono_ns: mono,
+            publish_wall_ns: self.wall.at(mono),
             publisher_id: self.id,
             payload_len: len as u64,
             type_hash: self.type_hash,
@@ -500,6 +503,13 @@ impl<M: Message> Loan<'_, M> {
     pub fn elem_bytes_mut(&mut self) -> &mut [u8] {
         let off = elems_offset::<M>();
         &mut shm::words_as_bytes_mut(self.buf.words_mut())[off..self.len]
+    }
+
+    /// The whole payload in use (head, padding and elements) as raw bytes: for relays
+    /// that copy a received [`crate::Sample::payload_bytes`] as it is.
+    pub fn payload_bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut shm::words_as_bytes_mut(self.buf.words_mut())[..len]
     }
 
     /// Sends the sample to every subscriber.

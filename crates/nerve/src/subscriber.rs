@@ -187,6 +187,12 @@ pub(crate) struct Receiver {
     /// Read shared memory before the local queue (history from before we joined waits
     /// there); cleared once it is empty.
     shm_first: Cell<bool>,
+    /// Whether the topic keeps history (shared memory may then hold samples of local
+    /// publishers that must be drained).
+    history: bool,
+    /// Shared memory may hold something: a publisher outside this context was seen since
+    /// the queue was last found empty. While false, receiving costs no shared-memory poll.
+    shm_dirty: Cell<bool>,
     /// Receives so far; every `FAIRNESS`th one looks at shared memory first, so a busy
     /// local route cannot starve remote publishers.
     polls: Cell<u32>,
@@ -255,7 +261,7 @@ impl Receiver {
         // stamped after joining: anything stamped later was delivered to our queue
         let since_ns = crate::header::mono_ns();
         let origin = ctx.origin;
-        let shm_first = Cell::new(service.static_config().history_size() > 0);
+        let history = service.static_config().history_size() > 0;
         Receiver {
             port,
             service,
@@ -272,7 +278,9 @@ impl Receiver {
             local_topic,
             origin,
             since_ns,
-            shm_first,
+            shm_first: Cell::new(history),
+            history,
+            shm_dirty: Cell::new(true),
             polls: Cell::new(0),
         }
     }
@@ -291,9 +299,18 @@ impl Receiver {
     pub(crate) fn try_recv(&self) -> Result<Option<(Received, usize)>, RecvError> {
         let polls = self.polls.get().wrapping_add(1);
         self.polls.set(polls);
-        if !self.shm_first.get() && !polls.is_multiple_of(FAIRNESS) {
+        let foreign = self.history
+            || self.service.dynamic_config().number_of_publishers() > self.local_topic.publishers();
+        if foreign {
+            self.shm_dirty.set(true);
+        }
+        let shm_first = self.shm_first.get() || polls.is_multiple_of(FAIRNESS);
+        if !shm_first || !self.shm_dirty.get() {
             if let Some(s) = self.try_local() {
                 return Ok(Some(s));
+            }
+            if !self.shm_dirty.get() {
+                return Ok(None);
             }
         }
         loop {
@@ -303,6 +320,7 @@ impl Receiver {
             })?;
             let Some(s) = s else {
                 self.shm_first.set(false);
+                self.shm_dirty.set(foreign);
                 return Ok(self.try_local());
             };
             let h = s.user_header();

@@ -262,10 +262,16 @@ mod tests {
         }
         let plan = p.plan(50 * ms + ms).unwrap();
         assert!(plan.wake_at < 60 * ms && plan.wake_at > 59 * ms, "{plan:?}");
-        assert!(plan.spin_until > 60 * ms && plan.spin_until < 61 * ms, "{plan:?}");
+        assert!(
+            plan.spin_until > 60 * ms && plan.spin_until < 61 * ms,
+            "{plan:?}"
+        );
         // a late sample misses the window: the plan moves to the next slot of the grid
         let later = p.plan(65 * ms).unwrap();
-        assert!(later.wake_at > 69 * ms && later.wake_at < 70 * ms, "{later:?}");
+        assert!(
+            later.wake_at > 69 * ms && later.wake_at < 70 * ms,
+            "{later:?}"
+        );
         // a broken rhythm unlocks until the period is consistent again
         p.arrived(53 * ms);
         assert_eq!(p.plan(54 * ms), None);

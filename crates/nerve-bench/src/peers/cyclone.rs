@@ -112,6 +112,8 @@ pub struct DdsperfRun {
     pub client_cpu: Option<usize>,
     /// CPU to pin the pong (server) process to.
     pub server_cpu: Option<usize>,
+    /// Pings per second (`ping R Hz`); `None` pings as soon as the pong came back.
+    pub rate_hz: Option<u32>,
 }
 
 /// Round-trip figures of one ddsperf run, combined from its per-interval statistics lines.
@@ -321,9 +323,11 @@ pub fn run(exe: &Path, cfg: &DdsperfRun) -> Result<DdsperfResult, PeerError> {
         "-D".into(),
         ping_s.to_string(),
         "ping".into(),
-        "size".into(),
-        cfg.payload_bytes.to_string(),
-    ];
+    ]
+    .into_iter()
+    .chain(cfg.rate_hz.map(|r| format!("{r}Hz")))
+    .chain(["size".into(), cfg.payload_bytes.to_string()])
+    .collect::<Vec<String>>();
     let mut ping = Proc::spawn(exe, &ping_args, cfg.client_cpu, "ddsperf ping")?;
     let deadline = Instant::now() + Duration::from_secs(ping_s + INITWAIT_S) + PING_GRACE;
     let (status, killed) = ping.wait_until(deadline)?;

@@ -46,7 +46,7 @@ fn call_err(reason: String) -> PeerError {
 /// `listen`/`connect` are JSON5 arrays of endpoints. Multicast scouting and gossip are off, so
 /// the only session is the configured TCP link; connection retries start at 20 ms (instead of
 /// 1 s) so a client started before its server links up quickly.
-fn config(listen: &str, connect: &str) -> Result<Config, PeerError> {
+pub fn loopback_config(listen: &str, connect: &str) -> Result<Config, PeerError> {
     let mut c = Config::default();
     let entries = [
         ("mode", r#""peer""#),
@@ -116,7 +116,7 @@ fn answer(query: Query, key: &KeyExpr<'static>) -> Option<Event> {
 /// reply payload.
 pub fn serve(port: u16, key: &str, ready: &mut dyn FnMut()) -> Result<(), PeerError> {
     let ke = key_expr(key)?;
-    let session = zenoh::open(config(&endpoint(port), "[]")?)
+    let session = zenoh::open(loopback_config(&endpoint(port), "[]")?)
         .wait()
         .map_err(|e| {
             setup(format!(
@@ -160,7 +160,7 @@ impl Client {
     pub fn connect(port: u16, key: &str, timeout: Duration) -> Result<Client, PeerError> {
         let deadline = Instant::now() + timeout;
         let key = key_expr(key)?;
-        let session = zenoh::open(config("[]", &endpoint(port))?)
+        let session = zenoh::open(loopback_config("[]", &endpoint(port))?)
             .wait()
             .map_err(|e| {
                 setup(format!(

@@ -60,9 +60,17 @@ pub(crate) struct LocalTopic {
     /// Bumped on every change of `subscribers`, so publishers re-read the list only then.
     epoch: AtomicU64,
     subscribers: Mutex<Vec<Arc<LocalQueue>>>,
+    /// Publishers of this context on the topic.
+    publishers: AtomicUsize,
 }
 
 impl LocalTopic {
+    /// Number of this context's publishers on the topic.
+    pub(crate) fn publishers(&self) -> usize {
+        // SYNC: a count compared with the shared-memory publisher count; no data rides on it.
+        self.publishers.load(Ordering::Relaxed)
+    }
+
     /// Adds a subscriber's queue.
     pub(crate) fn attach(&self, q: Arc<LocalQueue>) {
         lock(&self.subscribers).push(q);
@@ -149,6 +157,8 @@ pub(crate) struct LocalRoute {
 impl LocalRoute {
     /// The route of a publisher on `topic`.
     pub(crate) fn new(topic: Arc<LocalTopic>) -> LocalRoute {
+        // SYNC: see LocalTopic::publishers.
+        topic.publishers.fetch_add(1, Ordering::Relaxed);
         LocalRoute {
             topic,
             seen_epoch: Cell::new(u64::MAX),
@@ -225,6 +235,13 @@ impl LocalRoute {
             pool.push(buf);
         }
         result
+    }
+}
+
+impl Drop for LocalRoute {
+    fn drop(&mut self) {
+        // SYNC: see LocalTopic::publishers.
+        self.topic.publishers.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -1,0 +1,395 @@
+//! One report directory for one or several suites: `report.json` (every suite's rows in
+//! one `results` array), `report.md` and a self-contained `index.html` with SVG plots.
+
+use crate::machine::Machine;
+use crate::plot::escape;
+use crate::report::Skipped;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// A target checked against measured figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    /// Suite it belongs to.
+    pub suite: String,
+    /// What is checked, e.g. "P50 <= floor P50 + 10 µs".
+    pub target: String,
+    /// Where: the system, mode and parameters.
+    pub scope: String,
+    /// The measured value the target is compared with.
+    pub value: Option<f64>,
+    /// Whether it is met (`None`: not measurable in this run).
+    pub met: Option<bool>,
+}
+
+impl Verdict {
+    /// A verdict from a value and a test.
+    pub fn new(
+        suite: &str,
+        target: impl Into<String>,
+        scope: impl Into<String>,
+        value: Option<f64>,
+        ok: impl Fn(f64) -> bool,
+    ) -> Verdict {
+        Verdict {
+            suite: suite.into(),
+            target: target.into(),
+            scope: scope.into(),
+            value,
+            met: value.map(ok),
+        }
+    }
+}
+
+/// One suite's results.
+#[derive(Clone, Debug, Default)]
+pub struct SuiteOutput {
+    /// Suite name.
+    pub suite: String,
+    /// Rows of `report.json`'s `results` (each names its `suite`).
+    pub rows: Vec<Value>,
+    /// What could not run, and why.
+    pub skipped: Vec<Skipped>,
+    /// Targets checked.
+    pub checks: Vec<Verdict>,
+    /// The suite's part of `report.md`.
+    pub markdown: String,
+    /// The suite's part of `index.html` (tables and inline SVG).
+    pub html: String,
+    /// A few lines for the terminal.
+    pub summary: String,
+}
+
+/// Several suites measured in one run on one machine.
+pub struct Bundle {
+    /// The machine.
+    pub machine: Machine,
+    /// Versions of Nerve, the peers and the compiler.
+    pub versions: BTreeMap<String, String>,
+    /// Whether this was a `--quick` run.
+    pub quick: bool,
+    /// The suites, in run order.
+    pub suites: Vec<SuiteOutput>,
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    suites: Vec<&'a str>,
+    machine: &'a Machine,
+    versions: &'a BTreeMap<String, String>,
+    quick: bool,
+    results: Vec<&'a Value>,
+    skipped: Vec<Value>,
+    checks: Vec<&'a Verdict>,
+}
+
+impl Bundle {
+    /// Writes `report.json`, `report.md` and `index.html` into `dir` (created if needed).
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let skipped = self
+            .suites
+            .iter()
+            .flat_map(|s| {
+                s.skipped.iter().map(move |k| {
+                    let mut v = serde_json::to_value(k).unwrap_or(Value::Null);
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("suite".into(), Value::String(s.suite.clone()));
+                    }
+                    v
+                })
+            })
+            .collect();
+        let json = JsonReport {
+            suites: self.suites.iter().map(|s| s.suite.as_str()).collect(),
+            machine: &self.machine,
+            versions: &self.versions,
+            quick: self.quick,
+            results: self.suites.iter().flat_map(|s| s.rows.iter()).collect(),
+            skipped,
+            checks: self.suites.iter().flat_map(|s| s.checks.iter()).collect(),
+        };
+        std::fs::write(
+            dir.join("report.json"),
+            serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?,
+        )?;
+        std::fs::write(dir.join("report.md"), self.markdown())?;
+        std::fs::write(dir.join("index.html"), self.html())
+    }
+
+    fn machine_line(&self) -> String {
+        let m = &self.machine;
+        format!(
+            "{} · {} logical CPUs · {} GiB · Linux {} · {}",
+            m.cpu,
+            m.cores,
+            m.memory_gib,
+            m.kernel,
+            if m.pinned {
+                "processes pinned to separate cores"
+            } else {
+                "not pinned"
+            }
+        )
+    }
+
+    fn versions_line(&self) -> String {
+        self.versions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The whole report as Markdown.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# Nerve benchmark report\n");
+        let _ = writeln!(s, "- Machine: {}", self.machine_line());
+        let _ = writeln!(s, "- Versions: {}", self.versions_line());
+        let _ = writeln!(
+            s,
+            "- Run: {}; every figure as measured (HDR histograms, nothing filtered)\n",
+            if self.quick { "--quick" } else { "full" }
+        );
+        let (met, total) = self.tally();
+        let _ = writeln!(s, "Targets met: {met} of {total} checked.\n");
+        for suite in &self.suites {
+            s.push_str(&suite.markdown);
+            s.push('\n');
+            if !suite.checks.is_empty() {
+                let _ = writeln!(s, "### Targets ({})\n", suite.suite);
+                let _ = writeln!(s, "| target | where | value | met |\n|---|---|---|---|");
+                for c in &suite.checks {
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {} | {} |",
+                        c.target,
+                        c.scope,
+                        c.value.map_or("–".into(), |v| format!("{v:.3}")),
+                        match c.met {
+                            Some(true) => "yes",
+                            Some(false) => "**no**",
+                            None => "n/a",
+                        }
+                    );
+                }
+                s.push('\n');
+            }
+            if !suite.skipped.is_empty() {
+                let _ = writeln!(s, "Skipped ({}):\n", suite.suite);
+                for k in &suite.skipped {
+                    let _ = writeln!(s, "- {}: {}", k.system, k.reason);
+                }
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    fn tally(&self) -> (usize, usize) {
+        let all = self.suites.iter().flat_map(|s| s.checks.iter());
+        let checked: Vec<bool> = all.filter_map(|c| c.met).collect();
+        (checked.iter().filter(|m| **m).count(), checked.len())
+    }
+
+    /// The whole report as one self-contained HTML page (inline SVG, no external files).
+    pub fn html(&self) -> String {
+        let mut s = String::new();
+        s.push_str(
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+             <title>Nerve benchmark report</title>\n<style>\n",
+        );
+        s.push_str(STYLE);
+        s.push_str("</style>\n</head>\n<body>\n<h1>Nerve benchmark report</h1>\n");
+        let _ = writeln!(
+            s,
+            "<p class=\"meta\">{}<br>{}<br>{} run; every figure as measured (HDR \
+             histograms, nothing filtered). Figures labelled <em>published</em> come from \
+             the seed reports, measured elsewhere on other hardware.</p>",
+            escape(&self.machine_line()),
+            escape(&self.versions_line()),
+            if self.quick { "--quick" } else { "Full" }
+        );
+        let (met, total) = self.tally();
+        let _ = writeln!(
+            s,
+            "<p>Targets met: <strong>{met}</strong> of {total} checked.</p>"
+        );
+        s.push_str("<nav><ul>");
+        for suite in &self.suites {
+            let _ = write!(s, "<li><a href=\"#{0}\">{0}</a></li>", escape(&suite.suite));
+        }
+        s.push_str("</ul></nav>\n");
+        for suite in &self.suites {
+            let _ = writeln!(
+                s,
+                "<section id=\"{0}\">\n<h2>{0}</h2>",
+                escape(&suite.suite)
+            );
+            s.push_str(&suite.html);
+            if !suite.checks.is_empty() {
+                s.push_str("<h3>Targets</h3>\n<table><tr><th>target</th><th>where</th><th>value</th><th>met</th></tr>\n");
+                for c in &suite.checks {
+                    let (cls, txt) = match c.met {
+                        Some(true) => ("ok", "yes"),
+                        Some(false) => ("miss", "no"),
+                        None => ("na", "n/a"),
+                    };
+                    let _ = writeln!(
+                        s,
+                        "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{cls}\">{txt}</td></tr>",
+                        escape(&c.target),
+                        escape(&c.scope),
+                        c.value.map_or("–".into(), |v| format!("{v:.3}"))
+                    );
+                }
+                s.push_str("</table>\n");
+            }
+            if !suite.skipped.is_empty() {
+                s.push_str("<h3>Skipped</h3>\n<ul>\n");
+                for k in &suite.skipped {
+                    let _ = writeln!(s, "<li>{}: {}</li>", escape(&k.system), escape(&k.reason));
+                }
+                s.push_str("</ul>\n");
+            }
+            s.push_str("</section>\n");
+        }
+        s.push_str(SCRIPT);
+        s.push_str("</body>\n</html>\n");
+        s
+    }
+
+    /// The terminal summary of every suite.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        for suite in &self.suites {
+            s.push_str(&suite.summary);
+        }
+        let (met, total) = self.tally();
+        let _ = writeln!(s, "targets met: {met} of {total} checked");
+        s
+    }
+}
+
+/// An HTML table from a header row and rows of cells (escaped here).
+pub fn html_table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let mut s = String::from("<table>\n<tr>");
+    for h in head {
+        let _ = write!(s, "<th>{}</th>", escape(h));
+    }
+    s.push_str("</tr>\n");
+    for r in rows {
+        s.push_str("<tr>");
+        for c in r {
+            let _ = write!(s, "<td>{}</td>", escape(c));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</table>\n");
+    s
+}
+
+/// A Markdown table from a header row and rows of cells.
+pub fn md_table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let mut s = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
+    for r in rows {
+        let _ = writeln!(s, "| {} |", r.join(" | "));
+    }
+    s
+}
+
+/// A figure: `svg` wrapped with a caption.
+pub fn figure(svg: &str, caption: &str) -> String {
+    format!(
+        "<figure>{svg}<figcaption>{}</figcaption></figure>\n",
+        escape(caption)
+    )
+}
+
+/// Formats a number with 3 significant-ish digits for tables.
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        "–".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;\
+padding:0 1em;color:#222}h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;margin-top:2em}\
+table{border-collapse:collapse;margin:1em 0;font-size:.85em}td,th{border:1px solid #ddd;\
+padding:3px 7px;text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
+.meta{color:#555;font-size:.9em}.ok{color:#060}.miss{color:#b00;font-weight:bold}.na{color:#888}\
+figure{margin:1em 0}figcaption{font-size:.85em;color:#555}nav ul{display:flex;gap:1em;\
+list-style:none;padding:0}svg{max-width:100%;height:auto}\n";
+
+/// Records script errors and marks the page as rendered (checked by the headless
+/// browser test).
+const SCRIPT: &str = "<script>\nwindow.nerveErrors=[];\
+window.addEventListener('error',function(e){window.nerveErrors.push(String(e.message));});\
+document.addEventListener('DOMContentLoaded',function(){\
+document.body.setAttribute('data-plots',String(document.querySelectorAll('svg').length));\
+document.body.setAttribute('data-errors',String(window.nerveErrors.length));});\n</script>\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundle() -> Bundle {
+        Bundle {
+            machine: Machine::detect(),
+            versions: BTreeMap::from([("nerve".to_string(), "0.1.0".to_string())]),
+            quick: true,
+            suites: vec![SuiteOutput {
+                suite: "topic".into(),
+                rows: vec![serde_json::json!({"suite": "topic", "system": "nerve"})],
+                skipped: vec![Skipped {
+                    system: "zenoh <shm>".into(),
+                    payload_bytes: None,
+                    reason: "a & b".into(),
+                }],
+                checks: vec![Verdict::new("topic", "x <= 1", "nerve", Some(0.5), |v| {
+                    v <= 1.0
+                })],
+                markdown: "## topic\n".into(),
+                html: figure(
+                    &crate::plot::line_chart(
+                        "t",
+                        &crate::plot::Axis::log("x"),
+                        &crate::plot::Axis::log("y"),
+                        &[],
+                    ),
+                    "caption",
+                ),
+                summary: "topic ok\n".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn report_files_carry_rows_checks_and_escaped_html() {
+        let dir = std::env::temp_dir().join(format!("nerve-bundle-{}", std::process::id()));
+        let b = bundle();
+        b.write(&dir).unwrap();
+        let json: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(json["results"][0]["suite"], "topic");
+        assert_eq!(json["skipped"][0]["suite"], "topic");
+        assert_eq!(json["checks"][0]["met"], true);
+        let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+        assert!(html.contains("zenoh &lt;shm&gt;: a &amp; b"));
+        assert!(html.contains("<svg") && html.ends_with("</html>\n"));
+        assert!(b.summary().contains("targets met: 1 of 1"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

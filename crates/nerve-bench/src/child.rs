@@ -1,0 +1,152 @@
+//! Child processes of the suites: started with a command line, talked to by lines on
+//! stdout (`ready`, `start`, `done …`, results), stopped by closing stdin, then SIGTERM,
+//! then SIGKILL. A child is always stopped when dropped.
+
+use crate::echo::PeerError;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// A running child process.
+pub struct Child {
+    child: std::process::Child,
+    lines: Receiver<String>,
+    what: &'static str,
+}
+
+impl Child {
+    /// Starts `exe args…` with extra environment; `what` names it in errors.
+    pub fn spawn(
+        exe: &Path,
+        args: &[String],
+        env: &[(&str, String)],
+        what: &'static str,
+    ) -> Result<Child, PeerError> {
+        let mut cmd = Command::new(exe);
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| PeerError::setup(what, format!("cannot start {}: {e}", exe.display())))?;
+        let out = child
+            .stdout
+            .take()
+            .ok_or_else(|| PeerError::setup(what, "no stdout"))?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Child {
+            child,
+            lines: rx,
+            what,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `timeout` for a line starting with `prefix`; returns the whole line.
+    /// Other lines are skipped. On timeout or exit the error carries the child's stderr.
+    pub fn expect(&mut self, prefix: &str, timeout: Duration) -> Result<String, PeerError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with(prefix) => return Ok(l),
+                Ok(_) => {}
+                Err(e) => {
+                    let why = match e {
+                        RecvTimeoutError::Timeout => format!("no {prefix:?} within {timeout:?}"),
+                        RecvTimeoutError::Disconnected => format!("exited before {prefix:?}"),
+                    };
+                    let stderr = self.stop_and_read_stderr();
+                    let tail: String = stderr
+                        .lines()
+                        .rev()
+                        .take(6)
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect::<Vec<_>>()
+                        .join(" | ");
+                    return Err(PeerError::call(self.what, format!("{why}: {tail}")));
+                }
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for a line starting with `prefix`, leaving the child running
+    /// if none comes.
+    pub fn try_expect(&mut self, prefix: &str, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with(prefix) => return Some(l),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Closes the child's stdin (the suites' "stop" signal).
+    pub fn close_stdin(&mut self) {
+        drop(self.child.stdin.take());
+    }
+
+    /// Waits up to `timeout` for the child to exit by itself.
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+
+    /// Stops the child: closes stdin, waits briefly, then SIGTERM, then SIGKILL.
+    pub fn stop(&mut self) {
+        self.close_stdin();
+        if self.wait_exit(Duration::from_millis(500)) {
+            return;
+        }
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        if self.wait_exit(Duration::from_secs(2)) {
+            return;
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn stop_and_read_stderr(&mut self) -> String {
+        self.stop();
+        let mut s = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

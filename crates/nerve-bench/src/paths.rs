@@ -1,0 +1,1087 @@
+//! `nerve bench paths`: the all-paths ping-pong of seeds/004 (HORUS). Latency by route
+//! (same thread, cross thread, cross process), topology (1:1, N:1, 1:N, N:N with N = 2
+//! and 4) and robotics message type. A pinger fills its whole message, stamps nothing but
+//! a tag in its first 8 bytes and publishes; every ponger copies the whole payload into a
+//! reply; the pinger waits for a reply from every ponger. One-way = round trip / 2.
+//! Raw iceoryx2 runs beside Nerve on the cross-process 1:1 route.
+
+use crate::bundle::{figure, html_table, md_table, num, SuiteOutput, Verdict};
+use crate::child::Child;
+use crate::echo::PeerError;
+use crate::machine::pin_to_cpu;
+use crate::pattern;
+use crate::plot::{bar_chart, Axis};
+use crate::report::Skipped;
+use crate::stats::{Dist, Recorder};
+use indicatif::{ProgressBar, ProgressStyle};
+use nerve::{Context, Message, Qos, WaitMode};
+use nerve_msgs::{BatteryState, CmdVel, Imu, LaserScan, Odometry, PointCloud};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// Calls `$f::<M>(args…)` with the Rust type of a [`MessageKind`].
+macro_rules! dispatch {
+    ($kind:expr, $f:ident, $($arg:expr),*) => {
+        match $kind {
+            MessageKind::CmdVel => $f::<CmdVel>($($arg),*),
+            MessageKind::BatteryState => $f::<BatteryState>($($arg),*),
+            MessageKind::Imu => $f::<Imu>($($arg),*),
+            MessageKind::Odometry => $f::<Odometry>($($arg),*),
+            MessageKind::LaserScan => $f::<LaserScan>($($arg),*),
+            MessageKind::PointCloud1K | MessageKind::PointCloud10K => $f::<PointCloud>($($arg),*),
+        }
+    };
+}
+
+/// The message types of seeds/004.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MessageKind {
+    /// 16 B.
+    CmdVel,
+    /// 104 B.
+    BatteryState,
+    /// 304 B.
+    Imu,
+    /// 736 B.
+    Odometry,
+    /// 360 ranges (~1.5 KB).
+    LaserScan,
+    /// 1,000 points of x, y, z (~12 KB).
+    PointCloud1K,
+    /// 10,000 points of x, y, z (~120 KB).
+    PointCloud10K,
+}
+
+impl MessageKind {
+    /// Every message, smallest first.
+    pub const ALL: [MessageKind; 7] = [
+        MessageKind::CmdVel,
+        MessageKind::BatteryState,
+        MessageKind::Imu,
+        MessageKind::Odometry,
+        MessageKind::LaserScan,
+        MessageKind::PointCloud1K,
+        MessageKind::PointCloud10K,
+    ];
+
+    /// Name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageKind::CmdVel => "CmdVel",
+            MessageKind::BatteryState => "BatteryState",
+            MessageKind::Imu => "Imu",
+            MessageKind::Odometry => "Odometry",
+            MessageKind::LaserScan => "LaserScan",
+            MessageKind::PointCloud1K => "PointCloud1K",
+            MessageKind::PointCloud10K => "PointCloud10K",
+        }
+    }
+
+    /// Parses [`MessageKind::name`] (case-insensitive).
+    pub fn parse(s: &str) -> Option<MessageKind> {
+        MessageKind::ALL
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s))
+    }
+
+    /// Slice elements after the head.
+    fn elems(self) -> usize {
+        match self {
+            MessageKind::LaserScan => 360,
+            MessageKind::PointCloud1K => 12_000,
+            MessageKind::PointCloud10K => 120_000,
+            _ => 0,
+        }
+    }
+
+    /// Bytes of the whole message.
+    pub fn bytes(self) -> usize {
+        fn of<M: Message>(elems: usize) -> usize {
+            nerve::message::elems_offset::<M>() + elems * std::mem::size_of::<M::Elem>()
+        }
+        let n = self.elems();
+        match self {
+            MessageKind::CmdVel => of::<CmdVel>(n),
+            MessageKind::BatteryState => of::<BatteryState>(n),
+            MessageKind::Imu => of::<Imu>(n),
+            MessageKind::Odometry => of::<Odometry>(n),
+            MessageKind::LaserScan => of::<LaserScan>(n),
+            MessageKind::PointCloud1K | MessageKind::PointCloud10K => of::<PointCloud>(n),
+        }
+    }
+}
+
+/// Where pinger and pongers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Route {
+    /// Everything on one thread.
+    SameThread,
+    /// Every pinger and ponger on its own thread of one process.
+    CrossThread,
+    /// Pingers in this process, pongers in another.
+    CrossProcess,
+}
+
+impl Route {
+    /// Every route.
+    pub const ALL: [Route; 3] = [Route::SameThread, Route::CrossThread, Route::CrossProcess];
+
+    /// Name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::SameThread => "same-thread",
+            Route::CrossThread => "cross-thread",
+            Route::CrossProcess => "cross-process",
+        }
+    }
+}
+
+/// Pingers and pongers of the topologies: 1:1, N:1, 1:N, N:N for N = 2 and 4.
+pub const TOPOLOGIES: [(usize, usize); 7] =
+    [(1, 1), (2, 1), (1, 2), (2, 2), (4, 1), (1, 4), (4, 4)];
+
+/// What a ponger process is asked to do.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PongSpec {
+    /// Message type.
+    pub message: MessageKind,
+    /// Ping topic (pongs go to `<topic>/pong`).
+    pub topic: String,
+    /// Pongers to run (one thread each).
+    pub pongers: usize,
+    /// Nerve domain.
+    pub domain: u32,
+    /// Busy-poll (else adaptive waiting).
+    pub spin: bool,
+    /// Raw iceoryx2 instead of Nerve.
+    pub raw: bool,
+    /// CPU to pin to.
+    pub cpu: Option<usize>,
+}
+
+/// One row of the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct PathsRow {
+    /// Always "paths".
+    pub suite: &'static str,
+    /// "nerve" or "iceoryx2".
+    pub system: String,
+    /// "spin" or "adaptive".
+    pub mode: String,
+    /// Route name.
+    pub route: String,
+    /// "pingers:pongers".
+    pub topology: String,
+    /// Message type.
+    pub message: String,
+    /// Bytes per message.
+    pub payload_bytes: usize,
+    /// Measured round trips (every pinger's).
+    pub iterations: u64,
+    /// Warm-up round trips per pinger.
+    pub warmup: usize,
+    /// Round trips in µs.
+    pub rtt_us: Dist,
+    /// Round trip / 2 in µs.
+    pub one_way_us: Dist,
+}
+
+/// Settings of one run.
+#[derive(Clone, Debug)]
+pub struct PathsSuite {
+    /// Routes to measure.
+    pub routes: Vec<Route>,
+    /// (pingers, pongers).
+    pub topologies: Vec<(usize, usize)>,
+    /// Messages.
+    pub messages: Vec<MessageKind>,
+    /// Measured round trips per pinger.
+    pub iterations: usize,
+    /// Warm-up round trips per pinger.
+    pub warmup: usize,
+    /// Whether raw iceoryx2 runs beside Nerve (cross-process 1:1).
+    pub iceoryx2: bool,
+    /// Program and arguments that start a ponger process: `<program> <args…> ponger
+    /// <spec-json>` must call [`run_pongers`].
+    pub role_command: (PathBuf, Vec<String>),
+    /// Nerve domain.
+    pub domain: u32,
+    /// Whether this is the `--quick` variant.
+    pub quick: bool,
+}
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+impl PathsSuite {
+    /// The full run: 10,000 round trips after 1,000 warm-up, every route, topology and
+    /// message.
+    pub fn full(role_command: (PathBuf, Vec<String>)) -> PathsSuite {
+        PathsSuite {
+            routes: Route::ALL.to_vec(),
+            topologies: TOPOLOGIES.to_vec(),
+            messages: MessageKind::ALL.to_vec(),
+            iterations: 10_000,
+            warmup: 1_000,
+            iceoryx2: true,
+            role_command,
+            domain: 700 + std::process::id() % 90,
+            quick: false,
+        }
+    }
+
+    /// The quick run: 1,000 round trips after 100 warm-up, everything else kept.
+    pub fn quick(role_command: (PathBuf, Vec<String>)) -> PathsSuite {
+        PathsSuite {
+            iterations: 1_000,
+            warmup: 100,
+            quick: true,
+            ..PathsSuite::full(role_command)
+        }
+    }
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.iterations == 0 {
+            return Err("iterations must be at least 1".into());
+        }
+        if self.routes.is_empty() || self.topologies.is_empty() || self.messages.is_empty() {
+            return Err("at least one route, topology and message are needed".into());
+        }
+        for &(a, b) in &self.topologies {
+            if !(1..=8).contains(&a) || !(1..=8).contains(&b) {
+                return Err(format!("topology {a}:{b}: 1 to 8 pingers and pongers"));
+            }
+        }
+        Ok(())
+    }
+
+    fn runs(&self) -> usize {
+        let one_one = self.topologies.contains(&(1, 1));
+        let raw =
+            usize::from(self.iceoryx2 && one_one && self.routes.contains(&Route::CrossProcess));
+        self.messages.len() * (self.routes.len() * self.topologies.len() + raw)
+    }
+
+    /// Runs every combination and returns the suite's output.
+    pub fn run(&self) -> Result<SuiteOutput, String> {
+        self.validate()?;
+        let bar = ProgressBar::new(self.runs() as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} paths {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let mut rows = Vec::new();
+        let mut skipped = Vec::new();
+        let mut n = 0;
+        for &message in &self.messages {
+            for &route in &self.routes {
+                for &(pingers, pongers) in &self.topologies {
+                    n += 1;
+                    bar.set_message(format!(
+                        "{} {} {pingers}:{pongers}",
+                        message.name(),
+                        route.name()
+                    ));
+                    let res = self.run_one(message, route, pingers, pongers, false, n);
+                    self.collect(
+                        res,
+                        "nerve",
+                        message,
+                        route,
+                        pingers,
+                        pongers,
+                        &mut rows,
+                        &mut skipped,
+                    );
+                    bar.inc(1);
+                }
+            }
+            if self.iceoryx2
+                && self.topologies.contains(&(1, 1))
+                && self.routes.contains(&Route::CrossProcess)
+            {
+                n += 1;
+                bar.set_message(format!("{} raw iceoryx2", message.name()));
+                let res = self.run_one(message, Route::CrossProcess, 1, 1, true, n);
+                self.collect(
+                    res,
+                    "iceoryx2",
+                    message,
+                    Route::CrossProcess,
+                    1,
+                    1,
+                    &mut rows,
+                    &mut skipped,
+                );
+                bar.inc(1);
+            }
+        }
+        bar.finish_and_clear();
+        Ok(output(rows, skipped))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn collect(
+        &self,
+        res: Result<(Recorder, bool), PeerError>,
+        system: &str,
+        message: MessageKind,
+        route: Route,
+        pingers: usize,
+        pongers: usize,
+        rows: &mut Vec<PathsRow>,
+        skipped: &mut Vec<Skipped>,
+    ) {
+        match res {
+            Ok((rec, spin)) => {
+                let rtt = rec.dist();
+                let half = |v: f64| v / 2.0;
+                rows.push(PathsRow {
+                    suite: "paths",
+                    system: system.into(),
+                    mode: if spin { "spin" } else { "adaptive" }.into(),
+                    route: route.name().into(),
+                    topology: format!("{pingers}:{pongers}"),
+                    message: message.name().into(),
+                    payload_bytes: message.bytes(),
+                    iterations: rtt.count,
+                    warmup: self.warmup,
+                    rtt_us: rtt,
+                    one_way_us: Dist {
+                        count: rtt.count,
+                        min: half(rtt.min),
+                        avg: half(rtt.avg),
+                        p50: half(rtt.p50),
+                        p90: half(rtt.p90),
+                        p95: half(rtt.p95),
+                        p99: half(rtt.p99),
+                        p999: half(rtt.p999),
+                        max: half(rtt.max),
+                    },
+                });
+            }
+            Err(e) => skipped.push(Skipped {
+                system: format!(
+                    "{system} {} {} {pingers}:{pongers}",
+                    route.name(),
+                    message.name()
+                ),
+                payload_bytes: Some(message.bytes()),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// Runs one combination; returns the round trips and whether it busy-polled.
+    fn run_one(
+        &self,
+        message: MessageKind,
+        route: Route,
+        pingers: usize,
+        pongers: usize,
+        raw: bool,
+        n: usize,
+    ) -> Result<(Recorder, bool), PeerError> {
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        // busy-poll only while every spinning thread has a core of its own
+        let spin = route == Route::SameThread || pingers + pongers <= cores;
+        let topic = format!("/bench/paths_{}_{n}", std::process::id());
+        let spec = PongSpec {
+            message,
+            topic: topic.clone(),
+            pongers,
+            domain: self.domain,
+            spin,
+            raw,
+            cpu: (pingers + pongers <= cores && cores >= 2).then_some(0),
+        };
+        let rec = match route {
+            Route::SameThread => {
+                dispatch!(message, same_thread, &self.context()?, &spec, pingers, self)?
+            }
+            Route::CrossThread => {
+                let ctx = self.context()?;
+                let stop = Arc::new(AtomicBool::new(false));
+                let ready = Arc::new(Barrier::new(pongers + 1));
+                let mut handles = Vec::new();
+                for i in 0..pongers {
+                    let (ctx, spec, stop, ready) =
+                        (ctx.clone(), spec.clone(), stop.clone(), ready.clone());
+                    handles.push(std::thread::spawn(move || {
+                        dispatch!(spec.message, ponger, &ctx, &spec, i, &stop, Some(&ready))
+                    }));
+                }
+                ready.wait();
+                let r = pingers_threads(&ctx, &spec, pingers, self);
+                stop.store(true, Ordering::Relaxed);
+                for h in handles {
+                    let _ = h.join();
+                }
+                r?
+            }
+            Route::CrossProcess => {
+                let json =
+                    serde_json::to_string(&spec).map_err(|e| PeerError::setup("bench", e))?;
+                let mut args = self.role_command.1.clone();
+                args.extend(["ponger".to_string(), json]);
+                let mut child = Child::spawn(&self.role_command.0, &args, &[], "ponger")?;
+                child.expect("ready", Duration::from_secs(30))?;
+                let r = if raw {
+                    // on a thread of its own: it pins itself, the suite's thread stays free
+                    std::thread::scope(|s| {
+                        s.spawn(|| raw::pinger(&spec, self))
+                            .join()
+                            .unwrap_or_else(|_| Err(fail("the raw pinger panicked")))
+                    })
+                } else {
+                    let ctx = self.context()?;
+                    pingers_threads(&ctx, &spec, pingers, self)
+                };
+                child.stop();
+                r?
+            }
+        };
+        Ok((rec, spin))
+    }
+
+    fn context(&self) -> Result<Context, PeerError> {
+        let cfg = nerve::Config::default()
+            .domain(self.domain)
+            .map_err(|e| PeerError::setup("nerve", e))?;
+        Context::new(cfg).map_err(|e| PeerError::setup("nerve", e))
+    }
+}
+
+fn qos() -> Qos {
+    Qos::default().depth(64)
+}
+
+fn mode(spin: bool) -> WaitMode {
+    if spin {
+        WaitMode::Spin
+    } else {
+        WaitMode::Adaptive
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> PeerError {
+    PeerError::call("nerve", e)
+}
+
+/// The tag of a ping: pinger index and round.
+fn tag(pinger: usize, round: usize) -> u64 {
+    ((pinger as u64) << 48) | round as u64
+}
+
+fn tag_of(bytes: &[u8]) -> u64 {
+    bytes
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(u64::MAX, u64::from_le_bytes)
+}
+
+/// Writes a whole ping: the pattern over every byte, then the tag in front.
+fn write_ping<M: Message>(
+    p: &nerve::Publisher<M>,
+    elems: usize,
+    tag: u64,
+) -> Result<(), PeerError> {
+    let mut l = p.loan_slice(elems).map_err(fail)?;
+    let bytes = l.payload_bytes_mut();
+    let whole = bytes.len() / 8 * 8;
+    pattern::fill(&mut bytes[..whole], tag);
+    bytes[..8].copy_from_slice(&tag.to_le_bytes());
+    l.send().map_err(fail)
+}
+
+/// Everything on one thread: each round every pinger sends, every ponger answers what
+/// it got, every pinger collects its replies; a round trip is one whole round.
+fn same_thread<M: Message>(
+    ctx: &Context,
+    spec: &PongSpec,
+    pingers: usize,
+    suite: &PathsSuite,
+) -> Result<Recorder, PeerError> {
+    let node = ctx.node("paths_same").create().map_err(fail)?;
+    let pong_topic = format!("{}/pong", spec.topic);
+    let mut ping_pubs = Vec::new();
+    let mut pong_subs = Vec::new();
+    for _ in 0..pingers {
+        ping_pubs.push(
+            node.publisher::<M>(&spec.topic)
+                .qos(qos())
+                .create()
+                .map_err(fail)?,
+        );
+        pong_subs.push(
+            node.subscriber::<M>(&pong_topic)
+                .qos(qos())
+                .create()
+                .map_err(fail)?,
+        );
+    }
+    let mut pongers = Vec::new();
+    for _ in 0..spec.pongers {
+        pongers.push((
+            node.subscriber::<M>(&spec.topic)
+                .qos(qos())
+                .create()
+                .map_err(fail)?,
+            node.publisher::<M>(&pong_topic)
+                .qos(qos())
+                .create()
+                .map_err(fail)?,
+        ));
+    }
+    let elems = spec.message.elems();
+    let mut rec = Recorder::new();
+    for round in 0..suite.warmup + suite.iterations {
+        let t = Instant::now();
+        for (i, p) in ping_pubs.iter().enumerate() {
+            write_ping(p, elems, tag(i, round))?;
+        }
+        for (s, p) in &pongers {
+            while let Some(m) = s.try_recv().map_err(fail)? {
+                echo(&m, p)?;
+            }
+        }
+        for (i, s) in pong_subs.iter().enumerate() {
+            let mut got = 0;
+            while let Some(m) = s.try_recv().map_err(fail)? {
+                got += usize::from(tag_of(m.payload_bytes()) == tag(i, round));
+            }
+            if got != spec.pongers {
+                return Err(fail(format!(
+                    "pinger {i} got {got} of {} replies",
+                    spec.pongers
+                )));
+            }
+        }
+        if round >= suite.warmup {
+            rec.record(t.elapsed());
+        }
+    }
+    Ok(rec)
+}
+
+fn echo<M: Message>(m: &nerve::Sample<M>, p: &nerve::Publisher<M>) -> Result<(), PeerError> {
+    let mut l = p.loan_slice(m.elems().len()).map_err(fail)?;
+    l.payload_bytes_mut().copy_from_slice(m.payload_bytes());
+    l.send().map_err(fail)
+}
+
+/// A ponger: answers every ping with a copy until `stop`.
+fn ponger<M: Message>(
+    ctx: &Context,
+    spec: &PongSpec,
+    index: usize,
+    stop: &AtomicBool,
+    ready: Option<&Barrier>,
+) -> Result<(), PeerError> {
+    let node = ctx
+        .node(&format!("paths_ponger{index}"))
+        .create()
+        .map_err(fail)?;
+    let sub = node
+        .subscriber::<M>(&spec.topic)
+        .qos(qos())
+        .wait_mode(mode(spec.spin))
+        .create()
+        .map_err(fail)?;
+    let publisher = node
+        .publisher::<M>(&format!("{}/pong", spec.topic))
+        .qos(qos())
+        .create()
+        .map_err(fail)?;
+    if let Some(b) = ready {
+        b.wait();
+    }
+    // SYNC: a plain stop flag.
+    while !stop.load(Ordering::Relaxed) {
+        if let Some(m) = sub.recv_timeout(Duration::from_millis(50)).map_err(fail)? {
+            echo(&m, &publisher)?;
+        }
+    }
+    Ok(())
+}
+
+/// A pinger: `warmup + iterations` round trips, each waiting for every ponger's reply.
+fn pinger<M: Message>(
+    ctx: &Context,
+    spec: &PongSpec,
+    index: usize,
+    suite: &PathsSuite,
+    start: &Barrier,
+) -> Result<Recorder, PeerError> {
+    let node = ctx
+        .node(&format!("paths_pinger{index}"))
+        .create()
+        .map_err(fail)?;
+    let publisher = node
+        .publisher::<M>(&spec.topic)
+        .qos(qos())
+        .create()
+        .map_err(fail)?;
+    let sub = node
+        .subscriber::<M>(&format!("{}/pong", spec.topic))
+        .qos(qos())
+        .wait_mode(mode(spec.spin))
+        .create()
+        .map_err(fail)?;
+    if !publisher.wait_for_subscribers(spec.pongers, TIMEOUT) {
+        return Err(fail("pongers did not appear"));
+    }
+    start.wait();
+    let elems = spec.message.elems();
+    let mut rec = Recorder::new();
+    for round in 0..suite.warmup + suite.iterations {
+        let want = tag(index, round);
+        let t = Instant::now();
+        write_ping(&publisher, elems, want)?;
+        let mut got = 0;
+        while got < spec.pongers {
+            let m = sub
+                .recv_timeout(TIMEOUT)
+                .map_err(fail)?
+                .ok_or_else(|| fail(format!("no reply within {TIMEOUT:?} (round {round})")))?;
+            got += usize::from(tag_of(m.payload_bytes()) == want);
+        }
+        if round >= suite.warmup {
+            rec.record(t.elapsed());
+        }
+    }
+    Ok(rec)
+}
+
+/// Runs the pingers on threads of this process and merges their round trips.
+fn pingers_threads(
+    ctx: &Context,
+    spec: &PongSpec,
+    pingers: usize,
+    suite: &PathsSuite,
+) -> Result<Recorder, PeerError> {
+    let start = Arc::new(Barrier::new(pingers));
+    let results: Vec<Result<Recorder, PeerError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..pingers)
+            .map(|i| {
+                let (ctx, start) = (ctx.clone(), start.clone());
+                s.spawn(move || {
+                    if spec.cpu.is_some() {
+                        // 1:1 with cores to spare: pinger and ponger on separate cores
+                        pin_to_cpu(1);
+                    }
+                    dispatch!(spec.message, pinger, &ctx, spec, i, suite, &start)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(fail("a pinger thread panicked")))
+            })
+            .collect()
+    });
+    let mut all = Recorder::new();
+    for r in results {
+        all.merge(&r?);
+    }
+    Ok(all)
+}
+
+/// Runs the pongers of a ponger process until stdin closes (called by `nerve bench role
+/// ponger`). Prints `ready` once every ponger listens.
+pub fn run_pongers(spec: &PongSpec) -> Result<(), PeerError> {
+    if let Some(cpu) = spec.cpu {
+        pin_to_cpu(cpu);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    if spec.raw {
+        return raw::ponger(spec, &stop);
+    }
+    let cfg = nerve::Config::default()
+        .domain(spec.domain)
+        .map_err(|e| PeerError::setup("nerve", e))?;
+    let ctx = Context::new(cfg).map_err(|e| PeerError::setup("nerve", e))?;
+    let ready = Arc::new(Barrier::new(spec.pongers + 1));
+    let handles: Vec<_> = (0..spec.pongers)
+        .map(|i| {
+            let (ctx, spec, stop, ready) = (ctx.clone(), spec.clone(), stop.clone(), ready.clone());
+            std::thread::spawn(move || {
+                dispatch!(spec.message, ponger, &ctx, &spec, i, &stop, Some(&ready))
+            })
+        })
+        .collect();
+    ready.wait();
+    println!("ready");
+    use std::io::{BufRead, Write};
+    let _ = std::io::stdout().flush();
+    for _ in std::io::stdin().lock().lines().map_while(Result::ok) {}
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        if let Ok(Err(e)) = h.join() {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+mod raw {
+    //! Raw iceoryx2 ping-pong over `[u64]` publish-subscribe, both sides busy-polling,
+    //! doing the same work: the pinger fills the whole message, the ponger copies it.
+    use super::*;
+    use iceoryx2::prelude::*;
+
+    type Pubsub =
+        iceoryx2::service::port_factory::publish_subscribe::PortFactory<ipc::Service, [u64], ()>;
+
+    fn err(e: impl std::fmt::Debug) -> PeerError {
+        PeerError::call("iceoryx2", format!("{e:?}"))
+    }
+
+    fn node(spec: &PongSpec) -> Result<iceoryx2::node::Node<ipc::Service>, PeerError> {
+        let mut cfg = iceoryx2::config::Config::default();
+        cfg.global.prefix =
+            FileName::new(crate::stream::iceoryx2_prefix(spec.domain).as_bytes()).map_err(err)?;
+        NodeBuilder::new()
+            .config(&cfg)
+            .signal_handling_mode(SignalHandlingMode::Disabled)
+            .create::<ipc::Service>()
+            .map_err(err)
+    }
+
+    fn open(node: &iceoryx2::node::Node<ipc::Service>, name: &str) -> Result<Pubsub, PeerError> {
+        node.service_builder(&ServiceName::new(name).map_err(err)?)
+            .publish_subscribe::<[u64]>()
+            .history_size(0)
+            .subscriber_max_buffer_size(4)
+            .enable_safe_overflow(true)
+            .open_or_create()
+            .map_err(err)
+    }
+
+    fn names(spec: &PongSpec) -> (String, String) {
+        let base = spec.topic.trim_start_matches('/').replace('/', "_");
+        (format!("raw_{base}_ping"), format!("raw_{base}_pong"))
+    }
+
+    fn words(spec: &PongSpec) -> usize {
+        spec.message.bytes().div_ceil(8)
+    }
+
+    pub(super) fn ponger(spec: &PongSpec, stop: &AtomicBool) -> Result<(), PeerError> {
+        let node = node(spec)?;
+        let (ping, pong) = names(spec);
+        let (ping, pong) = (open(&node, &ping)?, open(&node, &pong)?);
+        let sub = ping
+            .subscriber_builder()
+            .buffer_size(4)
+            .create()
+            .map_err(err)?;
+        let publisher = pong
+            .publisher_builder()
+            .initial_max_slice_len(words(spec))
+            .create()
+            .map_err(err)?;
+        println!("ready");
+        use std::io::{BufRead, Write};
+        let _ = std::io::stdout().flush();
+        let stop_reader = Arc::new(AtomicBool::new(false));
+        let flag = stop_reader.clone();
+        std::thread::spawn(move || {
+            for _ in std::io::stdin().lock().lines().map_while(Result::ok) {}
+            flag.store(true, Ordering::Relaxed);
+        });
+        let mut idle = 0u32;
+        while !stop.load(Ordering::Relaxed) && !stop_reader.load(Ordering::Relaxed) {
+            match sub.receive().map_err(err)? {
+                Some(s) => {
+                    let out = publisher
+                        .loan_slice_uninit(s.payload().len())
+                        .map_err(err)?;
+                    out.write_from_slice(s.payload()).send().map_err(err)?;
+                }
+                None => {
+                    idle = idle.wrapping_add(1);
+                    core::hint::spin_loop();
+                }
+            }
+        }
+        let _ = idle;
+        Ok(())
+    }
+
+    pub(super) fn pinger(spec: &PongSpec, suite: &PathsSuite) -> Result<Recorder, PeerError> {
+        pin_to_cpu(1);
+        let node = node(spec)?;
+        let (ping_name, pong_name) = names(spec);
+        let (ping, pong) = (open(&node, &ping_name)?, open(&node, &pong_name)?);
+        let publisher = ping
+            .publisher_builder()
+            .initial_max_slice_len(words(spec))
+            .create()
+            .map_err(err)?;
+        let sub = pong
+            .subscriber_builder()
+            .buffer_size(4)
+            .create()
+            .map_err(err)?;
+        let deadline = Instant::now() + TIMEOUT;
+        while ping.dynamic_config().number_of_subscribers() < 1
+            || pong.dynamic_config().number_of_publishers() < 1
+        {
+            if Instant::now() > deadline {
+                return Err(err("ponger did not appear"));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let n = words(spec);
+        let mut rec = Recorder::new();
+        for round in 0..suite.warmup + suite.iterations {
+            let want = round as u64;
+            let t = Instant::now();
+            let s = publisher.loan_slice_uninit(n).map_err(err)?;
+            // SAFETY: shared memory of a mapped file is initialized and u64 has no invalid
+            // values; every word is overwritten below.
+            let mut s = unsafe { s.assume_init() };
+            let p = s.payload_mut();
+            for (i, w) in p.iter_mut().enumerate() {
+                *w = want.wrapping_add(i as u64);
+            }
+            p[0] = want;
+            s.send().map_err(err)?;
+            let start = Instant::now();
+            loop {
+                if let Some(r) = sub.receive().map_err(err)? {
+                    if r.payload().first() == Some(&want) {
+                        break;
+                    }
+                }
+                if start.elapsed() > TIMEOUT {
+                    return Err(err(format!("no reply within {TIMEOUT:?}")));
+                }
+                core::hint::spin_loop();
+            }
+            if round >= suite.warmup {
+                rec.record(t.elapsed());
+            }
+        }
+        Ok(rec)
+    }
+}
+
+fn find<'a>(
+    rows: &'a [PathsRow],
+    system: &str,
+    route: &str,
+    topo: &str,
+    msg: &str,
+) -> Option<&'a PathsRow> {
+    rows.iter()
+        .find(|r| r.system == system && r.route == route && r.topology == topo && r.message == msg)
+}
+
+fn output(rows: Vec<PathsRow>, skipped: Vec<Skipped>) -> SuiteOutput {
+    let mut checks = Vec::new();
+    let cmd = |route: &str| find(&rows, "nerve", route, "1:1", "CmdVel");
+    if let Some(r) = cmd("same-thread") {
+        checks.push(Verdict::new(
+            "paths",
+            "same-thread one-way P50 <= 50 ns",
+            "nerve CmdVel 1:1",
+            Some(r.one_way_us.p50 * 1000.0),
+            |ns| ns <= 50.0,
+        ));
+    }
+    if let Some(r) = cmd("cross-thread") {
+        checks.push(Verdict::new(
+            "paths",
+            "cross-thread one-way P50 <= 300 ns",
+            "nerve CmdVel 1:1",
+            Some(r.one_way_us.p50 * 1000.0),
+            |ns| ns <= 300.0,
+        ));
+    }
+    for m in MessageKind::ALL {
+        let n = find(&rows, "nerve", "cross-process", "1:1", m.name());
+        let i = find(&rows, "iceoryx2", "cross-process", "1:1", m.name());
+        if let (Some(n), Some(i)) = (n, i) {
+            checks.push(Verdict::new(
+                "paths",
+                "cross-process one-way P50 / raw iceoryx2 <= 1.3",
+                format!("nerve {} {} 1:1", n.mode, m.name()),
+                Some(n.one_way_us.p50 / i.one_way_us.p50),
+                |r| r <= 1.3,
+            ));
+        }
+    }
+    if let Some(r) = cmd("cross-process") {
+        checks.push(Verdict::new(
+            "paths",
+            "cross-process one-way P50 <= HORUS's 180 ns (its own filtered run here)",
+            "nerve CmdVel 1:1",
+            Some(r.one_way_us.p50 * 1000.0),
+            |ns| ns <= 180.0,
+        ));
+    }
+    let head = [
+        "system",
+        "route",
+        "topology",
+        "message",
+        "bytes",
+        "mode",
+        "one-way P50 µs",
+        "P95 µs",
+        "P99 µs",
+        "max µs",
+        "round trips",
+    ];
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.system.clone(),
+                r.route.clone(),
+                r.topology.clone(),
+                r.message.clone(),
+                r.payload_bytes.to_string(),
+                r.mode.clone(),
+                format!("{:.3}", r.one_way_us.p50),
+                format!("{:.3}", r.one_way_us.p95),
+                format!("{:.3}", r.one_way_us.p99),
+                num(r.one_way_us.max),
+                r.iterations.to_string(),
+            ]
+        })
+        .collect();
+    let names: Vec<String> = MessageKind::ALL
+        .iter()
+        .map(|m| m.name().to_string())
+        .collect();
+    let mut html = String::from(
+        "<p>Ping-pong (seeds/004, HORUS's method): the pinger fills its whole message and \
+         publishes it, every ponger copies the whole payload into a reply, the pinger waits \
+         for every reply. One-way = round trip / 2, unfiltered. Busy-polling where every \
+         thread has a core, adaptive waiting otherwise. HORUS published (other hardware): \
+         CmdVel 1:1 ~85 ns send-only; on this machine kind its own all_paths run gave 180 ns \
+         cross-process (cycle-counter timed, after its outlier filter).</p>\n",
+    );
+    let mut groups = Vec::new();
+    for route in Route::ALL {
+        groups.push((
+            format!("nerve {} 1:1", route.name()),
+            MessageKind::ALL
+                .iter()
+                .map(|m| {
+                    find(&rows, "nerve", route.name(), "1:1", m.name()).map(|r| r.one_way_us.p50)
+                })
+                .collect(),
+        ));
+    }
+    groups.push((
+        "raw iceoryx2 cross-process 1:1".into(),
+        MessageKind::ALL
+            .iter()
+            .map(|m| {
+                find(&rows, "iceoryx2", "cross-process", "1:1", m.name()).map(|r| r.one_way_us.p50)
+            })
+            .collect(),
+    ));
+    html.push_str(&figure(
+        &bar_chart(
+            "One-way P50 by route (1:1)",
+            &names,
+            &Axis::log("µs"),
+            &groups,
+        ),
+        "Median one-way latency per message type and route.",
+    ));
+    let topos: Vec<String> = TOPOLOGIES.iter().map(|(a, b)| format!("{a}:{b}")).collect();
+    let topo_groups: Vec<(String, Vec<Option<f64>>)> = Route::ALL
+        .iter()
+        .map(|route| {
+            (
+                route.name().to_string(),
+                topos
+                    .iter()
+                    .map(|t| {
+                        find(&rows, "nerve", route.name(), t, "CmdVel").map(|r| r.one_way_us.p50)
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    html.push_str(&figure(
+        &bar_chart(
+            "CmdVel one-way P50 by topology",
+            &topos,
+            &Axis::log("µs"),
+            &topo_groups,
+        ),
+        "Pingers:pongers; each ping waits for every ponger's reply.",
+    ));
+    html.push_str(&html_table(&head, &table));
+    let mut md = String::from("## paths (seeds/004)\n\n");
+    md.push_str(&md_table(&head, &table));
+    let mut summary = String::from("paths: CmdVel 1:1 one-way P50\n");
+    for route in Route::ALL {
+        if let Some(r) = find(&rows, "nerve", route.name(), "1:1", "CmdVel") {
+            summary.push_str(&format!(
+                "  nerve {:<14} {:>9.0} ns\n",
+                route.name(),
+                r.one_way_us.p50 * 1000.0
+            ));
+        }
+    }
+    if let Some(r) = find(&rows, "iceoryx2", "cross-process", "1:1", "CmdVel") {
+        summary.push_str(&format!(
+            "  raw iceoryx2 cross-process {:>9.0} ns\n",
+            r.one_way_us.p50 * 1000.0
+        ));
+    }
+    SuiteOutput {
+        suite: "paths".into(),
+        rows: rows
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect(),
+        skipped,
+        checks,
+        markdown: md,
+        html,
+        summary,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_sizes_follow_the_seed() {
+        assert_eq!(MessageKind::CmdVel.bytes(), 16);
+        assert_eq!(MessageKind::BatteryState.bytes(), 104);
+        assert_eq!(MessageKind::Imu.bytes(), 304);
+        assert_eq!(MessageKind::Odometry.bytes(), 736);
+        assert!((1400..1700).contains(&MessageKind::LaserScan.bytes()));
+        assert!((12_000..13_000).contains(&MessageKind::PointCloud1K.bytes()));
+        assert!((120_000..121_000).contains(&MessageKind::PointCloud10K.bytes()));
+        assert_eq!(MessageKind::parse("imu"), Some(MessageKind::Imu));
+    }
+
+    #[test]
+    fn tags_identify_pinger_and_round() {
+        let t = tag(3, 77);
+        assert_eq!(tag_of(&t.to_le_bytes()), t);
+        assert_ne!(tag(1, 77), tag(2, 77));
+        assert_eq!(tag_of(&[1, 2]), u64::MAX);
+    }
+}
