@@ -603,3 +603,134 @@ fn table_head(s: &mut String, cells: &[String]) {
 fn table_row(s: &mut String, cells: &[String]) {
     let _ = writeln!(s, "| {} |", cells.join(" | "));
 }
+
+impl Report {
+    /// The service suite as one part of a combined report (rows, checks, Markdown, HTML).
+    pub fn to_suite_output(&self) -> crate::bundle::SuiteOutput {
+        use crate::bundle::{figure, html_table, SuiteOutput, Verdict};
+        use crate::plot::{bar_chart, line_chart, Axis, Series};
+        let rows = self
+            .results
+            .iter()
+            .filter_map(|e| {
+                let mut v = serde_json::to_value(e).ok()?;
+                v.as_object_mut()?
+                    .insert("suite".into(), serde_json::Value::String("service".into()));
+                Some(v)
+            })
+            .collect();
+        let checks = self
+            .checks()
+            .into_iter()
+            .map(|c| Verdict {
+                suite: "service".into(),
+                target: c.target,
+                scope: format!("nerve adaptive {}", human_bytes(c.payload_bytes)),
+                value: c.value,
+                met: c.met,
+            })
+            .collect();
+        let payloads = self.payloads();
+        let names: Vec<String> = payloads.iter().map(|p| human_bytes(*p)).collect();
+        let mut tps_groups: Vec<(String, Vec<Option<f64>>)> = self
+            .systems()
+            .into_iter()
+            .map(|(s, m)| {
+                let v = payloads
+                    .iter()
+                    .map(|p| self.find(&s, &m, *p).map(|e| e.tps))
+                    .collect();
+                (format!("{s} {m}"), v)
+            })
+            .collect();
+        // published TPS of Segar (column 1) and ROS 2 (column 2) per payload
+        let seed = |ros: bool| {
+            payloads
+                .iter()
+                .map(|p| {
+                    let s = SEED_000.iter().find(|s| s.0 == *p)?;
+                    if ros {
+                        s.2[0]
+                    } else {
+                        s.1[0]
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        tps_groups.push(("Segar (published)".into(), seed(false)));
+        tps_groups.push(("ROS 2 (published)".into(), seed(true)));
+        let rtt_series: Vec<Series> = self
+            .systems()
+            .into_iter()
+            .map(|(s, m)| Series {
+                label: format!("{s} {m}"),
+                points: payloads
+                    .iter()
+                    .filter_map(|p| self.find(&s, &m, *p).map(|e| (*p as f64, e.rtt_us.p50)))
+                    .collect(),
+            })
+            .collect();
+        let mut html = String::from(
+            "<p>Request/response ping-pong (seeds/000, Segar vs ROS 2): a single-threaded \
+             client calls synchronously, the server copies each request into its response, \
+             the client writes and checks every byte. Segar and ROS 2: published elsewhere on \
+             other hardware.</p>\n",
+        );
+        html.push_str(&figure(
+            &bar_chart(
+                "Calls per second by payload",
+                &names,
+                &Axis::log("calls/s"),
+                &tps_groups,
+            ),
+            "TPS per payload and system (log scale).",
+        ));
+        html.push_str(&figure(
+            &line_chart(
+                "Round trip P50 vs payload",
+                &Axis::log("payload (bytes)"),
+                &Axis::log("RTT P50 (µs)"),
+                &rtt_series,
+            ),
+            "Median round trip per system (log-log).",
+        ));
+        let head = [
+            "system",
+            "payload",
+            "TPS",
+            "avg µs",
+            "P50 µs",
+            "P90 µs",
+            "P99 µs",
+            "P99.9 µs",
+            "max µs",
+        ];
+        let table: Vec<Vec<String>> = self
+            .results
+            .iter()
+            .map(|e| {
+                vec![
+                    format!("{} {}", e.system, e.mode),
+                    human_bytes(e.payload_bytes),
+                    format!("{:.0}", e.tps),
+                    num(e.rtt_us.avg),
+                    num(e.rtt_us.p50),
+                    num(e.rtt_us.p90),
+                    num(e.rtt_us.p99),
+                    opt(e.rtt_us.p999),
+                    num(e.rtt_us.max),
+                ]
+            })
+            .collect();
+        html.push_str(&html_table(&head, &table));
+        SuiteOutput {
+            suite: "service".into(),
+            rows,
+            skipped: self.skipped.clone(),
+            checks,
+            markdown: self.markdown(),
+            html,
+            summary: self.summary(),
+        }
+    }
+}

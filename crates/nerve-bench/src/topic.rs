@@ -834,7 +834,7 @@ fn output(
             &Axis::log("latency P50 (µs)"),
             &series(&|r: &TopicRow| {
                 (r.payload_bytes == 1 << 20 && r.sweeps.iter().any(|s| s == "rate"))
-                    .then(|| (r.rate_hz as f64, r.latency_us.p50))
+                    .then_some((r.rate_hz as f64, r.latency_us.p50))
             }),
         ),
         "Median one-way latency at 1 MiB by rate.",

@@ -3,6 +3,7 @@
 use crate::{usage, CmdResult, Failure};
 use clap::{Args, Subcommand};
 use nerve_bench::bundle::{Bundle, SuiteOutput};
+use nerve_bench::lidar::LidarSuite;
 use nerve_bench::machine::Machine;
 use nerve_bench::paths::{run_pongers, MessageKind, PathsSuite, PongSpec, Route};
 use nerve_bench::service::{ServiceSuite, SystemId};
@@ -19,6 +20,10 @@ pub enum BenchCommand {
     Topic(TopicArgs),
     /// Ping-pong by route, topology and message type (seeds/004, HORUS).
     Paths(PathsArgs),
+    /// Point clouds from a simulated Ouster driver (seeds/003): jitter and end-to-end latency.
+    Lidar(LidarArgs),
+    /// Every suite (service, topic, paths, lidar) into one report with plots.
+    All(AllArgs),
     /// One end of a stream (started by the suites themselves).
     #[command(hide = true)]
     Role {
@@ -159,6 +164,76 @@ fn paths_suite(a: &PathsArgs) -> Result<PathsSuite, Failure> {
     Ok(suite)
 }
 
+/// Options of `bench lidar`.
+#[derive(Args)]
+pub struct LidarArgs {
+    /// 100 frames per mode instead of 1,000.
+    #[arg(long)]
+    quick: bool,
+    /// Output directory for report.json, report.md and index.html.
+    #[arg(long, default_value = "nerve-report")]
+    out: PathBuf,
+    /// Frames per mode and system (overrides --quick).
+    #[arg(long)]
+    frames: Option<u64>,
+    /// Modes by columns, comma-separated: 512, 1024, 2048.
+    #[arg(long, value_delimiter = ',')]
+    modes: Option<Vec<u32>>,
+    /// Beam counts, comma-separated (16 for OS1-16, 64 for OS1-64).
+    #[arg(long, value_delimiter = ',')]
+    beams: Option<Vec<u32>>,
+}
+
+/// Options of `bench all`.
+#[derive(Args)]
+pub struct AllArgs {
+    /// Every suite's quick variant (about 10 minutes on 2 cores).
+    #[arg(long)]
+    quick: bool,
+    /// Output directory for report.json, report.md and index.html.
+    #[arg(long, default_value = "nerve-report")]
+    out: PathBuf,
+    /// Every suite at its smallest (a few seconds each): for tests of the whole pipeline.
+    #[arg(long, hide = true)]
+    smoke: bool,
+}
+
+fn lidar_suite(a: &LidarArgs) -> Result<LidarSuite, Failure> {
+    let mut suite = if a.quick {
+        LidarSuite::quick(role_command()?)
+    } else {
+        LidarSuite::full(role_command()?)
+    };
+    if let Some(f) = a.frames {
+        suite.frames = f;
+    }
+    if let Some(m) = &a.modes {
+        suite.modes = m.clone();
+    }
+    if let Some(b) = &a.beams {
+        suite.beams = b.clone();
+    }
+    suite.validate().map_err(usage)?;
+    Ok(suite)
+}
+
+/// Runs the service suite and returns its part of a combined report.
+fn service_output(a: &AllArgs) -> Result<SuiteOutput, Failure> {
+    let exe = std::env::current_exe()?;
+    let peer = (exe, vec!["bench".to_string(), "peer".to_string()]);
+    let mut suite = if a.quick {
+        ServiceSuite::quick(peer)
+    } else {
+        ServiceSuite::full(peer)
+    };
+    if a.smoke {
+        (suite.calls, suite.warmup, suite.payloads) = (20, 2, vec![64]);
+    }
+    suite.out = a.out.join("service");
+    let report = suite.run().map_err(|e| Failure::Runtime(e.into()))?;
+    Ok(report.to_suite_output())
+}
+
 fn role_command() -> Result<(PathBuf, Vec<String>), Failure> {
     Ok((
         std::env::current_exe()?,
@@ -221,6 +296,43 @@ fn write_bundle(out: &std::path::Path, quick: bool, suites: Vec<SuiteOutput>) ->
     Ok(())
 }
 
+/// `bench all`: every suite in one run, one report.
+fn run_all(a: &AllArgs) -> CmdResult {
+    let machine = Machine::detect();
+    let quick = a.quick || a.smoke;
+    eprintln!(
+        "nerve bench all ({}): service, topic, paths, lidar",
+        if quick { "quick" } else { "full" }
+    );
+    let mut suites = vec![service_output(a)?];
+    let rc = role_command()?;
+    let mut topic = if quick {
+        TopicSuite::quick(rc.clone())
+    } else {
+        TopicSuite::full(rc.clone())
+    };
+    let mut paths = if quick {
+        PathsSuite::quick(rc.clone())
+    } else {
+        PathsSuite::full(rc.clone())
+    };
+    let mut lidar = if quick {
+        LidarSuite::quick(rc.clone())
+    } else {
+        LidarSuite::full(rc)
+    };
+    if a.smoke {
+        (topic.sizes, topic.rates, topic.scenarios, topic.seconds) = (vec![16], vec![], false, 0.3);
+        (paths.iterations, paths.warmup) = (50, 5);
+        (paths.topologies, paths.messages) = (vec![(1, 1), (2, 1)], vec![MessageKind::CmdVel]);
+        (lidar.frames, lidar.modes, lidar.beams) = (5, vec![512], vec![16]);
+    }
+    suites.push(topic.run(&machine).map_err(usage)?);
+    suites.push(paths.run().map_err(usage)?);
+    suites.push(lidar.run(&machine).map_err(usage)?);
+    write_bundle(&a.out, quick, suites)
+}
+
 /// Runs a bench command.
 pub fn run(cmd: BenchCommand) -> CmdResult {
     match cmd {
@@ -246,6 +358,12 @@ pub fn run(cmd: BenchCommand) -> CmdResult {
             let out = suite.run().map_err(usage)?;
             write_bundle(&a.out, suite.quick, vec![out])
         }
+        BenchCommand::Lidar(a) => {
+            let suite = lidar_suite(&a)?;
+            let out = suite.run(&Machine::detect()).map_err(usage)?;
+            write_bundle(&a.out, suite.quick, vec![out])
+        }
+        BenchCommand::All(a) => run_all(&a),
         BenchCommand::Topic(a) => {
             let suite = topic_suite(&a)?;
             let machine = Machine::detect();

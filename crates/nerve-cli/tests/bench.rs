@@ -116,10 +116,173 @@ fn bad_bench_arguments_are_usage_errors() {
         ),
         (vec!["bench", "service", "--calls", "0"], "at least 1"),
         (vec!["bench", "service", "--calls", "x"], "invalid value"),
+        (vec!["bench", "topic", "--sizes", "8"], "16 B"),
+        (
+            vec!["bench", "topic", "--seconds", "0"],
+            "seconds per point",
+        ),
+        (
+            vec!["bench", "topic", "--systems", "dds"],
+            "unknown topic system",
+        ),
+        (vec!["bench", "topic", "--rates", "0"], "rate 0 Hz"),
+        (
+            vec!["bench", "paths", "--messages", "Pose"],
+            "unknown message",
+        ),
+        (
+            vec!["bench", "paths", "--topologies", "2-2"],
+            "must look like",
+        ),
+        (
+            vec!["bench", "paths", "--routes", "wormhole"],
+            "unknown route",
+        ),
+        (vec!["bench", "paths", "--iterations", "0"], "at least 1"),
+        (vec!["bench", "lidar", "--modes", "4096"], "4096"),
+        (vec!["bench", "lidar", "--frames", "1"], "at least 3 frames"),
+        (vec!["bench", "role", "publisher", "{"], "bad stream spec"),
+        (vec!["bench", "role", "juggler", "{}"], "unknown role"),
     ] {
         let out = nerve(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+/// Chromium as Debian installs it (`.ci/run` does), if present.
+fn chromium() -> Option<&'static str> {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+}
+
+#[test]
+fn all_suites_write_one_report_that_renders_in_a_browser() {
+    let out_dir = std::env::temp_dir().join(format!("nerve-bench-all-{}", std::process::id()));
+    let out = nerve(&[
+        "bench",
+        "all",
+        "--smoke",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("index.html"), "{stdout}");
+
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        report["suites"],
+        serde_json::json!(["service", "topic", "paths", "lidar"])
+    );
+    let results = report["results"].as_array().unwrap();
+    let row = |suite: &str, system: &str, mode: &str| {
+        results
+            .iter()
+            .find(|r| r["suite"] == suite && r["system"] == system && r["mode"] == mode)
+            .unwrap_or_else(|| panic!("no {suite} row for {system} {mode}: {report}"))
+    };
+    // every suite's Nerve rows, with the documented fields and sane figures
+    let svc = row("service", "nerve", "adaptive");
+    assert!(svc["rtt_us"]["p50"].as_f64().unwrap() > 0.0);
+    for mode in ["adaptive", "predictive"] {
+        let t = row("topic", "nerve", mode);
+        assert_eq!(t["payload_bytes"], 16);
+        assert_eq!(t["rate_hz"], 100);
+        assert_eq!(t["loss_rate"], 0.0, "{t}");
+        let lat = &t["latency_us"];
+        assert!(lat["p50"].as_f64().unwrap() > 0.0 && lat["p50"].as_f64() <= lat["max"].as_f64());
+        assert!(t["cpu_percent"]["subscriber"].is_number(), "{t}");
+        assert!(t["rss_bytes"]["publisher"].as_u64().unwrap() > 0, "{t}");
+    }
+    let floor = row("topic", "floor", "futex");
+    assert_eq!(floor["received"], floor["sent"]);
+    for route in ["same-thread", "cross-thread", "cross-process"] {
+        let p = results
+            .iter()
+            .find(|r| r["suite"] == "paths" && r["route"] == route && r["topology"] == "2:1")
+            .unwrap_or_else(|| panic!("no paths row for {route} 2:1"));
+        assert_eq!(p["message"], "CmdVel");
+        // one round of a single thread serves both pingers; threads each time their own
+        let rounds = if route == "same-thread" { 50 } else { 100 };
+        assert_eq!(p["iterations"], rounds, "{route}");
+        assert!(p["one_way_us"]["p50"].as_f64().unwrap() > 0.0);
+    }
+    assert!(results
+        .iter()
+        .any(|r| r["suite"] == "paths" && r["system"] == "iceoryx2"));
+    let l = row("lidar", "nerve", "adaptive");
+    assert_eq!(
+        (l["lidar_mode"].as_str(), l["beams"].as_u64()),
+        (Some("512x10"), Some(16))
+    );
+    assert_eq!(l["received"], 5);
+    assert_eq!(l["e2e_series_us"].as_array().unwrap().len(), 5);
+    assert!(l["e2e_latency_us"]["mad"].is_number());
+    assert!(!report["checks"].as_array().unwrap().is_empty());
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    for heading in ["## topic", "## paths", "## lidar", "CyberRT", "ROS 2"] {
+        assert!(md.contains(heading), "report.md lacks {heading}");
+    }
+
+    // the page renders in a real browser: every plot present, no script error
+    let html = out_dir.join("index.html");
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("NERVE_REQUIRE_BROWSER").is_none(),
+            "NERVE_REQUIRE_BROWSER is set but chromium is not installed"
+        );
+        eprintln!("chromium not installed: browser check skipped (.ci/run installs it)");
+        return;
+    };
+    let profile = out_dir.join("chromium-profile");
+    let dom = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", html.display()))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run chromium");
+    let dom_text = String::from_utf8_lossy(&dom.stdout);
+    let log = String::from_utf8_lossy(&dom.stderr);
+    assert!(dom.status.success(), "chromium failed: {log}");
+    let plots = html_svg_count(&std::fs::read_to_string(&html).unwrap());
+    assert!(plots >= 6, "{plots} plots in the page");
+    assert!(
+        dom_text.contains(&format!("data-plots=\"{plots}\"")),
+        "the browser did not render all {plots} plots: {}",
+        &dom_text[..dom_text.len().min(400)]
+    );
+    assert!(
+        dom_text.contains("data-errors=\"0\""),
+        "script errors in the page"
+    );
+    for line in log.lines().filter(|l| l.contains("CONSOLE")) {
+        assert!(
+            !line.contains("ERROR") && !line.contains("Uncaught"),
+            "console error: {line}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+fn html_svg_count(html: &str) -> usize {
+    html.matches("<svg ").count()
 }
