@@ -756,11 +756,19 @@ mod raw {
             .map_err(err)
     }
 
+    /// The topic configured as Nerve configures the suite's topics (8 publishers, 8
+    /// subscribers, queues of 64 out of at most 256), so the ratio shows what Nerve's
+    /// layer adds, not a difference in capacity (iceoryx2's receive scans every possible
+    /// publisher connection).
     fn open(node: &iceoryx2::node::Node<ipc::Service>, name: &str) -> Result<Pubsub, PeerError> {
         node.service_builder(&ServiceName::new(name).map_err(err)?)
             .publish_subscribe::<[u64]>()
             .history_size(0)
-            .subscriber_max_buffer_size(4)
+            .max_publishers(8)
+            .max_subscribers(8)
+            .max_nodes(20)
+            .subscriber_max_buffer_size(256)
+            .subscriber_max_borrowed_samples(4)
             .enable_safe_overflow(true)
             .open_or_create()
             .map_err(err)

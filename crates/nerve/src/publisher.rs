@@ -6,7 +6,7 @@ use crate::header::{mono_ns, SampleHeader, WallClock};
 use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInfo};
 use crate::qos::{Overflow, Qos};
 use crate::transport::doorbell::Slot;
-use crate::transport::intra::{Buf, LocalRoute};
+use crate::transport::intra::{LocalLoan, LocalRoute};
 use crate::transport::shm::{self, IoxPublisher, IoxSampleMut, TopicService};
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo, LoanError as IoxLoanError, SendError};
@@ -15,7 +15,6 @@ use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest time [`Publisher::wait_for_subscribers`] waits for subscribers to attach.
@@ -124,6 +123,7 @@ impl<M: Message> PublisherBuilder<M> {
             origin,
             seq: Cell::new(0),
             route,
+            subscribers_seen: Cell::new(None),
             wall: WallClock::default(),
             _m: PhantomData,
         })
@@ -144,6 +144,8 @@ pub struct Publisher<M: Message> {
     origin: u64,
     seq: Cell<u64>,
     route: LocalRoute,
+    /// (doorbell sequence, subscriber count) at the last count.
+    subscribers_seen: Cell<Option<(u32, usize)>>,
     wall: WallClock,
     _m: PhantomData<M>,
 }
@@ -186,6 +188,7 @@ impl<M: Message> Publisher<M> {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+        self.subscribers_seen.set(None);
         let _ = self.port.update_connections();
         // SAFETY: see `slot` field.
         let slot = unsafe { &*self.slot };
@@ -209,7 +212,23 @@ impl<M: Message> Publisher<M> {
     /// topic keeps history for late joiners.
     #[inline]
     fn needs_shm(&self, local_subscribers: usize) -> bool {
-        self.qos.history > 0 || self.subscriber_count() > local_subscribers
+        self.qos.history > 0 || self.cached_subscriber_count() > local_subscribers
+    }
+
+    /// [`Publisher::subscriber_count`], read again only when the topic's doorbell rang
+    /// since (every new subscriber rings it; reading the count is not free).
+    #[inline]
+    fn cached_subscriber_count(&self) -> usize {
+        // SAFETY: see `slot` field.
+        let seq = unsafe { &*self.slot }.seq();
+        match self.subscribers_seen.get() {
+            Some((seen, n)) if seen == seq => n,
+            _ => {
+                let n = self.subscriber_count();
+                self.subscribers_seen.set(Some((seq, n)));
+                n
+            }
+        }
     }
 
     fn check_len(&self, len: usize) -> Result<(), LoanError> {
@@ -297,7 +316,7 @@ impl<M: Message> Publisher<M> {
                     self.loan_shm(len)
                         .map_err(PublishError::from)
                         .and_then(|mut s| {
-                            s.payload_mut().copy_from_slice(&b[..words]);
+                            s.payload_mut().copy_from_slice(&b.words()[..words]);
                             self.send_shm(s, header)
                         })
                 } else {
@@ -310,7 +329,7 @@ impl<M: Message> Publisher<M> {
                 let local = if local > 0 {
                     // local subscribers read a copy on the heap; remote ones the original
                     let mut b = self.route.loan(words);
-                    Arc::make_mut(&mut b)[..words].copy_from_slice(s.payload());
+                    b.words_mut()[..words].copy_from_slice(s.payload());
                     self.deliver_local(header, b)
                 } else {
                     Ok(())
@@ -324,7 +343,7 @@ impl<M: Message> Publisher<M> {
         result
     }
 
-    fn deliver_local(&self, header: SampleHeader, buf: Buf) -> Result<(), PublishError> {
+    fn deliver_local(&self, header: SampleHeader, buf: LocalLoan) -> Result<(), PublishError> {
         self.route
             .deliver(header, buf, self.qos.overflow)
             .map_err(|timeout| PublishError::BackPressureTimeout {
@@ -378,22 +397,21 @@ enum LoanBuf {
     /// In shared memory (some subscriber is outside this context).
     Shm(IoxSampleMut),
     /// On the heap (every subscriber is in this context).
-    Local(Buf),
+    Local(LocalLoan),
 }
 
 impl LoanBuf {
     fn words(&self) -> &[u64] {
         match self {
             LoanBuf::Shm(s) => s.payload(),
-            LoanBuf::Local(b) => b,
+            LoanBuf::Local(b) => b.words(),
         }
     }
 
     fn words_mut(&mut self) -> &mut [u64] {
         match self {
             LoanBuf::Shm(s) => s.payload_mut(),
-            // loaned buffers are unique, so this never copies
-            LoanBuf::Local(b) => Arc::make_mut(b).as_mut_slice(),
+            LoanBuf::Local(b) => b.words_mut(),
         }
     }
 }

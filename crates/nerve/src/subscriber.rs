@@ -193,6 +193,8 @@ pub(crate) struct Receiver {
     /// Shared memory may hold something: a publisher outside this context was seen since
     /// the queue was last found empty. While false, receiving costs no shared-memory poll.
     shm_dirty: Cell<bool>,
+    /// (doorbell sequence, shared-memory publisher count) at the last count.
+    publishers_seen: Cell<Option<(u32, usize)>>,
     /// Receives so far; every `FAIRNESS`th one looks at shared memory first, so a busy
     /// local route cannot starve remote publishers.
     polls: Cell<u32>,
@@ -258,6 +260,9 @@ impl Receiver {
         let local = Arc::new(LocalQueue::new(depth));
         let local_topic = ctx.local.topic(&topic);
         local_topic.attach(local.clone());
+        // SAFETY: slot points into the context's doorbell mapping, kept alive by node.
+        // Ringing tells publishers to count subscribers again.
+        unsafe { &*slot }.ring_always();
         // stamped after joining: anything stamped later was delivered to our queue
         let since_ns = crate::header::mono_ns();
         let origin = ctx.origin;
@@ -281,6 +286,7 @@ impl Receiver {
             shm_first: Cell::new(history),
             history,
             shm_dirty: Cell::new(true),
+            publishers_seen: Cell::new(None),
             polls: Cell::new(0),
         }
     }
@@ -299,8 +305,7 @@ impl Receiver {
     pub(crate) fn try_recv(&self) -> Result<Option<(Received, usize)>, RecvError> {
         let polls = self.polls.get().wrapping_add(1);
         self.polls.set(polls);
-        let foreign = self.history
-            || self.service.dynamic_config().number_of_publishers() > self.local_topic.publishers();
+        let foreign = self.history || self.foreign_publishers();
         if foreign {
             self.shm_dirty.set(true);
         }
@@ -334,6 +339,23 @@ impl Receiver {
                 return Ok(Some(accepted));
             }
         }
+    }
+
+    /// Whether a publisher outside this context may exist. The shared-memory count is
+    /// read again only when the doorbell rang since (every new publisher rings it).
+    #[inline]
+    fn foreign_publishers(&self) -> bool {
+        // SAFETY: slot points into the context's doorbell mapping, kept alive by self.node.
+        let seq = unsafe { &*self.slot }.seq();
+        let shm = match self.publishers_seen.get() {
+            Some((seen, n)) if seen == seq => n,
+            _ => {
+                let n = self.service.dynamic_config().number_of_publishers();
+                self.publishers_seen.set(Some((seq, n)));
+                n
+            }
+        };
+        shm > self.local_topic.publishers()
     }
 
     /// The next valid sample of the local route.

@@ -12,8 +12,9 @@
 
 use crate::header::SampleHeader;
 use crate::qos::Overflow;
+use crossbeam_queue::ArrayQueue;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -24,6 +25,25 @@ pub(crate) type Buf = Arc<Vec<u64>>;
 /// Buffers a publisher keeps for reuse (more in flight are freed when their readers
 /// drop them, so memory stays bounded by the pool plus the subscribers' queues).
 const POOL_MAX: usize = 8;
+
+/// A buffer loaned from a [`LocalRoute`]: nothing else references it until it is
+/// delivered, so it can be written in place.
+pub(crate) struct LocalLoan(Buf);
+
+impl LocalLoan {
+    /// The buffer's words.
+    pub(crate) fn words(&self) -> &[u64] {
+        &self.0
+    }
+
+    /// The buffer's words, writable.
+    pub(crate) fn words_mut(&mut self) -> &mut [u64] {
+        // SAFETY: `LocalRoute::loan` made sure nothing else references this buffer (no
+        // Weak references exist, and the pool gave it up); clones are made only by
+        // `deliver`, which consumes the loan. &mut self makes the access exclusive.
+        unsafe { (*(Arc::as_ptr(&self.0) as *mut Vec<u64>)).as_mut_slice() }
+    }
+}
 
 /// A sample on the local route: Nerve's header plus the payload buffer.
 pub(crate) struct LocalSample {
@@ -86,62 +106,42 @@ impl LocalTopic {
     }
 }
 
-/// A subscriber's queue on the local route: bounded by its QoS depth.
+/// A subscriber's queue on the local route: a lock-free bounded queue of its QoS depth
+/// (several publishers may push, its subscriber pops).
 pub(crate) struct LocalQueue {
-    entries: Mutex<VecDeque<LocalSample>>,
-    /// Number of queued entries, readable without the lock (a hint for polling).
-    len: AtomicUsize,
-    depth: usize,
+    entries: ArrayQueue<LocalSample>,
 }
-
-/// Why a push was refused.
-pub(crate) struct Full;
 
 impl LocalQueue {
     /// An empty queue holding at most `depth` samples.
     pub(crate) fn new(depth: usize) -> LocalQueue {
         LocalQueue {
-            entries: Mutex::new(VecDeque::with_capacity(depth.min(1024))),
-            len: AtomicUsize::new(0),
-            depth: depth.max(1),
+            entries: ArrayQueue::new(depth.max(1)),
         }
     }
 
     /// Queues a sample. Under drop-oldest a full queue loses its oldest sample (the
     /// subscriber counts the gap); under back-pressure a full queue refuses it.
-    fn push(&self, s: LocalSample, overflow: Overflow) -> Result<(), (Full, LocalSample)> {
-        let mut q = lock(&self.entries);
-        if q.len() >= self.depth {
-            match overflow {
-                Overflow::DropOldest => {
-                    q.pop_front();
-                }
-                Overflow::BackPressure { .. } => return Err((Full, s)),
+    fn push(&self, s: LocalSample, overflow: Overflow) -> Result<(), LocalSample> {
+        match overflow {
+            Overflow::DropOldest => {
+                self.entries.force_push(s);
+                Ok(())
             }
+            Overflow::BackPressure { .. } => self.entries.push(s),
         }
-        q.push_back(s);
-        // SYNC: Release pairs with the Acquire in `pop`/`is_empty`; the data itself is
-        // published by the mutex.
-        self.len.store(q.len(), Ordering::Release);
-        Ok(())
     }
 
     /// Takes the oldest sample.
+    #[inline]
     pub(crate) fn pop(&self) -> Option<LocalSample> {
-        if self.is_empty() {
-            return None;
-        }
-        let mut q = lock(&self.entries);
-        let s = q.pop_front();
-        // SYNC: see push.
-        self.len.store(q.len(), Ordering::Release);
-        s
+        self.entries.pop()
     }
 
-    /// Whether nothing is queued (lock-free).
+    /// Whether nothing is queued.
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        // SYNC: see push.
-        self.len.load(Ordering::Acquire) == 0
+        self.entries.is_empty()
     }
 }
 
@@ -182,9 +182,13 @@ impl LocalRoute {
 
     /// A buffer of at least `words` words that no one else reads: a pooled one whose
     /// readers are done, or a new one.
-    pub(crate) fn loan(&self, words: usize) -> Buf {
+    pub(crate) fn loan(&self, words: usize) -> LocalLoan {
         let mut pool = self.pool.borrow_mut();
-        let free = pool.iter_mut().position(|b| Arc::get_mut(b).is_some());
+        // the cheap count filters; get_mut confirms with the fence that orders the last
+        // reader's accesses before our writes
+        let free = pool
+            .iter_mut()
+            .position(|b| Arc::strong_count(b) == 1 && Arc::get_mut(b).is_some());
         let mut buf = match free {
             Some(i) => pool.swap_remove(i),
             None => Arc::new(Vec::new()),
@@ -194,7 +198,7 @@ impl LocalRoute {
                 v.resize(words, 0);
             }
         }
-        buf
+        LocalLoan(buf)
     }
 
     /// Hands `buf` to every local subscriber, then keeps it for reuse. Under
@@ -202,9 +206,10 @@ impl LocalRoute {
     pub(crate) fn deliver(
         &self,
         header: SampleHeader,
-        buf: Buf,
+        loan: LocalLoan,
         overflow: Overflow,
     ) -> Result<(), Duration> {
+        let buf = loan.0;
         let mut result = Ok(());
         for q in self.subscribers.borrow().iter() {
             let mut s = LocalSample {
@@ -215,7 +220,7 @@ impl LocalRoute {
             loop {
                 match q.push(s, overflow) {
                     Ok(()) => break,
-                    Err((Full, back)) => {
+                    Err(back) => {
                         let Overflow::BackPressure { timeout } = overflow else {
                             break;
                         };
@@ -308,14 +313,14 @@ mod tests {
         let route = LocalRoute::new(topic);
         route.subscribers();
         let b = route.loan(4);
-        let first = Arc::as_ptr(&b);
+        let first = Arc::as_ptr(&b.0);
         route.deliver(header(1), b, Overflow::DropOldest).ok();
         // still held by the queued sample: a new loan gets another buffer
         let held = route.loan(4);
-        assert_ne!(Arc::as_ptr(&held), first);
+        assert_ne!(Arc::as_ptr(&held.0), first);
         drop(held);
         drop(q.pop());
         // the reader dropped it: the pool hands it out again
-        assert_eq!(Arc::as_ptr(&route.loan(4)), first);
+        assert_eq!(Arc::as_ptr(&route.loan(4).0), first);
     }
 }
