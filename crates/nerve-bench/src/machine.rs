@@ -35,7 +35,7 @@ impl Machine {
             .find_map(|l| l.strip_prefix("MemTotal:"))
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or(0.0);
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = online_cpus();
         Machine {
             cpu,
             cores,
@@ -45,6 +45,14 @@ impl Machine {
             pinned: cores >= 2,
         }
     }
+}
+
+/// Logical CPUs online (not the calling thread's affinity, which a suite may have
+/// narrowed by pinning).
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).unwrap_or(1).max(1)
 }
 
 fn read_trim(path: &str) -> String {
@@ -64,15 +72,34 @@ pub fn pin_to_cpu(cpu: usize) -> bool {
     }
 }
 
-/// Pins the calling thread to all online CPUs again.
-pub fn unpin(cores: usize) {
-    // SAFETY: as in pin_to_cpu.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for c in 0..cores {
-            libc::CPU_SET(c, &mut set);
+/// Restores the calling thread's CPU affinity, as it was when the guard was made, on drop
+/// (suites pin the thread they run on; what runs after them must not stay pinned).
+pub struct AffinityGuard {
+    set: libc::cpu_set_t,
+    ok: bool,
+}
+
+impl AffinityGuard {
+    /// Remembers the calling thread's affinity.
+    pub fn capture() -> AffinityGuard {
+        // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes at most its size.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            let ok =
+                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0;
+            AffinityGuard { set, ok }
         }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+impl Drop for AffinityGuard {
+    fn drop(&mut self) {
+        if self.ok {
+            // SAFETY: restoring a mask the kernel gave us for this thread.
+            unsafe {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.set)
+            };
+        }
     }
 }
 

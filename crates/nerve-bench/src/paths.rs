@@ -388,7 +388,7 @@ impl PathsSuite {
         raw: bool,
         n: usize,
     ) -> Result<(Recorder, bool), PeerError> {
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let cores = crate::machine::online_cpus();
         // busy-poll only while every spinning thread has a core of its own
         let spin = route == Route::SameThread || pingers + pongers <= cores;
         let topic = format!("/bench/paths_{}_{n}", std::process::id());

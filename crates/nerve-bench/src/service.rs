@@ -4,7 +4,7 @@
 //! writes the whole request and checks the whole response on every call.
 
 use crate::echo::{EchoClient, PeerError};
-use crate::machine::{cpu_seconds, pin_to_cpu, Machine};
+use crate::machine::{cpu_seconds, pin_to_cpu, AffinityGuard, Machine};
 use crate::pattern;
 use crate::peers::{self, cyclone};
 use crate::report::{self, Entry, Report, Skipped};
@@ -203,6 +203,7 @@ impl ServiceSuite {
     pub fn run(&self) -> Result<Report, SuiteError> {
         self.validate()?;
         let machine = Machine::detect();
+        let _restore = AffinityGuard::capture();
         let pinned = machine.pinned && pin_to_cpu(CLIENT_CPU);
         let ddsperf = cyclone::locate();
         let mut report = Report::new("service", machine, self.quick, self.calls, self.warmup);

@@ -32,16 +32,20 @@ pub enum StreamSystem {
     Iceoryx2,
     /// Zenoh publisher/subscriber in peer mode over loopback TCP.
     Zenoh,
+    /// The same with Zenoh's shared-memory feature: payloads allocated from its
+    /// shared-memory provider, only a reference crosses the socket.
+    ZenohShm,
 }
 
 impl StreamSystem {
     /// Every system, in report order.
-    pub const ALL: [StreamSystem; 5] = [
+    pub const ALL: [StreamSystem; 6] = [
         StreamSystem::NerveAdaptive,
         StreamSystem::NervePredictive,
         StreamSystem::Floor,
         StreamSystem::Iceoryx2,
         StreamSystem::Zenoh,
+        StreamSystem::ZenohShm,
     ];
 
     /// Name on the command line.
@@ -52,6 +56,7 @@ impl StreamSystem {
             StreamSystem::Floor => "floor",
             StreamSystem::Iceoryx2 => "iceoryx2",
             StreamSystem::Zenoh => "zenoh",
+            StreamSystem::ZenohShm => "zenoh-shm",
         }
     }
 
@@ -61,7 +66,7 @@ impl StreamSystem {
             StreamSystem::NerveAdaptive | StreamSystem::NervePredictive => "nerve",
             StreamSystem::Floor => "floor",
             StreamSystem::Iceoryx2 => "iceoryx2",
-            StreamSystem::Zenoh => "zenoh",
+            StreamSystem::Zenoh | StreamSystem::ZenohShm => "zenoh",
         }
     }
 
@@ -73,6 +78,7 @@ impl StreamSystem {
             StreamSystem::Floor => "futex",
             StreamSystem::Iceoryx2 => "event",
             StreamSystem::Zenoh => "peer-tcp",
+            StreamSystem::ZenohShm => "peer-shm",
         }
     }
 }
@@ -248,7 +254,8 @@ fn open_sender(spec: &StreamSpec) -> Result<Sender, PeerError> {
         StreamSystem::NerveAdaptive | StreamSystem::NervePredictive => nerve_end::sender(spec),
         StreamSystem::Floor => floor::sender(spec),
         StreamSystem::Iceoryx2 => iox::sender(spec),
-        StreamSystem::Zenoh => zenoh_end::sender(spec),
+        StreamSystem::Zenoh => zenoh_end::sender(spec, false),
+        StreamSystem::ZenohShm => zenoh_end::sender(spec, true),
     }
 }
 
@@ -257,7 +264,8 @@ fn open_receiver(spec: &StreamSpec) -> Result<Receiver, PeerError> {
         StreamSystem::NerveAdaptive | StreamSystem::NervePredictive => nerve_end::receiver(spec),
         StreamSystem::Floor => floor::receiver(spec),
         StreamSystem::Iceoryx2 => iox::receiver(spec),
-        StreamSystem::Zenoh => zenoh_end::receiver(spec),
+        StreamSystem::Zenoh => zenoh_end::receiver(spec, false),
+        StreamSystem::ZenohShm => zenoh_end::receiver(spec, true),
     }
 }
 
@@ -723,11 +731,15 @@ mod iox {
 
 mod zenoh_end {
     //! Zenoh publisher and subscriber in peer mode over loopback TCP (reliable, blocking
-    //! congestion control so nothing is dropped): the payload is a fresh buffer per
-    //! message (Zenoh takes ownership), the subscriber stamps in its callback.
+    //! congestion control so nothing is dropped). Without shared memory the payload is a
+    //! fresh buffer per message (Zenoh takes ownership); with it, the buffer comes from
+    //! Zenoh's shared-memory provider (a pool of depth + 2 messages, blocking on garbage
+    //! collection when full) and only a reference crosses the socket. The subscriber
+    //! stamps in its callback.
     use super::*;
     use crate::peers::zenoh::loopback_config;
     use zenoh::qos::CongestionControl;
+    use zenoh::shm::{BlockOn, GarbageCollect, ShmProviderBuilder};
     use zenoh::Wait;
 
     const SYSTEM: &str = "zenoh";
@@ -737,9 +749,16 @@ mod zenoh_end {
         PeerError::setup(SYSTEM, e)
     }
 
-    pub(super) fn sender(spec: &StreamSpec) -> Result<Sender, PeerError> {
+    fn config(listen: &str, connect: &str, shm: bool) -> Result<zenoh::Config, PeerError> {
+        let mut cfg = loopback_config(listen, connect)?;
+        cfg.insert_json5("transport/shared_memory/enabled", &shm.to_string())
+            .map_err(fail)?;
+        Ok(cfg)
+    }
+
+    pub(super) fn sender(spec: &StreamSpec, shm: bool) -> Result<Sender, PeerError> {
         let port: u16 = spec.endpoint.parse().map_err(fail)?;
-        let cfg = loopback_config(&format!(r#"["tcp/127.0.0.1:{port}"]"#), "[]")?;
+        let cfg = config(&format!(r#"["tcp/127.0.0.1:{port}"]"#), "[]", shm)?;
         let session = zenoh::open(cfg).wait().map_err(fail)?;
         let publisher = session
             .declare_publisher(KEY)
@@ -760,21 +779,42 @@ mod zenoh_end {
         // let the route settle so the first samples are not paying for it
         std::thread::sleep(Duration::from_millis(200));
         let len = spec.payload_bytes;
+        let provider = if shm {
+            Some(
+                ShmProviderBuilder::default_backend(6 * len.max(4096))
+                    .wait()
+                    .map_err(fail)?,
+            )
+        } else {
+            None
+        };
         Ok(Box::new(move |seq| {
             let _keep = &session;
-            let mut buf = vec![0u8; len];
-            pattern::fill(&mut buf, seq);
-            put_stamp(&mut buf, seq, mono_ns());
-            publisher
-                .put(buf)
-                .wait()
-                .map_err(|e| PeerError::call(SYSTEM, e))
+            let call = |e: String| PeerError::call(SYSTEM, e);
+            match &provider {
+                Some(p) => {
+                    let mut buf = p
+                        .alloc(len)
+                        .with_policy::<BlockOn<GarbageCollect>>()
+                        .wait()
+                        .map_err(|e| call(format!("shared-memory allocation: {e:?}")))?;
+                    pattern::fill(&mut buf, seq);
+                    put_stamp(&mut buf, seq, mono_ns());
+                    publisher.put(buf).wait().map_err(|e| call(e.to_string()))
+                }
+                None => {
+                    let mut buf = vec![0u8; len];
+                    pattern::fill(&mut buf, seq);
+                    put_stamp(&mut buf, seq, mono_ns());
+                    publisher.put(buf).wait().map_err(|e| call(e.to_string()))
+                }
+            }
         }))
     }
 
-    pub(super) fn receiver(spec: &StreamSpec) -> Result<Receiver, PeerError> {
+    pub(super) fn receiver(spec: &StreamSpec, shm: bool) -> Result<Receiver, PeerError> {
         let port: u16 = spec.endpoint.parse().map_err(fail)?;
-        let cfg = loopback_config("[]", &format!(r#"["tcp/127.0.0.1:{port}"]"#))?;
+        let cfg = config("[]", &format!(r#"["tcp/127.0.0.1:{port}"]"#), shm)?;
         let session = zenoh::open(cfg).wait().map_err(fail)?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<[u64; 3], ()>>(1024);
         let len = spec.payload_bytes;
@@ -782,7 +822,9 @@ mod zenoh_end {
             .declare_subscriber(KEY)
             .callback(move |sample| {
                 let now = mono_ns();
-                let bytes = sample.payload().to_bytes();
+                let payload = sample.payload();
+                // a contiguous payload (always, in shared memory) is read in place
+                let bytes = payload.to_bytes();
                 let a = match get_stamp(&bytes) {
                     Some((seq, stamp)) if bytes.len() == len => Ok([seq, stamp, now]),
                     _ => Err(()),

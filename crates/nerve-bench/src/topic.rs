@@ -343,7 +343,7 @@ impl TopicSuite {
             }
             StreamSystem::Floor => format!("nerve_bench_floor_{tag}"),
             StreamSystem::Iceoryx2 => format!("nerve_bench/topic/{tag}"),
-            StreamSystem::Zenoh => free_tcp_port().to_string(),
+            StreamSystem::Zenoh | StreamSystem::ZenohShm => free_tcp_port().to_string(),
         };
         let spec = StreamSpec {
             system: sys,
@@ -361,7 +361,7 @@ impl TopicSuite {
             }
             StreamSystem::Floor => Some(endpoint.clone()),
             StreamSystem::Iceoryx2 => Some(crate::stream::iceoryx2_prefix(self.domain)),
-            StreamSystem::Zenoh => None,
+            StreamSystem::Zenoh | StreamSystem::ZenohShm => None,
         };
         let m = measure_stream(&self.role_command, &spec, count, shm_prefix.as_deref());
         if sys == StreamSystem::Floor {

@@ -54,6 +54,9 @@ pub fn loopback_config(listen: &str, connect: &str) -> Result<Config, PeerError>
         ("scouting/gossip/enabled", "false"),
         ("listen/endpoints", listen),
         ("connect/endpoints", connect),
+        // plain Zenoh: no implicit shared memory for large messages (the stream suite
+        // measures Zenoh with shared memory separately)
+        ("transport/shared_memory/enabled", "false"),
         (
             "connect/retry",
             "{period_init_ms: 20, period_max_ms: 200, period_increase_factor: 1.5}",
