@@ -276,6 +276,25 @@ impl Bundle {
     }
 }
 
+/// A progress bar over `len` steps counted in `unit` (e.g. "topic", "calls").
+pub fn progress(len: u64, unit: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{spinner}} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} {unit} {{msg}}"
+        ))
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Rows as JSON values for [`SuiteOutput::rows`].
+pub fn json_rows<T: Serialize>(rows: &[T]) -> Vec<Value> {
+    rows.iter()
+        .filter_map(|r| serde_json::to_value(r).ok())
+        .collect()
+}
+
 /// An HTML table from a header row and rows of cells (escaped here).
 pub fn html_table(head: &[&str], rows: &[Vec<String>]) -> String {
     let mut s = String::from("<table>\n<tr>");

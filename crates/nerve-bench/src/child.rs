@@ -120,10 +120,17 @@ impl Child {
         false
     }
 
-    /// Stops the child: closes stdin, waits briefly, then SIGTERM, then SIGKILL.
+    /// Stops the child: closes stdin, waits briefly, then [`Child::terminate`].
     pub fn stop(&mut self) {
         self.close_stdin();
-        if self.wait_exit(Duration::from_millis(500)) {
+        if !self.wait_exit(Duration::from_millis(500)) {
+            self.terminate();
+        }
+    }
+
+    /// Stops the child with SIGTERM, then SIGKILL if it is still there after 2 s.
+    pub fn terminate(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
             return;
         }
         // SAFETY: signalling our own child process.

@@ -6,7 +6,7 @@
 //! and end-to-end latency, each as count, median, MAD, mean, std, min and max, with raw
 //! series and quantile plots. The floor row moves the same bytes with a bare futex.
 
-use crate::bundle::{figure, html_table, md_table, num, SuiteOutput, Verdict};
+use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
 use crate::echo::PeerError;
 use crate::machine::Machine;
 use crate::plot::{line_chart, Axis, Series};
@@ -14,7 +14,6 @@ use crate::report::Skipped;
 use crate::stats::{quantiles, Dist, Summary};
 use crate::stream::{Payload, StreamSpec, StreamSystem};
 use crate::topic::measure_stream;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -145,13 +144,7 @@ impl LidarSuite {
     pub fn run(&self, machine: &Machine) -> Result<SuiteOutput, String> {
         self.validate()?;
         let runs = (self.modes.len() * self.beams.len() * self.systems.len()) as u64;
-        let bar = ProgressBar::new(runs);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} lidar {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+        let bar = progress(runs, "lidar");
         let mut rows = Vec::new();
         let mut skipped = Vec::new();
         let mut n = 0;
@@ -453,10 +446,7 @@ fn output(
     }
     SuiteOutput {
         suite: "lidar".into(),
-        rows: rows
-            .iter()
-            .filter_map(|r| serde_json::to_value(r).ok())
-            .collect(),
+        rows: json_rows(&rows),
         skipped,
         checks,
         markdown: md,

@@ -5,7 +5,7 @@
 //! reply; the pinger waits for a reply from every ponger. One-way = round trip / 2.
 //! Raw iceoryx2 runs beside Nerve on the cross-process 1:1 route.
 
-use crate::bundle::{figure, html_table, md_table, num, SuiteOutput, Verdict};
+use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::machine::pin_to_cpu;
@@ -13,7 +13,6 @@ use crate::pattern;
 use crate::plot::{bar_chart, Axis};
 use crate::report::Skipped;
 use crate::stats::{Dist, Recorder};
-use indicatif::{ProgressBar, ProgressStyle};
 use nerve::{Context, Message, Qos, WaitMode};
 use nerve_msgs::{BatteryState, CmdVel, Imu, LaserScan, Odometry, PointCloud};
 use serde::{Deserialize, Serialize};
@@ -269,13 +268,7 @@ impl PathsSuite {
     /// Runs every combination and returns the suite's output.
     pub fn run(&self) -> Result<SuiteOutput, String> {
         self.validate()?;
-        let bar = ProgressBar::new(self.runs() as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} paths {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+        let bar = progress(self.runs() as u64, "paths");
         let mut rows = Vec::new();
         let mut skipped = Vec::new();
         let mut n = 0;
@@ -1057,10 +1050,7 @@ fn output(rows: Vec<PathsRow>, skipped: Vec<Skipped>) -> SuiteOutput {
     }
     SuiteOutput {
         suite: "paths".into(),
-        rows: rows
-            .iter()
-            .filter_map(|r| serde_json::to_value(r).ok())
-            .collect(),
+        rows: json_rows(&rows),
         skipped,
         checks,
         markdown: md,

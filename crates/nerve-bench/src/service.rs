@@ -3,16 +3,16 @@
 //! synchronously in a loop; the server copies each request into its response; the client
 //! writes the whole request and checks the whole response on every call.
 
+use crate::child::Child;
 use crate::echo::{EchoClient, PeerError};
 use crate::machine::{cpu_seconds, pin_to_cpu, AffinityGuard, Machine};
 use crate::pattern;
 use crate::peers::{self, cyclone};
 use crate::report::{self, Entry, Report, Skipped};
 use crate::stats::Recorder;
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::{BufRead, BufReader};
+use indicatif::ProgressBar;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The payload sizes of seeds/000 plus 64 B.
@@ -209,13 +209,7 @@ impl ServiceSuite {
         let mut report = Report::new("service", machine, self.quick, self.calls, self.warmup);
         report.machine.pinned = pinned;
         let runs = (self.payloads.len() * self.systems.len()) as u64;
-        let bar = ProgressBar::new(runs * (self.calls + self.warmup) as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} calls  {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+        let bar = crate::bundle::progress(runs * (self.calls + self.warmup) as u64, "calls");
         let mut skipped_systems = Vec::new();
         if self.systems.contains(&SystemId::CycloneDds) {
             if let Err(reason) = &ddsperf {
@@ -443,61 +437,32 @@ fn cyclone_version() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// A server process of one system; stopped (SIGTERM, then SIGKILL) on drop.
+/// A server process of one system; stopped (SIGTERM, then SIGKILL) when done.
 struct Peer {
     child: Child,
 }
 
 impl Peer {
     fn start(suite: &ServiceSuite, sys: SystemId, endpoint: &str) -> Result<Peer, PeerError> {
-        let err = |reason: String| PeerError::Setup {
-            system: sys.system(),
-            reason,
-        };
         let (exe, args) = &suite.peer_command;
-        let mut child = Command::new(exe)
-            .args(args)
-            .args([sys.id(), endpoint])
-            .env("NERVE_DOMAIN", suite.domain.to_string())
-            .env("NERVE_BENCH_CPU", SERVER_CPU.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| err(format!("cannot start {}: {e}", exe.display())))?;
-        let out = child.stdout.take().ok_or_else(|| err("no stdout".into()))?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut peer = Peer { child };
-        let deadline = Instant::now() + PEER_START;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(l) if l == "ready" => return Ok(peer),
-                Ok(_) => {}
-                Err(_) => {
-                    let stderr = peer.stop_and_read_stderr();
-                    return Err(err(format!(
-                        "server did not become ready within {PEER_START:?}: {}",
-                        stderr.trim()
-                    )));
-                }
-            }
-        }
+        let mut args = args.clone();
+        args.extend([sys.id().to_string(), endpoint.to_string()]);
+        let env = [
+            ("NERVE_DOMAIN", suite.domain.to_string()),
+            ("NERVE_BENCH_CPU", SERVER_CPU.to_string()),
+        ];
+        let mut child = Child::spawn(exe, &args, &env, sys.system())?;
+        child.expect("ready", PEER_START)?;
+        Ok(Peer { child })
     }
 
     /// CPU the idle server used, and this (client) process used, over `window`, in %.
     fn idle_cpu(&self, window: Duration) -> report::IdleCpu {
         let me = std::process::id();
-        let (s0, c0) = (cpu_seconds(self.child.id()), cpu_seconds(me));
+        let server = self.child.pid();
+        let (s0, c0) = (cpu_seconds(server), cpu_seconds(me));
         std::thread::sleep(window);
-        let (s1, c1) = (cpu_seconds(self.child.id()), cpu_seconds(me));
+        let (s1, c1) = (cpu_seconds(server), cpu_seconds(me));
         let pct = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) => Some(((b - a) / window.as_secs_f64() * 100.0).max(0.0)),
             _ => None,
@@ -509,35 +474,7 @@ impl Peer {
     }
 
     fn stop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: signalling our own child process.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-
-    fn stop_and_read_stderr(&mut self) -> String {
-        self.stop();
-        let mut s = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            use std::io::Read;
-            let _ = e.read_to_string(&mut s);
-        }
-        s
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        self.stop();
+        self.child.terminate();
     }
 }
 

@@ -8,7 +8,7 @@
 //! The `floor` row is a bare futex wake-up at the same rate and size: what any
 //! event-driven transport can reach on this machine.
 
-use crate::bundle::{figure, html_table, md_table, num, SuiteOutput, Verdict};
+use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::machine::{cpu_ns, memory, mono_ns, shm_bytes, Machine, Memory};
@@ -17,7 +17,6 @@ use crate::plot::{bar_chart, line_chart, Axis, Series};
 use crate::report::{human_bytes, Skipped};
 use crate::stats::{Dist, Recorder};
 use crate::stream::{Arrivals, Payload, Role, StreamSpec, StreamSystem};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -284,13 +283,7 @@ impl TopicSuite {
     pub fn run(&self, machine: &Machine) -> Result<SuiteOutput, String> {
         self.validate()?;
         let points = self.points();
-        let bar = ProgressBar::new((points.len() * self.systems.len()) as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} topic {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+        let bar = progress((points.len() * self.systems.len()) as u64, "topic");
         let ddsperf = cyclone::locate();
         let mut rows = Vec::new();
         let mut skipped = Vec::new();
@@ -916,10 +909,7 @@ fn output(
     let checks = checks(&rows);
     SuiteOutput {
         suite: "topic".into(),
-        rows: rows
-            .iter()
-            .filter_map(|r| serde_json::to_value(r).ok())
-            .collect(),
+        rows: json_rows(&rows),
         skipped,
         checks,
         markdown: md,
