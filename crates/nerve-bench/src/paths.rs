@@ -407,6 +407,10 @@ impl PathsSuite {
                     let (ctx, spec, stop, ready) =
                         (ctx.clone(), spec.clone(), stop.clone(), ready.clone());
                     handles.push(std::thread::spawn(move || {
+                        if let Some(cpu) = spec.cpu {
+                            // 1:1 with cores to spare: ponger and pinger on separate cores
+                            pin_to_cpu(cpu);
+                        }
                         dispatch!(spec.message, ponger, &ctx, &spec, i, &stop, Some(&ready))
                     }));
                 }

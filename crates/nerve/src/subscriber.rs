@@ -193,6 +193,8 @@ pub(crate) struct Receiver {
     /// Shared memory may hold something: a publisher outside this context was seen since
     /// the queue was last found empty. While false, receiving costs no shared-memory poll.
     shm_dirty: Cell<bool>,
+    /// The local queue may hold samples (a local publisher existed since it was drained).
+    local_dirty: Cell<bool>,
     /// (doorbell sequence, shared-memory publisher count) at the last count.
     publishers_seen: Cell<Option<(u32, usize)>>,
     /// Receives so far; every `FAIRNESS`th one looks at shared memory first, so a busy
@@ -287,6 +289,7 @@ impl Receiver {
             history,
             shm_dirty: Cell::new(true),
             publishers_seen: Cell::new(None),
+            local_dirty: Cell::new(true),
             polls: Cell::new(0),
         }
     }
@@ -310,6 +313,7 @@ impl Receiver {
             self.shm_dirty.set(true);
         }
         let shm_first = self.shm_first.get() || polls.is_multiple_of(FAIRNESS);
+        let mut local_tried = false;
         if !shm_first || !self.shm_dirty.get() {
             if let Some(s) = self.try_local() {
                 return Ok(Some(s));
@@ -317,6 +321,7 @@ impl Receiver {
             if !self.shm_dirty.get() {
                 return Ok(None);
             }
+            local_tried = true;
         }
         loop {
             let s = self.port.receive().map_err(|e| RecvError::Shm {
@@ -326,7 +331,7 @@ impl Receiver {
             let Some(s) = s else {
                 self.shm_first.set(false);
                 self.shm_dirty.set(foreign);
-                return Ok(self.try_local());
+                return Ok(if local_tried { None } else { self.try_local() });
             };
             let h = s.user_header();
             if h.origin == self.origin
@@ -358,13 +363,21 @@ impl Receiver {
         shm > self.local_topic.publishers()
     }
 
-    /// The next valid sample of the local route.
+    /// The next valid sample of the local route. Skips the queue while no publisher of
+    /// this context exists and it was found empty since the last one left.
     fn try_local(&self) -> Option<(Received, usize)> {
+        let active = self.local_topic.publishers() > 0;
+        if !active && !self.local_dirty.get() {
+            return None;
+        }
         while let Some(s) = self.local.pop() {
             if let Some(accepted) = self.accept(Received::Local(s)) {
+                self.local_dirty.set(true);
                 return Some(accepted);
             }
         }
+        // empty: with no local publisher left, nothing more can arrive until one appears
+        self.local_dirty.set(active);
         None
     }
 

@@ -95,7 +95,10 @@ pub(crate) fn wait_for<T, E>(
         let mut i: u32 = 0;
         loop {
             if let Some(v) = poll()? {
-                spin.observe(start.elapsed());
+                if mode != WaitMode::Spin {
+                    // only the adaptive window learns (a clock read on the hot path)
+                    spin.observe(start.elapsed());
+                }
                 return Ok(Some(v));
             }
             i = i.wrapping_add(1);

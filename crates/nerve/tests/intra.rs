@@ -215,3 +215,23 @@ fn history_reaches_a_late_local_subscriber_in_order() {
         "history first, then live, once each"
     );
 }
+
+#[test]
+fn samples_queued_in_process_outlive_their_publisher() {
+    let ctx = Context::new(config("outlive")).unwrap();
+    let node = ctx.node("n").create().unwrap();
+    let s = node
+        .subscriber::<Tick>("/intra/outlive")
+        .qos(Qos::default().depth(16))
+        .create()
+        .unwrap();
+    // nothing local yet: receiving finds nothing and costs nothing
+    assert!(s.try_recv().unwrap().is_none());
+    let p = node.publisher::<Tick>("/intra/outlive").create().unwrap();
+    for n in 0..10 {
+        p.publish(&Tick { n }).unwrap();
+    }
+    drop(p);
+    expect_ticks(&s, 10);
+    assert_eq!(s.stats().in_process, 10);
+}

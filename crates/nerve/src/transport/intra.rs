@@ -87,8 +87,9 @@ pub(crate) struct LocalTopic {
 impl LocalTopic {
     /// Number of this context's publishers on the topic.
     pub(crate) fn publishers(&self) -> usize {
-        // SYNC: a count compared with the shared-memory publisher count; no data rides on it.
-        self.publishers.load(Ordering::Relaxed)
+        // SYNC: Acquire pairs with the Release decrement in `LocalRoute::drop`: reading 0
+        // means every sample a departed publisher queued is visible to the reader.
+        self.publishers.load(Ordering::Acquire)
     }
 
     /// Adds a subscriber's queue.
@@ -157,7 +158,7 @@ pub(crate) struct LocalRoute {
 impl LocalRoute {
     /// The route of a publisher on `topic`.
     pub(crate) fn new(topic: Arc<LocalTopic>) -> LocalRoute {
-        // SYNC: see LocalTopic::publishers.
+        // SYNC: a count; the samples themselves are published by the queue.
         topic.publishers.fetch_add(1, Ordering::Relaxed);
         LocalRoute {
             topic,
@@ -245,8 +246,8 @@ impl LocalRoute {
 
 impl Drop for LocalRoute {
     fn drop(&mut self) {
-        // SYNC: see LocalTopic::publishers.
-        self.topic.publishers.fetch_sub(1, Ordering::Relaxed);
+        // SYNC: Release publishes this publisher's queued samples (see publishers()).
+        self.topic.publishers.fetch_sub(1, Ordering::Release);
     }
 }
 
