@@ -195,6 +195,9 @@ pub(crate) struct Receiver {
     shm_dirty: Cell<bool>,
     /// The local queue may hold samples (a local publisher existed since it was drained).
     local_dirty: Cell<bool>,
+    /// Local publishers ever created, as last seen (one that came and went since then
+    /// may have left samples).
+    local_created: Cell<u64>,
     /// (doorbell sequence, shared-memory publisher count) at the last count.
     publishers_seen: Cell<Option<(u32, usize)>>,
     /// Receives so far; every `FAIRNESS`th one looks at shared memory first, so a busy
@@ -290,6 +293,7 @@ impl Receiver {
             shm_dirty: Cell::new(true),
             publishers_seen: Cell::new(None),
             local_dirty: Cell::new(true),
+            local_created: Cell::new(0),
             polls: Cell::new(0),
         }
     }
@@ -366,10 +370,12 @@ impl Receiver {
     /// The next valid sample of the local route. Skips the queue while no publisher of
     /// this context exists and it was found empty since the last one left.
     fn try_local(&self) -> Option<(Received, usize)> {
+        let created = self.local_topic.created();
         let active = self.local_topic.publishers() > 0;
-        if !active && !self.local_dirty.get() {
+        if !active && !self.local_dirty.get() && created == self.local_created.get() {
             return None;
         }
+        self.local_created.set(created);
         while let Some(s) = self.local.pop() {
             if let Some(accepted) = self.accept(Received::Local(s)) {
                 self.local_dirty.set(true);

@@ -82,9 +82,17 @@ pub(crate) struct LocalTopic {
     subscribers: Mutex<Vec<Arc<LocalQueue>>>,
     /// Publishers of this context on the topic.
     publishers: AtomicUsize,
+    /// Publishers of this context ever created on the topic.
+    created: AtomicU64,
 }
 
 impl LocalTopic {
+    /// Number of publishers this context ever created on the topic.
+    pub(crate) fn created(&self) -> u64 {
+        // SYNC: Acquire pairs with the Release increment in `LocalRoute::new`.
+        self.created.load(Ordering::Acquire)
+    }
+
     /// Number of this context's publishers on the topic.
     pub(crate) fn publishers(&self) -> usize {
         // SYNC: Acquire pairs with the Release decrement in `LocalRoute::drop`: reading 0
@@ -158,8 +166,9 @@ pub(crate) struct LocalRoute {
 impl LocalRoute {
     /// The route of a publisher on `topic`.
     pub(crate) fn new(topic: Arc<LocalTopic>) -> LocalRoute {
-        // SYNC: a count; the samples themselves are published by the queue.
+        // SYNC: counts; the samples themselves are published by the queue.
         topic.publishers.fetch_add(1, Ordering::Relaxed);
+        topic.created.fetch_add(1, Ordering::Release);
         LocalRoute {
             topic,
             seen_epoch: Cell::new(u64::MAX),
