@@ -605,6 +605,27 @@ fn table_row(s: &mut String, cells: &[String]) {
 }
 
 impl Report {
+    /// The Markdown as a section of a combined report: headings one level down, and the
+    /// targets left to the combined report's own table.
+    fn markdown_section(&self) -> String {
+        let mut out = String::from("## service (seeds/000)\n");
+        let mut in_targets = false;
+        for line in self.markdown().lines().skip(1) {
+            if line.starts_with("## ") {
+                in_targets = line == "## Targets";
+            }
+            if in_targets {
+                continue;
+            }
+            if line.starts_with('#') {
+                out.push('#');
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
+
     /// The service suite as one part of a combined report (rows, checks, Markdown, HTML).
     pub fn to_suite_output(&self) -> crate::bundle::SuiteOutput {
         use crate::bundle::{figure, html_table, SuiteOutput, Verdict};
@@ -728,7 +749,7 @@ impl Report {
             rows,
             skipped: self.skipped.clone(),
             checks,
-            markdown: self.markdown(),
+            markdown: self.markdown_section(),
             html,
             summary: self.summary(),
         }

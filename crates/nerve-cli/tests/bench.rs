@@ -226,7 +226,14 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
     assert!(l["e2e_latency_us"]["mad"].is_number());
     assert!(!report["checks"].as_array().unwrap().is_empty());
     let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
-    for heading in ["## topic", "## paths", "## lidar", "CyberRT", "ROS 2"] {
+    for heading in [
+        "## service",
+        "## topic",
+        "## paths",
+        "## lidar",
+        "CyberRT",
+        "ROS 2",
+    ] {
         assert!(md.contains(heading), "report.md lacks {heading}");
     }
 
