@@ -148,6 +148,9 @@ const MAX_MARGIN_NS: u64 = 2_000_000;
 const MARGIN_SLACK_NS: u64 = 20_000;
 /// Consistent intervals needed before the period is trusted.
 const LOCK_AFTER: u32 = 3;
+/// Most of a period a predictive subscriber may be awake around a sample, in ‰ (the
+/// spinning before and after the due time; keeps its CPU under 2 %).
+const SPIN_BUDGET_PERMILLE: u64 = 19;
 
 /// Learns the period of a stream from its publish stamps and plans when a predictive
 /// subscriber should be awake (see [`WaitMode::Predictive`]).
@@ -204,9 +207,14 @@ impl Predictor {
         if self.locked.get() < LOCK_AFTER || period == 0 {
             return None;
         }
-        let margin = self.margin().max(MIN_MARGIN_NS);
         let jitter = self.jitter.get();
-        let after = (2 * jitter + MARGIN_SLACK_NS).min(period / 4);
+        // awake this long before the due time (the wake-up lateness plus the rhythm's
+        // jitter) and spinning this long after it, within a CPU budget per period; a
+        // sample outside the window costs an ordinary wake-up
+        let budget = period / 1000 * SPIN_BUDGET_PERMILLE;
+        let before = (self.margin().max(MIN_MARGIN_NS) + 2 * jitter)
+            .min(budget.saturating_sub(MARGIN_SLACK_NS));
+        let after = (2 * jitter + MARGIN_SLACK_NS).min(budget.saturating_sub(before));
         let mut due = self.last.get() + period;
         if now > due + after {
             // samples were missed or late: aim at the next slot of the grid
@@ -214,7 +222,7 @@ impl Predictor {
             due += behind * period;
         }
         Some(Plan {
-            wake_at: due.saturating_sub(margin + 2 * jitter),
+            wake_at: due.saturating_sub(before),
             spin_until: due + after,
         })
     }
