@@ -108,6 +108,7 @@ impl<M: Message> PublisherBuilder<M> {
         })?;
         let id = port.id().value();
         let origin = self.node.inner.ctx.inner.origin;
+        let keeps_history = service.static_config().history_size() > 0;
         let route = LocalRoute::new(self.node.inner.ctx.inner.local.topic(&topic));
         // SAFETY: see `Publisher::slot`; the doorbell outlives this call.
         unsafe { &*slot }.ring_always();
@@ -123,6 +124,7 @@ impl<M: Message> PublisherBuilder<M> {
             origin,
             seq: Cell::new(0),
             route,
+            keeps_history,
             subscribers_seen: Cell::new(None),
             wall: WallClock::default(),
             _m: PhantomData,
@@ -144,6 +146,9 @@ pub struct Publisher<M: Message> {
     origin: u64,
     seq: Cell<u64>,
     route: LocalRoute,
+    /// The topic keeps history (fixed by its creator): every sample goes through shared
+    /// memory, where late joiners find it.
+    keeps_history: bool,
     /// (doorbell sequence, subscriber count) at the last count.
     subscribers_seen: Cell<Option<(u32, usize)>>,
     wall: WallClock,
@@ -212,7 +217,7 @@ impl<M: Message> Publisher<M> {
     /// topic keeps history for late joiners.
     #[inline]
     fn needs_shm(&self, local_subscribers: usize) -> bool {
-        self.qos.history > 0 || self.cached_subscriber_count() > local_subscribers
+        self.keeps_history || self.cached_subscriber_count() > local_subscribers
     }
 
     /// [`Publisher::subscriber_count`], read again only when the topic's doorbell rang

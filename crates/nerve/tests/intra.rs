@@ -235,3 +235,38 @@ fn samples_queued_in_process_outlive_their_publisher() {
     expect_ticks(&s, 10);
     assert_eq!(s.stats().in_process, 10);
 }
+
+#[test]
+fn history_the_topic_keeps_reaches_late_joiners_whatever_the_publisher_asked() {
+    let cfg = config("topic-history");
+    let here = Context::new(cfg.clone()).unwrap();
+    let node = here.node("n").create().unwrap();
+    let latched = Qos::latched().history(2).depth(4);
+    // the topic is created by a subscriber that wants history
+    let _creator = node
+        .subscriber::<Tick>("/intra/kept")
+        .qos(latched.clone())
+        .create()
+        .unwrap();
+    let p = node
+        .publisher::<Tick>("/intra/kept")
+        .qos(Qos::default())
+        .create()
+        .unwrap();
+    for n in 0..3 {
+        p.publish(&Tick { n }).unwrap();
+    }
+    let there = Context::new(cfg).unwrap();
+    let late_node = there.node("late").create().unwrap();
+    let late = late_node
+        .subscriber::<Tick>("/intra/kept")
+        .qos(latched)
+        .create()
+        .unwrap();
+    p.update_connections();
+    let mut got = vec![];
+    while let Some(m) = late.recv_timeout(Duration::from_millis(200)).unwrap() {
+        got.push(m.n);
+    }
+    assert_eq!(got, vec![1, 2]);
+}
