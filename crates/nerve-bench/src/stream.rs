@@ -165,13 +165,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Receive timeout of one poll (the stop flag is checked between polls).
 const POLL: Duration = Duration::from_millis(100);
 
-fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     println!("{line}");
     let _ = std::io::stdout().flush();
 }
 
 /// Set when stdin closes (the suite's way to say "stop").
-fn stdin_closed() -> Arc<AtomicBool> {
+pub(crate) fn stdin_closed() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
     let f = flag.clone();
     std::thread::spawn(move || {

@@ -6,8 +6,10 @@ use nerve_bench::bundle::{Bundle, SuiteOutput};
 use nerve_bench::lidar::LidarSuite;
 use nerve_bench::machine::Machine;
 use nerve_bench::paths::{run_pongers, MessageKind, PathsSuite, PongSpec, Route};
+use nerve_bench::scheduler::{run_idle, run_load, LoadSpec, SchedSystem, SchedulerSuite};
 use nerve_bench::service::{ServiceSuite, SystemId};
 use nerve_bench::stream::{run_role, Role, StreamSpec};
+use nerve_bench::timer::{run_cycle, CycleSpec, TimerSuite, TimerSystem};
 use nerve_bench::topic::{TopicSuite, TopicSystem};
 use std::path::PathBuf;
 
@@ -22,12 +24,19 @@ pub enum BenchCommand {
     Paths(PathsArgs),
     /// Point clouds from a simulated Ouster driver (seeds/003): jitter and end-to-end latency.
     Lidar(LidarArgs),
-    /// Every suite (service, topic, paths, lidar) into one report with plots.
+    /// One-shot timer precision in a cyclic state machine (seeds/002), beside a sleep loop
+    /// and a tokio interval.
+    Timer(TimerArgs),
+    /// Scheduled nodes at 1 kHz to 10 Hz (seeds/004): rate, jitter, deadline misses,
+    /// overhead from 10 to 200 nodes, idle CPU.
+    Scheduler(SchedulerArgs),
+    /// Every suite (service, topic, paths, lidar, timer, scheduler) into one report with
+    /// plots.
     All(AllArgs),
     /// One end of a stream (started by the suites themselves).
     #[command(hide = true)]
     Role {
-        /// publisher, subscriber or ponger.
+        /// publisher, subscriber, ponger, timer-cycle, scheduler or idle-executor.
         role: String,
         /// The stream's settings as JSON.
         spec: String,
@@ -184,6 +193,104 @@ pub struct LidarArgs {
     beams: Option<Vec<u32>>,
 }
 
+/// Options of `bench timer`.
+#[derive(Args)]
+pub struct TimerArgs {
+    /// N = 200 cycles per point instead of 1,000 (every timeout and system kept).
+    #[arg(long)]
+    quick: bool,
+    /// Output directory for report.json, report.md and index.html.
+    #[arg(long, default_value = "nerve-report")]
+    out: PathBuf,
+    /// Measured cycles per system and timeout (overrides --quick).
+    #[arg(long)]
+    cycles: Option<u64>,
+    /// One-shot timeouts in ms, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    timeouts: Option<Vec<u32>>,
+    /// Systems, comma-separated: nerve, nerve-sleep-only, std-sleep, tokio-interval.
+    #[arg(long, value_delimiter = ',')]
+    systems: Option<Vec<String>>,
+}
+
+fn timer_suite(a: &TimerArgs) -> Result<TimerSuite, Failure> {
+    let mut suite = if a.quick {
+        TimerSuite::quick(role_command()?)
+    } else {
+        TimerSuite::full(role_command()?)
+    };
+    if let Some(c) = a.cycles {
+        suite.cycles = c;
+    }
+    if let Some(t) = &a.timeouts {
+        suite.timeouts_ms = t.clone();
+    }
+    if let Some(s) = &a.systems {
+        suite.systems = s
+            .iter()
+            .map(|id| {
+                TimerSystem::parse(id).ok_or_else(|| {
+                    usage(format!(
+                        "unknown timer system {id:?}; known: {}",
+                        TimerSystem::ALL.map(|s| s.id()).join(", ")
+                    ))
+                })
+            })
+            .collect::<Result<_, Failure>>()?;
+    }
+    suite.validate().map_err(usage)?;
+    Ok(suite)
+}
+
+/// Options of `bench scheduler`.
+#[derive(Args)]
+pub struct SchedulerArgs {
+    /// 10 s per system instead of 60 s, 2 s per scaling point instead of 5 s.
+    #[arg(long)]
+    quick: bool,
+    /// Output directory for report.json, report.md and index.html.
+    #[arg(long, default_value = "nerve-report")]
+    out: PathBuf,
+    /// Seconds of the mixed-rate run per system (overrides --quick).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Node counts of the scaling runs, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    scales: Option<Vec<usize>>,
+    /// Systems of the mixed-rate run, comma-separated: nerve-rt, nerve, threads.
+    #[arg(long, value_delimiter = ',')]
+    systems: Option<Vec<String>>,
+}
+
+fn scheduler_suite(a: &SchedulerArgs) -> Result<SchedulerSuite, Failure> {
+    let mut suite = if a.quick {
+        SchedulerSuite::quick(role_command()?)
+    } else {
+        SchedulerSuite::full(role_command()?)
+    };
+    if let Some(s) = a.seconds {
+        suite.seconds = s;
+    }
+    if let Some(s) = &a.scales {
+        suite.scales = s.clone();
+    }
+    if let Some(s) = &a.systems {
+        suite.systems = s
+            .iter()
+            .map(|id| {
+                SchedSystem::parse(id).ok_or_else(|| {
+                    usage(format!(
+                        "unknown scheduler system {id:?}; known: {}",
+                        SchedSystem::ALL.map(|s| s.id()).join(", ")
+                    ))
+                })
+            })
+            .collect::<Result<_, Failure>>()?;
+    }
+    suite.validate().map_err(usage)?;
+    Ok(suite)
+}
+
 /// Options of `bench all`.
 #[derive(Args)]
 pub struct AllArgs {
@@ -301,7 +408,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     let machine = Machine::detect();
     let quick = a.quick || a.smoke;
     eprintln!(
-        "nerve bench all ({}): service, topic, paths, lidar",
+        "nerve bench all ({}): service, topic, paths, lidar, timer, scheduler",
         if quick { "quick" } else { "full" }
     );
     let mut suites = vec![service_output(a)?];
@@ -319,17 +426,36 @@ fn run_all(a: &AllArgs) -> CmdResult {
     let mut lidar = if quick {
         LidarSuite::quick(rc.clone())
     } else {
-        LidarSuite::full(rc)
+        LidarSuite::full(rc.clone())
+    };
+    let mut timer = if quick {
+        TimerSuite::quick(rc.clone())
+    } else {
+        TimerSuite::full(rc.clone())
+    };
+    let mut scheduler = if quick {
+        SchedulerSuite::quick(rc)
+    } else {
+        SchedulerSuite::full(rc)
     };
     if a.smoke {
         (topic.sizes, topic.rates, topic.scenarios, topic.seconds) = (vec![16], vec![], false, 0.3);
         (paths.iterations, paths.warmup) = (50, 5);
         (paths.topologies, paths.messages) = (vec![(1, 1), (2, 1)], vec![MessageKind::CmdVel]);
         (lidar.frames, lidar.modes, lidar.beams) = (5, vec![512], vec![16]);
+        (timer.cycles, timer.timeouts_ms) = (5, vec![5]);
+        (
+            scheduler.seconds,
+            scheduler.scale_seconds,
+            scheduler.idle_seconds,
+        ) = (0.3, 0.2, 0.3);
+        scheduler.scales = vec![10, 50];
     }
     suites.push(topic.run(&machine).map_err(usage)?);
     suites.push(paths.run().map_err(usage)?);
     suites.push(lidar.run(&machine).map_err(usage)?);
+    suites.push(timer.run(&machine).map_err(usage)?);
+    suites.push(scheduler.run(&machine).map_err(usage)?);
     write_bundle(&a.out, quick, suites)
 }
 
@@ -340,6 +466,25 @@ pub fn run(cmd: BenchCommand) -> CmdResult {
             let role = match role.as_str() {
                 "publisher" => Role::Publisher,
                 "subscriber" => Role::Subscriber,
+                "timer-cycle" => {
+                    let spec: CycleSpec = serde_json::from_str(&spec)
+                        .map_err(|e| usage(format!("bad timer spec: {e}")))?;
+                    run_cycle(&spec)?;
+                    return Ok(());
+                }
+                "scheduler" => {
+                    let spec: LoadSpec = serde_json::from_str(&spec)
+                        .map_err(|e| usage(format!("bad scheduler spec: {e}")))?;
+                    run_load(&spec)?;
+                    return Ok(());
+                }
+                "idle-executor" => {
+                    let domain = spec
+                        .parse()
+                        .map_err(|e| usage(format!("bad domain {spec:?}: {e}")))?;
+                    run_idle(domain)?;
+                    return Ok(());
+                }
                 "ponger" => {
                     let spec: PongSpec = serde_json::from_str(&spec)
                         .map_err(|e| usage(format!("bad ponger spec: {e}")))?;
@@ -364,6 +509,16 @@ pub fn run(cmd: BenchCommand) -> CmdResult {
             write_bundle(&a.out, suite.quick, vec![out])
         }
         BenchCommand::All(a) => run_all(&a),
+        BenchCommand::Timer(a) => {
+            let suite = timer_suite(&a)?;
+            let out = suite.run(&Machine::detect()).map_err(usage)?;
+            write_bundle(&a.out, suite.quick, vec![out])
+        }
+        BenchCommand::Scheduler(a) => {
+            let suite = scheduler_suite(&a)?;
+            let out = suite.run(&Machine::detect()).map_err(usage)?;
+            write_bundle(&a.out, suite.quick, vec![out])
+        }
         BenchCommand::Topic(a) => {
             let suite = topic_suite(&a)?;
             let machine = Machine::detect();

@@ -7,6 +7,7 @@ mod clean;
 mod node;
 mod output;
 mod service;
+mod sm;
 mod topic;
 mod types;
 
@@ -42,6 +43,9 @@ enum Command {
     /// Inspect nodes.
     #[command(subcommand)]
     Node(node::NodeCommand),
+    /// Inspect state machines.
+    #[command(subcommand)]
+    Sm(sm::SmCommand),
     /// Remove shared memory and state left by dead processes.
     Clean(clean::CleanArgs),
     /// List the message and service types the tool can decode, publish and call.
@@ -87,6 +91,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Service(c) => service::run(&ctx()?, c),
         Command::Bench(c) => bench::run(c),
         Command::Node(c) => node::run(&ctx()?, c),
+        Command::Sm(c) => sm::run(&ctx()?, c),
         // no context here: it would count as a live user of the domain
         Command::Clean(a) => clean::run(&cfg, a),
         Command::Types(f) => types::list(f.format),

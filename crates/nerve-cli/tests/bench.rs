@@ -141,6 +141,23 @@ fn bad_bench_arguments_are_usage_errors() {
         (vec!["bench", "paths", "--iterations", "0"], "at least 1"),
         (vec!["bench", "lidar", "--modes", "4096"], "4096"),
         (vec!["bench", "lidar", "--frames", "1"], "at least 3 frames"),
+        (vec!["bench", "timer", "--timeouts", "0"], "timeouts"),
+        (vec!["bench", "timer", "--cycles", "1"], "cycles"),
+        (
+            vec!["bench", "timer", "--systems", "ros"],
+            "unknown timer system",
+        ),
+        (vec!["bench", "scheduler", "--seconds", "0"], "seconds"),
+        (vec!["bench", "scheduler", "--scales", "0"], "node counts"),
+        (
+            vec!["bench", "scheduler", "--systems", "horus"],
+            "unknown scheduler system",
+        ),
+        (vec!["bench", "role", "timer-cycle", "{"], "bad timer spec"),
+        (
+            vec!["bench", "role", "scheduler", "[]"],
+            "bad scheduler spec",
+        ),
         (vec!["bench", "role", "publisher", "{"], "bad stream spec"),
         (vec!["bench", "role", "juggler", "{}"], "unknown role"),
     ] {
@@ -178,7 +195,7 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
             .unwrap();
     assert_eq!(
         report["suites"],
-        serde_json::json!(["service", "topic", "paths", "lidar"])
+        serde_json::json!(["service", "topic", "paths", "lidar", "timer", "scheduler"])
     );
     let results = report["results"].as_array().unwrap();
     let row = |suite: &str, system: &str, mode: &str| {
@@ -224,6 +241,49 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
     assert_eq!(l["received"], 5);
     assert_eq!(l["e2e_series_us"].as_array().unwrap().len(), 5);
     assert!(l["e2e_latency_us"]["mad"].is_number());
+    let find = |f: &dyn Fn(&Value) -> bool, what: &str| {
+        results
+            .iter()
+            .find(|r| f(r))
+            .unwrap_or_else(|| panic!("no {what} row: {report}"))
+            .clone()
+    };
+    for system in ["nerve", "nerve-rt", "std-sleep", "tokio-interval"] {
+        let t = find(&|r| r["suite"] == "timer" && r["system"] == system, system);
+        assert_eq!(
+            (t["timeout_ms"].as_u64(), t["cycles"].as_u64()),
+            (Some(5), Some(5)),
+            "{t}"
+        );
+        let d = &t["delta_us"];
+        assert!(
+            d["min"].as_f64() <= d["mean"].as_f64() && d["p99"].as_f64() <= d["max"].as_f64(),
+            "{t}"
+        );
+        assert_eq!(t["lost"], 0, "{t}");
+    }
+    for system in ["nerve-rt", "nerve", "threads"] {
+        let m = find(
+            &|r| {
+                r["suite"] == "scheduler"
+                    && r["kind"] == "mix"
+                    && r["system"] == system
+                    && r["rate_hz"] == 1000.0
+            },
+            system,
+        );
+        assert!(m["ticks"].as_u64().unwrap() > 0, "{m}");
+        assert!(
+            m["jitter_us"]["p99"].is_number() && m["deadline_misses"].is_number(),
+            "{m}"
+        );
+    }
+    for n in [10, 50] {
+        let s = find(&|r| r["kind"] == "scaling" && r["nodes"] == n, "scaling");
+        assert!(s["overhead_ns_per_tick"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    let idle = find(&|r| r["kind"] == "idle", "idle");
+    assert!(idle["cpu_percent"].as_f64().unwrap() >= 0.0);
     assert!(!report["checks"].as_array().unwrap().is_empty());
     let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     for heading in [
@@ -231,6 +291,9 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
         "## topic",
         "## paths",
         "## lidar",
+        "## timer",
+        "## scheduler",
+        "ros_transitions",
         "CyberRT",
         "ROS 2",
     ] {

@@ -145,6 +145,11 @@ pub struct Client<S: Service> {
 }
 
 impl<S: Service> Client<S> {
+    /// The doorbell slot servers ring with responses (for executors' wait sets).
+    pub(crate) fn reply_slot(&self) -> *const Slot {
+        self.reply_slot
+    }
+
     /// The service name.
     pub fn name(&self) -> &str {
         &self.name
@@ -426,6 +431,11 @@ impl<S: Service> PendingCall<'_, S> {
             Some(resp) => self.client.reply(resp).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// Whether the call has ended: a response is there or the server let go of it.
+    pub(crate) fn is_done(&self) -> bool {
+        self.pending.has_response() || !self.pending.is_connected()
     }
 
     fn server_gone(&self) -> CallError {

@@ -436,3 +436,143 @@ pub enum ServeError {
         reason: String,
     },
 }
+
+/// Running an [`crate::Executor`] failed.
+#[derive(Debug, Error)]
+pub enum ExecError {
+    /// Too many entities with an input to wait on.
+    #[error("an executor waits on at most {max} subscriptions, services and clients")]
+    Full {
+        /// The limit.
+        max: usize,
+    },
+    /// Receiving a sample failed.
+    #[error(transparent)]
+    Recv(#[from] RecvError),
+    /// Serving a request failed.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    /// A call failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// Publishing failed.
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+    /// Opening a topic failed.
+    #[error(transparent)]
+    Topic(#[from] TopicError),
+    /// Creating a service endpoint failed.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    /// Creating a node failed.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// A state machine failed.
+    #[error(transparent)]
+    Machine(#[from] MachineError),
+    /// A worker thread could not start or panicked.
+    #[error("executor thread: {0}")]
+    Thread(String),
+}
+
+/// Defining or running a state machine failed.
+#[derive(Debug, Error)]
+pub enum MachineError {
+    /// The spec text is not valid TOML or YAML for a machine.
+    #[error("state machine spec: {reason}")]
+    Parse {
+        /// The parser's message.
+        reason: String,
+    },
+    /// The spec file could not be read or parsed.
+    #[error("state machine file {path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The spec is inconsistent.
+    #[error("state machine {machine}: {reason}")]
+    Invalid {
+        /// Machine name.
+        machine: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A hook names a state that does not exist.
+    #[error("state machine {machine}: no state named {state:?}")]
+    UnknownState {
+        /// Machine name.
+        machine: String,
+        /// The name given.
+        state: String,
+    },
+    /// A trigger that no transition names.
+    #[error("state machine {machine}: no transition is triggered by {trigger:?}")]
+    UnknownTrigger {
+        /// Machine name.
+        machine: String,
+        /// The trigger given.
+        trigger: String,
+    },
+    /// A transition names a guard or action that was not registered.
+    #[error(
+        "state machine {machine}: {kind} {name:?} is named by a transition but not registered"
+    )]
+    UnknownHook {
+        /// Machine name.
+        machine: String,
+        /// "guard" or "action".
+        kind: &'static str,
+        /// Its name.
+        name: String,
+    },
+    /// Pass-through states kept triggering each other.
+    #[error("state machine {machine}: more than {max} pass-through states in a row (a loop?)")]
+    PassThroughLoop {
+        /// Machine name.
+        machine: String,
+        /// The bound.
+        max: usize,
+    },
+    /// Too many triggers queued and not yet handled.
+    #[error("state machine {machine}: {max} triggers already queued")]
+    InboxFull {
+        /// Machine name.
+        machine: String,
+        /// The bound.
+        max: usize,
+    },
+}
+
+/// Setting up or running a [`crate::scheduler::Scheduler`] failed.
+#[derive(Debug, Error)]
+pub enum SchedulerError {
+    /// A node's settings are invalid.
+    #[error("scheduler node {node}: {reason}")]
+    InvalidNode {
+        /// The node.
+        node: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Too many nodes.
+    #[error("a scheduler runs at most {max} nodes")]
+    TooManyNodes {
+        /// The limit.
+        max: usize,
+    },
+    /// Nothing to run.
+    #[error("the scheduler has no nodes")]
+    NoNodes,
+    /// Opening the statistics topic failed.
+    #[error(transparent)]
+    Topic(#[from] TopicError),
+    /// Publishing statistics failed.
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+    /// The watchdog thread could not start.
+    #[error("watchdog thread: {0}")]
+    Thread(String),
+}

@@ -36,16 +36,21 @@ mod client;
 pub mod config;
 mod context;
 pub mod error;
+pub mod executor;
 mod header;
 pub mod introspect;
+pub mod machine;
 pub mod message;
 pub mod name;
 mod publisher;
 pub mod qos;
+pub mod rt;
+pub mod scheduler;
 mod server;
 pub mod service;
 pub mod shutdown;
 mod subscriber;
+pub mod timer;
 mod transport;
 mod wait;
 mod waitset;
@@ -54,25 +59,32 @@ pub use client::{Client, ClientBuilder, PendingCall, Reply, RequestLoan, LIVENES
 pub use config::Config;
 pub use context::{Context, Node, NodeBuilder};
 pub use error::{
-    CallError, ContextError, DecodeError, LoanError, NameError, NodeError, PublishError, RecvError,
-    ServeError, ServiceError, TopicError, WaitError,
+    CallError, ContextError, DecodeError, ExecError, LoanError, MachineError, NameError, NodeError,
+    PublishError, RecvError, SchedulerError, ServeError, ServiceError, TopicError, WaitError,
 };
+pub use executor::{CallbackGroup, Calls, Executor, ExecutorHandle, MultiThreadedExecutor};
 pub use header::{mono_ns, wall_ns, CallHeader, CallStatus, SampleHeader};
 pub use introspect::{RawSample, RawSubscriber};
+pub use machine::{
+    Machine, MachineHandle, MachineSpec, StateSpec, TransitionEvent, TransitionSpec,
+};
 pub use message::{Message, NoElem, Pod, Serde, SerdeMessage, TypeInfo};
 pub use nerve_derive::{Message, Pod};
 pub use publisher::{Loan, Publisher, PublisherBuilder, ATTACH_GRACE};
 pub use qos::{Overflow, Qos};
+pub use scheduler::{MissPolicy, NodeConfig, Scheduler, SchedulerReport};
 pub use server::{ReplyLoan, Request, Server, ServiceBuilder, ServiceThread};
 pub use service::{HandlerResult, Service, ServiceQos};
 pub use subscriber::{Sample, Subscriber, SubscriberBuilder, SubscriberStats};
+pub use timer::{Overrun, Precision, Tick, Timer, TimerHandle};
 pub use wait::WaitMode;
 pub use waitset::{WaitSet, Waitable, MAX_WAITSET_ENTRIES};
 
 /// The common imports.
 pub mod prelude {
     pub use crate::{
-        Client, Context, Message, Node, Overflow, Pod, Publisher, Qos, Sample, SampleHeader, Serde,
-        SerdeMessage, Server, Service, ServiceQos, Subscriber, WaitMode, WaitSet,
+        Client, Context, Executor, Machine, MachineSpec, Message, Node, Overflow, Overrun, Pod,
+        Precision, Publisher, Qos, Sample, SampleHeader, Serde, SerdeMessage, Server, Service,
+        ServiceQos, Subscriber, WaitMode, WaitSet,
     };
 }

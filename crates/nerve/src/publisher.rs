@@ -206,6 +206,11 @@ impl<M: Message> Publisher<M> {
         true
     }
 
+    /// The topic's doorbell slot, rung by every new subscriber (for executors' wait sets).
+    pub(crate) fn wake_slot(&self) -> *const Slot {
+        self.slot
+    }
+
     /// Connects subscribers that joined since the last send and hands them the history.
     /// Sending does this too; call it from idle loops of latched publishers.
     pub fn update_connections(&self) {

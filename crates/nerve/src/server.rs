@@ -149,6 +149,16 @@ impl<S: Service> Server<S> {
         self.service.dynamic_config().number_of_clients()
     }
 
+    /// The doorbell slot clients ring after sending (for executors' wait sets).
+    pub(crate) fn wake_slot(&self) -> *const Slot {
+        self.slot
+    }
+
+    /// Whether a request is queued (a failing check counts as ready: taking reports it).
+    pub(crate) fn has_requests(&self) -> bool {
+        self.port.has_requests().unwrap_or(true)
+    }
+
     /// Requests rejected so far because they violated the request type's layout.
     pub fn rejected(&self) -> u64 {
         self.rejected.get()
@@ -243,7 +253,7 @@ impl<S: Service> Server<S> {
         Ok(n)
     }
 
-    fn handle<F>(&self, req: Request<'_, S>, handler: &mut F) -> Result<(), ServeError>
+    pub(crate) fn handle<F>(&self, req: Request<'_, S>, handler: &mut F) -> Result<(), ServeError>
     where
         F: FnMut(&Request<'_, S>) -> HandlerResult,
     {

@@ -1,17 +1,22 @@
 //! Cooperative shutdown on SIGINT and SIGTERM: loops poll [`requested`] and exit cleanly so
-//! every shared-memory resource is released.
+//! every shared-memory resource is released. Executors also sleep on the shutdown word, so
+//! a signal wakes them at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
+/// Bumped (and futex-woken) on every request, so sleeping executors notice.
+static WORD: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn on_signal(_: libc::c_int) {
-    REQUESTED.store(true, Ordering::SeqCst);
+    // atomics and the futex system call are async-signal-safe
+    request();
 }
 
 /// Installs handlers for SIGINT and SIGTERM that set the shutdown flag.
 pub fn install() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    // SAFETY: the handler only stores to atomics and makes a futex system call, both
+    // async-signal-safe.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
@@ -26,4 +31,13 @@ pub fn requested() -> bool {
 /// Requests shutdown from code (as if a signal had arrived).
 pub fn request() {
     REQUESTED.store(true, Ordering::SeqCst);
+    // SYNC: SeqCst bump after the flag store: a waiter that read the old word also sees
+    // the flag once woken.
+    WORD.fetch_add(1, Ordering::SeqCst);
+    crate::transport::doorbell::futex_wake(&WORD);
+}
+
+/// The word executors sleep on (changes on every request).
+pub(crate) fn word() -> &'static AtomicU32 {
+    &WORD
 }

@@ -235,7 +235,8 @@ impl Slot {
     }
 }
 
-fn futex_wake(word: &AtomicU32) {
+/// Wakes every thread (of any process) sleeping on `word`.
+pub(crate) fn futex_wake(word: &AtomicU32) {
     // SAFETY: word lives in a shared mapping; FUTEX_WAKE (not PRIVATE) wakes waiters of
     // every process mapping it. Extra arguments are ignored for WAKE.
     unsafe {
@@ -291,8 +292,14 @@ const SYS_FUTEX_WAITV: libc::c_long = 449;
 /// Sleeps until any of the words changes or `timeout` passes (futex_waitv, Linux 5.16+).
 /// Falls back to sleeping on the first word with a 1 ms cap on older kernels.
 pub(crate) fn wait_any(entries: &[WaitEntry], timeout: Duration) {
+    let cap = timeout.as_nanos().min(u64::MAX as u128 / 4) as u64;
+    wait_any_until(entries, crate::header::mono_ns().saturating_add(cap));
+}
+
+/// Like [`wait_any`], to an absolute `CLOCK_MONOTONIC` deadline in ns.
+pub(crate) fn wait_any_until(entries: &[WaitEntry], deadline_ns: u64) {
     if entries.is_empty() {
-        std::thread::sleep(timeout);
+        crate::timer::clock_sleep_until(deadline_ns);
         return;
     }
     let waitv: Vec<FutexWaitv> = entries
@@ -304,19 +311,12 @@ pub(crate) fn wait_any(entries: &[WaitEntry], timeout: Duration) {
             reserved: 0,
         })
         .collect();
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    let total = now.tv_nsec as u128 + timeout.as_nanos().min(u64::MAX as u128 / 4);
     let deadline = libc::timespec {
-        tv_sec: now.tv_sec + (total / 1_000_000_000) as libc::time_t,
-        tv_nsec: (total % 1_000_000_000) as libc::c_long,
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
     };
-    // SAFETY: waitv holds entries.len() valid futex_waitv records pointing into shared
-    // mappings kept alive by the caller; deadline is an absolute CLOCK_MONOTONIC time.
+    // SAFETY: waitv holds entries.len() valid futex_waitv records pointing at live words
+    // (the caller's contract); deadline is an absolute CLOCK_MONOTONIC time.
     let r = unsafe {
         libc::syscall(
             SYS_FUTEX_WAITV,
@@ -328,9 +328,14 @@ pub(crate) fn wait_any(entries: &[WaitEntry], timeout: Duration) {
         )
     };
     if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
-        // SAFETY: entries[0].word points into a live mapping (caller's contract).
+        let left = deadline_ns.saturating_sub(crate::header::mono_ns());
+        // SAFETY: entries[0].word points at a live word (caller's contract).
         let w = unsafe { &*entries[0].word };
-        futex_wait(w, entries[0].seen, timeout.min(Duration::from_millis(1)));
+        futex_wait(
+            w,
+            entries[0].seen,
+            Duration::from_nanos(left).min(Duration::from_millis(1)),
+        );
     }
 }
 

@@ -1,0 +1,920 @@
+//! Executors: run the callbacks of subscriptions, service servers, clients, timers and
+//! state machines from one wait set.
+//!
+//! [`Executor`] is single-threaded: it sleeps on the doorbell slots of its entities, its
+//! control word and the shutdown word in one `futex_waitv`, bounded by the next timer
+//! deadline (minus the [`PreciseSleep`] margin, then a spin to the deadline). An idle
+//! executor with no timer sleeps until something arrives. Ready work runs by strict
+//! priority: after every callback batch the scan restarts at the highest priority.
+//!
+//! [`MultiThreadedExecutor`] runs one [`Executor`] per thread; callback groups say which
+//! callbacks may run in parallel (see [`CallbackGroup`]). Ports are not `Send`, so every
+//! entity is created on the thread that will run it, by the setup closure given to
+//! [`MultiThreadedExecutor::add`].
+
+use crate::client::{Client, PendingCall, Reply};
+use crate::error::{CallError, ExecError, RecvError};
+use crate::header::mono_ns;
+use crate::message::Message;
+use crate::server::{Request, Server};
+use crate::service::{HandlerResult, Service};
+use crate::subscriber::{Sample, Subscriber};
+use crate::timer::{spin_until, Overrun, PreciseSleep, Precision, Schedule, Tick, TimerHandle};
+use crate::transport::doorbell::{self, Slot, WaitEntry};
+use crate::wait::MAX_SLEEP;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Items (samples, requests, replies, ticks) one entity handles before the scan restarts
+/// at the highest priority.
+pub(crate) const BATCH: usize = 16;
+/// Default bound of the drain after a stop or a signal.
+pub const DEFAULT_DRAIN: Duration = Duration::from_millis(500);
+
+/// Identifies an entity of an [`Executor`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EntityId(usize);
+
+/// What an entity did so far.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntityStats {
+    /// Name given at registration (the topic, service or timer name).
+    pub name: String,
+    /// Its priority (higher runs first).
+    pub priority: i32,
+    /// Callbacks run.
+    pub callbacks: u64,
+    /// Malformed samples or requests dropped (never handed to the callback).
+    pub rejected: u64,
+}
+
+/// An executor's entity: something to wait on and callbacks to run.
+pub(crate) trait Work {
+    /// The doorbell slot rung when it has new input (none for pure timers).
+    fn slot(&self) -> Option<*const Slot> {
+        None
+    }
+    /// Its next deadline (monotonic ns), if it has one.
+    fn deadline(&self) -> Option<u64> {
+        None
+    }
+    /// Whether input is waiting or a deadline has passed at `now`.
+    fn ready(&self, now: u64) -> bool;
+    /// Runs callbacks while `budget.more(n)` allows (at least one); returns how many ran.
+    /// `stats.rejected` counts dropped input.
+    fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError>;
+    /// Whether it may run during the drain after a stop (timers may not).
+    fn drains(&self) -> bool {
+        true
+    }
+}
+
+/// How much more an entity may run now: at most [`BATCH`] callbacks in a row, none
+/// after a stop (normal running) or past the drain's end (draining); the first callback
+/// of a batch always runs.
+pub(crate) struct Budget<'a> {
+    exec: &'a Executor,
+    drain_end: Option<u64>,
+}
+
+impl Budget<'_> {
+    /// Whether a callback may run after `n` in this batch.
+    pub(crate) fn more(&self, n: usize) -> bool {
+        if n == 0 {
+            return true;
+        }
+        n < BATCH
+            && match self.drain_end {
+                Some(end) => mono_ns() < end,
+                None => !self.exec.stopping(),
+            }
+    }
+}
+
+/// Shared between an executor and its handles.
+#[derive(Default)]
+pub(crate) struct Control {
+    stop: AtomicBool,
+    word: AtomicU32,
+}
+
+impl Control {
+    /// Wakes the executor (if it sleeps) so it looks at its inputs and flags again.
+    pub(crate) fn wake(&self) {
+        // SYNC: SeqCst bump after whatever the caller published (a stop flag, a queued
+        // trigger); the executor reads the word before it checks them.
+        self.word.fetch_add(1, Ordering::SeqCst);
+        doorbell::futex_wake(&self.word);
+    }
+}
+
+/// Stops or wakes an executor from any thread.
+#[derive(Clone)]
+pub struct ExecutorHandle {
+    pub(crate) control: Arc<Control>,
+}
+
+impl ExecutorHandle {
+    /// Asks the executor to drain and return from `spin`.
+    pub fn stop(&self) {
+        // SYNC: Release pairs with the Acquire load in `Executor::stopping`.
+        self.control.stop.store(true, Ordering::Release);
+        self.control.wake();
+    }
+
+    /// Whether a stop was asked.
+    pub fn is_stopped(&self) -> bool {
+        self.control.stop.load(Ordering::Acquire)
+    }
+}
+
+struct Entry {
+    priority: i32,
+    work: Box<dyn Work>,
+    stats: EntityStats,
+}
+
+/// A single-threaded executor (see the module docs).
+pub struct Executor {
+    /// Sorted by priority, highest first (stable: equal priorities keep insertion order).
+    entries: Vec<Entry>,
+    /// `order[i]`: position in `entries` of the entity with id `i`.
+    order: Vec<usize>,
+    sleep: PreciseSleep,
+    control: Arc<Control>,
+    drain: Duration,
+    signals: bool,
+    rt: Option<crate::rt::RtConfig>,
+    rt_report: Option<crate::rt::RtReport>,
+}
+
+impl Default for Executor {
+    fn default() -> Self {
+        Executor::new()
+    }
+}
+
+impl Executor {
+    /// An empty executor with the default timer [`Precision`].
+    pub fn new() -> Executor {
+        Executor {
+            entries: Vec::new(),
+            order: Vec::new(),
+            sleep: PreciseSleep::new(Precision::default()),
+            control: Arc::new(Control::default()),
+            drain: DEFAULT_DRAIN,
+            signals: true,
+            rt: None,
+            rt_report: None,
+        }
+    }
+
+    /// Real-time settings (`SCHED_FIFO`, CPU affinity, locked memory) applied to the
+    /// thread that first spins this executor, then read back (see [`crate::rt`]); refused
+    /// settings are reported on stderr and in [`Executor::realtime_report`].
+    pub fn realtime(&mut self, rt: crate::rt::RtConfig) -> &mut Self {
+        self.rt = Some(rt);
+        self
+    }
+
+    /// What the real-time settings came to, once spinning began.
+    pub fn realtime_report(&self) -> Option<&crate::rt::RtReport> {
+        self.rt_report.as_ref()
+    }
+
+    fn apply_realtime(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            let report = crate::rt::apply(&rt);
+            for w in report.warnings() {
+                eprintln!("nerve executor: {w}");
+            }
+            self.rt_report = Some(report);
+        }
+    }
+
+    /// Sets how timers are waited for (default: [`Precision::default`]).
+    pub fn precision(&mut self, precision: Precision) -> &mut Self {
+        self.sleep = PreciseSleep::new(precision);
+        self
+    }
+
+    /// Bounds the drain after a stop or signal: ready input is handled for at most this
+    /// long (default [`DEFAULT_DRAIN`]).
+    pub fn drain_timeout(&mut self, drain: Duration) -> &mut Self {
+        self.drain = drain;
+        self
+    }
+
+    /// Whether `spin` installs SIGINT/SIGTERM handlers and stops on them (default true).
+    pub fn handle_signals(&mut self, on: bool) -> &mut Self {
+        self.signals = on;
+        self
+    }
+
+    /// A handle that stops or wakes this executor from any thread.
+    pub fn handle(&self) -> ExecutorHandle {
+        ExecutorHandle {
+            control: self.control.clone(),
+        }
+    }
+
+    /// Number of entities.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether it has no entities.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub(crate) fn add_work(
+        &mut self,
+        name: &str,
+        work: Box<dyn Work>,
+    ) -> Result<EntityId, ExecError> {
+        let slots = self
+            .entries
+            .iter()
+            .filter(|e| e.work.slot().is_some())
+            .count();
+        // two words of the wait set are the control and shutdown words
+        if work.slot().is_some() && slots + 2 >= crate::MAX_WAITSET_ENTRIES {
+            return Err(ExecError::Full {
+                max: crate::MAX_WAITSET_ENTRIES - 2,
+            });
+        }
+        let id = self.order.len();
+        self.entries.push(Entry {
+            priority: 0,
+            work,
+            stats: EntityStats {
+                name: name.to_string(),
+                priority: 0,
+                callbacks: 0,
+                rejected: 0,
+            },
+        });
+        self.order.push(self.entries.len() - 1);
+        Ok(EntityId(id))
+    }
+
+    /// Sets an entity's priority (default 0; higher runs first when several are ready).
+    pub fn set_priority(&mut self, id: EntityId, priority: i32) -> &mut Self {
+        let pos = self.order[id.0];
+        self.entries[pos].priority = priority;
+        self.entries[pos].stats.priority = priority;
+        // re-sort, keeping ids pointing at their entries
+        let mut idx: Vec<usize> = (0..self.entries.len()).collect();
+        idx.sort_by_key(|&i| std::cmp::Reverse(self.entries[i].priority));
+        let mut old: Vec<Option<Entry>> = self.entries.drain(..).map(Some).collect();
+        let mut new_pos = vec![0; idx.len()];
+        for (to, &from) in idx.iter().enumerate() {
+            new_pos[from] = to;
+            self.entries
+                .push(old[from].take().expect("each entry moves once"));
+        }
+        for p in &mut self.order {
+            *p = new_pos[*p];
+        }
+        self
+    }
+
+    /// The statistics of every entity, highest priority first.
+    pub fn stats(&self) -> Vec<EntityStats> {
+        self.entries.iter().map(|e| e.stats.clone()).collect()
+    }
+
+    /// Calls `callback` with every sample of `sub`.
+    pub fn subscribe<M, F>(
+        &mut self,
+        sub: Subscriber<M>,
+        callback: F,
+    ) -> Result<EntityId, ExecError>
+    where
+        M: Message,
+        F: FnMut(&Sample<M>) + 'static,
+    {
+        let name = sub.topic().to_string();
+        self.add_work(&name, Box::new(Subscription { sub, callback }))
+    }
+
+    /// Answers every request of `server` with `handler`.
+    pub fn serve<S, F>(&mut self, server: Server<S>, handler: F) -> Result<EntityId, ExecError>
+    where
+        S: Service,
+        F: FnMut(&Request<'_, S>) -> HandlerResult + 'static,
+    {
+        let name = server.name().to_string();
+        self.add_work(&name, Box::new(Serving { server, handler }))
+    }
+
+    /// Makes `client`'s calls asynchronous: [`Calls::call`] sends, and `on_reply` runs on
+    /// this executor with each response, or with the error that ended the call (timeout,
+    /// server gone).
+    pub fn client<S, F>(
+        &mut self,
+        client: Client<S>,
+        timeout: Duration,
+        on_reply: F,
+    ) -> Result<(EntityId, Calls<S>), ExecError>
+    where
+        S: Service,
+        F: FnMut(u64, Result<Reply<S>, CallError>) + 'static,
+    {
+        let name = client.name().to_string();
+        let shared = Rc::new(CallsInner {
+            pending: RefCell::new(VecDeque::new()),
+            client: Box::new(client),
+            timeout_ns: timeout.as_nanos().min(u64::MAX as u128 / 4) as u64,
+        });
+        let id = self.add_work(
+            &name,
+            Box::new(Calling {
+                shared: shared.clone(),
+                on_reply,
+            }),
+        )?;
+        Ok((id, Calls { inner: shared }))
+    }
+
+    /// Calls `callback` every `period` on an absolute grid starting one period from now.
+    pub fn timer<F>(
+        &mut self,
+        name: &str,
+        period: Duration,
+        overrun: Overrun,
+        callback: F,
+    ) -> Result<(EntityId, TimerHandle), ExecError>
+    where
+        F: FnMut(&Tick) + 'static,
+    {
+        let first = mono_ns() + period.as_nanos() as u64;
+        self.add_timer(name, Schedule::periodic(first, period, overrun), callback)
+    }
+
+    /// A one-shot timer, disarmed until armed through its handle (or armed `after` from
+    /// now if given).
+    pub fn one_shot<F>(
+        &mut self,
+        name: &str,
+        after: Option<Duration>,
+        callback: F,
+    ) -> Result<(EntityId, TimerHandle), ExecError>
+    where
+        F: FnMut(&Tick) + 'static,
+    {
+        let at = after.map(|a| mono_ns() + a.as_nanos() as u64);
+        self.add_timer(name, Schedule::one_shot(at), callback)
+    }
+
+    /// Runs `machine` here: opens `/<name>/event` and `/<name>/spec` on `node`, enters
+    /// the initial state, then fires its timeouts and the triggers sent through the
+    /// returned handle, publishing every transition.
+    pub fn machine(
+        &mut self,
+        node: &crate::Node,
+        machine: crate::machine::Machine,
+    ) -> Result<(EntityId, crate::machine::MachineHandle), ExecError> {
+        let name = machine.name().to_string();
+        let (runner, handle) = crate::machine::Runner::start(node, machine, self.control.clone())?;
+        Ok((self.add_work(&name, Box::new(runner))?, handle))
+    }
+
+    fn add_timer<F>(
+        &mut self,
+        name: &str,
+        schedule: Schedule,
+        callback: F,
+    ) -> Result<(EntityId, TimerHandle), ExecError>
+    where
+        F: FnMut(&Tick) + 'static,
+    {
+        let handle = TimerHandle {
+            schedule: Rc::new(schedule),
+        };
+        let id = self.add_work(
+            name,
+            Box::new(TimerWork {
+                schedule: handle.schedule.clone(),
+                callback,
+            }),
+        )?;
+        Ok((id, handle))
+    }
+
+    fn stopping(&self) -> bool {
+        (self.signals && crate::shutdown::requested()) || self.control.stop.load(Ordering::Acquire)
+    }
+
+    /// Runs ready work by priority until nothing is ready; returns the callbacks run.
+    /// Normal running (`drain_end: None`) ends between batches once a stop is asked; a
+    /// drain ends between batches at `drain_end`.
+    fn run_ready(&mut self, drain_end: Option<u64>) -> Result<usize, ExecError> {
+        let draining = drain_end.is_some();
+        let mut total = 0;
+        'scan: loop {
+            let now = mono_ns();
+            let over = match drain_end {
+                Some(end) => now >= end,
+                // a stop ends normal running; the drain takes over
+                None => self.stopping(),
+            };
+            if over {
+                return Ok(total);
+            }
+            for k in 0..self.entries.len() {
+                let e = &self.entries[k];
+                if (!draining || e.work.drains()) && e.work.ready(now) {
+                    // the entity runs with its box taken out, so the budget can borrow
+                    // the executor
+                    let mut work = std::mem::replace(&mut self.entries[k].work, Box::new(Idle));
+                    let mut stats =
+                        std::mem::replace(&mut self.entries[k].stats, EntityStats::EMPTY);
+                    let budget = Budget {
+                        exec: self,
+                        drain_end,
+                    };
+                    let r = work.run(&mut stats, &budget);
+                    let e = &mut self.entries[k];
+                    e.work = work;
+                    e.stats = stats;
+                    let n = r?;
+                    e.stats.callbacks += n as u64;
+                    total += n;
+                    if n > 0 {
+                        continue 'scan;
+                    }
+                }
+            }
+            return Ok(total);
+        }
+    }
+
+    fn next_deadline(&self) -> Option<u64> {
+        self.entries.iter().filter_map(|e| e.work.deadline()).min()
+    }
+
+    /// Sleeps until some entity may be ready, `limit_ns` passes or a stop is asked.
+    fn wait(&self, limit_ns: u64) {
+        let deadline = self.next_deadline().map_or(limit_ns, |d| d.min(limit_ns));
+        let timer_due = deadline < limit_ns;
+        let wake = if timer_due {
+            self.sleep.wake_at(deadline, mono_ns())
+        } else {
+            deadline
+        };
+        let mut slots: Vec<*const Slot> =
+            self.entries.iter().filter_map(|e| e.work.slot()).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        // SAFETY: every slot points into the doorbell mapping of a live context, kept
+        // alive by the entity (its node) that we own.
+        let refs: Vec<&Slot> = slots.iter().map(|&s| unsafe { &*s }).collect();
+        let mut entries: Vec<WaitEntry> = refs
+            .iter()
+            .map(|s| WaitEntry {
+                seen: s.register(),
+                word: doorbell::Doorbell::slot_ptr(s),
+            })
+            .collect();
+        for word in [&self.control.word, crate::shutdown::word()] {
+            entries.push(WaitEntry {
+                // SYNC: read the word before checking flags and queues below; a later
+                // bump makes the futex wait return at once.
+                seen: word.load(Ordering::SeqCst),
+                word: word as *const AtomicU32,
+            });
+        }
+        let now = mono_ns();
+        let idle = !self.stopping() && !self.entries.iter().any(|e| e.work.ready(now));
+        if idle && now < wake {
+            doorbell::wait_any_until(&entries, wake.min(now + MAX_SLEEP.as_nanos() as u64));
+            let woke = mono_ns();
+            if timer_due && woke >= wake {
+                self.sleep.observe(wake, woke, deadline);
+            }
+        }
+        refs.iter().for_each(|s| s.unregister());
+        let now = mono_ns();
+        if timer_due && now >= wake && now < deadline && !self.stopping() {
+            spin_until(deadline, now);
+        }
+    }
+
+    /// Waits up to `timeout` for work, then runs what is ready; returns the callbacks run.
+    pub fn spin_once(&mut self, timeout: Duration) -> Result<usize, ExecError> {
+        self.apply_realtime();
+        let limit = mono_ns() + timeout.as_nanos().min(u64::MAX as u128 / 4) as u64;
+        loop {
+            let n = self.run_ready(None)?;
+            if n > 0 || self.stopping() || mono_ns() >= limit {
+                return Ok(n);
+            }
+            self.wait(limit);
+        }
+    }
+
+    /// Runs callbacks for `duration` (or until stopped).
+    pub fn spin_for(&mut self, duration: Duration) -> Result<(), ExecError> {
+        let end = mono_ns() + duration.as_nanos() as u64;
+        while !self.stopping() {
+            let now = mono_ns();
+            if now >= end {
+                return Ok(());
+            }
+            self.spin_once(Duration::from_nanos(end - now))?;
+        }
+        self.drain()
+    }
+
+    /// Runs callbacks until [`ExecutorHandle::stop`] or (with signal handling on) SIGINT or
+    /// SIGTERM, then drains ready input within the drain bound and returns.
+    pub fn spin(&mut self) -> Result<(), ExecError> {
+        if self.signals {
+            crate::shutdown::install();
+        }
+        while !self.stopping() {
+            self.spin_once(MAX_SLEEP)?;
+        }
+        self.drain()
+    }
+
+    /// Handles input that is already queued (no timers), for at most the drain bound.
+    fn drain(&mut self) -> Result<(), ExecError> {
+        let end = mono_ns() + self.drain.as_nanos() as u64;
+        self.run_ready(Some(end))?;
+        Ok(())
+    }
+}
+
+/// Stands in for an entity while it runs.
+struct Idle;
+
+impl Work for Idle {
+    fn ready(&self, _: u64) -> bool {
+        false
+    }
+    fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
+        Ok(0)
+    }
+}
+
+impl EntityStats {
+    const EMPTY: EntityStats = EntityStats {
+        name: String::new(),
+        priority: 0,
+        callbacks: 0,
+        rejected: 0,
+    };
+}
+
+struct Subscription<M: Message, F> {
+    sub: Subscriber<M>,
+    callback: F,
+}
+
+impl<M: Message, F: FnMut(&Sample<M>)> Work for Subscription<M, F> {
+    fn slot(&self) -> Option<*const Slot> {
+        Some(self.sub.receiver().slot())
+    }
+    fn ready(&self, _: u64) -> bool {
+        self.sub.receiver().has_samples()
+    }
+    fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
+        let mut n = 0;
+        while budget.more(n) {
+            match self.sub.try_recv() {
+                Ok(Some(s)) => {
+                    (self.callback)(&s);
+                    n += 1;
+                }
+                Ok(None) => break,
+                Err(RecvError::Malformed { .. }) => stats.rejected += 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(n)
+    }
+}
+
+struct Serving<S: Service, F> {
+    server: Server<S>,
+    handler: F,
+}
+
+impl<S: Service, F: FnMut(&Request<'_, S>) -> HandlerResult> Work for Serving<S, F> {
+    fn slot(&self) -> Option<*const Slot> {
+        Some(self.server.wake_slot())
+    }
+    fn ready(&self, _: u64) -> bool {
+        self.server.has_requests()
+    }
+    fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
+        let before = self.server.rejected();
+        let mut n = 0;
+        while budget.more(n) {
+            let Some(req) = self.server.try_take()? else {
+                break;
+            };
+            self.server.handle(req, &mut self.handler)?;
+            n += 1;
+        }
+        stats.rejected += self.server.rejected() - before;
+        Ok(n)
+    }
+}
+
+struct CallsInner<S: Service> {
+    // field order is drop order: pending calls borrow the boxed client
+    pending: RefCell<VecDeque<(PendingCall<'static, S>, u64)>>,
+    client: Box<Client<S>>,
+    timeout_ns: u64,
+}
+
+/// Sends requests of an executor-driven client (see [`Executor::client`]); lives on the
+/// executor's thread.
+pub struct Calls<S: Service> {
+    inner: Rc<CallsInner<S>>,
+}
+
+impl<S: Service> Clone for Calls<S> {
+    fn clone(&self) -> Self {
+        Calls {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S: Service> Calls<S> {
+    /// Sends a head and its elements; the reply reaches the executor's callback with the
+    /// returned call number. At most the client's `max_in_flight` calls are pending at
+    /// once ([`CallError::TooManyInFlight`] beyond).
+    pub fn call_slice(
+        &self,
+        head: &S::Request,
+        elems: &[<S::Request as Message>::Elem],
+    ) -> Result<u64, CallError> {
+        let pending = self.inner.client.send_slice(head, elems)?;
+        let seq = pending.seq();
+        // SAFETY: the call borrows the boxed client, whose address never changes and
+        // which outlives it: both live in `CallsInner`, whose field order drops the
+        // pending calls first, and nothing moves the client out of its box.
+        let pending: PendingCall<'static, S> = unsafe { std::mem::transmute(pending) };
+        let deadline = mono_ns().saturating_add(self.inner.timeout_ns);
+        self.inner
+            .pending
+            .borrow_mut()
+            .push_back((pending, deadline));
+        Ok(seq)
+    }
+
+    /// Sends `req` (see [`Calls::call_slice`]).
+    pub fn call(&self, req: &S::Request) -> Result<u64, CallError>
+    where
+        S::Request: Message<Elem = crate::message::NoElem>,
+    {
+        self.call_slice(req, &[])
+    }
+
+    /// Calls sent and not yet answered.
+    pub fn pending(&self) -> usize {
+        self.inner.pending.borrow().len()
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client<S> {
+        &self.inner.client
+    }
+}
+
+struct Calling<S: Service, F> {
+    shared: Rc<CallsInner<S>>,
+    on_reply: F,
+}
+
+impl<S: Service, F: FnMut(u64, Result<Reply<S>, CallError>)> Work for Calling<S, F> {
+    fn slot(&self) -> Option<*const Slot> {
+        Some(self.shared.client.reply_slot())
+    }
+    fn deadline(&self) -> Option<u64> {
+        self.shared.pending.borrow().iter().map(|p| p.1).min()
+    }
+    fn ready(&self, now: u64) -> bool {
+        self.shared
+            .pending
+            .borrow()
+            .iter()
+            .any(|(p, deadline)| *deadline <= now || p.is_done())
+    }
+    fn run(&mut self, _: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
+        let mut done = Vec::new();
+        {
+            let now = mono_ns();
+            let mut pending = self.shared.pending.borrow_mut();
+            let mut i = 0;
+            while i < pending.len() && budget.more(done.len()) {
+                let (call, deadline) = &pending[i];
+                let seq = call.seq();
+                let outcome = match call.try_take() {
+                    Ok(Some(reply)) => Some(Ok(reply)),
+                    Ok(None) if *deadline <= now => Some(Err(CallError::Timeout {
+                        service: self.shared.client.name().to_string(),
+                        timeout: Duration::from_nanos(self.shared.timeout_ns),
+                    })),
+                    Ok(None) => None,
+                    Err(e) => Some(Err(e)),
+                };
+                match outcome {
+                    Some(o) => {
+                        pending.remove(i);
+                        done.push((seq, o));
+                    }
+                    None => i += 1,
+                }
+            }
+        }
+        // callbacks run with the queue released, so they may send new calls
+        let n = done.len();
+        for (seq, outcome) in done {
+            (self.on_reply)(seq, outcome);
+        }
+        Ok(n)
+    }
+}
+
+struct TimerWork<F> {
+    schedule: Rc<Schedule>,
+    callback: F,
+}
+
+impl<F: FnMut(&Tick)> Work for TimerWork<F> {
+    fn deadline(&self) -> Option<u64> {
+        self.schedule.next()
+    }
+    fn ready(&self, now: u64) -> bool {
+        self.schedule.next().is_some_and(|d| d <= now)
+    }
+    fn run(&mut self, _: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
+        let mut n = 0;
+        while budget.more(n) {
+            let Some(tick) = self.schedule.fire(mono_ns()) else {
+                break;
+            };
+            (self.callback)(&tick);
+            n += 1;
+        }
+        Ok(n)
+    }
+    fn drains(&self) -> bool {
+        false
+    }
+}
+
+/// How callbacks of a group of a [`MultiThreadedExecutor`] may overlap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallbackGroup {
+    /// Never two callbacks of the group at once: the whole group runs on one thread.
+    MutuallyExclusive,
+    /// Callbacks of the group may run in parallel: every setup added to the group goes
+    /// to the next thread in turn. (Each entity's own callbacks still run one at a time,
+    /// in order: a topic's samples are never handled out of order.)
+    Reentrant,
+}
+
+/// Identifies a group of a [`MultiThreadedExecutor`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupId(usize);
+
+/// Creates entities on a worker's executor.
+pub type Setup = Box<dyn FnOnce(&mut Executor) -> Result<(), ExecError> + Send>;
+
+/// Several threads, each with its own [`Executor`] (see the module docs).
+pub struct MultiThreadedExecutor {
+    threads: usize,
+    groups: Vec<(CallbackGroup, usize)>,
+    next_thread: usize,
+    setups: Vec<Vec<Setup>>,
+    stop: MultiStop,
+    signals: bool,
+}
+
+impl MultiThreadedExecutor {
+    /// An executor with `threads` worker threads (at least one).
+    pub fn new(threads: usize) -> MultiThreadedExecutor {
+        let threads = threads.max(1);
+        MultiThreadedExecutor {
+            threads,
+            groups: Vec::new(),
+            next_thread: 0,
+            setups: (0..threads).map(|_| Vec::new()).collect(),
+            stop: MultiStop::default(),
+            signals: true,
+        }
+    }
+
+    /// Whether `spin` installs SIGINT/SIGTERM handlers and stops on them (default true).
+    pub fn handle_signals(&mut self, on: bool) -> &mut Self {
+        self.signals = on;
+        self
+    }
+
+    fn take_thread(&mut self) -> usize {
+        let t = self.next_thread;
+        self.next_thread = (t + 1) % self.threads;
+        t
+    }
+
+    /// A new callback group.
+    pub fn group(&mut self, kind: CallbackGroup) -> GroupId {
+        let t = self.take_thread();
+        self.groups.push((kind, t));
+        GroupId(self.groups.len() - 1)
+    }
+
+    /// Adds entities to `group`: `setup` runs on the worker thread the group chooses, and
+    /// creates nodes, ports and callbacks there.
+    pub fn add<F>(&mut self, group: GroupId, setup: F) -> &mut Self
+    where
+        F: FnOnce(&mut Executor) -> Result<(), ExecError> + Send + 'static,
+    {
+        let (kind, home) = self.groups[group.0];
+        let thread = match kind {
+            CallbackGroup::MutuallyExclusive => home,
+            CallbackGroup::Reentrant => self.take_thread(),
+        };
+        self.setups[thread].push(Box::new(setup));
+        self
+    }
+
+    /// A handle that stops every worker.
+    pub fn stopper(&self) -> MultiStop {
+        self.stop.clone()
+    }
+
+    /// Runs every worker until stopped (or SIGINT/SIGTERM), each draining within
+    /// `drain`; the first error of any worker is returned after all have ended.
+    pub fn spin(&mut self, drain: Duration) -> Result<(), ExecError> {
+        let signals = self.signals;
+        let setups = std::mem::take(&mut self.setups);
+        let mut workers = Vec::new();
+        for (i, group) in setups.into_iter().enumerate() {
+            let stop = self.stop.clone();
+            let worker = std::thread::Builder::new()
+                .name(format!("nerve-exec-{i}"))
+                .spawn(move || -> Result<(), ExecError> {
+                    let mut exec = Executor::new();
+                    exec.drain_timeout(drain).handle_signals(signals);
+                    stop.register(exec.handle());
+                    for setup in group {
+                        setup(&mut exec)?;
+                    }
+                    exec.spin()
+                })
+                .map_err(|e| ExecError::Thread(e.to_string()))?;
+            workers.push(worker);
+        }
+        let mut first = Ok(());
+        for (i, w) in workers.into_iter().enumerate() {
+            let r = w
+                .join()
+                .unwrap_or_else(|_| Err(ExecError::Thread(format!("worker {i} panicked"))));
+            if r.is_err() {
+                // one worker failed: stop the others
+                self.stop.stop();
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+        }
+        first
+    }
+}
+
+/// Stops a [`MultiThreadedExecutor`] from any thread.
+#[derive(Clone, Default)]
+pub struct MultiStop {
+    inner: Arc<std::sync::Mutex<(bool, Vec<ExecutorHandle>)>>,
+}
+
+impl MultiStop {
+    /// Asks every worker to drain and return.
+    pub fn stop(&self) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.0 = true;
+        g.1.iter().for_each(|h| h.stop());
+    }
+
+    /// A worker joins: stopped at once if a stop came first.
+    fn register(&self, handle: ExecutorHandle) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.0 {
+            handle.stop();
+        }
+        g.1.push(handle);
+    }
+}
