@@ -203,3 +203,14 @@ pub fn sleep_until(deadline_ns: u64) {
         )
     };
 }
+
+/// Time the host kept this machine's vCPUs from running although they had work (the
+/// `steal` column of /proc/stat, all CPUs), in ms since boot.
+pub fn steal_ms() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let steal: f64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    // SAFETY: sysconf takes a constant and has no side effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (hz > 0.0).then(|| steal * 1000.0 / hz)
+}

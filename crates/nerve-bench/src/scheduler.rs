@@ -11,13 +11,12 @@
 use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
-use crate::machine::{cpu_ns, mono_ns, online_cpus, Machine as Host};
+use crate::machine::{cpu_ns, mono_ns, online_cpus, steal_ms, Machine as Host};
 use crate::plot::{line_chart, Axis, Series};
 use crate::report::Skipped;
 use crate::stream::say;
-use hdrhistogram::Histogram;
 use nerve::rt::{RtConfig, RtOutcome};
-use nerve::scheduler::{NodeReport, Spread};
+use nerve::scheduler::{histogram, NodeReport, Spread};
 use nerve::{Context, Executor, NodeConfig, Scheduler, SchedulerReport};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -128,15 +127,6 @@ pub fn run_load(spec: &LoadSpec) -> Result<(), PeerError> {
     Ok(())
 }
 
-fn spread(h: &Histogram<u64>) -> Spread {
-    Spread {
-        min: h.min() as f64 / 1e3,
-        mean: h.mean() / 1e3,
-        p99: h.value_at_quantile(0.99) as f64 / 1e3,
-        max: h.max() as f64 / 1e3,
-    }
-}
-
 /// One thread per node, each sleeping to its absolute release times.
 fn run_threads(rates: &[f64], duration: Duration) -> SchedulerReport {
     let start = mono_ns() + 5_000_000;
@@ -147,9 +137,8 @@ fn run_threads(rates: &[f64], duration: Duration) -> SchedulerReport {
         .map(|(i, &rate)| {
             std::thread::spawn(move || {
                 let period = (1e9 / rate) as u64;
-                let mut jitter = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 2)
-                    .expect("static bounds");
-                let mut exec = jitter.clone();
+                let mut jitter = histogram();
+                let mut exec = histogram();
                 let (mut release, mut ticks, mut misses, mut skipped) = (start, 0u64, 0u64, 0u64);
                 while release < end {
                     crate::machine::sleep_until(release);
@@ -173,8 +162,8 @@ fn run_threads(rates: &[f64], duration: Duration) -> SchedulerReport {
                     priority: 0,
                     achieved_hz: ticks as f64 / ((mono_ns().max(end) - start) as f64 / 1e9),
                     ticks,
-                    jitter_us: spread(&jitter),
-                    execution_us: spread(&exec),
+                    jitter_us: Spread::of(&jitter),
+                    execution_us: Spread::of(&exec),
                     deadline_misses: misses,
                     budget_overruns: 0,
                     skipped,
@@ -260,6 +249,9 @@ pub struct MixRow {
     pub overhead_ns_per_tick: Option<f64>,
     /// Real-time settings in force, as read back from the kernel.
     pub realtime: String,
+    /// Time the host stole from this VM's vCPUs during the run, ms (no process,
+    /// real-time or not, runs then).
+    pub host_steal_ms: Option<f64>,
 }
 
 /// A scaling row: one node count.
@@ -284,6 +276,8 @@ pub struct ScaleRow {
     pub jitter_us: Spread,
     /// Deadline misses of all nodes.
     pub deadline_misses: u64,
+    /// Time the host stole from this VM's vCPUs during the run, ms.
+    pub host_steal_ms: Option<f64>,
 }
 
 /// The idle row.
@@ -372,7 +366,15 @@ impl SchedulerSuite {
         Ok(())
     }
 
-    fn load(&self, spec: &LoadSpec) -> Result<SchedulerReport, PeerError> {
+    /// Runs a load; returns its report and the host's steal time meanwhile (ms).
+    fn load(&self, spec: &LoadSpec) -> Result<(SchedulerReport, Option<f64>), PeerError> {
+        let before = steal_ms();
+        let report = self.load_report(spec)?;
+        let stolen = before.zip(steal_ms()).map(|(a, b)| b - a);
+        Ok((report, stolen))
+    }
+
+    fn load_report(&self, spec: &LoadSpec) -> Result<SchedulerReport, PeerError> {
         let (exe, args) = &self.role_command;
         let mut args = args.clone();
         args.push("scheduler".into());
@@ -437,7 +439,7 @@ impl SchedulerSuite {
                 cpu,
             };
             match self.load(&spec) {
-                Ok(r) => mix.extend(mix_rows(&r, system)),
+                Ok((r, stolen)) => mix.extend(mix_rows(&r, system, stolen)),
                 Err(e) => skip(system.id(), e),
             }
             bar.inc(self.seconds as u64);
@@ -451,7 +453,7 @@ impl SchedulerSuite {
                 cpu,
             };
             match self.load(&spec) {
-                Ok(r) => scale.push(scale_row(&r, n)),
+                Ok((r, stolen)) => scale.push(scale_row(&r, n, stolen)),
                 Err(e) => skip("nerve-rt", e),
             }
             bar.inc(self.scale_seconds as u64);
@@ -485,7 +487,7 @@ fn rt_summary(r: &SchedulerReport) -> String {
     .join("; ")
 }
 
-fn mix_rows(r: &SchedulerReport, system: SchedSystem) -> Vec<MixRow> {
+fn mix_rows(r: &SchedulerReport, system: SchedSystem, stolen: Option<f64>) -> Vec<MixRow> {
     r.nodes
         .iter()
         .map(|n| MixRow {
@@ -504,11 +506,12 @@ fn mix_rows(r: &SchedulerReport, system: SchedSystem) -> Vec<MixRow> {
             overhead_ns_per_tick: (system != SchedSystem::Threads)
                 .then_some(r.overhead_ns_per_tick),
             realtime: rt_summary(r),
+            host_steal_ms: stolen,
         })
         .collect()
 }
 
-fn scale_row(r: &SchedulerReport, n: usize) -> ScaleRow {
+fn scale_row(r: &SchedulerReport, n: usize, stolen: Option<f64>) -> ScaleRow {
     let j = |f: fn(&Spread) -> f64| r.nodes.iter().map(move |x| f(&x.jitter_us));
     ScaleRow {
         suite: "scheduler",
@@ -525,6 +528,7 @@ fn scale_row(r: &SchedulerReport, n: usize) -> ScaleRow {
             max: j(|s| s.max).fold(0.0, f64::max),
         },
         deadline_misses: r.nodes.iter().map(|x| x.deadline_misses).sum(),
+        host_steal_ms: stolen,
     }
 }
 
@@ -622,6 +626,7 @@ fn output(
                 r.deadline_misses.to_string(),
                 r.skipped.to_string(),
                 r.overhead_ns_per_tick.map_or("–".into(), num),
+                r.host_steal_ms.map_or("–".into(), num),
             ]
         })
         .collect();

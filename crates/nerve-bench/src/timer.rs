@@ -16,12 +16,15 @@
 use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
-use crate::machine::{cpu_ns, mono_ns, online_cpus, pin_to_cpu, AffinityGuard, Machine as Host};
+use crate::machine::{
+    cpu_ns, mono_ns, online_cpus, pin_to_cpu, steal_ms, AffinityGuard, Machine as Host,
+};
 use crate::plot::{line_chart, Axis, Series};
 use crate::report::Skipped;
 use crate::stats::quantiles;
 use crate::stream::{say, stdin_closed};
 use nerve::machine::{event_qos, event_topic, TransitionEvent};
+use nerve::scheduler::Spread;
 use nerve::{
     Context, Executor, Machine, MachineSpec, Precision, StateSpec, TransitionSpec, WaitMode,
 };
@@ -212,37 +215,6 @@ pub fn run_cycle(spec: &CycleSpec) -> Result<(), PeerError> {
     Ok(())
 }
 
-/// min / mean / P99 / max in µs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Delta {
-    /// Smallest.
-    pub min: f64,
-    /// Mean.
-    pub mean: f64,
-    /// 99th percentile (nearest rank).
-    pub p99: f64,
-    /// Largest.
-    pub max: f64,
-}
-
-impl Delta {
-    /// Of `values` (any order; empty gives zeros).
-    pub fn of(values: &[f64]) -> Delta {
-        if values.is_empty() {
-            return Delta::default();
-        }
-        let mut v = values.to_vec();
-        v.sort_by(f64::total_cmp);
-        let rank = ((0.99 * v.len() as f64).ceil() as usize).clamp(1, v.len());
-        Delta {
-            min: v[0],
-            mean: v.iter().sum::<f64>() / v.len() as f64,
-            p99: v[rank - 1],
-            max: v[v.len() - 1],
-        }
-    }
-}
-
 /// One row: a system at one timeout.
 #[derive(Clone, Debug, Serialize)]
 pub struct TimerRow {
@@ -255,13 +227,15 @@ pub struct TimerRow {
     /// Measured intervals (N).
     pub cycles: u64,
     /// δ from arrival times at the observer (the seed's method), µs.
-    pub delta_us: Delta,
+    pub delta_us: Spread,
     /// δ from the machine's own transition stamps (no transport), µs.
-    pub delta_stamp_us: Delta,
+    pub delta_stamp_us: Spread,
     /// Events lost (sequence gaps).
     pub lost: u64,
     /// CPU of the cycling process, % of one core.
     pub cpu_percent: Option<f64>,
+    /// Time the host stole from this VM's vCPUs during the run, ms.
+    pub host_steal_ms: Option<f64>,
     /// Every δ from arrivals, in order (µs), for the plots.
     #[serde(skip)]
     pub series_us: Vec<f64>,
@@ -388,6 +362,7 @@ impl TimerSuite {
         let mut child = Child::spawn(exe, &args, &[], "timer cycle")?;
         child.expect("ready", Duration::from_secs(20))?;
         let cpu0 = cpu_ns(child.pid());
+        let steal0 = steal_ms();
         let t0 = mono_ns();
         let want = self.cycles + WARMUP;
         let limit =
@@ -449,10 +424,11 @@ impl TimerSuite {
             system: system.id().into(),
             timeout_ms,
             cycles: series.len() as u64,
-            delta_us: Delta::of(&series),
-            delta_stamp_us: Delta::of(&deltas(|a| a.1)),
+            delta_us: Spread::exact(&series),
+            delta_stamp_us: Spread::exact(&deltas(|a| a.1)),
             lost,
             cpu_percent: cpu,
+            host_steal_ms: steal0.zip(steal_ms()).map(|(a, b)| b - a),
             series_us: series,
         })
     }
@@ -518,6 +494,7 @@ fn output(rows: Vec<TimerRow>, skipped: Vec<Skipped>, cycles: u64, host: &Host) 
         "stamp δ max µs",
         "lost",
         "CPU %",
+        "host steal ms",
     ];
     let table: Vec<Vec<String>> = rows
         .iter()
@@ -534,6 +511,7 @@ fn output(rows: Vec<TimerRow>, skipped: Vec<Skipped>, cycles: u64, host: &Host) 
                 num(r.delta_stamp_us.max),
                 r.lost.to_string(),
                 r.cpu_percent.map_or("–".into(), |c| format!("{c:.2}")),
+                r.host_steal_ms.map_or("–".into(), num),
             ]
         })
         .collect();
@@ -634,11 +612,11 @@ mod tests {
 
     #[test]
     fn delta_statistics_are_exact() {
-        let d = Delta::of(&[3.0, -1.0, 2.0, 10.0]);
+        let d = Spread::exact(&[3.0, -1.0, 2.0, 10.0]);
         assert_eq!((d.min, d.mean, d.p99, d.max), (-1.0, 3.5, 10.0, 10.0));
         let v: Vec<f64> = (1..=1000).map(f64::from).collect();
-        assert_eq!(Delta::of(&v).p99, 990.0);
-        assert_eq!(Delta::of(&[]), Delta::default());
+        assert_eq!(Spread::exact(&v).p99, 990.0);
+        assert_eq!(Spread::exact(&[]), Spread::default());
     }
 
     #[test]

@@ -208,9 +208,29 @@ pub struct TimerArgs {
     /// One-shot timeouts in ms, comma-separated.
     #[arg(long, value_delimiter = ',')]
     timeouts: Option<Vec<u32>>,
-    /// Systems, comma-separated: nerve, nerve-sleep-only, std-sleep, tokio-interval.
+    /// Systems, comma-separated: nerve, nerve-rt, nerve-sleep-only, std-sleep,
+    /// tokio-interval.
     #[arg(long, value_delimiter = ',')]
     systems: Option<Vec<String>>,
+}
+
+/// Parses ids into values, or a usage error naming the unknown id and the known ones.
+fn pick<T>(
+    ids: &[String],
+    what: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    known: &[&str],
+) -> Result<Vec<T>, Failure> {
+    ids.iter()
+        .map(|id| {
+            parse(id).ok_or_else(|| {
+                usage(format!(
+                    "unknown {what} {id:?}; known: {}",
+                    known.join(", ")
+                ))
+            })
+        })
+        .collect()
 }
 
 fn timer_suite(a: &TimerArgs) -> Result<TimerSuite, Failure> {
@@ -226,17 +246,8 @@ fn timer_suite(a: &TimerArgs) -> Result<TimerSuite, Failure> {
         suite.timeouts_ms = t.clone();
     }
     if let Some(s) = &a.systems {
-        suite.systems = s
-            .iter()
-            .map(|id| {
-                TimerSystem::parse(id).ok_or_else(|| {
-                    usage(format!(
-                        "unknown timer system {id:?}; known: {}",
-                        TimerSystem::ALL.map(|s| s.id()).join(", ")
-                    ))
-                })
-            })
-            .collect::<Result<_, Failure>>()?;
+        let known = TimerSystem::ALL.map(|s| s.id());
+        suite.systems = pick(s, "timer system", TimerSystem::parse, &known)?;
     }
     suite.validate().map_err(usage)?;
     Ok(suite)
@@ -275,17 +286,8 @@ fn scheduler_suite(a: &SchedulerArgs) -> Result<SchedulerSuite, Failure> {
         suite.scales = s.clone();
     }
     if let Some(s) = &a.systems {
-        suite.systems = s
-            .iter()
-            .map(|id| {
-                SchedSystem::parse(id).ok_or_else(|| {
-                    usage(format!(
-                        "unknown scheduler system {id:?}; known: {}",
-                        SchedSystem::ALL.map(|s| s.id()).join(", ")
-                    ))
-                })
-            })
-            .collect::<Result<_, Failure>>()?;
+        let known = SchedSystem::ALL.map(|s| s.id());
+        suite.systems = pick(s, "scheduler system", SchedSystem::parse, &known)?;
     }
     suite.validate().map_err(usage)?;
     Ok(suite)

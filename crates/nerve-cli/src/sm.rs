@@ -77,9 +77,11 @@ fn show(ctx: &nerve::Context, a: &ShowArgs) -> CmdResult {
             None => {}
         }
     };
-    // the last event kept for late joiners, then any newer ones
-    let mut last: Option<TransitionEvent> = None;
-    while let Some(e) = events.recv_timeout(Duration::from_millis(100))? {
+    // the last event kept for late joiners, then whatever is queued behind it (a busy
+    // machine keeps sending: read what is there, do not wait for it to go quiet)
+    let mut last: Option<TransitionEvent> =
+        events.recv_timeout(Duration::from_millis(200))?.map(|e| *e);
+    while let Some(e) = events.try_recv()? {
         last = Some(*e);
     }
     let current = last.as_ref().map(|e| e.to_state().to_string());

@@ -172,15 +172,34 @@ pub struct Spread {
     pub max: f64,
 }
 
-fn spread(h: &Histogram<u64>) -> Spread {
-    if h.is_empty() {
-        return Spread::default();
+impl Spread {
+    /// Of a histogram of nanoseconds (zeros when empty).
+    pub fn of(h: &Histogram<u64>) -> Spread {
+        if h.is_empty() {
+            return Spread::default();
+        }
+        Spread {
+            min: h.min() as f64 / 1e3,
+            mean: h.mean() / 1e3,
+            p99: h.value_at_quantile(0.99) as f64 / 1e3,
+            max: h.max() as f64 / 1e3,
+        }
     }
-    Spread {
-        min: h.min() as f64 / 1e3,
-        mean: h.mean() / 1e3,
-        p99: h.value_at_quantile(0.99) as f64 / 1e3,
-        max: h.max() as f64 / 1e3,
+
+    /// Of values already in µs, exactly (P99 by nearest rank; zeros when empty).
+    pub fn exact(values: &[f64]) -> Spread {
+        if values.is_empty() {
+            return Spread::default();
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let rank = ((0.99 * v.len() as f64).ceil() as usize).clamp(1, v.len());
+        Spread {
+            min: v[0],
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            p99: v[rank - 1],
+            max: v[v.len() - 1],
+        }
     }
 }
 
@@ -260,7 +279,6 @@ struct NodeState {
     deadline: u64,
     budget: Option<u64>,
     tick: TickFn,
-    next: u64,
     count: u64,
     jitter: Histogram<u64>,
     exec: Histogram<u64>,
@@ -271,7 +289,8 @@ struct NodeState {
     beat: Arc<Beat>,
 }
 
-fn histogram() -> Histogram<u64> {
+/// A histogram of nanoseconds for one node's ticks.
+pub fn histogram() -> Histogram<u64> {
     // 1 ns to 100 s at 2 significant digits: a few kB per node
     Histogram::new_with_bounds(1, 100_000_000_000, 2).expect("static bounds are valid")
 }
@@ -343,7 +362,6 @@ impl Scheduler {
             period,
             cfg,
             tick: Box::new(tick),
-            next: 0,
             count: 0,
             jitter: histogram(),
             exec: histogram(),
@@ -432,7 +450,6 @@ impl Scheduler {
         let mut pending: BinaryHeap<Reverse<(u64, Reverse<i32>, usize)>> = BinaryHeap::new();
         let mut ready: BinaryHeap<(i32, Reverse<u64>, Reverse<usize>)> = BinaryHeap::new();
         for (i, n) in self.nodes.iter_mut().enumerate() {
-            n.next = start;
             n.beat.last_end.store(start, Ordering::Relaxed);
             pending.push(Reverse((start, Reverse(n.cfg.priority), i)));
         }
@@ -447,8 +464,14 @@ impl Scheduler {
             )?),
             None => None,
         };
-        let mut overhead: u64 = 0;
-        let mut ticks: u64 = 0;
+        let mut run = Progress {
+            start,
+            ticks: 0,
+            overhead: 0,
+            sleep: &sleep,
+            watchdog,
+            rt,
+        };
         let mut next_stats = start + STATS_PERIOD.as_nanos() as u64;
         let mut mark = mono_ns();
         loop {
@@ -470,20 +493,20 @@ impl Scheduler {
             let Some((_, Reverse(release), Reverse(i))) = ready.pop() else {
                 if now >= next_stats {
                     next_stats += STATS_PERIOD.as_nanos() as u64;
-                    self.publish(start, now, ticks, overhead, &sleep, &watchdog, &rt)?;
+                    self.publish(&run, now)?;
                 }
                 let mut wake = pending.peek().map_or(u64::MAX, |r| r.0 .0);
                 if let Some(e) = end {
                     wake = wake.min(e);
                 }
                 let before = mono_ns();
-                overhead += before - mark;
+                run.overhead += before - mark;
                 mark = sleep.sleep_until(wake.min(before + 1_000_000_000));
                 continue;
             };
             let n = &mut self.nodes[i];
             let started = mono_ns();
-            overhead += started - mark;
+            run.overhead += started - mark;
             n.count += 1;
             n.beat.in_tick.store(started, Ordering::Relaxed);
             (n.tick)(&TickInfo {
@@ -492,7 +515,7 @@ impl Scheduler {
                 count: n.count,
             });
             let ended = mono_ns();
-            ticks += 1;
+            run.ticks += 1;
             n.beat.in_tick.store(0, Ordering::Relaxed);
             n.beat.last_end.store(ended, Ordering::Relaxed);
             let _ = n.jitter.record((started - release).max(1));
@@ -545,7 +568,6 @@ impl Scheduler {
                     }
                 }
             }
-            n.next = next;
             if !n.stopped {
                 pending.push(Reverse((next, Reverse(n.cfg.priority), i)));
             }
@@ -555,8 +577,8 @@ impl Scheduler {
             mark = ended;
         }
         let now = mono_ns();
-        let report = self.report(start, now, ticks, overhead, &sleep, &watchdog, &rt);
-        if let Some(w) = watchdog {
+        let report = self.report(&run, now);
+        if let Some(w) = run.watchdog {
             w.stop();
         }
         if let Some(p) = &self.stats {
@@ -565,34 +587,15 @@ impl Scheduler {
         Ok(report)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn publish(
-        &self,
-        start: u64,
-        now: u64,
-        ticks: u64,
-        overhead: u64,
-        sleep: &PreciseSleep,
-        watchdog: &Option<Watchdog>,
-        rt: &Option<RtReport>,
-    ) -> Result<(), SchedulerError> {
+    fn publish(&self, run: &Progress<'_>, now: u64) -> Result<(), SchedulerError> {
         if let Some(p) = &self.stats {
-            p.publish_value(&self.report(start, now, ticks, overhead, sleep, watchdog, rt))?;
+            p.publish_value(&self.report(run, now))?;
         }
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn report(
-        &self,
-        start: u64,
-        now: u64,
-        ticks: u64,
-        overhead: u64,
-        sleep: &PreciseSleep,
-        watchdog: &Option<Watchdog>,
-        rt: &Option<RtReport>,
-    ) -> SchedulerReport {
+    fn report(&self, run: &Progress<'_>, now: u64) -> SchedulerReport {
+        let (start, ticks) = (run.start, run.ticks);
         let elapsed = now.saturating_sub(start) as f64 / 1e9;
         SchedulerReport {
             name: self.name.clone(),
@@ -602,11 +605,11 @@ impl Scheduler {
             overhead_ns_per_tick: if ticks == 0 {
                 0.0
             } else {
-                overhead as f64 / ticks as f64
+                run.overhead as f64 / ticks as f64
             },
-            late_wakeups: sleep.late_wakeups(),
-            watchdog_fired: watchdog.as_ref().map_or(0, |w| w.fired()),
-            rt: rt.clone(),
+            late_wakeups: run.sleep.late_wakeups(),
+            watchdog_fired: run.watchdog.as_ref().map_or(0, |w| w.fired()),
+            rt: run.rt.clone(),
             nodes: self
                 .nodes
                 .iter()
@@ -620,8 +623,8 @@ impl Scheduler {
                         0.0
                     },
                     ticks: n.count,
-                    jitter_us: spread(&n.jitter),
-                    execution_us: spread(&n.exec),
+                    jitter_us: Spread::of(&n.jitter),
+                    execution_us: Spread::of(&n.exec),
                     deadline_misses: n.deadline_misses,
                     budget_overruns: n.budget_overruns,
                     skipped: n.skipped,
@@ -630,6 +633,16 @@ impl Scheduler {
                 .collect(),
         }
     }
+}
+
+/// What a run has done so far (for its reports).
+struct Progress<'a> {
+    start: u64,
+    ticks: u64,
+    overhead: u64,
+    sleep: &'a PreciseSleep,
+    watchdog: Option<Watchdog>,
+    rt: Option<RtReport>,
 }
 
 /// Quality of service of [`STATS_TOPIC`]: the latest report of every scheduler is kept

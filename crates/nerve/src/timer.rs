@@ -119,13 +119,18 @@ impl PreciseSleep {
         self.margin_ns.set(next.clamp(lo, hi.max(lo)));
     }
 
-    /// Blocks until `deadline_ns` (monotonic); returns the time it returned at.
+    /// Blocks until `deadline_ns` (monotonic), or less when a shutdown signal arrives
+    /// (see [`crate::shutdown`]); returns the time it returned at.
     pub fn sleep_until(&self, deadline_ns: u64) -> u64 {
         let mut now = mono_ns();
         let wake = self.wake_at(deadline_ns, now);
         if now < wake {
             clock_sleep_until(wake);
             now = mono_ns();
+            if now < wake {
+                // a shutdown signal ended the sleep: no spin, the caller is leaving
+                return now;
+            }
             self.observe(wake, now, deadline_ns);
         }
         spin_until(deadline_ns, now)
