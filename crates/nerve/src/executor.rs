@@ -144,6 +144,8 @@ pub struct Executor {
     entries: Vec<Entry>,
     /// `order[i]`: position in `entries` of the entity with id `i`.
     order: Vec<usize>,
+    /// The entities' doorbell slots, sorted and without duplicates (the wait set).
+    slots: Vec<*const Slot>,
     sleep: PreciseSleep,
     control: Arc<Control>,
     drain: Duration,
@@ -164,6 +166,7 @@ impl Executor {
         Executor {
             entries: Vec::new(),
             order: Vec::new(),
+            slots: Vec::new(),
             sleep: PreciseSleep::new(Precision::default()),
             control: Arc::new(Control::default()),
             drain: DEFAULT_DRAIN,
@@ -237,16 +240,16 @@ impl Executor {
         name: &str,
         work: Box<dyn Work>,
     ) -> Result<EntityId, ExecError> {
-        let slots = self
-            .entries
-            .iter()
-            .filter(|e| e.work.slot().is_some())
-            .count();
-        // two words of the wait set are the control and shutdown words
-        if work.slot().is_some() && slots + 2 >= crate::MAX_WAITSET_ENTRIES {
-            return Err(ExecError::Full {
-                max: crate::MAX_WAITSET_ENTRIES - 2,
-            });
+        if let Some(slot) = work.slot() {
+            // two words of the wait set are the control and shutdown words
+            if !self.slots.contains(&slot) && self.slots.len() + 2 >= crate::MAX_WAITSET_ENTRIES {
+                return Err(ExecError::Full {
+                    max: crate::MAX_WAITSET_ENTRIES - 2,
+                });
+            }
+            self.slots.push(slot);
+            self.slots.sort_unstable();
+            self.slots.dedup();
         }
         let id = self.order.len();
         self.entries.push(Entry {
@@ -468,13 +471,9 @@ impl Executor {
         } else {
             deadline
         };
-        let mut slots: Vec<*const Slot> =
-            self.entries.iter().filter_map(|e| e.work.slot()).collect();
-        slots.sort_unstable();
-        slots.dedup();
         // SAFETY: every slot points into the doorbell mapping of a live context, kept
         // alive by the entity (its node) that we own.
-        let refs: Vec<&Slot> = slots.iter().map(|&s| unsafe { &*s }).collect();
+        let refs: Vec<&Slot> = self.slots.iter().map(|&s| unsafe { &*s }).collect();
         let mut entries: Vec<WaitEntry> = refs
             .iter()
             .map(|s| WaitEntry {
