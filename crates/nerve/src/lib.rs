@@ -1,7 +1,8 @@
 //! # Nerve
 //!
 //! A robotics middleware: typed topics and services with zero-copy shared memory between
-//! processes.
+//! processes, precise timers, executors ([`Executor`], [`MultiThreadedExecutor`]), state
+//! machines ([`machine`]) and a real-time-aware tick scheduler ([`scheduler`], [`rt`]).
 //!
 //! ```no_run
 //! use nerve::prelude::*;
