@@ -126,6 +126,7 @@ impl<M: Message> PublisherBuilder<M> {
             route,
             keeps_history,
             subscribers_seen: Cell::new(None),
+            unconfirmed: Cell::new(false),
             wall: WallClock::default(),
             _m: PhantomData,
         })
@@ -151,6 +152,9 @@ pub struct Publisher<M: Message> {
     keeps_history: bool,
     /// (doorbell sequence, subscriber count) at the last count.
     subscribers_seen: Cell<Option<(u32, usize)>>,
+    /// Samples went through shared memory since subscribers last confirmed they attached
+    /// (see [`Publisher::linger`]).
+    unconfirmed: Cell<bool>,
     wall: WallClock,
     _m: PhantomData<M>,
 }
@@ -200,10 +204,49 @@ impl<M: Message> Publisher<M> {
         let acks = slot.acks();
         slot.ring_always();
         let grace = (Instant::now() + ATTACH_GRACE).min(deadline);
-        while (slot.acks().wrapping_sub(acks) as usize) < n && Instant::now() < grace {
+        self.await_acks(acks, n, grace);
+        true
+    }
+
+    /// Waits until `n` confirmations arrived since `acks` or `until` passes; true if they
+    /// did.
+    fn await_acks(&self, acks: u32, n: usize, until: Instant) -> bool {
+        // SAFETY: see `slot` field.
+        let slot = unsafe { &*self.slot };
+        loop {
+            if (slot.acks().wrapping_sub(acks) as usize) >= n {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
             std::thread::sleep(Duration::from_micros(100));
         }
-        true
+    }
+
+    /// A reliable publisher about to go: samples it sent to a subscriber in another
+    /// context that has not attached yet would go with it (the shared-memory layer drops
+    /// a connection's queue when its sender leaves before the receiver opened it). So it
+    /// rings and waits, at most its back-pressure timeout, until every such subscriber has
+    /// confirmed; subscribers that are receiving confirm within microseconds.
+    fn linger(&self) {
+        let Overflow::BackPressure { timeout } = self.qos.overflow else {
+            return;
+        };
+        if !self.unconfirmed.get() {
+            return;
+        }
+        let remote = self
+            .subscriber_count()
+            .saturating_sub(self.route.subscribers());
+        if remote == 0 {
+            return;
+        }
+        // SAFETY: see `slot` field.
+        let slot = unsafe { &*self.slot };
+        let acks = slot.acks();
+        slot.ring_always();
+        self.await_acks(acks, remote, Instant::now() + timeout);
     }
 
     /// The topic's doorbell slot, rung by every new subscriber (for executors' wait sets).
@@ -372,6 +415,7 @@ impl<M: Message> Publisher<M> {
         };
         match sample.send() {
             Ok(n) if back_pressure => {
+                self.unconfirmed.set(true);
                 // a subscriber that has not attached yet and whose queue is full is skipped
                 // by the shared-memory layer: under back-pressure that is an error, never a
                 // silent loss (subscribers that joined or left meanwhile do not count)
@@ -399,6 +443,12 @@ impl<M: Message> Publisher<M> {
                 reason: format!("send failed: {e:?}"),
             }),
         }
+    }
+}
+
+impl<M: Message> Drop for Publisher<M> {
+    fn drop(&mut self) {
+        self.linger();
     }
 }
 

@@ -390,3 +390,54 @@ fn predictive_wait_mode_receives_a_periodic_stream_and_times_out_when_it_stops()
     let got = reader.join().unwrap();
     assert_eq!(got, (0..30).map(|i| i as f64).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_reliable_publisher_that_leaves_first_still_reaches_a_busy_subscriber() {
+    // the subscriber lives in another context (so samples go through shared memory) and
+    // is busy when the publisher sends everything and goes away
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let (go_tx, go) = std::sync::mpsc::channel::<()>();
+    let reader = std::thread::spawn(move || {
+        let ctx = ctx("linger");
+        let node = ctx.node("late_reader").create().unwrap();
+        let sub = node
+            .subscriber::<Point>("/test/linger")
+            .qos(Qos::reliable())
+            .create()
+            .unwrap();
+        ready_tx.send(()).unwrap();
+        go.recv().unwrap();
+        // busy until after the publisher has sent and started to drop
+        std::thread::sleep(Duration::from_millis(300));
+        let mut got = Vec::new();
+        while let Some(p) = sub.recv_timeout(Duration::from_secs(2)).unwrap() {
+            got.push(p.x as u64);
+            if got.len() == 50 {
+                break;
+            }
+        }
+        got
+    });
+    ready.recv().unwrap();
+    let ctx = ctx("linger");
+    let node = ctx.node("leaver").create().unwrap();
+    let publisher = node
+        .publisher::<Point>("/test/linger")
+        .qos(Qos::reliable())
+        .create()
+        .unwrap();
+    assert!(publisher.wait_for_subscribers(1, Duration::from_secs(5)));
+    go_tx.send(()).unwrap();
+    for i in 0..50 {
+        publisher
+            .publish(&Point {
+                x: i as f64,
+                y: 0.0,
+            })
+            .unwrap();
+    }
+    drop(publisher);
+    drop(node);
+    let got = reader.join().unwrap();
+    assert_eq!(got, (0..50).collect::<Vec<u64>>(), "every sample, in order");
+}
