@@ -345,6 +345,18 @@ impl Executor {
         Ok((id, Calls { inner: shared }))
     }
 
+    /// Keeps a publisher's history reaching late joiners while it sends nothing: whenever
+    /// a subscriber joins its topic, the executor connects it (which hands it the history).
+    /// For latched topics (maps, parameters, static transforms) published rarely.
+    pub fn latch<M: Message>(
+        &mut self,
+        publisher: Rc<crate::Publisher<M>>,
+    ) -> Result<EntityId, ExecError> {
+        let name = publisher.topic().to_string();
+        let watch = RingWatch::new(publisher.wake_slot());
+        self.add_work(&name, Box::new(Latch { publisher, watch }))
+    }
+
     /// Calls `callback` every `period` on an absolute grid starting one period from now.
     pub fn timer<F>(
         &mut self,
@@ -548,6 +560,57 @@ impl Executor {
         let end = mono_ns() + self.drain.as_nanos() as u64;
         self.run_ready(Some(end))?;
         Ok(())
+    }
+}
+
+/// Notices new endpoints on a topic: its doorbell slot rings whenever a publisher or
+/// subscriber joins.
+pub(crate) struct RingWatch {
+    slot: *const Slot,
+    seen: u32,
+}
+
+impl RingWatch {
+    /// Watches `slot` (a slot of a live context's doorbell, kept alive by the caller).
+    pub(crate) fn new(slot: *const Slot) -> RingWatch {
+        // SAFETY: the caller keeps the doorbell mapping alive (see `new`).
+        let seen = unsafe { &*slot }.seq();
+        RingWatch { slot, seen }
+    }
+    pub(crate) fn slot(&self) -> *const Slot {
+        self.slot
+    }
+    /// Whether the slot rang since the last [`RingWatch::take`].
+    pub(crate) fn rang(&self) -> bool {
+        // SAFETY: as in `new`.
+        unsafe { &*self.slot }.seq() != self.seen
+    }
+    /// Like `rang`, and forgets the ring.
+    pub(crate) fn take(&mut self) -> bool {
+        // SAFETY: as in `new`.
+        let now = unsafe { &*self.slot }.seq();
+        std::mem::replace(&mut self.seen, now) != now
+    }
+}
+
+/// Hands a latched publisher's history to subscribers that join while it is idle.
+struct Latch<M: Message> {
+    publisher: Rc<crate::Publisher<M>>,
+    watch: RingWatch,
+}
+
+impl<M: Message> Work for Latch<M> {
+    fn slot(&self) -> Option<*const Slot> {
+        Some(self.watch.slot())
+    }
+    fn ready(&self, _: u64) -> bool {
+        self.watch.rang()
+    }
+    fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
+        if self.watch.take() {
+            self.publisher.update_connections();
+        }
+        Ok(0)
     }
 }
 

@@ -29,7 +29,7 @@
 
 use crate::context::Node;
 use crate::error::{ExecError, MachineError};
-use crate::executor::{Budget, Control, EntityStats, Work};
+use crate::executor::{Budget, Control, EntityStats, RingWatch, Work};
 use crate::header::{mono_ns, wall_ns};
 use crate::message::Serde;
 use crate::publisher::Publisher;
@@ -774,8 +774,8 @@ pub(crate) struct Runner {
     machine: Machine,
     events: Publisher<TransitionEvent>,
     spec: Publisher<Serde<SpecText>>,
-    /// Doorbell sequence of the spec topic when its subscribers were last connected.
-    spec_ring: u32,
+    /// Rings when someone joins the spec topic (then both topics connect the newcomer).
+    spec_watch: RingWatch,
     shared: Arc<Shared>,
 }
 
@@ -810,17 +810,12 @@ impl Runner {
         let runner = Runner {
             machine,
             events,
-            spec_ring: Runner::ring_of(&spec),
+            spec_watch: RingWatch::new(spec.wake_slot()),
             spec,
             shared: shared.clone(),
         };
         runner.publish(&first)?;
         Ok((runner, MachineHandle { shared }))
-    }
-
-    fn ring_of(p: &Publisher<Serde<SpecText>>) -> u32 {
-        // SAFETY: the slot lies in the doorbell mapping kept alive by the publisher's node.
-        unsafe { &*p.wake_slot() }.seq()
     }
 
     fn publish(&self, events: &[TransitionEvent]) -> Result<(), ExecError> {
@@ -842,13 +837,13 @@ impl Work for Runner {
     /// A new subscriber of the spec (e.g. `nerve sm show`) rings this: the runner then
     /// connects it, handing it the spec and the last event (the current state).
     fn slot(&self) -> Option<*const crate::transport::doorbell::Slot> {
-        Some(self.spec.wake_slot())
+        Some(self.spec_watch.slot())
     }
     fn deadline(&self) -> Option<u64> {
         self.machine.deadline()
     }
     fn ready(&self, now: u64) -> bool {
-        Runner::ring_of(&self.spec) != self.spec_ring
+        self.spec_watch.rang()
             || self.machine.deadline().is_some_and(|d| d <= now)
             || !self
                 .shared
@@ -859,9 +854,7 @@ impl Work for Runner {
     }
     fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
         let mut n = 0;
-        let ring = Runner::ring_of(&self.spec);
-        if ring != self.spec_ring {
-            self.spec_ring = ring;
+        if self.spec_watch.take() {
             self.spec.update_connections();
             self.events.update_connections();
         }

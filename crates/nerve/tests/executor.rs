@@ -330,3 +330,42 @@ fn a_failing_setup_stops_every_worker_with_its_error() {
     let e = mt.spin(Duration::from_millis(10)).unwrap_err().to_string();
     assert!(e.contains("nowhere"), "{e}");
 }
+
+#[test]
+fn a_latched_publisher_reaches_late_joiners_while_idle() {
+    let ctx = ctx("exec-latch");
+    let node = ctx.node("map_server").create().unwrap();
+    let map = Rc::new(
+        node.publisher::<Num>("/exec/map")
+            .qos(Qos::latched())
+            .create()
+            .unwrap(),
+    );
+    map.publish(&Num { n: 42 }).unwrap();
+    let mut exec = Executor::new();
+    exec.handle_signals(false);
+    exec.latch(map.clone()).unwrap();
+    let stop = exec.handle();
+    // a late joiner in another context (so the history comes through shared memory)
+    let joiner = std::thread::spawn(move || {
+        let ctx = self::ctx("exec-latch");
+        let node = ctx.node("late_joiner").create().unwrap();
+        let sub = node
+            .subscriber::<Num>("/exec/map")
+            .qos(Qos::latched())
+            .create()
+            .unwrap();
+        let got = sub
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap()
+            .map(|s| s.n);
+        stop.stop();
+        got
+    });
+    exec.spin_for(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        joiner.join().unwrap(),
+        Some(42),
+        "history handed over while idle"
+    );
+}
