@@ -980,3 +980,37 @@ impl MultiStop {
         g.1.push(handle);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entity with a doorbell slot that is never waited on in this test.
+    struct Slotted(usize);
+
+    impl Work for Slotted {
+        fn slot(&self) -> Option<*const Slot> {
+            Some(self.0 as *const Slot)
+        }
+        fn ready(&self, _: u64) -> bool {
+            false
+        }
+        fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
+            Ok(0)
+        }
+    }
+
+    #[test]
+    fn the_wait_set_is_bounded_and_shared_slots_count_once() {
+        let mut exec = Executor::new();
+        let max = crate::MAX_WAITSET_ENTRIES - 2;
+        for i in 0..max {
+            exec.add_work("s", Box::new(Slotted(64 * (i + 1)))).unwrap();
+        }
+        // a slot already in the set costs nothing more
+        exec.add_work("again", Box::new(Slotted(64))).unwrap();
+        let e = exec.add_work("one too many", Box::new(Slotted(64 * (max + 1))));
+        assert!(matches!(e, Err(ExecError::Full { max: m }) if m == max));
+        assert_eq!(exec.len(), max + 1);
+    }
+}

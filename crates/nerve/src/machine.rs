@@ -1027,6 +1027,31 @@ mod tests {
     }
 
     #[test]
+    fn spec_files_name_what_is_wrong() {
+        let dir = std::env::temp_dir().join(format!("nerve-machine-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = MachineSpec::from_file(&dir.join("none.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("none.toml"), "{missing}");
+        let txt = dir.join("m.txt");
+        std::fs::write(&txt, "name = \"m\"").unwrap();
+        let e = MachineSpec::from_file(&txt).unwrap_err().to_string();
+        assert!(
+            e.contains("m.txt") && e.contains(".toml, .yaml or .yml"),
+            "{e}"
+        );
+        let bad = dir.join("bad.yaml");
+        std::fs::write(&bad, "name: [").unwrap();
+        let e = MachineSpec::from_file(&bad).unwrap_err().to_string();
+        assert!(e.contains("bad.yaml"), "{e}");
+        let good = dir.join("good.toml");
+        std::fs::write(&good, door().to_toml().unwrap()).unwrap();
+        assert_eq!(MachineSpec::from_file(&good).unwrap(), door());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn toml_and_yaml_give_the_same_machine() {
         let toml = r#"
             name = "cycle"

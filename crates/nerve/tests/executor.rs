@@ -369,3 +369,32 @@ fn a_latched_publisher_reaches_late_joiners_while_idle() {
         "history handed over while idle"
     );
 }
+
+#[test]
+fn a_full_trigger_inbox_is_an_error_and_loses_nothing_queued() {
+    let ctx = ctx("exec-inbox");
+    let node = ctx.node("inbox").create().unwrap();
+    let spec = MachineSpec::new("exec_inbox", "a")
+        .state(StateSpec::new("a"))
+        .state(StateSpec::new("b"))
+        .transition(TransitionSpec::new("flip", &["a"], "b"))
+        .transition(TransitionSpec::new("flip", &["b"], "a"));
+    let mut exec = Executor::new();
+    exec.handle_signals(false);
+    let (_, handle) = exec.machine(&node, Machine::new(spec).unwrap()).unwrap();
+    let max = nerve::machine::INBOX;
+    for _ in 0..max {
+        handle.trigger("flip").unwrap();
+    }
+    let e = handle.trigger("flip").unwrap_err().to_string();
+    assert!(
+        e.contains("exec_inbox") && e.contains(&max.to_string()),
+        "{e}"
+    );
+    while exec.spin_once(Duration::from_millis(50)).unwrap() > 0 {}
+    // an even number of flips: back where it started, every queued trigger taken
+    assert_eq!(handle.current(), "a");
+    handle.trigger("flip").unwrap();
+    exec.spin_once(Duration::from_secs(1)).unwrap();
+    assert_eq!(handle.current(), "b", "room again once handled");
+}

