@@ -142,6 +142,12 @@ impl Child {
         let _ = self.child.wait();
     }
 
+    /// Kills the child at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     fn stop_and_read_stderr(&mut self) -> String {
         self.stop();
         let mut s = String::new();

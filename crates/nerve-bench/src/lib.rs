@@ -5,6 +5,7 @@
 pub mod bundle;
 pub mod child;
 pub mod echo;
+pub mod hosts;
 pub mod lidar;
 pub mod machine;
 pub mod paths;

@@ -191,6 +191,8 @@ impl LidarSuite {
             payload: lidar,
             domain: self.domain,
             cpu: None,
+            reliable: false,
+            listen_ip: None,
         }
         .message_bytes();
         // the floor carries the same bytes without Nerve's message
@@ -215,6 +217,8 @@ impl LidarSuite {
             payload,
             domain: self.domain,
             cpu: None,
+            reliable: false,
+            listen_ip: None,
         };
         let m = measure_stream(&self.role_command, &spec, self.frames, None);
         if let Some(p) = prefix {

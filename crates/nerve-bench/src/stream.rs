@@ -122,6 +122,13 @@ pub struct StreamSpec {
     pub domain: u32,
     /// CPU to pin to.
     pub cpu: Option<usize>,
+    /// Reliable delivery (Nerve: back-pressure QoS) instead of sensor QoS (newest wins).
+    #[serde(default)]
+    pub reliable: bool,
+    /// Address a Zenoh publisher listens on and its subscriber connects to (loopback
+    /// without one); for streams between simulated hosts.
+    #[serde(default)]
+    pub listen_ip: Option<String>,
 }
 
 impl StreamSpec {
@@ -342,9 +349,11 @@ mod nerve_end {
         PeerError::setup(SYSTEM, e)
     }
 
+    /// The domain of the spec, and otherwise the environment's settings (the network
+    /// plane, between simulated hosts).
     fn context(spec: &StreamSpec) -> Result<Context, PeerError> {
-        let cfg = nerve::Config::default()
-            .domain(spec.domain)
+        let cfg = nerve::Config::from_env()
+            .and_then(|c| c.domain(spec.domain))
             .map_err(setup)?;
         Context::new(cfg).map_err(setup)
     }
@@ -353,7 +362,11 @@ mod nerve_end {
     /// publisher's pool holds depth + 2 of them (what a subscriber may queue, plus the one
     /// it reads and the one being written).
     fn qos(spec: &StreamSpec) -> Qos {
-        let q = Qos::sensor();
+        let q = if spec.reliable {
+            Qos::reliable()
+        } else {
+            Qos::sensor()
+        };
         Qos {
             initial_payload: spec.message_bytes(),
             shm_budget: (q.depth + 2) * spec.message_bytes(),
@@ -756,9 +769,15 @@ mod zenoh_end {
         Ok(cfg)
     }
 
-    pub(super) fn sender(spec: &StreamSpec, shm: bool) -> Result<Sender, PeerError> {
+    /// The publisher's endpoint as a JSON5 list.
+    fn endpoint(spec: &StreamSpec) -> Result<String, PeerError> {
         let port: u16 = spec.endpoint.parse().map_err(fail)?;
-        let cfg = config(&format!(r#"["tcp/127.0.0.1:{port}"]"#), "[]", shm)?;
+        let ip = spec.listen_ip.as_deref().unwrap_or("127.0.0.1");
+        Ok(format!(r#"["tcp/{ip}:{port}"]"#))
+    }
+
+    pub(super) fn sender(spec: &StreamSpec, shm: bool) -> Result<Sender, PeerError> {
+        let cfg = config(&endpoint(spec)?, "[]", shm)?;
         let session = zenoh::open(cfg).wait().map_err(fail)?;
         let publisher = session
             .declare_publisher(KEY)
@@ -813,8 +832,7 @@ mod zenoh_end {
     }
 
     pub(super) fn receiver(spec: &StreamSpec, shm: bool) -> Result<Receiver, PeerError> {
-        let port: u16 = spec.endpoint.parse().map_err(fail)?;
-        let cfg = config("[]", &format!(r#"["tcp/127.0.0.1:{port}"]"#), shm)?;
+        let cfg = config("[]", &endpoint(spec)?, shm)?;
         let session = zenoh::open(cfg).wait().map_err(fail)?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<[u64; 3], ()>>(1024);
         let len = spec.payload_bytes;
@@ -886,6 +904,8 @@ mod tests {
             },
             domain: 0,
             cpu: None,
+            reliable: false,
+            listen_ip: None,
         };
         assert!(spec.message_bytes() > 2048 * 64 * 48);
     }

@@ -347,6 +347,8 @@ impl TopicSuite {
             payload: Payload::Bytes,
             domain: self.domain,
             cpu: None,
+            reliable: false,
+            listen_ip: None,
         };
         let shm_prefix = match sys {
             StreamSystem::NerveAdaptive | StreamSystem::NervePredictive => {
@@ -471,6 +473,8 @@ pub fn measure_stream(
     let start = |role: Role, cpu: usize| -> Result<Child, PeerError> {
         let spec = StreamSpec {
             cpu: Some(cpu),
+            reliable: false,
+            listen_ip: None,
             ..spec.clone()
         };
         let json = serde_json::to_string(&spec).map_err(|e| PeerError::setup("bench", e))?;

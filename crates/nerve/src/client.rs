@@ -6,6 +6,7 @@ use crate::context::Node;
 use crate::error::{CallError, ServiceError};
 use crate::header::{mono_ns, CallHeader, CallStatus};
 use crate::message::{elems_offset, Message, NoElem, TypeInfo};
+use crate::net::{Frame, NetCall, NetClient};
 use crate::service::{service_type, Service, ServiceQos};
 use crate::transport::doorbell::{Doorbell, Slot};
 use crate::transport::rpc::{
@@ -20,6 +21,7 @@ use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often a waiting client checks that its server still lives (reclaiming dead
@@ -103,7 +105,15 @@ impl<S: Service> ClientBuilder<S> {
         let reply_index = Doorbell::slot_index(&format!("client:{:032x}", port.id().value()));
         let reply_slot: *const Slot = doorbell.slot_at(reply_index);
         let server_slot: *const Slot = doorbell.slot(&format!("{SERVICE_PREFIX}{name}"));
+        let ctx = &self.node.inner.ctx;
+        let request_type = TypeInfo::of::<S::Request>();
+        let net = match crate::net::plane(ctx.config())? {
+            Some(plane) => Some(NetClient::new(&plane, ctx.domain(), &name, &request_type)?),
+            None => None,
+        };
         Ok(Client {
+            net,
+            max_response: qos.max_response,
             port,
             service,
             server_slot,
@@ -116,7 +126,7 @@ impl<S: Service> ClientBuilder<S> {
             mode: self.mode,
             spin: SpinWindow::new(),
             response_type: TypeInfo::of::<S::Response>(),
-            request_hash: TypeInfo::of::<S::Request>().layout_hash,
+            request_hash: request_type.layout_hash,
             seq: Cell::new(0),
             _s: PhantomData,
         })
@@ -141,6 +151,9 @@ pub struct Client<S: Service> {
     response_type: TypeInfo,
     request_hash: u64,
     seq: Cell<u64>,
+    /// Servers on other hosts, used while none serves on this host (network plane on).
+    net: Option<NetClient>,
+    max_response: usize,
     _s: PhantomData<S>,
 }
 
@@ -160,10 +173,19 @@ impl<S: Service> Client<S> {
         &self.node
     }
 
-    /// Number of live servers of the service (dead ones are reclaimed first).
+    /// Number of live servers of the service, on this host (dead ones are reclaimed
+    /// first) and, with the network plane on, on others.
     pub fn server_count(&self) -> usize {
         self.node.inner.iox.try_cleanup_dead_nodes();
+        self.host_servers() + self.remote_servers()
+    }
+
+    fn host_servers(&self) -> usize {
         self.service.dynamic_config().number_of_servers()
+    }
+
+    fn remote_servers(&self) -> usize {
+        self.net.as_ref().map_or(0, NetClient::remote_servers)
     }
 
     /// Waits until a server serves the service, at most `timeout`; returns whether one does.
@@ -175,7 +197,7 @@ impl<S: Service> Client<S> {
         }
         let deadline = Instant::now() + timeout;
         loop {
-            if self.service.dynamic_config().number_of_servers() > 0 {
+            if self.host_servers() + self.remote_servers() > 0 {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -268,7 +290,7 @@ impl<S: Service> Client<S> {
     ) -> Result<PendingCall<'_, S>, CallError> {
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
-        *req.user_header_mut() = CallHeader {
+        let header = CallHeader {
             seq,
             sent_mono_ns: mono_ns(),
             payload_len: len as u64,
@@ -276,6 +298,32 @@ impl<S: Service> Client<S> {
             reply_slot: self.reply_index,
             status: 0,
         };
+        // a server on this host is preferred; the network is used only without one
+        if let Some(net) = &self.net {
+            if self.host_servers() == 0 && net.remote_servers() > 0 {
+                if net.in_flight() >= self.max_in_flight {
+                    return Err(CallError::TooManyInFlight {
+                        service: self.name.clone(),
+                        max: self.max_in_flight,
+                    });
+                }
+                let payload = &shm::words_as_bytes(req.payload())[..len];
+                let call = net.call(
+                    &self.node.inner.ctx,
+                    &header,
+                    payload,
+                    &self.response_type,
+                    self.max_response,
+                    self.reply_index,
+                )?;
+                return Ok(PendingCall {
+                    route: CallRoute::Net(call),
+                    seq,
+                    client: self,
+                });
+            }
+        }
+        *req.user_header_mut() = header;
         let pending = req.send().map_err(|e| match e {
             RequestSendError::ExceedsMaxActiveRequests => CallError::TooManyInFlight {
                 service: self.name.clone(),
@@ -291,16 +339,16 @@ impl<S: Service> Client<S> {
             });
         }
         Ok(PendingCall {
-            pending,
+            route: CallRoute::Shm(pending),
             seq,
             client: self,
         })
     }
 
-    fn reply(&self, resp: IoxResponse) -> Result<Reply<S>, CallError> {
-        let h = *resp.user_header();
+    fn reply(&self, resp: ReplyBuf) -> Result<Reply<S>, CallError> {
+        let h = *resp.header();
         let text = || {
-            let bytes = shm::words_as_bytes(resp.payload());
+            let bytes = shm::words_as_bytes(resp.words());
             let n = (h.payload_len as usize).min(bytes.len());
             String::from_utf8_lossy(&bytes[..n]).into_owned()
         };
@@ -309,7 +357,7 @@ impl<S: Service> Client<S> {
                 let elems = shm::check_payload(
                     h.type_hash,
                     h.payload_len,
-                    resp.payload(),
+                    resp.words(),
                     &self.response_type,
                 )
                 .map_err(|reason| CallError::Malformed {
@@ -415,9 +463,39 @@ impl<S: Service> DerefMut for RequestLoan<'_, S> {
 
 /// A call in flight: take its response when it arrives. Dropping it abandons the call.
 pub struct PendingCall<'c, S: Service> {
-    pending: IoxPending,
+    route: CallRoute,
     seq: u64,
     client: &'c Client<S>,
+}
+
+/// How a call travels.
+enum CallRoute {
+    /// To a server on this host.
+    Shm(IoxPending),
+    /// To a server on another host.
+    Net(Arc<NetCall>),
+}
+
+/// Where a response lives.
+enum ReplyBuf {
+    Shm(IoxResponse),
+    Net(Frame<CallHeader>),
+}
+
+impl ReplyBuf {
+    fn header(&self) -> &CallHeader {
+        match self {
+            ReplyBuf::Shm(r) => r.user_header(),
+            ReplyBuf::Net(f) => &f.header,
+        }
+    }
+
+    fn words(&self) -> &[u64] {
+        match self {
+            ReplyBuf::Shm(r) => r.payload(),
+            ReplyBuf::Net(f) => &f.words,
+        }
+    }
 }
 
 impl<S: Service> PendingCall<'_, S> {
@@ -427,15 +505,40 @@ impl<S: Service> PendingCall<'_, S> {
     }
 
     fn receive(&self) -> Result<Option<Reply<S>>, CallError> {
-        match self.pending.receive().map_err(|e| self.client.shm_err(e))? {
-            Some(resp) => self.client.reply(resp).map(Some),
-            None => Ok(None),
+        let resp = match &self.route {
+            CallRoute::Shm(p) => p
+                .receive()
+                .map_err(|e| self.client.shm_err(e))?
+                .map(ReplyBuf::Shm),
+            CallRoute::Net(call) => match call.take() {
+                Some(Ok(frame)) => Some(ReplyBuf::Net(frame)),
+                Some(Err(reason)) if reason.starts_with("malformed") => {
+                    return Err(CallError::Malformed {
+                        service: self.client.name.clone(),
+                        reason,
+                    })
+                }
+                Some(Err(_)) => return Err(self.server_gone()),
+                None => None,
+            },
+        };
+        resp.map(|r| self.client.reply(r)).transpose()
+    }
+
+    /// Whether the server still holds the call (or a response is there).
+    fn connected(&self) -> bool {
+        match &self.route {
+            CallRoute::Shm(p) => p.is_connected() || p.has_response(),
+            CallRoute::Net(call) => call.is_done() || self.client.remote_servers() > 0,
         }
     }
 
     /// Whether the call has ended: a response is there or the server let go of it.
     pub(crate) fn is_done(&self) -> bool {
-        self.pending.has_response() || !self.pending.is_connected()
+        match &self.route {
+            CallRoute::Shm(p) => p.has_response() || !p.is_connected(),
+            CallRoute::Net(call) => call.is_done(),
+        }
     }
 
     fn server_gone(&self) -> CallError {
@@ -450,7 +553,7 @@ impl<S: Service> PendingCall<'_, S> {
         if let Some(r) = self.receive()? {
             return Ok(Some(r));
         }
-        if !self.pending.is_connected() {
+        if !self.connected() {
             // the server may have responded just before it let go of the request
             return match self.receive()? {
                 Some(r) => Ok(Some(r)),
@@ -482,7 +585,7 @@ impl<S: Service> PendingCall<'_, S> {
                 next_check = now + LIVENESS_CHECK;
                 // a killed server is only noticed once its resources are reclaimed
                 client.node.inner.iox.try_cleanup_dead_nodes();
-                if self.pending.is_connected() || self.pending.has_response() {
+                if self.connected() {
                     Ok(())
                 } else {
                     Err(self.server_gone())
@@ -496,9 +599,10 @@ impl<S: Service> PendingCall<'_, S> {
     }
 }
 
-/// A response, read in place in shared memory. Dropping it releases the memory.
+/// A response, read in place in shared memory (or, from another host, in a buffer of
+/// its own). Dropping it releases the memory.
 pub struct Reply<S: Service> {
-    resp: IoxResponse,
+    resp: ReplyBuf,
     elems: usize,
     _s: PhantomData<S>,
 }
@@ -506,7 +610,7 @@ pub struct Reply<S: Service> {
 impl<S: Service> Reply<S> {
     /// The response's header (call number, send time).
     pub fn header(&self) -> &CallHeader {
-        self.resp.user_header()
+        self.resp.header()
     }
 
     /// The elements after the head.
@@ -514,14 +618,14 @@ impl<S: Service> Reply<S> {
         // SAFETY: check_payload proved the payload holds `elems` elements at elems_offset,
         // aligned (payload alignment >= align_of Elem); Elem is Pod.
         unsafe {
-            let p = (self.resp.payload().as_ptr() as *const u8).add(elems_offset::<S::Response>());
+            let p = (self.resp.words().as_ptr() as *const u8).add(elems_offset::<S::Response>());
             core::slice::from_raw_parts(p as *const <S::Response as Message>::Elem, self.elems)
         }
     }
 
     /// The whole payload as bytes (head, padding and elements).
     pub fn payload_bytes(&self) -> &[u8] {
-        &shm::words_as_bytes(self.resp.payload())[..self.header().payload_len as usize]
+        &shm::words_as_bytes(self.resp.words())[..self.header().payload_len as usize]
     }
 }
 
@@ -530,6 +634,6 @@ impl<S: Service> Deref for Reply<S> {
     fn deref(&self) -> &S::Response {
         // SAFETY: check_payload proved the payload holds at least size_of::<Response>()
         // bytes at an address aligned for it, and Response is Pod.
-        unsafe { &*(self.resp.payload().as_ptr() as *const S::Response) }
+        unsafe { &*(self.resp.words().as_ptr() as *const S::Response) }
     }
 }

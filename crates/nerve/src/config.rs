@@ -1,8 +1,10 @@
 //! Nerve configuration: domain id and state directory, from the environment or a TOML file.
 //!
-//! Environment: `NERVE_DOMAIN` (0..=`MAX_DOMAIN`), `NERVE_STATE_DIR`, and `NERVE_CONFIG`
-//! naming a TOML file with the keys `domain` and `state_dir`. The environment overrides
-//! the file.
+//! Environment: `NERVE_DOMAIN` (0..=`MAX_DOMAIN`), `NERVE_STATE_DIR`, `NERVE_NETWORK`
+//! (`on`/`off`), `NERVE_ZENOH_CONFIG` (a Zenoh JSON5 file; naming one turns the network
+//! plane on), `NERVE_HOST_NAME`, and `NERVE_CONFIG` naming a TOML file with the keys
+//! `domain`, `state_dir` and a `[network]` table (`enabled`, `zenoh_config`, `host_name`).
+//! The environment overrides the file.
 
 use crate::error::ContextError;
 use serde::Deserialize;
@@ -20,6 +22,22 @@ pub struct Config {
     pub domain: u32,
     /// Directory holding the records of nodes and topics (shared memory lives in /dev/shm).
     pub state_dir: PathBuf,
+    /// The network plane (Zenoh) across hosts.
+    pub network: NetworkConfig,
+}
+
+/// Settings of the network plane: topics and services reach other hosts through Zenoh.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Whether this process joins the network plane (off by default: one host only).
+    #[serde(default)]
+    pub enabled: bool,
+    /// Zenoh configuration file (JSON5: endpoints, scouting, TLS, access control); Zenoh's
+    /// defaults (peer mode, multicast scouting) without one.
+    pub zenoh_config: Option<PathBuf>,
+    /// Name of this host in discovery (the kernel's host name without one).
+    pub host_name: Option<String>,
 }
 
 impl Default for Config {
@@ -27,6 +45,7 @@ impl Default for Config {
         Config {
             domain: 0,
             state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+            network: NetworkConfig::default(),
         }
     }
 }
@@ -36,6 +55,7 @@ impl Default for Config {
 struct FileConfig {
     domain: Option<u32>,
     state_dir: Option<PathBuf>,
+    network: Option<NetworkConfig>,
 }
 
 impl Config {
@@ -50,6 +70,26 @@ impl Config {
         }
         if let Some(dir) = std::env::var_os("NERVE_STATE_DIR") {
             cfg.state_dir = PathBuf::from(dir);
+        }
+        if let Some(path) = std::env::var_os("NERVE_ZENOH_CONFIG") {
+            cfg.network.zenoh_config = Some(PathBuf::from(path));
+            cfg.network.enabled = true;
+        }
+        if let Ok(v) = std::env::var("NERVE_NETWORK") {
+            cfg.network.enabled = match v.trim() {
+                "1" | "on" | "true" | "yes" => true,
+                "0" | "off" | "false" | "no" => false,
+                _ => {
+                    return Err(ContextError::InvalidSetting {
+                        name: "NERVE_NETWORK",
+                        value: v,
+                        expected: "on or off",
+                    })
+                }
+            };
+        }
+        if let Ok(name) = std::env::var("NERVE_HOST_NAME") {
+            cfg.network.host_name = Some(name);
         }
         Ok(cfg)
     }
@@ -69,6 +109,9 @@ impl Config {
         if let Some(dir) = f.state_dir {
             cfg.state_dir = dir;
         }
+        if let Some(net) = f.network {
+            cfg.network = net;
+        }
         Ok(cfg)
     }
 
@@ -81,6 +124,12 @@ impl Config {
     /// Sets the state directory.
     pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Config {
         self.state_dir = dir.into();
+        self
+    }
+
+    /// Turns the network plane on or off.
+    pub fn network(mut self, enabled: bool) -> Config {
+        self.network.enabled = enabled;
         self
     }
 
@@ -135,6 +184,17 @@ mod tests {
             Config::from_file(&p),
             Err(ContextError::InvalidDomain { .. })
         ));
+        std::fs::write(
+            &p,
+            "[network]\nenabled = true\nzenoh_config = \"/etc/z.json5\"\n",
+        )
+        .unwrap();
+        let c = Config::from_file(&p).unwrap();
+        assert!(c.network.enabled);
+        assert_eq!(c.network.zenoh_config, Some(PathBuf::from("/etc/z.json5")));
+        std::fs::write(&p, "[network]\nenable = true\n").unwrap();
+        let e = Config::from_file(&p).unwrap_err().to_string();
+        assert!(e.contains("enable"), "{e}");
         std::fs::write(&p, "domian = 1\n").unwrap();
         let e = Config::from_file(&p).unwrap_err().to_string();
         assert!(e.contains("domian"), "{e}");

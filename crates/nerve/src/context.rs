@@ -108,11 +108,23 @@ impl NodeBuilder {
                 reason,
             }
         })?;
+        // with the network plane on, the process joins it here (once) and other hosts
+        // see the node
+        let net_token = match crate::net::plane(self.ctx.config())? {
+            Some(plane) => Some(plane.token(plane.token_key(
+                self.ctx.domain(),
+                crate::net::EntityKind::Node,
+                0,
+                &self.name,
+            ))?),
+            None => None,
+        };
         Ok(Node {
             inner: Rc::new(NodeInner {
                 ctx: self.ctx,
                 name: self.name,
                 iox,
+                _net_token: net_token,
             }),
         })
     }
@@ -129,6 +141,8 @@ pub(crate) struct NodeInner {
     pub(crate) ctx: Context,
     pub(crate) name: String,
     pub(crate) iox: shm::IoxNode,
+    /// Announces the node to other hosts (the network plane is on).
+    _net_token: Option<zenoh::liveliness::LivelinessToken>,
 }
 
 impl Node {

@@ -32,6 +32,16 @@ pub enum ContextError {
         /// What went wrong.
         reason: String,
     },
+    /// An environment variable holds a value that is not allowed.
+    #[error("{name}={value:?}: expected {expected}")]
+    InvalidSetting {
+        /// The variable.
+        name: &'static str,
+        /// What was given.
+        value: String,
+        /// What is allowed.
+        expected: &'static str,
+    },
     /// The state directory is not usable.
     #[error("state directory {path}: {reason}")]
     StateDir {
@@ -64,6 +74,46 @@ pub enum NodeError {
         /// What went wrong.
         reason: String,
     },
+    /// The network plane failed.
+    #[error(transparent)]
+    Net(#[from] NetError),
+}
+
+/// Errors of the network plane (Zenoh).
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum NetError {
+    /// The Zenoh configuration file cannot be read or is invalid.
+    #[error("zenoh configuration {path}: {reason}")]
+    Config {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The Zenoh session could not be opened (e.g. a listen endpoint is taken).
+    #[error("cannot open the zenoh session: {0}")]
+    Open(String),
+    /// Declaring a publisher, subscriber, queryable or token failed.
+    #[error("zenoh: cannot declare {what} on {key}: {reason}")]
+    Declare {
+        /// What was declared.
+        what: &'static str,
+        /// Key expression.
+        key: String,
+        /// Zenoh's reason.
+        reason: String,
+    },
+    /// Sending on the network failed.
+    #[error("zenoh: cannot send on {key}: {reason}")]
+    Send {
+        /// Key expression.
+        key: String,
+        /// Zenoh's reason.
+        reason: String,
+    },
+    /// A discovery query failed.
+    #[error("zenoh discovery: {0}")]
+    Discovery(String),
 }
 
 /// Opening a publisher or subscriber on a topic failed.
@@ -132,6 +182,9 @@ pub enum TopicError {
         /// The underlying failure.
         reason: String,
     },
+    /// The network plane failed.
+    #[error(transparent)]
+    Net(#[from] NetError),
 }
 
 /// Loaning a sample failed.
@@ -212,6 +265,9 @@ pub enum PublishError {
         /// The underlying failure.
         reason: String,
     },
+    /// The network plane failed.
+    #[error(transparent)]
+    Net(#[from] NetError),
 }
 
 /// Receiving a sample failed.
@@ -329,6 +385,9 @@ pub enum ServiceError {
         /// The underlying failure.
         reason: String,
     },
+    /// The network plane failed.
+    #[error(transparent)]
+    Net(#[from] NetError),
 }
 
 /// A service call failed. Every variant names the service.
@@ -404,6 +463,9 @@ pub enum CallError {
         /// The underlying failure.
         reason: String,
     },
+    /// The network plane failed.
+    #[error(transparent)]
+    Net(#[from] NetError),
 }
 
 /// Serving a request failed.
@@ -435,6 +497,9 @@ pub enum ServeError {
         /// The underlying failure.
         reason: String,
     },
+    /// The network plane failed.
+    #[error(transparent)]
+    Net(#[from] NetError),
 }
 
 /// Running an [`crate::Executor`] failed.

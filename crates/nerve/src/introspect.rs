@@ -298,7 +298,9 @@ impl RawSubscriber {
         let depth = qos
             .depth
             .min(service.static_config().subscriber_max_buffer_size());
-        let port = create_port(&service, topic, &Qos { depth, ..qos })?;
+        let qos = Qos { depth, ..qos };
+        let port = create_port(&service, topic, &qos)?;
+        let net = crate::subscriber::net_side(node, topic, &type_info, &qos)?;
         Ok(RawSubscriber {
             rx: Receiver::new(
                 node.clone(),
@@ -308,6 +310,7 @@ impl RawSubscriber {
                 type_info.clone(),
                 WaitMode::Block,
                 depth,
+                net,
             ),
             type_info,
         })

@@ -43,6 +43,7 @@ pub mod introspect;
 pub mod machine;
 pub mod message;
 pub mod name;
+pub mod net;
 mod publisher;
 pub mod qos;
 pub mod rt;

@@ -4,6 +4,7 @@ use crate::context::Node;
 use crate::error::{LoanError, PublishError, TopicError};
 use crate::header::{mono_ns, SampleHeader, WallClock};
 use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInfo};
+use crate::net::NetPublisher;
 use crate::qos::{Overflow, Qos};
 use crate::transport::doorbell::Slot;
 use crate::transport::intra::{LocalLoan, LocalRoute};
@@ -92,6 +93,11 @@ impl<M: Message> PublisherBuilder<M> {
             builder = builder.backpressure_strategy(BackpressureStrategy::DiscardData);
         }
         let slot: *const Slot = self.node.inner.ctx.inner.doorbell.slot(&topic);
+        let ctx = &self.node.inner.ctx;
+        let net = match crate::net::plane(ctx.config())? {
+            Some(plane) => Some(NetPublisher::new(&plane, ctx.domain(), &topic, &ty, &qos)?),
+            None => None,
+        };
         let port = builder.create().map_err(|e| {
             use iceoryx2::port::publisher::PublisherCreateError as E;
             match e {
@@ -128,6 +134,7 @@ impl<M: Message> PublisherBuilder<M> {
             subscribers_seen: Cell::new(None),
             unconfirmed: Cell::new(false),
             wall: WallClock::default(),
+            net,
             _m: PhantomData,
         })
     }
@@ -156,6 +163,8 @@ pub struct Publisher<M: Message> {
     /// (see [`Publisher::linger`]).
     unconfirmed: Cell<bool>,
     wall: WallClock,
+    /// The network side (the network plane is on).
+    net: Option<NetPublisher>,
     _m: PhantomData<M>,
 }
 
@@ -180,9 +189,23 @@ impl<M: Message> Publisher<M> {
         self.id
     }
 
-    /// Number of subscribers connected to the topic right now.
+    /// Number of subscribers connected to the topic right now, on this host and (with
+    /// the network plane on) on others.
     pub fn subscriber_count(&self) -> usize {
+        self.host_subscribers() + self.remote_subscribers()
+    }
+
+    /// Subscribers on this host.
+    fn host_subscribers(&self) -> usize {
         self.service.dynamic_config().number_of_subscribers()
+    }
+
+    /// Subscribers on other hosts.
+    #[inline]
+    fn remote_subscribers(&self) -> usize {
+        self.net
+            .as_ref()
+            .map_or(0, NetPublisher::remote_subscribers)
     }
 
     /// Waits until at least `n` subscribers are connected, at most `timeout`, and gives
@@ -204,7 +227,12 @@ impl<M: Message> Publisher<M> {
         let acks = slot.acks();
         slot.ring_always();
         let grace = (Instant::now() + ATTACH_GRACE).min(deadline);
-        self.await_acks(acks, n, grace);
+        let remote = self.remote_subscribers();
+        self.await_acks(
+            acks,
+            n.saturating_sub(remote).min(self.host_subscribers()),
+            grace,
+        );
         true
     }
 
@@ -237,7 +265,7 @@ impl<M: Message> Publisher<M> {
             return;
         }
         let remote = self
-            .subscriber_count()
+            .host_subscribers()
             .saturating_sub(self.route.subscribers());
         if remote == 0 {
             return;
@@ -277,7 +305,7 @@ impl<M: Message> Publisher<M> {
         match self.subscribers_seen.get() {
             Some((seen, n)) if seen == seq => n,
             _ => {
-                let n = self.subscriber_count();
+                let n = self.host_subscribers();
                 self.subscribers_seen.set(Some((seq, n)));
                 n
             }
@@ -362,6 +390,14 @@ impl<M: Message> Publisher<M> {
         };
         let local = self.route.subscribers();
         let words = shm::words_for(len);
+        // the network's copy is taken before the buffer moves on (one copy, only while a
+        // subscriber on another host exists)
+        let frame = match &self.net {
+            Some(net) if net.remote_subscribers() > 0 => {
+                Some(net.encode(&header, &shm::words_as_bytes(buf.words())[..len]))
+            }
+            _ => None,
+        };
         let result = match buf {
             LoanBuf::Local(b) => {
                 let shared = if self.needs_shm(local) {
@@ -393,7 +429,10 @@ impl<M: Message> Publisher<M> {
         // SAFETY: slot points into the context's doorbell mapping, which lives as long as
         // the context that self.node keeps alive.
         unsafe { &*self.slot }.ring();
-        result
+        match (frame, &self.net) {
+            (Some(frame), Some(net)) => result.and(net.send(frame).map_err(PublishError::from)),
+            _ => result,
+        }
     }
 
     fn deliver_local(&self, header: SampleHeader, buf: LocalLoan) -> Result<(), PublishError> {
@@ -409,7 +448,7 @@ impl<M: Message> Publisher<M> {
         *sample.user_header_mut() = header;
         let back_pressure = matches!(self.qos.overflow, Overflow::BackPressure { .. });
         let before = if back_pressure {
-            self.subscriber_count()
+            self.host_subscribers()
         } else {
             0
         };
@@ -419,7 +458,7 @@ impl<M: Message> Publisher<M> {
                 // a subscriber that has not attached yet and whose queue is full is skipped
                 // by the shared-memory layer: under back-pressure that is an error, never a
                 // silent loss (subscribers that joined or left meanwhile do not count)
-                let expected = before.min(self.subscriber_count());
+                let expected = before.min(self.host_subscribers());
                 if n < expected {
                     Err(PublishError::Undelivered {
                         topic: self.topic.clone(),

@@ -5,6 +5,7 @@ use crate::context::{Context, Node};
 use crate::error::{ServeError, ServiceError};
 use crate::header::{mono_ns, CallHeader, CallStatus};
 use crate::message::{elems_offset, Message, NoElem, TypeInfo};
+use crate::net::{NetRequest, NetServer};
 use crate::service::{service_type, HandlerResult, Service, ServiceQos};
 use crate::transport::doorbell::Slot;
 use crate::transport::rpc::{
@@ -90,14 +91,22 @@ impl<S: Service> ServiceBuilder<S> {
             // two servers started at once: neither may serve alone, so this one yields
             return Err(ServiceError::AlreadyServed { service: name });
         }
-        let slot: *const Slot = self
-            .node
-            .inner
-            .ctx
-            .inner
-            .doorbell
-            .slot(&format!("{SERVICE_PREFIX}{name}"));
+        let ctx = &self.node.inner.ctx;
+        let slot: *const Slot = ctx.inner.doorbell.slot(&format!("{SERVICE_PREFIX}{name}"));
+        let request_type = TypeInfo::of::<S::Request>();
+        let net = match crate::net::plane(ctx.config())? {
+            Some(plane) => Some(NetServer::new(
+                &plane,
+                ctx,
+                &name,
+                &request_type,
+                qos.max_request,
+                qos.max_in_flight.max(16),
+            )?),
+            None => None,
+        };
         Ok(Server {
+            net,
             port,
             service,
             slot,
@@ -106,7 +115,7 @@ impl<S: Service> ServiceBuilder<S> {
             qos,
             mode: self.mode,
             spin: SpinWindow::new(),
-            request_type: TypeInfo::of::<S::Request>(),
+            request_type,
             response_hash: TypeInfo::of::<S::Response>().layout_hash,
             rejected: Cell::new(0),
             _s: PhantomData,
@@ -130,7 +139,46 @@ pub struct Server<S: Service> {
     request_type: TypeInfo,
     response_hash: u64,
     rejected: Cell<u64>,
+    /// Requests from other hosts (the network plane is on).
+    net: Option<NetServer>,
     _s: PhantomData<S>,
+}
+
+/// Where a taken request lives.
+enum Incoming {
+    Shm(IoxActiveRequest),
+    Net(NetRequest),
+}
+
+impl Incoming {
+    fn words(&self) -> &[u64] {
+        match self {
+            Incoming::Shm(a) => a.payload(),
+            Incoming::Net(n) => &n.words,
+        }
+    }
+}
+
+/// Where a response is written until it is sent.
+enum Outgoing {
+    Shm(IoxResponseMut),
+    Net(Vec<u64>),
+}
+
+impl Outgoing {
+    fn words(&self) -> &[u64] {
+        match self {
+            Outgoing::Shm(r) => r.payload(),
+            Outgoing::Net(v) => v,
+        }
+    }
+
+    fn words_mut(&mut self) -> &mut [u64] {
+        match self {
+            Outgoing::Shm(r) => r.payload_mut(),
+            Outgoing::Net(v) => v,
+        }
+    }
 }
 
 impl<S: Service> Server<S> {
@@ -157,11 +205,13 @@ impl<S: Service> Server<S> {
     /// Whether a request is queued (a failing check counts as ready: taking reports it).
     pub(crate) fn has_requests(&self) -> bool {
         self.port.has_requests().unwrap_or(true)
+            || self.net.as_ref().is_some_and(NetServer::has_requests)
     }
 
-    /// Requests rejected so far because they violated the request type's layout.
+    /// Requests rejected so far because they violated the request type's layout (from
+    /// this host and, with the network plane on, from others).
     pub fn rejected(&self) -> u64 {
-        self.rejected.get()
+        self.rejected.get() + self.net.as_ref().map_or(0, NetServer::rejected)
     }
 
     fn shm_err(&self, e: impl std::fmt::Debug) -> ServeError {
@@ -175,7 +225,15 @@ impl<S: Service> Server<S> {
     pub fn try_take(&self) -> Result<Option<Request<'_, S>>, ServeError> {
         loop {
             let Some(active) = self.port.receive().map_err(|e| self.shm_err(e))? else {
-                return Ok(None);
+                // requests from other hosts were validated on arrival
+                return Ok(self.net.as_ref().and_then(NetServer::pop).map(|n| Request {
+                    header: n.header,
+                    elems: n.elems,
+                    incoming: Incoming::Net(n),
+                    server: self,
+                    replied: Cell::new(false),
+                    _s: PhantomData,
+                }));
             };
             let h = *active.user_header();
             match shm::check_payload(
@@ -186,7 +244,7 @@ impl<S: Service> Server<S> {
             ) {
                 Ok(elems) => {
                     return Ok(Some(Request {
-                        active,
+                        incoming: Incoming::Shm(active),
                         header: h,
                         elems,
                         server: self,
@@ -198,7 +256,7 @@ impl<S: Service> Server<S> {
                     // never hand garbage to the handler: tell the client why and go on
                     self.rejected.set(self.rejected.get() + 1);
                     let _ = self.send_status(
-                        &active,
+                        &Incoming::Shm(active),
                         h,
                         CallStatus::Rejected,
                         &format!("malformed request: {reason}"),
@@ -267,7 +325,7 @@ impl<S: Service> Server<S> {
                 ),
             };
             req.replied.set(true);
-            self.send_status(&req.active, req.header, status, &text)?;
+            self.send_status(&req.incoming, req.header, status, &text)?;
         }
         Ok(())
     }
@@ -300,7 +358,7 @@ impl<S: Service> Server<S> {
         Ok(())
     }
 
-    fn loan(&self, active: &IoxActiveRequest, len: usize) -> Result<IoxResponseMut, ServeError> {
+    fn loan(&self, incoming: &Incoming, len: usize) -> Result<Outgoing, ServeError> {
         if len > self.qos.max_response {
             return Err(ServeError::PayloadTooLarge {
                 service: self.name.clone(),
@@ -309,6 +367,10 @@ impl<S: Service> Server<S> {
             });
         }
         let words = shm::words_for(len).max(1);
+        let active = match incoming {
+            Incoming::Shm(a) => a,
+            Incoming::Net(_) => return Ok(Outgoing::Net(vec![0; words])),
+        };
         let mut attempt = active.loan_slice_uninit(words);
         if matches!(attempt, Err(IoxLoanError::OutOfMemory)) {
             // responses may be held by a client that died: reclaim, then retry once
@@ -319,17 +381,28 @@ impl<S: Service> Server<S> {
         // SAFETY: the payload is shared memory mapped from a file: every byte is
         // initialized (zero-filled by the kernel, later overwritten by earlier payloads),
         // and u64 has no invalid values.
-        Ok(unsafe { uninit.assume_init() })
+        Ok(Outgoing::Shm(unsafe { uninit.assume_init() }))
     }
 
     fn send(
         &self,
-        mut resp: IoxResponseMut,
+        resp: Outgoing,
+        incoming: &Incoming,
         request: CallHeader,
         status: CallStatus,
         type_hash: u64,
         len: usize,
     ) -> Result<(), ServeError> {
+        let mut resp = match (resp, incoming, &self.net) {
+            (Outgoing::Shm(r), _, _) => r,
+            (Outgoing::Net(v), Incoming::Net(req), Some(net)) => {
+                let bytes = &shm::words_as_bytes(&v)[..len];
+                return Ok(net.respond(req, status, type_hash, bytes)?);
+            }
+            (Outgoing::Net(_), _, _) => {
+                return Err(self.shm_err("a network response without a network request"))
+            }
+        };
         *resp.user_header_mut() = CallHeader {
             seq: request.seq,
             sent_mono_ns: mono_ns(),
@@ -357,14 +430,16 @@ impl<S: Service> Server<S> {
 
     fn send_status(
         &self,
-        active: &IoxActiveRequest,
+        incoming: &Incoming,
         request: CallHeader,
         status: CallStatus,
         text: &str,
     ) -> Result<(), ServeError> {
-        let mut resp = self.loan(active, text.len())?;
-        shm::words_as_bytes_mut(resp.payload_mut())[..text.len()].copy_from_slice(text.as_bytes());
-        self.send(resp, request, status, 0, text.len())
+        // an error text longer than the response limit is cut, never refused
+        let text = &text[..floor_char_boundary(text, self.qos.max_response)];
+        let mut resp = self.loan(incoming, text.len())?;
+        shm::words_as_bytes_mut(resp.words_mut())[..text.len()].copy_from_slice(text.as_bytes());
+        self.send(resp, incoming, request, status, 0, text.len())
     }
 }
 
@@ -372,7 +447,7 @@ impl<S: Service> Server<S> {
 /// [`reply`](Request::reply), [`reply_slice`](Request::reply_slice),
 /// [`loan_reply_slice`](Request::loan_reply_slice) or [`fail`](Request::fail).
 pub struct Request<'s, S: Service> {
-    active: IoxActiveRequest,
+    incoming: Incoming,
     header: CallHeader,
     elems: usize,
     server: &'s Server<S>,
@@ -391,19 +466,22 @@ impl<'s, S: Service> Request<'s, S> {
         // SAFETY: check_payload proved the payload holds `elems` elements at elems_offset,
         // aligned (payload alignment >= align_of Elem); Elem is Pod.
         unsafe {
-            let p = (self.active.payload().as_ptr() as *const u8).add(elems_offset::<S::Request>());
+            let p = (self.incoming.words().as_ptr() as *const u8).add(elems_offset::<S::Request>());
             core::slice::from_raw_parts(p as *const <S::Request as Message>::Elem, self.elems)
         }
     }
 
     /// The whole request payload as bytes (head, padding and elements).
     pub fn payload_bytes(&self) -> &[u8] {
-        &shm::words_as_bytes(self.active.payload())[..self.header.payload_len as usize]
+        &shm::words_as_bytes(self.incoming.words())[..self.header.payload_len as usize]
     }
 
     /// Whether the client still waits for the response.
     pub fn client_waits(&self) -> bool {
-        self.active.is_connected()
+        match &self.incoming {
+            Incoming::Shm(a) => a.is_connected(),
+            Incoming::Net(_) => true,
+        }
     }
 
     fn mark_replied(&self) -> Result<(), ServeError> {
@@ -429,7 +507,7 @@ impl<'s, S: Service> Request<'s, S> {
             .checked_mul(core::mem::size_of::<<S::Response as Message>::Elem>())
             .and_then(|b| b.checked_add(elems_offset::<S::Response>()))
             .unwrap_or(usize::MAX);
-        let resp = self.server.loan(&self.active, bytes.max(1))?;
+        let resp = self.server.loan(&self.incoming, bytes.max(1))?;
         let mut loan = ReplyLoan {
             resp,
             elems: len,
@@ -456,8 +534,12 @@ impl<'s, S: Service> Request<'s, S> {
     /// [`crate::CallError::Handler`] carrying `message`.
     pub fn fail(&self, message: &str) -> Result<(), ServeError> {
         self.mark_replied()?;
-        self.server
-            .send_status(&self.active, self.header, CallStatus::HandlerError, message)
+        self.server.send_status(
+            &self.incoming,
+            self.header,
+            CallStatus::HandlerError,
+            message,
+        )
     }
 }
 
@@ -478,13 +560,13 @@ impl<S: Service> Deref for Request<'_, S> {
     fn deref(&self) -> &S::Request {
         // SAFETY: check_payload proved the payload holds at least size_of::<Request>()
         // bytes at an address aligned for it, and Request is Pod.
-        unsafe { &*(self.active.payload().as_ptr() as *const S::Request) }
+        unsafe { &*(self.incoming.words().as_ptr() as *const S::Request) }
     }
 }
 
 /// A response loaned in shared memory: write it in place, then [`send`](ReplyLoan::send).
 pub struct ReplyLoan<'r, 's, S: Service> {
-    resp: IoxResponseMut,
+    resp: Outgoing,
     elems: usize,
     len: usize,
     request: &'r Request<'s, S>,
@@ -495,7 +577,7 @@ impl<S: Service> ReplyLoan<'_, '_, S> {
     pub fn head_mut(&mut self) -> &mut S::Response {
         // SAFETY: the payload holds at least size_of::<Response>() bytes, 8-byte aligned
         // (>= its alignment, checked when the service was opened); Response is Pod.
-        unsafe { &mut *(self.resp.payload_mut().as_mut_ptr() as *mut S::Response) }
+        unsafe { &mut *(self.resp.words_mut().as_mut_ptr() as *mut S::Response) }
     }
 
     /// The elements after the head.
@@ -504,8 +586,8 @@ impl<S: Service> ReplyLoan<'_, '_, S> {
         // SAFETY: the payload was loaned with room for n elements at elems_offset, aligned
         // for Elem (payload alignment >= align_of Elem); Elem is Pod.
         unsafe {
-            let p = (self.resp.payload_mut().as_mut_ptr() as *mut u8)
-                .add(elems_offset::<S::Response>());
+            let p =
+                (self.resp.words_mut().as_mut_ptr() as *mut u8).add(elems_offset::<S::Response>());
             core::slice::from_raw_parts_mut(p as *mut <S::Response as Message>::Elem, n)
         }
     }
@@ -513,7 +595,7 @@ impl<S: Service> ReplyLoan<'_, '_, S> {
     /// The elements as raw bytes, for filling large responses with one copy.
     pub fn elem_bytes_mut(&mut self) -> &mut [u8] {
         let off = elems_offset::<S::Response>();
-        &mut shm::words_as_bytes_mut(self.resp.payload_mut())[off..self.len]
+        &mut shm::words_as_bytes_mut(self.resp.words_mut())[off..self.len]
     }
 
     /// Sends the response to the waiting client.
@@ -522,6 +604,7 @@ impl<S: Service> ReplyLoan<'_, '_, S> {
         req.mark_replied()?;
         req.server.send(
             self.resp,
+            &req.incoming,
             req.header,
             CallStatus::Ok,
             req.server.response_hash,
@@ -534,7 +617,7 @@ impl<S: Service> Deref for ReplyLoan<'_, '_, S> {
     type Target = S::Response;
     fn deref(&self) -> &S::Response {
         // SAFETY: see head_mut.
-        unsafe { &*(self.resp.payload().as_ptr() as *const S::Response) }
+        unsafe { &*(self.resp.words().as_ptr() as *const S::Response) }
     }
 }
 
@@ -636,4 +719,13 @@ impl Drop for ServiceThread {
     fn drop(&mut self) {
         let _ = self.halt();
     }
+}
+
+/// The largest index <= `max` that is a char boundary of `s`.
+fn floor_char_boundary(s: &str, max: usize) -> usize {
+    let mut i = max.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }

@@ -4,6 +4,7 @@ use crate::context::Node;
 use crate::error::{DecodeError, RecvError, TopicError};
 use crate::header::{mono_ns, SampleHeader};
 use crate::message::{elems_offset, Message, Serde, SerdeMessage, TypeInfo};
+use crate::net::NetSubscriber;
 use crate::qos::Qos;
 use crate::transport::doorbell::Slot;
 use crate::transport::intra::{LocalQueue, LocalSample, LocalTopic};
@@ -62,6 +63,7 @@ impl<M: Message> SubscriberBuilder<M> {
         let service = shm::open_topic(&self.node.inner.iox, &topic, Some(&ty), &self.qos)?;
         shm::check_qos(&topic, &service, &self.qos)?;
         let port = create_port(&service, &topic, &self.qos)?;
+        let net = net_side(&self.node, &topic, &ty, &self.qos)?;
         Ok(Subscriber {
             rx: Receiver::new(
                 self.node,
@@ -71,10 +73,25 @@ impl<M: Message> SubscriberBuilder<M> {
                 ty,
                 self.mode,
                 self.qos.depth,
+                net,
             ),
             _m: PhantomData,
         })
     }
+}
+
+/// The subscriber's network side, when the network plane is on.
+pub(crate) fn net_side(
+    node: &Node,
+    topic: &str,
+    ty: &TypeInfo,
+    qos: &Qos,
+) -> Result<Option<NetSubscriber>, TopicError> {
+    let ctx = &node.inner.ctx;
+    Ok(match crate::net::plane(ctx.config())? {
+        Some(plane) => Some(NetSubscriber::new(&plane, ctx, topic, ty, qos)?),
+        None => None,
+    })
 }
 
 pub(crate) fn create_port(
@@ -113,6 +130,11 @@ pub struct SubscriberStats {
     pub malformed: u64,
     /// Of `received`, samples that came by the same-process route (no shared memory).
     pub in_process: u64,
+    /// Of `received`, samples that came from another host over the network plane.
+    pub network: u64,
+    /// Frames from the network refused on this topic in this process (malformed,
+    /// truncated, oversized or of another type; shared by its subscribers here).
+    pub network_refused: u64,
 }
 
 /// Most publishers whose sequence numbers a subscriber tracks at once.
@@ -203,6 +225,8 @@ pub(crate) struct Receiver {
     /// Receives so far; every `FAIRNESS`th one looks at shared memory first, so a busy
     /// local route cannot starve remote publishers.
     polls: Cell<u32>,
+    /// Samples from other hosts (the network plane is on).
+    net: Option<NetSubscriber>,
 }
 
 /// See `Receiver::polls`.
@@ -212,6 +236,8 @@ const FAIRNESS: u32 = 16;
 pub(crate) enum Received {
     Shm(IoxSample),
     Local(LocalSample),
+    /// From another host, decoded into a heap buffer.
+    Net(LocalSample),
 }
 
 impl Received {
@@ -219,7 +245,7 @@ impl Received {
     pub(crate) fn header(&self) -> &SampleHeader {
         match self {
             Received::Shm(s) => s.user_header(),
-            Received::Local(l) => &l.header,
+            Received::Local(l) | Received::Net(l) => &l.header,
         }
     }
 
@@ -227,7 +253,7 @@ impl Received {
     pub(crate) fn words(&self) -> &[u64] {
         match self {
             Received::Shm(s) => s.payload(),
-            Received::Local(l) => l.words(),
+            Received::Local(l) | Received::Net(l) => l.words(),
         }
     }
 
@@ -259,6 +285,7 @@ impl Receiver {
         expected: TypeInfo,
         mode: WaitMode,
         depth: usize,
+        net: Option<NetSubscriber>,
     ) -> Receiver {
         let ctx = &node.inner.ctx.inner;
         let slot: *const Slot = ctx.doorbell.slot(&topic);
@@ -295,6 +322,7 @@ impl Receiver {
             local_dirty: Cell::new(true),
             local_created: Cell::new(0),
             polls: Cell::new(0),
+            net,
         }
     }
 
@@ -310,6 +338,41 @@ impl Receiver {
     }
 
     pub(crate) fn try_recv(&self) -> Result<Option<(Received, usize)>, RecvError> {
+        let Some(net) = &self.net else {
+            return self.try_recv_host();
+        };
+        // every FAIRNESS-th receive looks at the network first
+        if self.polls.get() % FAIRNESS == FAIRNESS / 2 {
+            if let Some(s) = self.try_net(net) {
+                return Ok(Some(s));
+            }
+        }
+        match self.try_recv_host()? {
+            Some(s) => Ok(Some(s)),
+            None => Ok(self.try_net(net)),
+        }
+    }
+
+    /// The next valid sample from another host. History handed over twice (by a
+    /// publisher and again after a reconnect) is skipped by sequence number.
+    fn try_net(&self, net: &NetSubscriber) -> Option<(Received, usize)> {
+        while let Some(s) = net.pop() {
+            if self
+                .stats
+                .borrow()
+                .seen(s.header.publisher_id, s.header.seq)
+            {
+                continue;
+            }
+            if let Some(accepted) = self.accept(Received::Net(s)) {
+                return Some(accepted);
+            }
+        }
+        None
+    }
+
+    /// The next sample from this host (same process or shared memory).
+    fn try_recv_host(&self) -> Result<Option<(Received, usize)>, RecvError> {
         let polls = self.polls.get().wrapping_add(1);
         self.polls.set(polls);
         let foreign = self.history || self.foreign_publishers();
@@ -398,6 +461,7 @@ impl Receiver {
                     self.predictor.arrived(s.header().publish_mono_ns);
                 }
                 stats.counts.in_process += u64::from(matches!(s, Received::Local(_)));
+                stats.counts.network += u64::from(matches!(s, Received::Net(_)));
                 Some((s, elems))
             }
             Err(_) => {
@@ -471,7 +535,9 @@ impl Receiver {
     }
 
     pub(crate) fn stats(&self) -> SubscriberStats {
-        self.stats.borrow().counts
+        let mut counts = self.stats.borrow().counts;
+        counts.network_refused = self.net.as_ref().map_or(0, NetSubscriber::refused);
+        counts
     }
 
     pub(crate) fn publisher_count(&self) -> usize {
@@ -483,7 +549,9 @@ impl Receiver {
     }
 
     pub(crate) fn has_samples(&self) -> bool {
-        !self.local.is_empty() || self.port.has_samples().unwrap_or(true)
+        !self.local.is_empty()
+            || self.net.as_ref().is_some_and(|n| !n.is_empty())
+            || self.port.has_samples().unwrap_or(true)
     }
 
     pub(crate) fn topic(&self) -> &str {

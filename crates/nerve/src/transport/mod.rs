@@ -4,3 +4,4 @@ pub(crate) mod doorbell;
 pub(crate) mod intra;
 pub(crate) mod rpc;
 pub(crate) mod shm;
+pub(crate) mod wire;

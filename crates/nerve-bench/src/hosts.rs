@@ -1,0 +1,317 @@
+//! Simulated hosts on one machine, for tests and the cross-host benchmark.
+//!
+//! Every host is a network namespace with one interface, `eth0`, whose veth peer sits on
+//! a bridge in a "switch" namespace, so hosts reach each other only over those links
+//! (10.R.0.1, 10.R.0.2, …). Every process started on a host also gets its own mount
+//! namespace in which `/dev/shm` is the host's private directory, and its Nerve state
+//! directory is the host's own: nothing can pass through shared memory between hosts.
+//!
+//! Needs root (network namespaces, mounts) and `ip` and `unshare`; loss injection needs
+//! `nft`. Everything is removed on drop.
+
+use crate::child::Child;
+use crate::echo::PeerError;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What a simulated host is called and how to reach it.
+#[derive(Clone, Debug)]
+pub struct SimHost {
+    /// Host name (also its `NERVE_HOST_NAME`).
+    pub name: String,
+    /// Its network namespace.
+    pub netns: String,
+    /// Its address on the simulated network.
+    pub ip: String,
+    /// Its private directory: `shm/` becomes its `/dev/shm`, `state/` its Nerve state.
+    pub dir: PathBuf,
+    /// Its Zenoh configuration (peer mode, listening on its address, connecting to the
+    /// hosts before it, no multicast scouting).
+    pub zenoh_config: PathBuf,
+}
+
+/// A set of simulated hosts joined by a switch.
+pub struct SimHosts {
+    hosts: Vec<SimHost>,
+    switch: String,
+    dir: PathBuf,
+    mounted: bool,
+}
+
+/// Port every simulated host's Zenoh peer listens on.
+pub const ZENOH_PORT: u16 = 7447;
+
+fn run(cmd: &str, args: &[&str]) -> Result<(), PeerError> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| PeerError::setup("hosts", format!("cannot run {cmd}: {e}")))?;
+    if !out.status.success() {
+        return Err(PeerError::setup(
+            "hosts",
+            format!(
+                "{cmd} {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Why simulated hosts cannot be made here, if they cannot (not root, no `ip`).
+pub fn unavailable() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("simulated hosts need root (network namespaces and mounts)".into());
+    }
+    for tool in ["ip", "unshare"] {
+        let found = Command::new(tool).arg("-V").output().is_ok();
+        if !found {
+            return Some(format!("simulated hosts need `{tool}`"));
+        }
+    }
+    None
+}
+
+impl SimHosts {
+    /// Creates `n` hosts (2 or more) with TLS off; `lease_ms` is the Zenoh link lease
+    /// (how soon a vanished host is noticed).
+    pub fn create(n: usize, lease_ms: u64) -> Result<SimHosts, PeerError> {
+        SimHosts::create_with(n, lease_ms, |_, _| String::new())
+    }
+
+    /// Like [`SimHosts::create`]; `extra(i, host)` returns JSON5 members added to host
+    /// `i`'s Zenoh configuration (TLS, access control), or an empty string.
+    pub fn create_with(
+        n: usize,
+        lease_ms: u64,
+        extra: impl Fn(usize, &SimHost) -> String,
+    ) -> Result<SimHosts, PeerError> {
+        if let Some(why) = unavailable() {
+            return Err(PeerError::setup("hosts", why));
+        }
+        // names unique per process and call, short enough for interface names
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tag = format!("nv{}x{k}", std::process::id() % 100_000);
+        let subnet = 16 + (std::process::id() + k * 37) % 200;
+        // a tmpfs of its own (hosts' shared memory lives there), outside /dev/shm (which
+        // every host replaces with its own)
+        let dir = std::env::temp_dir().join(format!("nerve-sim-{tag}"));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| PeerError::setup("hosts", format!("{}: {e}", dir.display())))?;
+        run(
+            "mount",
+            &["-t", "tmpfs", "nerve-sim", &dir.display().to_string()],
+        )?;
+        let switch = format!("{tag}sw");
+        let mut sim = SimHosts {
+            mounted: true,
+            hosts: Vec::new(),
+            switch: switch.clone(),
+            dir: dir.clone(),
+        };
+        run("ip", &["netns", "add", &switch])?;
+        run(
+            "ip",
+            &["-n", &switch, "link", "add", "br0", "type", "bridge"],
+        )?;
+        run("ip", &["-n", &switch, "link", "set", "br0", "up"])?;
+        for i in 0..n {
+            let name = format!("host{}", (b'a' + i as u8) as char);
+            let netns = format!("{tag}{i}");
+            let ip = format!("10.{subnet}.0.{}", i + 1);
+            let hdir = dir.join(&name);
+            for sub in ["shm", "state"] {
+                std::fs::create_dir_all(hdir.join(sub))
+                    .map_err(|e| PeerError::setup("hosts", format!("{}: {e}", hdir.display())))?;
+            }
+            run("ip", &["netns", "add", &netns])?;
+            let peer = format!("p{i}");
+            run(
+                "ip",
+                &[
+                    "link", "add", "eth0", "netns", &netns, "type", "veth", "peer", "name", &peer,
+                    "netns", &switch,
+                ],
+            )?;
+            run(
+                "ip",
+                &["-n", &switch, "link", "set", &peer, "master", "br0"],
+            )?;
+            run("ip", &["-n", &switch, "link", "set", &peer, "up"])?;
+            run(
+                "ip",
+                &[
+                    "-n",
+                    &netns,
+                    "addr",
+                    "add",
+                    &format!("{ip}/24"),
+                    "dev",
+                    "eth0",
+                ],
+            )?;
+            run("ip", &["-n", &netns, "link", "set", "eth0", "up"])?;
+            run("ip", &["-n", &netns, "link", "set", "lo", "up"])?;
+            let host = SimHost {
+                name,
+                netns,
+                ip,
+                zenoh_config: hdir.join("zenoh.json5"),
+                dir: hdir,
+            };
+            sim.hosts.push(host);
+        }
+        for i in 0..n {
+            let h = &sim.hosts[i];
+            let connect: Vec<String> = sim.hosts[..i]
+                .iter()
+                .map(|o| format!("\"tcp/{}:{ZENOH_PORT}\"", o.ip))
+                .collect();
+            let text = format!(
+                "{{\n  mode: \"peer\",\n  listen: {{ endpoints: [\"tcp/{}:{ZENOH_PORT}\"] }},\n  \
+                 connect: {{ endpoints: [{}], retry: {{ period_init_ms: 50, period_max_ms: 500 }} }},\n  \
+                 scouting: {{ multicast: {{ enabled: false }}, gossip: {{ enabled: true }} }},\n  \
+                 transport: {{ link: {{ tx: {{ lease: {lease_ms} }} }} }},\n{}\n}}\n",
+                h.ip,
+                connect.join(", "),
+                extra(i, h)
+            );
+            std::fs::write(&h.zenoh_config, text)
+                .map_err(|e| PeerError::setup("hosts", format!("zenoh config: {e}")))?;
+        }
+        Ok(sim)
+    }
+
+    /// The hosts.
+    pub fn hosts(&self) -> &[SimHost] {
+        &self.hosts
+    }
+
+    /// The command line that runs `exe args…` on host `i` (its network namespace, a mount
+    /// namespace with the host's `/dev/shm`), and the environment it needs.
+    pub fn command(
+        &self,
+        i: usize,
+        exe: &Path,
+        args: &[String],
+    ) -> (PathBuf, Vec<String>, Vec<(&'static str, String)>) {
+        let h = &self.hosts[i];
+        let mut full: Vec<String> = [
+            "netns",
+            "exec",
+            &h.netns,
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            "mount --bind \"$NERVE_SIM_SHM\" /dev/shm && exec \"$@\"",
+            "sh",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        full.push(exe.display().to_string());
+        full.extend(args.iter().cloned());
+        let env = vec![
+            ("NERVE_SIM_SHM", h.dir.join("shm").display().to_string()),
+            (
+                "NERVE_STATE_DIR",
+                h.dir.join("state/").display().to_string(),
+            ),
+            ("NERVE_ZENOH_CONFIG", h.zenoh_config.display().to_string()),
+            ("NERVE_HOST_NAME", h.name.clone()),
+        ];
+        (PathBuf::from("ip"), full, env)
+    }
+
+    /// Starts `exe args…` on host `i` as a [`Child`].
+    pub fn spawn(
+        &self,
+        i: usize,
+        exe: &Path,
+        args: &[String],
+        extra_env: &[(&str, String)],
+        what: &'static str,
+    ) -> Result<Child, PeerError> {
+        let (ip, full, base) = self.command(i, exe, args);
+        let mut env: Vec<(&str, String)> = base;
+        env.extend(extra_env.iter().map(|(k, v)| (*k, v.clone())));
+        Child::spawn(&ip, &full, &env, what)
+    }
+
+    /// Drops `percent` % of the packets host `i` receives (nftables `numgen random`; this
+    /// kernel has no netem). 0 removes the rule.
+    pub fn set_loss(&self, i: usize, percent: u32) -> Result<(), PeerError> {
+        let ns = &self.hosts[i].netns;
+        let nft = |args: &[&str]| {
+            let mut full = vec!["netns", "exec", ns, "nft"];
+            full.extend_from_slice(args);
+            run("ip", &full)
+        };
+        let _ = nft(&["delete", "table", "inet", "nerve_loss"]);
+        if percent == 0 {
+            return Ok(());
+        }
+        nft(&["add", "table", "inet", "nerve_loss"])?;
+        nft(&[
+            "add",
+            "chain",
+            "inet",
+            "nerve_loss",
+            "input",
+            "{ type filter hook input priority 0; policy accept; }",
+        ])?;
+        let below = percent.to_string();
+        nft(&[
+            "add",
+            "rule",
+            "inet",
+            "nerve_loss",
+            "input",
+            "iifname",
+            "eth0",
+            "numgen",
+            "random",
+            "mod",
+            "100",
+            "<",
+            &below,
+            "drop",
+        ])
+    }
+
+    /// Cuts (or restores) host `i`'s link, as if its cable were pulled.
+    pub fn set_link(&self, i: usize, up: bool) -> Result<(), PeerError> {
+        let ns = &self.hosts[i].netns;
+        run(
+            "ip",
+            &[
+                "-n",
+                ns,
+                "link",
+                "set",
+                "eth0",
+                if up { "up" } else { "down" },
+            ],
+        )
+    }
+}
+
+impl Drop for SimHosts {
+    fn drop(&mut self) {
+        for h in &self.hosts {
+            let _ = run("ip", &["netns", "del", &h.netns]);
+        }
+        let _ = run("ip", &["netns", "del", &self.switch]);
+        if self.mounted {
+            let _ = run("umount", &["-l", &self.dir.display().to_string()]);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

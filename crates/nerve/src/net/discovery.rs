@@ -1,0 +1,239 @@
+//! Discovery across hosts: the liveliness tokens of every network endpoint (they vanish
+//! when their process or host goes, within Zenoh's lease), and per-process counters of
+//! network samples.
+
+use super::{lock, plane, MAX_FRAME};
+use crate::context::Context;
+use crate::error::NetError;
+use crate::transport::wire::WireError;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use zenoh::Wait;
+
+/// What a liveliness token stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntityKind {
+    /// A topic publisher.
+    Publisher,
+    /// A topic subscriber.
+    Subscriber,
+    /// A service server.
+    Server,
+    /// A service client.
+    Client,
+    /// A node.
+    Node,
+}
+
+impl EntityKind {
+    /// The key chunk of this kind.
+    pub(crate) fn chunk(self) -> &'static str {
+        match self {
+            EntityKind::Publisher => "pub",
+            EntityKind::Subscriber => "sub",
+            EntityKind::Server => "srv",
+            EntityKind::Client => "cli",
+            EntityKind::Node => "node",
+        }
+    }
+
+    fn from_chunk(c: &str) -> Option<EntityKind> {
+        Some(match c {
+            "pub" => EntityKind::Publisher,
+            "sub" => EntityKind::Subscriber,
+            "srv" => EntityKind::Server,
+            "cli" => EntityKind::Client,
+            "node" => EntityKind::Node,
+            _ => return None,
+        })
+    }
+}
+
+/// An endpoint or node on another host, as its liveliness token describes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteEntity {
+    /// What it is.
+    pub kind: EntityKind,
+    /// Topic, service (with its leading `/`) or node name.
+    pub name: String,
+    /// Its host's name.
+    pub host: String,
+    /// Its host's id.
+    pub host_id: String,
+    /// Layout hash of its message type (0 for nodes).
+    pub type_hash: u64,
+}
+
+impl RemoteEntity {
+    /// Parses a token key `nerve/d/live/<kind>/<host id>/<host>/<uid>/<hash>/<name>`.
+    fn parse(key: &str) -> Option<RemoteEntity> {
+        let mut it = key.splitn(9, '/');
+        let (_, _, live) = (it.next()?, it.next()?, it.next()?);
+        if live != "live" {
+            return None;
+        }
+        let kind = EntityKind::from_chunk(it.next()?)?;
+        let host_id = it.next()?.to_string();
+        let host = it.next()?.to_string();
+        let _uid = it.next()?;
+        let type_hash = u64::from_str_radix(it.next()?, 16).ok()?;
+        let name = it.next()?;
+        Some(RemoteEntity {
+            kind,
+            name: if kind == EntityKind::Node {
+                name.to_string()
+            } else {
+                format!("/{name}")
+            },
+            host,
+            host_id,
+            type_hash,
+        })
+    }
+}
+
+/// The endpoints and nodes of other hosts in the context's domain, as seen within
+/// `timeout`. Empty when the network plane is off.
+pub fn remote_entities(ctx: &Context, timeout: Duration) -> Result<Vec<RemoteEntity>, NetError> {
+    let Some(plane) = plane(ctx.config())? else {
+        return Ok(Vec::new());
+    };
+    let own = format!("{:016x}", plane.host);
+    let replies = plane
+        .session
+        .liveliness()
+        .get(format!("nerve/{}/live/**", ctx.domain()))
+        .timeout(timeout)
+        .wait()
+        .map_err(|e| NetError::Discovery(e.to_string()))?;
+    let mut out = Vec::new();
+    while let Ok(reply) = replies.recv() {
+        if let Ok(s) = reply.result() {
+            if let Some(e) = RemoteEntity::parse(s.key_expr().as_str()) {
+                if e.host_id != own {
+                    out.push(e);
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| (a.kind, &a.name, &a.host).cmp(&(b.kind, &b.name, &b.host)));
+    out.dedup();
+    Ok(out)
+}
+
+/// Network counters of one topic in one process.
+#[derive(Default)]
+pub(crate) struct Counters {
+    arrived: AtomicU64,
+    refused: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl Counters {
+    pub(crate) fn arrived(&self) {
+        // SYNC: a statistic; nothing is published through it.
+        self.arrived.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn refused(&self, e: &WireError) {
+        *lock(&self.refused).entry(e.label()).or_default() += 1;
+    }
+
+    pub(crate) fn refused_total(&self) -> u64 {
+        lock(&self.refused).values().sum()
+    }
+}
+
+/// Network counters of one topic, summed over a process's subscribers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicCounters {
+    /// Topic name.
+    pub topic: String,
+    /// Valid samples that arrived from other hosts.
+    pub arrived: u64,
+    /// Frames refused, by reason (truncated, bad-magic, wrong-kind, length-mismatch,
+    /// oversized, wrong-type).
+    pub refused: BTreeMap<String, u64>,
+}
+
+/// One process's network counters, answered on `nerve/<d>/info/<host id>/<pid>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetCounters {
+    /// Host name.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Per topic.
+    pub topics: Vec<TopicCounters>,
+}
+
+pub(crate) fn report(
+    counters: &Mutex<HashMap<(u32, String), Arc<Counters>>>,
+    domain: u32,
+    host: &str,
+) -> Vec<u8> {
+    let topics = lock(counters)
+        .iter()
+        .filter(|((d, _), _)| *d == domain)
+        .map(|((_, topic), c)| TopicCounters {
+            topic: topic.clone(),
+            // SYNC: see Counters::arrived.
+            arrived: c.arrived.load(Ordering::Relaxed),
+            refused: lock(&c.refused)
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+        })
+        .collect();
+    serde_json::to_vec(&NetCounters {
+        host: host.to_string(),
+        pid: std::process::id(),
+        topics,
+    })
+    .unwrap_or_default()
+}
+
+/// The network counters of every process of this domain that answers within `timeout`
+/// (on this host and others). Empty when the network plane is off.
+pub fn net_counters(ctx: &Context, timeout: Duration) -> Result<Vec<NetCounters>, NetError> {
+    let Some(plane) = plane(ctx.config())? else {
+        return Ok(Vec::new());
+    };
+    let replies = plane
+        .session
+        .get(format!("nerve/{}/info/**", ctx.domain()))
+        .timeout(timeout)
+        .wait()
+        .map_err(|e| NetError::Discovery(e.to_string()))?;
+    let mut out = Vec::new();
+    while let Ok(reply) = replies.recv() {
+        if let Ok(s) = reply.result() {
+            let bytes = s.payload().to_bytes();
+            if bytes.len() <= MAX_FRAME {
+                if let Ok(c) = serde_json::from_slice::<NetCounters>(&bytes) {
+                    out.push(c);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_keys_parse_back() {
+        let e =
+            RemoteEntity::parse("nerve/3/live/sub/00ff/robot-a/12-3/00000000000000ab/a/b").unwrap();
+        assert_eq!(e.kind, EntityKind::Subscriber);
+        assert_eq!((e.name.as_str(), e.host.as_str()), ("/a/b", "robot-a"));
+        assert_eq!(e.type_hash, 0xab);
+        assert!(RemoteEntity::parse("nerve/3/live/zzz/0/h/u/0/a").is_none());
+        assert!(RemoteEntity::parse("nerve/3/info/x").is_none());
+    }
+}

@@ -1,0 +1,333 @@
+//! The network plane: topics and services across hosts over Eclipse Zenoh.
+//!
+//! Each process opens one Zenoh session, lazily, when the first node of a context with
+//! the network plane enabled is created (see [`crate::config::NetworkConfig`]). Shared
+//! memory stays the route between processes of one host; Zenoh carries a sample only
+//! when a subscriber on another host exists, which publishers learn from the liveliness
+//! tokens every network endpoint declares.
+//!
+//! A *host* is the set of processes that share `/dev/shm`: the first Nerve process of a
+//! host writes a random id to `/dev/shm/nerve_host_id`, and every sample or call sent
+//! over the network carries it, so a receiver drops what came from its own host (that
+//! reached it through shared memory already).
+//!
+//! Key expressions, for domain `d`:
+//! - `nerve/d/t/<topic>`: samples; `nerve/d/s/<service>`: queryables of servers;
+//! - `nerve/d/live/<kind>/<host id>/<host name>/<uid>/<type hash>/<name>`: liveliness
+//!   tokens of publishers (`pub`), subscribers (`sub`), servers (`srv`), clients (`cli`)
+//!   and nodes (`node`);
+//! - `nerve/d/info/<host id>/<pid>`: a queryable answering this process's network
+//!   counters as JSON (for `nerve topic info`).
+
+mod discovery;
+mod service;
+mod topic;
+
+pub use crate::transport::wire::{decode_call, decode_sample, Frame, Kind, WireError};
+pub use discovery::{
+    net_counters, remote_entities, EntityKind, NetCounters, RemoteEntity, TopicCounters,
+};
+pub use service::NET_CALL_TIMEOUT;
+pub(crate) use service::{NetCall, NetClient, NetRequest, NetServer};
+pub(crate) use topic::{NetPublisher, NetSubscriber};
+
+use crate::config::Config;
+use crate::error::NetError;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use zenoh::Wait;
+
+/// Largest frame accepted from the network (a sanity bound above every QoS limit).
+pub const MAX_FRAME: usize = 1 << 30;
+
+/// This process's Zenoh session and the identity of its host.
+pub(crate) struct Plane {
+    pub(crate) session: zenoh::Session,
+    /// Random id shared by every process of this host (see the module docs).
+    pub(crate) host: u64,
+    /// Host name shown in discovery (a valid key chunk).
+    pub(crate) host_name: String,
+    next_uid: AtomicU64,
+    /// Network counters of this process's subscribers, by domain and topic.
+    pub(crate) counters: Arc<Mutex<HashMap<(u32, String), Arc<discovery::Counters>>>>,
+    /// Counter queryables, one per domain.
+    info: Mutex<HashMap<u32, zenoh::query::Queryable<()>>>,
+}
+
+impl Plane {
+    /// A process-unique id for a token.
+    pub(crate) fn uid(&self) -> String {
+        format!(
+            "{}-{}",
+            std::process::id(),
+            self.next_uid.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// The liveliness key of an entity of this process.
+    pub(crate) fn token_key(
+        &self,
+        domain: u32,
+        kind: EntityKind,
+        type_hash: u64,
+        name: &str,
+    ) -> String {
+        format!(
+            "nerve/{domain}/live/{}/{:016x}/{}/{}/{type_hash:016x}/{}",
+            kind.chunk(),
+            self.host,
+            self.host_name,
+            self.uid(),
+            name.trim_start_matches('/')
+        )
+    }
+
+    /// Declares a liveliness token.
+    pub(crate) fn token(
+        &self,
+        key: String,
+    ) -> Result<zenoh::liveliness::LivelinessToken, NetError> {
+        self.session
+            .liveliness()
+            .declare_token(key.clone())
+            .wait()
+            .map_err(|e| NetError::Declare {
+                what: "liveliness token",
+                key,
+                reason: e.to_string(),
+            })
+    }
+
+    /// The counters of network samples of `topic`, shared by its subscribers here.
+    pub(crate) fn counters(&self, domain: u32, topic: &str) -> Arc<discovery::Counters> {
+        self.ensure_info(domain);
+        lock(&self.counters)
+            .entry((domain, topic.to_string()))
+            .or_default()
+            .clone()
+    }
+
+    fn ensure_info(&self, domain: u32) {
+        let mut info = lock(&self.info);
+        if info.contains_key(&domain) {
+            return;
+        }
+        let key = format!(
+            "nerve/{domain}/info/{:016x}/{}",
+            self.host,
+            std::process::id()
+        );
+        let counters = self.counters.clone();
+        let host_name = self.host_name.clone();
+        let q = self
+            .session
+            .declare_queryable(key.clone())
+            .callback(move |query| {
+                let report = discovery::report(&counters, domain, &host_name);
+                let _ = query.reply(query.key_expr().clone(), report).wait();
+            })
+            .wait();
+        if let Ok(q) = q {
+            info.insert(domain, q);
+        }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The process's plane for `config`: `None` while the network plane is off; opened on
+/// first use with the first enabled configuration's Zenoh settings.
+pub(crate) fn plane(config: &Config) -> Result<Option<Arc<Plane>>, NetError> {
+    static PLANE: OnceLock<Result<Arc<Plane>, NetError>> = OnceLock::new();
+    if !config.network.enabled {
+        return Ok(None);
+    }
+    PLANE
+        .get_or_init(|| open(config).map(Arc::new))
+        .clone()
+        .map(Some)
+}
+
+fn open(config: &Config) -> Result<Plane, NetError> {
+    let mut zc = match &config.network.zenoh_config {
+        Some(path) => zenoh::Config::from_file(path).map_err(|e| NetError::Config {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?,
+        None => zenoh::Config::default(),
+    };
+    // processes of one host meet through Nerve's own shared memory
+    zc.insert_json5("transport/shared_memory/enabled", "false")
+        .map_err(|e| NetError::Open(e.to_string()))?;
+    let session = match zenoh::open(zc.clone()).wait() {
+        Ok(s) => s,
+        Err(e) if e.to_string().contains("Address already in use") => {
+            // another process of this host holds the configured port: listen on a free
+            // port of the same address and join through that process (gossip tells the
+            // other hosts where we are)
+            let taken = listen_endpoints(&zc);
+            let free: Vec<String> = taken.iter().map(|e| with_port_zero(e)).collect();
+            let connect: Vec<String> = taken
+                .iter()
+                .map(|e| e.replace("0.0.0.0", "127.0.0.1"))
+                .collect();
+            let json = |v: &[String]| serde_json::to_string(v).unwrap_or_default();
+            zc.insert_json5("listen/endpoints", &json(&free))
+                .and_then(|_| {
+                    zc.insert_json5(
+                        "connect/endpoints",
+                        &json(&[connect, connect_endpoints(&zc)].concat()),
+                    )
+                })
+                .map_err(|e| NetError::Open(e.to_string()))?;
+            zenoh::open(zc)
+                .wait()
+                .map_err(|e| NetError::Open(e.to_string()))?
+        }
+        Err(e) => return Err(NetError::Open(e.to_string())),
+    };
+    let host_name = key_chunk(
+        &config
+            .network
+            .host_name
+            .clone()
+            .unwrap_or_else(kernel_host_name),
+    );
+    Ok(Plane {
+        session,
+        host: host_id().map_err(|e| NetError::Open(format!("host id: {e}")))?,
+        host_name,
+        next_uid: AtomicU64::new(1),
+        counters: Arc::default(),
+        info: Mutex::default(),
+    })
+}
+
+/// The endpoints of a list-valued setting (a per-mode object gives its peer list).
+fn endpoints(zc: &zenoh::Config, key: &str) -> Vec<String> {
+    let Ok(text) = zc.get_json(key) else {
+        return Vec::new();
+    };
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let list = if v.is_object() { &v["peer"] } else { &v };
+    list.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn listen_endpoints(zc: &zenoh::Config) -> Vec<String> {
+    endpoints(zc, "listen/endpoints")
+}
+
+fn connect_endpoints(zc: &zenoh::Config) -> Vec<String> {
+    endpoints(zc, "connect/endpoints")
+}
+
+/// `proto/addr:port[?…][#…]` with port 0.
+fn with_port_zero(endpoint: &str) -> String {
+    let end = endpoint.find(['?', '#']).unwrap_or(endpoint.len());
+    let (locator, rest) = endpoint.split_at(end);
+    match locator.rfind(':') {
+        Some(i) => format!("{}:0{rest}", &locator[..i]),
+        None => endpoint.to_string(),
+    }
+}
+
+/// `s` made a valid key chunk: characters other than letters, digits, `-`, `_` and `.`
+/// become `_`.
+fn key_chunk(s: &str) -> String {
+    let c: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if c.is_empty() {
+        "host".into()
+    } else {
+        c
+    }
+}
+
+fn kernel_host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "host".into())
+}
+
+/// Path of the host id; its directory is what defines a host (see the module docs).
+const HOST_ID_FILE: &str = "/dev/shm/nerve_host_id";
+
+/// This host's id: read from [`HOST_ID_FILE`], created (atomically) by the first process.
+fn host_id() -> std::io::Result<u64> {
+    if let Some(id) = read_host_id()? {
+        return Ok(id);
+    }
+    let mut raw = [0u8; 8];
+    // SAFETY: raw is a valid writable buffer of raw.len() bytes.
+    let n = unsafe { libc::getrandom(raw.as_mut_ptr().cast(), raw.len(), 0) };
+    if n != raw.len() as isize {
+        return Err(std::io::Error::last_os_error());
+    }
+    let id = u64::from_le_bytes(raw) | 1;
+    let tmp = format!("{HOST_ID_FILE}.{}", std::process::id());
+    std::fs::write(&tmp, format!("{id:016x}\n"))?;
+    // link fails if another process won the race; either way the file now holds the id
+    let _ = std::fs::hard_link(&tmp, HOST_ID_FILE);
+    let _ = std::fs::remove_file(&tmp);
+    read_host_id()?.ok_or_else(|| std::io::Error::other("host id file vanished"))
+}
+
+fn read_host_id() -> std::io::Result<Option<u64>> {
+    match std::fs::read_to_string(HOST_ID_FILE) {
+        Ok(s) => u64::from_str_radix(s.trim(), 16)
+            .map(Some)
+            .map_err(|e| std::io::Error::other(format!("{HOST_ID_FILE}: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Key of a topic's samples.
+pub(crate) fn topic_key(domain: u32, topic: &str) -> String {
+    format!("nerve/{domain}/t/{}", topic.trim_start_matches('/'))
+}
+
+/// Key of a service's queryables.
+pub(crate) fn service_key(domain: u32, service: &str) -> String {
+    format!("nerve/{domain}/s/{}", service.trim_start_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_become_key_chunks() {
+        assert_eq!(key_chunk("robot-1.lab"), "robot-1.lab");
+        assert_eq!(key_chunk("a/b*c$"), "a_b_c_");
+        assert_eq!(key_chunk(""), "host");
+    }
+
+    #[test]
+    fn taken_ports_become_free_ones() {
+        assert_eq!(with_port_zero("tcp/10.0.0.1:7447"), "tcp/10.0.0.1:0");
+        assert_eq!(with_port_zero("tls/[::1]:7447?rel=1"), "tls/[::1]:0?rel=1");
+    }
+
+    #[test]
+    fn the_host_id_is_stable() {
+        assert_eq!(host_id().unwrap(), host_id().unwrap());
+    }
+}

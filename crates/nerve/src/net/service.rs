@@ -1,0 +1,315 @@
+//! Services on the network plane: a server's Zenoh queryable queues validated requests
+//! beside its shared-memory ones; a client with no server on its own host sends its
+//! request as a Zenoh query to the nearest remote server.
+
+use super::discovery::EntityKind;
+use super::topic::RemoteWatch;
+use super::{service_key, Plane};
+use crate::context::Context;
+use crate::error::NetError;
+use crate::header::{mono_ns, CallHeader, CallStatus};
+use crate::message::TypeInfo;
+use crate::transport::doorbell::Doorbell;
+use crate::transport::wire::{self, Frame, Kind};
+use crossbeam_queue::ArrayQueue;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use zenoh::liveliness::LivelinessToken;
+use zenoh::query::{ConsolidationMode, Query, QueryTarget};
+use zenoh::Wait;
+
+/// Longest a network call stays open on Zenoh's side (a client's own wait is usually
+/// shorter and ends it first).
+pub const NET_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A validated request that came over the network.
+pub(crate) struct NetRequest {
+    query: Query,
+    /// Its header.
+    pub(crate) header: CallHeader,
+    /// Its payload words.
+    pub(crate) words: Arc<Vec<u64>>,
+    /// Slice elements in the payload.
+    pub(crate) elems: usize,
+}
+
+/// A server's network side.
+pub(crate) struct NetServer {
+    inbox: Arc<ArrayQueue<NetRequest>>,
+    rejected: Arc<AtomicU64>,
+    host: u64,
+    _queryable: zenoh::query::Queryable<()>,
+    _token: LivelinessToken,
+}
+
+fn reply_frame(query: &Query, host: u64, h: &CallHeader, payload: &[u8]) -> Result<(), NetError> {
+    query
+        .reply(
+            query.key_expr().clone(),
+            wire::encode_call(Kind::Response, host, h, payload),
+        )
+        .wait()
+        .map_err(|e| NetError::Send {
+            key: query.key_expr().to_string(),
+            reason: e.to_string(),
+        })
+}
+
+fn status_header(request: &CallHeader, status: CallStatus, len: usize) -> CallHeader {
+    CallHeader {
+        seq: request.seq,
+        sent_mono_ns: mono_ns(),
+        payload_len: len as u64,
+        type_hash: 0,
+        reply_slot: 0,
+        status: status as u32,
+    }
+}
+
+impl NetServer {
+    pub(crate) fn new(
+        plane: &Plane,
+        ctx: &Context,
+        name: &str,
+        request: &TypeInfo,
+        max_request: usize,
+        depth: usize,
+    ) -> Result<NetServer, NetError> {
+        let domain = ctx.domain();
+        let key = service_key(domain, name);
+        let inbox = Arc::new(ArrayQueue::new(depth.max(1)));
+        let rejected = Arc::new(AtomicU64::new(0));
+        let (q, r, ty, host) = (inbox.clone(), rejected.clone(), request.clone(), plane.host);
+        let ctx2 = ctx.clone();
+        let slot =
+            Doorbell::slot_index(&format!("{}{name}", crate::transport::rpc::SERVICE_PREFIX));
+        let queryable = plane
+            .session
+            .declare_queryable(key.clone())
+            .callback(move |query: Query| {
+                let bytes = query.payload().map(|p| p.to_bytes()).unwrap_or_default();
+                let refuse = |query: &Query, h: &CallHeader, why: String| {
+                    // SYNC: a statistic.
+                    r.fetch_add(1, Ordering::Relaxed);
+                    let _ = reply_frame(
+                        query,
+                        host,
+                        &status_header(h, CallStatus::Rejected, why.len()),
+                        why.as_bytes(),
+                    );
+                };
+                match wire::decode_call(&bytes, Kind::Request, &ty, max_request) {
+                    Ok(Frame {
+                        header,
+                        words,
+                        elems,
+                        ..
+                    }) => {
+                        let req = NetRequest {
+                            query,
+                            header,
+                            words,
+                            elems,
+                        };
+                        if let Err(req) = q.push(req) {
+                            let why = "the server's queue is full".to_string();
+                            refuse(&req.query, &req.header, why);
+                        } else {
+                            ctx2.inner.doorbell.slot_at(slot).ring();
+                        }
+                    }
+                    Err(e) => refuse(
+                        &query,
+                        &CallHeader::default(),
+                        format!("malformed request: {e}"),
+                    ),
+                }
+            })
+            .wait()
+            .map_err(|e| NetError::Declare {
+                what: "queryable",
+                key,
+                reason: e.to_string(),
+            })?;
+        let token =
+            plane.token(plane.token_key(domain, EntityKind::Server, request.layout_hash, name))?;
+        Ok(NetServer {
+            inbox,
+            rejected,
+            host: plane.host,
+            _queryable: queryable,
+            _token: token,
+        })
+    }
+
+    /// The next queued request.
+    pub(crate) fn pop(&self) -> Option<NetRequest> {
+        self.inbox.pop()
+    }
+
+    /// Whether a request is queued.
+    pub(crate) fn has_requests(&self) -> bool {
+        !self.inbox.is_empty()
+    }
+
+    /// Malformed or refused network requests so far.
+    pub(crate) fn rejected(&self) -> u64 {
+        // SYNC: a statistic.
+        self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// Sends the response to `req`.
+    pub(crate) fn respond(
+        &self,
+        req: &NetRequest,
+        status: CallStatus,
+        type_hash: u64,
+        payload: &[u8],
+    ) -> Result<(), NetError> {
+        let mut h = status_header(&req.header, status, payload.len());
+        h.type_hash = type_hash;
+        reply_frame(&req.query, self.host, &h, payload)
+    }
+}
+
+/// What a network call ends with: the response frame or why there is none.
+pub(crate) type NetOutcome = Result<Frame<CallHeader>, String>;
+
+/// A network call in flight.
+pub(crate) struct NetCall {
+    outcome: Mutex<Option<NetOutcome>>,
+}
+
+impl NetCall {
+    /// Takes the outcome if it is there.
+    pub(crate) fn take(&self) -> Option<NetOutcome> {
+        super::lock(&self.outcome).take()
+    }
+
+    /// Whether the call ended.
+    pub(crate) fn is_done(&self) -> bool {
+        super::lock(&self.outcome).is_some()
+    }
+
+    fn set(&self, o: NetOutcome) {
+        let mut g = super::lock(&self.outcome);
+        if g.is_none() {
+            *g = Some(o);
+        }
+    }
+}
+
+/// Ends a call whose query finished without a reply (the closure holding it is dropped
+/// when Zenoh finishes the query).
+struct Finish {
+    call: Arc<NetCall>,
+    ctx: Context,
+    slot: u32,
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        self.call
+            .set(Err("no server answered (it went away or timed out)".into()));
+        // SYNC: a count; the outcome is published by the mutex.
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.ctx.inner.doorbell.slot_at(self.slot).ring();
+    }
+}
+
+/// A client's network side.
+pub(crate) struct NetClient {
+    session: zenoh::Session,
+    key: String,
+    host: u64,
+    servers: RemoteWatch,
+    in_flight: Arc<AtomicUsize>,
+    _token: LivelinessToken,
+}
+
+impl NetClient {
+    pub(crate) fn new(
+        plane: &Plane,
+        domain: u32,
+        name: &str,
+        request: &TypeInfo,
+    ) -> Result<NetClient, NetError> {
+        let servers = RemoteWatch::new(plane, domain, EntityKind::Server, name)?;
+        let token =
+            plane.token(plane.token_key(domain, EntityKind::Client, request.layout_hash, name))?;
+        Ok(NetClient {
+            session: plane.session.clone(),
+            key: service_key(domain, name),
+            host: plane.host,
+            servers,
+            in_flight: Arc::default(),
+            _token: token,
+        })
+    }
+
+    /// Servers on other hosts.
+    pub(crate) fn remote_servers(&self) -> usize {
+        self.servers.count()
+    }
+
+    /// Calls in flight over the network.
+    pub(crate) fn in_flight(&self) -> usize {
+        // SYNC: a count.
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Sends a request to the nearest remote server; `reply_slot` is rung when the call
+    /// ends. Responses are validated against `response` (at most `max_response` bytes).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn call(
+        &self,
+        ctx: &Context,
+        header: &CallHeader,
+        payload: &[u8],
+        response: &TypeInfo,
+        max_response: usize,
+        reply_slot: u32,
+    ) -> Result<Arc<NetCall>, NetError> {
+        let call = Arc::new(NetCall {
+            outcome: Mutex::new(None),
+        });
+        // SYNC: a count.
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let finish = Finish {
+            call: call.clone(),
+            ctx: ctx.clone(),
+            slot: reply_slot,
+            in_flight: self.in_flight.clone(),
+        };
+        let ty = response.clone();
+        let frame = wire::encode_call(Kind::Request, self.host, header, payload);
+        self.session
+            .get(self.key.clone())
+            .payload(frame)
+            .target(QueryTarget::BestMatching)
+            .consolidation(ConsolidationMode::None)
+            .timeout(NET_CALL_TIMEOUT)
+            .callback(move |reply| {
+                let outcome = match reply.result() {
+                    Ok(s) => wire::decode_call(
+                        &s.payload().to_bytes(),
+                        Kind::Response,
+                        &ty,
+                        max_response.max(64 * 1024),
+                    )
+                    .map_err(|e| format!("malformed response: {e}")),
+                    Err(e) => Err(format!("error reply: {:?}", e.payload().to_bytes())),
+                };
+                finish.call.set(outcome);
+                finish.ctx.inner.doorbell.slot_at(finish.slot).ring();
+            })
+            .wait()
+            .map_err(|e| NetError::Send {
+                key: self.key.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(call)
+    }
+}

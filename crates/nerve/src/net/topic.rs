@@ -1,0 +1,260 @@
+//! Topics on the network plane: a publisher sends to Zenoh only while a subscriber on
+//! another host exists; a subscriber validates every frame and queues it for the
+//! application beside its shared-memory and same-process routes.
+
+use super::discovery::{Counters, EntityKind};
+use super::{lock, topic_key, Plane};
+use crate::context::Context;
+use crate::error::NetError;
+use crate::header::SampleHeader;
+use crate::message::TypeInfo;
+use crate::qos::{Overflow, Qos};
+use crate::transport::intra::LocalSample;
+use crate::transport::wire;
+use crossbeam_queue::ArrayQueue;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use zenoh::liveliness::LivelinessToken;
+use zenoh::qos::{CongestionControl, Reliability};
+use zenoh::sample::SampleKind;
+use zenoh::Wait;
+
+/// Watches the liveliness tokens of one kind of endpoint on one name and counts those
+/// of other hosts.
+pub(crate) struct RemoteWatch {
+    count: Arc<AtomicUsize>,
+    _sub: zenoh::pubsub::Subscriber<()>,
+}
+
+impl RemoteWatch {
+    pub(crate) fn new(
+        plane: &Plane,
+        domain: u32,
+        kind: EntityKind,
+        name: &str,
+    ) -> Result<RemoteWatch, NetError> {
+        let key = format!(
+            "nerve/{domain}/live/{}/*/*/*/*/{}",
+            kind.chunk(),
+            name.trim_start_matches('/')
+        );
+        let own = format!("{:016x}", plane.host);
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen: Mutex<HashSet<String>> = Mutex::default();
+        let c = count.clone();
+        let sub = plane
+            .session
+            .liveliness()
+            .declare_subscriber(key.clone())
+            .history(true)
+            .callback(move |s| {
+                let k = s.key_expr().as_str();
+                // nerve/d/live/kind/<host>/...
+                if k.split('/').nth(4) == Some(own.as_str()) {
+                    return;
+                }
+                let mut seen = lock(&seen);
+                match s.kind() {
+                    SampleKind::Put => seen.insert(k.to_string()),
+                    SampleKind::Delete => seen.remove(k),
+                };
+                // SYNC: a count only; the data itself travels through Zenoh.
+                c.store(seen.len(), Ordering::Relaxed);
+            })
+            .wait()
+            .map_err(|e| NetError::Declare {
+                what: "liveliness subscriber",
+                key,
+                reason: e.to_string(),
+            })?;
+        Ok(RemoteWatch { count, _sub: sub })
+    }
+
+    /// Endpoints on other hosts now.
+    #[inline]
+    pub(crate) fn count(&self) -> usize {
+        // SYNC: see `new`.
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+/// A publisher's network side.
+pub(crate) struct NetPublisher {
+    publisher: zenoh::pubsub::Publisher<'static>,
+    subscribers: RemoteWatch,
+    host: u64,
+    _token: LivelinessToken,
+}
+
+impl NetPublisher {
+    pub(crate) fn new(
+        plane: &Plane,
+        domain: u32,
+        topic: &str,
+        ty: &TypeInfo,
+        qos: &Qos,
+    ) -> Result<NetPublisher, NetError> {
+        let key = topic_key(domain, topic);
+        let reliable = matches!(qos.overflow, Overflow::BackPressure { .. });
+        let publisher = plane
+            .session
+            .declare_publisher(key.clone())
+            .congestion_control(if reliable {
+                CongestionControl::Block
+            } else {
+                CongestionControl::Drop
+            })
+            .reliability(if reliable {
+                Reliability::Reliable
+            } else {
+                Reliability::BestEffort
+            })
+            .express(true)
+            .wait()
+            .map_err(|e| NetError::Declare {
+                what: "publisher",
+                key: key.clone(),
+                reason: e.to_string(),
+            })?;
+        let subscribers = RemoteWatch::new(plane, domain, EntityKind::Subscriber, topic)?;
+        let token =
+            plane.token(plane.token_key(domain, EntityKind::Publisher, ty.layout_hash, topic))?;
+        Ok(NetPublisher {
+            publisher,
+            subscribers,
+            host: plane.host,
+            _token: token,
+        })
+    }
+
+    /// Subscribers on other hosts.
+    #[inline]
+    pub(crate) fn remote_subscribers(&self) -> usize {
+        self.subscribers.count()
+    }
+
+    /// The frame of a sample (one copy of the payload).
+    pub(crate) fn encode(&self, header: &SampleHeader, payload: &[u8]) -> Vec<u8> {
+        wire::encode_sample(self.host, header, payload)
+    }
+
+    /// Sends a frame; Zenoh owns it from here.
+    pub(crate) fn send(&self, frame: Vec<u8>) -> Result<(), NetError> {
+        self.publisher
+            .put(frame)
+            .wait()
+            .map_err(|e| NetError::Send {
+                key: self.publisher.key_expr().to_string(),
+                reason: e.to_string(),
+            })
+    }
+}
+
+/// A subscriber's network side: frames are decoded on Zenoh's thread into a bounded
+/// inbox, and the topic's doorbell wakes the subscriber.
+pub(crate) struct NetSubscriber {
+    inbox: Arc<ArrayQueue<LocalSample>>,
+    counters: Arc<Counters>,
+    _sub: zenoh::pubsub::Subscriber<()>,
+    _token: LivelinessToken,
+}
+
+impl NetSubscriber {
+    pub(crate) fn new(
+        plane: &Plane,
+        ctx: &Context,
+        topic: &str,
+        ty: &TypeInfo,
+        qos: &Qos,
+    ) -> Result<NetSubscriber, NetError> {
+        let domain = ctx.domain();
+        let key = topic_key(domain, topic);
+        let inbox = Arc::new(ArrayQueue::new(qos.depth.max(1)));
+        let counters = plane.counters(domain, topic);
+        let (q, c, ty2, own) = (inbox.clone(), counters.clone(), ty.clone(), plane.host);
+        let (max, overflow) = (qos.max_payload, qos.overflow);
+        let ctx2 = ctx.clone();
+        let slot = crate::transport::doorbell::Doorbell::slot_index(topic);
+        let sub = plane
+            .session
+            .declare_subscriber(key.clone())
+            .callback(move |s| {
+                let bytes = s.payload().to_bytes();
+                match wire::decode_sample(&bytes, &ty2, max) {
+                    Ok(f) if f.host == own => {} // reached us through shared memory
+                    Ok(f) => {
+                        let mut header = f.header;
+                        // publisher ids are unique per host only
+                        header.publisher_id ^= f.host.rotate_left(17);
+                        c.arrived();
+                        push(
+                            &q,
+                            LocalSample {
+                                header,
+                                buf: f.words,
+                            },
+                            overflow,
+                        );
+                        ctx2.inner.doorbell.slot_at(slot).ring();
+                    }
+                    Err(e) => c.refused(&e),
+                }
+            })
+            .wait()
+            .map_err(|e| NetError::Declare {
+                what: "subscriber",
+                key,
+                reason: e.to_string(),
+            })?;
+        // declared after the subscriber: whoever sees the token can reach the subscriber
+        let token =
+            plane.token(plane.token_key(domain, EntityKind::Subscriber, ty.layout_hash, topic))?;
+        Ok(NetSubscriber {
+            inbox,
+            counters,
+            _sub: sub,
+            _token: token,
+        })
+    }
+
+    /// The next queued network sample.
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<LocalSample> {
+        self.inbox.pop()
+    }
+
+    /// Whether nothing is queued.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.inbox.is_empty()
+    }
+
+    /// Frames refused so far on this topic in this process.
+    pub(crate) fn refused(&self) -> u64 {
+        self.counters.refused_total()
+    }
+}
+
+/// Queues a sample: drop-oldest overwrites; back-pressure waits for room up to its
+/// timeout (holding Zenoh's receive path, which pushes back to the sender over its
+/// reliable link), then drops it (the subscriber reports the gap).
+fn push(q: &ArrayQueue<LocalSample>, s: LocalSample, overflow: Overflow) {
+    match overflow {
+        Overflow::DropOldest => {
+            q.force_push(s);
+        }
+        Overflow::BackPressure { timeout } => {
+            let deadline = Instant::now() + timeout;
+            let mut s = s;
+            while let Err(back) = q.push(s) {
+                if Instant::now() >= deadline {
+                    return;
+                }
+                s = back;
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! Nerve's frames on the network plane: a fixed, versioned header followed by the payload
+//! bytes. Everything read from the network passes [`decode`] before use: size limits,
+//! header sanity and type identity are checked, and the payload is copied into an
+//! 8-byte-aligned buffer that is validated against the expected layout again.
+//!
+//! Layout (little endian): magic `NRV` + version (4 bytes), kind (1), 3 zero bytes, sender
+//! host id (8), then the kind's header ([`SampleHeader`]: 7 x u64, or [`CallHeader`]:
+//! 4 x u64 + 2 x u32), then exactly `payload_len` payload bytes.
+
+use crate::header::{CallHeader, SampleHeader};
+use crate::message::TypeInfo;
+use crate::transport::shm;
+use std::sync::Arc;
+
+/// First four bytes of every frame: `NRV` and the wire version.
+pub(crate) const MAGIC: [u8; 4] = *b"NRV\x01";
+/// Bytes before the kind's header: magic, kind, padding, host id.
+const PREFIX: usize = 16;
+/// Bytes of an encoded [`SampleHeader`].
+pub(crate) const SAMPLE_HEADER: usize = 56;
+/// Bytes of an encoded [`CallHeader`].
+pub(crate) const CALL_HEADER: usize = 40;
+
+/// What a frame carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// A topic sample.
+    Sample = 1,
+    /// A service request.
+    Request = 2,
+    /// A service response.
+    Response = 3,
+}
+
+/// Why a frame was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// Fewer bytes than the headers need.
+    #[error("truncated frame: {got} bytes, the header needs {need}")]
+    Truncated {
+        /// Bytes received.
+        got: usize,
+        /// Bytes the header needs.
+        need: usize,
+    },
+    /// Not a Nerve frame of this version.
+    #[error("bad magic {0:02x?} (not a Nerve v1 frame)")]
+    BadMagic([u8; 4]),
+    /// A frame of another kind than expected (or an unknown kind).
+    #[error("frame kind {got} where {want:?} was expected")]
+    WrongKind {
+        /// Kind byte received.
+        got: u8,
+        /// Kind expected.
+        want: Kind,
+    },
+    /// The header's length disagrees with the bytes that follow it.
+    #[error("header says {said} payload bytes, {got} follow")]
+    LengthMismatch {
+        /// Length in the header.
+        said: u64,
+        /// Bytes after the header.
+        got: usize,
+    },
+    /// The payload exceeds the receiver's limit.
+    #[error("payload of {len} bytes exceeds the limit of {max}")]
+    Oversized {
+        /// Payload bytes.
+        len: usize,
+        /// The receiver's limit.
+        max: usize,
+    },
+    /// The payload's type or layout differs from the expected one.
+    #[error("wrong type: {0}")]
+    WrongType(String),
+}
+
+impl WireError {
+    /// Short name of the refusal, for counters.
+    pub fn label(&self) -> &'static str {
+        match self {
+            WireError::Truncated { .. } => "truncated",
+            WireError::BadMagic(_) => "bad-magic",
+            WireError::WrongKind { .. } => "wrong-kind",
+            WireError::LengthMismatch { .. } => "length-mismatch",
+            WireError::Oversized { .. } => "oversized",
+            WireError::WrongType(_) => "wrong-type",
+        }
+    }
+}
+
+/// A decoded frame: the sender's host, its header, and the payload in an aligned buffer
+/// (whole words covering the payload; the tail of the last word is zero).
+#[derive(Debug)]
+pub struct Frame<H> {
+    /// Host id of the sender.
+    pub host: u64,
+    /// The sample or call header.
+    pub header: H,
+    /// Payload words.
+    pub words: Arc<Vec<u64>>,
+    /// Slice elements in the payload (0 for fixed-size messages and error texts).
+    pub elems: usize,
+}
+
+/// Encodes a sample frame.
+pub(crate) fn encode_sample(host: u64, h: &SampleHeader, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(PREFIX + SAMPLE_HEADER + payload.len());
+    prefix(&mut out, Kind::Sample, host);
+    for v in [
+        h.seq,
+        h.publish_mono_ns,
+        h.publish_wall_ns as u64,
+        h.publisher_id,
+        payload.len() as u64,
+        h.type_hash,
+        h.origin,
+    ] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Encodes a request or response frame.
+pub(crate) fn encode_call(kind: Kind, host: u64, h: &CallHeader, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(PREFIX + CALL_HEADER + payload.len());
+    prefix(&mut out, kind, host);
+    for v in [h.seq, h.sent_mono_ns, payload.len() as u64, h.type_hash] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&h.reply_slot.to_le_bytes());
+    out.extend_from_slice(&h.status.to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+fn prefix(out: &mut Vec<u8>, kind: Kind, host: u64) {
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&[kind as u8, 0, 0, 0]);
+    out.extend_from_slice(&host.to_le_bytes());
+}
+
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[i..i + 8]);
+    u64::from_le_bytes(a)
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[i..i + 4]);
+    u32::from_le_bytes(a)
+}
+
+/// Checks the prefix and returns the sender's host id.
+fn check_prefix(b: &[u8], want: Kind, header: usize) -> Result<u64, WireError> {
+    let need = PREFIX + header;
+    if b.len() < need {
+        return Err(WireError::Truncated { got: b.len(), need });
+    }
+    let magic = [b[0], b[1], b[2], b[3]];
+    if magic != MAGIC {
+        return Err(WireError::BadMagic(magic));
+    }
+    if b[4] != want as u8 || b[5..8] != [0, 0, 0] {
+        return Err(WireError::WrongKind { got: b[4], want });
+    }
+    Ok(u64_at(b, 8))
+}
+
+/// Copies the payload after `at` into an aligned buffer after checking its length.
+fn payload(b: &[u8], at: usize, said: u64, max: usize) -> Result<Arc<Vec<u64>>, WireError> {
+    let got = b.len() - at;
+    if said != got as u64 {
+        return Err(WireError::LengthMismatch { said, got });
+    }
+    if got > max {
+        return Err(WireError::Oversized { len: got, max });
+    }
+    let mut words = vec![0u64; shm::words_for(got).max(1)];
+    shm::words_as_bytes_mut(&mut words)[..got].copy_from_slice(&b[at..]);
+    Ok(Arc::new(words))
+}
+
+/// Decodes and validates a sample frame of type `ty` whose payload is at most `max` bytes.
+pub fn decode_sample(
+    b: &[u8],
+    ty: &TypeInfo,
+    max: usize,
+) -> Result<Frame<SampleHeader>, WireError> {
+    let host = check_prefix(b, Kind::Sample, SAMPLE_HEADER)?;
+    let f = |i: usize| u64_at(b, PREFIX + 8 * i);
+    let header = SampleHeader {
+        seq: f(0),
+        publish_mono_ns: f(1),
+        publish_wall_ns: f(2) as i64,
+        publisher_id: f(3),
+        payload_len: f(4),
+        type_hash: f(5),
+        origin: f(6),
+    };
+    if header.type_hash != ty.layout_hash {
+        return Err(WireError::WrongType(format!(
+            "type hash {:016x} differs from {}'s",
+            header.type_hash, ty.name
+        )));
+    }
+    let words = payload(b, PREFIX + SAMPLE_HEADER, header.payload_len, max)?;
+    let elems = shm::check_payload(header.type_hash, header.payload_len, &words, ty)
+        .map_err(WireError::WrongType)?;
+    Ok(Frame {
+        host,
+        header,
+        words,
+        elems,
+    })
+}
+
+/// Decodes and validates a request (`kind` Request) or response frame. Payloads of
+/// requests and successful responses must match `ty`; other responses carry UTF-8 text.
+pub fn decode_call(
+    b: &[u8],
+    kind: Kind,
+    ty: &TypeInfo,
+    max: usize,
+) -> Result<Frame<CallHeader>, WireError> {
+    let host = check_prefix(b, kind, CALL_HEADER)?;
+    let f = |i: usize| u64_at(b, PREFIX + 8 * i);
+    let header = CallHeader {
+        seq: f(0),
+        sent_mono_ns: f(1),
+        payload_len: f(2),
+        type_hash: f(3),
+        reply_slot: u32_at(b, PREFIX + 32),
+        status: u32_at(b, PREFIX + 36),
+    };
+    let typed = kind == Kind::Request || header.status == 0;
+    if typed && header.type_hash != ty.layout_hash {
+        return Err(WireError::WrongType(format!(
+            "type hash {:016x} differs from {}'s",
+            header.type_hash, ty.name
+        )));
+    }
+    let words = payload(b, PREFIX + CALL_HEADER, header.payload_len, max)?;
+    let elems = if typed {
+        shm::check_payload(header.type_hash, header.payload_len, &words, ty)
+            .map_err(WireError::WrongType)?
+    } else {
+        0
+    };
+    Ok(Frame {
+        host,
+        header,
+        words,
+        elems,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Copy, crate::Message)]
+    #[repr(C)]
+    #[message(name = "test/Blob", elem = u8)]
+    struct Blob {
+        n: u32,
+    }
+
+    fn bytes_type() -> TypeInfo {
+        TypeInfo::of::<Blob>()
+    }
+
+    fn sample(payload: &[u8]) -> Vec<u8> {
+        let ty = bytes_type();
+        let h = SampleHeader {
+            seq: 7,
+            publish_mono_ns: 1,
+            publish_wall_ns: -2,
+            publisher_id: 3,
+            payload_len: 0,
+            type_hash: ty.layout_hash,
+            origin: 9,
+        };
+        encode_sample(42, &h, payload)
+    }
+
+    #[test]
+    fn samples_round_trip() {
+        let ty = bytes_type();
+        let mut p = vec![0u8; ty.elems_offset()];
+        p.extend_from_slice(b"hello");
+        let f = decode_sample(&sample(&p), &ty, 1 << 20).unwrap();
+        assert_eq!(
+            (f.host, f.header.seq, f.header.publish_wall_ns),
+            (42, 7, -2)
+        );
+        assert_eq!(f.header.payload_len as usize, p.len());
+        assert_eq!(f.elems, 5);
+        assert_eq!(&shm::words_as_bytes(&f.words)[..p.len()], &p[..]);
+    }
+
+    #[test]
+    fn every_kind_of_bad_frame_is_refused_by_name() {
+        let ty = bytes_type();
+        let good = sample(&vec![0u8; ty.elems_offset() + 3]);
+        let cut = &good[..good.len() - 1];
+        assert!(matches!(
+            decode_sample(cut, &ty, 1 << 20),
+            Err(WireError::LengthMismatch { .. })
+        ));
+        assert!(matches!(
+            decode_sample(&good[..10], &ty, 1 << 20),
+            Err(WireError::Truncated { .. })
+        ));
+        let mut bad = good.clone();
+        bad[0] = b'X';
+        assert!(matches!(
+            decode_sample(&bad, &ty, 1 << 20),
+            Err(WireError::BadMagic(_))
+        ));
+        let mut bad = good.clone();
+        bad[4] = Kind::Request as u8;
+        assert!(matches!(
+            decode_sample(&bad, &ty, 1 << 20),
+            Err(WireError::WrongKind { .. })
+        ));
+        assert!(matches!(
+            decode_sample(&good, &ty, 4),
+            Err(WireError::Oversized { .. })
+        ));
+        let other = TypeInfo::of::<crate::machine::TransitionEvent>();
+        let e = decode_sample(&good, &other, 1 << 20).unwrap_err();
+        assert_eq!(e.label(), "wrong-type");
+        assert!(e.to_string().contains("type hash"), "{e}");
+    }
+
+    #[test]
+    fn calls_round_trip_and_error_texts_are_untyped() {
+        let ty = bytes_type();
+        let h = CallHeader {
+            seq: 5,
+            status: 1,
+            reply_slot: 3,
+            ..Default::default()
+        };
+        let f = decode_call(
+            &encode_call(Kind::Response, 1, &h, b"boom"),
+            Kind::Response,
+            &ty,
+            64,
+        )
+        .unwrap();
+        assert_eq!((f.header.seq, f.header.status, f.elems), (5, 1, 0));
+        assert!(decode_call(
+            &encode_call(Kind::Response, 1, &h, b"boom"),
+            Kind::Request,
+            &ty,
+            64
+        )
+        .is_err());
+    }
+}

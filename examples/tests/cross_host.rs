@@ -1,0 +1,276 @@
+//! Topics and services across simulated hosts: every host is a network namespace joined
+//! to the others by veth links, and every process on it runs in its own mount namespace
+//! whose `/dev/shm` and Nerve state directory are the host's private ones, so samples can
+//! only cross through the network plane (Zenoh). Needs root, `ip`, `unshare` and (for the
+//! loss test) `nft`, as here and in CI.
+
+use nerve_bench::child::Child;
+use nerve_bench::hosts::SimHosts;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+fn probe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_netprobe"))
+}
+
+/// A domain per test, so tests running at once never meet.
+fn domain() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    (500 + (std::process::id() % 40) * 10 + NEXT.fetch_add(1, Ordering::Relaxed)).to_string()
+}
+
+fn hosts(n: usize) -> SimHosts {
+    SimHosts::create(n, 2000).expect("simulated hosts (needs root, ip, unshare)")
+}
+
+fn start(sim: &SimHosts, host: usize, domain: &str, args: &[&str]) -> Child {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let mut c = sim
+        .spawn(
+            host,
+            &probe(),
+            &args,
+            &[("NERVE_DOMAIN", domain.to_string())],
+            "netprobe",
+        )
+        .expect("spawn netprobe");
+    c.expect("ready", 20 * SECOND).expect("netprobe ready");
+    c
+}
+
+fn result(c: &mut Child, within: Duration) -> Value {
+    let line = c.expect("{", within).expect("result line");
+    serde_json::from_str(&line).expect("result json")
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
+}
+
+#[test]
+fn hosts_share_no_memory() {
+    let sim = hosts(2);
+    let (a, b) = (&sim.hosts()[0], &sim.hosts()[1]);
+    let touch = sim.command(
+        0,
+        "sh".as_ref(),
+        &["-c".into(), "touch /dev/shm/probe".into()],
+    );
+    let out = std::process::Command::new(touch.0)
+        .args(touch.1)
+        .envs(touch.2)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(a.dir.join("shm/probe").exists());
+    assert!(!b.dir.join("shm/probe").exists());
+    assert!(
+        !std::path::Path::new("/dev/shm/probe").exists(),
+        "the host's /dev/shm is private"
+    );
+}
+
+#[test]
+fn a_topic_crosses_hosts_in_order_and_never_twice() {
+    let sim = hosts(2);
+    let d = domain();
+    let n = "300";
+    let common = ["--topic", "/probe/stream", "--count", n, "--reliable"];
+    // one subscriber on the publisher's host (shared memory), one on the other (network)
+    let mut remote = start(&sim, 1, &d, &[&["sub"][..], &common].concat());
+    let mut local = start(&sim, 0, &d, &[&["sub"][..], &common].concat());
+    let mut publisher = start(
+        &sim,
+        0,
+        &d,
+        &[&["pub", "--hz", "300", "--subscribers", "2"][..], &common].concat(),
+    );
+    let sent = result(&mut publisher, 30 * SECOND);
+    assert_eq!(u(&sent, "failed"), 0, "{sent}");
+    for (sub, net) in [(&mut remote, 300), (&mut local, 0)] {
+        let r = result(sub, 30 * SECOND);
+        assert_eq!(u(&r, "received"), 300, "{r}");
+        assert_eq!(u(&r, "first"), 1, "{r}");
+        assert!(r["in_order"].as_bool().unwrap(), "{r}");
+        assert_eq!(
+            u(&r, "corrupt") + u(&r, "lost") + u(&r, "refused"),
+            0,
+            "{r}"
+        );
+        // the remote one got everything over the network, the local one nothing
+        assert_eq!(u(&r, "network"), net, "{r}");
+    }
+}
+
+#[test]
+fn services_cross_hosts_and_a_server_on_the_same_host_is_preferred() {
+    let sim = hosts(2);
+    let d = domain();
+    let _server_a = start(&sim, 0, &d, &["serve", "--service", "/probe/echo"]);
+    let mut client = start(
+        &sim,
+        1,
+        &d,
+        &["call", "--service", "/probe/echo", "--count", "50"],
+    );
+    let r = result(&mut client, 30 * SECOND);
+    assert_eq!(u(&r, "ok"), 50, "{r}");
+    assert_eq!(u(&r["hosts"], "hosta"), 50, "{r}");
+
+    // with a server on its own host, the client uses it
+    let _server_b = start(&sim, 1, &d, &["serve", "--service", "/probe/echo"]);
+    let mut client = start(
+        &sim,
+        1,
+        &d,
+        &["call", "--service", "/probe/echo", "--count", "20"],
+    );
+    let r = result(&mut client, 30 * SECOND);
+    assert_eq!(u(&r, "ok"), 20, "{r}");
+    assert_eq!(u(&r["hosts"], "hostb"), 20, "{r}");
+}
+
+#[test]
+fn a_call_to_a_host_that_dies_fails_with_a_named_error() {
+    let sim = hosts(2);
+    let d = domain();
+    let mut server = start(&sim, 0, &d, &["serve", "--service", "/probe/gone"]);
+    let mut client = start(
+        &sim,
+        1,
+        &d,
+        &[
+            "call",
+            "--service",
+            "/probe/gone",
+            "--count",
+            "40",
+            "--pause-ms",
+            "50",
+            "--timeout-ms",
+            "3000",
+        ],
+    );
+    std::thread::sleep(SECOND);
+    server.kill();
+    let r = result(&mut client, 60 * SECOND);
+    let ok = u(&r, "ok");
+    assert!((1..40).contains(&ok), "{r}");
+    let errors = r["errors"].to_string();
+    assert!(
+        errors.contains("went away") || errors.contains("no server"),
+        "calls after the kill fail by name: {r}"
+    );
+}
+
+#[test]
+fn late_joiners_get_the_rest_and_a_killed_host_leaves_the_others_working() {
+    let sim = hosts(3);
+    let d = domain();
+    let common = ["--topic", "/probe/late", "--count", "600", "--reliable"];
+    let mut steady = start(&sim, 1, &d, &[&["sub"][..], &common].concat());
+    let mut doomed = start(&sim, 2, &d, &[&["sub"][..], &common].concat());
+    let mut publisher = start(
+        &sim,
+        0,
+        &d,
+        &[&["pub", "--hz", "100", "--subscribers", "2"][..], &common].concat(),
+    );
+    std::thread::sleep(2 * SECOND);
+    // a late joiner on host c, then host c's first subscriber dies mid-stream
+    let mut late = start(&sim, 2, &d, &[&["sub"][..], &common].concat());
+    std::thread::sleep(SECOND);
+    doomed.kill();
+    let sent = result(&mut publisher, 30 * SECOND);
+    assert_eq!(
+        u(&sent, "failed"),
+        0,
+        "the publisher is not stalled: {sent}"
+    );
+    let r = result(&mut steady, 30 * SECOND);
+    assert_eq!(u(&r, "received"), 600, "{r}");
+    assert!(r["in_order"].as_bool().unwrap(), "{r}");
+    let r = result(&mut late, 30 * SECOND);
+    let first = u(&r, "first");
+    assert!(first > 100, "joined late: {r}");
+    assert_eq!(
+        u(&r, "received"),
+        600 - first + 1,
+        "everything from then on: {r}"
+    );
+    assert!(r["in_order"].as_bool().unwrap(), "{r}");
+}
+
+#[test]
+fn under_one_percent_loss_reliable_is_complete_and_best_effort_counts_its_gaps() {
+    let sim = hosts(2);
+    sim.set_loss(1, 1).expect("nft loss rule (needs nftables)");
+    let d = domain();
+    for (topic, reliable) in [("/probe/lossy_rel", true), ("/probe/lossy_be", false)] {
+        let mut common = vec!["--topic", topic, "--count", "1000"];
+        if reliable {
+            common.push("--reliable");
+        }
+        let mut sub = start(
+            &sim,
+            1,
+            &d,
+            &[&["sub", "--seconds", "40"][..], &common].concat(),
+        );
+        let mut publisher = start(
+            &sim,
+            0,
+            &d,
+            &[&["pub", "--hz", "200", "--size", "4096"][..], &common].concat(),
+        );
+        let t0 = Instant::now();
+        let sent = result(&mut publisher, 40 * SECOND);
+        assert_eq!(u(&sent, "failed"), 0, "{sent}");
+        let r = result(&mut sub, 45 * SECOND - t0.elapsed().min(40 * SECOND));
+        assert!(r["in_order"].as_bool().unwrap(), "{topic}: {r}");
+        assert_eq!(u(&r, "corrupt"), 0, "{r}");
+        let (got, lost) = (u(&r, "received"), u(&r, "lost"));
+        if reliable {
+            assert_eq!((got, lost), (1000, 0), "{topic}: {r}");
+        } else {
+            // every sample is delivered or its gap reported
+            assert_eq!(
+                got + lost,
+                u(&r, "last") - u(&r, "first") + 1,
+                "{topic}: {r}"
+            );
+        }
+        eprintln!("{topic} under 1% loss: {r}");
+    }
+}
+
+#[test]
+fn malformed_frames_from_the_network_are_counted_and_never_delivered() {
+    let sim = hosts(2);
+    let d = domain();
+    let mut sub = start(
+        &sim,
+        1,
+        &d,
+        &[
+            "sub",
+            "--topic",
+            "/probe/junk",
+            "--count",
+            "1",
+            "--seconds",
+            "30",
+        ],
+    );
+    let mut garbage = start(&sim, 0, &d, &["garbage", "--topic", "/probe/junk"]);
+    let g = result(&mut garbage, 30 * SECOND);
+    let r = result(&mut sub, 30 * SECOND);
+    assert_eq!(u(&r, "received"), 1, "only the valid frame: {r}");
+    assert_eq!(u(&r, "corrupt"), 0, "{r}");
+    assert_eq!(u(&r, "refused"), u(&g, "malformed_sent"), "{r} vs {g}");
+}
