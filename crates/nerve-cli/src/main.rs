@@ -6,6 +6,7 @@ mod bench;
 mod clean;
 mod node;
 mod output;
+mod remote;
 mod service;
 mod sm;
 mod topic;

@@ -50,29 +50,45 @@ pub fn run(ctx: &nerve::Context, cmd: NodeCommand) -> CmdResult {
         NodeCommand::List(f) => {
             let nodes = nerve::introspect::list_nodes(ctx).map_err(anyhow::Error::msg)?;
             let schedulers = scheduler_reports(ctx)?;
+            let (host, remote) = crate::remote::discover(ctx)?;
+            let remote: Vec<_> = remote
+                .into_iter()
+                .filter(|e| e.kind == nerve::net::EntityKind::Node)
+                .collect();
             match f.format {
                 Format::Json => output::json(&json!({
                     "nodes": nodes
                         .iter()
-                        .map(|n| json!({"name": n.name, "pid": n.pid, "state": n.state, "executable": n.executable}))
+                        .map(|n| json!({"name": n.name, "pid": n.pid, "state": n.state,
+                            "executable": n.executable, "host": host}))
+                        .chain(remote.iter().map(|e| json!({"name": e.name, "host": e.host,
+                            "state": "alive", "remote": true})))
                         .collect::<Vec<_>>(),
                     "schedulers": schedulers,
                 }))?,
                 Format::Human => {
-                    output::table(
-                        &["NAME", "PID", "STATE", "EXECUTABLE"],
-                        &nodes
-                            .iter()
-                            .map(|n| {
-                                vec![
-                                    n.name.clone(),
-                                    n.pid.to_string(),
-                                    n.state.to_string(),
-                                    n.executable.clone(),
-                                ]
-                            })
-                            .collect::<Vec<_>>(),
-                    )?;
+                    let mut rows: Vec<Vec<String>> = nodes
+                        .iter()
+                        .map(|n| {
+                            vec![
+                                n.name.clone(),
+                                host.clone(),
+                                n.pid.to_string(),
+                                n.state.to_string(),
+                                n.executable.clone(),
+                            ]
+                        })
+                        .collect();
+                    rows.extend(remote.iter().map(|e| {
+                        vec![
+                            e.name.clone(),
+                            e.host.clone(),
+                            "-".into(),
+                            "alive".into(),
+                            "-".into(),
+                        ]
+                    }));
+                    output::table(&["NAME", "HOST", "PID", "STATE", "EXECUTABLE"], &rows)?;
                     if !schedulers.is_empty() {
                         println!();
                         let rows: Vec<Vec<String>> = schedulers

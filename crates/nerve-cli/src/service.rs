@@ -1,9 +1,11 @@
 //! `nerve service …`
 
 use crate::output::{self, Format, FormatArg};
+use crate::remote;
 use crate::types::{self, find_service};
 use crate::{usage, CmdResult};
 use clap::Subcommand;
+use nerve::net::EntityKind;
 use serde_json::json;
 use std::time::Duration;
 
@@ -36,30 +38,51 @@ pub fn run(ctx: &nerve::Context, cmd: ServiceCommand) -> CmdResult {
     match cmd {
         ServiceCommand::List(f) => {
             let list = nerve::introspect::list_services(&node).map_err(anyhow::Error::msg)?;
+            let (host, remote) = remote::discover(ctx)?;
+            let remote = remote::group(&remote, EntityKind::Server, EntityKind::Client);
             match f.format {
-                Format::Json => output::json(&json!(list
-                    .iter()
-                    .map(|s| json!({
-                        "name": s.name, "type": s.type_name,
-                        "request": s.request.name, "response": s.response.name,
-                        "servers": s.servers, "clients": s.clients,
-                        "max_clients": s.max_clients, "max_in_flight": s.max_in_flight,
-                    }))
-                    .collect::<Vec<_>>()))?,
-                Format::Human => output::table(
-                    &["NAME", "TYPE", "SERVERS", "CLIENTS"],
-                    &list
+                Format::Json => {
+                    let mut all: Vec<serde_json::Value> = list
+                        .iter()
+                        .map(|s| {
+                            json!({
+                                "name": s.name, "type": s.type_name, "host": host,
+                                "request": s.request.name, "response": s.response.name,
+                                "servers": s.servers, "clients": s.clients,
+                                "max_clients": s.max_clients, "max_in_flight": s.max_in_flight,
+                            })
+                        })
+                        .collect();
+                    all.extend(remote.iter().map(|((name, h), e)| {
+                        json!({"name": name, "type": e.type_name, "host": h,
+                            "servers": e.senders, "clients": e.receivers, "remote": true})
+                    }));
+                    output::json(&json!(all))?
+                }
+                Format::Human => {
+                    let mut rows: Vec<Vec<String>> = list
                         .iter()
                         .map(|s| {
                             vec![
                                 s.name.clone(),
                                 s.type_name.clone(),
+                                host.clone(),
                                 s.servers.to_string(),
                                 s.clients.to_string(),
                             ]
                         })
-                        .collect::<Vec<_>>(),
-                )?,
+                        .collect();
+                    rows.extend(remote.iter().map(|((name, h), e)| {
+                        vec![
+                            name.clone(),
+                            e.type_name.clone(),
+                            h.clone(),
+                            e.senders.to_string(),
+                            e.receivers.to_string(),
+                        ]
+                    }));
+                    output::table(&["NAME", "TYPE", "HOST", "SERVERS", "CLIENTS"], &rows)?
+                }
             }
             Ok(())
         }

@@ -1,10 +1,12 @@
 //! `nerve topic …`: list, info, echo, hz, bw, pub.
 
 use crate::output::{self, Format};
+use crate::remote;
 use crate::types::{self, PubOptions};
 use crate::{usage, CmdResult, Failure};
 use clap::{Args, Subcommand, ValueEnum};
 use nerve::introspect::{self, TopicInfo};
+use nerve::net::EntityKind;
 use nerve::{Qos, RawSample, RawSubscriber, TopicError};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -135,10 +137,15 @@ fn subscribe(
 ) -> Result<RawSubscriber, Failure> {
     nerve::name::validate_topic(topic).map_err(|e| usage(e.to_string()))?;
     let mut told = false;
+    let qos = Qos::sensor().depth(64);
     loop {
-        match RawSubscriber::create(node, topic, Qos::sensor().depth(64)) {
+        match RawSubscriber::create(node, topic, qos.clone()) {
             Ok(s) => return Ok(s),
             Err(TopicError::Shm { .. }) if introspect::topic_info(node, topic).is_err() => {
+                // published on another host only: subscribe with its type if we know it
+                if let Some(ty) = remote_type(node.context(), topic)? {
+                    return RawSubscriber::with_type(node, topic, &ty, qos).map_err(topic_error);
+                }
                 if deadline.is_some_and(|d| Instant::now() >= d) || nerve::shutdown::requested() {
                     return Err(Failure::Runtime(anyhow::anyhow!(
                         "topic {topic} does not exist"
@@ -153,6 +160,18 @@ fn subscribe(
             Err(e) => return Err(topic_error(e)),
         }
     }
+}
+
+/// The type of a topic that has publishers on other hosts, if this tool knows it.
+fn remote_type(ctx: &nerve::Context, topic: &str) -> Result<Option<nerve::TypeInfo>, Failure> {
+    let (_, remote) = remote::discover(ctx)?;
+    Ok(remote
+        .iter()
+        .filter(|e| e.name == topic && e.kind == EntityKind::Publisher)
+        .find_map(|e| {
+            let ty = (types::find(&e.type_name)?.type_info)();
+            (ty.layout_hash == e.type_hash).then_some(ty)
+        }))
 }
 
 fn info_json(t: &TopicInfo) -> Value {
@@ -178,39 +197,90 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
         TopicCommand::List(f) => {
             let node = cli_node(ctx)?;
             let topics = introspect::list_topics(&node).map_err(anyhow::Error::msg)?;
+            let (host, remote) = remote::discover(ctx)?;
+            let remote = remote::group(&remote, EntityKind::Publisher, EntityKind::Subscriber);
             match f.format {
                 Format::Json => {
-                    output::json(&Value::Array(topics.iter().map(info_json).collect()))?
+                    let mut list: Vec<Value> = topics
+                        .iter()
+                        .map(|t| {
+                            let mut v = info_json(t);
+                            v["host"] = json!(host);
+                            v
+                        })
+                        .collect();
+                    list.extend(remote.iter().map(|((name, h), e)| {
+                        json!({"name": name, "type": e.type_name, "host": h,
+                            "publishers": e.senders, "subscribers": e.receivers, "remote": true})
+                    }));
+                    output::json(&Value::Array(list))?
                 }
-                Format::Human => output::table(
-                    &["TOPIC", "TYPE", "PUBS", "SUBS"],
-                    &topics
+                Format::Human => {
+                    let mut rows: Vec<Vec<String>> = topics
                         .iter()
                         .map(|t| {
                             vec![
                                 t.name.clone(),
                                 t.type_info.name.clone(),
+                                host.clone(),
                                 t.publishers.to_string(),
                                 t.subscribers.to_string(),
                             ]
                         })
-                        .collect::<Vec<_>>(),
-                )?,
+                        .collect();
+                    rows.extend(remote.iter().map(|((name, h), e)| {
+                        vec![
+                            name.clone(),
+                            e.type_name.clone(),
+                            h.clone(),
+                            e.senders.to_string(),
+                            e.receivers.to_string(),
+                        ]
+                    }));
+                    output::table(&["TOPIC", "TYPE", "HOST", "PUBS", "SUBS"], &rows)?
+                }
             }
             Ok(())
         }
         TopicCommand::Info { topic, format } => {
             let node = cli_node(ctx)?;
-            let t = introspect::topic_info(&node, &topic).map_err(|e| match e {
-                TopicError::Shm { .. } => {
-                    Failure::Runtime(anyhow::anyhow!("topic {topic} does not exist"))
-                }
-                e => topic_error(e),
-            })?;
+            let local = match introspect::topic_info(&node, &topic) {
+                Ok(t) => Some(t),
+                Err(TopicError::Shm { .. }) => None,
+                Err(e) => return Err(topic_error(e)),
+            };
+            let (host, remote) = remote::discover(ctx)?;
+            let remote: Vec<_> = remote.into_iter().filter(|e| e.name == topic).collect();
+            if local.is_none() && remote.is_empty() {
+                return Err(Failure::Runtime(anyhow::anyhow!(
+                    "topic {topic} does not exist"
+                )));
+            }
+            let mut v = local
+                .as_ref()
+                .map_or_else(|| json!({"name": topic}), info_json);
+            v["host"] = json!(host);
+            if nerve::net::local_host(ctx)?.is_some() {
+                v["remote"] = json!(remote
+                    .iter()
+                    .map(
+                        |e| json!({"kind": e.kind, "host": e.host, "type": e.type_name,
+                        "layout_hash": format!("{:016x}", e.type_hash)})
+                    )
+                    .collect::<Vec<_>>());
+                // network counters of this topic's subscribers, per process
+                let counters = nerve::net::net_counters(ctx, Duration::from_millis(500))?;
+                v["network"] = json!(counters
+                    .iter()
+                    .flat_map(|c| c.topics.iter().filter(|t| t.topic == topic).map(|t| {
+                        json!({"host": c.host, "pid": c.pid, "arrived": t.arrived,
+                            "refused": t.refused})
+                    }))
+                    .collect::<Vec<_>>());
+            }
             match format {
-                Format::Json => output::json(&info_json(&t))?,
+                Format::Json => output::json(&v)?,
                 Format::Human => {
-                    let v = info_json(&t);
                     for (k, val) in v.as_object().into_iter().flatten() {
                         println!(
                             "{k:>16}: {}",

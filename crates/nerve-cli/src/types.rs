@@ -33,6 +33,8 @@ pub struct TypeEntry {
     pub to_json: fn(&[u8], usize) -> Value,
     /// Publishes a JSON value on a topic.
     pub publish: fn(&nerve::Node, &str, &Value, &PubOptions) -> Result<u64, Failure>,
+    /// The type's identity.
+    pub type_info: fn() -> nerve::TypeInfo,
 }
 
 macro_rules! registry {
@@ -43,6 +45,7 @@ macro_rules! registry {
                 name: <$t as Message>::TYPE_NAME,
                 to_json: to_json::<$t>,
                 publish: publish::<$t>,
+                type_info: nerve::TypeInfo::of::<$t>,
             }),*]
         }
     };

@@ -108,7 +108,12 @@ impl<S: Service> ClientBuilder<S> {
         let ctx = &self.node.inner.ctx;
         let request_type = TypeInfo::of::<S::Request>();
         let net = match crate::net::plane(ctx.config())? {
-            Some(plane) => Some(NetClient::new(&plane, ctx.domain(), &name, &request_type)?),
+            Some(plane) => Some(NetClient::new(
+                &plane,
+                ctx.domain(),
+                &name,
+                (S::TYPE_NAME, &request_type),
+            )?),
             None => None,
         };
         Ok(Client {

@@ -114,7 +114,7 @@ impl NodeBuilder {
             Some(plane) => Some(plane.token(plane.token_key(
                 self.ctx.domain(),
                 crate::net::EntityKind::Node,
-                0,
+                ("-", 0),
                 &self.name,
             ))?),
             None => None,

@@ -289,8 +289,28 @@ pub struct RawSubscriber {
 impl RawSubscriber {
     /// Subscribes to an existing topic with its own type.
     pub fn create(node: &Node, topic: &str, qos: Qos) -> Result<RawSubscriber, TopicError> {
+        RawSubscriber::open(node, topic, None, qos)
+    }
+
+    /// Subscribes to a topic of type `ty`, creating it on this host if needed (for
+    /// topics whose publishers are all on other hosts).
+    pub fn with_type(
+        node: &Node,
+        topic: &str,
+        ty: &TypeInfo,
+        qos: Qos,
+    ) -> Result<RawSubscriber, TopicError> {
+        RawSubscriber::open(node, topic, Some(ty), qos)
+    }
+
+    fn open(
+        node: &Node,
+        topic: &str,
+        ty: Option<&TypeInfo>,
+        qos: Qos,
+    ) -> Result<RawSubscriber, TopicError> {
         crate::name::validate_topic(topic)?;
-        let service = shm::open_topic(&node.inner.iox, topic, None, &qos)?;
+        let service = shm::open_topic(&node.inner.iox, topic, ty, &qos)?;
         let type_info = shm::topic_type(&service).ok_or_else(|| TopicError::NotATopic {
             topic: topic.to_string(),
             reason: "no Nerve type record".into(),

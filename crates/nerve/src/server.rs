@@ -99,7 +99,7 @@ impl<S: Service> ServiceBuilder<S> {
                 &plane,
                 ctx,
                 &name,
-                &request_type,
+                (S::TYPE_NAME, &request_type),
                 qos.max_request,
                 qos.max_in_flight.max(16),
             )?),

@@ -66,10 +66,12 @@ pub struct RemoteEntity {
     pub host_id: String,
     /// Layout hash of its message type (0 for nodes).
     pub type_hash: u64,
+    /// Its message or service type's name (`-` for nodes).
+    pub type_name: String,
 }
 
 impl RemoteEntity {
-    /// Parses a token key `nerve/d/live/<kind>/<host id>/<host>/<uid>/<hash>/<name>`.
+    /// Parses a token key `nerve/d/live/<kind>/<host id>/<host>/<uid>/<hash>=<type>/<name>`.
     fn parse(key: &str) -> Option<RemoteEntity> {
         let mut it = key.splitn(9, '/');
         let (_, _, live) = (it.next()?, it.next()?, it.next()?);
@@ -80,7 +82,8 @@ impl RemoteEntity {
         let host_id = it.next()?.to_string();
         let host = it.next()?.to_string();
         let _uid = it.next()?;
-        let type_hash = u64::from_str_radix(it.next()?, 16).ok()?;
+        let (hash, type_name) = it.next()?.split_once('=')?;
+        let type_hash = u64::from_str_radix(hash, 16).ok()?;
         let name = it.next()?;
         Some(RemoteEntity {
             kind,
@@ -92,37 +95,56 @@ impl RemoteEntity {
             host,
             host_id,
             type_hash,
+            type_name: type_name.replace(':', "/"),
         })
     }
 }
 
-/// The endpoints and nodes of other hosts in the context's domain, as seen within
-/// `timeout`. Empty when the network plane is off.
-pub fn remote_entities(ctx: &Context, timeout: Duration) -> Result<Vec<RemoteEntity>, NetError> {
+/// The endpoints and nodes of other hosts in the context's domain, as known after
+/// listening for `window` (the session may still be connecting when this is called).
+/// Empty when the network plane is off.
+pub fn remote_entities(ctx: &Context, window: Duration) -> Result<Vec<RemoteEntity>, NetError> {
     let Some(plane) = plane(ctx.config())? else {
         return Ok(Vec::new());
     };
     let own = format!("{:016x}", plane.host);
-    let replies = plane
+    let seen: Arc<Mutex<BTreeMap<String, RemoteEntity>>> = Arc::default();
+    let s2 = seen.clone();
+    let key = format!("nerve/{}/live/**", ctx.domain());
+    let _sub = plane
         .session
         .liveliness()
-        .get(format!("nerve/{}/live/**", ctx.domain()))
-        .timeout(timeout)
-        .wait()
-        .map_err(|e| NetError::Discovery(e.to_string()))?;
-    let mut out = Vec::new();
-    while let Ok(reply) = replies.recv() {
-        if let Ok(s) = reply.result() {
-            if let Some(e) = RemoteEntity::parse(s.key_expr().as_str()) {
-                if e.host_id != own {
-                    out.push(e);
+        .declare_subscriber(key.clone())
+        .history(true)
+        .callback(move |s| {
+            let k = s.key_expr().as_str();
+            let mut seen = lock(&s2);
+            match s.kind() {
+                zenoh::sample::SampleKind::Put => {
+                    if let Some(e) = RemoteEntity::parse(k).filter(|e| e.host_id != own) {
+                        seen.insert(k.to_string(), e);
+                    }
+                }
+                zenoh::sample::SampleKind::Delete => {
+                    seen.remove(k);
                 }
             }
-        }
-    }
+        })
+        .wait()
+        .map_err(|e| NetError::Declare {
+            what: "liveliness subscriber",
+            key,
+            reason: e.to_string(),
+        })?;
+    std::thread::sleep(window);
+    let mut out: Vec<RemoteEntity> = lock(&seen).values().cloned().collect();
     out.sort_by(|a, b| (a.kind, &a.name, &a.host).cmp(&(b.kind, &b.name, &b.host)));
-    out.dedup();
     Ok(out)
+}
+
+/// This process's host name on the network plane (`None` while it is off).
+pub fn local_host(ctx: &Context) -> Result<Option<String>, NetError> {
+    Ok(plane(ctx.config())?.map(|p| p.host_name.clone()))
 }
 
 /// Network counters of one topic in one process.
@@ -233,7 +255,8 @@ mod tests {
         assert_eq!(e.kind, EntityKind::Subscriber);
         assert_eq!((e.name.as_str(), e.host.as_str()), ("/a/b", "robot-a"));
         assert_eq!(e.type_hash, 0xab);
-        assert!(RemoteEntity::parse("nerve/3/live/zzz/0/h/u/0/a").is_none());
+        assert!(RemoteEntity::parse("nerve/3/live/zzz/0/h/u/0=-/a").is_none());
+        assert!(RemoteEntity::parse("nerve/3/live/sub/0/h/u/nohash/a").is_none());
         assert!(RemoteEntity::parse("nerve/3/info/x").is_none());
     }
 }

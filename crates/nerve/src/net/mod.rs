@@ -13,7 +13,7 @@
 //!
 //! Key expressions, for domain `d`:
 //! - `nerve/d/t/<topic>`: samples; `nerve/d/s/<service>`: queryables of servers;
-//! - `nerve/d/live/<kind>/<host id>/<host name>/<uid>/<type hash>/<name>`: liveliness
+//! - `nerve/d/live/<kind>/<host id>/<host name>/<uid>/<type hash>=<type>/<name>`: liveliness
 //!   tokens of publishers (`pub`), subscribers (`sub`), servers (`srv`), clients (`cli`)
 //!   and nodes (`node`);
 //! - `nerve/d/info/<host id>/<pid>`: a queryable answering this process's network
@@ -25,7 +25,7 @@ mod topic;
 
 pub use crate::transport::wire::{decode_call, decode_sample, Frame, Kind, WireError};
 pub use discovery::{
-    net_counters, remote_entities, EntityKind, NetCounters, RemoteEntity, TopicCounters,
+    local_host, net_counters, remote_entities, EntityKind, NetCounters, RemoteEntity, TopicCounters,
 };
 pub use service::NET_CALL_TIMEOUT;
 pub(crate) use service::{NetCall, NetClient, NetRequest, NetServer};
@@ -65,20 +65,22 @@ impl Plane {
         )
     }
 
-    /// The liveliness key of an entity of this process.
+    /// The liveliness key of an entity of this process: its type is named by its layout
+    /// hash and (for people) its name.
     pub(crate) fn token_key(
         &self,
         domain: u32,
         kind: EntityKind,
-        type_hash: u64,
+        (type_name, type_hash): (&str, u64),
         name: &str,
     ) -> String {
         format!(
-            "nerve/{domain}/live/{}/{:016x}/{}/{}/{type_hash:016x}/{}",
+            "nerve/{domain}/live/{}/{:016x}/{}/{}/{type_hash:016x}={}/{}",
             kind.chunk(),
             self.host,
             self.host_name,
             self.uid(),
+            key_chunk(&type_name.replace('/', ":")),
             name.trim_start_matches('/')
         )
     }
@@ -246,7 +248,7 @@ fn key_chunk(s: &str) -> String {
     let c: String = s
         .chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':') {
                 c
             } else {
                 '_'

@@ -72,7 +72,7 @@ impl NetServer {
         plane: &Plane,
         ctx: &Context,
         name: &str,
-        request: &TypeInfo,
+        (service_type, request): (&str, &TypeInfo),
         max_request: usize,
         depth: usize,
     ) -> Result<NetServer, NetError> {
@@ -132,8 +132,12 @@ impl NetServer {
                 key,
                 reason: e.to_string(),
             })?;
-        let token =
-            plane.token(plane.token_key(domain, EntityKind::Server, request.layout_hash, name))?;
+        let token = plane.token(plane.token_key(
+            domain,
+            EntityKind::Server,
+            (service_type, request.layout_hash),
+            name,
+        ))?;
         Ok(NetServer {
             inbox,
             rejected,
@@ -234,11 +238,15 @@ impl NetClient {
         plane: &Plane,
         domain: u32,
         name: &str,
-        request: &TypeInfo,
+        (service_type, request): (&str, &TypeInfo),
     ) -> Result<NetClient, NetError> {
         let servers = RemoteWatch::new(plane, domain, EntityKind::Server, name)?;
-        let token =
-            plane.token(plane.token_key(domain, EntityKind::Client, request.layout_hash, name))?;
+        let token = plane.token(plane.token_key(
+            domain,
+            EntityKind::Client,
+            (service_type, request.layout_hash),
+            name,
+        ))?;
         Ok(NetClient {
             session: plane.session.clone(),
             key: service_key(domain, name),

@@ -119,8 +119,12 @@ impl NetPublisher {
                 reason: e.to_string(),
             })?;
         let subscribers = RemoteWatch::new(plane, domain, EntityKind::Subscriber, topic)?;
-        let token =
-            plane.token(plane.token_key(domain, EntityKind::Publisher, ty.layout_hash, topic))?;
+        let token = plane.token(plane.token_key(
+            domain,
+            EntityKind::Publisher,
+            (&ty.name, ty.layout_hash),
+            topic,
+        ))?;
         Ok(NetPublisher {
             publisher,
             subscribers,
@@ -209,8 +213,12 @@ impl NetSubscriber {
                 reason: e.to_string(),
             })?;
         // declared after the subscriber: whoever sees the token can reach the subscriber
-        let token =
-            plane.token(plane.token_key(domain, EntityKind::Subscriber, ty.layout_hash, topic))?;
+        let token = plane.token(plane.token_key(
+            domain,
+            EntityKind::Subscriber,
+            (&ty.name, ty.layout_hash),
+            topic,
+        ))?;
         Ok(NetSubscriber {
             inbox,
             counters,

@@ -1,0 +1,50 @@
+//! Entities of other hosts, for the list commands (the network plane must be on:
+//! `NERVE_NETWORK=on` or `NERVE_ZENOH_CONFIG`).
+
+use nerve::net::{EntityKind, RemoteEntity};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How long a list command listens for other hosts' entities.
+pub const DISCOVERY_WINDOW: Duration = Duration::from_millis(1500);
+
+/// This host's name and the other hosts' entities (none while the network plane is off).
+pub fn discover(ctx: &nerve::Context) -> anyhow::Result<(String, Vec<RemoteEntity>)> {
+    let Some(host) = nerve::net::local_host(ctx)? else {
+        return Ok(("local".into(), Vec::new()));
+    };
+    Ok((host, nerve::net::remote_entities(ctx, DISCOVERY_WINDOW)?))
+}
+
+/// Endpoints of one name on one remote host.
+#[derive(Debug, Default)]
+pub struct Endpoints {
+    /// Type name.
+    pub type_name: String,
+    /// Publishers (or servers).
+    pub senders: usize,
+    /// Subscribers (or clients).
+    pub receivers: usize,
+}
+
+/// Remote endpoints of `senders`/`receivers` kinds grouped by (name, host).
+pub fn group(
+    entities: &[RemoteEntity],
+    senders: EntityKind,
+    receivers: EntityKind,
+) -> BTreeMap<(String, String), Endpoints> {
+    let mut out: BTreeMap<(String, String), Endpoints> = BTreeMap::new();
+    for e in entities {
+        if e.kind != senders && e.kind != receivers {
+            continue;
+        }
+        let g = out.entry((e.name.clone(), e.host.clone())).or_default();
+        g.type_name = e.type_name.clone();
+        if e.kind == senders {
+            g.senders += 1;
+        } else {
+            g.receivers += 1;
+        }
+    }
+    out
+}

@@ -1,0 +1,102 @@
+//! `nerve topic list|info|echo` and `nerve node list` across simulated hosts (network
+//! namespaces with private /dev/shm, see `nerve_bench::hosts`): remote entities show up
+//! with their host, and drop out once their process dies. Needs root and `ip`.
+
+use nerve_bench::hosts::SimHosts;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const DOMAIN: &str = "731";
+
+fn nerve(sim: &SimHosts, host: usize, args: &[&str]) -> (i32, String, String) {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let (ip, full, env) = sim.command(host, Path::new(env!("CARGO_BIN_EXE_nerve")), &args);
+    let out = std::process::Command::new(ip)
+        .args(full)
+        .envs(env)
+        .env("NERVE_DOMAIN", DOMAIN)
+        .env_remove("NERVE_CONFIG")
+        .output()
+        .expect("run nerve");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(sim: &SimHosts, host: usize, args: &[&str]) -> Value {
+    let (code, out, err) = nerve(sim, host, args);
+    assert_eq!(code, 0, "nerve {args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn remote_topic(list: &Value, name: &str) -> Option<Value> {
+    list.as_array()?
+        .iter()
+        .find(|t| t["name"] == name && t["remote"] == true)
+        .cloned()
+}
+
+#[test]
+fn remote_topics_and_nodes_are_listed_with_their_host_and_drop_out_when_it_dies() {
+    let sim = SimHosts::create(2, 2000).expect("simulated hosts (needs root, ip, unshare)");
+    let exe = Path::new(env!("CARGO_BIN_EXE_nerve"));
+    let args: Vec<String> = [
+        "topic", "pub", "/cli/imu", "Imu", "{}", "--rate", "50", "--count", "100000",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut publisher = sim
+        .spawn(0, exe, &args, &[("NERVE_DOMAIN", DOMAIN.into())], "nerve")
+        .expect("start the publisher");
+
+    // the publisher's host name and type appear on the other host
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let topic = loop {
+        let list = json(&sim, 1, &["topic", "list", "--format", "json"]);
+        if let Some(t) = remote_topic(&list, "/cli/imu") {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "never listed: {list}");
+    };
+    assert_eq!(topic["host"], "hosta", "{topic}");
+    assert_eq!(topic["type"], "nerve_msgs/Imu", "{topic}");
+    assert_eq!(topic["publishers"], 1, "{topic}");
+
+    let nodes = json(&sim, 1, &["node", "list", "--format", "json"]);
+    let remote_nodes: Vec<&Value> = nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["host"] == "hosta")
+        .collect();
+    assert!(!remote_nodes.is_empty(), "{nodes}");
+
+    // samples of a topic that exists only on the other host can be echoed here
+    let (code, out, err) = nerve(
+        &sim,
+        1,
+        &[
+            "topic", "echo", "/cli/imu", "--count", "2", "--timeout", "20", "--format", "json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+
+    let info = json(&sim, 1, &["topic", "info", "/cli/imu", "--format", "json"]);
+    assert_eq!(info["remote"][0]["host"], "hosta", "{info}");
+
+    // the host's process dies: it drops out of discovery within the link lease
+    publisher.kill();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = json(&sim, 1, &["topic", "list", "--format", "json"]);
+        if remote_topic(&list, "/cli/imu").is_none() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still listed: {list}");
+    }
+}
