@@ -30,6 +30,15 @@ pub struct SimHost {
     pub zenoh_config: PathBuf,
 }
 
+/// JSON5 members added to a simulated host's Zenoh configuration.
+#[derive(Clone, Debug, Default)]
+pub struct ZenohExtra {
+    /// Inside `transport.link` (e.g. `tls: {…}`).
+    pub link: String,
+    /// At the top level (e.g. `access_control: {…}`).
+    pub top: String,
+}
+
 /// A set of simulated hosts joined by a switch.
 pub struct SimHosts {
     hosts: Vec<SimHost>,
@@ -75,18 +84,19 @@ pub fn unavailable() -> Option<String> {
 }
 
 impl SimHosts {
-    /// Creates `n` hosts (2 or more) with TLS off; `lease_ms` is the Zenoh link lease
-    /// (how soon a vanished host is noticed).
+    /// Creates `n` hosts (2 or more) linked by plain TCP; `lease_ms` is the Zenoh link
+    /// lease (how soon a vanished host is noticed).
     pub fn create(n: usize, lease_ms: u64) -> Result<SimHosts, PeerError> {
-        SimHosts::create_with(n, lease_ms, |_, _| String::new())
+        SimHosts::create_with(n, lease_ms, "tcp", |_, _| ZenohExtra::default())
     }
 
-    /// Like [`SimHosts::create`]; `extra(i, host)` returns JSON5 members added to host
-    /// `i`'s Zenoh configuration (TLS, access control), or an empty string.
+    /// Like [`SimHosts::create`], over link protocol `proto` (`tcp` or `tls`);
+    /// `extra(i, host)` adds to host `i`'s Zenoh configuration (TLS files, access control).
     pub fn create_with(
         n: usize,
         lease_ms: u64,
-        extra: impl Fn(usize, &SimHost) -> String,
+        proto: &str,
+        extra: impl Fn(usize, &SimHost) -> ZenohExtra,
     ) -> Result<SimHosts, PeerError> {
         if let Some(why) = unavailable() {
             return Err(PeerError::setup("hosts", why));
@@ -168,16 +178,16 @@ impl SimHosts {
             let h = &sim.hosts[i];
             let connect: Vec<String> = sim.hosts[..i]
                 .iter()
-                .map(|o| format!("\"tcp/{}:{ZENOH_PORT}\"", o.ip))
+                .map(|o| format!("\"{proto}/{}:{ZENOH_PORT}\"", o.ip))
                 .collect();
+            let ZenohExtra { link, top } = extra(i, h);
             let text = format!(
-                "{{\n  mode: \"peer\",\n  listen: {{ endpoints: [\"tcp/{}:{ZENOH_PORT}\"] }},\n  \
+                "{{\n  mode: \"peer\",\n  listen: {{ endpoints: [\"{proto}/{}:{ZENOH_PORT}\"] }},\n  \
                  connect: {{ endpoints: [{}], retry: {{ period_init_ms: 50, period_max_ms: 500 }} }},\n  \
                  scouting: {{ multicast: {{ enabled: false }}, gossip: {{ enabled: true }} }},\n  \
-                 transport: {{ link: {{ tx: {{ lease: {lease_ms} }} }} }},\n{}\n}}\n",
+                 transport: {{ link: {{ tx: {{ lease: {lease_ms} }}, {link} }} }},\n  {top}\n}}\n",
                 h.ip,
                 connect.join(", "),
-                extra(i, h)
             );
             std::fs::write(&h.zenoh_config, text)
                 .map_err(|e| PeerError::setup("hosts", format!("zenoh config: {e}")))?;

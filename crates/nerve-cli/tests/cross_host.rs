@@ -80,7 +80,15 @@ fn remote_topics_and_nodes_are_listed_with_their_host_and_drop_out_when_it_dies(
         &sim,
         1,
         &[
-            "topic", "echo", "/cli/imu", "--count", "2", "--timeout", "20", "--format", "json",
+            "topic",
+            "echo",
+            "/cli/imu",
+            "--count",
+            "2",
+            "--timeout",
+            "20",
+            "--format",
+            "json",
         ],
     );
     assert_eq!(code, 0, "{err}");

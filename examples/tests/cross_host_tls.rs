@@ -1,0 +1,137 @@
+//! TLS and access control between simulated hosts, through Zenoh's configuration only:
+//! certificates are generated here (a trusted CA for hosts a and b, a rogue CA for host
+//! c); links need mutual TLS. Host a's access control forbids host b (by certificate
+//! name) the `/secret/**` topics. Needs root and `ip`, as the other cross-host tests.
+
+use nerve_bench::child::Child;
+use nerve_bench::hosts::{SimHost, SimHosts, ZenohExtra};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const SECOND: Duration = Duration::from_secs(1);
+const DOMAIN: &str = "733";
+
+fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, name);
+    let key = KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    (cert.pem(), Issuer::new(params, key))
+}
+
+/// Writes `cert.pem`, `key.pem` (signed by `issuer`) and `ca.pem` (the CA it trusts)
+/// into the host's directory.
+fn certify(host: &SimHost, issuer: &Issuer<'_, KeyPair>, trusted_ca: &str) {
+    let mut params = CertificateParams::new(vec![host.ip.clone(), host.name.clone()]).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, host.name.as_str());
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, issuer).unwrap();
+    std::fs::write(host.dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(host.dir.join("key.pem"), key.serialize_pem()).unwrap();
+    std::fs::write(host.dir.join("ca.pem"), trusted_ca).unwrap();
+}
+
+fn tls_extra(i: usize, h: &SimHost) -> ZenohExtra {
+    let f = |n: &str| h.dir.join(n).display().to_string();
+    let link = format!(
+        "tls: {{ root_ca_certificate: \"{ca}\", listen_private_key: \"{key}\", \
+         listen_certificate: \"{cert}\", enable_mtls: true, connect_private_key: \"{key}\", \
+         connect_certificate: \"{cert}\" }}",
+        ca = f("ca.pem"),
+        key = f("key.pem"),
+        cert = f("cert.pem"),
+    );
+    let top = if i == 0 {
+        "access_control: { enabled: true, default_permission: \"allow\", \
+         rules: [{ id: \"no_secret\", messages: [\"put\", \"declare_subscriber\", \"query\", \
+         \"reply\"], flows: [\"ingress\", \"egress\"], permission: \"deny\", \
+         key_exprs: [\"nerve/*/t/secret/**\"] }], \
+         subjects: [{ id: \"hostb\", cert_common_names: [\"hostb\"] }], \
+         policies: [{ rules: [\"no_secret\"], subjects: [\"hostb\"] }] },"
+            .to_string()
+    } else {
+        String::new()
+    };
+    ZenohExtra { link, top }
+}
+
+fn start(sim: &SimHosts, host: usize, args: &[&str]) -> Child {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_netprobe"));
+    let mut c = sim
+        .spawn(
+            host,
+            &exe,
+            &args,
+            &[("NERVE_DOMAIN", DOMAIN.to_string())],
+            "netprobe",
+        )
+        .expect("spawn netprobe");
+    c.expect("ready", 20 * SECOND).expect("netprobe ready");
+    c
+}
+
+fn result(c: &mut Child, within: Duration) -> Value {
+    let line = c.expect("{", within).expect("result line");
+    serde_json::from_str(&line).expect("result json")
+}
+
+#[test]
+fn tls_admits_certified_hosts_refuses_a_rogue_one_and_access_control_applies() {
+    let sim = SimHosts::create_with(3, 2000, "tls", tls_extra).expect("simulated hosts");
+    let (good_pem, good) = ca("nerve-test-ca");
+    let (_, rogue) = ca("rogue-ca");
+    let hosts = sim.hosts();
+    certify(&hosts[0], &good, &good_pem);
+    certify(&hosts[1], &good, &good_pem);
+    certify(&hosts[2], &rogue, &good_pem);
+
+    let sub = |host: usize, topic: &str| {
+        start(
+            &sim,
+            host,
+            &["sub", "--topic", topic, "--count", "50", "--seconds", "8"],
+        )
+    };
+    let mut open_b = sub(1, "/open/data");
+    let mut secret_b = sub(1, "/secret/data");
+    let mut open_c = sub(2, "/open/data");
+    let pubs: Vec<Child> = ["/open/data", "/secret/data"]
+        .iter()
+        .map(|t| {
+            start(
+                &sim,
+                0,
+                &[
+                    "pub",
+                    "--topic",
+                    t,
+                    "--count",
+                    "50",
+                    "--hz",
+                    "20",
+                    "--subscribers",
+                    "0",
+                ],
+            )
+        })
+        .collect();
+    let r = result(&mut open_b, 20 * SECOND);
+    assert!(
+        r["received"].as_u64().unwrap() >= 40,
+        "certified host b: {r}"
+    );
+    let r = result(&mut secret_b, 20 * SECOND);
+    assert_eq!(r["received"], 0, "access control keeps /secret from b: {r}");
+    let r = result(&mut open_c, 20 * SECOND);
+    assert_eq!(
+        r["received"], 0,
+        "host c's rogue certificate is refused: {r}"
+    );
+    drop(pubs);
+}
