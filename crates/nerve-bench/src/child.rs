@@ -73,16 +73,7 @@ impl Child {
                         RecvTimeoutError::Timeout => format!("no {prefix:?} within {timeout:?}"),
                         RecvTimeoutError::Disconnected => format!("exited before {prefix:?}"),
                     };
-                    let stderr = self.stop_and_read_stderr();
-                    let tail: String = stderr
-                        .lines()
-                        .rev()
-                        .take(6)
-                        .collect::<Vec<_>>()
-                        .into_iter()
-                        .rev()
-                        .collect::<Vec<_>>()
-                        .join(" | ");
+                    let tail = self.stop_and_tail();
                     return Err(PeerError::call(self.what, format!("{why}: {tail}")));
                 }
             }
@@ -146,6 +137,13 @@ impl Child {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Stops the child and returns the last lines of its stderr, joined by ` | `.
+    pub fn stop_and_tail(&mut self) -> String {
+        let stderr = self.stop_and_read_stderr();
+        let lines: Vec<&str> = stderr.lines().collect();
+        lines[lines.len().saturating_sub(6)..].join(" | ")
     }
 
     fn stop_and_read_stderr(&mut self) -> String {

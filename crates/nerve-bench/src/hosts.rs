@@ -208,8 +208,17 @@ impl SimHosts {
         exe: &Path,
         args: &[String],
     ) -> (PathBuf, Vec<String>, Vec<(&'static str, String)>) {
+        let (wrapper, mut full, env) = self.wrapper(i);
+        full.push(exe.display().to_string());
+        full.extend(args.iter().cloned());
+        (wrapper, full, env)
+    }
+
+    /// The program and leading arguments that run a command line on host `i` (append the
+    /// program and its arguments), and the environment it needs.
+    pub fn wrapper(&self, i: usize) -> (PathBuf, Vec<String>, Vec<(&'static str, String)>) {
         let h = &self.hosts[i];
-        let mut full: Vec<String> = [
+        let full: Vec<String> = [
             "netns",
             "exec",
             &h.netns,
@@ -226,8 +235,6 @@ impl SimHosts {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        full.push(exe.display().to_string());
-        full.extend(args.iter().cloned());
         let env = vec![
             ("NERVE_SIM_SHM", h.dir.join("shm").display().to_string()),
             (

@@ -4,6 +4,7 @@
 
 pub mod bundle;
 pub mod child;
+pub mod cross_host;
 pub mod echo;
 pub mod hosts;
 pub mod lidar;

@@ -220,7 +220,13 @@ impl LidarSuite {
             reliable: false,
             listen_ip: None,
         };
-        let m = measure_stream(&self.role_command, &spec, self.frames, None);
+        let m = measure_stream(
+            &self.role_command,
+            &spec,
+            self.frames,
+            None,
+            crate::topic::Placement::Local,
+        );
         if let Some(p) = prefix {
             let _ = std::fs::remove_file(format!("/dev/shm/{p}"));
         }

@@ -190,9 +190,11 @@ fn run_threads(rates: &[f64], duration: Duration) -> SchedulerReport {
 /// (the idle-CPU measurement).
 pub fn run_idle(domain: u32) -> Result<(), PeerError> {
     let fail = |e: &dyn std::fmt::Display| PeerError::setup("idle executor", e);
+    // the environment decides about the network plane (the topic suite measures an idle
+    // session that way)
     let ctx = Context::new(
-        nerve::Config::default()
-            .domain(domain)
+        nerve::Config::from_env()
+            .and_then(|c| c.domain(domain))
             .map_err(|e| fail(&e))?,
     )
     .map_err(|e| fail(&e))?;

@@ -277,6 +277,7 @@ impl ServiceSuite {
                 client_cpu: pinned.then_some(CLIENT_CPU),
                 server_cpu: pinned.then_some(SERVER_CPU),
                 rate_hz: None,
+                hosts: None,
             },
         )?;
         Ok(Entry {

@@ -10,7 +10,9 @@
 
 use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
 use crate::child::Child;
+use crate::cross_host;
 use crate::echo::PeerError;
+use crate::hosts::SimHosts;
 use crate::machine::{cpu_ns, memory, mono_ns, shm_bytes, Machine, Memory};
 use crate::peers::cyclone;
 use crate::plot::{bar_chart, line_chart, Axis, Series};
@@ -66,6 +68,22 @@ pub const CYBERRT_SCENARIOS: [(&str, usize, u32, f64, f64, f64, &str); 4] = [
         0.0,
         "250 MB + 1 GB arena",
     ),
+];
+
+/// CyberRT's cross-machine figures (seeds/001, Fast DDS between two machines on real
+/// network hardware): name, size, rate, published average latency in µs.
+pub const CYBERRT_CROSS: [(&str, usize, u32, f64); 4] = [
+    ("functional module", 64 * 1024, 10, 391.0),
+    ("localization", 64 * 1024, 100, 369.0),
+    ("normal sensor", 1 << 20, 10, 2124.0),
+    ("high-end sensor", 10 << 20, 10, 18886.0),
+];
+
+/// Systems that can run between simulated hosts.
+pub const CROSS_HOST_SYSTEMS: [TopicSystem; 3] = [
+    TopicSystem::Stream(StreamSystem::NerveAdaptive),
+    TopicSystem::Stream(StreamSystem::Zenoh),
+    TopicSystem::CycloneDds,
 ];
 
 /// Queue depth of Nerve's sensor QoS (what the shared-memory target is scaled by).
@@ -200,6 +218,9 @@ pub struct TopicSuite {
     pub domain: u32,
     /// Whether this is the `--quick` variant.
     pub quick: bool,
+    /// Whether publisher and subscriber run on two simulated hosts (network namespaces
+    /// joined by a veth link, private /dev/shm each; see [`crate::hosts`]).
+    pub cross_host: bool,
 }
 
 impl TopicSuite {
@@ -214,6 +235,23 @@ impl TopicSuite {
             role_command,
             domain: 800 + std::process::id() % 90,
             quick: false,
+            cross_host: false,
+        }
+    }
+
+    /// The suite across two simulated hosts: the size sweep and CyberRT's scenarios, for
+    /// Nerve (reliable QoS, over its network plane), raw Zenoh and Cyclone DDS.
+    pub fn cross_host(quick: bool, role_command: (PathBuf, Vec<String>)) -> TopicSuite {
+        let base = if quick {
+            TopicSuite::quick(role_command)
+        } else {
+            TopicSuite::full(role_command)
+        };
+        TopicSuite {
+            rates: Vec::new(),
+            systems: CROSS_HOST_SYSTEMS.to_vec(),
+            cross_host: true,
+            ..base
         }
     }
 
@@ -265,6 +303,19 @@ impl TopicSuite {
         if self.systems.is_empty() || self.points().is_empty() {
             return Err("at least one system and one point are needed".into());
         }
+        if self.cross_host {
+            if let Some(s) = self
+                .systems
+                .iter()
+                .find(|s| !CROSS_HOST_SYSTEMS.contains(s))
+            {
+                return Err(format!(
+                    "{} runs on one host only; across hosts: {}",
+                    s.id(),
+                    CROSS_HOST_SYSTEMS.map(|s| s.id()).join(", ")
+                ));
+            }
+        }
         for p in self.points() {
             if !(16..=256 << 20).contains(&p.payload_bytes) {
                 return Err(format!(
@@ -282,8 +333,37 @@ impl TopicSuite {
     /// Runs every system at every point and returns the suite's output.
     pub fn run(&self, machine: &Machine) -> Result<SuiteOutput, String> {
         self.validate()?;
+        let hosts = if self.cross_host {
+            match SimHosts::create(2, 10_000) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    let skipped = vec![Skipped {
+                        system: "every system".into(),
+                        payload_bytes: None,
+                        reason: format!("no simulated hosts: {e}"),
+                    }];
+                    return Ok(cross_host::output(
+                        Vec::new(),
+                        Vec::new(),
+                        skipped,
+                        machine,
+                        self.quick,
+                    ));
+                }
+            }
+        } else {
+            None
+        };
+        let hosts = hosts.as_ref();
         let points = self.points();
-        let bar = progress((points.len() * self.systems.len()) as u64, "topic");
+        let bar = progress(
+            (points.len() * self.systems.len()) as u64,
+            if self.cross_host {
+                "topic across hosts"
+            } else {
+                "topic"
+            },
+        );
         let ddsperf = cyclone::locate();
         let mut rows = Vec::new();
         let mut skipped = Vec::new();
@@ -297,12 +377,12 @@ impl TopicSuite {
                 ));
                 let result = match (sys, &ddsperf) {
                     (TopicSystem::CycloneDds, Err(reason)) => Err(reason.clone()),
-                    (TopicSystem::CycloneDds, Ok(exe)) => {
-                        self.run_ddsperf(exe, point).map_err(|e| e.to_string())
-                    }
-                    (TopicSystem::Stream(s), _) => {
-                        self.run_stream(s, point, i).map_err(|e| e.to_string())
-                    }
+                    (TopicSystem::CycloneDds, Ok(exe)) => self
+                        .run_ddsperf(exe, point, hosts)
+                        .map_err(|e| e.to_string()),
+                    (TopicSystem::Stream(s), _) => self
+                        .run_stream(s, point, i, hosts)
+                        .map_err(|e| e.to_string()),
                 };
                 match result {
                     Ok(row) => rows.push(row),
@@ -319,7 +399,24 @@ impl TopicSuite {
             }
         }
         bar.finish_and_clear();
-        Ok(output(rows, skipped, machine, self.quick))
+        let Some(sim) = hosts else {
+            return Ok(output(rows, skipped, machine, self.quick));
+        };
+        eprintln!("topic across hosts: the network plane's cost to local topics, idle sessions");
+        let (local, mut more) =
+            cross_host::local_overhead(&self.role_command, sim, self.domain, self.seconds);
+        rows.extend(local);
+        skipped.append(&mut more);
+        let idle = cross_host::idle_sessions(&self.role_command, sim, self.domain, self.seconds)
+            .unwrap_or_else(|e| {
+                skipped.push(Skipped {
+                    system: "idle executor".into(),
+                    payload_bytes: None,
+                    reason: e.to_string(),
+                });
+                Vec::new()
+            });
+        Ok(cross_host::output(rows, idle, skipped, machine, self.quick))
     }
 
     fn run_stream(
@@ -327,6 +424,7 @@ impl TopicSuite {
         sys: StreamSystem,
         point: &Point,
         index: usize,
+        hosts: Option<&SimHosts>,
     ) -> Result<TopicRow, PeerError> {
         let count = ((self.seconds * point.rate_hz as f64).round() as u64).max(2);
         let tag = format!("{}_{index}", std::process::id());
@@ -347,10 +445,13 @@ impl TopicSuite {
             payload: Payload::Bytes,
             domain: self.domain,
             cpu: None,
-            reliable: false,
-            listen_ip: None,
+            // across hosts Nerve runs reliable, as Zenoh (blocking congestion control) does
+            reliable: hosts.is_some(),
+            listen_ip: hosts.map(|h| h.hosts()[0].ip.clone()),
         };
         let shm_prefix = match sys {
+            // the hosts' shared memory is private to them
+            _ if hosts.is_some() => None,
             StreamSystem::NerveAdaptive | StreamSystem::NervePredictive => {
                 Some(format!("nerve{}_", self.domain))
             }
@@ -358,7 +459,14 @@ impl TopicSuite {
             StreamSystem::Iceoryx2 => Some(crate::stream::iceoryx2_prefix(self.domain)),
             StreamSystem::Zenoh | StreamSystem::ZenohShm => None,
         };
-        let m = measure_stream(&self.role_command, &spec, count, shm_prefix.as_deref());
+        let place = hosts.map_or(Placement::Local, Placement::CrossHost);
+        let m = measure_stream(
+            &self.role_command,
+            &spec,
+            count,
+            shm_prefix.as_deref(),
+            place,
+        );
         if sys == StreamSystem::Floor {
             let _ = std::fs::remove_file(format!("/dev/shm/{endpoint}"));
         }
@@ -370,7 +478,7 @@ impl TopicSuite {
             payload_bytes: point.payload_bytes,
             rate_hz: point.rate_hz,
             sweeps: point.sweeps.clone(),
-            cross_host: false,
+            cross_host: hosts.is_some(),
             sent: count,
             received: m.received,
             loss_rate: Some(1.0 - m.received as f64 / count as f64),
@@ -392,7 +500,23 @@ impl TopicSuite {
         })
     }
 
-    fn run_ddsperf(&self, exe: &std::path::Path, point: &Point) -> Result<TopicRow, PeerError> {
+    fn run_ddsperf(
+        &self,
+        exe: &std::path::Path,
+        point: &Point,
+        hosts: Option<&SimHosts>,
+    ) -> Result<TopicRow, PeerError> {
+        let launches = hosts.map(|sim| {
+            let ips: Vec<&str> = sim.hosts().iter().map(|h| h.ip.as_str()).collect();
+            [0, 1].map(|i| {
+                let (program, args, env) = sim.wrapper(i);
+                cyclone::Launch {
+                    wrapper: (program, args),
+                    env: env.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                    uri: cyclone::host_uri("eth0", &ips),
+                }
+            })
+        });
         let r = cyclone::run(
             exe,
             &cyclone::DdsperfRun {
@@ -402,6 +526,7 @@ impl TopicSuite {
                 client_cpu: Some(SUB_CPU),
                 server_cpu: Some(PUB_CPU),
                 rate_hz: Some(point.rate_hz),
+                hosts: launches,
             },
         )?;
         let half = |v: f64| v / 2.0;
@@ -412,7 +537,7 @@ impl TopicSuite {
             payload_bytes: point.payload_bytes,
             rate_hz: point.rate_hz,
             sweeps: point.sweeps.clone(),
-            cross_host: false,
+            cross_host: hosts.is_some(),
             sent: r.roundtrips,
             received: r.roundtrips,
             loss_rate: None,
@@ -444,6 +569,16 @@ impl TopicSuite {
     }
 }
 
+/// Where the two ends of a stream run.
+pub enum Placement<'a> {
+    /// Both on this host.
+    Local,
+    /// The publisher on the first simulated host, the subscriber on the second.
+    CrossHost(&'a SimHosts),
+    /// Both on the first simulated host, with extra environment.
+    OnHost(&'a SimHosts, Vec<(&'static str, String)>),
+}
+
 /// What one stream measured.
 pub struct StreamMeasurement {
     /// The subscriber's arrivals.
@@ -469,12 +604,11 @@ pub fn measure_stream(
     spec: &StreamSpec,
     count: u64,
     shm_prefix: Option<&str>,
+    place: Placement<'_>,
 ) -> Result<StreamMeasurement, PeerError> {
     let start = |role: Role, cpu: usize| -> Result<Child, PeerError> {
         let spec = StreamSpec {
             cpu: Some(cpu),
-            reliable: false,
-            listen_ip: None,
             ..spec.clone()
         };
         let json = serde_json::to_string(&spec).map_err(|e| PeerError::setup("bench", e))?;
@@ -484,12 +618,28 @@ pub fn measure_stream(
         };
         let mut args = role_command.1.clone();
         args.extend([role.to_string(), json]);
-        Child::spawn(&role_command.0, &args, &[], spec.system.system())
+        let what = spec.system.system();
+        match &place {
+            Placement::Local => Child::spawn(&role_command.0, &args, &[], what),
+            // the publisher on the first host, the subscriber on the second
+            Placement::CrossHost(sim) => {
+                let host = usize::from(role == "subscriber");
+                sim.spawn(host, &role_command.0, &args, &[], what)
+            }
+            Placement::OnHost(sim, env) => sim.spawn(0, &role_command.0, &args, env, what),
+        }
     };
     let mut sub = start(Role::Subscriber, SUB_CPU)?;
     sub.expect("ready", START)?;
     let mut publisher = start(Role::Publisher, PUB_CPU)?;
-    publisher.expect("ready", START)?;
+    if let Err(e) = publisher.expect("ready", START) {
+        // the subscriber may know why
+        let tail = sub.stop_and_tail();
+        return Err(PeerError::call(
+            spec.system.system(),
+            format!("{e}; subscriber: {tail}"),
+        ));
+    }
     publisher.expect("start", START)?;
     let (p0, s0, t0) = (cpu_ns(publisher.pid()), cpu_ns(sub.pid()), mono_ns());
     let expected = Duration::from_secs_f64(count as f64 / spec.rate_hz.max(0.001));

@@ -97,9 +97,14 @@ pub struct TopicArgs {
     #[arg(long)]
     no_scenarios: bool,
     /// Systems, comma-separated: nerve-adaptive, nerve-predictive, floor, iceoryx2, zenoh,
-    /// cyclonedds.
+    /// cyclonedds (across hosts: nerve-adaptive, zenoh, cyclonedds).
     #[arg(long, value_delimiter = ',')]
     systems: Option<Vec<String>>,
+    /// Run publisher and subscriber on two simulated hosts (network namespaces joined by
+    /// veth, private /dev/shm each; needs root): Nerve over its network plane, raw Zenoh
+    /// and Cyclone DDS, the size sweep and CyberRT's cross-machine scenarios.
+    #[arg(long)]
+    cross_host: bool,
 }
 
 /// Options of `bench paths`.
@@ -352,7 +357,9 @@ fn role_command() -> Result<(PathBuf, Vec<String>), Failure> {
 
 /// Builds the topic suite from its arguments.
 fn topic_suite(a: &TopicArgs) -> Result<TopicSuite, Failure> {
-    let mut suite = if a.quick {
+    let mut suite = if a.cross_host {
+        TopicSuite::cross_host(a.quick, role_command()?)
+    } else if a.quick {
         TopicSuite::quick(role_command()?)
     } else {
         TopicSuite::full(role_command()?)
@@ -410,7 +417,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     let machine = Machine::detect();
     let quick = a.quick || a.smoke;
     eprintln!(
-        "nerve bench all ({}): service, topic, paths, lidar, timer, scheduler",
+        "nerve bench all ({}): service, topic, topic across hosts, paths, lidar, timer, scheduler",
         if quick { "quick" } else { "full" }
     );
     let mut suites = vec![service_output(a)?];
@@ -420,6 +427,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     } else {
         TopicSuite::full(rc.clone())
     };
+    let mut cross = TopicSuite::cross_host(quick, rc.clone());
     let mut paths = if quick {
         PathsSuite::quick(rc.clone())
     } else {
@@ -442,6 +450,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     };
     if a.smoke {
         (topic.sizes, topic.rates, topic.scenarios, topic.seconds) = (vec![16], vec![], false, 0.3);
+        (cross.sizes, cross.scenarios, cross.seconds) = (vec![1024], false, 0.5);
         (paths.iterations, paths.warmup) = (50, 5);
         (paths.topologies, paths.messages) = (vec![(1, 1), (2, 1)], vec![MessageKind::CmdVel]);
         (lidar.frames, lidar.modes, lidar.beams) = (5, vec![512], vec![16]);
@@ -454,6 +463,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
         scheduler.scales = vec![10, 50];
     }
     suites.push(topic.run(&machine).map_err(usage)?);
+    suites.push(cross.run(&machine).map_err(usage)?);
     suites.push(paths.run().map_err(usage)?);
     suites.push(lidar.run(&machine).map_err(usage)?);
     suites.push(timer.run(&machine).map_err(usage)?);

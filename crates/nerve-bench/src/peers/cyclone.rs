@@ -114,6 +114,32 @@ pub struct DdsperfRun {
     pub server_cpu: Option<usize>,
     /// Pings per second (`ping R Hz`); `None` pings as soon as the pong came back.
     pub rate_hz: Option<u32>,
+    /// Where ping and pong run: on this host over loopback (`None`), or each through its
+    /// own launcher (simulated hosts).
+    pub hosts: Option<[Launch; 2]>,
+}
+
+/// How a ddsperf process is started on another (simulated) host.
+#[derive(Clone, Debug, Default)]
+pub struct Launch {
+    /// Program and leading arguments; ddsperf and its arguments follow.
+    pub wrapper: (PathBuf, Vec<String>),
+    /// Environment added.
+    pub env: Vec<(String, String)>,
+    /// The Cyclone configuration for that host (replaces [`CYCLONEDDS_URI`]).
+    pub uri: String,
+}
+
+/// A Cyclone configuration for a host whose only network interface is `iface`, with
+/// unicast discovery of `peers`.
+pub fn host_uri(iface: &str, peers: &[&str]) -> String {
+    let peers: String = peers
+        .iter()
+        .map(|p| format!(r#"<Peer address="{p}"/>"#))
+        .collect();
+    format!(
+        r#"<CycloneDDS><Domain Id="any"><General><Interfaces><NetworkInterface name="{iface}"/></Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery><Peers>{peers}</Peers><ParticipantIndex>auto</ParticipantIndex></Discovery></Domain></CycloneDDS>"#
+    )
 }
 
 /// Round-trip figures of one ddsperf run, combined from its per-interval statistics lines.
@@ -162,11 +188,24 @@ impl Proc {
         args: &[String],
         cpu: Option<usize>,
         what: &str,
+        launch: Option<&Launch>,
     ) -> Result<Proc, PeerError> {
-        let mut cmd = Command::new(exe);
-        cmd.args(args)
-            .env("CYCLONEDDS_URI", CYCLONEDDS_URI)
-            .stdin(Stdio::null());
+        let mut cmd = match launch {
+            None => {
+                let mut c = Command::new(exe);
+                c.env("CYCLONEDDS_URI", CYCLONEDDS_URI);
+                c
+            }
+            Some(l) => {
+                let mut c = Command::new(&l.wrapper.0);
+                c.args(&l.wrapper.1)
+                    .arg(exe)
+                    .envs(l.env.iter().map(|(k, v)| (k, v)))
+                    .env("CYCLONEDDS_URI", &l.uri);
+                c
+            }
+        };
+        cmd.args(args).stdin(Stdio::null());
         let (mut out, writer) =
             std::io::pipe().map_err(|e| setup(format!("cannot create a pipe for {what}: {e}")))?;
         let writer2 = writer
@@ -313,7 +352,8 @@ pub fn run(exe: &Path, cfg: &DdsperfRun) -> Result<DdsperfResult, PeerError> {
         (ping_s + INITWAIT_S + PONG_EXTRA_S).to_string(),
         "pong".into(),
     ];
-    let mut pong = Proc::spawn(exe, &pong_args, cfg.server_cpu, "ddsperf pong")?;
+    let launch = |i: usize| cfg.hosts.as_ref().map(|h| &h[i]);
+    let mut pong = Proc::spawn(exe, &pong_args, cfg.server_cpu, "ddsperf pong", launch(0))?;
 
     let ping_args = [
         "-i".to_string(),
@@ -328,7 +368,7 @@ pub fn run(exe: &Path, cfg: &DdsperfRun) -> Result<DdsperfResult, PeerError> {
     .chain(cfg.rate_hz.map(|r| format!("{r}Hz")))
     .chain(["size".into(), cfg.payload_bytes.to_string()])
     .collect::<Vec<String>>();
-    let mut ping = Proc::spawn(exe, &ping_args, cfg.client_cpu, "ddsperf ping")?;
+    let mut ping = Proc::spawn(exe, &ping_args, cfg.client_cpu, "ddsperf ping", launch(1))?;
     let deadline = Instant::now() + Duration::from_secs(ping_s + INITWAIT_S) + PING_GRACE;
     let (status, killed) = ping.wait_until(deadline)?;
     let raw = ping.output();
