@@ -195,7 +195,15 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
             .unwrap();
     assert_eq!(
         report["suites"],
-        serde_json::json!(["service", "topic", "paths", "lidar", "timer", "scheduler"])
+        serde_json::json!([
+            "service",
+            "topic",
+            "topic-cross-host",
+            "paths",
+            "lidar",
+            "timer",
+            "scheduler"
+        ])
     );
     let results = report["results"].as_array().unwrap();
     let row = |suite: &str, system: &str, mode: &str| {
@@ -204,6 +212,25 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
             .find(|r| r["suite"] == suite && r["system"] == system && r["mode"] == mode)
             .unwrap_or_else(|| panic!("no {suite} row for {system} {mode}: {report}"))
     };
+    // across simulated hosts: the stream rows carry cross_host, Nerve loses nothing
+    let across = |system: &str| {
+        results
+            .iter()
+            .find(|r| r["suite"] == "topic" && r["cross_host"] == true && r["system"] == system)
+            .unwrap_or_else(|| panic!("no cross-host {system} row: {report}"))
+    };
+    for system in ["nerve", "zenoh"] {
+        let r = across(system);
+        assert_eq!(r["payload_bytes"], 1024, "{r}");
+        assert!(r["latency_us"]["p50"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert_eq!(across("nerve")["loss_rate"], 0.0);
+    let idle: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["kind"] == "idle-session")
+        .collect();
+    assert_eq!(idle.len(), 2, "{report}");
+    assert!(idle.iter().all(|r| r["cpu_percent"].as_f64().is_some()));
     // every suite's Nerve rows, with the documented fields and sane figures
     let svc = row("service", "nerve", "adaptive");
     assert!(svc["rtt_us"]["p50"].as_f64().unwrap() > 0.0);
@@ -289,6 +316,7 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
     for heading in [
         "## service",
         "## topic",
+        "## topic across hosts",
         "## paths",
         "## lidar",
         "## timer",

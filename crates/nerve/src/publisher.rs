@@ -390,11 +390,14 @@ impl<M: Message> Publisher<M> {
         };
         let local = self.route.subscribers();
         let words = shm::words_for(len);
-        // the network's copy is taken before the buffer moves on (one copy, only while a
-        // subscriber on another host exists)
-        let frame = match &self.net {
-            Some(net) if net.remote_subscribers() > 0 => {
-                Some(net.encode(&header, &shm::words_as_bytes(buf.words())[..len]))
+        // the network's frame (only while a subscriber on another host exists) reads a
+        // heap buffer in place, or copies a shared-memory one before it is sent
+        let frame = match (&self.net, &buf) {
+            (Some(net), LoanBuf::Local(b)) if net.remote_subscribers() > 0 => {
+                Some(net.frame_shared(&header, b.share(), len))
+            }
+            (Some(net), LoanBuf::Shm(s)) if net.remote_subscribers() > 0 => {
+                Some(net.frame_copy(&header, &shm::words_as_bytes(s.payload())[..len]))
             }
             _ => None,
         };

@@ -251,7 +251,9 @@ mod tests {
     #[test]
     fn token_keys_parse_back() {
         let e =
-            RemoteEntity::parse("nerve/3/live/sub/00ff/robot-a/12-3/00000000000000ab/a/b").unwrap();
+            RemoteEntity::parse("nerve/3/live/sub/00ff/robot-a/12-3/00000000000000ab=pkg:Imu/a/b")
+                .unwrap();
+        assert_eq!(e.type_name, "pkg/Imu");
         assert_eq!(e.kind, EntityKind::Subscriber);
         assert_eq!((e.name.as_str(), e.host.as_str()), ("/a/b", "robot-a"));
         assert_eq!(e.type_hash, 0xab);

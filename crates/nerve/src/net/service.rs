@@ -88,7 +88,10 @@ impl NetServer {
             .session
             .declare_queryable(key.clone())
             .callback(move |query: Query| {
-                let bytes = query.payload().map(|p| p.to_bytes()).unwrap_or_default();
+                let parts: Vec<&[u8]> = query
+                    .payload()
+                    .map(|p| p.slices().collect())
+                    .unwrap_or_default();
                 let refuse = |query: &Query, h: &CallHeader, why: String| {
                     // SYNC: a statistic.
                     r.fetch_add(1, Ordering::Relaxed);
@@ -99,7 +102,7 @@ impl NetServer {
                         why.as_bytes(),
                     );
                 };
-                match wire::decode_call(&bytes, Kind::Request, &ty, max_request) {
+                match wire::decode_call_parts(&parts, Kind::Request, &ty, max_request) {
                     Ok(Frame {
                         header,
                         words,
@@ -301,8 +304,8 @@ impl NetClient {
             .timeout(NET_CALL_TIMEOUT)
             .callback(move |reply| {
                 let outcome = match reply.result() {
-                    Ok(s) => wire::decode_call(
-                        &s.payload().to_bytes(),
+                    Ok(s) => wire::decode_call_parts(
+                        &s.payload().slices().collect::<Vec<_>>(),
                         Kind::Response,
                         &ty,
                         max_response.max(64 * 1024),

@@ -9,13 +9,15 @@ use crate::error::NetError;
 use crate::header::SampleHeader;
 use crate::message::TypeInfo;
 use crate::qos::{Overflow, Qos};
-use crate::transport::intra::LocalSample;
+use crate::transport::intra::{Buf, LocalSample};
 use crate::transport::wire;
+use bytes::Bytes;
 use crossbeam_queue::ArrayQueue;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use zenoh::bytes::ZBytes;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::qos::{CongestionControl, Reliability};
 use zenoh::sample::SampleKind;
@@ -139,13 +141,22 @@ impl NetPublisher {
         self.subscribers.count()
     }
 
-    /// The frame of a sample (one copy of the payload).
-    pub(crate) fn encode(&self, header: &SampleHeader, payload: &[u8]) -> Vec<u8> {
-        wire::encode_sample(self.host, header, payload)
+    /// The frame of a sample whose payload is read from `payload` (one copy).
+    pub(crate) fn frame_copy(&self, header: &SampleHeader, payload: &[u8]) -> ZBytes {
+        wire::encode_sample(self.host, header, payload).into()
+    }
+
+    /// The frame of a sample whose payload stays in the publisher's heap buffer: Zenoh
+    /// reads it there (no copy) and the buffer returns to the pool once Zenoh is done.
+    pub(crate) fn frame_shared(&self, header: &SampleHeader, buf: Buf, len: usize) -> ZBytes {
+        let mut w = ZBytes::writer();
+        w.append(wire::sample_header(self.host, header, len, 0).into());
+        w.append(Bytes::from_owner(Payload { buf, len }).into());
+        w.finish()
     }
 
     /// Sends a frame; Zenoh owns it from here.
-    pub(crate) fn send(&self, frame: Vec<u8>) -> Result<(), NetError> {
+    pub(crate) fn send(&self, frame: ZBytes) -> Result<(), NetError> {
         self.publisher
             .put(frame)
             .wait()
@@ -153,6 +164,18 @@ impl NetPublisher {
                 key: self.publisher.key_expr().to_string(),
                 reason: e.to_string(),
             })
+    }
+}
+
+/// The first `len` bytes of a payload buffer, as Zenoh's zero-copy input.
+struct Payload {
+    buf: Buf,
+    len: usize,
+}
+
+impl AsRef<[u8]> for Payload {
+    fn as_ref(&self) -> &[u8] {
+        &crate::transport::shm::words_as_bytes(&self.buf)[..self.len]
     }
 }
 
@@ -185,8 +208,10 @@ impl NetSubscriber {
             .session
             .declare_subscriber(key.clone())
             .callback(move |s| {
-                let bytes = s.payload().to_bytes();
-                match wire::decode_sample(&bytes, &ty2, max) {
+                // large frames come in pieces: they are copied once, into the aligned
+                // buffer the subscriber reads
+                let parts: Vec<&[u8]> = s.payload().slices().collect();
+                match wire::decode_sample_parts(&parts, &ty2, max) {
                     Ok(f) if f.host == own => {} // reached us through shared memory
                     Ok(f) => {
                         let mut header = f.header;

@@ -36,6 +36,12 @@ impl LocalLoan {
         &self.0
     }
 
+    /// A reference to the buffer for a reader outside the route (the network plane).
+    /// Taken once the sample is written: the loan is not written through afterwards.
+    pub(crate) fn share(&self) -> Buf {
+        self.0.clone()
+    }
+
     /// The buffer's words, writable.
     pub(crate) fn words_mut(&mut self) -> &mut [u64] {
         // SAFETY: `LocalRoute::loan` made sure nothing else references this buffer (no

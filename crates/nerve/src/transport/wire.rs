@@ -106,20 +106,27 @@ pub struct Frame<H> {
 
 /// Encodes a sample frame.
 pub(crate) fn encode_sample(host: u64, h: &SampleHeader, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(PREFIX + SAMPLE_HEADER + payload.len());
+    let mut out = sample_header(host, h, payload.len(), payload.len());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The headers of a sample frame whose `len` payload bytes follow separately, with room
+/// for `reserve` more bytes.
+pub(crate) fn sample_header(host: u64, h: &SampleHeader, len: usize, reserve: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(PREFIX + SAMPLE_HEADER + reserve);
     prefix(&mut out, Kind::Sample, host);
     for v in [
         h.seq,
         h.publish_mono_ns,
         h.publish_wall_ns as u64,
         h.publisher_id,
-        payload.len() as u64,
+        len as u64,
         h.type_hash,
         h.origin,
     ] {
         out.extend_from_slice(&v.to_le_bytes());
     }
-    out.extend_from_slice(payload);
     out
 }
 
@@ -154,12 +161,51 @@ fn u32_at(b: &[u8], i: usize) -> u32 {
     u32::from_le_bytes(a)
 }
 
-/// Checks the prefix and returns the sender's host id.
-fn check_prefix(b: &[u8], want: Kind, header: usize) -> Result<u64, WireError> {
-    let need = PREFIX + header;
-    if b.len() < need {
-        return Err(WireError::Truncated { got: b.len(), need });
+/// A frame as Zenoh may hand it over: one or several byte slices, read in order.
+struct Parts<'a> {
+    parts: &'a [&'a [u8]],
+    len: usize,
+}
+
+impl<'a> Parts<'a> {
+    fn new(parts: &'a [&'a [u8]]) -> Parts<'a> {
+        Parts {
+            parts,
+            len: parts.iter().map(|p| p.len()).sum(),
+        }
     }
+
+    /// Copies bytes `at..at + out.len()` into `out` (the caller checked the length).
+    fn copy_to(&self, mut at: usize, mut out: &mut [u8]) {
+        for p in self.parts {
+            if out.is_empty() {
+                return;
+            }
+            if at >= p.len() {
+                at -= p.len();
+                continue;
+            }
+            let n = (p.len() - at).min(out.len());
+            out[..n].copy_from_slice(&p[at..at + n]);
+            out = &mut out[n..];
+            at = 0;
+        }
+    }
+}
+
+/// Checks the prefix; returns the sender's host id and the headers' bytes.
+fn check_prefix<const N: usize>(
+    parts: &Parts<'_>,
+    want: Kind,
+) -> Result<(u64, [u8; N]), WireError> {
+    if parts.len < N {
+        return Err(WireError::Truncated {
+            got: parts.len,
+            need: N,
+        });
+    }
+    let mut b = [0u8; N];
+    parts.copy_to(0, &mut b);
     let magic = [b[0], b[1], b[2], b[3]];
     if magic != MAGIC {
         return Err(WireError::BadMagic(magic));
@@ -167,12 +213,18 @@ fn check_prefix(b: &[u8], want: Kind, header: usize) -> Result<u64, WireError> {
     if b[4] != want as u8 || b[5..8] != [0, 0, 0] {
         return Err(WireError::WrongKind { got: b[4], want });
     }
-    Ok(u64_at(b, 8))
+    Ok((u64_at(&b, 8), b))
 }
 
-/// Copies the payload after `at` into an aligned buffer after checking its length.
-fn payload(b: &[u8], at: usize, said: u64, max: usize) -> Result<Arc<Vec<u64>>, WireError> {
-    let got = b.len() - at;
+/// Copies the payload after `at` into an aligned buffer (the only copy on receipt) after
+/// checking its length.
+fn payload(
+    parts: &Parts<'_>,
+    at: usize,
+    said: u64,
+    max: usize,
+) -> Result<Arc<Vec<u64>>, WireError> {
+    let got = parts.len - at;
     if said != got as u64 {
         return Err(WireError::LengthMismatch { said, got });
     }
@@ -180,7 +232,7 @@ fn payload(b: &[u8], at: usize, said: u64, max: usize) -> Result<Arc<Vec<u64>>, 
         return Err(WireError::Oversized { len: got, max });
     }
     let mut words = vec![0u64; shm::words_for(got).max(1)];
-    shm::words_as_bytes_mut(&mut words)[..got].copy_from_slice(&b[at..]);
+    parts.copy_to(at, &mut shm::words_as_bytes_mut(&mut words)[..got]);
     Ok(Arc::new(words))
 }
 
@@ -190,8 +242,18 @@ pub fn decode_sample(
     ty: &TypeInfo,
     max: usize,
 ) -> Result<Frame<SampleHeader>, WireError> {
-    let host = check_prefix(b, Kind::Sample, SAMPLE_HEADER)?;
-    let f = |i: usize| u64_at(b, PREFIX + 8 * i);
+    decode_sample_parts(&[b], ty, max)
+}
+
+/// [`decode_sample`] of a frame in several slices (as Zenoh hands over large ones).
+pub fn decode_sample_parts(
+    parts: &[&[u8]],
+    ty: &TypeInfo,
+    max: usize,
+) -> Result<Frame<SampleHeader>, WireError> {
+    let parts = Parts::new(parts);
+    let (host, b) = check_prefix::<{ PREFIX + SAMPLE_HEADER }>(&parts, Kind::Sample)?;
+    let f = |i: usize| u64_at(&b, PREFIX + 8 * i);
     let header = SampleHeader {
         seq: f(0),
         publish_mono_ns: f(1),
@@ -207,7 +269,7 @@ pub fn decode_sample(
             header.type_hash, ty.name
         )));
     }
-    let words = payload(b, PREFIX + SAMPLE_HEADER, header.payload_len, max)?;
+    let words = payload(&parts, PREFIX + SAMPLE_HEADER, header.payload_len, max)?;
     let elems = shm::check_payload(header.type_hash, header.payload_len, &words, ty)
         .map_err(WireError::WrongType)?;
     Ok(Frame {
@@ -226,15 +288,26 @@ pub fn decode_call(
     ty: &TypeInfo,
     max: usize,
 ) -> Result<Frame<CallHeader>, WireError> {
-    let host = check_prefix(b, kind, CALL_HEADER)?;
-    let f = |i: usize| u64_at(b, PREFIX + 8 * i);
+    decode_call_parts(&[b], kind, ty, max)
+}
+
+/// [`decode_call`] of a frame in several slices.
+pub fn decode_call_parts(
+    parts: &[&[u8]],
+    kind: Kind,
+    ty: &TypeInfo,
+    max: usize,
+) -> Result<Frame<CallHeader>, WireError> {
+    let parts = Parts::new(parts);
+    let (host, b) = check_prefix::<{ PREFIX + CALL_HEADER }>(&parts, kind)?;
+    let f = |i: usize| u64_at(&b, PREFIX + 8 * i);
     let header = CallHeader {
         seq: f(0),
         sent_mono_ns: f(1),
         payload_len: f(2),
         type_hash: f(3),
-        reply_slot: u32_at(b, PREFIX + 32),
-        status: u32_at(b, PREFIX + 36),
+        reply_slot: u32_at(&b, PREFIX + 32),
+        status: u32_at(&b, PREFIX + 36),
     };
     let typed = kind == Kind::Request || header.status == 0;
     if typed && header.type_hash != ty.layout_hash {
@@ -243,7 +316,7 @@ pub fn decode_call(
             header.type_hash, ty.name
         )));
     }
-    let words = payload(b, PREFIX + CALL_HEADER, header.payload_len, max)?;
+    let words = payload(&parts, PREFIX + CALL_HEADER, header.payload_len, max)?;
     let elems = if typed {
         shm::check_payload(header.type_hash, header.payload_len, &words, ty)
             .map_err(WireError::WrongType)?
@@ -335,6 +408,28 @@ mod tests {
         let e = decode_sample(&good, &other, 1 << 20).unwrap_err();
         assert_eq!(e.label(), "wrong-type");
         assert!(e.to_string().contains("type hash"), "{e}");
+    }
+
+    #[test]
+    fn a_frame_in_pieces_decodes_like_a_whole_one() {
+        let ty = bytes_type();
+        let mut p = vec![0u8; ty.elems_offset()];
+        p.extend((0..100u8).collect::<Vec<_>>());
+        let whole = sample(&p);
+        for cuts in [[1, 2], [40, 72], [71, 73], [80, 120]] {
+            let pieces = [
+                &whole[..cuts[0]],
+                &whole[cuts[0]..cuts[1]],
+                &whole[cuts[1]..],
+            ];
+            let f = decode_sample_parts(&pieces, &ty, 1 << 20).unwrap();
+            assert_eq!(&shm::words_as_bytes(&f.words)[..p.len()], &p[..]);
+        }
+        let short = [&whole[..30], &whole[30..60]];
+        assert!(matches!(
+            decode_sample_parts(&short, &ty, 1 << 20),
+            Err(WireError::Truncated { .. })
+        ));
     }
 
     #[test]
