@@ -207,6 +207,42 @@ fn late_joiners_get_the_rest_and_a_killed_host_leaves_the_others_working() {
 }
 
 #[test]
+fn history_reaches_a_late_joiner_on_another_host() {
+    let sim = hosts(2);
+    let d = domain();
+    let common = [
+        "--topic",
+        "/probe/latched",
+        "--count",
+        "5",
+        "--history",
+        "3",
+    ];
+    let mut publisher = start(
+        &sim,
+        0,
+        &d,
+        &[&["pub", "--hz", "100", "--subscribers", "0"][..], &common].concat(),
+    );
+    let sent = result(&mut publisher, 20 * SECOND);
+    assert_eq!(u(&sent, "failed"), 0, "{sent}");
+    // the publisher is idle now; a subscriber on another host joins and asks
+    let mut late = start(
+        &sim,
+        1,
+        &d,
+        &[&["sub", "--seconds", "10"][..], &common].concat(),
+    );
+    let r = result(&mut late, 20 * SECOND);
+    assert_eq!(
+        (u(&r, "first"), u(&r, "last"), u(&r, "received")),
+        (3, 5, 3),
+        "the last 3 samples, in order: {r}"
+    );
+    assert_eq!(u(&r, "network"), 3, "{r}");
+}
+
+#[test]
 fn under_one_percent_loss_reliable_is_complete_and_best_effort_counts_its_gaps() {
     let sim = hosts(2);
     sim.set_loss(1, 1).expect("nft loss rule (needs nftables)");

@@ -162,7 +162,7 @@ fn find<'a>(rows: &'a [TopicRow], system: &str, size: usize, rate: u32) -> Optio
     })
 }
 
-fn overhead<'a>(rows: &'a [TopicRow], size: usize, on: bool) -> Option<&'a TopicRow> {
+fn overhead(rows: &[TopicRow], size: usize, on: bool) -> Option<&TopicRow> {
     let mode = format!("local, network {}", if on { "on" } else { "off" });
     rows.iter()
         .find(|r| r.mode == mode && r.payload_bytes == size)

@@ -748,7 +748,7 @@ mod zenoh_end {
     //! fresh buffer per message (Zenoh takes ownership); with it, the buffer comes from
     //! Zenoh's shared-memory provider (a pool of depth + 2 messages, blocking on garbage
     //! collection when full) and only a reference crosses the socket. The subscriber
-    //! stamps in its callback.
+    //! stamps in its callback once the payload is contiguous (joined if it came in pieces).
     use super::*;
     use crate::peers::zenoh::loopback_config;
     use zenoh::qos::CongestionControl;
@@ -839,10 +839,11 @@ mod zenoh_end {
         let subscriber = session
             .declare_subscriber(KEY)
             .callback(move |sample| {
+                // received = the whole payload contiguous in hand, as a Nerve subscriber
+                // gets it: a payload in pieces (large messages) is joined first, a
+                // contiguous one (always, in shared memory) is read in place
+                let bytes = sample.payload().to_bytes();
                 let now = mono_ns();
-                let payload = sample.payload();
-                // a contiguous payload (always, in shared memory) is read in place
-                let bytes = payload.to_bytes();
                 let a = match get_stamp(&bytes) {
                     Some((seq, stamp)) if bytes.len() == len => Ok([seq, stamp, now]),
                     _ => Err(()),

@@ -330,8 +330,8 @@ impl RawSubscriber {
                 type_info.clone(),
                 WaitMode::Block,
                 depth,
-                net,
-            ),
+            )
+            .with_net(net),
             type_info,
         })
     }

@@ -94,8 +94,16 @@ impl<M: Message> PublisherBuilder<M> {
         }
         let slot: *const Slot = self.node.inner.ctx.inner.doorbell.slot(&topic);
         let ctx = &self.node.inner.ctx;
+        let history = service.static_config().history_size();
         let net = match crate::net::plane(ctx.config())? {
-            Some(plane) => Some(NetPublisher::new(&plane, ctx.domain(), &topic, &ty, &qos)?),
+            Some(plane) => Some(NetPublisher::new(
+                &plane,
+                ctx.domain(),
+                &topic,
+                &ty,
+                &qos,
+                history,
+            )?),
             None => None,
         };
         let port = builder.create().map_err(|e| {
@@ -390,13 +398,14 @@ impl<M: Message> Publisher<M> {
         };
         let local = self.route.subscribers();
         let words = shm::words_for(len);
-        // the network's frame (only while a subscriber on another host exists) reads a
-        // heap buffer in place, or copies a shared-memory one before it is sent
+        // the network's frame (only while a subscriber on another host exists, or the
+        // topic keeps history for late joiners there) reads a heap buffer in place, or
+        // copies a shared-memory one before it is sent
         let frame = match (&self.net, &buf) {
-            (Some(net), LoanBuf::Local(b)) if net.remote_subscribers() > 0 => {
+            (Some(net), LoanBuf::Local(b)) if net.wants_frames() => {
                 Some(net.frame_shared(&header, b.share(), len))
             }
-            (Some(net), LoanBuf::Shm(s)) if net.remote_subscribers() > 0 => {
+            (Some(net), LoanBuf::Shm(s)) if net.wants_frames() => {
                 Some(net.frame_copy(&header, &shm::words_as_bytes(s.payload())[..len]))
             }
             _ => None,
@@ -433,7 +442,7 @@ impl<M: Message> Publisher<M> {
         // the context that self.node keeps alive.
         unsafe { &*self.slot }.ring();
         match (frame, &self.net) {
-            (Some(frame), Some(net)) => result.and(net.send(frame).map_err(PublishError::from)),
+            (Some(frame), Some(net)) => result.and(net.publish(frame).map_err(PublishError::from)),
             _ => result,
         }
     }

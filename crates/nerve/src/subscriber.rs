@@ -73,8 +73,8 @@ impl<M: Message> SubscriberBuilder<M> {
                 ty,
                 self.mode,
                 self.qos.depth,
-                net,
-            ),
+            )
+            .with_net(net),
             _m: PhantomData,
         })
     }
@@ -285,7 +285,6 @@ impl Receiver {
         expected: TypeInfo,
         mode: WaitMode,
         depth: usize,
-        net: Option<NetSubscriber>,
     ) -> Receiver {
         let ctx = &node.inner.ctx.inner;
         let slot: *const Slot = ctx.doorbell.slot(&topic);
@@ -322,8 +321,14 @@ impl Receiver {
             local_dirty: Cell::new(true),
             local_created: Cell::new(0),
             polls: Cell::new(0),
-            net,
+            net: None,
         }
+    }
+
+    /// Adds the network side (the network plane is on).
+    pub(crate) fn with_net(mut self, net: Option<NetSubscriber>) -> Receiver {
+        self.net = net;
+        self
     }
 
     /// If the doorbell rang since we last looked, attach to any new publisher and confirm,

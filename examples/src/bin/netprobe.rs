@@ -37,6 +37,9 @@ enum RoleArg {
         /// Wait for this many subscribers before the first sample.
         #[arg(long, default_value_t = 1)]
         subscribers: usize,
+        /// Samples the topic keeps for late joiners.
+        #[arg(long, default_value_t = 0)]
+        history: usize,
     },
     /// Receive until sample `count` arrived or `seconds` passed.
     Sub {
@@ -48,6 +51,9 @@ enum RoleArg {
         seconds: f64,
         #[arg(long)]
         reliable: bool,
+        /// Ask for the topic's history on joining.
+        #[arg(long, default_value_t = 0)]
+        history: usize,
     },
     /// Serve the echo service, appending this host's name to every response.
     Serve {
@@ -83,12 +89,14 @@ fn host_name() -> String {
     std::env::var("NERVE_HOST_NAME").unwrap_or_else(|_| "?".into())
 }
 
-fn qos(reliable: bool) -> Qos {
-    if reliable {
+fn qos(reliable: bool, history: usize) -> Qos {
+    let q = if reliable {
         Qos::reliable().depth(256)
     } else {
         Qos::sensor()
-    }
+    };
+    let depth = q.depth.max(history);
+    q.history(history).depth(depth)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -102,14 +110,15 @@ fn main() -> anyhow::Result<()> {
             size,
             reliable,
             subscribers,
+            history,
         } => {
             let node = ctx.node("probe_pub").create()?;
             let p = node
                 .publisher::<Bytes>(&topic)
-                .qos(qos(reliable))
+                .qos(qos(reliable, history))
                 .create()?;
             say("ready");
-            if !p.wait_for_subscribers(subscribers, Duration::from_secs(20)) {
+            if subscribers > 0 && !p.wait_for_subscribers(subscribers, Duration::from_secs(20)) {
                 bail!("no subscriber appeared on {topic}");
             }
             let period = Duration::from_secs_f64(1.0 / hz);
@@ -141,11 +150,12 @@ fn main() -> anyhow::Result<()> {
             count,
             seconds,
             reliable,
+            history,
         } => {
             let node = ctx.node("probe_sub").create()?;
             let s = node
                 .subscriber::<Bytes>(&topic)
-                .qos(qos(reliable))
+                .qos(qos(reliable, history))
                 .create()?;
             say("ready");
             let deadline = Instant::now() + Duration::from_secs_f64(seconds);

@@ -147,6 +147,9 @@ pub fn local_host(ctx: &Context) -> Result<Option<String>, NetError> {
     Ok(plane(ctx.config())?.map(|p| p.host_name.clone()))
 }
 
+/// The network counters of a process's subscribers, by domain and topic.
+pub(crate) type CounterMap = Mutex<HashMap<(u32, String), Arc<Counters>>>;
+
 /// Network counters of one topic in one process.
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -192,11 +195,7 @@ pub struct NetCounters {
     pub topics: Vec<TopicCounters>,
 }
 
-pub(crate) fn report(
-    counters: &Mutex<HashMap<(u32, String), Arc<Counters>>>,
-    domain: u32,
-    host: &str,
-) -> Vec<u8> {
+pub(crate) fn report(counters: &CounterMap, domain: u32, host: &str) -> Vec<u8> {
     let topics = lock(counters)
         .iter()
         .filter(|((d, _), _)| *d == domain)

@@ -50,7 +50,7 @@ pub(crate) struct Plane {
     pub(crate) host_name: String,
     next_uid: AtomicU64,
     /// Network counters of this process's subscribers, by domain and topic.
-    pub(crate) counters: Arc<Mutex<HashMap<(u32, String), Arc<discovery::Counters>>>>,
+    pub(crate) counters: Arc<discovery::CounterMap>,
     /// Counter queryables, one per domain.
     info: Mutex<HashMap<u32, zenoh::query::Queryable<()>>>,
 }

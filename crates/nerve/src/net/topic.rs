@@ -13,7 +13,7 @@ use crate::transport::intra::{Buf, LocalSample};
 use crate::transport::wire;
 use bytes::Bytes;
 use crossbeam_queue::ArrayQueue;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -87,7 +87,22 @@ pub(crate) struct NetPublisher {
     publisher: zenoh::pubsub::Publisher<'static>,
     subscribers: RemoteWatch,
     host: u64,
+    /// The last frames of a topic that keeps history, for late joiners on other hosts.
+    history: Option<History>,
     _token: LivelinessToken,
+}
+
+/// A publisher's last `depth` frames and the queryable that hands them to subscribers on
+/// other hosts as they join (`nerve/<d>/h/<uid>/<topic>`).
+struct History {
+    frames: Arc<Mutex<VecDeque<ZBytes>>>,
+    depth: usize,
+    _queryable: zenoh::query::Queryable<()>,
+}
+
+/// Key of the history queryables of `topic` (any publisher).
+fn history_key(domain: u32, uid: &str, topic: &str) -> String {
+    format!("nerve/{domain}/h/{uid}/{}", topic.trim_start_matches('/'))
 }
 
 impl NetPublisher {
@@ -97,6 +112,7 @@ impl NetPublisher {
         topic: &str,
         ty: &TypeInfo,
         qos: &Qos,
+        history: usize,
     ) -> Result<NetPublisher, NetError> {
         let key = topic_key(domain, topic);
         let reliable = matches!(qos.overflow, Overflow::BackPressure { .. });
@@ -121,6 +137,32 @@ impl NetPublisher {
                 reason: e.to_string(),
             })?;
         let subscribers = RemoteWatch::new(plane, domain, EntityKind::Subscriber, topic)?;
+        let history = if history > 0 {
+            let frames: Arc<Mutex<VecDeque<ZBytes>>> = Arc::default();
+            let (f, key) = (frames.clone(), history_key(domain, &plane.uid(), topic));
+            let reply_key = key.clone();
+            let queryable = plane
+                .session
+                .declare_queryable(key.clone())
+                .callback(move |query| {
+                    for frame in lock(&f).iter() {
+                        let _ = query.reply(reply_key.clone(), frame.clone()).wait();
+                    }
+                })
+                .wait()
+                .map_err(|e| NetError::Declare {
+                    what: "history queryable",
+                    key,
+                    reason: e.to_string(),
+                })?;
+            Some(History {
+                frames,
+                depth: history,
+                _queryable: queryable,
+            })
+        } else {
+            None
+        };
         let token = plane.token(plane.token_key(
             domain,
             EntityKind::Publisher,
@@ -131,6 +173,7 @@ impl NetPublisher {
             publisher,
             subscribers,
             host: plane.host,
+            history,
             _token: token,
         })
     }
@@ -139,6 +182,29 @@ impl NetPublisher {
     #[inline]
     pub(crate) fn remote_subscribers(&self) -> usize {
         self.subscribers.count()
+    }
+
+    /// Whether frames are needed for this sample: a subscriber on another host exists,
+    /// or the topic keeps history for late joiners there.
+    #[inline]
+    pub(crate) fn wants_frames(&self) -> bool {
+        self.history.is_some() || self.remote_subscribers() > 0
+    }
+
+    /// Keeps `frame` as the newest of the history (if the topic keeps one) and sends it
+    /// if a subscriber on another host exists.
+    pub(crate) fn publish(&self, frame: ZBytes) -> Result<(), NetError> {
+        if let Some(h) = &self.history {
+            let mut frames = lock(&h.frames);
+            if frames.len() == h.depth {
+                frames.pop_front();
+            }
+            frames.push_back(frame.clone());
+        }
+        if self.remote_subscribers() > 0 {
+            self.send(frame)?;
+        }
+        Ok(())
     }
 
     /// The frame of a sample whose payload is read from `payload` (one copy).
@@ -156,7 +222,7 @@ impl NetPublisher {
     }
 
     /// Sends a frame; Zenoh owns it from here.
-    pub(crate) fn send(&self, frame: ZBytes) -> Result<(), NetError> {
+    fn send(&self, frame: ZBytes) -> Result<(), NetError> {
         self.publisher
             .put(frame)
             .wait()
@@ -178,6 +244,9 @@ impl AsRef<[u8]> for Payload {
         &crate::transport::shm::words_as_bytes(&self.buf)[..self.len]
     }
 }
+
+/// Longest a late joiner waits for other hosts' history.
+const HISTORY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A subscriber's network side: frames are decoded on Zenoh's thread into a bounded
 /// inbox, and the topic's doorbell wakes the subscriber.
@@ -204,39 +273,62 @@ impl NetSubscriber {
         let (max, overflow) = (qos.max_payload, qos.overflow);
         let ctx2 = ctx.clone();
         let slot = crate::transport::doorbell::Doorbell::slot_index(topic);
+        let accept = Arc::new(move |payload: &ZBytes| {
+            // large frames come in pieces: they are copied once, into the aligned buffer
+            // the subscriber reads
+            let parts: Vec<&[u8]> = payload.slices().collect();
+            match wire::decode_sample_parts(&parts, &ty2, max) {
+                Ok(f) if f.host == own => {} // reached us through shared memory
+                Ok(f) => {
+                    let mut header = f.header;
+                    // publisher ids are unique per host only
+                    header.publisher_id ^= f.host.rotate_left(17);
+                    c.arrived();
+                    push(
+                        &q,
+                        LocalSample {
+                            header,
+                            buf: f.words,
+                        },
+                        overflow,
+                    );
+                    ctx2.inner.doorbell.slot_at(slot).ring();
+                }
+                Err(e) => c.refused(&e),
+            }
+        });
+        let live = accept.clone();
         let sub = plane
             .session
             .declare_subscriber(key.clone())
-            .callback(move |s| {
-                // large frames come in pieces: they are copied once, into the aligned
-                // buffer the subscriber reads
-                let parts: Vec<&[u8]> = s.payload().slices().collect();
-                match wire::decode_sample_parts(&parts, &ty2, max) {
-                    Ok(f) if f.host == own => {} // reached us through shared memory
-                    Ok(f) => {
-                        let mut header = f.header;
-                        // publisher ids are unique per host only
-                        header.publisher_id ^= f.host.rotate_left(17);
-                        c.arrived();
-                        push(
-                            &q,
-                            LocalSample {
-                                header,
-                                buf: f.words,
-                            },
-                            overflow,
-                        );
-                        ctx2.inner.doorbell.slot_at(slot).ring();
-                    }
-                    Err(e) => c.refused(&e),
-                }
-            })
+            .callback(move |s| live(s.payload()))
             .wait()
             .map_err(|e| NetError::Declare {
                 what: "subscriber",
                 key,
                 reason: e.to_string(),
             })?;
+        if qos.history > 0 {
+            // a late joiner: the publishers on other hosts hand over their history (what
+            // also arrives live is skipped by sequence number)
+            let key = history_key(domain, "*", topic);
+            plane
+                .session
+                .get(key.clone())
+                .consolidation(zenoh::query::ConsolidationMode::None)
+                .timeout(HISTORY_TIMEOUT)
+                .callback(move |reply| {
+                    if let Ok(s) = reply.result() {
+                        accept(s.payload());
+                    }
+                })
+                .wait()
+                .map_err(|e| NetError::Declare {
+                    what: "history query",
+                    key,
+                    reason: e.to_string(),
+                })?;
+        }
         // declared after the subscriber: whoever sees the token can reach the subscriber
         let token = plane.token(plane.token_key(
             domain,
