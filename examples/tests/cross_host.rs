@@ -309,4 +309,9 @@ fn malformed_frames_from_the_network_are_counted_and_never_delivered() {
     assert_eq!(u(&r, "received"), 1, "only the valid frame: {r}");
     assert_eq!(u(&r, "corrupt"), 0, "{r}");
     assert_eq!(u(&r, "refused"), u(&g, "malformed_sent"), "{r} vs {g}");
+    assert_eq!(
+        u(&r, "info_refused"),
+        u(&g, "malformed_sent"),
+        "the counters `nerve topic info` reads: {r}"
+    );
 }

@@ -176,7 +176,8 @@ pub fn checks(rows: &[TopicRow], idle: &[IdleRow]) -> Vec<Verdict> {
     let mut out = Vec::new();
     for n in rows.iter().filter(|r| r.cross_host && r.system == "nerve") {
         let at = format!(
-            "across hosts {} @ {} Hz",
+            "nerve {} across hosts {} @ {} Hz",
+            n.mode,
             human_bytes(n.payload_bytes),
             n.rate_hz
         );
@@ -190,12 +191,20 @@ pub fn checks(rows: &[TopicRow], idle: &[IdleRow]) -> Vec<Verdict> {
         out.push(v("loss = 0 (reliable)", at, n.loss_rate, &|l| l == 0.0));
     }
     for (name, size, rate, published) in CYBERRT_CROSS {
-        out.push(v(
-            &format!("avg / CyberRT cross-machine {published} µs <= 0.5"),
-            format!("{name} ({} @ {rate} Hz, veth)", human_bytes(size)),
-            find(rows, "nerve", size, rate).map(|n| n.latency_us.avg / published),
-            &|r| r <= 0.5,
-        ));
+        for n in rows.iter().filter(|r| {
+            r.cross_host && r.system == "nerve" && r.payload_bytes == size && r.rate_hz == rate
+        }) {
+            out.push(v(
+                &format!("avg / CyberRT cross-machine {published} µs <= 0.5"),
+                format!(
+                    "nerve {}: {name} ({} @ {rate} Hz, veth)",
+                    n.mode,
+                    human_bytes(size)
+                ),
+                Some(n.latency_us.avg / published),
+                &|r| r <= 0.5,
+            ));
+        }
     }
     for size in OVERHEAD_SIZES {
         let (off, on) = (overhead(rows, size, false), overhead(rows, size, true));
@@ -332,20 +341,29 @@ pub fn output(
                  reliable over its network plane (Zenoh, TCP); raw Zenoh runs its own \
                  publisher/subscriber over the same link; Cyclone DDS is ddsperf ping/pong \
                  (one-way = round trip / 2). veth is not a physical link: no wire, NIC or switch.";
-    let mut series = Vec::new();
-    for sys in ["nerve", "zenoh", "cyclonedds"] {
-        let points: Vec<(f64, f64)> = rows
-            .iter()
-            .filter(|r| r.cross_host && r.system == sys && r.sweeps.iter().any(|s| s == "size"))
-            .map(|r| (r.payload_bytes as f64, r.latency_us.avg))
-            .collect();
-        if !points.is_empty() {
-            series.push(Series {
-                label: sys.into(),
-                points,
-            });
+    let mut labels: Vec<(String, String)> = Vec::new();
+    for r in rows.iter().filter(|r| r.cross_host) {
+        let k = (r.system.clone(), r.mode.clone());
+        if !labels.contains(&k) {
+            labels.push(k);
         }
     }
+    let series: Vec<Series> = labels
+        .iter()
+        .map(|(sys, mode)| Series {
+            label: format!("{sys} {mode}"),
+            points: rows
+                .iter()
+                .filter(|r| {
+                    r.cross_host
+                        && &r.system == sys
+                        && &r.mode == mode
+                        && r.sweeps.iter().any(|s| s == "size")
+                })
+                .map(|r| (r.payload_bytes as f64, r.latency_us.avg))
+                .collect(),
+        })
+        .collect();
     let mut html = format!("<p>{intro}</p>\n");
     html.push_str(&figure(
         &line_chart(

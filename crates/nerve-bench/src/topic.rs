@@ -80,8 +80,9 @@ pub const CYBERRT_CROSS: [(&str, usize, u32, f64); 4] = [
 ];
 
 /// Systems that can run between simulated hosts.
-pub const CROSS_HOST_SYSTEMS: [TopicSystem; 3] = [
+pub const CROSS_HOST_SYSTEMS: [TopicSystem; 4] = [
     TopicSystem::Stream(StreamSystem::NerveAdaptive),
+    TopicSystem::Stream(StreamSystem::NervePredictive),
     TopicSystem::Stream(StreamSystem::Zenoh),
     TopicSystem::CycloneDds,
 ];

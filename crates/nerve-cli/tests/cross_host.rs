@@ -41,7 +41,7 @@ fn remote_topic(list: &Value, name: &str) -> Option<Value> {
 
 #[test]
 fn remote_topics_and_nodes_are_listed_with_their_host_and_drop_out_when_it_dies() {
-    let sim = SimHosts::create(2, 2000).expect("simulated hosts (needs root, ip, unshare)");
+    let sim = SimHosts::create(3, 2000).expect("simulated hosts (needs root, ip, unshare)");
     let exe = Path::new(env!("CARGO_BIN_EXE_nerve"));
     let args: Vec<String> = [
         "topic", "pub", "/cli/imu", "Imu", "{}", "--rate", "50", "--count", "100000",
@@ -97,7 +97,31 @@ fn remote_topics_and_nodes_are_listed_with_their_host_and_drop_out_when_it_dies(
     let info = json(&sim, 1, &["topic", "info", "/cli/imu", "--format", "json"]);
     assert_eq!(info["remote"][0]["host"], "hosta", "{info}");
 
-    // the host's process dies: it drops out of discovery within the link lease
+    // a second host's link is cut (no goodbye): its node drops out within the lease
+    let args: Vec<String> = [
+        "topic", "pub", "/cli/cut", "Imu", "{}", "--rate", "5", "--count", "100000",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let _cut = sim
+        .spawn(2, exe, &args, &[("NERVE_DOMAIN", DOMAIN.into())], "nerve")
+        .expect("start the second publisher");
+    let listed = |name: &str| {
+        let list = json(&sim, 1, &["topic", "list", "--format", "json"]);
+        remote_topic(&list, name).is_some()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !listed("/cli/cut") {
+        assert!(Instant::now() < deadline, "/cli/cut never listed");
+    }
+    sim.set_link(2, false).expect("cut the link");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while listed("/cli/cut") {
+        assert!(Instant::now() < deadline, "a cut host stays listed");
+    }
+
+    // the host's process dies: it drops out of discovery at once
     publisher.kill();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

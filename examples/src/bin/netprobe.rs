@@ -189,7 +189,14 @@ fn main() -> anyhow::Result<()> {
                     .map_or(0.0, |v| *v as f64 / 1e3)
             };
             let st = s.stats();
+            // what `nerve topic info` shows: every process's counters, asked over Zenoh
+            let info_refused: u64 = nerve::net::net_counters(&ctx, Duration::from_millis(500))?
+                .iter()
+                .flat_map(|c| c.topics.iter().filter(|t| t.topic == topic))
+                .map(|t| t.refused.values().sum::<u64>())
+                .sum();
             say(&json!({
+                "info_refused": info_refused,
                 "received": got, "first": first, "last": last, "in_order": in_order,
                 "corrupt": corrupt, "lost": st.lost, "network": st.network,
                 "refused": st.network_refused, "p50_us": pct(0.5), "p99_us": pct(0.99),
