@@ -604,6 +604,16 @@ impl<S: Service> PendingCall<'_, S> {
     }
 }
 
+impl<S: Service> Drop for PendingCall<'_, S> {
+    /// An abandoned network call leaves the client's count of calls in flight at once
+    /// (its Zenoh query ends by itself).
+    fn drop(&mut self) {
+        if let CallRoute::Net(call) = &self.route {
+            call.release();
+        }
+    }
+}
+
 /// A response, read in place in shared memory (or, from another host, in a buffer of
 /// its own). Dropping it releases the memory.
 pub struct Reply<S: Service> {

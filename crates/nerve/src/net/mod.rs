@@ -27,8 +27,8 @@ pub use crate::transport::wire::{decode_call, decode_sample, Frame, Kind, WireEr
 pub use discovery::{
     local_host, net_counters, remote_entities, EntityKind, NetCounters, RemoteEntity, TopicCounters,
 };
-pub use service::NET_CALL_TIMEOUT;
 pub(crate) use service::{NetCall, NetClient, NetRequest, NetServer};
+pub use service::{MAX_QUERIES, NET_CALL_TIMEOUT};
 pub(crate) use topic::{NetPublisher, NetSubscriber};
 
 use crate::config::Config;

@@ -12,7 +12,7 @@ use crate::message::TypeInfo;
 use crate::transport::doorbell::Doorbell;
 use crate::transport::wire::{self, Frame, Kind};
 use crossbeam_queue::ArrayQueue;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use zenoh::liveliness::LivelinessToken;
@@ -183,12 +183,28 @@ impl NetServer {
 /// What a network call ends with: the response frame or why there is none.
 pub(crate) type NetOutcome = Result<Frame<CallHeader>, String>;
 
+/// Most network queries a client keeps open at once, abandoned ones included (a query
+/// ends with its reply or after [`NET_CALL_TIMEOUT`]).
+pub const MAX_QUERIES: usize = 256;
+
 /// A network call in flight.
 pub(crate) struct NetCall {
     outcome: Mutex<Option<NetOutcome>>,
+    /// The client's count of calls in flight, and whether this call left it already.
+    in_flight: Arc<AtomicUsize>,
+    released: AtomicBool,
 }
 
 impl NetCall {
+    /// Leaves the client's count of calls in flight (once): the call ended or its
+    /// caller let go of it.
+    pub(crate) fn release(&self) {
+        // SYNC: a flag and a count; the outcome is published by the mutex.
+        if !self.released.swap(true, Ordering::Relaxed) {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// Takes the outcome if it is there.
     pub(crate) fn take(&self) -> Option<NetOutcome> {
         super::lock(&self.outcome).take()
@@ -213,15 +229,16 @@ struct Finish {
     call: Arc<NetCall>,
     ctx: Context,
     slot: u32,
-    in_flight: Arc<AtomicUsize>,
+    queries: Arc<AtomicUsize>,
 }
 
 impl Drop for Finish {
     fn drop(&mut self) {
         self.call
             .set(Err("no server answered (it went away or timed out)".into()));
-        // SYNC: a count; the outcome is published by the mutex.
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.call.release();
+        // SYNC: a count.
+        self.queries.fetch_sub(1, Ordering::Relaxed);
         self.ctx.inner.doorbell.slot_at(self.slot).ring();
     }
 }
@@ -232,7 +249,10 @@ pub(crate) struct NetClient {
     key: String,
     host: u64,
     servers: RemoteWatch,
+    /// Calls its caller still holds (bounded by the client's `max_in_flight`).
     in_flight: Arc<AtomicUsize>,
+    /// Zenoh queries still open, abandoned calls included (bounded by [`MAX_QUERIES`]).
+    queries: Arc<AtomicUsize>,
     _token: LivelinessToken,
 }
 
@@ -256,6 +276,7 @@ impl NetClient {
             host: plane.host,
             servers,
             in_flight: Arc::default(),
+            queries: Arc::default(),
             _token: token,
         })
     }
@@ -283,16 +304,28 @@ impl NetClient {
         max_response: usize,
         reply_slot: u32,
     ) -> Result<Arc<NetCall>, NetError> {
+        // SYNC: counts.
+        if self.queries.load(Ordering::Relaxed) >= MAX_QUERIES {
+            return Err(NetError::Send {
+                key: self.key.clone(),
+                reason: format!(
+                    "{MAX_QUERIES} calls still wait on the network (abandoned ones end \
+                     within {NET_CALL_TIMEOUT:?})"
+                ),
+            });
+        }
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.queries.fetch_add(1, Ordering::Relaxed);
         let call = Arc::new(NetCall {
             outcome: Mutex::new(None),
+            in_flight: self.in_flight.clone(),
+            released: AtomicBool::new(false),
         });
-        // SYNC: a count.
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
         let finish = Finish {
             call: call.clone(),
             ctx: ctx.clone(),
             slot: reply_slot,
-            in_flight: self.in_flight.clone(),
+            queries: self.queries.clone(),
         };
         let ty = response.clone();
         let frame = wire::encode_call(Kind::Request, self.host, header, payload);
