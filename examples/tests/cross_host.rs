@@ -4,18 +4,13 @@
 //! only cross through the network plane (Zenoh). Needs root, `ip`, `unshare` and (for the
 //! loss test) `nft`, as here and in CI.
 
-use nerve_bench::child::Child;
+mod common;
+
+use common::{result, start, SECOND};
 use nerve_bench::hosts::SimHosts;
 use serde_json::Value;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
-
-const SECOND: Duration = Duration::from_secs(1);
-
-fn probe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_netprobe"))
-}
+use std::time::Instant;
 
 /// A domain per test, so tests running at once never meet.
 fn domain() -> String {
@@ -25,26 +20,6 @@ fn domain() -> String {
 
 fn hosts(n: usize) -> SimHosts {
     SimHosts::create(n, 2000).expect("simulated hosts (needs root, ip, unshare)")
-}
-
-fn start(sim: &SimHosts, host: usize, domain: &str, args: &[&str]) -> Child {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let mut c = sim
-        .spawn(
-            host,
-            &probe(),
-            &args,
-            &[("NERVE_DOMAIN", domain.to_string())],
-            "netprobe",
-        )
-        .expect("spawn netprobe");
-    c.expect("ready", 20 * SECOND).expect("netprobe ready");
-    c
-}
-
-fn result(c: &mut Child, within: Duration) -> Value {
-    let line = c.expect("{", within).expect("result line");
-    serde_json::from_str(&line).expect("result json")
 }
 
 fn u(v: &Value, k: &str) -> u64 {

@@ -3,15 +3,18 @@
 //! c); links need mutual TLS. Host a's access control forbids host b (by certificate
 //! name) the `/secret/**` topics. Needs root and `ip`, as the other cross-host tests.
 
+mod common;
+
+use common::{result, SECOND};
 use nerve_bench::child::Child;
 use nerve_bench::hosts::{SimHost, SimHosts, ZenohExtra};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-use serde_json::Value;
-use std::path::PathBuf;
-use std::time::Duration;
 
-const SECOND: Duration = Duration::from_secs(1);
 const DOMAIN: &str = "733";
+
+fn start(sim: &SimHosts, host: usize, args: &[&str]) -> Child {
+    common::start(sim, host, DOMAIN, args)
+}
 
 fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -58,27 +61,6 @@ fn tls_extra(i: usize, h: &SimHost) -> ZenohExtra {
         String::new()
     };
     ZenohExtra { link, top }
-}
-
-fn start(sim: &SimHosts, host: usize, args: &[&str]) -> Child {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_netprobe"));
-    let mut c = sim
-        .spawn(
-            host,
-            &exe,
-            &args,
-            &[("NERVE_DOMAIN", DOMAIN.to_string())],
-            "netprobe",
-        )
-        .expect("spawn netprobe");
-    c.expect("ready", 20 * SECOND).expect("netprobe ready");
-    c
-}
-
-fn result(c: &mut Child, within: Duration) -> Value {
-    let line = c.expect("{", within).expect("result line");
-    serde_json::from_str(&line).expect("result json")
 }
 
 #[test]

@@ -48,3 +48,33 @@ pub fn group(
     }
     out
 }
+
+/// Table rows of grouped remote endpoints: name, type, host, senders, receivers.
+pub fn table_rows(groups: &BTreeMap<(String, String), Endpoints>) -> Vec<Vec<String>> {
+    groups
+        .iter()
+        .map(|((name, host), e)| {
+            vec![
+                name.clone(),
+                e.type_name.clone(),
+                host.clone(),
+                e.senders.to_string(),
+                e.receivers.to_string(),
+            ]
+        })
+        .collect()
+}
+
+/// JSON objects of grouped remote endpoints, counts under the given keys.
+pub fn json_rows(
+    groups: &BTreeMap<(String, String), Endpoints>,
+    (senders, receivers): (&str, &str),
+) -> Vec<serde_json::Value> {
+    groups
+        .iter()
+        .map(|((name, host), e)| {
+            serde_json::json!({"name": name, "type": e.type_name, "host": host,
+                senders: e.senders, receivers: e.receivers, "remote": true})
+        })
+        .collect()
+}

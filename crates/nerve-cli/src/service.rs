@@ -53,10 +53,7 @@ pub fn run(ctx: &nerve::Context, cmd: ServiceCommand) -> CmdResult {
                             })
                         })
                         .collect();
-                    all.extend(remote.iter().map(|((name, h), e)| {
-                        json!({"name": name, "type": e.type_name, "host": h,
-                            "servers": e.senders, "clients": e.receivers, "remote": true})
-                    }));
+                    all.extend(remote::json_rows(&remote, ("servers", "clients")));
                     output::json(&json!(all))?
                 }
                 Format::Human => {
@@ -72,15 +69,7 @@ pub fn run(ctx: &nerve::Context, cmd: ServiceCommand) -> CmdResult {
                             ]
                         })
                         .collect();
-                    rows.extend(remote.iter().map(|((name, h), e)| {
-                        vec![
-                            name.clone(),
-                            e.type_name.clone(),
-                            h.clone(),
-                            e.senders.to_string(),
-                            e.receivers.to_string(),
-                        ]
-                    }));
+                    rows.extend(remote::table_rows(&remote));
                     output::table(&["NAME", "TYPE", "HOST", "SERVERS", "CLIENTS"], &rows)?
                 }
             }

@@ -209,10 +209,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                             v
                         })
                         .collect();
-                    list.extend(remote.iter().map(|((name, h), e)| {
-                        json!({"name": name, "type": e.type_name, "host": h,
-                            "publishers": e.senders, "subscribers": e.receivers, "remote": true})
-                    }));
+                    list.extend(remote::json_rows(&remote, ("publishers", "subscribers")));
                     output::json(&Value::Array(list))?
                 }
                 Format::Human => {
@@ -228,15 +225,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                             ]
                         })
                         .collect();
-                    rows.extend(remote.iter().map(|((name, h), e)| {
-                        vec![
-                            name.clone(),
-                            e.type_name.clone(),
-                            h.clone(),
-                            e.senders.to_string(),
-                            e.receivers.to_string(),
-                        ]
-                    }));
+                    rows.extend(remote::table_rows(&remote));
                     output::table(&["TOPIC", "TYPE", "HOST", "PUBS", "SUBS"], &rows)?
                 }
             }

@@ -107,35 +107,8 @@ pub fn remote_entities(ctx: &Context, window: Duration) -> Result<Vec<RemoteEnti
     let Some(plane) = plane(ctx.config())? else {
         return Ok(Vec::new());
     };
-    let own = format!("{:016x}", plane.host);
-    let seen: Arc<Mutex<BTreeMap<String, RemoteEntity>>> = Arc::default();
-    let s2 = seen.clone();
     let key = format!("nerve/{}/live/**", ctx.domain());
-    let _sub = plane
-        .session
-        .liveliness()
-        .declare_subscriber(key.clone())
-        .history(true)
-        .callback(move |s| {
-            let k = s.key_expr().as_str();
-            let mut seen = lock(&s2);
-            match s.kind() {
-                zenoh::sample::SampleKind::Put => {
-                    if let Some(e) = RemoteEntity::parse(k).filter(|e| e.host_id != own) {
-                        seen.insert(k.to_string(), e);
-                    }
-                }
-                zenoh::sample::SampleKind::Delete => {
-                    seen.remove(k);
-                }
-            }
-        })
-        .wait()
-        .map_err(|e| NetError::Declare {
-            what: "liveliness subscriber",
-            key,
-            reason: e.to_string(),
-        })?;
+    let (seen, _sub) = plane.watch_tokens(key, RemoteEntity::parse, |_| {})?;
     std::thread::sleep(window);
     let mut out: Vec<RemoteEntity> = lock(&seen).values().cloned().collect();
     out.sort_by(|a, b| (a.kind, &a.name, &a.host).cmp(&(b.kind, &b.name, &b.host)));

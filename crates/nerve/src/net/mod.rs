@@ -33,13 +33,17 @@ pub(crate) use topic::{NetPublisher, NetSubscriber};
 
 use crate::config::Config;
 use crate::error::NetError;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
 /// Largest frame accepted from the network (a sanity bound above every QoS limit).
 pub const MAX_FRAME: usize = 1 << 30;
+
+/// Remote liveliness tokens by key, with what was parsed from each.
+pub(crate) type Tokens<T> = Arc<Mutex<BTreeMap<String, T>>>;
 
 /// This process's Zenoh session and the identity of its host.
 pub(crate) struct Plane {
@@ -99,6 +103,51 @@ impl Plane {
                 key,
                 reason: e.to_string(),
             })
+    }
+
+    /// Follows the liveliness tokens under `key` of other hosts: `parse` turns a token's
+    /// key into what is kept (or nothing), `changed` hears the count after every change.
+    /// The map holds each token's value until the token goes.
+    pub(crate) fn watch_tokens<T: Send + 'static>(
+        &self,
+        key: String,
+        parse: impl Fn(&str) -> Option<T> + Send + Sync + 'static,
+        changed: impl Fn(usize) + Send + Sync + 'static,
+    ) -> Result<(Tokens<T>, zenoh::pubsub::Subscriber<()>), NetError> {
+        let own = format!("{:016x}", self.host);
+        let seen: Tokens<T> = Arc::default();
+        let s2 = seen.clone();
+        let sub = self
+            .session
+            .liveliness()
+            .declare_subscriber(key.clone())
+            .history(true)
+            .callback(move |s| {
+                let k = s.key_expr().as_str();
+                // nerve/<d>/live/<kind>/<host id>/…: this host's tokens are not remote
+                if k.split('/').nth(4) == Some(own.as_str()) {
+                    return;
+                }
+                let mut seen = lock(&s2);
+                match s.kind() {
+                    SampleKind::Put => {
+                        if let Some(v) = parse(k) {
+                            seen.insert(k.to_string(), v);
+                        }
+                    }
+                    SampleKind::Delete => {
+                        seen.remove(k);
+                    }
+                }
+                changed(seen.len());
+            })
+            .wait()
+            .map_err(|e| NetError::Declare {
+                what: "liveliness subscriber",
+                key,
+                reason: e.to_string(),
+            })?;
+        Ok((seen, sub))
     }
 
     /// The counters of network samples of `topic`, shared by its subscribers here.

@@ -13,14 +13,13 @@ use crate::transport::intra::{Buf, LocalSample};
 use crate::transport::wire;
 use bytes::Bytes;
 use crossbeam_queue::ArrayQueue;
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zenoh::bytes::ZBytes;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::qos::{CongestionControl, Reliability};
-use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
 /// Watches the liveliness tokens of one kind of endpoint on one name and counts those
@@ -42,35 +41,11 @@ impl RemoteWatch {
             kind.chunk(),
             name.trim_start_matches('/')
         );
-        let own = format!("{:016x}", plane.host);
         let count = Arc::new(AtomicUsize::new(0));
-        let seen: Mutex<HashSet<String>> = Mutex::default();
         let c = count.clone();
-        let sub = plane
-            .session
-            .liveliness()
-            .declare_subscriber(key.clone())
-            .history(true)
-            .callback(move |s| {
-                let k = s.key_expr().as_str();
-                // nerve/d/live/kind/<host>/...
-                if k.split('/').nth(4) == Some(own.as_str()) {
-                    return;
-                }
-                let mut seen = lock(&seen);
-                match s.kind() {
-                    SampleKind::Put => seen.insert(k.to_string()),
-                    SampleKind::Delete => seen.remove(k),
-                };
-                // SYNC: a count only; the data itself travels through Zenoh.
-                c.store(seen.len(), Ordering::Relaxed);
-            })
-            .wait()
-            .map_err(|e| NetError::Declare {
-                what: "liveliness subscriber",
-                key,
-                reason: e.to_string(),
-            })?;
+        // SYNC: a count only; the data itself travels through Zenoh.
+        let (_, sub) =
+            plane.watch_tokens(key, |_| Some(()), move |n| c.store(n, Ordering::Relaxed))?;
         Ok(RemoteWatch { count, _sub: sub })
     }
 

@@ -1,0 +1,34 @@
+//! Shared by the cross-host tests: start `netprobe` roles on simulated hosts and read
+//! their one-line JSON results.
+
+use nerve_bench::child::Child;
+use nerve_bench::hosts::SimHosts;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One second.
+pub const SECOND: Duration = Duration::from_secs(1);
+
+/// Starts `netprobe args…` on `host` in `domain` and waits for its `ready`.
+pub fn start(sim: &SimHosts, host: usize, domain: &str, args: &[&str]) -> Child {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_netprobe"));
+    let mut c = sim
+        .spawn(
+            host,
+            &exe,
+            &args,
+            &[("NERVE_DOMAIN", domain.to_string())],
+            "netprobe",
+        )
+        .expect("spawn netprobe");
+    c.expect("ready", 20 * SECOND).expect("netprobe ready");
+    c
+}
+
+/// The role's JSON result line.
+pub fn result(c: &mut Child, within: Duration) -> Value {
+    let line = c.expect("{", within).expect("result line");
+    serde_json::from_str(&line).expect("result json")
+}
