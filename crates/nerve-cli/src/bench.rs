@@ -301,7 +301,7 @@ fn scheduler_suite(a: &SchedulerArgs) -> Result<SchedulerSuite, Failure> {
 /// Options of `bench all`.
 #[derive(Args)]
 pub struct AllArgs {
-    /// Every suite's quick variant (about 18 minutes on 2 cores).
+    /// Every suite's quick variant (about 20 minutes on 2 cores).
     #[arg(long)]
     quick: bool,
     /// Output directory for report.json, report.md and index.html.
