@@ -93,3 +93,49 @@ fn config_file_errors_are_usage_errors() {
     assert!(err.contains("bad.toml"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Runs the CLI with extra environment; returns exit code and stderr.
+fn run_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let dir = std::env::temp_dir().join("nerve-cli-test/");
+    let out = Command::new(env!("CARGO_BIN_EXE_nerve"))
+        .args(args)
+        .env("NERVE_DOMAIN", "997")
+        .env("NERVE_STATE_DIR", &dir)
+        .env_remove("NERVE_CONFIG")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run nerve");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_network_settings_are_named() {
+    let (code, err) = run_env(&["topic", "list"], &[("NERVE_NETWORK", "maybe")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("NERVE_NETWORK") && err.contains("on or off"),
+        "{err}"
+    );
+
+    let missing = "/nonexistent/zenoh.json5";
+    let (code, err) = run_env(&["topic", "list"], &[("NERVE_ZENOH_CONFIG", missing)]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(missing), "names the file: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+
+    let dir = std::env::temp_dir().join(format!("nerve-bad-zenoh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("z.json5");
+    std::fs::write(&bad, "{ mode: \"emperor\" }").unwrap();
+    let (code, err) = run_env(
+        &["topic", "list"],
+        &[("NERVE_ZENOH_CONFIG", bad.to_str().unwrap())],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("z.json5"), "names the file: {err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
