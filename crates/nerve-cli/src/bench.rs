@@ -375,21 +375,8 @@ fn topic_suite(a: &TopicArgs) -> Result<TopicSuite, Failure> {
     }
     suite.scenarios = !a.no_scenarios;
     if let Some(s) = &a.systems {
-        suite.systems = s
-            .iter()
-            .map(|id| {
-                TopicSystem::parse(id).ok_or_else(|| {
-                    usage(format!(
-                        "unknown topic system {id:?}; known: {}",
-                        TopicSystem::all()
-                            .iter()
-                            .map(|s| s.id())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                })
-            })
-            .collect::<Result<_, Failure>>()?;
+        let known: Vec<&str> = TopicSystem::all().iter().map(|s| s.id()).collect();
+        suite.systems = pick(s, "topic system", TopicSystem::parse, &known)?;
     }
     suite.validate().map_err(usage)?;
     Ok(suite)

@@ -150,6 +150,10 @@ fn bad_bench_arguments_are_usage_errors() {
         (vec!["bench", "scheduler", "--seconds", "0"], "seconds"),
         (vec!["bench", "scheduler", "--scales", "0"], "node counts"),
         (
+            vec!["bench", "topic", "--cross-host", "--systems", "floor"],
+            "runs on one host only",
+        ),
+        (
             vec!["bench", "scheduler", "--systems", "horus"],
             "unknown scheduler system",
         ),
