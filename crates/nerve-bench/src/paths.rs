@@ -2,7 +2,9 @@
 //! (same thread, cross thread, cross process), topology (1:1, N:1, 1:N, N:N with N = 2
 //! and 4) and robotics message type. A pinger fills its whole message, stamps nothing but
 //! a tag in its first 8 bytes and publishes; every ponger copies the whole payload into a
-//! reply; the pinger waits for a reply from every ponger. One-way = round trip / 2.
+//! reply on that pinger's own reply topic; the pinger waits for a reply from every ponger.
+//! One-way = round trip / 2. (A reply topic shared by several pingers would let one that
+//! runs ahead flood the others' queues: under drop-oldest their oldest replies are lost.)
 //! Raw iceoryx2 runs beside Nerve on the cross-process 1:1 route.
 
 use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
@@ -148,8 +150,10 @@ pub const TOPOLOGIES: [(usize, usize); 7] =
 pub struct PongSpec {
     /// Message type.
     pub message: MessageKind,
-    /// Ping topic (pongs go to `<topic>/pong`).
+    /// Ping topic (pinger i's replies go to `<topic>/pong<i>`).
     pub topic: String,
+    /// Pingers (each has a reply topic of its own).
+    pub pingers: usize,
     /// Pongers to run (one thread each).
     pub pongers: usize,
     /// Nerve domain.
@@ -388,6 +392,7 @@ impl PathsSuite {
         let spec = PongSpec {
             message,
             topic: topic.clone(),
+            pingers,
             pongers,
             domain: self.domain,
             spin,
@@ -506,10 +511,9 @@ fn same_thread<M: Message>(
     suite: &PathsSuite,
 ) -> Result<Recorder, PeerError> {
     let node = ctx.node("paths_same").create().map_err(fail)?;
-    let pong_topic = format!("{}/pong", spec.topic);
     let mut ping_pubs = Vec::new();
     let mut pong_subs = Vec::new();
-    for _ in 0..pingers {
+    for i in 0..pingers {
         ping_pubs.push(
             node.publisher::<M>(&spec.topic)
                 .qos(qos())
@@ -517,7 +521,7 @@ fn same_thread<M: Message>(
                 .map_err(fail)?,
         );
         pong_subs.push(
-            node.subscriber::<M>(&pong_topic)
+            node.subscriber::<M>(&pong_topic(spec, i))
                 .qos(qos())
                 .create()
                 .map_err(fail)?,
@@ -530,10 +534,7 @@ fn same_thread<M: Message>(
                 .qos(qos())
                 .create()
                 .map_err(fail)?,
-            node.publisher::<M>(&pong_topic)
-                .qos(qos())
-                .create()
-                .map_err(fail)?,
+            pong_publishers::<M>(&node, spec)?,
         ));
     }
     let elems = spec.message.elems();
@@ -567,7 +568,32 @@ fn same_thread<M: Message>(
     Ok(rec)
 }
 
-fn echo<M: Message>(m: &nerve::Sample<M>, p: &nerve::Publisher<M>) -> Result<(), PeerError> {
+/// Pinger `i`'s reply topic.
+fn pong_topic(spec: &PongSpec, i: usize) -> String {
+    format!("{}/pong{i}", spec.topic)
+}
+
+/// A ponger's publishers of every pinger's reply topic.
+fn pong_publishers<M: Message>(
+    node: &nerve::Node,
+    spec: &PongSpec,
+) -> Result<Vec<nerve::Publisher<M>>, PeerError> {
+    (0..spec.pingers)
+        .map(|i| {
+            node.publisher::<M>(&pong_topic(spec, i))
+                .qos(qos())
+                .create()
+                .map_err(fail)
+        })
+        .collect()
+}
+
+/// Answers a ping on its pinger's reply topic (the pinger's index is in the tag).
+fn echo<M: Message>(m: &nerve::Sample<M>, pongs: &[nerve::Publisher<M>]) -> Result<(), PeerError> {
+    let pinger = (tag_of(m.payload_bytes()) >> 48) as usize;
+    let p = pongs
+        .get(pinger)
+        .ok_or_else(|| fail(format!("a ping from unknown pinger {pinger}")))?;
     let mut l = p.loan_slice(m.elems().len()).map_err(fail)?;
     l.payload_bytes_mut().copy_from_slice(m.payload_bytes());
     l.send().map_err(fail)
@@ -591,18 +617,14 @@ fn ponger<M: Message>(
         .wait_mode(mode(spec.spin))
         .create()
         .map_err(fail)?;
-    let publisher = node
-        .publisher::<M>(&format!("{}/pong", spec.topic))
-        .qos(qos())
-        .create()
-        .map_err(fail)?;
+    let publishers = pong_publishers::<M>(&node, spec)?;
     if let Some(b) = ready {
         b.wait();
     }
     // SYNC: a plain stop flag.
     while !stop.load(Ordering::Relaxed) {
         if let Some(m) = sub.recv_timeout(Duration::from_millis(50)).map_err(fail)? {
-            echo(&m, &publisher)?;
+            echo(&m, &publishers)?;
         }
     }
     Ok(())
@@ -626,7 +648,7 @@ fn pinger<M: Message>(
         .create()
         .map_err(fail)?;
     let sub = node
-        .subscriber::<M>(&format!("{}/pong", spec.topic))
+        .subscriber::<M>(&pong_topic(spec, index))
         .qos(qos())
         .wait_mode(mode(spec.spin))
         .create()

@@ -427,9 +427,11 @@ impl Executor {
     }
 
     /// Runs ready work by priority until nothing is ready; returns the callbacks run.
-    /// Normal running (`drain_end: None`) ends between batches once a stop is asked; a
-    /// drain ends between batches at `drain_end`.
-    fn run_ready(&mut self, drain_end: Option<u64>) -> Result<usize, ExecError> {
+    /// Normal running (`drain_end: None`) ends between batches once a stop is asked or
+    /// `limit` (monotonic ns) passes, so work that is always ready (a timer whose callback
+    /// outlasts its period) cannot keep `spin_once` and `spin_for` from returning; a drain
+    /// ends between batches at `drain_end`.
+    fn run_ready(&mut self, limit: u64, drain_end: Option<u64>) -> Result<usize, ExecError> {
         let draining = drain_end.is_some();
         let mut total = 0;
         'scan: loop {
@@ -437,7 +439,7 @@ impl Executor {
             let over = match drain_end {
                 Some(end) => now >= end,
                 // a stop ends normal running; the drain takes over
-                None => self.stopping(),
+                None => self.stopping() || (total > 0 && now >= limit),
             };
             if over {
                 return Ok(total);
@@ -522,7 +524,7 @@ impl Executor {
         self.apply_realtime();
         let limit = mono_ns() + timeout.as_nanos().min(u64::MAX as u128 / 4) as u64;
         loop {
-            let n = self.run_ready(None)?;
+            let n = self.run_ready(limit, None)?;
             if n > 0 || self.stopping() || mono_ns() >= limit {
                 return Ok(n);
             }
@@ -558,7 +560,7 @@ impl Executor {
     /// Handles input that is already queued (no timers), for at most the drain bound.
     fn drain(&mut self) -> Result<(), ExecError> {
         let end = mono_ns() + self.drain.as_nanos() as u64;
-        self.run_ready(Some(end))?;
+        self.run_ready(end, Some(end))?;
         Ok(())
     }
 }

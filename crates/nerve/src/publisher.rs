@@ -16,6 +16,8 @@ use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest time [`Publisher::wait_for_subscribers`] waits for subscribers to attach.
@@ -79,11 +81,16 @@ impl<M: Message> PublisherBuilder<M> {
             })
             .max_loaned_samples(qos.max_loans)
             .override_sample_preallocation(move |_| pool);
-        if let Overflow::BackPressure { timeout } = qos.overflow {
+        // one deadline per publish, shared by every subscriber it waits for (local and in
+        // shared memory): a publish never blocks longer than the QoS timeout in total
+        let deadline = Arc::new(AtomicU64::new(0));
+        if let Overflow::BackPressure { .. } = qos.overflow {
+            let deadline = deadline.clone();
             builder = builder
                 .backpressure_strategy(BackpressureStrategy::RetryUntilDelivered)
-                .set_backpressure_handler(move |info: &BackpressureInfo| {
-                    if info.elapsed_time < timeout {
+                .set_backpressure_handler(move |_: &BackpressureInfo| {
+                    // SYNC: written by the publishing thread itself before it sends.
+                    if mono_ns() < deadline.load(Ordering::Relaxed) {
                         BackpressureAction::Retry
                     } else {
                         BackpressureAction::DiscardDataAndFail
@@ -142,6 +149,7 @@ impl<M: Message> PublisherBuilder<M> {
             subscribers_seen: Cell::new(None),
             unconfirmed: Cell::new(false),
             wall: WallClock::default(),
+            deadline,
             net,
             _m: PhantomData,
         })
@@ -171,6 +179,9 @@ pub struct Publisher<M: Message> {
     /// (see [`Publisher::linger`]).
     unconfirmed: Cell<bool>,
     wall: WallClock,
+    /// End of the publish in progress under back-pressure (monotonic ns): every wait for
+    /// room, local or in shared memory, ends there.
+    deadline: Arc<AtomicU64>,
     /// The network side (the network plane is on).
     net: Option<NetPublisher>,
     _m: PhantomData<M>,
@@ -410,33 +421,47 @@ impl<M: Message> Publisher<M> {
             }
             _ => None,
         };
-        let result = match buf {
-            LoanBuf::Local(b) => {
-                let shared = if self.needs_shm(local) {
-                    // a remote subscriber appeared since the loan: it gets a copy
-                    self.loan_shm(len)
-                        .map_err(PublishError::from)
-                        .and_then(|mut s| {
-                            s.payload_mut().copy_from_slice(&b.words()[..words]);
-                            self.send_shm(s, header)
-                        })
-                } else {
-                    Ok(())
-                };
-                let local = self.deliver_local(header, b);
-                shared.and(local)
+        let deadline = match self.qos.overflow {
+            Overflow::BackPressure { timeout } => {
+                let end = mono.saturating_add(timeout.as_nanos().min(u64::MAX as u128) as u64);
+                // SYNC: read by the back-pressure handler on this same thread.
+                self.deadline.store(end, Ordering::Relaxed);
+                end
             }
+            Overflow::DropOldest => 0,
+        };
+        // shared memory first: a local subscriber that finds the local copy then also
+        // finds the note that its shared-memory queue holds one to drain
+        let via_shm = matches!(buf, LoanBuf::Shm(_)) || self.needs_shm(local);
+        let (shared, heap) = match buf {
+            LoanBuf::Local(b) if via_shm => {
+                // a remote subscriber appeared since the loan: it gets a copy
+                let shared = self
+                    .loan_shm(len)
+                    .map_err(PublishError::from)
+                    .and_then(|mut s| {
+                        s.payload_mut().copy_from_slice(&b.words()[..words]);
+                        self.send_shm(s, header)
+                    });
+                (shared, Some(b))
+            }
+            LoanBuf::Local(b) => (Ok(()), Some(b)),
             LoanBuf::Shm(s) => {
-                let local = if local > 0 {
-                    // local subscribers read a copy on the heap; remote ones the original
+                // local subscribers read a copy on the heap; remote ones the original
+                let copy = (local > 0).then(|| {
                     let mut b = self.route.loan(words);
                     b.words_mut()[..words].copy_from_slice(s.payload());
-                    self.deliver_local(header, b)
-                } else {
-                    Ok(())
-                };
-                self.send_shm(s, header).and(local)
+                    b
+                });
+                (self.send_shm(s, header), copy)
             }
+        };
+        if via_shm && local > 0 {
+            self.route.sent_through_shm();
+        }
+        let result = match heap {
+            Some(b) => shared.and(self.deliver_local(header, b, deadline)),
+            None => shared,
         };
         // SAFETY: slot points into the context's doorbell mapping, which lives as long as
         // the context that self.node keeps alive.
@@ -447,13 +472,26 @@ impl<M: Message> Publisher<M> {
         }
     }
 
-    fn deliver_local(&self, header: SampleHeader, buf: LocalLoan) -> Result<(), PublishError> {
+    fn deliver_local(
+        &self,
+        header: SampleHeader,
+        buf: LocalLoan,
+        deadline_ns: u64,
+    ) -> Result<(), PublishError> {
         self.route
-            .deliver(header, buf, self.qos.overflow)
-            .map_err(|timeout| PublishError::BackPressureTimeout {
+            .deliver(header, buf, self.qos.overflow, deadline_ns)
+            .map_err(|()| PublishError::BackPressureTimeout {
                 topic: self.topic.clone(),
-                timeout,
+                timeout: self.timeout(),
             })
+    }
+
+    /// The back-pressure timeout (zero under drop-oldest).
+    fn timeout(&self) -> Duration {
+        match self.qos.overflow {
+            Overflow::BackPressure { timeout } => timeout,
+            Overflow::DropOldest => Duration::ZERO,
+        }
     }
 
     fn send_shm(&self, mut sample: IoxSampleMut, header: SampleHeader) -> Result<(), PublishError> {
@@ -484,10 +522,7 @@ impl<M: Message> Publisher<M> {
             Ok(_) => Ok(()),
             Err(SendError::UnableToDeliver) => Err(PublishError::BackPressureTimeout {
                 topic: self.topic.clone(),
-                timeout: match self.qos.overflow {
-                    Overflow::BackPressure { timeout } => timeout,
-                    Overflow::DropOldest => Duration::ZERO,
-                },
+                timeout: self.timeout(),
             }),
             Err(e) => Err(PublishError::Shm {
                 topic: self.topic.clone(),

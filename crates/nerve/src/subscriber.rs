@@ -222,6 +222,9 @@ pub(crate) struct Receiver {
     local_created: Cell<u64>,
     /// (doorbell sequence, shared-memory publisher count) at the last count.
     publishers_seen: Cell<Option<(u32, usize)>>,
+    /// [`LocalTopic::shm_sends`] when last looked at: a change means this context's
+    /// publishers put copies of local samples in our shared-memory queue, to be drained.
+    local_shm_sends: Cell<u64>,
     /// Receives so far; every `FAIRNESS`th one looks at shared memory first, so a busy
     /// local route cannot starve remote publishers.
     polls: Cell<u32>,
@@ -318,6 +321,7 @@ impl Receiver {
             history,
             shm_dirty: Cell::new(true),
             publishers_seen: Cell::new(None),
+            local_shm_sends: Cell::new(0),
             local_dirty: Cell::new(true),
             local_created: Cell::new(0),
             polls: Cell::new(0),
@@ -381,7 +385,8 @@ impl Receiver {
         let polls = self.polls.get().wrapping_add(1);
         self.polls.set(polls);
         let foreign = self.history || self.foreign_publishers();
-        if foreign {
+        let sends = self.local_topic.shm_sends();
+        if foreign || sends != self.local_shm_sends.replace(sends) {
             self.shm_dirty.set(true);
         }
         let shm_first = self.shm_first.get() || polls.is_multiple_of(FAIRNESS);

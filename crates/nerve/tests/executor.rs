@@ -398,3 +398,100 @@ fn a_full_trigger_inbox_is_an_error_and_loses_nothing_queued() {
     exec.spin_once(Duration::from_secs(1)).unwrap();
     assert_eq!(handle.current(), "b", "room again once handled");
 }
+
+/// Runs `f` on a thread of its own and fails the test if it has not returned within
+/// `limit` (a hang must fail, not stall the test run).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("did not return within {limit:?}"))
+}
+
+/// The review's scenario: an executor with a subscriber and a reliable publisher of the
+/// same topic in its own context, and a subscriber of the topic in another context (a
+/// stand-in for `nerve topic echo` in a second process), publishing from a timer more
+/// samples than the queue holds. Nothing may block, nothing may be lost, and the executor
+/// must sleep between ticks instead of spinning on samples it cannot take.
+#[test]
+fn a_reliable_publisher_beside_its_own_subscriber_never_blocks() {
+    const SAMPLES: u64 = 300; // depth is 64
+    let (local, remote, cpu, wall) = within(Duration::from_secs(60), || {
+        let ctx_a = ctx("exec-reliable-mixed");
+        // the echo process: another context, draining its queue on its own thread
+        let stop = Arc::new(AtomicBool::new(false));
+        let echo_stop = stop.clone();
+        let echo_thread = std::thread::spawn(move || {
+            let ctx_b = ctx("exec-reliable-mixed");
+            let node_b = ctx_b.node("echo").create().unwrap();
+            let echo = node_b
+                .subscriber::<Num>("/exec/mixed")
+                .qos(Qos::reliable())
+                .create()
+                .unwrap();
+            let mut got = Vec::new();
+            while got.len() < SAMPLES as usize {
+                match echo.recv_timeout(Duration::from_millis(100)).unwrap() {
+                    Some(s) => got.push(s.n),
+                    None if echo_stop.load(Ordering::Relaxed) => break,
+                    None => {}
+                }
+            }
+            got
+        });
+        let node = ctx_a.node("mixed").create().unwrap();
+        let publisher = node
+            .publisher::<Num>("/exec/mixed")
+            .qos(Qos::reliable())
+            .create()
+            .unwrap();
+        let sub = node
+            .subscriber::<Num>("/exec/mixed")
+            .qos(Qos::reliable())
+            .create()
+            .unwrap();
+        assert!(publisher.wait_for_subscribers(2, Duration::from_secs(5)));
+        let mut exec = Executor::new();
+        exec.handle_signals(false);
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let s2 = seen.clone();
+        exec.subscribe(sub, move |s| s2.borrow_mut().push(s.n))
+            .unwrap();
+        let sent = Rc::new(std::cell::Cell::new(0u64));
+        let sent2 = sent.clone();
+        let errors = Rc::new(RefCell::new(Vec::new()));
+        let errors2 = errors.clone();
+        let handle = exec.handle();
+        exec.timer("pub", Duration::from_millis(2), Overrun::Skip, move |_| {
+            if sent2.get() < SAMPLES {
+                match publisher.publish(&Num { n: sent2.get() }) {
+                    Ok(()) => sent2.set(sent2.get() + 1),
+                    Err(e) => errors2.borrow_mut().push(e.to_string()),
+                }
+            } else {
+                handle.stop();
+            }
+        })
+        .unwrap();
+        let cpu0 = thread_cpu();
+        let t0 = Instant::now();
+        exec.spin_for(Duration::from_secs(20)).unwrap();
+        let (cpu, wall) = (thread_cpu() - cpu0, t0.elapsed());
+        stop.store(true, Ordering::Relaxed);
+        let remote = echo_thread.join().unwrap();
+        assert!(errors.borrow().is_empty(), "{:?}", errors.borrow());
+        assert_eq!(sent.get(), SAMPLES);
+        let local = seen.borrow().clone();
+        (local, remote, cpu, wall)
+    });
+    let all: Vec<u64> = (0..SAMPLES).collect();
+    assert_eq!(
+        local, all,
+        "the executor's subscriber got every sample once"
+    );
+    assert_eq!(remote, all, "the other context got every sample once");
+    // between ticks the executor sleeps: far less CPU than wall time
+    assert!(cpu < wall / 2, "executor used {cpu:?} CPU over {wall:?}");
+}

@@ -270,3 +270,99 @@ fn history_the_topic_keeps_reaches_late_joiners_whatever_the_publisher_asked() {
     }
     assert_eq!(got, vec![1, 2]);
 }
+
+/// Two pingers and one ponger, every receive blocking (the `bench paths` N:1 topology):
+/// each pinger sends a ping tagged with its index and round, the ponger answers every ping
+/// on that pinger's reply topic, and each pinger waits for its answer. `same_context` puts
+/// the ponger in the pingers' context (cross-thread route); otherwise in a context of its
+/// own (shared memory, as across processes). (With one reply topic for both pingers, a
+/// pinger that runs ahead floods the other's queue, which under drop-oldest loses the
+/// oldest answers and counts them as lost: that was the benchmark's N:1 failure.)
+fn two_pingers_one_ponger(tag: &str, same_context: bool) {
+    const ROUNDS: u64 = 200;
+    let cfg = config(tag);
+    let ctx = Context::new(cfg.clone()).unwrap();
+    let ponger_ctx = if same_context {
+        ctx.clone()
+    } else {
+        Context::new(cfg).unwrap()
+    };
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ponger_stop = stop.clone();
+    let ponger = std::thread::spawn(move || {
+        let node = ponger_ctx.node("ponger").create().unwrap();
+        let pings = node
+            .subscriber::<Tick>("/intra/n1/ping")
+            .qos(Qos::default().depth(64))
+            .wait_mode(WaitMode::Adaptive)
+            .create()
+            .unwrap();
+        let pongs: Vec<_> = (0..2)
+            .map(|i| {
+                node.publisher::<Tick>(&format!("/intra/n1/pong{i}"))
+                    .qos(Qos::default().depth(64))
+                    .create()
+                    .unwrap()
+            })
+            .collect();
+        ready_tx.send(()).unwrap();
+        let mut answered = 0;
+        while !ponger_stop.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(p) = pings.recv_timeout(Duration::from_millis(50)).unwrap() {
+                pongs[(p.n >> 32) as usize]
+                    .publish(&Tick { n: p.n })
+                    .unwrap();
+                answered += 1;
+            }
+        }
+        answered
+    });
+    ready_rx.recv().unwrap();
+    let pingers: Vec<_> = (0..2u64)
+        .map(|i| {
+            let ctx = ctx.clone();
+            std::thread::spawn(move || {
+                let node = ctx.node(&format!("pinger{i}")).create().unwrap();
+                let ping = node
+                    .publisher::<Tick>("/intra/n1/ping")
+                    .qos(Qos::default().depth(64))
+                    .create()
+                    .unwrap();
+                let pong = node
+                    .subscriber::<Tick>(&format!("/intra/n1/pong{i}"))
+                    .qos(Qos::default().depth(64))
+                    .wait_mode(WaitMode::Adaptive)
+                    .create()
+                    .unwrap();
+                assert!(ping.wait_for_subscribers(1, WAIT));
+                for round in 0..ROUNDS {
+                    let want = (i << 32) | round;
+                    ping.publish(&Tick { n: want }).unwrap();
+                    let m = pong.recv_timeout(WAIT).unwrap().unwrap_or_else(|| {
+                        panic!("pinger {i}: no answer in round {round}: {:?}", pong.stats())
+                    });
+                    assert_eq!(m.n, want, "pinger {i}: its own answer, in order");
+                }
+                assert_eq!(pong.stats().lost, 0);
+            })
+        })
+        .collect();
+    let results: Vec<_> = pingers.into_iter().map(|p| p.join()).collect();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answered = ponger.join().unwrap();
+    for r in results {
+        r.unwrap();
+    }
+    assert_eq!(answered, 2 * ROUNDS, "every ping answered once");
+}
+
+#[test]
+fn two_publishers_one_blocking_subscriber_across_threads() {
+    two_pingers_one_ponger("n1-threads", true);
+}
+
+#[test]
+fn two_publishers_one_blocking_subscriber_across_contexts() {
+    two_pingers_one_ponger("n1-contexts", false);
+}

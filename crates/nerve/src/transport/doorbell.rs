@@ -252,7 +252,9 @@ pub(crate) fn futex_wake(word: &AtomicU32) {
     }
 }
 
-fn futex_wait(word: &AtomicU32, seen: u32, timeout: Duration) {
+/// Sleeps while `word` still equals `seen`, at most `timeout` (returns at once if it
+/// changed: no lost wake-up).
+pub(crate) fn futex_wait(word: &AtomicU32, seen: u32, timeout: Duration) {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs().min(i64::MAX as u64 / 2) as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,

@@ -15,9 +15,9 @@ use crate::qos::Overflow;
 use crossbeam_queue::ArrayQueue;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A payload buffer shared by the publisher's pool and the samples that read it.
 pub(crate) type Buf = Arc<Vec<u64>>;
@@ -90,6 +90,10 @@ pub(crate) struct LocalTopic {
     publishers: AtomicUsize,
     /// Publishers of this context ever created on the topic.
     created: AtomicU64,
+    /// Samples of this context's publishers that also went through shared memory while
+    /// local subscribers existed: those subscribers' shared-memory queues then hold
+    /// copies they must drain (and skip), or a reliable publisher would block on them.
+    shm_sends: AtomicU64,
 }
 
 impl LocalTopic {
@@ -104,6 +108,15 @@ impl LocalTopic {
         // SYNC: Acquire pairs with the Release decrement in `LocalRoute::drop`: reading 0
         // means every sample a departed publisher queued is visible to the reader.
         self.publishers.load(Ordering::Acquire)
+    }
+
+    /// Number of samples this context's publishers sent through shared memory while
+    /// local subscribers existed (see `shm_sends`).
+    #[inline]
+    pub(crate) fn shm_sends(&self) -> u64 {
+        // SYNC: Acquire pairs with the Release in `LocalRoute::sent_through_shm`: a reader
+        // that sees the new count finds the sample in its shared-memory queue.
+        self.shm_sends.load(Ordering::Acquire)
     }
 
     /// Adds a subscriber's queue.
@@ -125,32 +138,67 @@ impl LocalTopic {
 /// (several publishers may push, its subscriber pops).
 pub(crate) struct LocalQueue {
     entries: ArrayQueue<LocalSample>,
+    /// Publishers sleeping until the queue has room (back-pressure).
+    blocked: AtomicU32,
+    /// Bumped (and woken) by the subscriber when it takes a sample while a publisher
+    /// sleeps: the futex word blocked publishers wait on.
+    room: AtomicU32,
 }
+
+/// Longest single sleep of a blocked publisher before it looks at the queue again: the
+/// subscriber's check of `blocked` is not fenced (that would cost every receive), so a
+/// wake-up can be missed; this bounds what a miss costs.
+const ROOM_RECHECK: Duration = Duration::from_millis(1);
 
 impl LocalQueue {
     /// An empty queue holding at most `depth` samples.
     pub(crate) fn new(depth: usize) -> LocalQueue {
         LocalQueue {
             entries: ArrayQueue::new(depth.max(1)),
+            blocked: AtomicU32::new(0),
+            room: AtomicU32::new(0),
         }
     }
 
-    /// Queues a sample. Under drop-oldest a full queue loses its oldest sample (the
-    /// subscriber counts the gap); under back-pressure a full queue refuses it.
-    fn push(&self, s: LocalSample, overflow: Overflow) -> Result<(), LocalSample> {
-        match overflow {
-            Overflow::DropOldest => {
-                self.entries.force_push(s);
-                Ok(())
+    /// Queues `s`, sleeping (not spinning) until there is room or `deadline_ns`
+    /// (monotonic) passes; gives the sample back on timeout.
+    fn push_until(&self, mut s: LocalSample, deadline_ns: u64) -> Result<(), LocalSample> {
+        loop {
+            s = match self.entries.push(s) {
+                Ok(()) => return Ok(()),
+                Err(back) => back,
+            };
+            let now = crate::header::mono_ns();
+            if now >= deadline_ns {
+                return Err(s);
             }
-            Overflow::BackPressure { .. } => self.entries.push(s),
+            // SYNC: announce the sleeper before reading the futex word and trying again;
+            // the subscriber bumps `room` after a pop when it sees a sleeper.
+            self.blocked.fetch_add(1, Ordering::SeqCst);
+            let seen = self.room.load(Ordering::SeqCst);
+            s = match self.entries.push(s) {
+                Ok(()) => {
+                    self.blocked.fetch_sub(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(back) => back,
+            };
+            let left = Duration::from_nanos(deadline_ns - now).min(ROOM_RECHECK);
+            crate::transport::doorbell::futex_wait(&self.room, seen, left);
+            self.blocked.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
-    /// Takes the oldest sample.
+    /// Takes the oldest sample, waking a publisher that waits for room.
     #[inline]
     pub(crate) fn pop(&self) -> Option<LocalSample> {
-        self.entries.pop()
+        let s = self.entries.pop();
+        // SYNC: Relaxed: a sleeper missed here looks again within ROOM_RECHECK.
+        if s.is_some() && self.blocked.load(Ordering::Relaxed) > 0 {
+            self.room.fetch_add(1, Ordering::SeqCst);
+            crate::transport::doorbell::futex_wake(&self.room);
+        }
+        s
     }
 
     /// Whether nothing is queued.
@@ -217,36 +265,38 @@ impl LocalRoute {
         LocalLoan(buf)
     }
 
-    /// Hands `buf` to every local subscriber, then keeps it for reuse. Under
-    /// back-pressure waits up to the QoS timeout for room in each full queue.
+    /// Notes that a sample also went through shared memory while local subscribers
+    /// existed: they drain (and skip) their shared-memory copies.
+    pub(crate) fn sent_through_shm(&self) {
+        // SYNC: Release after the shared-memory send (see `LocalTopic::shm_sends`).
+        self.topic.shm_sends.fetch_add(1, Ordering::Release);
+    }
+
+    /// Hands `buf` to every local subscriber, then keeps it for reuse. Under drop-oldest
+    /// a full queue loses its oldest sample (the subscriber counts the gap); under
+    /// back-pressure the publisher sleeps until there is room, up to `deadline_ns`
+    /// (monotonic) for the whole publish, then gives up on that subscriber.
     pub(crate) fn deliver(
         &self,
         header: SampleHeader,
         loan: LocalLoan,
         overflow: Overflow,
-    ) -> Result<(), Duration> {
+        deadline_ns: u64,
+    ) -> Result<(), ()> {
         let buf = loan.0;
         let mut result = Ok(());
         for q in self.subscribers.borrow().iter() {
-            let mut s = LocalSample {
+            let s = LocalSample {
                 header,
                 buf: buf.clone(),
             };
-            let mut deadline = None;
-            loop {
-                match q.push(s, overflow) {
-                    Ok(()) => break,
-                    Err(back) => {
-                        let Overflow::BackPressure { timeout } = overflow else {
-                            break;
-                        };
-                        let d = *deadline.get_or_insert_with(|| Instant::now() + timeout);
-                        if Instant::now() >= d {
-                            result = Err(timeout);
-                            break;
-                        }
-                        s = back;
-                        std::thread::yield_now();
+            match overflow {
+                Overflow::DropOldest => {
+                    q.entries.force_push(s);
+                }
+                Overflow::BackPressure { .. } => {
+                    if q.push_until(s, deadline_ns).is_err() {
+                        result = Err(());
                     }
                 }
             }
@@ -293,7 +343,9 @@ mod tests {
         assert_eq!(route.subscribers(), 1);
         for seq in 1..=5 {
             let buf = route.loan(1);
-            route.deliver(header(seq), buf, Overflow::DropOldest).ok();
+            route
+                .deliver(header(seq), buf, Overflow::DropOldest, 0)
+                .ok();
         }
         assert_eq!(q.pop().map(|s| s.header.seq), Some(4));
         assert_eq!(q.pop().map(|s| s.header.seq), Some(5));
@@ -312,10 +364,13 @@ mod tests {
         let bp = Overflow::BackPressure {
             timeout: Duration::from_millis(5),
         };
-        assert!(route.deliver(header(1), route.loan(1), bp).is_ok());
+        let deadline = || crate::header::mono_ns() + 5_000_000;
+        assert!(route
+            .deliver(header(1), route.loan(1), bp, deadline())
+            .is_ok());
         assert_eq!(
-            route.deliver(header(2), route.loan(1), bp),
-            Err(Duration::from_millis(5))
+            route.deliver(header(2), route.loan(1), bp, deadline()),
+            Err(())
         );
         assert_eq!(q.pop().map(|s| s.header.seq), Some(1));
         assert!(q.pop().is_none());
@@ -330,7 +385,7 @@ mod tests {
         route.subscribers();
         let b = route.loan(4);
         let first = Arc::as_ptr(&b.0);
-        route.deliver(header(1), b, Overflow::DropOldest).ok();
+        route.deliver(header(1), b, Overflow::DropOldest, 0).ok();
         // still held by the queued sample: a new loan gets another buffer
         let held = route.loan(4);
         assert_ne!(Arc::as_ptr(&held.0), first);
