@@ -147,5 +147,6 @@ fn message_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
             const TYPE_NAME: &'static str = #type_name;
             type Elem = #elem;
         }
+        const _: () = ::nerve::message::assert_supported_layout::<#name>();
     })
 }

@@ -8,7 +8,7 @@ use crate::header::{mono_ns, CallHeader, CallStatus};
 use crate::message::{elems_offset, Message, NoElem, TypeInfo};
 use crate::net::{Frame, NetCall, NetClient};
 use crate::service::{service_type, Service, ServiceQos};
-use crate::transport::doorbell::{Doorbell, Slot};
+use crate::transport::doorbell::{Doorbell, SlotRef};
 use crate::transport::rpc::{
     self, IoxClient, IoxPending, IoxRequestMut, IoxResponse, RpcService, SERVICE_PREFIX,
 };
@@ -103,8 +103,8 @@ impl<S: Service> ClientBuilder<S> {
             })?;
         let doorbell = &self.node.inner.ctx.inner.doorbell;
         let reply_index = Doorbell::slot_index(&format!("client:{:032x}", port.id().value()));
-        let reply_slot: *const Slot = doorbell.slot_at(reply_index);
-        let server_slot: *const Slot = doorbell.slot(&format!("{SERVICE_PREFIX}{name}"));
+        let reply_slot = doorbell.slot_ref_at(reply_index);
+        let server_slot = doorbell.slot_ref(&format!("{SERVICE_PREFIX}{name}"));
         let ctx = &self.node.inner.ctx;
         let request_type = TypeInfo::of::<S::Request>();
         let net = match crate::net::plane(ctx.config())? {
@@ -143,9 +143,10 @@ pub struct Client<S: Service> {
     // field order is drop order: the port goes before its service and node
     port: IoxClient,
     service: RpcService,
-    /// Slots in the context's doorbell mapping, kept alive by `node`.
-    server_slot: *const Slot,
-    reply_slot: *const Slot,
+    /// The service's doorbell slot (servers wait on it) and this client's own (servers
+    /// ring it with responses).
+    server_slot: SlotRef,
+    reply_slot: SlotRef,
     reply_index: u32,
     node: Node,
     name: String,
@@ -164,8 +165,8 @@ pub struct Client<S: Service> {
 
 impl<S: Service> Client<S> {
     /// The doorbell slot servers ring with responses (for executors' wait sets).
-    pub(crate) fn reply_slot(&self) -> *const Slot {
-        self.reply_slot
+    pub(crate) fn reply_slot(&self) -> &SlotRef {
+        &self.reply_slot
     }
 
     /// The service name.
@@ -336,8 +337,7 @@ impl<S: Service> Client<S> {
             },
             e => self.shm_err(e),
         })?;
-        // SAFETY: see the `server_slot` field.
-        unsafe { &*self.server_slot }.ring();
+        self.server_slot.ring();
         if pending.number_of_server_connections() == 0 {
             return Err(CallError::NoServer {
                 service: self.name.clone(),
@@ -418,8 +418,10 @@ pub struct RequestLoan<'c, S: Service> {
 impl<'c, S: Service> RequestLoan<'c, S> {
     /// The fixed head of the request.
     pub fn head_mut(&mut self) -> &mut S::Request {
-        // SAFETY: the payload holds at least size_of::<Request>() bytes, 8-byte aligned
-        // (>= its alignment, checked when the service was opened); Request is Pod.
+        // SAFETY: the payload holds at least size_of::<Request>() bytes (loaned so), is
+        // 8-byte aligned (transport words), align_of::<Request>() <= 8 is asserted at
+        // compile time by TypeInfo::of (which created this client); Request is Pod, so
+        // any bytes are valid; the borrow is tied to &mut self.
         unsafe { &mut *(self.req.payload_mut().as_mut_ptr() as *mut S::Request) }
     }
 
@@ -455,7 +457,9 @@ impl<'c, S: Service> RequestLoan<'c, S> {
 impl<S: Service> Deref for RequestLoan<'_, S> {
     type Target = S::Request;
     fn deref(&self) -> &S::Request {
-        // SAFETY: see head_mut.
+        // SAFETY: the payload holds at least size_of::<Request>() bytes (loaned so), is
+        // 8-byte aligned, align_of::<Request>() <= 8 is asserted at compile time by
+        // TypeInfo::of; Request is Pod; the borrow is tied to &self.
         unsafe { &*(self.req.payload().as_ptr() as *const S::Request) }
     }
 }
@@ -572,8 +576,7 @@ impl<S: Service> PendingCall<'_, S> {
     /// the wait within about [`LIVENESS_CHECK`] with [`CallError::ServerGone`].
     pub fn wait(self, timeout: Duration) -> Result<Reply<S>, CallError> {
         let client = self.client;
-        // SAFETY: see the `reply_slot` field of Client.
-        let slot = unsafe { &*client.reply_slot };
+        let slot = &client.reply_slot;
         let mut next_check = Instant::now() + LIVENESS_CHECK;
         let got = wait_for(
             client.mode,

@@ -20,7 +20,7 @@ pub(crate) struct ContextInner {
     pub(crate) iox: iceoryx2::config::Config,
     /// The domain's doorbell. Its shared `flock` also marks this process as a live member
     /// of the domain (see [`Drop`] below and `introspect::clean`).
-    pub(crate) doorbell: Doorbell,
+    pub(crate) doorbell: Arc<Doorbell>,
     /// Local endpoints of this context's topics (the same-process fast path).
     pub(crate) local: intra::Registry,
     /// This context's identity in sample headers ([`crate::SampleHeader::origin`]).
@@ -56,7 +56,7 @@ impl Context {
             inner: Arc::new(ContextInner {
                 config,
                 iox,
-                doorbell,
+                doorbell: Arc::new(doorbell),
                 local: intra::Registry::default(),
                 origin: next_origin(),
             }),

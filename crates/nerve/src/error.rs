@@ -281,16 +281,6 @@ pub enum RecvError {
         /// The underlying failure.
         reason: String,
     },
-    /// A sample violated the topic's layout (wrong size); it was dropped.
-    #[error("topic {topic}: malformed sample of {len} bytes dropped: {reason}")]
-    Malformed {
-        /// Topic name.
-        topic: String,
-        /// Its size in bytes.
-        len: usize,
-        /// What was wrong.
-        reason: String,
-    },
 }
 
 /// Decoding a serde message failed.

@@ -13,14 +13,14 @@
 //! [`MultiThreadedExecutor::add`].
 
 use crate::client::{Client, PendingCall, Reply};
-use crate::error::{CallError, ExecError, RecvError};
+use crate::error::{CallError, ExecError};
 use crate::header::mono_ns;
 use crate::message::Message;
 use crate::server::{Request, Server};
 use crate::service::{HandlerResult, Service};
 use crate::subscriber::{Sample, Subscriber};
 use crate::timer::{spin_until, Overrun, PreciseSleep, Precision, Schedule, Tick, TimerHandle};
-use crate::transport::doorbell::{self, Slot, WaitEntry};
+use crate::transport::doorbell::{self, SlotRef, WaitEntry};
 use crate::wait::MAX_SLEEP;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -55,7 +55,7 @@ pub struct EntityStats {
 /// An executor's entity: something to wait on and callbacks to run.
 pub(crate) trait Work {
     /// The doorbell slot rung when it has new input (none for pure timers).
-    fn slot(&self) -> Option<*const Slot> {
+    fn slot(&self) -> Option<SlotRef> {
         None
     }
     /// Its next deadline (monotonic ns), if it has one.
@@ -145,7 +145,7 @@ pub struct Executor {
     /// `order[i]`: position in `entries` of the entity with id `i`.
     order: Vec<usize>,
     /// The entities' doorbell slots, sorted and without duplicates (the wait set).
-    slots: Vec<*const Slot>,
+    slots: Vec<SlotRef>,
     sleep: PreciseSleep,
     control: Arc<Control>,
     drain: Duration,
@@ -241,15 +241,15 @@ impl Executor {
         work: Box<dyn Work>,
     ) -> Result<EntityId, ExecError> {
         if let Some(slot) = work.slot() {
-            // two words of the wait set are the control and shutdown words
-            if !self.slots.contains(&slot) && self.slots.len() + 2 >= crate::MAX_WAITSET_ENTRIES {
-                return Err(ExecError::Full {
-                    max: crate::MAX_WAITSET_ENTRIES - 2,
-                });
+            if !self.slots.iter().any(|s| s.same(&slot)) {
+                // two words of the wait set are the control and shutdown words
+                if self.slots.len() + 2 >= crate::MAX_WAITSET_ENTRIES {
+                    return Err(ExecError::Full {
+                        max: crate::MAX_WAITSET_ENTRIES - 2,
+                    });
+                }
+                self.slots.push(slot);
             }
-            self.slots.push(slot);
-            self.slots.sort_unstable();
-            self.slots.dedup();
         }
         let id = self.order.len();
         self.entries.push(Entry {
@@ -353,7 +353,7 @@ impl Executor {
         publisher: Rc<crate::Publisher<M>>,
     ) -> Result<EntityId, ExecError> {
         let name = publisher.topic().to_string();
-        let watch = RingWatch::new(publisher.wake_slot());
+        let watch = RingWatch::new(publisher.wake_slot().clone());
         self.add_work(&name, Box::new(Latch { publisher, watch }))
     }
 
@@ -485,14 +485,12 @@ impl Executor {
         } else {
             deadline
         };
-        // SAFETY: every slot points into the doorbell mapping of a live context, kept
-        // alive by the entity (its node) that we own.
-        let refs: Vec<&Slot> = self.slots.iter().map(|&s| unsafe { &*s }).collect();
-        let mut entries: Vec<WaitEntry> = refs
+        let mut entries: Vec<WaitEntry> = self
+            .slots
             .iter()
             .map(|s| WaitEntry {
                 seen: s.register(),
-                word: doorbell::Doorbell::slot_ptr(s),
+                word: s.word(),
             })
             .collect();
         for word in [&self.control.word, crate::shutdown::word()] {
@@ -500,7 +498,7 @@ impl Executor {
                 // SYNC: read the word before checking flags and queues below; a later
                 // bump makes the futex wait return at once.
                 seen: word.load(Ordering::SeqCst),
-                word: word as *const AtomicU32,
+                word,
             });
         }
         let now = mono_ns();
@@ -512,7 +510,7 @@ impl Executor {
                 self.sleep.observe(wake, woke, deadline);
             }
         }
-        refs.iter().for_each(|s| s.unregister());
+        self.slots.iter().for_each(|s| s.unregister());
         let now = mono_ns();
         if timer_due && now >= wake && now < deadline && !self.stopping() {
             spin_until(deadline, now);
@@ -568,29 +566,26 @@ impl Executor {
 /// Notices new endpoints on a topic: its doorbell slot rings whenever a publisher or
 /// subscriber joins.
 pub(crate) struct RingWatch {
-    slot: *const Slot,
+    slot: SlotRef,
     seen: u32,
 }
 
 impl RingWatch {
-    /// Watches `slot` (a slot of a live context's doorbell, kept alive by the caller).
-    pub(crate) fn new(slot: *const Slot) -> RingWatch {
-        // SAFETY: the caller keeps the doorbell mapping alive (see `new`).
-        let seen = unsafe { &*slot }.seq();
+    /// Watches `slot`.
+    pub(crate) fn new(slot: SlotRef) -> RingWatch {
+        let seen = slot.seq();
         RingWatch { slot, seen }
     }
-    pub(crate) fn slot(&self) -> *const Slot {
-        self.slot
+    pub(crate) fn slot(&self) -> &SlotRef {
+        &self.slot
     }
     /// Whether the slot rang since the last [`RingWatch::take`].
     pub(crate) fn rang(&self) -> bool {
-        // SAFETY: as in `new`.
-        unsafe { &*self.slot }.seq() != self.seen
+        self.slot.seq() != self.seen
     }
     /// Like `rang`, and forgets the ring.
     pub(crate) fn take(&mut self) -> bool {
-        // SAFETY: as in `new`.
-        let now = unsafe { &*self.slot }.seq();
+        let now = self.slot.seq();
         std::mem::replace(&mut self.seen, now) != now
     }
 }
@@ -602,8 +597,8 @@ struct Latch<M: Message> {
 }
 
 impl<M: Message> Work for Latch<M> {
-    fn slot(&self) -> Option<*const Slot> {
-        Some(self.watch.slot())
+    fn slot(&self) -> Option<SlotRef> {
+        Some(self.watch.slot().clone())
     }
     fn ready(&self, _: u64) -> bool {
         self.watch.rang()
@@ -643,25 +638,24 @@ struct Subscription<M: Message, F> {
 }
 
 impl<M: Message, F: FnMut(&Sample<M>)> Work for Subscription<M, F> {
-    fn slot(&self) -> Option<*const Slot> {
-        Some(self.sub.receiver().slot())
+    fn slot(&self) -> Option<SlotRef> {
+        Some(self.sub.receiver().slot().clone())
     }
     fn ready(&self, _: u64) -> bool {
         self.sub.receiver().has_samples()
     }
     fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
+        // malformed samples are dropped (and counted) by the subscriber itself
+        let before = self.sub.stats().malformed;
         let mut n = 0;
         while budget.more(n) {
-            match self.sub.try_recv() {
-                Ok(Some(s)) => {
-                    (self.callback)(&s);
-                    n += 1;
-                }
-                Ok(None) => break,
-                Err(RecvError::Malformed { .. }) => stats.rejected += 1,
-                Err(e) => return Err(e.into()),
-            }
+            let Some(s) = self.sub.try_recv()? else {
+                break;
+            };
+            (self.callback)(&s);
+            n += 1;
         }
+        stats.rejected += self.sub.stats().malformed - before;
         Ok(n)
     }
 }
@@ -672,8 +666,8 @@ struct Serving<S: Service, F> {
 }
 
 impl<S: Service, F: FnMut(&Request<'_, S>) -> HandlerResult> Work for Serving<S, F> {
-    fn slot(&self) -> Option<*const Slot> {
-        Some(self.server.wake_slot())
+    fn slot(&self) -> Option<SlotRef> {
+        Some(self.server.wake_slot().clone())
     }
     fn ready(&self, _: u64) -> bool {
         self.server.has_requests()
@@ -762,8 +756,8 @@ struct Calling<S: Service, F> {
 }
 
 impl<S: Service, F: FnMut(u64, Result<Reply<S>, CallError>)> Work for Calling<S, F> {
-    fn slot(&self) -> Option<*const Slot> {
-        Some(self.shared.client.reply_slot())
+    fn slot(&self) -> Option<SlotRef> {
+        Some(self.shared.client.reply_slot().clone())
     }
     fn deadline(&self) -> Option<u64> {
         self.shared.pending.borrow().iter().map(|p| p.1).min()
@@ -988,11 +982,11 @@ mod tests {
     use super::*;
 
     /// An entity with a doorbell slot that is never waited on in this test.
-    struct Slotted(usize);
+    struct Slotted(SlotRef);
 
     impl Work for Slotted {
-        fn slot(&self) -> Option<*const Slot> {
-            Some(self.0 as *const Slot)
+        fn slot(&self) -> Option<SlotRef> {
+            Some(self.0.clone())
         }
         fn ready(&self, _: u64) -> bool {
             false
@@ -1002,16 +996,88 @@ mod tests {
         }
     }
 
+    #[derive(Clone, Copy, crate::Message)]
+    #[repr(C)]
+    #[message(name = "exec_test/Num")]
+    struct Num {
+        n: u64,
+    }
+
+    /// Samples that break the topic's layout, written straight into shared memory by a
+    /// raw iceoryx2 port, never reach the callback and count as rejected.
+    #[test]
+    fn malformed_samples_count_as_rejected() {
+        let dir = std::env::temp_dir().join("nerve-tests/");
+        let cfg = crate::Config::default().domain(977).unwrap().state_dir(dir);
+        let ctx = crate::Context::new(cfg).unwrap();
+        let node = ctx.node("rejects").create().unwrap();
+        let sub = node.subscriber::<Num>("/exec/rejects").create().unwrap();
+        let ty = crate::TypeInfo::of::<Num>();
+        let service = crate::transport::shm::open_topic(
+            &node.inner.iox,
+            "/exec/rejects",
+            Some(&ty),
+            &crate::Qos::default(),
+        )
+        .unwrap();
+        let raw = service
+            .publisher_builder()
+            .initial_max_slice_len(4)
+            .create()
+            .unwrap();
+        let good = crate::SampleHeader {
+            seq: 1,
+            payload_len: 8,
+            type_hash: ty.layout_hash,
+            publisher_id: 7,
+            ..Default::default()
+        };
+        let lies = [
+            crate::SampleHeader {
+                type_hash: ty.layout_hash ^ 1,
+                ..good
+            },
+            crate::SampleHeader {
+                payload_len: 4096,
+                ..good
+            },
+            crate::SampleHeader {
+                payload_len: 3,
+                ..good
+            },
+            crate::SampleHeader { seq: 2, ..good },
+        ];
+        for h in lies {
+            let mut s = raw.loan_slice(1).unwrap();
+            *s.user_header_mut() = h;
+            s.payload_mut()[0] = 42;
+            s.send().unwrap();
+        }
+        let mut exec = Executor::new();
+        exec.handle_signals(false);
+        let got = Rc::new(RefCell::new(Vec::new()));
+        let g = got.clone();
+        exec.subscribe(sub, move |s| g.borrow_mut().push(s.n))
+            .unwrap();
+        exec.spin_once(Duration::from_secs(1)).unwrap();
+        assert_eq!(*got.borrow(), vec![42], "only the well-formed sample");
+        assert_eq!(exec.stats()[0].rejected, 3);
+    }
+
     #[test]
     fn the_wait_set_is_bounded_and_shared_slots_count_once() {
+        let name = format!("nerve_test_exec_slots_{}", std::process::id());
+        let bell = Arc::new(doorbell::Doorbell::open(&name, 0o600).unwrap());
+        bell.unlink();
+        let slot = |i: usize| Box::new(Slotted(bell.slot_ref_at(i as u32)));
         let mut exec = Executor::new();
         let max = crate::MAX_WAITSET_ENTRIES - 2;
         for i in 0..max {
-            exec.add_work("s", Box::new(Slotted(64 * (i + 1)))).unwrap();
+            exec.add_work("s", slot(i)).unwrap();
         }
         // a slot already in the set costs nothing more
-        exec.add_work("again", Box::new(Slotted(64))).unwrap();
-        let e = exec.add_work("one too many", Box::new(Slotted(64 * (max + 1))));
+        exec.add_work("again", slot(0)).unwrap();
+        let e = exec.add_work("one too many", slot(max));
         assert!(matches!(e, Err(ExecError::Full { max: m }) if m == max));
         assert_eq!(exec.len(), max + 1);
     }

@@ -365,12 +365,15 @@ impl RawSubscriber {
     }
 }
 
+impl crate::waitset::sealed::Sealed for RawSubscriber {
+    fn wake_slot(&self) -> &crate::transport::doorbell::SlotRef {
+        self.rx.slot()
+    }
+}
+
 impl Waitable for RawSubscriber {
     fn is_ready(&self) -> bool {
         self.rx.is_ready()
-    }
-    fn wake_slot_addr(&self) -> usize {
-        self.rx.wake_slot_addr()
     }
 }
 

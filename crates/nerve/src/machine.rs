@@ -810,7 +810,7 @@ impl Runner {
         let runner = Runner {
             machine,
             events,
-            spec_watch: RingWatch::new(spec.wake_slot()),
+            spec_watch: RingWatch::new(spec.wake_slot().clone()),
             spec,
             shared: shared.clone(),
         };
@@ -836,8 +836,8 @@ impl Runner {
 impl Work for Runner {
     /// A new subscriber of the spec (e.g. `nerve sm show`) rings this: the runner then
     /// connects it, handing it the spec and the last event (the current state).
-    fn slot(&self) -> Option<*const crate::transport::doorbell::Slot> {
-        Some(self.spec_watch.slot())
+    fn slot(&self) -> Option<crate::transport::doorbell::SlotRef> {
+        Some(self.spec_watch.slot().clone())
     }
     fn deadline(&self) -> Option<u64> {
         self.machine.deadline()

@@ -109,9 +109,40 @@ pub struct TypeInfo {
     pub align: usize,
 }
 
+/// Largest alignment of a message head or slice element: payloads are 8-byte aligned in
+/// shared memory, on the heap and when decoded from the network.
+pub const MAX_ALIGN: usize = 8;
+
+/// Fails to compile (in a `const` context) for a message whose head or element needs more
+/// than [`MAX_ALIGN`]-byte alignment. `#[derive(Message)]` calls it where the type is
+/// defined; [`TypeInfo::of`], which every endpoint calls when it is created, calls it for
+/// every other implementation, so no endpoint of such a type can be built.
+///
+/// ```compile_fail
+/// #[derive(Clone, Copy, nerve::Message)]
+/// #[repr(C, align(16))]
+/// #[message(name = "demo/Wide")]
+/// struct Wide { x: u64, y: u64 }
+/// ```
+/// ```
+/// #[derive(Clone, Copy, nerve::Message)]
+/// #[repr(C)]
+/// #[message(name = "demo/Narrow")]
+/// struct Narrow { x: u64, y: u64 }
+/// let _ = nerve::TypeInfo::of::<Narrow>();
+/// ```
+pub const fn assert_supported_layout<M: Message>() {
+    assert!(
+        core::mem::align_of::<M>() <= MAX_ALIGN && core::mem::align_of::<M::Elem>() <= MAX_ALIGN,
+        "nerve: a message head or element may need at most 8-byte alignment"
+    );
+}
+
 impl TypeInfo {
-    /// Type identity of message `M`.
+    /// Type identity of message `M`. Does not compile for a type that needs more than
+    /// [`MAX_ALIGN`]-byte alignment (see [`assert_supported_layout`]).
     pub fn of<M: Message>() -> Self {
+        const { assert_supported_layout::<M>() };
         TypeInfo {
             name: M::TYPE_NAME.to_string(),
             layout_hash: layout::hash_u64(M::LAYOUT_HASH, M::Elem::LAYOUT_HASH),

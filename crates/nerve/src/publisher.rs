@@ -6,8 +6,8 @@ use crate::header::{mono_ns, SampleHeader, WallClock};
 use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInfo};
 use crate::net::NetPublisher;
 use crate::qos::{Overflow, Qos};
-use crate::transport::doorbell::Slot;
-use crate::transport::intra::{LocalLoan, LocalRoute};
+use crate::transport::doorbell::SlotRef;
+use crate::transport::intra::{Buf, LocalLoan, LocalRoute};
 use crate::transport::shm::{self, IoxPublisher, IoxSampleMut, TopicService};
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo, LoanError as IoxLoanError, SendError};
@@ -99,7 +99,7 @@ impl<M: Message> PublisherBuilder<M> {
         } else {
             builder = builder.backpressure_strategy(BackpressureStrategy::DiscardData);
         }
-        let slot: *const Slot = self.node.inner.ctx.inner.doorbell.slot(&topic);
+        let slot = self.node.inner.ctx.inner.doorbell.slot_ref(&topic);
         let ctx = &self.node.inner.ctx;
         let history = service.static_config().history_size();
         let net = match crate::net::plane(ctx.config())? {
@@ -131,8 +131,7 @@ impl<M: Message> PublisherBuilder<M> {
         let origin = self.node.inner.ctx.inner.origin;
         let keeps_history = service.static_config().history_size() > 0;
         let route = LocalRoute::new(self.node.inner.ctx.inner.local.topic(&topic));
-        // SAFETY: see `Publisher::slot`; the doorbell outlives this call.
-        unsafe { &*slot }.ring_always();
+        slot.ring_always();
         Ok(Publisher {
             port,
             service,
@@ -161,7 +160,8 @@ pub struct Publisher<M: Message> {
     // field order is drop order: the port goes before its service and node
     port: IoxPublisher,
     service: TopicService,
-    slot: *const Slot,
+    /// The topic's doorbell slot.
+    slot: SlotRef,
     node: Node,
     topic: String,
     qos: Qos,
@@ -241,10 +241,8 @@ impl<M: Message> Publisher<M> {
         }
         self.subscribers_seen.set(None);
         let _ = self.port.update_connections();
-        // SAFETY: see `slot` field.
-        let slot = unsafe { &*self.slot };
-        let acks = slot.acks();
-        slot.ring_always();
+        let acks = self.slot.acks();
+        self.slot.ring_always();
         let grace = (Instant::now() + ATTACH_GRACE).min(deadline);
         let remote = self.remote_subscribers();
         self.await_acks(
@@ -258,10 +256,8 @@ impl<M: Message> Publisher<M> {
     /// Waits until `n` confirmations arrived since `acks` or `until` passes; true if they
     /// did.
     fn await_acks(&self, acks: u32, n: usize, until: Instant) -> bool {
-        // SAFETY: see `slot` field.
-        let slot = unsafe { &*self.slot };
         loop {
-            if (slot.acks().wrapping_sub(acks) as usize) >= n {
+            if (self.slot.acks().wrapping_sub(acks) as usize) >= n {
                 return true;
             }
             if Instant::now() >= until {
@@ -289,16 +285,14 @@ impl<M: Message> Publisher<M> {
         if remote == 0 {
             return;
         }
-        // SAFETY: see `slot` field.
-        let slot = unsafe { &*self.slot };
-        let acks = slot.acks();
-        slot.ring_always();
+        let acks = self.slot.acks();
+        self.slot.ring_always();
         self.await_acks(acks, remote, Instant::now() + timeout);
     }
 
     /// The topic's doorbell slot, rung by every new subscriber (for executors' wait sets).
-    pub(crate) fn wake_slot(&self) -> *const Slot {
-        self.slot
+    pub(crate) fn wake_slot(&self) -> &SlotRef {
+        &self.slot
     }
 
     /// Connects subscribers that joined since the last send and hands them the history.
@@ -319,8 +313,7 @@ impl<M: Message> Publisher<M> {
     /// since (every new subscriber rings it; reading the count is not free).
     #[inline]
     fn cached_subscriber_count(&self) -> usize {
-        // SAFETY: see `slot` field.
-        let seq = unsafe { &*self.slot }.seq();
+        let seq = self.slot.seq();
         match self.subscribers_seen.get() {
             Some((seen, n)) if seen == seq => n,
             _ => {
@@ -409,18 +402,6 @@ impl<M: Message> Publisher<M> {
         };
         let local = self.route.subscribers();
         let words = shm::words_for(len);
-        // the network's frame (only while a subscriber on another host exists, or the
-        // topic keeps history for late joiners there) reads a heap buffer in place, or
-        // copies a shared-memory one before it is sent
-        let frame = match (&self.net, &buf) {
-            (Some(net), LoanBuf::Local(b)) if net.wants_frames() => {
-                Some(net.frame_shared(&header, b.share(), len))
-            }
-            (Some(net), LoanBuf::Shm(s)) if net.wants_frames() => {
-                Some(net.frame_copy(&header, &shm::words_as_bytes(s.payload())[..len]))
-            }
-            _ => None,
-        };
         let deadline = match self.qos.overflow {
             Overflow::BackPressure { timeout } => {
                 let end = mono.saturating_add(timeout.as_nanos().min(u64::MAX as u128) as u64);
@@ -431,29 +412,40 @@ impl<M: Message> Publisher<M> {
             Overflow::DropOldest => 0,
         };
         // shared memory first: a local subscriber that finds the local copy then also
-        // finds the note that its shared-memory queue holds one to drain
+        // finds the note that its shared-memory queue holds one to drain. The network's
+        // frame (only while a subscriber on another host exists, or the topic keeps
+        // history for late joiners there) reads a heap buffer in place, or copies a
+        // shared-memory one before it is sent.
         let via_shm = matches!(buf, LoanBuf::Shm(_)) || self.needs_shm(local);
-        let (shared, heap) = match buf {
-            LoanBuf::Local(b) if via_shm => {
-                // a remote subscriber appeared since the loan: it gets a copy
-                let shared = self
-                    .loan_shm(len)
-                    .map_err(PublishError::from)
-                    .and_then(|mut s| {
-                        s.payload_mut().copy_from_slice(&b.words()[..words]);
-                        self.send_shm(s, header)
-                    });
-                (shared, Some(b))
+        let net = self.net.as_ref().filter(|n| n.wants_frames());
+        let (shared, heap, frame) = match buf {
+            LoanBuf::Local(b) => {
+                // written: from here on the buffer is only read
+                let b = b.freeze();
+                let frame = net.map(|n| n.frame_shared(&header, b.clone(), len));
+                let shared = if via_shm {
+                    // a remote subscriber appeared since the loan: it gets a copy
+                    self.loan_shm(len)
+                        .map_err(PublishError::from)
+                        .and_then(|mut s| {
+                            s.payload_mut().copy_from_slice(&b[..words]);
+                            self.send_shm(s, header)
+                        })
+                } else {
+                    Ok(())
+                };
+                (shared, Some(b), frame)
             }
-            LoanBuf::Local(b) => (Ok(()), Some(b)),
             LoanBuf::Shm(s) => {
+                let frame =
+                    net.map(|n| n.frame_copy(&header, &shm::words_as_bytes(s.payload())[..len]));
                 // local subscribers read a copy on the heap; remote ones the original
                 let copy = (local > 0).then(|| {
                     let mut b = self.route.loan(words);
                     b.words_mut()[..words].copy_from_slice(s.payload());
-                    b
+                    b.freeze()
                 });
-                (self.send_shm(s, header), copy)
+                (self.send_shm(s, header), copy, frame)
             }
         };
         if via_shm && local > 0 {
@@ -463,10 +455,8 @@ impl<M: Message> Publisher<M> {
             Some(b) => shared.and(self.deliver_local(header, b, deadline)),
             None => shared,
         };
-        // SAFETY: slot points into the context's doorbell mapping, which lives as long as
-        // the context that self.node keeps alive.
-        unsafe { &*self.slot }.ring();
-        match (frame, &self.net) {
+        self.slot.ring();
+        match (frame, net) {
             (Some(frame), Some(net)) => result.and(net.publish(frame).map_err(PublishError::from)),
             _ => result,
         }
@@ -475,7 +465,7 @@ impl<M: Message> Publisher<M> {
     fn deliver_local(
         &self,
         header: SampleHeader,
-        buf: LocalLoan,
+        buf: Buf,
         deadline_ns: u64,
     ) -> Result<(), PublishError> {
         self.route
@@ -574,8 +564,9 @@ impl<M: Message<Elem = NoElem>> Publisher<M> {
     pub fn publish(&self, msg: &M) -> Result<(), PublishError> {
         let len = core::mem::size_of::<M>();
         let mut b = self.loan_bytes(len.max(1))?;
-        // SAFETY: the payload is at least size_of::<M>() bytes, 8-byte aligned (>= the
-        // alignment of M, checked when the topic was opened), and M is Pod.
+        // SAFETY: the payload is at least size_of::<M>() bytes (loaned so), 8-byte aligned
+        // (transport words), align_of::<M>() <= 8 is asserted at compile time by
+        // TypeInfo::of (which created this publisher), and M is Pod.
         unsafe { (b.words_mut().as_mut_ptr() as *mut M).write(*msg) };
         self.send_loan(b, len)
     }
@@ -656,7 +647,10 @@ impl<M: Message> Loan<'_, M> {
 
     /// The elements after the head, read-only.
     pub fn elems(&self) -> &[M::Elem] {
-        // SAFETY: as in elems_mut.
+        // SAFETY: the payload was loaned with room for `elems` elements at elems_offset,
+        // which is a multiple of align_of::<Elem>() from an 8-byte aligned start (Elem
+        // alignment <= 8, asserted by TypeInfo::of); Elem is Pod; the borrow is tied to
+        // &self.
         unsafe {
             let p = (self.buf.words().as_ptr() as *const u8).add(elems_offset::<M>());
             core::slice::from_raw_parts(p as *const M::Elem, self.elems)
@@ -685,7 +679,9 @@ impl<M: Message> Loan<'_, M> {
 impl<M: Message> Deref for Loan<'_, M> {
     type Target = M;
     fn deref(&self) -> &M {
-        // SAFETY: see head_mut.
+        // SAFETY: the payload holds at least size_of::<M>() bytes (loaned so), is 8-byte
+        // aligned and align_of::<M>() <= 8 (asserted by TypeInfo::of); M is Pod; the
+        // borrow is tied to &self.
         unsafe { &*(self.buf.words().as_ptr() as *const M) }
     }
 }

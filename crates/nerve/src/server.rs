@@ -7,7 +7,7 @@ use crate::header::{mono_ns, CallHeader, CallStatus};
 use crate::message::{elems_offset, Message, NoElem, TypeInfo};
 use crate::net::{NetRequest, NetServer};
 use crate::service::{service_type, HandlerResult, Service, ServiceQos};
-use crate::transport::doorbell::Slot;
+use crate::transport::doorbell::SlotRef;
 use crate::transport::rpc::{
     self, IoxActiveRequest, IoxResponseMut, IoxServer, RpcService, SERVICE_PREFIX,
 };
@@ -92,7 +92,10 @@ impl<S: Service> ServiceBuilder<S> {
             return Err(ServiceError::AlreadyServed { service: name });
         }
         let ctx = &self.node.inner.ctx;
-        let slot: *const Slot = ctx.inner.doorbell.slot(&format!("{SERVICE_PREFIX}{name}"));
+        let slot = ctx
+            .inner
+            .doorbell
+            .slot_ref(&format!("{SERVICE_PREFIX}{name}"));
         let request_type = TypeInfo::of::<S::Request>();
         let net = match crate::net::plane(ctx.config())? {
             Some(plane) => Some(NetServer::new(
@@ -128,9 +131,8 @@ pub struct Server<S: Service> {
     // field order is drop order: the port goes before its service and node
     port: IoxServer,
     service: RpcService,
-    /// The service's doorbell slot, rung by clients after they sent (points into the
-    /// context's doorbell mapping, which the node keeps alive).
-    slot: *const Slot,
+    /// The service's doorbell slot, rung by clients after they sent.
+    slot: SlotRef,
     node: Node,
     name: String,
     qos: ServiceQos,
@@ -198,8 +200,8 @@ impl<S: Service> Server<S> {
     }
 
     /// The doorbell slot clients ring after sending (for executors' wait sets).
-    pub(crate) fn wake_slot(&self) -> *const Slot {
-        self.slot
+    pub(crate) fn wake_slot(&self) -> &SlotRef {
+        &self.slot
     }
 
     /// Whether a request is queued (a failing check counts as ready: taking reports it).
@@ -278,8 +280,7 @@ impl<S: Service> Server<S> {
         timeout: Duration,
         stop: Option<&AtomicBool>,
     ) -> Result<Option<Option<Request<'_, S>>>, ServeError> {
-        // SAFETY: see the `slot` field.
-        let slot = unsafe { &*self.slot };
+        let slot = &self.slot;
         wait_for(
             self.mode,
             &self.spin,
@@ -575,8 +576,10 @@ pub struct ReplyLoan<'r, 's, S: Service> {
 impl<S: Service> ReplyLoan<'_, '_, S> {
     /// The fixed head of the response.
     pub fn head_mut(&mut self) -> &mut S::Response {
-        // SAFETY: the payload holds at least size_of::<Response>() bytes, 8-byte aligned
-        // (>= its alignment, checked when the service was opened); Response is Pod.
+        // SAFETY: the payload holds at least size_of::<Response>() bytes (loaned so), is
+        // 8-byte aligned (transport words), align_of::<Response>() <= 8 is asserted at
+        // compile time by TypeInfo::of (which created this server); Response is Pod, so
+        // any bytes are valid; the borrow is tied to &mut self.
         unsafe { &mut *(self.resp.words_mut().as_mut_ptr() as *mut S::Response) }
     }
 
@@ -616,7 +619,9 @@ impl<S: Service> ReplyLoan<'_, '_, S> {
 impl<S: Service> Deref for ReplyLoan<'_, '_, S> {
     type Target = S::Response;
     fn deref(&self) -> &S::Response {
-        // SAFETY: see head_mut.
+        // SAFETY: the payload holds at least size_of::<Response>() bytes (loaned so), is
+        // 8-byte aligned, align_of::<Response>() <= 8 is asserted at compile time by
+        // TypeInfo::of; Response is Pod; the borrow is tied to &self.
         unsafe { &*(self.resp.words().as_ptr() as *const S::Response) }
     }
 }

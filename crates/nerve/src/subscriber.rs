@@ -6,7 +6,7 @@ use crate::header::{mono_ns, SampleHeader};
 use crate::message::{elems_offset, Message, Serde, SerdeMessage, TypeInfo};
 use crate::net::NetSubscriber;
 use crate::qos::Qos;
-use crate::transport::doorbell::Slot;
+use crate::transport::doorbell::{Slot, SlotRef};
 use crate::transport::intra::{LocalQueue, LocalSample, LocalTopic};
 use crate::transport::shm::{self, IoxSample, IoxSubscriber, TopicService};
 use crate::wait::{precise_timers, wait_for, Predictor, SpinWindow, WaitMode, MAX_SLEEP};
@@ -188,7 +188,8 @@ pub(crate) struct Receiver {
     // field order is drop order: the port goes before its service and node
     port: IoxSubscriber,
     service: TopicService,
-    slot: *const Slot,
+    /// The topic's doorbell slot.
+    slot: SlotRef,
     node: Node,
     topic: String,
     mode: WaitMode,
@@ -290,13 +291,12 @@ impl Receiver {
         depth: usize,
     ) -> Receiver {
         let ctx = &node.inner.ctx.inner;
-        let slot: *const Slot = ctx.doorbell.slot(&topic);
+        let slot = ctx.doorbell.slot_ref(&topic);
         let local = Arc::new(LocalQueue::new(depth));
         let local_topic = ctx.local.topic(&topic);
         local_topic.attach(local.clone());
-        // SAFETY: slot points into the context's doorbell mapping, kept alive by node.
-        // Ringing tells publishers to count subscribers again.
-        unsafe { &*slot }.ring_always();
+        // ringing tells publishers to count subscribers again
+        slot.ring_always();
         // stamped after joining: anything stamped later was delivered to our queue
         let since_ns = crate::header::mono_ns();
         let origin = ctx.origin;
@@ -427,8 +427,7 @@ impl Receiver {
     /// read again only when the doorbell rang since (every new publisher rings it).
     #[inline]
     fn foreign_publishers(&self) -> bool {
-        // SAFETY: slot points into the context's doorbell mapping, kept alive by self.node.
-        let seq = unsafe { &*self.slot }.seq();
+        let seq = self.slot.seq();
         let shm = match self.publishers_seen.get() {
             Some((seen, n)) if seen == seq => n,
             _ => {
@@ -496,8 +495,7 @@ impl Receiver {
         mode: WaitMode,
         timeout: Duration,
     ) -> Result<Option<(Received, usize)>, RecvError> {
-        // SAFETY: slot points into the context's doorbell mapping, kept alive by self.node.
-        let slot = unsafe { &*self.slot };
+        let slot = &self.slot;
         wait_for(
             mode,
             &self.spin,
@@ -554,8 +552,8 @@ impl Receiver {
         self.service.dynamic_config().number_of_publishers()
     }
 
-    pub(crate) fn slot(&self) -> *const Slot {
-        self.slot
+    pub(crate) fn slot(&self) -> &SlotRef {
+        &self.slot
     }
 
     pub(crate) fn has_samples(&self) -> bool {

@@ -3,34 +3,56 @@
 use crate::error::WaitError;
 use crate::message::Message;
 use crate::subscriber::{Receiver, Subscriber};
-use crate::transport::doorbell::{self, Doorbell, Slot, WaitEntry};
+use crate::transport::doorbell::{self, SlotRef, WaitEntry};
 use crate::wait::MAX_SLEEP;
 use std::time::{Duration, Instant};
 
-/// Something a [`WaitSet`] can wait on. Implemented by [`Subscriber`] and
-/// [`crate::RawSubscriber`].
-pub trait Waitable {
+/// Something a [`WaitSet`] can wait on: [`Subscriber`] and [`crate::RawSubscriber`].
+///
+/// The trait is sealed: a wait set sleeps on the doorbell of what it waits for, which only
+/// Nerve's own endpoints can name, so no other type can implement it.
+///
+/// ```compile_fail
+/// struct Mine;
+/// impl nerve::Waitable for Mine {
+///     fn is_ready(&self) -> bool { true }
+/// }
+/// ```
+pub trait Waitable: sealed::Sealed {
     /// Whether a sample is queued right now.
     fn is_ready(&self) -> bool;
-    #[doc(hidden)]
-    fn wake_slot_addr(&self) -> usize;
+}
+
+pub(crate) mod sealed {
+    /// Implemented by the crate's endpoints only (see [`super::Waitable`]).
+    pub trait Sealed {
+        /// The doorbell slot rung when the endpoint has input.
+        #[doc(hidden)]
+        fn wake_slot(&self) -> &super::SlotRef;
+    }
+}
+
+impl sealed::Sealed for Receiver {
+    fn wake_slot(&self) -> &SlotRef {
+        self.slot()
+    }
 }
 
 impl Waitable for Receiver {
     fn is_ready(&self) -> bool {
         self.has_samples()
     }
-    fn wake_slot_addr(&self) -> usize {
-        self.slot() as usize
+}
+
+impl<M: Message> sealed::Sealed for Subscriber<M> {
+    fn wake_slot(&self) -> &SlotRef {
+        self.receiver().slot()
     }
 }
 
 impl<M: Message> Waitable for Subscriber<M> {
     fn is_ready(&self) -> bool {
         self.receiver().is_ready()
-    }
-    fn wake_slot_addr(&self) -> usize {
-        self.receiver().wake_slot_addr()
     }
 }
 
@@ -84,21 +106,19 @@ impl<'a> WaitSet<'a> {
             return Ok(ready);
         }
         let deadline = Instant::now() + timeout;
-        let mut slots: Vec<usize> = self.entries.iter().map(|e| e.wake_slot_addr()).collect();
-        slots.sort_unstable();
-        slots.dedup();
+        let mut slot_refs: Vec<&SlotRef> = Vec::with_capacity(self.entries.len());
+        for e in &self.entries {
+            let slot = e.wake_slot();
+            if !slot_refs.iter().any(|s| s.same(slot)) {
+                slot_refs.push(slot);
+            }
+        }
         loop {
-            // SAFETY: every address comes from a live subscriber borrowed for 'a, whose
-            // node keeps the doorbell mapping alive.
-            let slot_refs: Vec<&Slot> = slots
-                .iter()
-                .map(|&a| unsafe { &*(a as *const Slot) })
-                .collect();
             let entries: Vec<WaitEntry> = slot_refs
                 .iter()
                 .map(|s| WaitEntry {
                     seen: s.register(),
-                    word: Doorbell::slot_ptr(s),
+                    word: s.word(),
                 })
                 .collect();
             let ready = self.ready();

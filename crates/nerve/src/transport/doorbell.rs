@@ -11,15 +11,20 @@
 
 use std::ffi::CString;
 use std::io;
+use std::ops::Deref;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Number of slots in a doorbell.
 pub(crate) const SLOTS: usize = 1024;
 
+/// One wake-up slot: a sequence word (the futex), a waiter count and an ack count on a
+/// cache line of its own. (Public only as the target of [`SlotRef`]; unreachable outside
+/// the crate, and all its methods are crate-private.)
 #[repr(C, align(64))]
-pub(crate) struct Slot {
+pub struct Slot {
     seq: AtomicU32,
     waiters: AtomicU32,
     acks: AtomicU32,
@@ -35,7 +40,9 @@ pub(crate) struct Doorbell {
 // SAFETY: the mapping is shared memory accessed only through atomics; the pointer stays
 // valid until Drop unmaps it.
 unsafe impl Send for Doorbell {}
-// SAFETY: as above, all access goes through atomics.
+// SAFETY: the mapping is shared memory accessed only through atomics (Slot holds only
+// atomics), so shared references from several threads are sound; the pointer stays valid
+// until Drop unmaps it.
 unsafe impl Sync for Doorbell {}
 
 const SIZE: usize = SLOTS * std::mem::size_of::<Slot>();
@@ -129,14 +136,47 @@ impl Doorbell {
     /// The slot at `index` (taken modulo the slot count: indices may come from other
     /// processes).
     pub(crate) fn slot_at(&self, index: u32) -> &Slot {
-        // SAFETY: the index is reduced below SLOTS and the mapping holds SLOTS slots for
-        // the life of self.
+        // SAFETY: `slots` points at a live mapping of SLOTS slots until `self` is dropped
+        // (Drop unmaps it), the index is reduced below SLOTS, and a Slot holds only
+        // atomics, so a shared reference tied to &self is valid.
         unsafe { &*self.slots.add(index as usize % SLOTS) }
     }
 
-    /// All slots, for wait sets that watch several topics.
-    pub(crate) fn slot_ptr(slot: &Slot) -> *const AtomicU32 {
-        &slot.seq
+    /// A counted reference to the slot of `key` that keeps the mapping alive.
+    pub(crate) fn slot_ref(self: &Arc<Self>, key: &str) -> SlotRef {
+        self.slot_ref_at(Self::slot_index(key))
+    }
+
+    /// A counted reference to the slot at `index` (modulo the slot count).
+    pub(crate) fn slot_ref_at(self: &Arc<Self>, index: u32) -> SlotRef {
+        SlotRef {
+            bell: self.clone(),
+            index: index % SLOTS as u32,
+        }
+    }
+}
+
+/// One slot of a doorbell, holding the mapping alive: safe to keep in any entity for as
+/// long as it lives, wherever the context that opened the doorbell has gone. (Public only
+/// to name it in the sealed [`crate::Waitable`]; nothing outside the crate can reach it.)
+#[derive(Clone)]
+pub struct SlotRef {
+    bell: Arc<Doorbell>,
+    index: u32,
+}
+
+impl SlotRef {
+    /// Whether both refer to the same slot of the same mapping.
+    pub(crate) fn same(&self, other: &SlotRef) -> bool {
+        std::ptr::eq::<Slot>(&**self, &**other)
+    }
+}
+
+impl Deref for SlotRef {
+    type Target = Slot;
+    #[inline]
+    fn deref(&self) -> &Slot {
+        self.bell.slot_at(self.index)
     }
 }
 
@@ -167,7 +207,7 @@ impl Drop for Doorbell {
 fn same_inode(fd: &OwnedFd, path: &CString) -> bool {
     // SAFETY: zeroed stat structs are valid out-parameters.
     let mut a: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
+    // SAFETY: libc::stat is plain integers: all-zero bytes are a valid value.
     let mut b: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fd is open, path is NUL-terminated, a and b are writable.
     unsafe {
@@ -213,6 +253,11 @@ impl Slot {
     /// Number of confirmations so far (wrapping).
     pub(crate) fn acks(&self) -> u32 {
         self.acks.load(Ordering::Acquire)
+    }
+
+    /// The futex word waiters sleep on (for [`wait_any`]).
+    pub(crate) fn word(&self) -> &AtomicU32 {
+        &self.seq
     }
 
     /// Announces a waiter; returns the sequence value to wait on. Check the queue after this
@@ -275,8 +320,8 @@ pub(crate) fn futex_wait(word: &AtomicU32, seen: u32, timeout: Duration) {
 }
 
 /// One futex to wait on in [`wait_any`].
-pub(crate) struct WaitEntry {
-    pub(crate) word: *const AtomicU32,
+pub(crate) struct WaitEntry<'a> {
+    pub(crate) word: &'a AtomicU32,
     pub(crate) seen: u32,
 }
 
@@ -308,7 +353,7 @@ pub(crate) fn wait_any_until(entries: &[WaitEntry], deadline_ns: u64) {
         .iter()
         .map(|e| FutexWaitv {
             val: e.seen as u64,
-            uaddr: e.word as u64,
+            uaddr: e.word.as_ptr() as u64,
             flags: FUTEX2_SIZE_U32,
             reserved: 0,
         })
@@ -317,8 +362,9 @@ pub(crate) fn wait_any_until(entries: &[WaitEntry], deadline_ns: u64) {
         tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
     };
-    // SAFETY: waitv holds entries.len() valid futex_waitv records pointing at live words
-    // (the caller's contract); deadline is an absolute CLOCK_MONOTONIC time.
+    // SAFETY: waitv holds entries.len() futex_waitv records whose addresses come from
+    // references borrowed for this call (live u32 words); deadline is an absolute
+    // CLOCK_MONOTONIC time; the kernel only reads these.
     let r = unsafe {
         libc::syscall(
             SYS_FUTEX_WAITV,
@@ -331,10 +377,8 @@ pub(crate) fn wait_any_until(entries: &[WaitEntry], deadline_ns: u64) {
     };
     if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
         let left = deadline_ns.saturating_sub(crate::header::mono_ns());
-        // SAFETY: entries[0].word points at a live word (caller's contract).
-        let w = unsafe { &*entries[0].word };
         futex_wait(
-            w,
+            entries[0].word,
             entries[0].seen,
             Duration::from_nanos(left).min(Duration::from_millis(1)),
         );

@@ -36,17 +36,19 @@ impl LocalLoan {
         &self.0
     }
 
-    /// A reference to the buffer for a reader outside the route (the network plane).
-    /// Taken once the sample is written: the loan is not written through afterwards.
-    pub(crate) fn share(&self) -> Buf {
-        self.0.clone()
+    /// Ends the loan once the sample is written: the buffer can then be shared with any
+    /// number of readers (subscribers, the network plane), and nothing writes it again
+    /// until every reader has dropped it.
+    pub(crate) fn freeze(self) -> Buf {
+        self.0
     }
 
     /// The buffer's words, writable.
     pub(crate) fn words_mut(&mut self) -> &mut [u64] {
         // SAFETY: `LocalRoute::loan` made sure nothing else references this buffer (no
-        // Weak references exist, and the pool gave it up); clones are made only by
-        // `deliver`, which consumes the loan. &mut self makes the access exclusive.
+        // Weak references exist, and the pool gave it up), and a loan hands out no clone
+        // of its Arc: clones exist only after `freeze`, which consumes it. &mut self makes
+        // this access exclusive.
         unsafe { (*(Arc::as_ptr(&self.0) as *mut Vec<u64>)).as_mut_slice() }
     }
 }
@@ -279,11 +281,10 @@ impl LocalRoute {
     pub(crate) fn deliver(
         &self,
         header: SampleHeader,
-        loan: LocalLoan,
+        buf: Buf,
         overflow: Overflow,
         deadline_ns: u64,
     ) -> Result<(), ()> {
-        let buf = loan.0;
         let mut result = Ok(());
         for q in self.subscribers.borrow().iter() {
             let s = LocalSample {
@@ -344,7 +345,7 @@ mod tests {
         for seq in 1..=5 {
             let buf = route.loan(1);
             route
-                .deliver(header(seq), buf, Overflow::DropOldest, 0)
+                .deliver(header(seq), buf.freeze(), Overflow::DropOldest, 0)
                 .ok();
         }
         assert_eq!(q.pop().map(|s| s.header.seq), Some(4));
@@ -366,10 +367,10 @@ mod tests {
         };
         let deadline = || crate::header::mono_ns() + 5_000_000;
         assert!(route
-            .deliver(header(1), route.loan(1), bp, deadline())
+            .deliver(header(1), route.loan(1).freeze(), bp, deadline())
             .is_ok());
         assert_eq!(
-            route.deliver(header(2), route.loan(1), bp, deadline()),
+            route.deliver(header(2), route.loan(1).freeze(), bp, deadline()),
             Err(())
         );
         assert_eq!(q.pop().map(|s| s.header.seq), Some(1));
@@ -385,7 +386,9 @@ mod tests {
         route.subscribers();
         let b = route.loan(4);
         let first = Arc::as_ptr(&b.0);
-        route.deliver(header(1), b, Overflow::DropOldest, 0).ok();
+        route
+            .deliver(header(1), b.freeze(), Overflow::DropOldest, 0)
+            .ok();
         // still held by the queued sample: a new loan gets another buffer
         let held = route.loan(4);
         assert_ne!(Arc::as_ptr(&held.0), first);

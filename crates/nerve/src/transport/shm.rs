@@ -30,7 +30,8 @@ pub(crate) type IoxSampleMut = iceoryx2::sample_mut::SampleMut<Ipc, [Word], Samp
 /// of a byte slice by the alignment). The exact byte length is in [`SampleHeader`].
 pub(crate) type Word = u64;
 /// Largest payload alignment Nerve supports.
-pub(crate) const MAX_ALIGN: usize = core::mem::align_of::<Word>();
+pub(crate) const MAX_ALIGN: usize = crate::message::MAX_ALIGN;
+const _: () = assert!(MAX_ALIGN == core::mem::align_of::<Word>());
 
 /// Words needed for `bytes` payload bytes.
 pub(crate) fn words_for(bytes: usize) -> usize {
@@ -46,7 +47,9 @@ pub(crate) fn words_as_bytes(w: &[Word]) -> &[u8] {
 
 /// Views a mutable word slice as bytes.
 pub(crate) fn words_as_bytes_mut(w: &mut [Word]) -> &mut [u8] {
-    // SAFETY: as in words_as_bytes; the borrow is exclusive.
+    // SAFETY: a u64 slice viewed as bytes: same memory, u8 has no alignment or validity
+    // requirement (and any byte written leaves valid u64s), the length covers exactly
+    // the words, and the borrow is exclusive for its lifetime.
     unsafe { core::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut u8, std::mem::size_of_val(w)) }
 }
 
