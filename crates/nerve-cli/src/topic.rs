@@ -50,12 +50,15 @@ pub enum TopicCommand {
         type_name: String,
         /// The message as JSON, e.g. '{"linear": 0.5}'; slice types take "elems": [...].
         json: String,
-        /// Messages per second.
+        /// Messages per second (0: as fast as possible).
         #[arg(long, default_value_t = 10.0)]
         rate: f64,
-        /// Messages to send.
-        #[arg(long, default_value_t = 1)]
-        count: u64,
+        /// Stop after this many messages (default: publish until interrupted).
+        #[arg(long, conflicts_with = "once")]
+        count: Option<u64>,
+        /// Publish one message and exit (as `--count 1`).
+        #[arg(long)]
+        once: bool,
         /// Quality of service preset.
         #[arg(long, value_enum, default_value_t = QosPreset::Sensor)]
         qos: QosPreset,
@@ -323,6 +326,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             json,
             rate,
             count,
+            once,
             qos,
             wait_subscribers,
         } => {
@@ -341,7 +345,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             }
             let opt = PubOptions {
                 rate,
-                count,
+                count: if once { Some(1) } else { count },
                 qos: qos.qos(),
                 wait: seconds("wait-subscribers", wait_subscribers)?,
             };

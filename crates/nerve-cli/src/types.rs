@@ -17,8 +17,8 @@ pub const MAX_SHOWN_ELEMS: usize = 64;
 pub struct PubOptions {
     /// Messages per second.
     pub rate: f64,
-    /// Messages to send.
-    pub count: u64,
+    /// Messages to send (`None`: until interrupted).
+    pub count: Option<u64>,
     /// Quality of service.
     pub qos: Qos,
     /// How long to wait for a first subscriber.
@@ -165,14 +165,19 @@ where
         Duration::ZERO
     };
     let start = Instant::now();
+    let count = opt.count.unwrap_or(u64::MAX);
     let mut sent = 0;
-    while sent < opt.count && !nerve::shutdown::requested() {
+    while sent < count && !nerve::shutdown::requested() {
         publisher.publish_slice(&head, &elems)?;
         sent += 1;
-        if sent < opt.count {
+        if sent < count {
+            // absolute deadlines (no drift); short sleeps so Ctrl-C is honoured at once
             let next = start + period.mul_f64(sent as f64);
-            if let Some(d) = next.checked_duration_since(Instant::now()) {
-                std::thread::sleep(d);
+            while let Some(d) = next.checked_duration_since(Instant::now()) {
+                if nerve::shutdown::requested() {
+                    break;
+                }
+                std::thread::sleep(d.min(Duration::from_millis(20)));
             }
         }
     }

@@ -139,3 +139,58 @@ fn bad_network_settings_are_named() {
     assert!(err.contains("z.json5"), "names the file: {err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `topic pub` publishes at its rate until interrupted (as `ros2 topic pub`), `--count N`
+/// publishes N, `--once` one; Ctrl-C ends the endless form with exit code 0.
+#[test]
+fn topic_pub_repeats_until_interrupted_or_counted() {
+    let dir = std::env::temp_dir().join("nerve-cli-test/");
+    let nerve = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_nerve"));
+        c.args(args)
+            .env("NERVE_DOMAIN", "996")
+            .env("NERVE_STATE_DIR", &dir)
+            .env_remove("NERVE_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    };
+    let published = |stderr: &[u8]| -> u64 {
+        let text = String::from_utf8_lossy(stderr);
+        text.split_whitespace()
+            .skip_while(|w| *w != "published")
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {text:?}"))
+    };
+    let common = [
+        "topic",
+        "pub",
+        "/cli/repeat",
+        "CmdVel",
+        "{}",
+        "--wait-subscribers",
+        "0",
+    ];
+    let out = nerve(&[&common[..], &["--rate", "200", "--count", "3"]].concat())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(published(&out.stderr), 3);
+    let out = nerve(&[&common[..], &["--once"]].concat())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(published(&out.stderr), 1);
+    // no count: it keeps publishing until SIGINT
+    let child = nerve(&[&common[..], &["--rate", "200"]].concat())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: kill with a valid pid of our own child and a valid signal number.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "Ctrl-C ends it cleanly");
+    assert!(published(&out.stderr) > 1, "more than one message");
+}

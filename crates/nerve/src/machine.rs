@@ -233,7 +233,7 @@ impl MachineSpec {
 
     /// Parses YAML.
     pub fn from_yaml(text: &str) -> Result<MachineSpec, MachineError> {
-        serde_yaml::from_str(text).map_err(|e| MachineError::Parse {
+        serde_yaml_ng::from_str(text).map_err(|e| MachineError::Parse {
             reason: e.to_string(),
         })
     }

@@ -187,7 +187,11 @@ pub struct SerdeHead {
 }
 
 /// Serde fallback: a topic of `Serde<T>` carries any `T: Serialize + DeserializeOwned`,
-/// encoded with bincode into a loaned byte slice (one copy on each side).
+/// encoded with [postcard](https://docs.rs/postcard) into a loaned byte slice (one copy on
+/// each side). Postcard's wire format is specified and stable across its 1.x releases,
+/// compact (varints) and maintained; the encoding's name and version are part of the
+/// type identity ([`SERDE_ENCODING`]), so processes that encode differently refuse each
+/// other's topics instead of misreading them.
 #[repr(C)]
 pub struct Serde<T> {
     head: SerdeHead,
@@ -201,9 +205,16 @@ impl<T> Clone for Serde<T> {
 }
 impl<T> Copy for Serde<T> {}
 
-// SAFETY: layout identical to SerdeHead (a single u64) plus a zero-sized marker.
+/// The serde fallback's encoding and its version, part of every `Serde<T>` layout hash.
+pub const SERDE_ENCODING: &str = "postcard-1";
+
+// SAFETY: #[repr(C)] with one u64 (SerdeHead) and a zero-sized marker: no padding, every
+// bit pattern valid, no pointers.
 unsafe impl<T: 'static> Pod for Serde<T> {
-    const LAYOUT_HASH: u64 = layout::hash_str(layout::FNV_OFFSET, "nerve/Serde");
+    const LAYOUT_HASH: u64 = layout::hash_str(
+        layout::hash_str(layout::FNV_OFFSET, "nerve/Serde"),
+        SERDE_ENCODING,
+    );
 }
 
 /// Types that can travel as `Serde<T>`: name them for type checks.
@@ -230,20 +241,15 @@ impl<T> Serde<T> {
     }
 }
 
-/// Encodes a serde value into bytes.
+/// Encodes a serde value into bytes ([`SERDE_ENCODING`]).
 pub(crate) fn serde_encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
-    bincode::serialize(value).map_err(|e| e.to_string())
+    postcard::to_stdvec(value).map_err(|e| e.to_string())
 }
 
-/// Decodes a serde value, bounded by `bytes` (never reads past it).
+/// Decodes a serde value, bounded by `bytes` (never reads past it; sequence lengths that
+/// the bytes cannot hold fail instead of allocating).
 pub(crate) fn serde_decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    use bincode::Options;
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .allow_trailing_bytes()
-        .with_limit(bytes.len() as u64)
-        .deserialize(bytes)
-        .map_err(|e| e.to_string())
+    postcard::from_bytes(bytes).map_err(|e| e.to_string())
 }
 
 /// Reinterprets plain data as bytes.
@@ -271,6 +277,19 @@ pub fn zeroed<T: Pod>() -> T {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serde_fallback_round_trips_and_refuses_lying_bytes() {
+        let v = (String::from("plan"), vec![(1.5f32, -2.0f32); 3]);
+        let bytes = serde_encode(&v).unwrap();
+        assert_eq!(
+            serde_decode::<(String, Vec<(f32, f32)>)>(&bytes).unwrap(),
+            v
+        );
+        // a length prefix of ~4 GB over five bytes: an error, no allocation, no panic
+        assert!(serde_decode::<Vec<u8>>(&[0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());
+        assert!(serde_decode::<String>(&bytes[..3]).is_err(), "truncated");
+    }
 
     #[derive(Clone, Copy, crate::Message)]
     #[repr(C)]

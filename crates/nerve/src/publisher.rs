@@ -412,17 +412,15 @@ impl<M: Message> Publisher<M> {
             Overflow::DropOldest => 0,
         };
         // shared memory first: a local subscriber that finds the local copy then also
-        // finds the note that its shared-memory queue holds one to drain. The network's
-        // frame (only while a subscriber on another host exists, or the topic keeps
-        // history for late joiners there) reads a heap buffer in place, or copies a
-        // shared-memory one before it is sent.
+        // finds the note that its shared-memory queue holds one to drain. The network
+        // side is asked only while a subscriber on another host exists or the topic keeps
+        // history for late joiners there.
         let via_shm = matches!(buf, LoanBuf::Shm(_)) || self.needs_shm(local);
         let net = self.net.as_ref().filter(|n| n.wants_frames());
-        let (shared, heap, frame) = match buf {
+        let (shared, heap, sent_net) = match buf {
             LoanBuf::Local(b) => {
                 // written: from here on the buffer is only read
                 let b = b.freeze();
-                let frame = net.map(|n| n.frame_shared(&header, b.clone(), len));
                 let shared = if via_shm {
                     // a remote subscriber appeared since the loan: it gets a copy
                     self.loan_shm(len)
@@ -434,18 +432,22 @@ impl<M: Message> Publisher<M> {
                 } else {
                     Ok(())
                 };
-                (shared, Some(b), frame)
+                // the network reads the heap buffer in place
+                let sent_net = net.map_or(Ok(()), |n| n.publish_shared(&header, b.clone(), len));
+                (shared, Some(b), sent_net)
             }
             LoanBuf::Shm(s) => {
-                let frame =
-                    net.map(|n| n.frame_copy(&header, &shm::words_as_bytes(s.payload())[..len]));
+                // the network copies a shared-memory sample before it is handed over
+                let sent_net = net.map_or(Ok(()), |n| {
+                    n.publish_copy(&header, &shm::words_as_bytes(s.payload())[..len])
+                });
                 // local subscribers read a copy on the heap; remote ones the original
                 let copy = (local > 0).then(|| {
                     let mut b = self.route.loan(words);
                     b.words_mut()[..words].copy_from_slice(s.payload());
                     b.freeze()
                 });
-                (self.send_shm(s, header), copy, frame)
+                (self.send_shm(s, header), copy, sent_net)
             }
         };
         if via_shm && local > 0 {
@@ -456,10 +458,7 @@ impl<M: Message> Publisher<M> {
             None => shared,
         };
         self.slot.ring();
-        match (frame, net) {
-            (Some(frame), Some(net)) => result.and(net.publish(frame).map_err(PublishError::from)),
-            _ => result,
-        }
+        result.and(sent_net.map_err(PublishError::from))
     }
 
     fn deliver_local(

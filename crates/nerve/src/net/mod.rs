@@ -7,7 +7,7 @@
 //! tokens every network endpoint declares.
 //!
 //! A *host* is the set of processes that share `/dev/shm`: the first Nerve process of a
-//! host writes a random id to `/dev/shm/nerve_host_id`, and every sample or call sent
+//! host writes a random id to `/dev/shm/nerve_host_id_<uid>`, and every sample or call sent
 //! over the network carries it, so a receiver drops what came from its own host (that
 //! reached it through shared memory already).
 //!
@@ -31,11 +31,11 @@ pub(crate) use service::{NetCall, NetClient, NetRequest, NetServer};
 pub use service::{MAX_QUERIES, NET_CALL_TIMEOUT};
 pub(crate) use topic::{NetPublisher, NetSubscriber};
 
-use crate::config::Config;
+use crate::config::{Config, NetworkConfig};
 use crate::error::NetError;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
@@ -44,6 +44,11 @@ pub const MAX_FRAME: usize = 1 << 30;
 
 /// Remote liveliness tokens by key, with what was parsed from each.
 pub(crate) type Tokens<T> = Arc<Mutex<BTreeMap<String, T>>>;
+
+/// Most remote tokens one watch keeps (endpoints of one name, or of a whole domain for
+/// discovery); tokens beyond it are ignored until others go, so a flood from the network
+/// cannot grow the map without bound.
+pub(crate) const MAX_REMOTE_TOKENS: usize = 16_384;
 
 /// This process's Zenoh session and the identity of its host.
 pub(crate) struct Plane {
@@ -131,8 +136,10 @@ impl Plane {
                 let mut seen = lock(&s2);
                 match s.kind() {
                     SampleKind::Put => {
-                        if let Some(v) = parse(k) {
-                            seen.insert(k.to_string(), v);
+                        if seen.len() < MAX_REMOTE_TOKENS || seen.contains_key(k) {
+                            if let Some(v) = parse(k) {
+                                seen.insert(k.to_string(), v);
+                            }
                         }
                     }
                     SampleKind::Delete => {
@@ -151,12 +158,13 @@ impl Plane {
     }
 
     /// The counters of network samples of `topic`, shared by its subscribers here.
+    /// Counters of topics whose subscribers have all gone are dropped here, so the map
+    /// holds the topics this process subscribes now.
     pub(crate) fn counters(&self, domain: u32, topic: &str) -> Arc<discovery::Counters> {
         self.ensure_info(domain);
-        lock(&self.counters)
-            .entry((domain, topic.to_string()))
-            .or_default()
-            .clone()
+        let mut map = lock(&self.counters);
+        map.retain(|_, c| Arc::strong_count(c) > 1);
+        map.entry((domain, topic.to_string())).or_default().clone()
     }
 
     fn ensure_info(&self, domain: u32) {
@@ -190,16 +198,38 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The process's plane for `config`: `None` while the network plane is off; opened on
-/// first use with the first enabled configuration's Zenoh settings.
+/// first use. One session serves the process: a context asking for other network settings
+/// than the open plane's gets an error naming both; a failed open is not remembered, so
+/// a later context may try again (a file fixed, a port freed).
 pub(crate) fn plane(config: &Config) -> Result<Option<Arc<Plane>>, NetError> {
-    static PLANE: OnceLock<Result<Arc<Plane>, NetError>> = OnceLock::new();
+    static PLANE: Mutex<Option<(NetworkConfig, Arc<Plane>)>> = Mutex::new(None);
     if !config.network.enabled {
         return Ok(None);
     }
-    PLANE
-        .get_or_init(|| open(config).map(Arc::new))
-        .clone()
-        .map(Some)
+    let mut open_plane = lock(&PLANE);
+    if let Some((settings, plane)) = open_plane.as_ref() {
+        if *settings != config.network {
+            return Err(NetError::Config {
+                path: describe_settings(&config.network),
+                reason: format!(
+                    "this process's network plane is already open with {}; one Zenoh \
+                     session serves a process",
+                    describe_settings(settings)
+                ),
+            });
+        }
+        return Ok(Some(plane.clone()));
+    }
+    let plane = Arc::new(open(config)?);
+    *open_plane = Some((config.network.clone(), plane.clone()));
+    Ok(Some(plane))
+}
+
+fn describe_settings(n: &NetworkConfig) -> String {
+    match &n.zenoh_config {
+        Some(path) => format!("{} (host name {:?})", path.display(), n.host_name),
+        None => format!("Zenoh's defaults (host name {:?})", n.host_name),
+    }
 }
 
 fn open(config: &Config) -> Result<Plane, NetError> {
@@ -317,14 +347,22 @@ fn kernel_host_name() -> String {
         .unwrap_or_else(|_| "host".into())
 }
 
-/// Path of the host id; its directory is what defines a host (see the module docs).
-const HOST_ID_FILE: &str = "/dev/shm/nerve_host_id";
+/// Path of the host id of this Unix user: its directory is what defines a host (see the
+/// module docs). Per user, because Nerve's shared-memory files are owner-only: processes
+/// of two users never meet through shared memory, so to the network plane they are two
+/// hosts (and no user can pre-create or rewrite another user's id).
+fn host_id_file() -> String {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    format!("/dev/shm/nerve_host_id_{uid}")
+}
 
-/// This host's id: read from [`HOST_ID_FILE`], created (atomically) by the first process.
+/// This host's id: read from [`host_id_file`], created (atomically) by the first process.
 fn host_id() -> std::io::Result<u64> {
     if let Some(id) = read_host_id()? {
         return Ok(id);
     }
+    let file = host_id_file();
     let mut raw = [0u8; 8];
     // SAFETY: raw is a valid writable buffer of raw.len() bytes.
     let n = unsafe { libc::getrandom(raw.as_mut_ptr().cast(), raw.len(), 0) };
@@ -332,22 +370,55 @@ fn host_id() -> std::io::Result<u64> {
         return Err(std::io::Error::last_os_error());
     }
     let id = u64::from_le_bytes(raw) | 1;
-    let tmp = format!("{HOST_ID_FILE}.{}", std::process::id());
-    std::fs::write(&tmp, format!("{id:016x}\n"))?;
+    let tmp = format!("{file}.{}", std::process::id());
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        f.write_all(format!("{id:016x}\n").as_bytes())?;
+    }
     // link fails if another process won the race; either way the file now holds the id
-    let _ = std::fs::hard_link(&tmp, HOST_ID_FILE);
+    let _ = std::fs::hard_link(&tmp, &file);
     let _ = std::fs::remove_file(&tmp);
-    read_host_id()?.ok_or_else(|| std::io::Error::other("host id file vanished"))
+    read_host_id()?.ok_or_else(|| std::io::Error::other(format!("{file} vanished")))
 }
 
+/// Reads the host id file: never through a symbolic link, and only a file of this user
+/// that nobody else may write (anything else is an error naming the file).
 fn read_host_id() -> std::io::Result<Option<u64>> {
-    match std::fs::read_to_string(HOST_ID_FILE) {
-        Ok(s) => u64::from_str_radix(s.trim(), 16)
-            .map(Some)
-            .map_err(|e| std::io::Error::other(format!("{HOST_ID_FILE}: {e}"))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = host_id_file();
+    let mut f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&file)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(std::io::Error::other(format!("{file}: {e}"))),
+    };
+    let meta = f.metadata()?;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    if meta.uid() != uid || meta.mode() & 0o022 != 0 || !meta.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{file} belongs to uid {} with mode {:o}: refusing a host id another user can \
+             set",
+            meta.uid(),
+            meta.mode() & 0o7777
+        )));
     }
+    let mut s = String::new();
+    f.by_ref().take(64).read_to_string(&mut s)?;
+    u64::from_str_radix(s.trim(), 16)
+        .map(Some)
+        .map_err(|e| std::io::Error::other(format!("{file}: {e}")))
 }
 
 /// Key of a topic's samples.

@@ -16,7 +16,7 @@ use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use zenoh::bytes::ZBytes;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::qos::{CongestionControl, Reliability};
@@ -67,12 +67,21 @@ pub(crate) struct NetPublisher {
     _token: LivelinessToken,
 }
 
-/// A publisher's last `depth` frames and the queryable that hands them to subscribers on
-/// other hosts as they join (`nerve/<d>/h/<uid>/<topic>`).
+/// A publisher's last `depth` samples (headers and references to their heap buffers, no
+/// frames: those are built only when a late joiner asks) and the queryable that hands them
+/// to subscribers on other hosts as they join (`nerve/<d>/h/<uid>/<topic>`).
 struct History {
-    frames: Arc<Mutex<VecDeque<ZBytes>>>,
+    samples: Arc<Mutex<VecDeque<Kept>>>,
     depth: usize,
     _queryable: zenoh::query::Queryable<()>,
+}
+
+/// One sample of a [`History`].
+#[derive(Clone)]
+struct Kept {
+    header: SampleHeader,
+    buf: Buf,
+    len: usize,
 }
 
 /// Key of the history queryables of `topic` (any publisher).
@@ -112,16 +121,22 @@ impl NetPublisher {
                 reason: e.to_string(),
             })?;
         let subscribers = RemoteWatch::new(plane, domain, EntityKind::Subscriber, topic)?;
+        let host = plane.host;
         let history = if history > 0 {
-            let frames: Arc<Mutex<VecDeque<ZBytes>>> = Arc::default();
-            let (f, key) = (frames.clone(), history_key(domain, &plane.uid(), topic));
+            let samples: Arc<Mutex<VecDeque<Kept>>> =
+                Arc::new(Mutex::new(VecDeque::with_capacity(history)));
+            let (kept, key) = (samples.clone(), history_key(domain, &plane.uid(), topic));
             let reply_key = key.clone();
             let queryable = plane
                 .session
                 .declare_queryable(key.clone())
                 .callback(move |query| {
-                    for frame in lock(&f).iter() {
-                        let _ = query.reply(reply_key.clone(), frame.clone()).wait();
+                    // the lock is held only to take references: replies go out without it,
+                    // so a slow link never blocks the publisher
+                    let snapshot: Vec<Kept> = lock(&kept).iter().cloned().collect();
+                    for k in snapshot {
+                        let frame = shared_frame(host, &k.header, k.buf, k.len);
+                        let _ = query.reply(reply_key.clone(), frame).wait();
                     }
                 })
                 .wait()
@@ -131,7 +146,7 @@ impl NetPublisher {
                     reason: e.to_string(),
                 })?;
             Some(History {
-                frames,
+                samples,
                 depth: history,
                 _queryable: queryable,
             })
@@ -166,34 +181,47 @@ impl NetPublisher {
         self.history.is_some() || self.remote_subscribers() > 0
     }
 
-    /// Keeps `frame` as the newest of the history (if the topic keeps one) and sends it
-    /// if a subscriber on another host exists.
-    pub(crate) fn publish(&self, frame: ZBytes) -> Result<(), NetError> {
+    /// Publishes a sample whose payload is in a heap buffer: kept for late joiners (a
+    /// reference, if the topic keeps history) and sent, read in place by Zenoh, if a
+    /// subscriber on another host exists. No frame is built otherwise.
+    pub(crate) fn publish_shared(
+        &self,
+        header: &SampleHeader,
+        buf: Buf,
+        len: usize,
+    ) -> Result<(), NetError> {
+        let remote = self.remote_subscribers() > 0;
         if let Some(h) = &self.history {
-            let mut frames = lock(&h.frames);
-            if frames.len() == h.depth {
-                frames.pop_front();
-            }
-            frames.push_back(frame.clone());
+            h.keep(Kept {
+                header: *header,
+                buf: buf.clone(),
+                len,
+            });
         }
-        if self.remote_subscribers() > 0 {
-            self.send(frame)?;
+        if remote {
+            self.send(shared_frame(self.host, header, buf, len))?;
         }
         Ok(())
     }
 
-    /// The frame of a sample whose payload is read from `payload` (one copy).
-    pub(crate) fn frame_copy(&self, header: &SampleHeader, payload: &[u8]) -> ZBytes {
-        wire::encode_sample(self.host, header, payload).into()
-    }
-
-    /// The frame of a sample whose payload stays in the publisher's heap buffer: Zenoh
-    /// reads it there (no copy) and the buffer returns to the pool once Zenoh is done.
-    pub(crate) fn frame_shared(&self, header: &SampleHeader, buf: Buf, len: usize) -> ZBytes {
-        let mut w = ZBytes::writer();
-        w.append(wire::sample_header(self.host, header, len, 0).into());
-        w.append(Bytes::from_owner(Payload { buf, len }).into());
-        w.finish()
+    /// Publishes a sample whose payload lives elsewhere (shared memory about to be
+    /// handed over): copied once, and only if a subscriber on another host exists or the
+    /// topic keeps history.
+    pub(crate) fn publish_copy(
+        &self,
+        header: &SampleHeader,
+        payload: &[u8],
+    ) -> Result<(), NetError> {
+        if self.history.is_none() {
+            if self.remote_subscribers() > 0 {
+                self.send(wire::encode_sample(self.host, header, payload).into())?;
+            }
+            return Ok(());
+        }
+        let mut words = vec![0u64; crate::transport::shm::words_for(payload.len())];
+        crate::transport::shm::words_as_bytes_mut(&mut words)[..payload.len()]
+            .copy_from_slice(payload);
+        self.publish_shared(header, Arc::new(words), payload.len())
     }
 
     /// Sends a frame; Zenoh owns it from here.
@@ -206,6 +234,26 @@ impl NetPublisher {
                 reason: e.to_string(),
             })
     }
+}
+
+impl History {
+    /// Keeps `k` as the newest sample, forgetting the oldest beyond the depth.
+    fn keep(&self, k: Kept) {
+        let mut samples = lock(&self.samples);
+        if samples.len() == self.depth {
+            samples.pop_front();
+        }
+        samples.push_back(k);
+    }
+}
+
+/// The frame of a sample whose payload stays in a heap buffer: Zenoh reads it there (no
+/// copy) and the buffer is released once Zenoh is done.
+fn shared_frame(host: u64, header: &SampleHeader, buf: Buf, len: usize) -> ZBytes {
+    let mut w = ZBytes::writer();
+    w.append(wire::sample_header(host, header, len, 0).into());
+    w.append(Bytes::from_owner(Payload { buf, len }).into());
+    w.finish()
 }
 
 /// The first `len` bytes of a payload buffer, as Zenoh's zero-copy input.
@@ -245,7 +293,7 @@ impl NetSubscriber {
         let inbox = Arc::new(ArrayQueue::new(qos.depth.max(1)));
         let counters = plane.counters(domain, topic);
         let (q, c, ty2, own) = (inbox.clone(), counters.clone(), ty.clone(), plane.host);
-        let (max, overflow) = (qos.max_payload, qos.overflow);
+        let max = qos.max_payload;
         let ctx2 = ctx.clone();
         let slot = crate::transport::doorbell::Doorbell::slot_index(topic);
         let accept = Arc::new(move |payload: &ZBytes| {
@@ -265,7 +313,6 @@ impl NetSubscriber {
                             header,
                             buf: f.words,
                         },
-                        overflow,
                     );
                     ctx2.inner.doorbell.slot_at(slot).ring();
                 }
@@ -340,21 +387,10 @@ impl NetSubscriber {
 /// Queues a sample: drop-oldest overwrites; back-pressure waits for room up to its
 /// timeout (holding Zenoh's receive path, which pushes back to the sender over its
 /// reliable link), then drops it (the subscriber reports the gap).
-fn push(q: &ArrayQueue<LocalSample>, s: LocalSample, overflow: Overflow) {
-    match overflow {
-        Overflow::DropOldest => {
-            q.force_push(s);
-        }
-        Overflow::BackPressure { timeout } => {
-            let deadline = Instant::now() + timeout;
-            let mut s = s;
-            while let Err(back) = q.push(s) {
-                if Instant::now() >= deadline {
-                    return;
-                }
-                s = back;
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        }
-    }
+/// Queues a sample from the network. Never waits: this runs on Zenoh's receive thread,
+/// which serves every topic of the session, so a full inbox loses its oldest sample
+/// whatever the QoS (the subscriber counts the gap as lost); back-pressure across hosts
+/// is Zenoh's reliable channel pushing back on the link, not a wait here.
+fn push(q: &ArrayQueue<LocalSample>, s: LocalSample) {
+    q.force_push(s);
 }

@@ -57,7 +57,7 @@ impl Doorbell {
             let raw = unsafe {
                 libc::open(
                     path.as_ptr(),
-                    libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC,
+                    libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC | libc::O_NOFOLLOW,
                     mode as libc::c_uint,
                 )
             };
@@ -66,6 +66,7 @@ impl Doorbell {
             }
             // SAFETY: raw is a freshly opened descriptor we own.
             let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            check_owner(&fd)?;
             // First user of the domain (no one else holds a lock)? Then waiter counts left
             // by processes killed while waiting are stale: reset them below.
             // SAFETY: fd is open.
@@ -204,6 +205,26 @@ impl Drop for Doorbell {
     }
 }
 
+/// A doorbell must be a regular file of this user that nobody else may write: another
+/// user's file (pre-created to spy on or stall this one) is refused by name.
+fn check_owner(fd: &OwnedFd) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::File::from(fd.try_clone()?).metadata()?;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    if !meta.is_file() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "belongs to uid {} with mode {:o}, not to this user (uid {uid}) alone",
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn same_inode(fd: &OwnedFd, path: &CString) -> bool {
     // SAFETY: zeroed stat structs are valid out-parameters.
     let mut a: libc::stat = unsafe { std::mem::zeroed() };
@@ -337,7 +358,9 @@ const FUTEX2_SIZE_U32: u32 = 0x02;
 const SYS_FUTEX_WAITV: libc::c_long = 449;
 
 /// Sleeps until any of the words changes or `timeout` passes (futex_waitv, Linux 5.16+).
-/// Falls back to sleeping on the first word with a 1 ms cap on older kernels.
+/// Where the kernel lacks it (ENOSYS) or a seccomp filter forbids it (EPERM), found out
+/// once per process, it sleeps on the first word instead, 1 ms at most per call, so the
+/// other words are looked at within 1 ms (no busy loop either way).
 pub(crate) fn wait_any(entries: &[WaitEntry], timeout: Duration) {
     let cap = timeout.as_nanos().min(u64::MAX as u128 / 4) as u64;
     wait_any_until(entries, crate::header::mono_ns().saturating_add(cap));
@@ -348,6 +371,9 @@ pub(crate) fn wait_any_until(entries: &[WaitEntry], deadline_ns: u64) {
     if entries.is_empty() {
         crate::timer::clock_sleep_until(deadline_ns);
         return;
+    }
+    if !WAITV.usable() {
+        return wait_first(entries, deadline_ns);
     }
     let waitv: Vec<FutexWaitv> = entries
         .iter()
@@ -375,15 +401,39 @@ pub(crate) fn wait_any_until(entries: &[WaitEntry], deadline_ns: u64) {
             libc::CLOCK_MONOTONIC,
         )
     };
-    if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
-        let left = deadline_ns.saturating_sub(crate::header::mono_ns());
-        futex_wait(
-            entries[0].word,
-            entries[0].seen,
-            Duration::from_nanos(left).min(Duration::from_millis(1)),
-        );
+    if r < 0 {
+        let errno = io::Error::last_os_error().raw_os_error();
+        if matches!(errno, Some(libc::ENOSYS) | Some(libc::EPERM)) {
+            WAITV.refuse();
+            wait_first(entries, deadline_ns);
+        }
     }
 }
+
+/// The fallback of [`wait_any_until`]: sleep on the first word, at most 1 ms.
+fn wait_first(entries: &[WaitEntry], deadline_ns: u64) {
+    let left = deadline_ns.saturating_sub(crate::header::mono_ns());
+    futex_wait(
+        entries[0].word,
+        entries[0].seen,
+        Duration::from_nanos(left).min(Duration::from_millis(1)),
+    );
+}
+
+/// Whether futex_waitv works in this process: assumed until a call says otherwise.
+struct Probe(std::sync::atomic::AtomicBool);
+
+impl Probe {
+    fn usable(&self) -> bool {
+        // SYNC: a sticky flag; a stale read costs one more refused syscall.
+        !self.0.load(Ordering::Relaxed)
+    }
+    fn refuse(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+static WAITV: Probe = Probe(std::sync::atomic::AtomicBool::new(false));
 
 #[cfg(test)]
 mod tests {
@@ -417,5 +467,28 @@ mod tests {
         last.unlink();
         drop(last);
         assert!(!std::path::Path::new(&path).exists());
+    }
+
+    #[test]
+    fn a_doorbell_others_can_write_or_a_link_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let name = format!("nerve_test_doorbell_owner_{}", std::process::id());
+        let path = format!("/dev/shm/{name}");
+        std::fs::write(&path, b"").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = Doorbell::open(&name, 0o600)
+            .err()
+            .expect("world-writable refused");
+        assert!(e.to_string().contains("mode 666"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+        let target = format!("/dev/shm/{name}_target");
+        std::fs::write(&target, b"").unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        assert!(
+            Doorbell::open(&name, 0o600).is_err(),
+            "a symbolic link is not followed"
+        );
+        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_file(&target).unwrap();
     }
 }

@@ -73,12 +73,12 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    /// The local state of `topic`, created on first use.
+    /// The local state of `topic`, created on first use. Topics no endpoint holds any
+    /// more are dropped here, so the registry holds the topics in use.
     pub(crate) fn topic(&self, topic: &str) -> Arc<LocalTopic> {
-        lock(&self.topics)
-            .entry(topic.to_string())
-            .or_default()
-            .clone()
+        let mut topics = lock(&self.topics);
+        topics.retain(|_, t| Arc::strong_count(t) > 1);
+        topics.entry(topic.to_string()).or_default().clone()
     }
 }
 
@@ -333,6 +333,18 @@ mod tests {
             payload_len: 8,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_registry_forgets_topics_nobody_uses() {
+        let r = Registry::default();
+        for i in 0..100 {
+            drop(r.topic(&format!("/t{i}")));
+        }
+        let kept = r.topic("/kept");
+        drop(r.topic("/other"));
+        assert_eq!(lock(&r.topics).len(), 2, "the one held and the newest");
+        drop(kept);
     }
 
     #[test]

@@ -124,12 +124,31 @@ pub(crate) fn iceoryx_config(cfg: &Config) -> Result<iceoryx2::config::Config, C
     Ok(iox)
 }
 
-/// Removes iceoryx2's persistent per-domain management segment.
-/// Call only while holding the domain's doorbell exclusively (no live user).
+/// Removes iceoryx2's persistent per-domain management segment (a node counter in
+/// `/dev/shm/<prefix>…global_mgmt`), so a clean exit leaves /dev/shm as it was. Call only
+/// while holding the domain's doorbell exclusively: no live process uses the domain.
 pub(crate) fn remove_domain_files(iox: &iceoryx2::config::Config) {
-    // SAFETY: the caller holds the doorbell's exclusive lock, which every live context of
-    // the domain shares: no other process uses the domain, as the function requires.
-    let _ = unsafe { iceoryx2::testing::remove_global_mgmt_segment::<Ipc>(iox) };
+    for path in management_segments(iox) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The domain's iceoryx2 management segments in /dev/shm (one per iceoryx2 version that
+/// used the domain: the file name carries the version).
+fn management_segments(iox: &iceoryx2::config::Config) -> Vec<std::path::PathBuf> {
+    let prefix = iox.global.prefix.to_string();
+    let suffix = iox.global.node.global_mgmt_suffix.to_string();
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with(&prefix) && name.ends_with(&suffix)
+        })
+        .map(|e| e.path())
+        .collect()
 }
 
 /// Creates an iceoryx2 node; signal handling stays with the application.
@@ -149,15 +168,8 @@ pub(crate) fn create_node(iox: &iceoryx2::config::Config, name: &str) -> Result<
 /// writable by everyone; Nerve keeps every file of a domain owner-only.
 fn restrict_management_segment(iox: &iceoryx2::config::Config) {
     use std::os::unix::fs::PermissionsExt;
-    let prefix = iox.global.prefix.to_string();
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
-        return;
-    };
-    for e in dir.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with(&prefix) && name.ends_with(".global_mgmt") {
-            let _ = std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o600));
-        }
+    for path in management_segments(iox) {
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
     }
 }
 
