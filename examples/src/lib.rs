@@ -1,6 +1,11 @@
 //! Shared code of the examples: the Imu talker and listener, checksums for payload
 //! integrity, and absolute-deadline pacing.
 
+/// The README's Rust examples, run as doctests exactly as written.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExamples;
+
 use nerve::prelude::*;
 use nerve_msgs::{Imu, Quaternion, Time, Vector3};
 use std::time::{Duration, Instant};

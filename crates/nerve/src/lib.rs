@@ -4,7 +4,7 @@
 //! processes, precise timers, executors ([`Executor`], [`MultiThreadedExecutor`]), state
 //! machines ([`machine`]) and a real-time-aware tick scheduler ([`scheduler`], [`rt`]).
 //!
-//! ```no_run
+//! ```
 //! use nerve::prelude::*;
 //! use std::time::Duration;
 //!
@@ -16,13 +16,15 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let ctx = Context::from_env()?;
 //! let node = ctx.node("demo").create()?;
+//! // subscribers see what is published after they exist (or what the topic's history
+//! // keeps: `Qos::latched()`)
+//! let sub = node.subscriber::<Pose>("/pose").create()?;
 //! let publisher = node.publisher::<Pose>("/pose").create()?;
 //! publisher.publish(&Pose { x: 1.0, y: 2.0, theta: 0.5 })?;
 //!
-//! let sub = node.subscriber::<Pose>("/pose").create()?;
-//! if let Some(p) = sub.recv_timeout(Duration::from_millis(100))? {
-//!     println!("x = {} (seq {})", p.x, p.header().seq);
-//! }
+//! let p = sub.recv_timeout(Duration::from_millis(100))?.expect("a pose");
+//! println!("x = {} (seq {})", p.x, p.header().seq);
+//! assert_eq!((p.x, p.header().seq), (1.0, 1));
 //! # Ok(()) }
 //! ```
 //!

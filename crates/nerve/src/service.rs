@@ -2,7 +2,7 @@
 //! memory. A service type pairs a request and a response message under one name; servers
 //! and clients check that identity when they open a service.
 //!
-//! ```no_run
+//! ```
 //! use nerve::prelude::*;
 //! use std::time::Duration;
 //!
