@@ -3,21 +3,16 @@
 
 use crate::config::Config;
 use crate::context::{doorbell_name, Context, Node};
-use crate::error::{RecvError, ServiceError, TopicError};
-use crate::header::SampleHeader;
+use crate::error::{ServiceError, TopicError};
 use crate::message::TypeInfo;
 use crate::qos::Qos;
-use crate::service::ServiceQos;
-use crate::subscriber::{create_port, Received, Receiver, SubscriberStats};
+use crate::qos::ServiceQos;
 use crate::transport::doorbell::Doorbell;
 use crate::transport::rpc;
 use crate::transport::shm::{self, Ipc, TOPIC_PREFIX};
-use crate::wait::WaitMode;
-use crate::waitset::Waitable;
 use iceoryx2::node::NodeView;
 use iceoryx2::prelude::*;
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 /// What `nerve topic list` shows of a topic.
 #[derive(Clone, Debug)]
@@ -278,122 +273,4 @@ pub fn clean(config: &Config) -> Result<CleanReport, String> {
     let after = domain_files(config);
     report.removed_files = before.difference(&after).cloned().collect();
     Ok(report)
-}
-
-/// A subscriber that accepts any message type: for tools like `nerve topic echo`.
-pub struct RawSubscriber {
-    rx: Receiver,
-    type_info: TypeInfo,
-}
-
-impl RawSubscriber {
-    /// Subscribes to an existing topic with its own type.
-    pub fn create(node: &Node, topic: &str, qos: Qos) -> Result<RawSubscriber, TopicError> {
-        RawSubscriber::open(node, topic, None, qos)
-    }
-
-    /// Subscribes to a topic of type `ty`, creating it on this host if needed (for
-    /// topics whose publishers are all on other hosts).
-    pub fn with_type(
-        node: &Node,
-        topic: &str,
-        ty: &TypeInfo,
-        qos: Qos,
-    ) -> Result<RawSubscriber, TopicError> {
-        RawSubscriber::open(node, topic, Some(ty), qos)
-    }
-
-    fn open(
-        node: &Node,
-        topic: &str,
-        ty: Option<&TypeInfo>,
-        qos: Qos,
-    ) -> Result<RawSubscriber, TopicError> {
-        crate::name::validate_topic(topic)?;
-        let service = shm::open_topic(&node.inner.iox, topic, ty, &qos)?;
-        let type_info = shm::topic_type(&service).ok_or_else(|| TopicError::NotATopic {
-            topic: topic.to_string(),
-            reason: "no Nerve type record".into(),
-        })?;
-        let depth = qos
-            .depth
-            .min(service.static_config().subscriber_max_buffer_size());
-        let qos = Qos { depth, ..qos };
-        let port = create_port(&service, topic, &qos)?;
-        let net = crate::subscriber::net_side(node, topic, &type_info, &qos)?;
-        Ok(RawSubscriber {
-            rx: Receiver::new(
-                node.clone(),
-                topic.to_string(),
-                service,
-                port,
-                type_info.clone(),
-                WaitMode::Block,
-                depth,
-            )
-            .with_net(net),
-            type_info,
-        })
-    }
-
-    /// The topic's message type.
-    pub fn type_info(&self) -> &TypeInfo {
-        &self.type_info
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> SubscriberStats {
-        self.rx.stats()
-    }
-
-    /// Waits up to `timeout` for the next sample.
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<RawSample>, RecvError> {
-        Ok(self
-            .rx
-            .recv_timeout(timeout)?
-            .map(|(inner, elems)| RawSample { inner, elems }))
-    }
-
-    /// Number of publishers connected now.
-    pub fn publisher_count(&self) -> usize {
-        self.rx.publisher_count()
-    }
-
-    /// Number of subscribers connected now.
-    pub fn subscriber_count(&self) -> usize {
-        self.rx.service().dynamic_config().number_of_subscribers()
-    }
-}
-
-impl crate::waitset::sealed::Sealed for RawSubscriber {
-    fn wake_slot(&self) -> &crate::transport::doorbell::SlotRef {
-        self.rx.slot()
-    }
-}
-
-impl Waitable for RawSubscriber {
-    fn is_ready(&self) -> bool {
-        self.rx.is_ready()
-    }
-}
-
-/// A sample of any type, validated against the topic's layout.
-pub struct RawSample {
-    inner: Received,
-    elems: usize,
-}
-
-impl RawSample {
-    /// Nerve's sample header.
-    pub fn header(&self) -> &SampleHeader {
-        self.inner.header()
-    }
-    /// The payload bytes in use (head, padding, elements).
-    pub fn bytes(&self) -> &[u8] {
-        self.inner.bytes()
-    }
-    /// Number of slice elements.
-    pub fn elems(&self) -> usize {
-        self.elems
-    }
 }

@@ -35,54 +35,52 @@
 
 extern crate self as nerve;
 
-mod client;
+// The tree is the table of contents (docs/design.md opens with it). Lower layers never
+// import higher ones: sys <- message <- transport <- topic/service <- exec; the network
+// plane (net) plugs into transport's remote traits; context ties a domain together.
 pub mod config;
 mod context;
 pub mod error;
-pub mod executor;
-mod header;
+mod exec;
 pub mod introspect;
-pub mod machine;
 pub mod message;
 pub mod name;
 pub mod net;
-mod publisher;
 pub mod qos;
-pub mod rt;
-pub mod scheduler;
-mod server;
 pub mod service;
-pub mod shutdown;
-mod subscriber;
-pub mod timer;
+mod sys;
+mod topic;
 mod transport;
-mod wait;
-mod waitset;
 
-pub use client::{Client, ClientBuilder, PendingCall, Reply, RequestLoan, LIVENESS_CHECK};
+// public module paths of the executor layer and the OS layer
+pub use exec::{executor, machine, scheduler, timer};
+pub use sys::{rt, signals as shutdown};
+
 pub use config::Config;
 pub use context::{Context, Node, NodeBuilder};
 pub use error::{
     CallError, ContextError, DecodeError, ExecError, LoanError, MachineError, NameError, NodeError,
     PublishError, RecvError, SchedulerError, ServeError, ServiceError, TopicError, WaitError,
 };
-pub use executor::{CallbackGroup, Calls, Executor, ExecutorHandle, MultiThreadedExecutor};
-pub use header::{mono_ns, wall_ns, CallHeader, CallStatus, SampleHeader};
-pub use introspect::{RawSample, RawSubscriber};
-pub use machine::{
+pub use exec::executor::{CallbackGroup, Calls, Executor, ExecutorHandle, MultiThreadedExecutor};
+pub use exec::machine::{
     Machine, MachineHandle, MachineSpec, StateSpec, TransitionEvent, TransitionSpec,
 };
+pub use exec::scheduler::{MissPolicy, NodeConfig, Scheduler, SchedulerReport};
+pub use exec::timer::{Overrun, Precision, Tick, Timer, TimerHandle};
+pub use exec::waitset::{WaitSet, Waitable, MAX_WAITSET_ENTRIES};
+pub use message::header::{CallHeader, CallStatus, SampleHeader};
 pub use message::{Message, NoElem, Pod, Serde, SerdeMessage, TypeInfo};
 pub use nerve_derive::{Message, Pod};
-pub use publisher::{Loan, Publisher, PublisherBuilder, ATTACH_GRACE};
-pub use qos::{Overflow, Qos};
-pub use scheduler::{MissPolicy, NodeConfig, Scheduler, SchedulerReport};
-pub use server::{ReplyLoan, Request, Server, ServiceBuilder, ServiceThread};
-pub use service::{HandlerResult, Service, ServiceQos};
-pub use subscriber::{Sample, Subscriber, SubscriberBuilder, SubscriberStats};
-pub use timer::{Overrun, Precision, Tick, Timer, TimerHandle};
-pub use wait::WaitMode;
-pub use waitset::{WaitSet, Waitable, MAX_WAITSET_ENTRIES};
+pub use qos::{Overflow, Qos, ServiceQos};
+pub use service::client::{Client, ClientBuilder, PendingCall, Reply, RequestLoan, LIVENESS_CHECK};
+pub use service::server::{ReplyLoan, Request, Server, ServiceBuilder, ServiceThread};
+pub use service::{HandlerResult, Service};
+pub use sys::clock::{mono_ns, wall_ns};
+pub use topic::publisher::{Loan, Publisher, PublisherBuilder, ATTACH_GRACE};
+pub use topic::raw::{RawSample, RawSubscriber};
+pub use topic::subscriber::{Sample, Subscriber, SubscriberBuilder, SubscriberStats};
+pub use transport::wait::WaitMode;
 
 /// The common imports.
 pub mod prelude {

@@ -155,6 +155,74 @@ impl Qos {
     }
 }
 
+/// Limits of a service. The creator's settings fix the service's capacity (clients, calls in
+/// flight); payload limits and memory are per endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceQos {
+    /// Clients the service admits at once.
+    pub max_clients: usize,
+    /// Calls one client may have in flight at once.
+    pub max_in_flight: usize,
+    /// Payload bytes each endpoint's shared memory is first sized for (grows by powers of
+    /// two up to the maxima).
+    pub initial_payload: usize,
+    /// Largest request in bytes; larger requests fail before anything is sent.
+    pub max_request: usize,
+    /// Largest response in bytes.
+    pub max_response: usize,
+    /// Shared memory one endpoint may pre-allocate for its payload pool, in bytes.
+    pub shm_budget: usize,
+}
+
+impl Default for ServiceQos {
+    fn default() -> Self {
+        ServiceQos {
+            max_clients: 16,
+            max_in_flight: 8,
+            initial_payload: 64 * 1024,
+            max_request: 64 * MIB,
+            max_response: 64 * MIB,
+            shm_budget: 16 * MIB,
+        }
+    }
+}
+
+impl ServiceQos {
+    /// Sets the largest request and response in bytes (and lowers the initial size to fit).
+    pub fn max_payload(mut self, request: usize, response: usize) -> Self {
+        self.max_request = request;
+        self.max_response = response;
+        self.initial_payload = self.initial_payload.min(request.max(response));
+        self
+    }
+
+    /// Sets the calls one client may have in flight.
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.max_clients == 0 || self.max_in_flight == 0 {
+            return Err("max_clients and max_in_flight must be at least 1".into());
+        }
+        if self.initial_payload > self.max_request.max(self.max_response) {
+            return Err(format!(
+                "initial_payload {} exceeds both maxima",
+                self.initial_payload
+            ));
+        }
+        Ok(())
+    }
+
+    /// Payload chunks an endpoint pre-allocates: what the service's capacity needs, capped by
+    /// the memory budget (at least 4).
+    pub(crate) fn pool(&self, worst_case: usize) -> usize {
+        let chunk = self.initial_payload.max(1);
+        worst_case.min((self.shm_budget / chunk).max(4)).max(1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +249,14 @@ mod tests {
         assert_eq!(q.pool_samples(50, 304), 50);
         // huge samples: never fewer than 4
         assert_eq!(q.pool_samples(50, 10 << 20), 4);
+    }
+
+    #[test]
+    fn qos_validation_and_pool() {
+        ServiceQos::default().validate().unwrap();
+        assert!(ServiceQos::default().max_in_flight(0).validate().is_err());
+        let q = ServiceQos::default();
+        assert_eq!(q.pool(1000), 256, "16 MiB of 64 KiB chunks");
+        assert_eq!(q.pool(10), 10);
     }
 }

@@ -6,7 +6,7 @@ use super::discovery::{Counters, EntityKind};
 use super::{lock, topic_key, Plane};
 use crate::context::Context;
 use crate::error::NetError;
-use crate::header::SampleHeader;
+use crate::message::header::SampleHeader;
 use crate::message::TypeInfo;
 use crate::qos::{Overflow, Qos};
 use crate::transport::intra::{Buf, LocalSample};

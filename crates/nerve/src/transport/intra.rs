@@ -10,7 +10,7 @@
 //! sends through shared memory only when a subscriber outside this context exists or the
 //! topic keeps history; local subscribers skip those copies (see `Receiver`).
 
-use crate::header::SampleHeader;
+use crate::message::header::SampleHeader;
 use crate::qos::Overflow;
 use crossbeam_queue::ArrayQueue;
 use std::cell::{Cell, RefCell};
@@ -170,7 +170,7 @@ impl LocalQueue {
                 Ok(()) => return Ok(()),
                 Err(back) => back,
             };
-            let now = crate::header::mono_ns();
+            let now = crate::sys::clock::mono_ns();
             if now >= deadline_ns {
                 return Err(s);
             }
@@ -186,7 +186,7 @@ impl LocalQueue {
                 Err(back) => back,
             };
             let left = Duration::from_nanos(deadline_ns - now).min(ROOM_RECHECK);
-            crate::transport::doorbell::futex_wait(&self.room, seen, left);
+            crate::sys::futex::futex_wait(&self.room, seen, left);
             self.blocked.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -198,7 +198,7 @@ impl LocalQueue {
         // SYNC: Relaxed: a sleeper missed here looks again within ROOM_RECHECK.
         if s.is_some() && self.blocked.load(Ordering::Relaxed) > 0 {
             self.room.fetch_add(1, Ordering::SeqCst);
-            crate::transport::doorbell::futex_wake(&self.room);
+            crate::sys::futex::futex_wake(&self.room);
         }
         s
     }
@@ -377,7 +377,7 @@ mod tests {
         let bp = Overflow::BackPressure {
             timeout: Duration::from_millis(5),
         };
-        let deadline = || crate::header::mono_ns() + 5_000_000;
+        let deadline = || crate::sys::clock::mono_ns() + 5_000_000;
         assert!(route
             .deliver(header(1), route.loan(1).freeze(), bp, deadline())
             .is_ok());

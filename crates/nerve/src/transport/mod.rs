@@ -4,4 +4,5 @@ pub(crate) mod doorbell;
 pub(crate) mod intra;
 pub(crate) mod rpc;
 pub(crate) mod shm;
+pub(crate) mod wait;
 pub(crate) mod wire;

@@ -3,9 +3,9 @@
 
 use super::shm::{decode_type, describe, encode_type, IoxNode, Ipc, Word, MAX_ALIGN};
 use crate::error::ServiceError;
-use crate::header::CallHeader;
+use crate::message::header::CallHeader;
 use crate::message::TypeInfo;
-use crate::service::ServiceQos;
+use crate::qos::ServiceQos;
 use iceoryx2::prelude::*;
 use iceoryx2::service::attribute::{AttributeKey, AttributeSpecifier, AttributeValue};
 use iceoryx2::service::builder::request_response::{

@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::error::{ContextError, TopicError};
-use crate::header::SampleHeader;
+use crate::message::header::SampleHeader;
 use crate::message::TypeInfo;
 use crate::qos::{Overflow, Qos};
 use iceoryx2::prelude::*;

@@ -7,7 +7,7 @@
 //! host id (8), then the kind's header ([`SampleHeader`]: 7 x u64, or [`CallHeader`]:
 //! 4 x u64 + 2 x u32), then exactly `payload_len` payload bytes.
 
-use crate::header::{CallHeader, SampleHeader};
+use crate::message::header::{CallHeader, SampleHeader};
 use crate::message::TypeInfo;
 use crate::transport::shm;
 use std::sync::Arc;
@@ -404,7 +404,7 @@ mod tests {
             decode_sample(&good, &ty, 4),
             Err(WireError::Oversized { .. })
         ));
-        let other = TypeInfo::of::<crate::machine::TransitionEvent>();
+        let other = TypeInfo::of::<crate::exec::machine::TransitionEvent>();
         let e = decode_sample(&good, &other, 1 << 20).unwrap_err();
         assert_eq!(e.label(), "wrong-type");
         assert!(e.to_string().contains("type hash"), "{e}");

@@ -34,7 +34,7 @@ pub fn request() {
     // SYNC: SeqCst bump after the flag store: a waiter that read the old word also sees
     // the flag once woken.
     WORD.fetch_add(1, Ordering::SeqCst);
-    crate::transport::doorbell::futex_wake(&WORD);
+    crate::sys::futex::futex_wake(&WORD);
 }
 
 /// The word executors sleep on (changes on every request).

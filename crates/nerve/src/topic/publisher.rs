@@ -2,10 +2,11 @@
 
 use crate::context::Node;
 use crate::error::{LoanError, PublishError, TopicError};
-use crate::header::{mono_ns, SampleHeader, WallClock};
+use crate::message::header::SampleHeader;
 use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInfo};
 use crate::net::NetPublisher;
 use crate::qos::{Overflow, Qos};
+use crate::sys::clock::{mono_ns, WallClock};
 use crate::transport::doorbell::SlotRef;
 use crate::transport::intra::{Buf, LocalLoan, LocalRoute};
 use crate::transport::shm::{self, IoxPublisher, IoxSampleMut, TopicService};

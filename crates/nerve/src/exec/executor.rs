@@ -12,16 +12,19 @@
 //! entity is created on the thread that will run it, by the setup closure given to
 //! [`MultiThreadedExecutor::add`].
 
-use crate::client::{Client, PendingCall, Reply};
 use crate::error::{CallError, ExecError};
-use crate::header::mono_ns;
+use crate::exec::timer::{
+    spin_until, Overrun, PreciseSleep, Precision, Schedule, Tick, TimerHandle,
+};
 use crate::message::Message;
-use crate::server::{Request, Server};
+use crate::service::client::{Client, PendingCall, Reply};
+use crate::service::server::{Request, Server};
 use crate::service::{HandlerResult, Service};
-use crate::subscriber::{Sample, Subscriber};
-use crate::timer::{spin_until, Overrun, PreciseSleep, Precision, Schedule, Tick, TimerHandle};
-use crate::transport::doorbell::{self, SlotRef, WaitEntry};
-use crate::wait::MAX_SLEEP;
+use crate::sys::clock::mono_ns;
+use crate::sys::futex::{self, WaitEntry};
+use crate::topic::subscriber::{Sample, Subscriber};
+use crate::transport::doorbell::SlotRef;
+use crate::transport::wait::MAX_SLEEP;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -108,7 +111,7 @@ impl Control {
         // SYNC: SeqCst bump after whatever the caller published (a stop flag, a queued
         // trigger); the executor reads the word before it checks them.
         self.word.fetch_add(1, Ordering::SeqCst);
-        doorbell::futex_wake(&self.word);
+        futex::futex_wake(&self.word);
     }
 }
 
@@ -150,8 +153,8 @@ pub struct Executor {
     control: Arc<Control>,
     drain: Duration,
     signals: bool,
-    rt: Option<crate::rt::RtConfig>,
-    rt_report: Option<crate::rt::RtReport>,
+    rt: Option<crate::sys::rt::RtConfig>,
+    rt_report: Option<crate::sys::rt::RtReport>,
 }
 
 impl Default for Executor {
@@ -177,21 +180,21 @@ impl Executor {
     }
 
     /// Real-time settings (`SCHED_FIFO`, CPU affinity, locked memory) applied to the
-    /// thread that first spins this executor, then read back (see [`crate::rt`]); refused
+    /// thread that first spins this executor, then read back (see [`crate::sys::rt`]); refused
     /// settings are reported on stderr and in [`Executor::realtime_report`].
-    pub fn realtime(&mut self, rt: crate::rt::RtConfig) -> &mut Self {
+    pub fn realtime(&mut self, rt: crate::sys::rt::RtConfig) -> &mut Self {
         self.rt = Some(rt);
         self
     }
 
     /// What the real-time settings came to, once spinning began.
-    pub fn realtime_report(&self) -> Option<&crate::rt::RtReport> {
+    pub fn realtime_report(&self) -> Option<&crate::sys::rt::RtReport> {
         self.rt_report.as_ref()
     }
 
     fn apply_realtime(&mut self) {
         if let Some(rt) = self.rt.take() {
-            let report = crate::rt::apply(&rt);
+            let report = crate::sys::rt::apply(&rt);
             for w in report.warnings() {
                 eprintln!("nerve executor: {w}");
             }
@@ -393,10 +396,11 @@ impl Executor {
     pub fn machine(
         &mut self,
         node: &crate::Node,
-        machine: crate::machine::Machine,
-    ) -> Result<(EntityId, crate::machine::MachineHandle), ExecError> {
+        machine: crate::exec::machine::Machine,
+    ) -> Result<(EntityId, crate::exec::machine::MachineHandle), ExecError> {
         let name = machine.name().to_string();
-        let (runner, handle) = crate::machine::Runner::start(node, machine, self.control.clone())?;
+        let (runner, handle) =
+            crate::exec::machine::Runner::start(node, machine, self.control.clone())?;
         Ok((self.add_work(&name, Box::new(runner))?, handle))
     }
 
@@ -423,7 +427,8 @@ impl Executor {
     }
 
     fn stopping(&self) -> bool {
-        (self.signals && crate::shutdown::requested()) || self.control.stop.load(Ordering::Acquire)
+        (self.signals && crate::sys::signals::requested())
+            || self.control.stop.load(Ordering::Acquire)
     }
 
     /// Runs ready work by priority until nothing is ready; returns the callbacks run.
@@ -493,7 +498,7 @@ impl Executor {
                 word: s.word(),
             })
             .collect();
-        for word in [&self.control.word, crate::shutdown::word()] {
+        for word in [&self.control.word, crate::sys::signals::word()] {
             entries.push(WaitEntry {
                 // SYNC: read the word before checking flags and queues below; a later
                 // bump makes the futex wait return at once.
@@ -504,7 +509,7 @@ impl Executor {
         let now = mono_ns();
         let idle = !self.stopping() && !self.entries.iter().any(|e| e.work.ready(now));
         if idle && now < wake {
-            doorbell::wait_any_until(&entries, wake.min(now + MAX_SLEEP.as_nanos() as u64));
+            futex::wait_any_until(&entries, wake.min(now + MAX_SLEEP.as_nanos() as u64));
             let woke = mono_ns();
             if timer_due && woke >= wake {
                 self.sleep.observe(wake, woke, deadline);
@@ -547,7 +552,7 @@ impl Executor {
     /// SIGTERM, then drains ready input within the drain bound and returns.
     pub fn spin(&mut self) -> Result<(), ExecError> {
         if self.signals {
-            crate::shutdown::install();
+            crate::sys::signals::install();
         }
         while !self.stopping() {
             self.spin_once(MAX_SLEEP)?;
@@ -1067,7 +1072,7 @@ mod tests {
     #[test]
     fn the_wait_set_is_bounded_and_shared_slots_count_once() {
         let name = format!("nerve_test_exec_slots_{}", std::process::id());
-        let bell = Arc::new(doorbell::Doorbell::open(&name, 0o600).unwrap());
+        let bell = Arc::new(crate::transport::doorbell::Doorbell::open(&name, 0o600).unwrap());
         bell.unlink();
         let slot = |i: usize| Box::new(Slotted(bell.slot_ref_at(i as u32)));
         let mut exec = Executor::new();

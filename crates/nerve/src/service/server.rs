@@ -3,16 +3,17 @@
 
 use crate::context::{Context, Node};
 use crate::error::{ServeError, ServiceError};
-use crate::header::{mono_ns, CallHeader, CallStatus};
+use crate::message::header::{CallHeader, CallStatus};
 use crate::message::{elems_offset, Message, NoElem, TypeInfo};
 use crate::net::{NetRequest, NetServer};
 use crate::service::{service_type, HandlerResult, Service, ServiceQos};
+use crate::sys::clock::mono_ns;
 use crate::transport::doorbell::SlotRef;
 use crate::transport::rpc::{
     self, IoxActiveRequest, IoxResponseMut, IoxServer, RpcService, SERVICE_PREFIX,
 };
 use crate::transport::shm;
-use crate::wait::{wait_for, SpinWindow, WaitMode, MAX_SLEEP};
+use crate::transport::wait::{wait_for, SpinWindow, WaitMode, MAX_SLEEP};
 use iceoryx2::port::LoanError as IoxLoanError;
 use iceoryx2::prelude::AllocationStrategy;
 use iceoryx2::service::port_factory::PortFactory as _;
@@ -346,12 +347,12 @@ impl<S: Service> Server<S> {
         }
     }
 
-    /// Answers requests with `handler` until SIGINT or SIGTERM (see [`crate::shutdown`]).
+    /// Answers requests with `handler` until SIGINT or SIGTERM (see [`crate::sys::signals`]).
     pub fn serve<F>(&self, mut handler: F) -> Result<(), ServeError>
     where
         F: FnMut(&Request<'_, S>) -> HandlerResult,
     {
-        while !crate::shutdown::requested() {
+        while !crate::sys::signals::requested() {
             if let Some(req) = self.take_timeout(Duration::from_millis(100))? {
                 self.handle(req, &mut handler)?;
             }

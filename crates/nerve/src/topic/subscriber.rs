@@ -2,14 +2,16 @@
 
 use crate::context::Node;
 use crate::error::{DecodeError, RecvError, TopicError};
-use crate::header::{mono_ns, SampleHeader};
+use crate::message::header::SampleHeader;
 use crate::message::{elems_offset, Message, Serde, SerdeMessage, TypeInfo};
 use crate::net::NetSubscriber;
 use crate::qos::Qos;
+use crate::sys::clock::mono_ns;
+use crate::sys::clock::precise_timers;
 use crate::transport::doorbell::{Slot, SlotRef};
 use crate::transport::intra::{LocalQueue, LocalSample, LocalTopic};
 use crate::transport::shm::{self, IoxSample, IoxSubscriber, TopicService};
-use crate::wait::{precise_timers, wait_for, Predictor, SpinWindow, WaitMode, MAX_SLEEP};
+use crate::transport::wait::{wait_for, Predictor, SpinWindow, WaitMode, MAX_SLEEP};
 use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
@@ -298,7 +300,7 @@ impl Receiver {
         // ringing tells publishers to count subscribers again
         slot.ring_always();
         // stamped after joining: anything stamped later was delivered to our queue
-        let since_ns = crate::header::mono_ns();
+        let since_ns = crate::sys::clock::mono_ns();
         let origin = ctx.origin;
         let history = service.static_config().history_size() > 0;
         Receiver {

@@ -2,9 +2,10 @@
 
 use crate::error::WaitError;
 use crate::message::Message;
-use crate::subscriber::{Receiver, Subscriber};
-use crate::transport::doorbell::{self, SlotRef, WaitEntry};
-use crate::wait::MAX_SLEEP;
+use crate::sys::futex::{self, WaitEntry};
+use crate::topic::subscriber::{Receiver, Subscriber};
+use crate::transport::doorbell::SlotRef;
+use crate::transport::wait::MAX_SLEEP;
 use std::time::{Duration, Instant};
 
 /// Something a [`WaitSet`] can wait on: [`Subscriber`] and [`crate::RawSubscriber`].
@@ -124,7 +125,7 @@ impl<'a> WaitSet<'a> {
             let ready = self.ready();
             let remaining = deadline.saturating_duration_since(Instant::now());
             if ready.is_empty() && !remaining.is_zero() {
-                doorbell::wait_any(&entries, remaining.min(MAX_SLEEP));
+                futex::wait_any(&entries, remaining.min(MAX_SLEEP));
             }
             slot_refs.iter().for_each(|s| s.unregister());
             if !ready.is_empty() || remaining.is_zero() {

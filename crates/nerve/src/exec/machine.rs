@@ -29,10 +29,10 @@
 
 use crate::context::Node;
 use crate::error::{ExecError, MachineError};
-use crate::executor::{Budget, Control, EntityStats, RingWatch, Work};
-use crate::header::{mono_ns, wall_ns};
+use crate::exec::executor::{Budget, Control, EntityStats, RingWatch, Work};
 use crate::message::Serde;
-use crate::publisher::Publisher;
+use crate::sys::clock::{mono_ns, wall_ns};
+use crate::topic::publisher::Publisher;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::Path;

@@ -4,16 +4,17 @@
 
 use crate::context::Node;
 use crate::error::{CallError, ServiceError};
-use crate::header::{mono_ns, CallHeader, CallStatus};
+use crate::message::header::{CallHeader, CallStatus};
 use crate::message::{elems_offset, Message, NoElem, TypeInfo};
 use crate::net::{Frame, NetCall, NetClient};
 use crate::service::{service_type, Service, ServiceQos};
+use crate::sys::clock::mono_ns;
 use crate::transport::doorbell::{Doorbell, SlotRef};
 use crate::transport::rpc::{
     self, IoxClient, IoxPending, IoxRequestMut, IoxResponse, RpcService, SERVICE_PREFIX,
 };
 use crate::transport::shm;
-use crate::wait::{wait_for, SpinWindow, WaitMode};
+use crate::transport::wait::{wait_for, SpinWindow, WaitMode};
 use iceoryx2::port::client::RequestSendError;
 use iceoryx2::port::LoanError as IoxLoanError;
 use iceoryx2::prelude::AllocationStrategy;

@@ -247,18 +247,6 @@ impl Predictor {
     }
 }
 
-/// Lowers this thread's timer slack to 1 ns once, so timed wake-ups are not deferred by
-/// the default 50 µs slack.
-pub(crate) fn precise_timers() {
-    thread_local! { static DONE: Cell<bool> = const { Cell::new(false) }; }
-    DONE.with(|d| {
-        if !d.replace(true) {
-            // SAFETY: PR_SET_TIMERSLACK takes an integer and affects only this thread.
-            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

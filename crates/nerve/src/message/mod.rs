@@ -5,6 +5,8 @@
 //! computed at compile time from the size, alignment, field names and field types, so two
 //! programs that disagree on a struct's definition never read each other's bytes.
 
+pub mod header;
+
 use core::marker::PhantomData;
 use serde::{de::DeserializeOwned, Serialize};
 

@@ -6,7 +6,7 @@
 //! [`Precision`] settings. Periodic deadlines are `start + k * period`, never "now +
 //! period", so a timer does not drift whatever its callbacks cost.
 
-use crate::header::mono_ns;
+use crate::sys::clock::{clock_sleep_until, mono_ns};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -65,7 +65,7 @@ pub struct PreciseSleep {
 impl PreciseSleep {
     /// A sleeper with the given settings; lowers this thread's timer slack to 1 ns.
     pub fn new(precision: Precision) -> PreciseSleep {
-        crate::wait::precise_timers();
+        crate::sys::clock::precise_timers();
         let start = if precision.adaptive {
             (precision.max_spin.as_nanos() as u64 / 2).max(precision.min_spin.as_nanos() as u64)
         } else {
@@ -120,7 +120,7 @@ impl PreciseSleep {
     }
 
     /// Blocks until `deadline_ns` (monotonic), or less when a shutdown signal arrives
-    /// (see [`crate::shutdown`]); returns the time it returned at.
+    /// (see [`crate::sys::signals`]); returns the time it returned at.
     pub fn sleep_until(&self, deadline_ns: u64) -> u64 {
         let mut now = mono_ns();
         let wake = self.wake_at(deadline_ns, now);
@@ -144,29 +144,6 @@ pub(crate) fn spin_until(deadline_ns: u64, mut now: u64) -> u64 {
         now = mono_ns();
     }
     now
-}
-
-/// `clock_nanosleep` to an absolute monotonic time (retried after signals).
-pub(crate) fn clock_sleep_until(deadline_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
-    };
-    loop {
-        // SAFETY: ts is a valid absolute time; the remainder pointer may be null with
-        // TIMER_ABSTIME.
-        let r = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        if r != libc::EINTR || crate::shutdown::requested() {
-            return;
-        }
-    }
 }
 
 /// What a periodic timer does after it fell behind by whole periods.

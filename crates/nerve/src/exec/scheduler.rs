@@ -15,9 +15,9 @@
 //! behind by whole periods are skipped and counted, keeping the grid.
 
 use crate::error::SchedulerError;
-use crate::header::mono_ns;
-use crate::rt::{RtConfig, RtReport};
-use crate::timer::{PreciseSleep, Precision};
+use crate::exec::timer::{PreciseSleep, Precision};
+use crate::sys::clock::mono_ns;
+use crate::sys::rt::{RtConfig, RtReport};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -423,7 +423,7 @@ impl Scheduler {
 
     /// Runs until stopped (or SIGINT/SIGTERM).
     pub fn run(&mut self) -> Result<SchedulerReport, SchedulerError> {
-        crate::shutdown::install();
+        crate::sys::signals::install();
         self.run_inner(None)
     }
 
@@ -436,7 +436,7 @@ impl Scheduler {
         if self.nodes.is_empty() {
             return Err(SchedulerError::NoNodes);
         }
-        let rt = self.rt.as_ref().map(crate::rt::apply);
+        let rt = self.rt.as_ref().map(crate::sys::rt::apply);
         if let Some(r) = &rt {
             for w in r.warnings() {
                 eprintln!("nerve scheduler {}: {w}", self.name);
@@ -476,7 +476,7 @@ impl Scheduler {
         let mut mark = mono_ns();
         loop {
             // SYNC: Acquire pairs with the Release store in `SchedulerStop::stop`.
-            if self.stop.flag.load(Ordering::Acquire) || crate::shutdown::requested() {
+            if self.stop.flag.load(Ordering::Acquire) || crate::sys::signals::requested() {
                 break;
             }
             let now = mark;

@@ -1,0 +1,68 @@
+//! Services: typed request/response between processes, both payloads loaned in shared
+//! memory. A service type pairs a request and a response message under one name; servers
+//! and clients check that identity when they open a service.
+//!
+//! ```
+//! use nerve::prelude::*;
+//! use std::time::Duration;
+//!
+//! #[derive(Clone, Copy, nerve::Message)]
+//! #[repr(C)]
+//! #[message(name = "demo/AddRequest")]
+//! struct AddRequest { a: i64, b: i64 }
+//!
+//! #[derive(Clone, Copy, nerve::Message)]
+//! #[repr(C)]
+//! #[message(name = "demo/AddResponse")]
+//! struct AddResponse { sum: i64 }
+//!
+//! struct Add;
+//! impl nerve::Service for Add {
+//!     const TYPE_NAME: &'static str = "demo/Add";
+//!     type Request = AddRequest;
+//!     type Response = AddResponse;
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = Context::from_env()?;
+//! // server thread: its own node, answers until stopped or dropped
+//! let server = nerve::ServiceThread::spawn::<Add, _>(&ctx, "adder", "/add", Default::default(),
+//!     |req| req.reply(&AddResponse { sum: req.a + req.b }).map_err(Into::into))?;
+//! let node = ctx.node("caller").create()?;
+//! let client = node.client::<Add>("/add").create()?;
+//! client.wait_for_service(Duration::from_secs(1));
+//! let reply = client.call(&AddRequest { a: 2, b: 3 }, Duration::from_millis(100))?;
+//! assert_eq!(reply.sum, 5);
+//! server.stop()?;
+//! # Ok(()) }
+//! ```
+
+use crate::message::{Message, TypeInfo};
+use crate::transport::rpc::ServiceType;
+
+/// A service type: a request message and a response message under one name.
+pub trait Service: 'static {
+    /// Service type name shown by tools and checked on open, e.g. `nerve_msgs/Trigger`.
+    const TYPE_NAME: &'static str;
+    /// The request message.
+    type Request: Message;
+    /// The response message.
+    type Response: Message;
+}
+
+pub(crate) fn service_type<S: Service>() -> ServiceType {
+    ServiceType {
+        name: S::TYPE_NAME.to_string(),
+        request: TypeInfo::of::<S::Request>(),
+        response: TypeInfo::of::<S::Response>(),
+    }
+}
+
+/// What a handler returns: `Ok` once it replied; an error's message reaches the client as
+/// [`crate::CallError::Handler`].
+pub type HandlerResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+pub use crate::qos::ServiceQos;
+
+pub(crate) mod client;
+pub(crate) mod server;

@@ -1,0 +1,7 @@
+//! Everything that talks to the operating system: clocks, futexes, signals, real-time
+//! settings. Other modules call these instead of making system calls themselves.
+
+pub(crate) mod clock;
+pub(crate) mod futex;
+pub mod rt;
+pub mod signals;
