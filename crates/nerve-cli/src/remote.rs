@@ -10,10 +10,13 @@ pub const DISCOVERY_WINDOW: Duration = Duration::from_millis(1500);
 
 /// This host's name and the other hosts' entities (none while the network plane is off).
 pub fn discover(ctx: &nerve::Context) -> anyhow::Result<(String, Vec<RemoteEntity>)> {
-    let Some(host) = nerve::net::local_host(ctx)? else {
+    let Some(host) = nerve::net::local_host(ctx.config())? else {
         return Ok(("local".into(), Vec::new()));
     };
-    Ok((host, nerve::net::remote_entities(ctx, DISCOVERY_WINDOW)?))
+    Ok((
+        host,
+        nerve::net::remote_entities(ctx.config(), DISCOVERY_WINDOW)?,
+    ))
 }
 
 /// Endpoints of one name on one remote host.

@@ -252,7 +252,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                 .as_ref()
                 .map_or_else(|| json!({"name": topic}), info_json);
             v["host"] = json!(host);
-            if nerve::net::local_host(ctx)?.is_some() {
+            if nerve::net::local_host(ctx.config())?.is_some() {
                 v["remote"] = json!(remote
                     .iter()
                     .map(
@@ -261,7 +261,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                     )
                     .collect::<Vec<_>>());
                 // network counters of this topic's subscribers, per process
-                let counters = nerve::net::net_counters(ctx, Duration::from_millis(500))?;
+                let counters = nerve::net::net_counters(ctx.config(), Duration::from_millis(500))?;
                 v["network"] = json!(counters
                     .iter()
                     .flat_map(|c| c.topics.iter().filter(|t| t.topic == topic).map(|t| {

@@ -1,8 +1,9 @@
 //! [`Context`] (one per process and domain) and [`Node`] (a named participant).
 
 use crate::config::Config;
-use crate::error::{ContextError, NodeError};
+use crate::error::{ContextError, NetError, NodeError};
 use crate::transport::doorbell::Doorbell;
+use crate::transport::remote::RemotePlane;
 use crate::transport::{intra, shm};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -73,6 +74,12 @@ impl Context {
         &self.inner.config
     }
 
+    /// The network plane, when the configuration turns it on (opened on first use, one
+    /// per process).
+    pub(crate) fn remote(&self) -> Result<Option<Arc<dyn RemotePlane>>, NetError> {
+        crate::remote_plane(&self.inner.config)
+    }
+
     /// Starts building a node named `name`.
     pub fn node(&self, name: &str) -> NodeBuilder {
         NodeBuilder {
@@ -110,13 +117,8 @@ impl NodeBuilder {
         })?;
         // with the network plane on, the process joins it here (once) and other hosts
         // see the node
-        let net_token = match crate::net::plane(self.ctx.config())? {
-            Some(plane) => Some(plane.token(plane.token_key(
-                self.ctx.domain(),
-                crate::net::EntityKind::Node,
-                ("-", 0),
-                &self.name,
-            ))?),
+        let net_token = match self.ctx.remote()? {
+            Some(plane) => Some(plane.node(self.ctx.domain(), &self.name)?),
             None => None,
         };
         Ok(Node {
@@ -141,8 +143,8 @@ pub(crate) struct NodeInner {
     pub(crate) ctx: Context,
     pub(crate) name: String,
     pub(crate) iox: shm::IoxNode,
-    /// Announces the node to other hosts (the network plane is on).
-    _net_token: Option<zenoh::liveliness::LivelinessToken>,
+    /// Announces the node to other hosts while it lives (the network plane is on).
+    _net_token: Option<Box<dyn std::any::Any>>,
 }
 
 impl Node {

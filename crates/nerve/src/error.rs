@@ -601,7 +601,7 @@ pub enum MachineError {
     },
 }
 
-/// Setting up or running a [`crate::exec::scheduler::Scheduler`] failed.
+/// Setting up or running a [`crate::Scheduler`] failed.
 #[derive(Debug, Error)]
 pub enum SchedulerError {
     /// A node's settings are invalid.

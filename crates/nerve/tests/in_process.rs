@@ -474,3 +474,15 @@ fn back_pressure_with_slow_local_and_shared_memory_subscribers() {
         assert_eq!(got, vec![0.0, 1.0], "what fit, once, in order");
     }
 }
+
+/// Built without the network plane, a configuration that turns it on is refused by name
+/// when a node is created (never silently ignored).
+#[cfg(not(feature = "net"))]
+#[test]
+fn without_the_net_feature_the_network_plane_is_a_named_error() {
+    let dir = std::env::temp_dir().join("nerve-tests/");
+    let mut cfg = Config::default().domain(640).unwrap().state_dir(dir);
+    cfg.network.enabled = true;
+    let e = Context::new(cfg).unwrap().node("n").create().err().unwrap();
+    assert!(e.to_string().contains("cargo feature `net`"), "{e}");
+}

@@ -1,6 +1,7 @@
 //! Replays the fuzzer's corpus (`fuzz/corpus/decode`, kept in the repository) through the
 //! network frame decoders on stable Rust: nothing panics, and what is accepted is
 //! self-consistent. `cargo +nightly fuzz run decode fuzz/corpus/decode` grows the corpus.
+#![cfg(feature = "net")]
 
 use nerve::net::{decode_call, decode_sample, Kind, WireError};
 use nerve::TypeInfo;

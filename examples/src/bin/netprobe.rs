@@ -190,11 +190,12 @@ fn main() -> anyhow::Result<()> {
             };
             let st = s.stats();
             // what `nerve topic info` shows: every process's counters, asked over Zenoh
-            let info_refused: u64 = nerve::net::net_counters(&ctx, Duration::from_millis(500))?
-                .iter()
-                .flat_map(|c| c.topics.iter().filter(|t| t.topic == topic))
-                .map(|t| t.refused.values().sum::<u64>())
-                .sum();
+            let info_refused: u64 =
+                nerve::net::net_counters(ctx.config(), Duration::from_millis(500))?
+                    .iter()
+                    .flat_map(|c| c.topics.iter().filter(|t| t.topic == topic))
+                    .map(|t| t.refused.values().sum::<u64>())
+                    .sum();
             say(&json!({
                 "info_refused": info_refused,
                 "received": got, "first": first, "last": last, "in_order": in_order,

@@ -3,6 +3,7 @@
 use crate::error::WaitError;
 use crate::message::Message;
 use crate::sys::futex::{self, WaitEntry};
+use crate::topic::raw::RawSubscriber;
 use crate::topic::subscriber::{Receiver, Subscriber};
 use crate::transport::doorbell::SlotRef;
 use crate::transport::wait::MAX_SLEEP;
@@ -42,6 +43,18 @@ impl sealed::Sealed for Receiver {
 impl Waitable for Receiver {
     fn is_ready(&self) -> bool {
         self.has_samples()
+    }
+}
+
+impl sealed::Sealed for RawSubscriber {
+    fn wake_slot(&self) -> &SlotRef {
+        self.rx.slot()
+    }
+}
+
+impl Waitable for RawSubscriber {
+    fn is_ready(&self) -> bool {
+        self.rx.has_samples()
     }
 }
 

@@ -3,9 +3,9 @@
 //! network samples.
 
 use super::{lock, plane, MAX_FRAME};
-use crate::context::Context;
+use crate::config::Config;
 use crate::error::NetError;
-use crate::transport::wire::WireError;
+use crate::net::wire::WireError;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,11 +103,11 @@ impl RemoteEntity {
 /// The endpoints and nodes of other hosts in the context's domain, as known after
 /// listening for `window` (the session may still be connecting when this is called).
 /// Empty when the network plane is off.
-pub fn remote_entities(ctx: &Context, window: Duration) -> Result<Vec<RemoteEntity>, NetError> {
-    let Some(plane) = plane(ctx.config())? else {
+pub fn remote_entities(config: &Config, window: Duration) -> Result<Vec<RemoteEntity>, NetError> {
+    let Some(plane) = plane(config)? else {
         return Ok(Vec::new());
     };
-    let key = format!("nerve/{}/live/**", ctx.domain());
+    let key = format!("nerve/{}/live/**", config.domain);
     let (seen, _sub) = plane.watch_tokens(key, RemoteEntity::parse, |_| {})?;
     std::thread::sleep(window);
     let mut out: Vec<RemoteEntity> = lock(&seen).values().cloned().collect();
@@ -116,8 +116,8 @@ pub fn remote_entities(ctx: &Context, window: Duration) -> Result<Vec<RemoteEnti
 }
 
 /// This process's host name on the network plane (`None` while it is off).
-pub fn local_host(ctx: &Context) -> Result<Option<String>, NetError> {
-    Ok(plane(ctx.config())?.map(|p| p.host_name.clone()))
+pub fn local_host(config: &Config) -> Result<Option<String>, NetError> {
+    Ok(plane(config)?.map(|p| p.host_name.clone()))
 }
 
 /// The network counters of a process's subscribers, by domain and topic.
@@ -192,13 +192,13 @@ pub(crate) fn report(counters: &CounterMap, domain: u32, host: &str) -> Vec<u8> 
 
 /// The network counters of every process of this domain that answers within `timeout`
 /// (on this host and others). Empty when the network plane is off.
-pub fn net_counters(ctx: &Context, timeout: Duration) -> Result<Vec<NetCounters>, NetError> {
-    let Some(plane) = plane(ctx.config())? else {
+pub fn net_counters(config: &Config, timeout: Duration) -> Result<Vec<NetCounters>, NetError> {
+    let Some(plane) = plane(config)? else {
         return Ok(Vec::new());
     };
     let replies = plane
         .session
-        .get(format!("nerve/{}/info/**", ctx.domain()))
+        .get(format!("nerve/{}/info/**", config.domain))
         .timeout(timeout)
         .wait()
         .map_err(|e| NetError::Discovery(e.to_string()))?;

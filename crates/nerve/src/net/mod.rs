@@ -22,14 +22,20 @@
 mod discovery;
 mod service;
 mod topic;
+pub(crate) mod wire;
 
-pub use crate::transport::wire::{decode_call, decode_sample, Frame, Kind, WireError};
 pub use discovery::{
     local_host, net_counters, remote_entities, EntityKind, NetCounters, RemoteEntity, TopicCounters,
 };
-pub(crate) use service::{NetCall, NetClient, NetRequest, NetServer};
 pub use service::{MAX_QUERIES, NET_CALL_TIMEOUT};
-pub(crate) use topic::{NetPublisher, NetSubscriber};
+pub use wire::{decode_call, decode_sample, Frame, Kind, WireError};
+
+use crate::message::TypeInfo;
+use crate::qos::Qos;
+use crate::transport::doorbell::Doorbell;
+use crate::transport::remote::{
+    RemoteClient, RemotePlane, RemotePublisher, RemoteServer, RemoteSubscriber,
+};
 
 use crate::config::{Config, NetworkConfig};
 use crate::error::NetError;
@@ -190,6 +196,70 @@ impl Plane {
         if let Ok(q) = q {
             info.insert(domain, q);
         }
+    }
+}
+
+impl RemotePlane for Plane {
+    fn node(&self, domain: u32, name: &str) -> Result<Box<dyn std::any::Any>, NetError> {
+        let key = self.token_key(domain, EntityKind::Node, ("-", 0), name);
+        Ok(Box::new(self.token(key)?))
+    }
+
+    fn publisher(
+        &self,
+        domain: u32,
+        topic: &str,
+        ty: &TypeInfo,
+        qos: &Qos,
+        history: usize,
+    ) -> Result<Box<dyn RemotePublisher>, NetError> {
+        Ok(Box::new(topic::NetPublisher::new(
+            self, domain, topic, ty, qos, history,
+        )?))
+    }
+
+    fn subscriber(
+        &self,
+        bell: &Arc<Doorbell>,
+        domain: u32,
+        topic: &str,
+        ty: &TypeInfo,
+        qos: &Qos,
+    ) -> Result<Box<dyn RemoteSubscriber>, NetError> {
+        Ok(Box::new(topic::NetSubscriber::new(
+            self, bell, domain, topic, ty, qos,
+        )?))
+    }
+
+    fn server(
+        &self,
+        bell: &Arc<Doorbell>,
+        domain: u32,
+        name: &str,
+        service: (&str, &TypeInfo),
+        max_request: usize,
+        depth: usize,
+    ) -> Result<Box<dyn RemoteServer>, NetError> {
+        Ok(Box::new(service::NetServer::new(
+            self,
+            bell,
+            domain,
+            name,
+            service,
+            max_request,
+            depth,
+        )?))
+    }
+
+    fn client(
+        &self,
+        domain: u32,
+        name: &str,
+        service: (&str, &TypeInfo),
+    ) -> Result<Box<dyn RemoteClient>, NetError> {
+        Ok(Box::new(service::NetClient::new(
+            self, domain, name, service,
+        )?))
     }
 }
 

@@ -5,13 +5,15 @@
 use super::discovery::EntityKind;
 use super::topic::RemoteWatch;
 use super::{service_key, Plane};
-use crate::context::Context;
 use crate::error::NetError;
 use crate::message::header::{CallHeader, CallStatus};
 use crate::message::TypeInfo;
+use crate::net::wire::{self, Frame, Kind};
 use crate::sys::clock::mono_ns;
 use crate::transport::doorbell::Doorbell;
-use crate::transport::wire::{self, Frame, Kind};
+use crate::transport::remote::{
+    RemoteCall, RemoteClient, RemoteOutcome, RemoteReply, RemoteRequest, RemoteServer,
+};
 use crossbeam_queue::ArrayQueue;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,14 +27,31 @@ use zenoh::Wait;
 pub const NET_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A validated request that came over the network.
-pub(crate) struct NetRequest {
+struct NetRequest {
     query: Query,
-    /// Its header.
-    pub(crate) header: CallHeader,
-    /// Its payload words.
-    pub(crate) words: Arc<Vec<u64>>,
-    /// Slice elements in the payload.
-    pub(crate) elems: usize,
+    header: CallHeader,
+    words: Arc<Vec<u64>>,
+    elems: usize,
+}
+
+/// The way back to a caller on another host: the query's reply.
+struct NetReply {
+    query: Query,
+    host: u64,
+}
+
+impl RemoteReply for NetReply {
+    fn respond(
+        &self,
+        request: &CallHeader,
+        status: CallStatus,
+        type_hash: u64,
+        payload: &[u8],
+    ) -> Result<(), NetError> {
+        let mut h = status_header(request, status, payload.len());
+        h.type_hash = type_hash;
+        reply_frame(&self.query, self.host, &h, payload)
+    }
 }
 
 /// A server's network side.
@@ -71,18 +90,18 @@ fn status_header(request: &CallHeader, status: CallStatus, len: usize) -> CallHe
 impl NetServer {
     pub(crate) fn new(
         plane: &Plane,
-        ctx: &Context,
+        bell: &Arc<Doorbell>,
+        domain: u32,
         name: &str,
         (service_type, request): (&str, &TypeInfo),
         max_request: usize,
         depth: usize,
     ) -> Result<NetServer, NetError> {
-        let domain = ctx.domain();
         let key = service_key(domain, name);
         let inbox = Arc::new(ArrayQueue::new(depth.max(1)));
         let rejected = Arc::new(AtomicU64::new(0));
         let (q, r, ty, host) = (inbox.clone(), rejected.clone(), request.clone(), plane.host);
-        let ctx2 = ctx.clone();
+        let bell = bell.clone();
         let slot =
             Doorbell::slot_index(&format!("{}{name}", crate::transport::rpc::SERVICE_PREFIX));
         let queryable = plane
@@ -120,7 +139,7 @@ impl NetServer {
                             let why = "the server's queue is full".to_string();
                             refuse(&req.query, &req.header, why);
                         } else {
-                            ctx2.inner.doorbell.slot_at(slot).ring();
+                            bell.slot_at(slot).ring();
                         }
                     }
                     Err(e) => refuse(
@@ -150,73 +169,64 @@ impl NetServer {
             _token: token,
         })
     }
+}
 
-    /// The next queued request.
-    pub(crate) fn pop(&self) -> Option<NetRequest> {
-        self.inbox.pop()
+impl RemoteServer for NetServer {
+    fn pop(&self) -> Option<RemoteRequest> {
+        self.inbox.pop().map(|r| RemoteRequest {
+            header: r.header,
+            words: r.words,
+            elems: r.elems,
+            reply: Box::new(NetReply {
+                query: r.query,
+                host: self.host,
+            }),
+        })
     }
 
-    /// Whether a request is queued.
-    pub(crate) fn has_requests(&self) -> bool {
+    fn has_requests(&self) -> bool {
         !self.inbox.is_empty()
     }
 
-    /// Malformed or refused network requests so far.
-    pub(crate) fn rejected(&self) -> u64 {
+    fn rejected(&self) -> u64 {
         // SYNC: a statistic.
         self.rejected.load(Ordering::Relaxed)
     }
-
-    /// Sends the response to `req`.
-    pub(crate) fn respond(
-        &self,
-        req: &NetRequest,
-        status: CallStatus,
-        type_hash: u64,
-        payload: &[u8],
-    ) -> Result<(), NetError> {
-        let mut h = status_header(&req.header, status, payload.len());
-        h.type_hash = type_hash;
-        reply_frame(&req.query, self.host, &h, payload)
-    }
 }
-
-/// What a network call ends with: the response frame or why there is none.
-pub(crate) type NetOutcome = Result<Frame<CallHeader>, String>;
 
 /// Most network queries a client keeps open at once, abandoned ones included (a query
 /// ends with its reply or after [`NET_CALL_TIMEOUT`]).
 pub const MAX_QUERIES: usize = 256;
 
 /// A network call in flight.
-pub(crate) struct NetCall {
-    outcome: Mutex<Option<NetOutcome>>,
+struct NetCall {
+    outcome: Mutex<Option<RemoteOutcome>>,
     /// The client's count of calls in flight, and whether this call left it already.
     in_flight: Arc<AtomicUsize>,
     released: AtomicBool,
 }
 
-impl NetCall {
+impl RemoteCall for NetCall {
     /// Leaves the client's count of calls in flight (once): the call ended or its
     /// caller let go of it.
-    pub(crate) fn release(&self) {
+    fn release(&self) {
         // SYNC: a flag and a count; the outcome is published by the mutex.
         if !self.released.swap(true, Ordering::Relaxed) {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
-    /// Takes the outcome if it is there.
-    pub(crate) fn take(&self) -> Option<NetOutcome> {
+    fn take(&self) -> Option<RemoteOutcome> {
         super::lock(&self.outcome).take()
     }
 
-    /// Whether the call ended.
-    pub(crate) fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         super::lock(&self.outcome).is_some()
     }
+}
 
-    fn set(&self, o: NetOutcome) {
+impl NetCall {
+    fn set(&self, o: RemoteOutcome) {
         let mut g = super::lock(&self.outcome);
         if g.is_none() {
             *g = Some(o);
@@ -228,7 +238,7 @@ impl NetCall {
 /// when Zenoh finishes the query).
 struct Finish {
     call: Arc<NetCall>,
-    ctx: Context,
+    bell: Arc<Doorbell>,
     slot: u32,
     queries: Arc<AtomicUsize>,
 }
@@ -240,7 +250,7 @@ impl Drop for Finish {
         self.call.release();
         // SYNC: a count.
         self.queries.fetch_sub(1, Ordering::Relaxed);
-        self.ctx.inner.doorbell.slot_at(self.slot).ring();
+        self.bell.slot_at(self.slot).ring();
     }
 }
 
@@ -281,30 +291,29 @@ impl NetClient {
             _token: token,
         })
     }
+}
 
+impl RemoteClient for NetClient {
     /// Servers on other hosts.
-    pub(crate) fn remote_servers(&self) -> usize {
+    fn remote_servers(&self) -> usize {
         self.servers.count()
     }
 
     /// Calls in flight over the network.
-    pub(crate) fn in_flight(&self) -> usize {
+    fn in_flight(&self) -> usize {
         // SYNC: a count.
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// Sends a request to the nearest remote server; `reply_slot` is rung when the call
-    /// ends. Responses are validated against `response` (at most `max_response` bytes).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn call(
+    fn call(
         &self,
-        ctx: &Context,
+        bell: &Arc<Doorbell>,
         header: &CallHeader,
         payload: &[u8],
         response: &TypeInfo,
         max_response: usize,
         reply_slot: u32,
-    ) -> Result<Arc<NetCall>, NetError> {
+    ) -> Result<Arc<dyn RemoteCall>, NetError> {
         // SYNC: counts.
         if self.queries.load(Ordering::Relaxed) >= MAX_QUERIES {
             return Err(NetError::Send {
@@ -324,7 +333,7 @@ impl NetClient {
         });
         let finish = Finish {
             call: call.clone(),
-            ctx: ctx.clone(),
+            bell: bell.clone(),
             slot: reply_slot,
             queries: self.queries.clone(),
         };
@@ -348,7 +357,7 @@ impl NetClient {
                     Err(e) => Err(format!("error reply: {:?}", e.payload().to_bytes())),
                 };
                 finish.call.set(outcome);
-                finish.ctx.inner.doorbell.slot_at(finish.slot).ring();
+                finish.bell.slot_at(finish.slot).ring();
             })
             .wait()
             .map_err(|e| NetError::Send {

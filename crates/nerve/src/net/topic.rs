@@ -4,13 +4,14 @@
 
 use super::discovery::{Counters, EntityKind};
 use super::{lock, topic_key, Plane};
-use crate::context::Context;
 use crate::error::NetError;
 use crate::message::header::SampleHeader;
 use crate::message::TypeInfo;
+use crate::net::wire;
 use crate::qos::{Overflow, Qos};
+use crate::transport::doorbell::Doorbell;
 use crate::transport::intra::{Buf, LocalSample};
-use crate::transport::wire;
+use crate::transport::remote::{RemotePublisher, RemoteSubscriber};
 use bytes::Bytes;
 use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
@@ -168,28 +169,36 @@ impl NetPublisher {
         })
     }
 
+    /// Sends a frame; Zenoh owns it from here.
+    fn send(&self, frame: ZBytes) -> Result<(), NetError> {
+        self.publisher
+            .put(frame)
+            .wait()
+            .map_err(|e| NetError::Send {
+                key: self.publisher.key_expr().to_string(),
+                reason: e.to_string(),
+            })
+    }
+}
+
+impl RemotePublisher for NetPublisher {
     /// Subscribers on other hosts.
     #[inline]
-    pub(crate) fn remote_subscribers(&self) -> usize {
+    fn remote_subscribers(&self) -> usize {
         self.subscribers.count()
     }
 
     /// Whether frames are needed for this sample: a subscriber on another host exists,
     /// or the topic keeps history for late joiners there.
     #[inline]
-    pub(crate) fn wants_frames(&self) -> bool {
+    fn wants_frames(&self) -> bool {
         self.history.is_some() || self.remote_subscribers() > 0
     }
 
     /// Publishes a sample whose payload is in a heap buffer: kept for late joiners (a
     /// reference, if the topic keeps history) and sent, read in place by Zenoh, if a
     /// subscriber on another host exists. No frame is built otherwise.
-    pub(crate) fn publish_shared(
-        &self,
-        header: &SampleHeader,
-        buf: Buf,
-        len: usize,
-    ) -> Result<(), NetError> {
+    fn publish_shared(&self, header: &SampleHeader, buf: Buf, len: usize) -> Result<(), NetError> {
         let remote = self.remote_subscribers() > 0;
         if let Some(h) = &self.history {
             h.keep(Kept {
@@ -207,11 +216,7 @@ impl NetPublisher {
     /// Publishes a sample whose payload lives elsewhere (shared memory about to be
     /// handed over): copied once, and only if a subscriber on another host exists or the
     /// topic keeps history.
-    pub(crate) fn publish_copy(
-        &self,
-        header: &SampleHeader,
-        payload: &[u8],
-    ) -> Result<(), NetError> {
+    fn publish_copy(&self, header: &SampleHeader, payload: &[u8]) -> Result<(), NetError> {
         if self.history.is_none() {
             if self.remote_subscribers() > 0 {
                 self.send(wire::encode_sample(self.host, header, payload).into())?;
@@ -222,17 +227,6 @@ impl NetPublisher {
         crate::transport::shm::words_as_bytes_mut(&mut words)[..payload.len()]
             .copy_from_slice(payload);
         self.publish_shared(header, Arc::new(words), payload.len())
-    }
-
-    /// Sends a frame; Zenoh owns it from here.
-    fn send(&self, frame: ZBytes) -> Result<(), NetError> {
-        self.publisher
-            .put(frame)
-            .wait()
-            .map_err(|e| NetError::Send {
-                key: self.publisher.key_expr().to_string(),
-                reason: e.to_string(),
-            })
     }
 }
 
@@ -283,18 +277,18 @@ pub(crate) struct NetSubscriber {
 impl NetSubscriber {
     pub(crate) fn new(
         plane: &Plane,
-        ctx: &Context,
+        bell: &Arc<Doorbell>,
+        domain: u32,
         topic: &str,
         ty: &TypeInfo,
         qos: &Qos,
     ) -> Result<NetSubscriber, NetError> {
-        let domain = ctx.domain();
         let key = topic_key(domain, topic);
         let inbox = Arc::new(ArrayQueue::new(qos.depth.max(1)));
         let counters = plane.counters(domain, topic);
         let (q, c, ty2, own) = (inbox.clone(), counters.clone(), ty.clone(), plane.host);
         let max = qos.max_payload;
-        let ctx2 = ctx.clone();
+        let bell = bell.clone();
         let slot = crate::transport::doorbell::Doorbell::slot_index(topic);
         let accept = Arc::new(move |payload: &ZBytes| {
             // large frames come in pieces: they are copied once, into the aligned buffer
@@ -314,7 +308,7 @@ impl NetSubscriber {
                             buf: f.words,
                         },
                     );
-                    ctx2.inner.doorbell.slot_at(slot).ring();
+                    bell.slot_at(slot).ring();
                 }
                 Err(e) => c.refused(&e),
             }
@@ -365,28 +359,24 @@ impl NetSubscriber {
             _token: token,
         })
     }
+}
 
-    /// The next queued network sample.
+impl RemoteSubscriber for NetSubscriber {
     #[inline]
-    pub(crate) fn pop(&self) -> Option<LocalSample> {
+    fn pop(&self) -> Option<LocalSample> {
         self.inbox.pop()
     }
 
-    /// Whether nothing is queued.
     #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self.inbox.is_empty()
     }
 
-    /// Frames refused so far on this topic in this process.
-    pub(crate) fn refused(&self) -> u64 {
+    fn refused(&self) -> u64 {
         self.counters.refused_total()
     }
 }
 
-/// Queues a sample: drop-oldest overwrites; back-pressure waits for room up to its
-/// timeout (holding Zenoh's receive path, which pushes back to the sender over its
-/// reliable link), then drops it (the subscriber reports the gap).
 /// Queues a sample from the network. Never waits: this runs on Zenoh's receive thread,
 /// which serves every topic of the session, so a full inbox loses its oldest sample
 /// whatever the QoS (the subscriber counts the gap as lost); back-pressure across hosts

@@ -6,10 +6,11 @@ use crate::context::Node;
 use crate::error::{CallError, ServiceError};
 use crate::message::header::{CallHeader, CallStatus};
 use crate::message::{elems_offset, Message, NoElem, TypeInfo};
-use crate::net::{Frame, NetCall, NetClient};
 use crate::service::{service_type, Service, ServiceQos};
 use crate::sys::clock::mono_ns;
 use crate::transport::doorbell::{Doorbell, SlotRef};
+use crate::transport::remote::Frame;
+use crate::transport::remote::{RemoteCall, RemoteClient};
 use crate::transport::rpc::{
     self, IoxClient, IoxPending, IoxRequestMut, IoxResponse, RpcService, SERVICE_PREFIX,
 };
@@ -108,13 +109,10 @@ impl<S: Service> ClientBuilder<S> {
         let server_slot = doorbell.slot_ref(&format!("{SERVICE_PREFIX}{name}"));
         let ctx = &self.node.inner.ctx;
         let request_type = TypeInfo::of::<S::Request>();
-        let net = match crate::net::plane(ctx.config())? {
-            Some(plane) => Some(NetClient::new(
-                &plane,
-                ctx.domain(),
-                &name,
-                (S::TYPE_NAME, &request_type),
-            )?),
+        let net = match ctx.remote()? {
+            Some(plane) => {
+                Some(plane.client(ctx.domain(), &name, (S::TYPE_NAME, &request_type))?)
+            }
             None => None,
         };
         Ok(Client {
@@ -159,7 +157,7 @@ pub struct Client<S: Service> {
     request_hash: u64,
     seq: Cell<u64>,
     /// Servers on other hosts, used while none serves on this host (network plane on).
-    net: Option<NetClient>,
+    net: Option<Box<dyn RemoteClient>>,
     max_response: usize,
     _s: PhantomData<S>,
 }
@@ -192,7 +190,7 @@ impl<S: Service> Client<S> {
     }
 
     fn remote_servers(&self) -> usize {
-        self.net.as_ref().map_or(0, NetClient::remote_servers)
+        self.net.as_ref().map_or(0, |n| n.remote_servers())
     }
 
     /// Waits until a server serves the service, at most `timeout`; returns whether one does.
@@ -316,7 +314,7 @@ impl<S: Service> Client<S> {
                 }
                 let payload = &shm::words_as_bytes(req.payload())[..len];
                 let call = net.call(
-                    &self.node.inner.ctx,
+                    &self.node.inner.ctx.inner.doorbell,
                     &header,
                     payload,
                     &self.response_type,
@@ -483,7 +481,7 @@ enum CallRoute {
     /// To a server on this host.
     Shm(IoxPending),
     /// To a server on another host.
-    Net(Arc<NetCall>),
+    Net(Arc<dyn RemoteCall>),
 }
 
 /// Where a response lives.

@@ -5,10 +5,10 @@ use crate::context::{Context, Node};
 use crate::error::{ServeError, ServiceError};
 use crate::message::header::{CallHeader, CallStatus};
 use crate::message::{elems_offset, Message, NoElem, TypeInfo};
-use crate::net::{NetRequest, NetServer};
 use crate::service::{service_type, HandlerResult, Service, ServiceQos};
 use crate::sys::clock::mono_ns;
 use crate::transport::doorbell::SlotRef;
+use crate::transport::remote::{RemoteRequest, RemoteServer};
 use crate::transport::rpc::{
     self, IoxActiveRequest, IoxResponseMut, IoxServer, RpcService, SERVICE_PREFIX,
 };
@@ -98,10 +98,10 @@ impl<S: Service> ServiceBuilder<S> {
             .doorbell
             .slot_ref(&format!("{SERVICE_PREFIX}{name}"));
         let request_type = TypeInfo::of::<S::Request>();
-        let net = match crate::net::plane(ctx.config())? {
-            Some(plane) => Some(NetServer::new(
-                &plane,
-                ctx,
+        let net = match ctx.remote()? {
+            Some(plane) => Some(plane.server(
+                &ctx.inner.doorbell,
+                ctx.domain(),
                 &name,
                 (S::TYPE_NAME, &request_type),
                 qos.max_request,
@@ -143,14 +143,14 @@ pub struct Server<S: Service> {
     response_hash: u64,
     rejected: Cell<u64>,
     /// Requests from other hosts (the network plane is on).
-    net: Option<NetServer>,
+    net: Option<Box<dyn RemoteServer>>,
     _s: PhantomData<S>,
 }
 
 /// Where a taken request lives.
 enum Incoming {
     Shm(IoxActiveRequest),
-    Net(NetRequest),
+    Net(RemoteRequest),
 }
 
 impl Incoming {
@@ -208,13 +208,13 @@ impl<S: Service> Server<S> {
     /// Whether a request is queued (a failing check counts as ready: taking reports it).
     pub(crate) fn has_requests(&self) -> bool {
         self.port.has_requests().unwrap_or(true)
-            || self.net.as_ref().is_some_and(NetServer::has_requests)
+            || self.net.as_ref().is_some_and(|n| n.has_requests())
     }
 
     /// Requests rejected so far because they violated the request type's layout (from
     /// this host and, with the network plane on, from others).
     pub fn rejected(&self) -> u64 {
-        self.rejected.get() + self.net.as_ref().map_or(0, NetServer::rejected)
+        self.rejected.get() + self.net.as_ref().map_or(0, |n| n.rejected())
     }
 
     fn shm_err(&self, e: impl std::fmt::Debug) -> ServeError {
@@ -229,7 +229,7 @@ impl<S: Service> Server<S> {
         loop {
             let Some(active) = self.port.receive().map_err(|e| self.shm_err(e))? else {
                 // requests from other hosts were validated on arrival
-                return Ok(self.net.as_ref().and_then(NetServer::pop).map(|n| Request {
+                return Ok(self.net.as_ref().and_then(|n| n.pop()).map(|n| Request {
                     header: n.header,
                     elems: n.elems,
                     incoming: Incoming::Net(n),
@@ -395,13 +395,13 @@ impl<S: Service> Server<S> {
         type_hash: u64,
         len: usize,
     ) -> Result<(), ServeError> {
-        let mut resp = match (resp, incoming, &self.net) {
-            (Outgoing::Shm(r), _, _) => r,
-            (Outgoing::Net(v), Incoming::Net(req), Some(net)) => {
+        let mut resp = match (resp, incoming) {
+            (Outgoing::Shm(r), _) => r,
+            (Outgoing::Net(v), Incoming::Net(req)) => {
                 let bytes = &shm::words_as_bytes(&v)[..len];
-                return Ok(net.respond(req, status, type_hash, bytes)?);
+                return Ok(req.reply.respond(&req.header, status, type_hash, bytes)?);
             }
-            (Outgoing::Net(_), _, _) => {
+            (Outgoing::Net(_), _) => {
                 return Err(self.shm_err("a network response without a network request"))
             }
         };

@@ -4,11 +4,11 @@ use crate::context::Node;
 use crate::error::{LoanError, PublishError, TopicError};
 use crate::message::header::SampleHeader;
 use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInfo};
-use crate::net::NetPublisher;
 use crate::qos::{Overflow, Qos};
 use crate::sys::clock::{mono_ns, WallClock};
 use crate::transport::doorbell::SlotRef;
 use crate::transport::intra::{Buf, LocalLoan, LocalRoute};
+use crate::transport::remote::RemotePublisher;
 use crate::transport::shm::{self, IoxPublisher, IoxSampleMut, TopicService};
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo, LoanError as IoxLoanError, SendError};
@@ -103,15 +103,8 @@ impl<M: Message> PublisherBuilder<M> {
         let slot = self.node.inner.ctx.inner.doorbell.slot_ref(&topic);
         let ctx = &self.node.inner.ctx;
         let history = service.static_config().history_size();
-        let net = match crate::net::plane(ctx.config())? {
-            Some(plane) => Some(NetPublisher::new(
-                &plane,
-                ctx.domain(),
-                &topic,
-                &ty,
-                &qos,
-                history,
-            )?),
+        let net = match ctx.remote()? {
+            Some(plane) => Some(plane.publisher(ctx.domain(), &topic, &ty, &qos, history)?),
             None => None,
         };
         let port = builder.create().map_err(|e| {
@@ -184,7 +177,7 @@ pub struct Publisher<M: Message> {
     /// room, local or in shared memory, ends there.
     deadline: Arc<AtomicU64>,
     /// The network side (the network plane is on).
-    net: Option<NetPublisher>,
+    net: Option<Box<dyn RemotePublisher>>,
     _m: PhantomData<M>,
 }
 
@@ -223,9 +216,7 @@ impl<M: Message> Publisher<M> {
     /// Subscribers on other hosts.
     #[inline]
     fn remote_subscribers(&self) -> usize {
-        self.net
-            .as_ref()
-            .map_or(0, NetPublisher::remote_subscribers)
+        self.net.as_ref().map_or(0, |n| n.remote_subscribers())
     }
 
     /// Waits until at least `n` subscribers are connected, at most `timeout`, and gives

@@ -3,7 +3,6 @@
 
 use crate::context::Node;
 use crate::error::{RecvError, TopicError};
-use crate::exec::waitset::Waitable;
 use crate::message::header::SampleHeader;
 use crate::message::TypeInfo;
 use crate::qos::Qos;
@@ -15,7 +14,7 @@ use std::time::Duration;
 
 /// A subscriber that accepts any message type: for tools like `nerve topic echo`.
 pub struct RawSubscriber {
-    rx: Receiver,
+    pub(crate) rx: Receiver,
     type_info: TypeInfo,
 }
 
@@ -95,18 +94,6 @@ impl RawSubscriber {
     /// Number of subscribers connected now.
     pub fn subscriber_count(&self) -> usize {
         self.rx.service().dynamic_config().number_of_subscribers()
-    }
-}
-
-impl crate::exec::waitset::sealed::Sealed for RawSubscriber {
-    fn wake_slot(&self) -> &crate::transport::doorbell::SlotRef {
-        self.rx.slot()
-    }
-}
-
-impl Waitable for RawSubscriber {
-    fn is_ready(&self) -> bool {
-        self.rx.is_ready()
     }
 }
 

@@ -4,12 +4,12 @@ use crate::context::Node;
 use crate::error::{DecodeError, RecvError, TopicError};
 use crate::message::header::SampleHeader;
 use crate::message::{elems_offset, Message, Serde, SerdeMessage, TypeInfo};
-use crate::net::NetSubscriber;
 use crate::qos::Qos;
 use crate::sys::clock::mono_ns;
 use crate::sys::clock::precise_timers;
 use crate::transport::doorbell::{Slot, SlotRef};
 use crate::transport::intra::{LocalQueue, LocalSample, LocalTopic};
+use crate::transport::remote::RemoteSubscriber;
 use crate::transport::shm::{self, IoxSample, IoxSubscriber, TopicService};
 use crate::transport::wait::{wait_for, Predictor, SpinWindow, WaitMode, MAX_SLEEP};
 use iceoryx2::service::port_factory::PortFactory as _;
@@ -88,10 +88,10 @@ pub(crate) fn net_side(
     topic: &str,
     ty: &TypeInfo,
     qos: &Qos,
-) -> Result<Option<NetSubscriber>, TopicError> {
+) -> Result<Option<Box<dyn RemoteSubscriber>>, TopicError> {
     let ctx = &node.inner.ctx;
-    Ok(match crate::net::plane(ctx.config())? {
-        Some(plane) => Some(NetSubscriber::new(&plane, ctx, topic, ty, qos)?),
+    Ok(match ctx.remote()? {
+        Some(plane) => Some(plane.subscriber(&ctx.inner.doorbell, ctx.domain(), topic, ty, qos)?),
         None => None,
     })
 }
@@ -232,7 +232,7 @@ pub(crate) struct Receiver {
     /// local route cannot starve remote publishers.
     polls: Cell<u32>,
     /// Samples from other hosts (the network plane is on).
-    net: Option<NetSubscriber>,
+    net: Option<Box<dyn RemoteSubscriber>>,
 }
 
 /// See `Receiver::polls`.
@@ -332,7 +332,7 @@ impl Receiver {
     }
 
     /// Adds the network side (the network plane is on).
-    pub(crate) fn with_net(mut self, net: Option<NetSubscriber>) -> Receiver {
+    pub(crate) fn with_net(mut self, net: Option<Box<dyn RemoteSubscriber>>) -> Receiver {
         self.net = net;
         self
     }
@@ -354,19 +354,19 @@ impl Receiver {
         };
         // every FAIRNESS-th receive looks at the network first
         if self.polls.get() % FAIRNESS == FAIRNESS / 2 {
-            if let Some(s) = self.try_net(net) {
+            if let Some(s) = self.try_net(net.as_ref()) {
                 return Ok(Some(s));
             }
         }
         match self.try_recv_host()? {
             Some(s) => Ok(Some(s)),
-            None => Ok(self.try_net(net)),
+            None => Ok(self.try_net(net.as_ref())),
         }
     }
 
     /// The next valid sample from another host. History handed over twice (by a
     /// publisher and again after a reconnect) is skipped by sequence number.
-    fn try_net(&self, net: &NetSubscriber) -> Option<(Received, usize)> {
+    fn try_net(&self, net: &dyn RemoteSubscriber) -> Option<(Received, usize)> {
         while let Some(s) = net.pop() {
             if self
                 .stats
@@ -546,7 +546,7 @@ impl Receiver {
 
     pub(crate) fn stats(&self) -> SubscriberStats {
         let mut counts = self.stats.borrow().counts;
-        counts.network_refused = self.net.as_ref().map_or(0, NetSubscriber::refused);
+        counts.network_refused = self.net.as_ref().map_or(0, |n| n.refused());
         counts
     }
 

@@ -12,6 +12,8 @@ use crate::message::TypeInfo;
 use crate::transport::shm;
 use std::sync::Arc;
 
+pub use crate::transport::remote::Frame;
+
 /// First four bytes of every frame: `NRV` and the wire version.
 pub(crate) const MAGIC: [u8; 4] = *b"NRV\x01";
 /// Bytes before the kind's header: magic, kind, padding, host id.
@@ -88,20 +90,6 @@ impl WireError {
             WireError::WrongType(_) => "wrong-type",
         }
     }
-}
-
-/// A decoded frame: the sender's host, its header, and the payload in an aligned buffer
-/// (whole words covering the payload; the tail of the last word is zero).
-#[derive(Debug)]
-pub struct Frame<H> {
-    /// Host id of the sender.
-    pub host: u64,
-    /// The sample or call header.
-    pub header: H,
-    /// Payload words.
-    pub words: Arc<Vec<u64>>,
-    /// Slice elements in the payload (0 for fixed-size messages and error texts).
-    pub elems: usize,
 }
 
 /// Encodes a sample frame.
@@ -342,6 +330,13 @@ mod tests {
         n: u32,
     }
 
+    #[derive(Clone, Copy, crate::Message)]
+    #[repr(C)]
+    #[message(name = "test/Other")]
+    struct Other {
+        n: u64,
+    }
+
     fn bytes_type() -> TypeInfo {
         TypeInfo::of::<Blob>()
     }
@@ -404,7 +399,7 @@ mod tests {
             decode_sample(&good, &ty, 4),
             Err(WireError::Oversized { .. })
         ));
-        let other = TypeInfo::of::<crate::exec::machine::TransitionEvent>();
+        let other = TypeInfo::of::<Other>();
         let e = decode_sample(&good, &other, 1 << 20).unwrap_err();
         assert_eq!(e.label(), "wrong-type");
         assert!(e.to_string().contains("type hash"), "{e}");
