@@ -94,6 +94,17 @@ fn pod_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
         })
         .collect();
     let type_name = name.to_string();
+    let members: Vec<TokenStream2> = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match &f.ident {
+            Some(id) => quote!(#id),
+            None => {
+                let idx = syn::Index::from(i);
+                quote!(#idx)
+            }
+        })
+        .collect();
     Ok(quote! {
         // SAFETY: the struct is #[repr(C)], every field is `Pod` (checked by the bound below)
         // and the assertion proves there is no padding, so every bit pattern is valid.
@@ -108,6 +119,20 @@ fn pod_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 )*
                 h
             };
+            fn shape() -> ::nerve::message::schema::Shape {
+                ::nerve::message::schema::Shape::Struct(::nerve::message::schema::StructShape {
+                    name: #type_name.to_string(),
+                    size: ::core::mem::size_of::<#name>(),
+                    align: ::core::mem::align_of::<#name>(),
+                    fields: vec![#(
+                        ::nerve::message::schema::Field {
+                            name: #names.to_string(),
+                            offset: ::core::mem::offset_of!(#name, #members),
+                            shape: <#types as ::nerve::Pod>::shape(),
+                        }
+                    ),*],
+                })
+            }
         }
         const _: () = {
             const fn assert_pod<T: ::nerve::Pod>() {}

@@ -249,6 +249,18 @@ pub enum PublishError {
         /// Subscribers connected.
         subscribers: usize,
     },
+    /// A type-erased payload does not fit the topic's layout; nothing was sent.
+    #[error("topic {topic}: a payload of {len} bytes does not fit {type_name}: {reason}")]
+    BadPayload {
+        /// Topic name.
+        topic: String,
+        /// The topic's type.
+        type_name: String,
+        /// Payload length in bytes.
+        len: usize,
+        /// What is wrong.
+        reason: String,
+    },
     /// A value could not be encoded (serde messages).
     #[error("topic {topic}: cannot encode value: {reason}")]
     Encode {

@@ -67,7 +67,7 @@ pub fn list_topics(node: &Node) -> Result<Vec<TopicInfo>, String> {
 /// Details of one topic.
 pub fn topic_info(node: &Node, topic: &str) -> Result<TopicInfo, TopicError> {
     crate::name::validate_topic(topic)?;
-    let service = shm::open_topic(&node.inner.iox, topic, None, &Qos::default())?;
+    let service = shm::open_topic(&node.inner.iox, topic, None, None, &Qos::default())?;
     let type_info = shm::topic_type(&service).ok_or_else(|| TopicError::NotATopic {
         topic: topic.to_string(),
         reason: "no Nerve type record".into(),

@@ -1022,6 +1022,7 @@ mod tests {
             &node.inner.iox,
             "/exec/rejects",
             Some(&ty),
+            None,
             &crate::Qos::default(),
         )
         .unwrap();

@@ -6,6 +6,8 @@
 //! programs that disagree on a struct's definition never read each other's bytes.
 
 pub mod header;
+pub mod json;
+pub mod schema;
 
 use core::marker::PhantomData;
 use serde::{de::DeserializeOwned, Serialize};
@@ -22,6 +24,16 @@ use serde::{de::DeserializeOwned, Serialize};
 pub unsafe trait Pod: Copy + Send + Sync + 'static {
     /// Fingerprint of the memory layout (sizes, alignment, field names and types).
     const LAYOUT_HASH: u64;
+
+    /// The layout (see [`schema`]): field names, types and offsets for derived types;
+    /// size, alignment and hash alone for hand-written ones.
+    fn shape() -> schema::Shape {
+        schema::Shape::Opaque {
+            size: core::mem::size_of::<Self>(),
+            align: core::mem::align_of::<Self>(),
+            hash: Self::LAYOUT_HASH,
+        }
+    }
 }
 
 /// A type that can be sent on a topic.
@@ -47,18 +59,28 @@ unsafe impl Pod for NoElem {
 }
 
 macro_rules! primitive_pod {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $p:ident),*) => {$(
         // SAFETY: primitive numbers have no padding and every bit pattern is valid.
         unsafe impl Pod for $t {
             const LAYOUT_HASH: u64 = layout::hash_str(layout::FNV_OFFSET, stringify!($t));
+            fn shape() -> schema::Shape {
+                schema::Shape::Prim(schema::Prim::$p)
+            }
         }
     )*};
 }
-primitive_pod!(u8, u16, u32, u64, u128, i8, i16, i32, i64, i128, f32, f64);
+primitive_pod!(u8 => U8, u16 => U16, u32 => U32, u64 => U64, u128 => U128, i8 => I8,
+    i16 => I16, i32 => I32, i64 => I64, i128 => I128, f32 => F32, f64 => F64);
 
 // SAFETY: an array of Pod is Pod: elements are laid out contiguously without padding.
 unsafe impl<T: Pod, const N: usize> Pod for [T; N] {
     const LAYOUT_HASH: u64 = layout::hash_u64(layout::hash_u64(T::LAYOUT_HASH, N as u64), 0x5b5d);
+    fn shape() -> schema::Shape {
+        schema::Shape::Array {
+            elem: Box::new(T::shape()),
+            len: N,
+        }
+    }
 }
 
 /// Compile-time FNV-1a hashing used to fingerprint layouts (public for the derive macro).

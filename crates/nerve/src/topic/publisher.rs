@@ -3,6 +3,7 @@
 use crate::context::Node;
 use crate::error::{LoanError, PublishError, TopicError};
 use crate::message::header::SampleHeader;
+use crate::message::schema::Schema;
 use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInfo};
 use crate::qos::{Overflow, Qos};
 use crate::sys::clock::{mono_ns, WallClock};
@@ -50,24 +51,45 @@ impl<M: Message> PublisherBuilder<M> {
 
     /// Opens the topic (creating it if needed) and creates the publisher.
     pub fn create(self) -> Result<Publisher<M>, TopicError> {
-        let topic = self.topic;
+        let schema = Schema::of::<M>().encode();
+        let tx = Sender::create(
+            self.node,
+            self.topic,
+            TypeInfo::of::<M>(),
+            Some(&schema),
+            self.qos,
+        )?;
+        Ok(Publisher {
+            tx,
+            _m: PhantomData,
+        })
+    }
+}
+
+impl Sender {
+    /// Opens `topic` for messages of type `ty` (creating it if needed, with `schema`).
+    pub(crate) fn create(
+        node: Node,
+        topic: String,
+        ty: TypeInfo,
+        schema: Option<&str>,
+        qos: Qos,
+    ) -> Result<Sender, TopicError> {
         crate::name::validate_topic(&topic)?;
-        let qos = self.qos;
         qos.validate().map_err(|reason| TopicError::InvalidQos {
             topic: topic.clone(),
             reason,
         })?;
-        let ty = TypeInfo::of::<M>();
-        let service = shm::open_topic(&self.node.inner.iox, &topic, Some(&ty), &qos)?;
+        let service = shm::open_topic(&node.inner.iox, &topic, Some(&ty), schema, &qos)?;
         shm::check_qos(&topic, &service, &qos)?;
 
-        let head = elems_offset::<M>();
-        let elem = core::mem::size_of::<M::Elem>().max(1);
+        let head = ty.elems_offset();
+        let elem = ty.elem_size.max(1);
         // payload sizes are counted in bytes here and in 8-byte words by the transport
         let initial = if ty.is_slice() {
             qos.initial_payload.max(head + elem).min(qos.max_payload)
         } else {
-            core::mem::size_of::<M>().max(1)
+            ty.head_size.max(1)
         };
         let sample_bytes = shm::words_for(initial) * 8 + core::mem::size_of::<SampleHeader>();
         let worst = shm::worst_case_samples(&service, &qos);
@@ -100,8 +122,8 @@ impl<M: Message> PublisherBuilder<M> {
         } else {
             builder = builder.backpressure_strategy(BackpressureStrategy::DiscardData);
         }
-        let slot = self.node.inner.ctx.inner.doorbell.slot_ref(&topic);
-        let ctx = &self.node.inner.ctx;
+        let slot = node.inner.ctx.inner.doorbell.slot_ref(&topic);
+        let ctx = &node.inner.ctx;
         let history = service.static_config().history_size();
         let net = match ctx.remote()? {
             Some(plane) => Some(plane.publisher(ctx.domain(), &topic, &ty, &qos, history)?),
@@ -122,18 +144,18 @@ impl<M: Message> PublisherBuilder<M> {
             }
         })?;
         let id = port.id().value();
-        let origin = self.node.inner.ctx.inner.origin;
+        let origin = node.inner.ctx.inner.origin;
         let keeps_history = service.static_config().history_size() > 0;
-        let route = LocalRoute::new(self.node.inner.ctx.inner.local.topic(&topic));
+        let route = LocalRoute::new(node.inner.ctx.inner.local.topic(&topic));
         slot.ring_always();
-        Ok(Publisher {
+        Ok(Sender {
             port,
             service,
             slot,
-            node: self.node,
+            node,
             topic,
             qos,
-            type_hash: ty.layout_hash,
+            ty,
             id: (id as u64) ^ ((id >> 64) as u64),
             origin,
             seq: Cell::new(0),
@@ -144,13 +166,19 @@ impl<M: Message> PublisherBuilder<M> {
             wall: WallClock::default(),
             deadline,
             net,
-            _m: PhantomData,
         })
     }
 }
 
 /// Publishes messages of type `M` on one topic.
 pub struct Publisher<M: Message> {
+    tx: Sender,
+    _m: PhantomData<M>,
+}
+
+/// The untyped sending end shared by [`Publisher`] and [`crate::RawPublisher`]: every
+/// route, QoS and wake-up; the message type is known only by its [`TypeInfo`].
+pub(crate) struct Sender {
     // field order is drop order: the port goes before its service and node
     port: IoxPublisher,
     service: TopicService,
@@ -159,7 +187,7 @@ pub struct Publisher<M: Message> {
     node: Node,
     topic: String,
     qos: Qos,
-    type_hash: u64,
+    ty: TypeInfo,
     id: u64,
     origin: u64,
     seq: Cell<u64>,
@@ -170,7 +198,7 @@ pub struct Publisher<M: Message> {
     /// (doorbell sequence, subscriber count) at the last count.
     subscribers_seen: Cell<Option<(u32, usize)>>,
     /// Samples went through shared memory since subscribers last confirmed they attached
-    /// (see [`Publisher::linger`]).
+    /// (see [`Sender::linger`]).
     unconfirmed: Cell<bool>,
     wall: WallClock,
     /// End of the publish in progress under back-pressure (monotonic ns): every wait for
@@ -178,33 +206,79 @@ pub struct Publisher<M: Message> {
     deadline: Arc<AtomicU64>,
     /// The network side (the network plane is on).
     net: Option<Box<dyn RemotePublisher>>,
-    _m: PhantomData<M>,
 }
 
 impl<M: Message> Publisher<M> {
     /// The topic name.
     pub fn topic(&self) -> &str {
-        &self.topic
+        &self.tx.topic
     }
 
     /// The node this publisher belongs to.
     pub fn node(&self) -> &Node {
-        &self.node
+        &self.tx.node
     }
 
     /// The QoS this publisher was created with.
     pub fn qos(&self) -> &Qos {
-        &self.qos
+        &self.tx.qos
     }
 
     /// This publisher's id as written in every sample header.
     pub fn id(&self) -> u64 {
-        self.id
+        self.tx.id
     }
 
     /// Number of subscribers connected to the topic right now, on this host and (with
     /// the network plane on) on others.
     pub fn subscriber_count(&self) -> usize {
+        self.tx.subscriber_count()
+    }
+
+    /// Waits until at least `n` subscribers are connected, at most `timeout`, and gives
+    /// each a chance to attach to this publisher (subscribers that are receiving confirm
+    /// within microseconds; one that is busy elsewhere gets up to [`ATTACH_GRACE`]).
+    /// Returns whether `n` subscribers are connected.
+    pub fn wait_for_subscribers(&self, n: usize, timeout: Duration) -> bool {
+        self.tx.wait_for_subscribers(n, timeout)
+    }
+
+    /// Connects subscribers that joined since the last send and hands them the history.
+    /// Sending does this too; call it from idle loops of latched publishers.
+    pub fn update_connections(&self) {
+        self.tx.update_connections()
+    }
+
+    /// The topic's doorbell slot, rung by every new subscriber (for executors' wait sets).
+    pub(crate) fn wake_slot(&self) -> &SlotRef {
+        &self.tx.slot
+    }
+
+    fn make_loan(&self, buf: LoanBuf, elems: usize, len: usize) -> Loan<'_, M> {
+        Loan {
+            buf,
+            elems,
+            len,
+            publisher: &self.tx,
+            _m: PhantomData,
+        }
+    }
+}
+
+impl Sender {
+    /// The topic name.
+    pub(crate) fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The type this sender publishes.
+    pub(crate) fn type_info(&self) -> &TypeInfo {
+        &self.ty
+    }
+
+    /// Number of subscribers connected to the topic right now, on this host and (with
+    /// the network plane on) on others.
+    pub(crate) fn subscriber_count(&self) -> usize {
         self.host_subscribers() + self.remote_subscribers()
     }
 
@@ -219,11 +293,8 @@ impl<M: Message> Publisher<M> {
         self.net.as_ref().map_or(0, |n| n.remote_subscribers())
     }
 
-    /// Waits until at least `n` subscribers are connected, at most `timeout`, and gives
-    /// each a chance to attach to this publisher (subscribers that are receiving confirm
-    /// within microseconds; one that is busy elsewhere gets up to [`ATTACH_GRACE`]).
-    /// Returns whether `n` subscribers are connected.
-    pub fn wait_for_subscribers(&self, n: usize, timeout: Duration) -> bool {
+    /// See [`Publisher::wait_for_subscribers`].
+    pub(crate) fn wait_for_subscribers(&self, n: usize, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         while self.subscriber_count() < n {
             if Instant::now() >= deadline {
@@ -282,14 +353,8 @@ impl<M: Message> Publisher<M> {
         self.await_acks(acks, remote, Instant::now() + timeout);
     }
 
-    /// The topic's doorbell slot, rung by every new subscriber (for executors' wait sets).
-    pub(crate) fn wake_slot(&self) -> &SlotRef {
-        &self.slot
-    }
-
-    /// Connects subscribers that joined since the last send and hands them the history.
-    /// Sending does this too; call it from idle loops of latched publishers.
-    pub fn update_connections(&self) {
+    /// See [`Publisher::update_connections`].
+    pub(crate) fn update_connections(&self) {
         let _ = self.port.update_connections();
     }
 
@@ -329,13 +394,17 @@ impl<M: Message> Publisher<M> {
 
     /// Loans `len` payload bytes where the sample will travel: a heap buffer if every
     /// subscriber is in this context, shared memory otherwise.
-    fn loan_bytes(&self, len: usize) -> Result<LoanBuf, LoanError> {
+    /// The head (the first `ty.head_size` bytes) is zeroed.
+    pub(crate) fn loan_bytes(&self, len: usize) -> Result<LoanBuf, LoanError> {
         self.check_len(len)?;
-        if self.needs_shm(self.route.subscribers()) {
-            self.loan_shm(len).map(LoanBuf::Shm)
+        let mut buf = if self.needs_shm(self.route.subscribers()) {
+            LoanBuf::Shm(self.loan_shm(len)?)
         } else {
-            Ok(LoanBuf::Local(self.route.loan(shm::words_for(len))))
-        }
+            LoanBuf::Local(self.route.loan(shm::words_for(len)))
+        };
+        let head = self.ty.head_size.min(len);
+        shm::words_as_bytes_mut(buf.words_mut())[..head].fill(0);
+        Ok(buf)
     }
 
     fn loan_shm(&self, len: usize) -> Result<IoxSampleMut, LoanError> {
@@ -367,19 +436,8 @@ impl<M: Message> Publisher<M> {
         Ok(unsafe { uninit.assume_init() })
     }
 
-    fn make_loan(&self, buf: LoanBuf, elems: usize, len: usize) -> Loan<'_, M> {
-        let mut loan = Loan {
-            buf,
-            elems,
-            len,
-            publisher: self,
-        };
-        *loan.head_mut() = crate::message::zeroed::<M>();
-        loan
-    }
-
     /// Stamps the header and sends the sample by every route that has subscribers.
-    fn send_loan(&self, buf: LoanBuf, len: usize) -> Result<(), PublishError> {
+    pub(crate) fn send_loan(&self, buf: LoanBuf, len: usize) -> Result<(), PublishError> {
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
         let mono = mono_ns();
@@ -389,7 +447,7 @@ impl<M: Message> Publisher<M> {
             publish_wall_ns: self.wall.at(mono),
             publisher_id: self.id,
             payload_len: len as u64,
-            type_hash: self.type_hash,
+            type_hash: self.ty.layout_hash,
             origin: self.origin,
         };
         let local = self.route.subscribers();
@@ -513,14 +571,14 @@ impl<M: Message> Publisher<M> {
     }
 }
 
-impl<M: Message> Drop for Publisher<M> {
+impl Drop for Sender {
     fn drop(&mut self) {
         self.linger();
     }
 }
 
 /// Where a loaned sample lives until it is sent.
-enum LoanBuf {
+pub(crate) enum LoanBuf {
     /// In shared memory (some subscriber is outside this context).
     Shm(IoxSampleMut),
     /// On the heap (every subscriber is in this context).
@@ -528,14 +586,14 @@ enum LoanBuf {
 }
 
 impl LoanBuf {
-    fn words(&self) -> &[u64] {
+    pub(crate) fn words(&self) -> &[u64] {
         match self {
             LoanBuf::Shm(s) => s.payload(),
             LoanBuf::Local(b) => b.words(),
         }
     }
 
-    fn words_mut(&mut self) -> &mut [u64] {
+    pub(crate) fn words_mut(&mut self) -> &mut [u64] {
         match self {
             LoanBuf::Shm(s) => s.payload_mut(),
             LoanBuf::Local(b) => b.words_mut(),
@@ -547,19 +605,19 @@ impl<M: Message<Elem = NoElem>> Publisher<M> {
     /// Loans a zeroed sample in shared memory; write it in place, then [`Loan::send`].
     pub fn loan(&self) -> Result<Loan<'_, M>, LoanError> {
         let len = core::mem::size_of::<M>();
-        let s = self.loan_bytes(len.max(1))?;
+        let s = self.tx.loan_bytes(len.max(1))?;
         Ok(self.make_loan(s, 0, len))
     }
 
     /// Copies `msg` into a loaned sample and sends it.
     pub fn publish(&self, msg: &M) -> Result<(), PublishError> {
         let len = core::mem::size_of::<M>();
-        let mut b = self.loan_bytes(len.max(1))?;
+        let mut b = self.tx.loan_bytes(len.max(1))?;
         // SAFETY: the payload is at least size_of::<M>() bytes (loaned so), 8-byte aligned
         // (transport words), align_of::<M>() <= 8 is asserted at compile time by
         // TypeInfo::of (which created this publisher), and M is Pod.
         unsafe { (b.words_mut().as_mut_ptr() as *mut M).write(*msg) };
-        self.send_loan(b, len)
+        self.tx.send_loan(b, len)
     }
 }
 
@@ -571,11 +629,11 @@ impl<M: Message> Publisher<M> {
             .checked_mul(core::mem::size_of::<M::Elem>())
             .and_then(|b| b.checked_add(elems_offset::<M>()))
             .ok_or_else(|| LoanError::PayloadTooLarge {
-                topic: self.topic.clone(),
+                topic: self.tx.topic.clone(),
                 requested: usize::MAX,
-                max: self.qos.max_payload,
+                max: self.tx.qos.max_payload,
             })?;
-        let s = self.loan_bytes(bytes.max(1))?;
+        let s = self.tx.loan_bytes(bytes.max(1))?;
         Ok(self.make_loan(s, len, bytes))
     }
 
@@ -592,7 +650,7 @@ impl<T: SerdeMessage> Publisher<Serde<T>> {
     /// Encodes `value` with serde into a loaned byte slice and sends it.
     pub fn publish_value(&self, value: &T) -> Result<(), PublishError> {
         let bytes = crate::message::serde_encode(value).map_err(|reason| PublishError::Encode {
-            topic: self.topic.clone(),
+            topic: self.tx.topic.clone(),
             reason,
         })?;
         let mut loan = self.loan_slice(bytes.len())?;
@@ -609,7 +667,8 @@ pub struct Loan<'p, M: Message> {
     elems: usize,
     /// Payload bytes in use (head, padding, elements).
     len: usize,
-    publisher: &'p Publisher<M>,
+    publisher: &'p Sender,
+    _m: PhantomData<M>,
 }
 
 impl<M: Message> Loan<'_, M> {

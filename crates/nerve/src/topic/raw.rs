@@ -2,10 +2,12 @@
 //! such as `nerve topic echo`, recorders, bridges).
 
 use crate::context::Node;
-use crate::error::{RecvError, TopicError};
+use crate::error::{PublishError, RecvError, TopicError};
 use crate::message::header::SampleHeader;
+use crate::message::schema::{Schema, SchemaError};
 use crate::message::TypeInfo;
 use crate::qos::Qos;
+use crate::topic::publisher::Sender;
 use crate::topic::subscriber::{create_port, Received, Receiver, SubscriberStats};
 use crate::transport::shm::{self};
 use crate::transport::wait::WaitMode;
@@ -16,6 +18,7 @@ use std::time::Duration;
 pub struct RawSubscriber {
     pub(crate) rx: Receiver,
     type_info: TypeInfo,
+    schema: Option<Result<Schema, SchemaError>>,
 }
 
 impl RawSubscriber {
@@ -42,7 +45,8 @@ impl RawSubscriber {
         qos: Qos,
     ) -> Result<RawSubscriber, TopicError> {
         crate::name::validate_topic(topic)?;
-        let service = shm::open_topic(&node.inner.iox, topic, ty, &qos)?;
+        let service = shm::open_topic(&node.inner.iox, topic, ty, None, &qos)?;
+        let schema = shm::topic_schema(&service);
         let type_info = shm::topic_type(&service).ok_or_else(|| TopicError::NotATopic {
             topic: topic.to_string(),
             reason: "no Nerve type record".into(),
@@ -65,7 +69,14 @@ impl RawSubscriber {
             )
             .with_net(net),
             type_info,
+            schema,
         })
+    }
+
+    /// The topic's schema (see [`crate::message::schema`]): `None` when the topic has none
+    /// recorded, an error when the recorded one cannot be trusted.
+    pub fn schema(&self) -> Option<&Result<Schema, SchemaError>> {
+        self.schema.as_ref()
     }
 
     /// The topic's message type.
@@ -115,5 +126,77 @@ impl RawSample {
     /// Number of slice elements.
     pub fn elems(&self) -> usize {
         self.elems
+    }
+}
+
+/// A publisher of any message type, known by its schema: for tools (`nerve topic pub`),
+/// replay and bindings. Every payload is checked against the type's layout before it is
+/// sent; routes, QoS and wake-ups are those of [`crate::Publisher`].
+pub struct RawPublisher {
+    tx: Sender,
+}
+
+impl RawPublisher {
+    /// Publishes on `topic` with the type `schema` describes, creating the topic (and
+    /// recording the schema) if needed; a topic of another type is an error naming both.
+    pub fn create(
+        node: &Node,
+        topic: &str,
+        schema: &Schema,
+        qos: Qos,
+    ) -> Result<RawPublisher, TopicError> {
+        let text = schema.encode();
+        let tx = Sender::create(
+            node.clone(),
+            topic.to_string(),
+            schema.type_info(),
+            Some(&text),
+            qos,
+        )?;
+        Ok(RawPublisher { tx })
+    }
+
+    /// The topic's type identity.
+    pub fn type_info(&self) -> &TypeInfo {
+        self.tx.type_info()
+    }
+
+    /// The topic name.
+    pub fn topic(&self) -> &str {
+        self.tx.topic()
+    }
+
+    /// Waits until at least `n` subscribers are connected (see
+    /// [`crate::Publisher::wait_for_subscribers`]).
+    pub fn wait_for_subscribers(&self, n: usize, timeout: Duration) -> bool {
+        self.tx.wait_for_subscribers(n, timeout)
+    }
+
+    /// Sends one message given as its bytes (head, then for slice types the elements at
+    /// the element offset), copied into a loaned sample.
+    pub fn publish_bytes(&self, payload: &[u8]) -> Result<(), PublishError> {
+        let ty = self.tx.type_info();
+        let bad = |reason: String| PublishError::BadPayload {
+            topic: self.tx.topic().to_string(),
+            type_name: ty.name.clone(),
+            len: payload.len(),
+            reason,
+        };
+        if ty.elem_size == 0 && payload.len() != ty.head_size {
+            return Err(bad(format!("the message has {} bytes", ty.head_size)));
+        }
+        if ty.elem_size > 0
+            && (payload.len() < ty.elems_offset()
+                || !(payload.len() - ty.elems_offset()).is_multiple_of(ty.elem_size))
+        {
+            return Err(bad(format!(
+                "expected {} head bytes and a multiple of {} element bytes",
+                ty.elems_offset(),
+                ty.elem_size
+            )));
+        }
+        let mut buf = self.tx.loan_bytes(payload.len().max(1))?;
+        shm::words_as_bytes_mut(buf.words_mut())[..payload.len()].copy_from_slice(payload);
+        self.tx.send_loan(buf, payload.len())
     }
 }

@@ -62,7 +62,14 @@ impl<M: Message> SubscriberBuilder<M> {
                 reason,
             })?;
         let ty = TypeInfo::of::<M>();
-        let service = shm::open_topic(&self.node.inner.iox, &topic, Some(&ty), &self.qos)?;
+        let schema = crate::message::schema::Schema::of::<M>().encode();
+        let service = shm::open_topic(
+            &self.node.inner.iox,
+            &topic,
+            Some(&ty),
+            Some(&schema),
+            &self.qos,
+        )?;
         shm::check_qos(&topic, &service, &self.qos)?;
         let port = create_port(&service, &topic, &self.qos)?;
         let net = net_side(&self.node, &topic, &ty, &self.qos)?;

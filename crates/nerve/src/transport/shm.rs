@@ -93,6 +93,12 @@ pub(crate) fn check_payload(
 
 /// Attribute that records a topic's message type.
 pub(crate) const TYPE_ATTRIBUTE: &str = "nerve.type";
+/// Attribute whose values, in order, hold the topic's encoded schema.
+pub(crate) const SCHEMA_ATTRIBUTE: &str = "nerve.schema";
+/// Most bytes of schema a topic's record holds: iceoryx2 keeps at most 8 attribute values
+/// of 256 bytes each, one of them the type record. A larger schema is not recorded (tools
+/// then say so); the type identity is unaffected.
+pub(crate) const MAX_RECORDED_SCHEMA: usize = 7 * 256;
 /// Prefix of every topic's iceoryx2 service name.
 pub(crate) const TOPIC_PREFIX: &str = "topic:";
 
@@ -212,6 +218,37 @@ pub(crate) fn topic_type(service: &TopicService) -> Option<TypeInfo> {
     decode_type(&v.to_string())
 }
 
+/// Reads the schema recorded on a topic service: `None` when none was recorded (created
+/// by a type-erased tool, or too large to record), an error when it is malformed or does
+/// not describe the topic's type (it is never trusted unchecked).
+pub(crate) fn topic_schema(
+    service: &TopicService,
+) -> Option<Result<crate::message::schema::Schema, crate::message::schema::SchemaError>> {
+    use crate::message::schema::{Schema, SchemaError};
+    let key = AttributeKey::try_from(SCHEMA_ATTRIBUTE).ok()?;
+    let mut text = String::new();
+    let mut i = 0;
+    while let Some(v) = service.attributes().key_value(&key, i) {
+        text.push_str(&v.to_string());
+        i += 1;
+    }
+    if text.is_empty() {
+        return None;
+    }
+    let ty = topic_type(service)?;
+    Some(Schema::decode(&text).and_then(|s| {
+        if s.layout_hash == ty.layout_hash && s.name == ty.name {
+            Ok(s)
+        } else {
+            Err(SchemaError::HashMismatch {
+                name: ty.name.clone(),
+                claimed: s.layout_hash,
+                computed: ty.layout_hash,
+            })
+        }
+    }))
+}
+
 pub(crate) fn describe(t: &TypeInfo) -> String {
     format!("{} (layout {:016x})", t.name, t.layout_hash)
 }
@@ -223,7 +260,8 @@ fn service_name(topic: &str) -> Result<ServiceName, TopicError> {
     })
 }
 
-/// Opens a topic's service, creating it with `qos` if it does not exist yet.
+/// Opens a topic's service, creating it with `qos` (and recording `schema`, the encoded
+/// schema of `ty`) if it does not exist yet.
 ///
 /// `ty` = `None` opens whatever type the topic has (introspection). Type identity is
 /// compared by Nerve (name and layout) so the error names both types.
@@ -231,6 +269,7 @@ pub(crate) fn open_topic(
     node: &IoxNode,
     topic: &str,
     ty: Option<&TypeInfo>,
+    schema: Option<&str>,
     qos: &Qos,
 ) -> Result<TopicService, TopicError> {
     let name = service_name(topic)?;
@@ -282,13 +321,26 @@ pub(crate) fn open_topic(
                 ),
             });
         }
-        let attrs = AttributeSpecifier::new()
+        let mut attrs = AttributeSpecifier::new()
             .define(
                 &AttributeKey::try_from(TYPE_ATTRIBUTE).map_err(|e| shm_err(format!("{e:?}")))?,
                 &AttributeValue::try_from(encode_type(ty).as_str())
                     .map_err(|_| shm_err(format!("type name {} is too long", ty.name)))?,
             )
             .map_err(|e| shm_err(format!("{e:?}")))?;
+        if let Some(text) = schema.filter(|s| s.is_ascii() && s.len() <= MAX_RECORDED_SCHEMA) {
+            let key =
+                AttributeKey::try_from(SCHEMA_ATTRIBUTE).map_err(|e| shm_err(format!("{e:?}")))?;
+            for chunk in text.as_bytes().chunks(256) {
+                // ASCII: every chunk is a whole string
+                let chunk = std::str::from_utf8(chunk).unwrap_or_default();
+                let value = AttributeValue::try_from(chunk)
+                    .map_err(|e| shm_err(format!("schema record: {e:?}")))?;
+                attrs = attrs
+                    .define(&key, &value)
+                    .map_err(|e| shm_err(format!("schema record: {e:?}")))?;
+            }
+        }
         let depth_max = qos.depth.max(DEFAULT_MAX_DEPTH);
         let builder =
             node.service_builder(&name)
