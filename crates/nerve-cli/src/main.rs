@@ -95,7 +95,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Sm(c) => sm::run(&ctx()?, c),
         // no context here: it would count as a live user of the domain
         Command::Clean(a) => clean::run(&cfg, a),
-        Command::Types(f) => types::list(f.format),
+        Command::Types(f) => types::list(&ctx()?, f.format),
     }
 }
 

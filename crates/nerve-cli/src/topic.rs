@@ -121,7 +121,7 @@ fn seconds(name: &str, v: f64) -> Result<Duration, Failure> {
     Ok(Duration::from_secs_f64(v))
 }
 
-fn cli_node(ctx: &nerve::Context) -> Result<nerve::Node, Failure> {
+pub(crate) fn cli_node(ctx: &nerve::Context) -> Result<nerve::Node, Failure> {
     Ok(ctx.node("nerve_cli").create()?)
 }
 
@@ -178,6 +178,11 @@ fn remote_type(ctx: &nerve::Context, topic: &str) -> Result<Option<nerve::TypeIn
 }
 
 fn info_json(t: &TopicInfo) -> Value {
+    let schema = match &t.schema {
+        Some(Ok(s)) => json!(s.encode()),
+        Some(Err(e)) => json!(format!("refused: {e}")),
+        None => json!(null),
+    };
     json!({
         "name": t.name,
         "type": t.type_info.name,
@@ -191,7 +196,37 @@ fn info_json(t: &TopicInfo) -> Value {
         "overflow": t.overflow,
         "max_publishers": t.max_publishers,
         "max_subscribers": t.max_subscribers,
+        "schema": schema,
     })
+}
+
+/// The schema of a type that is not built in, read from the topic it is published on.
+fn topic_schema(
+    node: &nerve::Node,
+    topic: &str,
+    type_name: &str,
+) -> Result<nerve::message::schema::Schema, Failure> {
+    let unknown = |why: String| {
+        usage(format!(
+            "unknown message type {type_name:?}: not built in (see `nerve types`), and {why}"
+        ))
+    };
+    let info = introspect::topic_info(node, topic)
+        .map_err(|_| unknown(format!("topic {topic} does not exist to describe it")))?;
+    let short = |n: &str| n.rsplit('/').next().map(str::to_string);
+    if info.type_info.name != type_name && short(&info.type_info.name) != short(type_name) {
+        return Err(usage(format!(
+            "topic {topic} carries {}, not {type_name}",
+            info.type_info.name
+        )));
+    }
+    match info.schema {
+        Some(Ok(s)) => Ok(s),
+        Some(Err(e)) => Err(Failure::Runtime(anyhow::anyhow!(
+            "topic {topic}: its schema cannot be used: {e}"
+        ))),
+        None => Err(unknown(format!("topic {topic} records no schema"))),
+    }
 }
 
 /// Runs a topic command.
@@ -279,6 +314,10 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                             val.as_str().map(str::to_string).unwrap_or(val.to_string())
                         );
                     }
+                    if let Some(Some(Ok(schema))) = local.as_ref().map(|t| &t.schema) {
+                        println!("{:>16}:", "layout");
+                        print!("{}", types::layout_tree(schema));
+                    }
                 }
             }
             Ok(())
@@ -307,7 +346,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                     continue;
                 };
                 n += 1;
-                print_sample(&topic, sub.type_info(), entry.as_ref(), &s, format)?;
+                print_sample(&topic, &sub, entry.as_ref(), &s, format)?;
             }
             if let Some(c) = count {
                 if n < c && !nerve::shutdown::requested() {
@@ -331,13 +370,8 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             wait_subscribers,
         } => {
             nerve::name::validate_topic(&topic).map_err(|e| usage(e.to_string()))?;
-            let entry = types::find(&type_name).ok_or_else(|| {
-                usage(format!(
-                    "unknown message type {type_name:?} (see `nerve types`)"
-                ))
-            })?;
             let value: Value = serde_json::from_str(&json)
-                .map_err(|e| usage(format!("invalid JSON for {}: {e}", entry.name)))?;
+                .map_err(|e| usage(format!("invalid JSON for {type_name}: {e}")))?;
             if !(rate.is_finite() && rate >= 0.0) {
                 return Err(usage(format!(
                     "--rate must be a non-negative number, got {rate}"
@@ -350,7 +384,14 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                 wait: seconds("wait-subscribers", wait_subscribers)?,
             };
             let node = cli_node(ctx)?;
-            let sent = (entry.publish)(&node, &topic, &value, &opt)?;
+            let sent = match types::find(&type_name) {
+                Some(entry) => (entry.publish)(&node, &topic, &value, &opt)?,
+                None => {
+                    // not built in: the topic's recorded schema describes it
+                    let schema = topic_schema(&node, &topic, &type_name)?;
+                    types::publish_with_schema(&node, &topic, &schema, &value, &opt)?
+                }
+            };
             eprintln!("published {sent} message(s) on {topic}");
             Ok(())
         }
@@ -359,22 +400,30 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
 
 fn print_sample(
     topic: &str,
-    ty: &nerve::TypeInfo,
+    sub: &RawSubscriber,
     entry: Option<&types::TypeEntry>,
     s: &RawSample,
     format: Format,
 ) -> CmdResult {
+    let ty = sub.type_info();
     let h = s.header();
-    let msg = match entry {
-        Some(e) => (e.to_json)(s.bytes(), s.elems()),
-        None => {
+    let msg = match (entry, sub.schema()) {
+        (Some(e), _) => (e.to_json)(s.bytes(), s.elems()),
+        (None, Some(Ok(schema))) => {
+            nerve::message::json::to_json(schema, s.bytes(), s.elems(), types::MAX_SHOWN_ELEMS)
+        }
+        (None, schema) => {
             let prefix: String = s
                 .bytes()
                 .iter()
                 .take(32)
                 .map(|b| format!("{b:02x}"))
                 .collect();
-            json!({"size": s.bytes().len(), "hex_prefix": prefix})
+            let why = match schema {
+                Some(Err(e)) => format!("schema refused: {e}"),
+                _ => "no schema recorded on the topic".to_string(),
+            };
+            json!({"size": s.bytes().len(), "hex_prefix": prefix, "undecoded": why})
         }
     };
     let header = json!({

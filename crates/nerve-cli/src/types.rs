@@ -2,12 +2,14 @@
 
 use crate::output::{self, Format};
 use crate::{usage, CmdResult, Failure};
+use nerve::message::schema::{Schema, Shape};
 use nerve::message::{elems_offset, read_pod};
 use nerve::{Message, Qos};
 use nerve_msgs::srv;
 use nerve_msgs::*;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 /// Most slice elements shown by `echo`.
@@ -159,6 +161,49 @@ where
             e => Failure::Runtime(e.into()),
         })?;
     publisher.wait_for_subscribers(1, opt.wait);
+    let sent = repeat(opt, || publisher.publish_slice(&head, &elems))?;
+    // give late subscribers of a latched topic a moment to connect, and every subscriber
+    // the time to attach before this publisher goes with what it sent
+    publisher.update_connections();
+    publisher.settle(SETTLE);
+    Ok(sent)
+}
+
+/// Publishes a type that is not built in, built from JSON through its schema. Fields the
+/// JSON leaves out are zero and named on stderr.
+pub fn publish_with_schema(
+    node: &nerve::Node,
+    topic: &str,
+    schema: &Schema,
+    v: &Value,
+    opt: &PubOptions,
+) -> Result<u64, Failure> {
+    let (bytes, missing) =
+        nerve::message::json::from_json(schema, v).map_err(|e| usage(e.to_string()))?;
+    if !missing.is_empty() {
+        eprintln!(
+            "note: {} fields not given are zero: {}",
+            schema.name,
+            missing.join(", ")
+        );
+    }
+    let publisher = nerve::RawPublisher::create(node, topic, schema, opt.qos.clone())
+        .map_err(|e| Failure::Runtime(e.into()))?;
+    publisher.wait_for_subscribers(1, opt.wait);
+    let sent = repeat(opt, || publisher.publish_bytes(&bytes))?;
+    publisher.settle(SETTLE);
+    Ok(sent)
+}
+
+/// Longest `topic pub` waits at the end for subscribers to attach (see
+/// [`nerve::Publisher::settle`]).
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// Calls `publish` at the options' rate until their count or Ctrl-C; returns how many.
+fn repeat(
+    opt: &PubOptions,
+    mut publish: impl FnMut() -> Result<(), nerve::PublishError>,
+) -> Result<u64, Failure> {
     let period = if opt.rate > 0.0 {
         Duration::from_secs_f64(1.0 / opt.rate)
     } else {
@@ -168,7 +213,7 @@ where
     let count = opt.count.unwrap_or(u64::MAX);
     let mut sent = 0;
     while sent < count && !nerve::shutdown::requested() {
-        publisher.publish_slice(&head, &elems)?;
+        publish().map_err(|e| Failure::Runtime(e.into()))?;
         sent += 1;
         if sent < count {
             // absolute deadlines (no drift); short sleeps so Ctrl-C is honoured at once
@@ -181,9 +226,56 @@ where
             }
         }
     }
-    // give late subscribers of a latched topic a moment to connect
-    publisher.update_connections();
     Ok(sent)
+}
+
+/// A schema's layout as an indented tree: one line per field with its type and offset.
+pub fn layout_tree(schema: &Schema) -> String {
+    fn shape_name(s: &Shape) -> String {
+        match s {
+            Shape::Prim(p) => p.name().to_string(),
+            Shape::Array { elem, len } => format!("[{}; {len}]", shape_name(elem)),
+            Shape::Struct(st) => st.name.clone(),
+            Shape::Opaque { size, .. } => format!("opaque ({size} bytes)"),
+        }
+    }
+    fn walk(s: &Shape, depth: usize, base: usize, out: &mut String) {
+        let Shape::Struct(st) = s else {
+            return;
+        };
+        for f in &st.fields {
+            let _ = writeln!(
+                out,
+                "{:indent$}{}: {} @{}",
+                "",
+                f.name,
+                shape_name(&f.shape),
+                base + f.offset,
+                indent = 18 + 2 * depth
+            );
+            walk(&f.shape, depth + 1, base + f.offset, out);
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:18}{} ({} bytes)",
+        "",
+        schema.name,
+        schema.head.size()
+    );
+    walk(&schema.head, 0, 0, &mut out);
+    if let Some(e) = &schema.elem {
+        let _ = writeln!(
+            out,
+            "{:18}elems: [{}] ({} bytes each)",
+            "",
+            shape_name(e),
+            e.size()
+        );
+        walk(e, 1, 0, &mut out);
+    }
+    out
 }
 
 /// One known service type.
@@ -245,17 +337,47 @@ pub fn pretty(v: &Value) -> String {
 }
 
 /// `nerve types`.
-pub fn list(format: Format) -> CmdResult {
+/// Lists the built-in message and service types and the message types seen on the
+/// domain's topics (described by their recorded schemas).
+pub fn list(ctx: &nerve::Context, format: Format) -> CmdResult {
     let messages: Vec<&str> = registry().iter().map(|e| e.name).collect();
     let services: Vec<&str> = service_registry().iter().map(|e| e.name).collect();
+    let node = crate::topic::cli_node(ctx)?;
+    // type name -> (layout hash, whether a schema describes it, topics)
+    let mut seen: std::collections::BTreeMap<String, (u64, bool, Vec<String>)> = Default::default();
+    for t in nerve::introspect::list_topics(&node).map_err(anyhow::Error::msg)? {
+        let e = seen.entry(t.type_info.name.clone()).or_insert((
+            t.type_info.layout_hash,
+            false,
+            Vec::new(),
+        ));
+        e.1 |= matches!(t.schema, Some(Ok(_)));
+        e.2.push(t.name);
+    }
     match format {
-        Format::Json => output::json(&json!({"messages": messages, "services": services}))?,
+        Format::Json => {
+            let domain: Vec<Value> = seen
+                .iter()
+                .map(|(name, (hash, schema, topics))| {
+                    json!({"name": name, "layout_hash": format!("{hash:016x}"),
+                        "schema": schema, "built_in": messages.contains(&name.as_str()),
+                        "topics": topics})
+                })
+                .collect();
+            output::json(&json!({"messages": messages, "services": services, "domain": domain}))?
+        }
         Format::Human => {
-            for m in messages {
+            for m in &messages {
                 println!("{m}");
             }
-            for s in services {
+            for s in &services {
                 println!("{s} (service)");
+            }
+            for (name, (_, schema, topics)) in &seen {
+                if !messages.contains(&name.as_str()) {
+                    let how = if *schema { "schema" } else { "no schema" };
+                    println!("{name} (on {}; {how})", topics.join(", "));
+                }
             }
         }
     }

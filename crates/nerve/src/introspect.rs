@@ -35,6 +35,9 @@ pub struct TopicInfo {
     pub max_publishers: usize,
     /// Most subscribers.
     pub max_subscribers: usize,
+    /// The type's schema as recorded on the topic (`None`: none recorded; an error: the
+    /// record cannot be trusted).
+    pub schema: Option<Result<crate::message::schema::Schema, crate::message::schema::SchemaError>>,
 }
 
 /// Lists the topics of the context's domain. `node` is used to open each topic for its
@@ -88,6 +91,7 @@ pub fn topic_info(node: &Node, topic: &str) -> Result<TopicInfo, TopicError> {
         },
         max_publishers: cfg.max_publishers(),
         max_subscribers: cfg.max_subscribers(),
+        schema: shm::topic_schema(&service),
     })
 }
 

@@ -249,6 +249,15 @@ impl<M: Message> Publisher<M> {
         self.tx.update_connections()
     }
 
+    /// Waits up to `timeout` until every subscriber on this host (outside this context)
+    /// has attached to this publisher, so that what it sent survives its departure: the
+    /// shared-memory layer drops a connection's queue when its sender leaves before the
+    /// receiver opened it. A short-lived publisher (`nerve topic pub --once`) calls this
+    /// before it goes; a reliable one does it on drop. Returns whether all attached.
+    pub fn settle(&self, timeout: Duration) -> bool {
+        self.tx.settle(Instant::now() + timeout)
+    }
+
     /// The topic's doorbell slot, rung by every new subscriber (for executors' wait sets).
     pub(crate) fn wake_slot(&self) -> &SlotRef {
         &self.tx.slot
@@ -336,21 +345,27 @@ impl Sender {
     /// rings and waits, at most its back-pressure timeout, until every such subscriber has
     /// confirmed; subscribers that are receiving confirm within microseconds.
     fn linger(&self) {
-        let Overflow::BackPressure { timeout } = self.qos.overflow else {
-            return;
-        };
+        if let Overflow::BackPressure { timeout } = self.qos.overflow {
+            self.settle(Instant::now() + timeout);
+        }
+    }
+
+    /// See [`Publisher::settle`].
+    pub(crate) fn settle(&self, until: Instant) -> bool {
         if !self.unconfirmed.get() {
-            return;
+            return true;
         }
         let remote = self
             .host_subscribers()
             .saturating_sub(self.route.subscribers());
         if remote == 0 {
-            return;
+            return true;
         }
         let acks = self.slot.acks();
         self.slot.ring_always();
-        self.await_acks(acks, remote, Instant::now() + timeout);
+        let done = self.await_acks(acks, remote, until);
+        self.unconfirmed.set(!done);
+        done
     }
 
     /// See [`Publisher::update_connections`].
@@ -541,9 +556,9 @@ impl Sender {
         } else {
             0
         };
+        self.unconfirmed.set(true);
         match sample.send() {
             Ok(n) if back_pressure => {
-                self.unconfirmed.set(true);
                 // a subscriber that has not attached yet and whose queue is full is skipped
                 // by the shared-memory layer: under back-pressure that is an error, never a
                 // silent loss (subscribers that joined or left meanwhile do not count)

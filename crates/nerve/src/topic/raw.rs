@@ -172,6 +172,11 @@ impl RawPublisher {
         self.tx.wait_for_subscribers(n, timeout)
     }
 
+    /// See [`crate::Publisher::settle`].
+    pub fn settle(&self, timeout: Duration) -> bool {
+        self.tx.settle(std::time::Instant::now() + timeout)
+    }
+
     /// Sends one message given as its bytes (head, then for slice types the elements at
     /// the element offset), copied into a loaned sample.
     pub fn publish_bytes(&self, payload: &[u8]) -> Result<(), PublishError> {

@@ -393,9 +393,12 @@ impl Receiver {
     fn try_recv_host(&self) -> Result<Option<(Received, usize)>, RecvError> {
         let polls = self.polls.get().wrapping_add(1);
         self.polls.set(polls);
-        let foreign = self.history || self.foreign_publishers();
+        let (foreign, rang) = self.foreign_publishers();
+        let foreign = self.history || foreign;
         let sends = self.local_topic.shm_sends();
-        if foreign || sends != self.local_shm_sends.replace(sends) {
+        // after a ring, look at shared memory once even if no foreign publisher is left:
+        // one may have sent and gone between two looks
+        if foreign || rang || sends != self.local_shm_sends.replace(sends) {
             self.shm_dirty.set(true);
         }
         let shm_first = self.shm_first.get() || polls.is_multiple_of(FAIRNESS);
@@ -432,20 +435,21 @@ impl Receiver {
         }
     }
 
-    /// Whether a publisher outside this context may exist. The shared-memory count is
-    /// read again only when the doorbell rang since (every new publisher rings it).
+    /// Whether a publisher outside this context may exist, and whether the doorbell rang
+    /// since the last look. The shared-memory count is read again only after a ring
+    /// (every new publisher rings, and so does a send to a sleeping subscriber).
     #[inline]
-    fn foreign_publishers(&self) -> bool {
+    fn foreign_publishers(&self) -> (bool, bool) {
         let seq = self.slot.seq();
-        let shm = match self.publishers_seen.get() {
-            Some((seen, n)) if seen == seq => n,
+        let (shm, rang) = match self.publishers_seen.get() {
+            Some((seen, n)) if seen == seq => (n, false),
             _ => {
                 let n = self.service.dynamic_config().number_of_publishers();
                 self.publishers_seen.set(Some((seq, n)));
-                n
+                (n, true)
             }
         };
-        shm > self.local_topic.publishers()
+        (shm > self.local_topic.publishers(), rang)
     }
 
     /// The next valid sample of the local route. Skips the queue while no publisher of

@@ -449,6 +449,70 @@ pub(crate) fn worst_case_samples(service: &TopicService, qos: &Qos) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::schema::Schema;
+
+    #[derive(Clone, Copy, crate::Message)]
+    #[repr(C)]
+    #[message(name = "shm_test/Pair")]
+    struct Pair {
+        a: u32,
+        b: u32,
+    }
+
+    /// A schema written into a topic's record by someone else is checked before use: one
+    /// describing another layout, a malformed one and another type's are refused by name.
+    #[test]
+    fn recorded_schemas_are_checked_not_trusted() {
+        let dir = std::env::temp_dir().join("nerve-tests/");
+        let cfg = crate::Config::default().domain(978).unwrap().state_dir(dir);
+        let ctx = crate::Context::new(cfg).unwrap();
+        let node = ctx.node("schema_lies").create().unwrap();
+        let ty = TypeInfo::of::<Pair>();
+        let good = Schema::of::<Pair>().encode();
+        let renamed = good.replace("b:4:u32", "c:4:u32");
+        let other = good.replace("type=shm_test/Pair", "type=shm_test/Other");
+        for (topic, text, check) in [
+            ("/schema/good", good.as_str(), None),
+            (
+                "/schema/renamed",
+                renamed.as_str(),
+                Some("does not match its layout hash"),
+            ),
+            (
+                "/schema/garbage",
+                "nerve-schema/1|type=x",
+                Some("malformed"),
+            ),
+            ("/schema/other", other.as_str(), Some("does not match")),
+        ] {
+            let service = open_topic(
+                &node.inner.iox,
+                topic,
+                Some(&ty),
+                Some(text),
+                &Qos::default(),
+            )
+            .unwrap();
+            match (topic_schema(&service).expect("a record"), check) {
+                (Ok(s), None) => assert_eq!(s, Schema::of::<Pair>()),
+                (Err(e), Some(needle)) => assert!(e.to_string().contains(needle), "{topic}: {e}"),
+                (r, _) => panic!("{topic}: {r:?}"),
+            }
+        }
+        let big = format!("{good}|{}", "x".repeat(MAX_RECORDED_SCHEMA));
+        let service = open_topic(
+            &node.inner.iox,
+            "/schema/big",
+            Some(&ty),
+            Some(&big),
+            &Qos::default(),
+        )
+        .unwrap();
+        assert!(
+            topic_schema(&service).is_none(),
+            "too large to record: none recorded"
+        );
+    }
 
     #[test]
     fn type_record_round_trip() {
