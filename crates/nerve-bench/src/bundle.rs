@@ -3,12 +3,23 @@
 
 use crate::machine::Machine;
 use crate::plot::escape;
-use crate::report::Skipped;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
+
+/// A system (or one of its payloads) that could not run, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    /// System name (and mode).
+    pub system: String,
+    /// The payload, if only that one failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_bytes: Option<usize>,
+    /// Why.
+    pub reason: String,
+}
 
 /// A target checked against measured figures.
 #[derive(Clone, Debug, Serialize)]
@@ -286,6 +297,84 @@ pub fn progress(len: u64, unit: &str) -> indicatif::ProgressBar {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar
+}
+
+/// One suite's part of the report, written once for Markdown and HTML: every suite
+/// builds its section with this, so headings, paragraphs, tables and figures look the same
+/// in both and in every suite.
+#[derive(Default)]
+pub struct Section {
+    markdown: String,
+    html: String,
+}
+
+impl Section {
+    /// Starts a section: a `## title` heading (the HTML page adds the suite's own) and an
+    /// introductory paragraph.
+    pub fn new(title: &str, intro: &str) -> Section {
+        Section {
+            markdown: format!("## {title}\n\n{intro}\n\n"),
+            html: format!("<p>{}</p>\n", escape(intro)),
+        }
+    }
+
+    /// A paragraph.
+    pub fn paragraph(&mut self, text: &str) {
+        let _ = write!(self.markdown, "{text}\n\n");
+        let _ = writeln!(self.html, "<p>{}</p>", escape(text));
+    }
+
+    /// A list of items.
+    pub fn list(&mut self, items: &[String]) {
+        self.html.push_str("<ul>");
+        for i in items {
+            let _ = writeln!(self.markdown, "- {i}");
+            let _ = write!(self.html, "<li>{}</li>", escape(i));
+        }
+        self.markdown.push('\n');
+        self.html.push_str("</ul>\n");
+    }
+
+    /// A sub-heading.
+    pub fn heading(&mut self, title: &str) {
+        let _ = write!(self.markdown, "### {title}\n\n");
+        let _ = writeln!(self.html, "<h3>{}</h3>", escape(title));
+    }
+
+    /// A table under an optional sub-heading.
+    pub fn table(&mut self, title: Option<&str>, head: &[&str], rows: &[Vec<String>]) {
+        if let Some(t) = title {
+            self.heading(t);
+        }
+        self.markdown.push_str(&md_table(head, rows));
+        self.markdown.push('\n');
+        self.html.push_str(&html_table(head, rows));
+    }
+
+    /// A plot with its caption (the page shows the plot; Markdown keeps the caption).
+    pub fn figure(&mut self, svg: &str, caption: &str) {
+        self.html.push_str(&figure(svg, caption));
+    }
+
+    /// The suite's output with this section as its Markdown and HTML.
+    pub fn finish(
+        self,
+        suite: &str,
+        rows: Vec<Value>,
+        skipped: Vec<Skipped>,
+        checks: Vec<Verdict>,
+        summary: String,
+    ) -> SuiteOutput {
+        SuiteOutput {
+            suite: suite.into(),
+            rows,
+            skipped,
+            checks,
+            markdown: self.markdown,
+            html: self.html,
+            summary,
+        }
+    }
 }
 
 /// Rows as JSON values for [`SuiteOutput::rows`].

@@ -7,15 +7,17 @@
 //! veth is not a physical link: there is no wire, no NIC and no switch, so these
 //! latencies are lower bounds of what the same software does between real machines.
 
-use crate::bundle::{figure, html_table, md_table, num, SuiteOutput, Verdict};
+use crate::bundle::Skipped;
+use crate::bundle::{json_rows, num, Section, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::hosts::SimHosts;
 use crate::machine::{cpu_ns, memory, mono_ns, Machine};
 use crate::plot::{line_chart, Axis, Series};
-use crate::report::{human_bytes, Skipped};
+use crate::report::human_bytes;
 use crate::stream::{Payload, StreamSpec, StreamSystem};
 use crate::topic::{measure_stream, Placement, TopicRow, CYBERRT_CROSS};
+use crate::topic::{TopicSuite, CROSS_HOST_SYSTEMS};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -245,6 +247,68 @@ fn pct(p: Option<f64>) -> String {
     p.map_or("–".into(), |p| format!("{p:.3}"))
 }
 
+/// The topic suite across two simulated hosts: the size sweep and CyberRT's scenarios for
+/// Nerve (reliable QoS, over its network plane), raw Zenoh and Cyclone DDS, then what the
+/// network plane costs local topics and an idle process.
+pub struct CrossHostSuite(pub TopicSuite);
+
+impl CrossHostSuite {
+    /// The quick or full variant.
+    pub fn new(quick: bool, role_command: (std::path::PathBuf, Vec<String>)) -> CrossHostSuite {
+        let base = if quick {
+            TopicSuite::quick(role_command)
+        } else {
+            TopicSuite::full(role_command)
+        };
+        CrossHostSuite(TopicSuite {
+            rates: Vec::new(),
+            systems: CROSS_HOST_SYSTEMS.to_vec(),
+            cross_host: true,
+            ..base
+        })
+    }
+
+    /// Runs it; without simulated hosts (no root, no iproute2) every row is skipped with
+    /// the reason.
+    pub fn run(&self, machine: &Machine) -> Result<SuiteOutput, String> {
+        let suite = &self.0;
+        suite.validate()?;
+        let sim = match SimHosts::create(2, 10_000) {
+            Ok(h) => h,
+            Err(e) => {
+                let skipped = vec![Skipped {
+                    system: "every system".into(),
+                    payload_bytes: None,
+                    reason: format!("no simulated hosts: {e}"),
+                }];
+                return Ok(output(
+                    Vec::new(),
+                    Vec::new(),
+                    skipped,
+                    machine,
+                    suite.quick,
+                ));
+            }
+        };
+        let (mut rows, mut skipped) = suite.measure(Some(&sim));
+        eprintln!("topic across hosts: the network plane's cost to local topics, idle sessions");
+        let (local, mut more) =
+            local_overhead(&suite.role_command, &sim, suite.domain, suite.seconds);
+        rows.extend(local);
+        skipped.append(&mut more);
+        let idle = idle_sessions(&suite.role_command, &sim, suite.domain, suite.seconds)
+            .unwrap_or_else(|e| {
+                skipped.push(Skipped {
+                    system: "idle executor".into(),
+                    payload_bytes: None,
+                    reason: e.to_string(),
+                });
+                Vec::new()
+            });
+        Ok(output(rows, idle, skipped, machine, suite.quick))
+    }
+}
+
 /// The suite's output across hosts.
 pub fn output(
     rows: Vec<TopicRow>,
@@ -364,8 +428,15 @@ pub fn output(
                 .collect(),
         })
         .collect();
-    let mut html = format!("<p>{intro}</p>\n");
-    html.push_str(&figure(
+    let mut section = Section::new(
+        "topic across hosts (seeds/001 cross-machine)",
+        &format!(
+            "{intro} {} per point; machine: {}.",
+            if quick { "2 s" } else { "10 s" },
+            machine.cpu
+        ),
+    );
+    section.figure(
         &line_chart(
             "Across hosts: average latency vs size at 100 Hz",
             &Axis::log("message size (bytes)"),
@@ -373,45 +444,26 @@ pub fn output(
             &series,
         ),
         "One-way latency between two simulated hosts (log-log).",
-    ));
-    html.push_str("<h3>CyberRT cross-machine scenarios</h3>\n");
-    html.push_str(&html_table(&scen_head, &scen));
-    html.push_str("<h3>Every point across hosts</h3>\n");
-    html.push_str(&html_table(&head, &cross));
-    html.push_str("<h3>What the network plane costs a local topic</h3>\n");
-    html.push_str(&html_table(&head, &local));
-    html.push_str("<h3>Idle executor with and without a Zenoh session</h3>\n");
-    html.push_str(&html_table(&idle_head, &idle_rows));
-
-    let mut md = String::from("## topic across hosts (seeds/001 cross-machine)\n\n");
-    md.push_str(&format!(
-        "{intro} {} per point; machine: {}.\n\n",
-        if quick { "2 s" } else { "10 s" },
-        machine.cpu
-    ));
-    md.push_str("### CyberRT cross-machine scenarios\n\n");
-    md.push_str(&md_table(&scen_head, &scen));
-    md.push_str("\n### Every point across hosts\n\n");
-    md.push_str(&md_table(&head, &cross));
-    md.push_str("\n### What the network plane costs a local topic\n\n");
-    md.push_str(&md_table(&head, &local));
-    md.push_str("\n### Idle executor with and without a Zenoh session\n\n");
-    md.push_str(&md_table(&idle_head, &idle_rows));
+    );
+    section.table(Some("CyberRT cross-machine scenarios"), &scen_head, &scen);
+    section.table(Some("Every point across hosts"), &head, &cross);
+    section.table(
+        Some("What the network plane costs a local topic"),
+        &head,
+        &local,
+    );
+    section.table(
+        Some("Idle executor with and without a Zenoh session"),
+        &idle_head,
+        &idle_rows,
+    );
 
     let mut summary = String::from("topic across hosts: avg / P99 µs, vs raw zenoh\n");
     for r in rows.iter().filter(|r| r.cross_host) {
         summary.push_str(&format!("  {}\n", line(r)[..9].join("  ")));
     }
     let checks = checks(&rows, &idle);
-    let mut json: Vec<serde_json::Value> = crate::bundle::json_rows(&rows);
-    json.extend(crate::bundle::json_rows(&idle));
-    SuiteOutput {
-        suite: "topic-cross-host".into(),
-        rows: json,
-        skipped,
-        checks,
-        markdown: md,
-        html,
-        summary,
-    }
+    let mut json: Vec<serde_json::Value> = json_rows(&rows);
+    json.extend(json_rows(&idle));
+    section.finish("topic-cross-host", json, skipped, checks, summary)
 }

@@ -6,11 +6,11 @@
 //! and end-to-end latency, each as count, median, MAD, mean, std, min and max, with raw
 //! series and quantile plots. The floor row moves the same bytes with a bare futex.
 
-use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
+use crate::bundle::Skipped;
+use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
 use crate::echo::PeerError;
 use crate::machine::Machine;
 use crate::plot::{line_chart, Axis, Series};
-use crate::report::Skipped;
 use crate::stats::{quantiles, Dist, Summary};
 use crate::stream::{Payload, StreamSpec, StreamSystem};
 use crate::topic::measure_stream;
@@ -373,21 +373,19 @@ fn output(
             ]
         })
         .collect();
-    let mut html = String::from(
-        "<p>A simulated Ouster driver writes each sweep (points of 48 B: x, y, z, intensity, \
-         t, reflectivity, ring, noise, range) straight into the loaned sample and stamps it \
-         when the sweep is complete (<em>msg_stamp</em>); the application stamps on receipt \
-         (<em>recv_stamp</em>). End-to-end latency is therefore transport plus wake-up. \
-         ROS 2 figures: published in seeds/003 on other hardware, where the stamp is taken \
-         at the sensor or at packet reception (ms).</p>\n",
+    let mut section = Section::new(
+        "lidar (seeds/003)",
+        &format!(
+            "A simulated Ouster driver writes each sweep (points of 48 B: x, y, z, intensity, \
+             t, reflectivity, ring, noise, range) straight into the loaned sample and stamps \
+             it when the sweep is complete (msg_stamp); the application stamps on receipt \
+             (recv_stamp). End-to-end latency is therefore transport plus wake-up. ROS 2 \
+             figures: published in seeds/003 on other hardware, where the stamp is taken at \
+             the sensor or at packet reception (ms). {frames} frames per mode at 10 Hz; \
+             machine: {}.",
+            machine.cpu
+        ),
     );
-    let mut md = format!(
-        "## lidar (seeds/003)\n\n{frames} frames per mode at 10 Hz; machine: {}.\n\n",
-        machine.cpu
-    );
-    md.push_str(&md_table(&head, &table));
-    md.push_str("\nROS 2, published elsewhere (seeds/003):\n\n");
-    md.push_str(&md_table(&seed_head, &seed_rows));
     let mut modes: Vec<(String, u32)> = Vec::new();
     for r in &rows {
         let k = (r.lidar_mode.clone(), r.beams);
@@ -419,8 +417,8 @@ fn output(
                 points: quantiles(&r.e2e_series_us, 200),
             })
             .collect();
-        html.push_str(&format!("<h3>{mode} OS1-{beams}</h3>\n"));
-        html.push_str(&figure(
+        section.heading(&format!("{mode} OS1-{beams}"));
+        section.figure(
             &line_chart(
                 &format!("End-to-end latency per frame, {mode} OS1-{beams}"),
                 &Axis::linear("frame"),
@@ -428,8 +426,8 @@ fn output(
                 &raw,
             ),
             "Raw series: every frame as measured.",
-        ));
-        html.push_str(&figure(
+        );
+        section.figure(
             &line_chart(
                 &format!("End-to-end latency quantiles, {mode} OS1-{beams}"),
                 &Axis::linear("quantile"),
@@ -437,12 +435,14 @@ fn output(
                 &q,
             ),
             "Quantile plot: the latency not exceeded by that fraction of frames.",
-        ));
+        );
     }
-    html.push_str("<h3>Summary</h3>\n");
-    html.push_str(&html_table(&head, &table));
-    html.push_str("<h3>ROS 2 (published, seeds/003)</h3>\n");
-    html.push_str(&html_table(&seed_head, &seed_rows));
+    section.table(Some("Summary"), &head, &table);
+    section.table(
+        Some("ROS 2 (published elsewhere, seeds/003)"),
+        &seed_head,
+        &seed_rows,
+    );
     let mut summary = String::from("lidar: end-to-end median / MAD µs\n");
     for r in &rows {
         summary.push_str(&format!(
@@ -454,15 +454,7 @@ fn output(
             num(r.e2e_latency_us.mad)
         ));
     }
-    SuiteOutput {
-        suite: "lidar".into(),
-        rows: json_rows(&rows),
-        skipped,
-        checks,
-        markdown: md,
-        html,
-        summary,
-    }
+    section.finish("lidar", json_rows(&rows), skipped, checks, summary)
 }
 
 #[cfg(test)]

@@ -7,13 +7,13 @@
 //! runs ahead flood the others' queues: under drop-oldest their oldest replies are lost.)
 //! Raw iceoryx2 runs beside Nerve on the cross-process 1:1 route.
 
-use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
+use crate::bundle::Skipped;
+use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::machine::pin_to_cpu;
 use crate::pattern;
 use crate::plot::{bar_chart, Axis};
-use crate::report::Skipped;
 use crate::stats::{Dist, Recorder};
 use nerve::{Context, Message, Qos, WaitMode};
 use nerve_msgs::{BatteryState, CmdVel, Imu, LaserScan, Odometry, PointCloud};
@@ -993,13 +993,15 @@ fn output(rows: Vec<PathsRow>, skipped: Vec<Skipped>) -> SuiteOutput {
         .iter()
         .map(|m| m.name().to_string())
         .collect();
-    let mut html = String::from(
-        "<p>Ping-pong (seeds/004, HORUS's method): the pinger fills its whole message and \
-         publishes it, every ponger copies the whole payload into a reply, the pinger waits \
-         for every reply. One-way = round trip / 2, unfiltered. Busy-polling where every \
-         thread has a core, adaptive waiting otherwise. HORUS published (other hardware): \
-         CmdVel 1:1 ~85 ns send-only; on this machine kind its own all_paths run gave 180 ns \
-         cross-process (cycle-counter timed, after its outlier filter).</p>\n",
+    let mut section = Section::new(
+        "paths (seeds/004)",
+        "Ping-pong (seeds/004, HORUS's method): the pinger fills its whole message and \
+         publishes it, every ponger copies the whole payload into a reply on that pinger's \
+         own reply topic, the pinger waits for every reply. One-way = round trip / 2, \
+         unfiltered. Busy-polling where every thread has a core, adaptive waiting otherwise. \
+         HORUS published (other hardware): CmdVel 1:1 ~85 ns send-only; on this machine kind \
+         its own all_paths run gave 180 ns cross-process (cycle-counter timed, after its \
+         outlier filter).",
     );
     let mut groups = Vec::new();
     for route in Route::ALL {
@@ -1022,7 +1024,7 @@ fn output(rows: Vec<PathsRow>, skipped: Vec<Skipped>) -> SuiteOutput {
             })
             .collect(),
     ));
-    html.push_str(&figure(
+    section.figure(
         &bar_chart(
             "One-way P50 by route (1:1)",
             &names,
@@ -1030,7 +1032,7 @@ fn output(rows: Vec<PathsRow>, skipped: Vec<Skipped>) -> SuiteOutput {
             &groups,
         ),
         "Median one-way latency per message type and route.",
-    ));
+    );
     let topos: Vec<String> = TOPOLOGIES.iter().map(|(a, b)| format!("{a}:{b}")).collect();
     let topo_groups: Vec<(String, Vec<Option<f64>>)> = Route::ALL
         .iter()
@@ -1046,7 +1048,7 @@ fn output(rows: Vec<PathsRow>, skipped: Vec<Skipped>) -> SuiteOutput {
             )
         })
         .collect();
-    html.push_str(&figure(
+    section.figure(
         &bar_chart(
             "CmdVel one-way P50 by topology",
             &topos,
@@ -1054,10 +1056,8 @@ fn output(rows: Vec<PathsRow>, skipped: Vec<Skipped>) -> SuiteOutput {
             &topo_groups,
         ),
         "Pingers:pongers; each ping waits for every ponger's reply.",
-    ));
-    html.push_str(&html_table(&head, &table));
-    let mut md = String::from("## paths (seeds/004)\n\n");
-    md.push_str(&md_table(&head, &table));
+    );
+    section.table(Some("Every route, topology and message"), &head, &table);
     let mut summary = String::from("paths: CmdVel 1:1 one-way P50\n");
     for route in Route::ALL {
         if let Some(r) = find(&rows, "nerve", route.name(), "1:1", "CmdVel") {
@@ -1074,15 +1074,7 @@ fn output(rows: Vec<PathsRow>, skipped: Vec<Skipped>) -> SuiteOutput {
             r.one_way_us.p50 * 1000.0
         ));
     }
-    SuiteOutput {
-        suite: "paths".into(),
-        rows: json_rows(&rows),
-        skipped,
-        checks,
-        markdown: md,
-        html,
-        summary,
-    }
+    section.finish("paths", json_rows(&rows), skipped, checks, summary)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Reports: `report.json` (machine-readable), `report.md` (the seed's tables with its
 //! published figures beside ours) and a summary table for the terminal.
 
+use crate::bundle::Skipped;
 use crate::machine::Machine;
 use crate::stats::Rtt;
 use serde::Serialize;
@@ -40,18 +41,6 @@ pub struct Entry {
     /// How the figures were derived where it differs from the others.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-}
-
-/// A system (or one of its payloads) that could not run, and why.
-#[derive(Clone, Debug, Serialize)]
-pub struct Skipped {
-    /// System name (and mode).
-    pub system: String,
-    /// The payload, if only that one failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub payload_bytes: Option<usize>,
-    /// Why.
-    pub reason: String,
 }
 
 /// A suite's results.

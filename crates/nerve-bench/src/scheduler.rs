@@ -8,12 +8,12 @@
 //! process may not), the same without real-time settings (`nerve`), and what a user would
 //! otherwise write: one thread per node sleeping to absolute deadlines (`threads`).
 
-use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
+use crate::bundle::Skipped;
+use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::machine::{cpu_ns, mono_ns, online_cpus, steal_ms, Machine as Host};
 use crate::plot::{line_chart, Axis, Series};
-use crate::report::Skipped;
 use crate::stream::say;
 use nerve::rt::{RtConfig, RtOutcome};
 use nerve::scheduler::{histogram, NodeReport, Spread};
@@ -666,24 +666,8 @@ fn output(
          Idle: an executor with a subscription and a service and no traffic.",
         suite.seconds, suite.scale_seconds
     );
-    let mut md = format!(
-        "## scheduler (seeds/004)\n\n{about}\n\nMachine: {}.\n\n",
-        host.cpu
-    );
-    md.push_str(&md_table(&mix_head, &mix_table));
-    md.push_str("\nReal-time settings, as read back:\n\n");
-    for r in &realtime {
-        md.push_str(&format!("- {r}\n"));
-    }
-    md.push_str("\nScaling (nerve-rt):\n\n");
-    md.push_str(&md_table(&scale_head, &scale_table));
-    if let Some(i) = &idle {
-        md.push_str(&format!(
-            "\nIdle executor: {:.3} % of one core over {:.1} s.\n",
-            i.cpu_percent, i.seconds
-        ));
-    }
-    let mut html = format!("<p>{about}</p>\n");
+    let mut section = Section::new("scheduler (seeds/004)", &about);
+    section.paragraph(&format!("Machine: {}.", host.cpu));
     let overhead = Series {
         label: "nerve-rt".into(),
         points: scale
@@ -698,7 +682,7 @@ fn output(
             .map(|s| (s.nodes as f64, s.jitter_us.p99))
             .collect(),
     };
-    html.push_str(&figure(
+    section.figure(
         &line_chart(
             "Scheduler overhead per tick",
             &Axis::linear("nodes"),
@@ -706,8 +690,8 @@ fn output(
             &[overhead],
         ),
         "The scheduler's own time per tick, by node count.",
-    ));
-    html.push_str(&figure(
+    );
+    section.figure(
         &line_chart(
             "Worst release jitter P99",
             &Axis::linear("nodes"),
@@ -715,17 +699,14 @@ fn output(
             &[worst],
         ),
         "The largest P99 release jitter of any node, by node count.",
-    ));
-    html.push_str(&html_table(&mix_head, &mix_table));
-    html.push_str("<ul>");
-    for r in &realtime {
-        html.push_str(&format!("<li>{}</li>", crate::plot::escape(r)));
-    }
-    html.push_str("</ul>\n<h3>Scaling</h3>\n");
-    html.push_str(&html_table(&scale_head, &scale_table));
+    );
+    section.table(Some("Mixed rates"), &mix_head, &mix_table);
+    section.paragraph("Real-time settings, as read back:");
+    section.list(&realtime);
+    section.table(Some("Scaling (nerve-rt)"), &scale_head, &scale_table);
     if let Some(i) = &idle {
-        html.push_str(&format!(
-            "<p>Idle executor: {:.3} % of one core over {:.1} s.</p>\n",
+        section.paragraph(&format!(
+            "Idle executor: {:.3} % of one core over {:.1} s.",
             i.cpu_percent, i.seconds
         ));
     }
@@ -754,15 +735,7 @@ fn output(
     let mut rows = json_rows(&mix);
     rows.extend(json_rows(&scale));
     rows.extend(json_rows(&idle.into_iter().collect::<Vec<_>>()));
-    SuiteOutput {
-        suite: "scheduler".into(),
-        rows,
-        skipped,
-        checks,
-        markdown: md,
-        html,
-        summary,
-    }
+    section.finish("scheduler", rows, skipped, checks, summary)
 }
 
 #[cfg(test)]

@@ -3,12 +3,13 @@
 //! synchronously in a loop; the server copies each request into its response; the client
 //! writes the whole request and checks the whole response on every call.
 
+use crate::bundle::Skipped;
 use crate::child::Child;
 use crate::echo::{EchoClient, PeerError};
 use crate::machine::{cpu_seconds, pin_to_cpu, AffinityGuard, Machine};
 use crate::pattern;
 use crate::peers::{self, cyclone};
-use crate::report::{self, Entry, Report, Skipped};
+use crate::report::{self, Entry, Report};
 use crate::stats::Recorder;
 use indicatif::ProgressBar;
 use std::path::PathBuf;

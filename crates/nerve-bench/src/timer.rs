@@ -13,14 +13,14 @@
 //! preemption do not blur the timers it measures;
 //! δ from the machine's own event stamps is reported beside.
 
-use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
+use crate::bundle::Skipped;
+use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::machine::{
     cpu_ns, mono_ns, online_cpus, pin_to_cpu, steal_ms, AffinityGuard, Machine as Host,
 };
 use crate::plot::{line_chart, Axis, Series};
-use crate::report::Skipped;
 use crate::stats::quantiles;
 use crate::stream::{say, stdin_closed};
 use nerve::machine::{event_qos, event_topic, TransitionEvent};
@@ -544,14 +544,11 @@ fn output(rows: Vec<TimerRow>, skipped: Vec<Skipped>, cycles: u64, host: &Host) 
                  std-sleep and tokio-interval drive the same events with what a user would \
                  otherwise write; nerve-rt adds the executor's real-time settings (SCHED_FIFO, \
                  locked memory); nerve-sleep-only is Nerve without the final spin.";
-    let mut md = format!(
-        "## timer (seeds/002)\n\n{about}\n\nN = {cycles} per point after {WARMUP} warm-up cycles; machine: {}.\n\n",
+    let mut section = Section::new("timer (seeds/002)", about);
+    section.paragraph(&format!(
+        "N = {cycles} per point after {WARMUP} warm-up cycles; machine: {}.",
         host.cpu
-    );
-    md.push_str(&md_table(&head, &table));
-    md.push_str("\nros_transitions, published elsewhere (seeds/002):\n\n");
-    md.push_str(&md_table(&seed_head, &seed_rows));
-    let mut html = format!("<p>{about}</p>\n");
+    ));
     let mut timeouts: Vec<u32> = rows.iter().map(|r| r.timeout_ms).collect();
     timeouts.sort_unstable();
     timeouts.dedup();
@@ -570,7 +567,7 @@ fn output(rows: Vec<TimerRow>, skipped: Vec<Skipped>, cycles: u64, host: &Host) 
                 ),
             })
             .collect();
-        html.push_str(&figure(
+        section.figure(
             &line_chart(
                 &format!("|δ| quantiles, one-shot timeout {t} ms"),
                 &Axis::linear("quantile"),
@@ -578,12 +575,14 @@ fn output(rows: Vec<TimerRow>, skipped: Vec<Skipped>, cycles: u64, host: &Host) 
                 &series,
             ),
             "The |δ| not exceeded by that fraction of cycles (every cycle as measured).",
-        ));
+        );
     }
-    html.push_str("<h3>Summary</h3>\n");
-    html.push_str(&html_table(&head, &table));
-    html.push_str("<h3>ros_transitions (published, seeds/002)</h3>\n");
-    html.push_str(&html_table(&seed_head, &seed_rows));
+    section.table(Some("Summary"), &head, &table);
+    section.table(
+        Some("ros_transitions (published elsewhere, seeds/002)"),
+        &seed_head,
+        &seed_rows,
+    );
     let mut summary = String::from("timer: δ mean / P99 / max µs\n");
     for r in &rows {
         summary.push_str(&format!(
@@ -595,15 +594,7 @@ fn output(rows: Vec<TimerRow>, skipped: Vec<Skipped>, cycles: u64, host: &Host) 
             num(r.delta_us.max)
         ));
     }
-    SuiteOutput {
-        suite: "timer".into(),
-        rows: json_rows(&rows),
-        skipped,
-        checks,
-        markdown: md,
-        html,
-        summary,
-    }
+    section.finish("timer", json_rows(&rows), skipped, checks, summary)
 }
 
 #[cfg(test)]

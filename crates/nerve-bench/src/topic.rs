@@ -8,15 +8,15 @@
 //! The `floor` row is a bare futex wake-up at the same rate and size: what any
 //! event-driven transport can reach on this machine.
 
-use crate::bundle::{figure, html_table, json_rows, md_table, num, progress, SuiteOutput, Verdict};
+use crate::bundle::Skipped;
+use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
 use crate::child::Child;
-use crate::cross_host;
 use crate::echo::PeerError;
 use crate::hosts::SimHosts;
 use crate::machine::{cpu_ns, memory, mono_ns, shm_bytes, Machine, Memory};
 use crate::peers::cyclone;
 use crate::plot::{bar_chart, line_chart, Axis, Series};
-use crate::report::{human_bytes, Skipped};
+use crate::report::human_bytes;
 use crate::stats::{Dist, Recorder};
 use crate::stream::{Arrivals, Payload, Role, StreamSpec, StreamSystem};
 use serde::Serialize;
@@ -240,22 +240,6 @@ impl TopicSuite {
         }
     }
 
-    /// The suite across two simulated hosts: the size sweep and CyberRT's scenarios, for
-    /// Nerve (reliable QoS, over its network plane), raw Zenoh and Cyclone DDS.
-    pub fn cross_host(quick: bool, role_command: (PathBuf, Vec<String>)) -> TopicSuite {
-        let base = if quick {
-            TopicSuite::quick(role_command)
-        } else {
-            TopicSuite::full(role_command)
-        };
-        TopicSuite {
-            rates: Vec::new(),
-            systems: CROSS_HOST_SYSTEMS.to_vec(),
-            cross_host: true,
-            ..base
-        }
-    }
-
     /// The quick run: every point, 2 s each.
     pub fn quick(role_command: (PathBuf, Vec<String>)) -> TopicSuite {
         TopicSuite {
@@ -331,31 +315,19 @@ impl TopicSuite {
         Ok(())
     }
 
-    /// Runs every system at every point and returns the suite's output.
+    /// Runs every system at every point on this host and returns the suite's output
+    /// (across hosts: [`crate::cross_host::CrossHostSuite`]).
     pub fn run(&self, machine: &Machine) -> Result<SuiteOutput, String> {
         self.validate()?;
-        let hosts = if self.cross_host {
-            match SimHosts::create(2, 10_000) {
-                Ok(h) => Some(h),
-                Err(e) => {
-                    let skipped = vec![Skipped {
-                        system: "every system".into(),
-                        payload_bytes: None,
-                        reason: format!("no simulated hosts: {e}"),
-                    }];
-                    return Ok(cross_host::output(
-                        Vec::new(),
-                        Vec::new(),
-                        skipped,
-                        machine,
-                        self.quick,
-                    ));
-                }
-            }
-        } else {
-            None
-        };
-        let hosts = hosts.as_ref();
+        if self.cross_host {
+            return Err("a suite across hosts runs as cross_host::CrossHostSuite".into());
+        }
+        let (rows, skipped) = self.measure(None);
+        Ok(output(rows, skipped, machine, self.quick))
+    }
+
+    /// Measures every system at every point, on this host or between `hosts`.
+    pub(crate) fn measure(&self, hosts: Option<&SimHosts>) -> (Vec<TopicRow>, Vec<Skipped>) {
         let points = self.points();
         let bar = progress(
             (points.len() * self.systems.len()) as u64,
@@ -400,24 +372,7 @@ impl TopicSuite {
             }
         }
         bar.finish_and_clear();
-        let Some(sim) = hosts else {
-            return Ok(output(rows, skipped, machine, self.quick));
-        };
-        eprintln!("topic across hosts: the network plane's cost to local topics, idle sessions");
-        let (local, mut more) =
-            cross_host::local_overhead(&self.role_command, sim, self.domain, self.seconds);
-        rows.extend(local);
-        skipped.append(&mut more);
-        let idle = cross_host::idle_sessions(&self.role_command, sim, self.domain, self.seconds)
-            .unwrap_or_else(|e| {
-                skipped.push(Skipped {
-                    system: "idle executor".into(),
-                    payload_bytes: None,
-                    reason: e.to_string(),
-                });
-                Vec::new()
-            });
-        Ok(cross_host::output(rows, idle, skipped, machine, self.quick))
+        (rows, skipped)
     }
 
     fn run_stream(
@@ -948,16 +903,21 @@ fn output(
                 .then(|| (r.payload_bytes as f64, q(&r.latency_us)))
         }
     };
-    let mut html = String::new();
-    html.push_str(
-        "<p>Two processes, one-way stream (seeds/001, CyberRT's method): the publisher writes \
-         the whole payload, stamps it, sends it; the subscriber stamps the arrival (same \
-         monotonic clock). CPU from /proc (user + system over wall), memory from \
-         /proc/PID/smaps_rollup, shared memory from /dev/shm. The <em>floor</em> is a bare \
-         futex wake-up of the other core at the same rate and size: what any event-driven \
-         transport pays on this machine.</p>\n",
+    let mut section = Section::new(
+        "topic (seeds/001)",
+        &format!(
+            "Two processes pinned to separate cores, one-way stream (seeds/001, CyberRT's \
+             method), {} per point; machine: {}. The publisher writes the whole payload, \
+             stamps it, sends it; the subscriber stamps the arrival (same monotonic clock). \
+             CPU from /proc (user + system over wall), memory from /proc/PID/smaps_rollup, \
+             shared memory from /dev/shm. The floor is a bare futex wake-up of the other \
+             core at the same rate and size: what any event-driven transport pays on this \
+             machine.",
+            if quick { "2 s" } else { "10 s" },
+            machine.cpu
+        ),
     );
-    html.push_str(&figure(
+    section.figure(
         &line_chart(
             "Latency P50 vs message size at 100 Hz",
             &Axis::log("message size (bytes)"),
@@ -965,8 +925,8 @@ fn output(
             &series(&by_size(|d| d.p50)),
         ),
         "Median one-way latency per system (log-log).",
-    ));
-    html.push_str(&figure(
+    );
+    section.figure(
         &line_chart(
             "Latency P99 vs message size at 100 Hz",
             &Axis::log("message size (bytes)"),
@@ -974,8 +934,8 @@ fn output(
             &series(&by_size(|d| d.p99)),
         ),
         "99th percentile one-way latency per system (log-log).",
-    ));
-    html.push_str(&figure(
+    );
+    section.figure(
         &line_chart(
             "Latency P50 vs rate at 1 MiB",
             &Axis::log("rate (Hz)"),
@@ -986,7 +946,7 @@ fn output(
             }),
         ),
         "Median one-way latency at 1 MiB by rate.",
-    ));
+    );
     let scen_names: Vec<String> = CYBERRT_SCENARIOS
         .iter()
         .map(|(n, s, r, ..)| format!("{n} ({} / {r} Hz)", human_bytes(*s)))
@@ -1012,7 +972,7 @@ fn output(
             }),
         ));
     }
-    html.push_str(&figure(
+    section.figure(
         &bar_chart(
             "Subscriber CPU per scenario",
             &scen_names,
@@ -1020,8 +980,8 @@ fn output(
             &cpu_groups,
         ),
         "CPU of the subscribing process in CyberRT's scenarios (CyberRT: published, other hardware).",
-    ));
-    html.push_str(&figure(
+    );
+    section.figure(
         &bar_chart(
             "Memory per scenario (RSS publisher + subscriber)",
             &scen_names,
@@ -1029,22 +989,13 @@ fn output(
             &mem_groups,
         ),
         "Resident memory of both processes (CyberRT reports 250 MB plus a 1 GB arena).",
-    ));
-    html.push_str("<h3>CyberRT scenarios</h3>\n");
-    html.push_str(&html_table(&scen_head, &scen_rows));
-    html.push_str("<h3>Every point</h3>\n");
-    html.push_str(&html_table(&head, &table_rows));
-
-    let mut md = String::from("## topic (seeds/001)\n\n");
-    md.push_str(&format!(
-        "Two processes pinned to separate cores, one-way stream, {} per point; machine: {}.\n\n",
-        if quick { "2 s" } else { "10 s" },
-        machine.cpu
-    ));
-    md.push_str("### CyberRT scenarios (CyberRT: published elsewhere, other hardware)\n\n");
-    md.push_str(&md_table(&scen_head, &scen_rows));
-    md.push_str("\n### Every point\n\n");
-    md.push_str(&md_table(&head, &table_rows));
+    );
+    section.table(
+        Some("CyberRT scenarios (CyberRT: published elsewhere, other hardware)"),
+        &scen_head,
+        &scen_rows,
+    );
+    section.table(Some("Every point"), &head, &table_rows);
 
     let mut summary = String::from("topic: one-way latency P50 / P99 µs, subscriber CPU %\n");
     for r in rows
@@ -1062,15 +1013,7 @@ fn output(
         ));
     }
     let checks = checks(&rows);
-    SuiteOutput {
-        suite: "topic".into(),
-        rows: json_rows(&rows),
-        skipped,
-        checks,
-        markdown: md,
-        html,
-        summary,
-    }
+    section.finish("topic", json_rows(&rows), skipped, checks, summary)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use crate::{usage, CmdResult, Failure};
 use clap::{Args, Subcommand};
 use nerve_bench::bundle::{Bundle, SuiteOutput};
+use nerve_bench::cross_host::CrossHostSuite;
 use nerve_bench::lidar::LidarSuite;
 use nerve_bench::machine::Machine;
 use nerve_bench::paths::{run_pongers, MessageKind, PathsSuite, PongSpec, Route};
@@ -358,7 +359,7 @@ fn role_command() -> Result<(PathBuf, Vec<String>), Failure> {
 /// Builds the topic suite from its arguments.
 fn topic_suite(a: &TopicArgs) -> Result<TopicSuite, Failure> {
     let mut suite = if a.cross_host {
-        TopicSuite::cross_host(a.quick, role_command()?)
+        CrossHostSuite::new(a.quick, role_command()?).0
     } else if a.quick {
         TopicSuite::quick(role_command()?)
     } else {
@@ -414,7 +415,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     } else {
         TopicSuite::full(rc.clone())
     };
-    let mut cross = TopicSuite::cross_host(quick, rc.clone());
+    let mut cross = CrossHostSuite::new(quick, rc.clone());
     let mut paths = if quick {
         PathsSuite::quick(rc.clone())
     } else {
@@ -437,7 +438,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     };
     if a.smoke {
         (topic.sizes, topic.rates, topic.scenarios, topic.seconds) = (vec![16], vec![], false, 0.3);
-        (cross.sizes, cross.scenarios, cross.seconds) = (vec![1024], false, 0.5);
+        (cross.0.sizes, cross.0.scenarios, cross.0.seconds) = (vec![1024], false, 0.5);
         (paths.iterations, paths.warmup) = (50, 5);
         (paths.topologies, paths.messages) = (vec![(1, 1), (2, 1)], vec![MessageKind::CmdVel]);
         (lidar.frames, lidar.modes, lidar.beams) = (5, vec![512], vec![16]);
@@ -521,7 +522,12 @@ pub fn run(cmd: BenchCommand) -> CmdResult {
         BenchCommand::Topic(a) => {
             let suite = topic_suite(&a)?;
             let machine = Machine::detect();
-            let out = suite.run(&machine).map_err(usage)?;
+            let out = if suite.cross_host {
+                CrossHostSuite(suite.clone()).run(&machine)
+            } else {
+                suite.run(&machine)
+            }
+            .map_err(usage)?;
             write_bundle(&a.out, suite.quick, vec![out])
         }
         BenchCommand::Peer { system, endpoint } => {
