@@ -522,4 +522,42 @@ mod tests {
     fn the_host_id_is_stable() {
         assert_eq!(host_id().unwrap(), host_id().unwrap());
     }
+
+    /// A failed open is not remembered (a fixed file works next time), and a context that
+    /// asks for other settings than the open plane's is told so by name. Loopback only,
+    /// no multicast scouting.
+    #[test]
+    fn plane_errors_are_not_cached_and_conflicts_are_named() {
+        let dir = std::env::temp_dir().join(format!("nerve-plane-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("zenoh.json5");
+        let with_file = |path: &std::path::Path, host: &str| {
+            let mut c = Config::default().network(true);
+            c.network.zenoh_config = Some(path.to_path_buf());
+            c.network.host_name = Some(host.into());
+            c
+        };
+        std::fs::write(&file, "{ this is not json5").unwrap();
+        let bad = plane(&with_file(&file, "a"))
+            .err()
+            .expect("a malformed file fails");
+        assert!(bad.to_string().contains("zenoh.json5"), "{bad}");
+        std::fs::write(
+            &file,
+            "{ mode: \"peer\", listen: { endpoints: [\"tcp/127.0.0.1:0\"] }, \
+             scouting: { multicast: { enabled: false }, gossip: { enabled: false } } }",
+        )
+        .unwrap();
+        let good = with_file(&file, "a");
+        let p = plane(&good).unwrap().expect("the fixed file opens");
+        assert!(
+            Arc::ptr_eq(&p, &plane(&good).unwrap().unwrap()),
+            "one per process"
+        );
+        let other = plane(&with_file(&file, "b"))
+            .err()
+            .expect("other settings conflict");
+        assert!(other.to_string().contains("already open"), "{other}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
