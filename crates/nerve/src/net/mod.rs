@@ -429,7 +429,7 @@ fn host_id_file() -> String {
 
 /// This host's id: read from [`host_id_file`], created (atomically) by the first process.
 fn host_id() -> std::io::Result<u64> {
-    if let Some(id) = read_host_id()? {
+    if let Some(id) = read_host_id(&host_id_file())? {
         return Ok(id);
     }
     let file = host_id_file();
@@ -455,15 +455,14 @@ fn host_id() -> std::io::Result<u64> {
     // link fails if another process won the race; either way the file now holds the id
     let _ = std::fs::hard_link(&tmp, &file);
     let _ = std::fs::remove_file(&tmp);
-    read_host_id()?.ok_or_else(|| std::io::Error::other(format!("{file} vanished")))
+    read_host_id(&file)?.ok_or_else(|| std::io::Error::other(format!("{file} vanished")))
 }
 
 /// Reads the host id file: never through a symbolic link, and only a file of this user
 /// that nobody else may write (anything else is an error naming the file).
-fn read_host_id() -> std::io::Result<Option<u64>> {
+fn read_host_id(file: &str) -> std::io::Result<Option<u64>> {
     use std::io::Read;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let file = host_id_file();
     let mut f = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
@@ -521,6 +520,31 @@ mod tests {
     #[test]
     fn the_host_id_is_stable() {
         assert_eq!(host_id().unwrap(), host_id().unwrap());
+    }
+
+    /// A host id file that others may write, or a link, is refused by name.
+    #[test]
+    fn host_id_files_others_can_set_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = format!("/dev/shm/nerve_test_host_id_{}", std::process::id());
+        std::fs::write(&path, "00000000000000ff\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_host_id(&path).unwrap(), Some(0xff));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = read_host_id(&path).unwrap_err().to_string();
+        assert!(e.contains(&path) && e.contains("mode 666"), "{e}");
+        let link = format!("{path}_link");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(
+            read_host_id(&link).is_err(),
+            "a symbolic link is not followed"
+        );
+        std::fs::write(&path, "not hex").unwrap();
+        assert!(read_host_id(&path).unwrap_err().to_string().contains(&path));
+        std::fs::remove_file(&link).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(read_host_id(&path).unwrap(), None, "missing: none yet");
     }
 
     /// A failed open is not remembered (a fixed file works next time), and a context that

@@ -205,3 +205,46 @@ impl RawPublisher {
         self.tx.send_loan(buf, payload.len())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::schema::Schema;
+
+    #[derive(Clone, Copy, crate::Message)]
+    #[repr(C)]
+    #[message(name = "raw_test/Samples", elem = u32)]
+    struct Samples {
+        id: u64,
+    }
+
+    /// Payloads that do not fit the layout are refused by name and nothing is sent;
+    /// fitting ones arrive intact.
+    #[test]
+    fn raw_payloads_are_checked_against_the_layout() {
+        let dir = std::env::temp_dir().join("nerve-tests/");
+        let cfg = crate::Config::default().domain(979).unwrap().state_dir(dir);
+        let ctx = crate::Context::new(cfg).unwrap();
+        let node = ctx.node("raw_pub").create().unwrap();
+        let sub = node.subscriber::<Samples>("/raw/samples").create().unwrap();
+        let publisher = RawPublisher::create(
+            &node,
+            "/raw/samples",
+            &Schema::of::<Samples>(),
+            Qos::default(),
+        )
+        .unwrap();
+        for len in [0, 7, 10, 13] {
+            let e = publisher.publish_bytes(&vec![0u8; len]).unwrap_err();
+            assert!(matches!(e, PublishError::BadPayload { .. }), "{len}: {e}");
+            assert!(e.to_string().contains("raw_test/Samples"), "{e}");
+        }
+        assert!(sub.try_recv().unwrap().is_none(), "nothing was sent");
+        let mut good = 5u64.to_ne_bytes().to_vec();
+        good.extend(7u32.to_ne_bytes());
+        good.extend(9u32.to_ne_bytes());
+        publisher.publish_bytes(&good).unwrap();
+        let s = sub.recv_timeout(Duration::from_secs(1)).unwrap().unwrap();
+        assert_eq!((s.id, s.elems()), (5, &[7u32, 9][..]));
+    }
+}
