@@ -466,7 +466,7 @@ fn read_host_id(file: &str) -> std::io::Result<Option<u64>> {
     let mut f = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(&file)
+        .open(file)
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
