@@ -356,6 +356,11 @@ impl Section {
         self.html.push_str(&figure(svg, caption));
     }
 
+    /// The section's Markdown so far, e.g. to embed it in a suite's standalone report.
+    pub fn markdown(&self) -> &str {
+        &self.markdown
+    }
+
     /// The suite's output with this section as its Markdown and HTML.
     pub fn finish(
         self,

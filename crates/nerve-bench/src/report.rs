@@ -1,8 +1,9 @@
 //! Reports: `report.json` (machine-readable), `report.md` (the seed's tables with its
 //! published figures beside ours) and a summary table for the terminal.
 
-use crate::bundle::Skipped;
+use crate::bundle::{md_table, Section, Skipped, SuiteOutput, Verdict};
 use crate::machine::Machine;
+use crate::plot::{bar_chart, line_chart, Axis, Series};
 use crate::stats::Rtt;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -345,7 +346,9 @@ impl Report {
         std::fs::write(dir.join("report.md"), self.markdown())
     }
 
-    /// The report as Markdown.
+    /// The report as Markdown, standalone (`report.md` of `nerve bench service`): machine
+    /// and versions, the targets, then the same section the combined report shows, and
+    /// what was skipped.
     pub fn markdown(&self) -> String {
         let mut s = String::new();
         let m = &self.machine;
@@ -368,160 +371,27 @@ impl Report {
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        let _ = writeln!(s, "Versions: {}.  ", versions.join(", "));
-        let _ = writeln!(
-            s,
-            "Method (seeds/000): two processes; one client thread calls synchronously in a loop; \
-             the server copies each request into its response at once. Every call the client \
-             writes the whole request and checks length and checksum of the whole response. \
-             {} calls after {} warm-up per system and payload{}. TPS = calls / total time; RTT \
-             from an HDR histogram, nothing filtered.\n",
-            self.calls_per_run,
-            self.warmup_per_run,
-            if self.quick { " (--quick)" } else { "" }
-        );
-        let systems = self.systems();
-        let _ = writeln!(s, "## Throughput (calls/s)\n");
-        let mut head = vec!["payload".to_string()];
-        head.extend(systems.iter().map(|(sy, mo)| format!("{sy} {mo}")));
-        head.push("Segar*".into());
-        head.push("ROS 2*".into());
-        table_head(&mut s, &head);
-        for p in self.payloads() {
-            let mut row = vec![human_bytes(p)];
-            row.extend(
-                systems
-                    .iter()
-                    .map(|(sy, mo)| opt(self.find(sy, mo, p).map(|e| e.tps))),
-            );
-            let seed = SEED_000.iter().find(|x| x.0 == p);
-            row.push(opt(seed.and_then(|x| x.1[0])));
-            row.push(opt(seed.and_then(|x| x.2[0])));
-            table_row(&mut s, &row);
-        }
-        let _ = writeln!(
-            s,
-            "\n\\* published in seeds/000 (Segar 2.0.0 and ROS 2 Humble, 28-core x86, Ubuntu \
-             22.04): measured elsewhere, not on this machine.\n"
-        );
+        let _ = writeln!(s, "Versions: {}.\n", versions.join(", "));
         let _ = writeln!(s, "## Targets\n");
-        table_head(
-            &mut s,
-            &[
-                "payload".into(),
-                "target".into(),
-                "value".into(),
-                "met".into(),
-            ],
-        );
-        for c in self.checks() {
-            table_row(
-                &mut s,
-                &[
+        let targets: Vec<Vec<String>> = self
+            .checks()
+            .into_iter()
+            .map(|c| {
+                vec![
                     human_bytes(c.payload_bytes),
-                    c.target.clone(),
+                    c.target,
                     opt(c.value),
                     match c.met {
                         Some(true) => "yes".into(),
                         Some(false) => "**no**".into(),
                         None => "not measured".into(),
                     },
-                ],
-            );
-        }
-        let _ = writeln!(s, "\n## Round trip per payload (µs)\n");
-        for p in self.payloads() {
-            let _ = writeln!(s, "### {}\n", human_bytes(p));
-            table_head(
-                &mut s,
-                &[
-                    "system", "mode", "TPS", "avg", "P50", "P90", "P99", "P99.9", "max",
                 ]
-                .map(String::from),
-            );
-            for e in self.results.iter().filter(|e| e.payload_bytes == p) {
-                let r = &e.rtt_us;
-                table_row(
-                    &mut s,
-                    &[
-                        e.system.clone(),
-                        e.mode.clone(),
-                        num(e.tps),
-                        num(r.avg),
-                        num(r.p50),
-                        num(r.p90),
-                        num(r.p99),
-                        opt(r.p999),
-                        num(r.max),
-                    ],
-                );
-            }
-            if let Some((_, segar, ros)) = SEED_000.iter().find(|x| x.0 == p) {
-                for (name, f) in [("Segar*", segar), ("ROS 2*", ros)] {
-                    table_row(
-                        &mut s,
-                        &[
-                            name.into(),
-                            "published".into(),
-                            opt(f[0]),
-                            opt(f[1]),
-                            opt(f[2]),
-                            opt(f[3]),
-                            opt(f[4]),
-                            "–".into(),
-                            opt(f[5]),
-                        ],
-                    );
-                }
-            }
-            let _ = writeln!(s);
-        }
-        let notes: Vec<String> = self
-            .results
-            .iter()
-            .filter_map(|e| {
-                e.note
-                    .as_ref()
-                    .map(|n| format!("{} {}: {n}", e.system, e.mode))
             })
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
             .collect();
-        if !notes.is_empty() {
-            let _ = writeln!(s, "Notes:\n");
-            for n in notes {
-                let _ = writeln!(s, "- {n}");
-            }
-            let _ = writeln!(s);
-        }
-        let idle: Vec<&Entry> = self
-            .results
-            .iter()
-            .filter(|e| e.idle_cpu_percent.is_some())
-            .collect();
-        if !idle.is_empty() {
-            let _ = writeln!(
-                s,
-                "## Idle CPU (% of one core, 1 s after the first payload)\n"
-            );
-            table_head(
-                &mut s,
-                &["system", "mode", "server", "client"].map(String::from),
-            );
-            for e in idle {
-                let i = e.idle_cpu_percent.unwrap_or_default();
-                table_row(
-                    &mut s,
-                    &[
-                        e.system.clone(),
-                        e.mode.clone(),
-                        opt(i.server),
-                        opt(i.client),
-                    ],
-                );
-            }
-            let _ = writeln!(s);
-        }
+        s.push_str(&md_table(&["payload", "target", "value", "met"], &targets));
+        s.push('\n');
+        s.push_str(self.section().markdown());
         if !self.skipped.is_empty() {
             let _ = writeln!(s, "## Skipped\n");
             for k in &self.skipped {
@@ -584,41 +454,191 @@ impl Report {
     }
 }
 
-fn table_head(s: &mut String, cells: &[String]) {
-    let _ = writeln!(s, "| {} |", cells.join(" | "));
-    let _ = writeln!(s, "|{}", "---|".repeat(cells.len()));
-}
-
-fn table_row(s: &mut String, cells: &[String]) {
-    let _ = writeln!(s, "| {} |", cells.join(" | "));
-}
-
 impl Report {
-    /// The Markdown as a section of a combined report: headings one level down, and the
-    /// targets left to the combined report's own table.
-    fn markdown_section(&self) -> String {
-        let mut out = String::from("## service (seeds/000)\n");
-        let mut in_targets = false;
-        for line in self.markdown().lines().skip(1) {
-            if line.starts_with("## ") {
-                in_targets = line == "## Targets";
+    /// The service suite's part of a report, written once for Markdown and HTML: method,
+    /// plots, throughput and round-trip tables (with the figures published in seeds/000),
+    /// notes and idle CPU. Targets and skipped systems are left to the report around it.
+    fn section(&self) -> Section {
+        let mut section = Section::new(
+            "service (seeds/000)",
+            "Request/response ping-pong (seeds/000, Segar vs ROS 2): two processes; one \
+             client thread calls synchronously in a loop; the server copies each request into \
+             its response at once. Every call the client writes the whole request and checks \
+             length and checksum of the whole response. TPS = calls / total time; RTT from an \
+             HDR histogram, nothing filtered. Segar and ROS 2: published elsewhere on other \
+             hardware.",
+        );
+        section.paragraph(&format!(
+            "{} calls after {} warm-up per system and payload{}.",
+            self.calls_per_run,
+            self.warmup_per_run,
+            if self.quick { " (--quick)" } else { "" }
+        ));
+        let payloads = self.payloads();
+        let systems = self.systems();
+        let seed = |p: usize| SEED_000.iter().find(|s| s.0 == p);
+
+        let names: Vec<String> = payloads.iter().map(|p| human_bytes(*p)).collect();
+        let mut tps_groups: Vec<(String, Vec<Option<f64>>)> = systems
+            .iter()
+            .map(|(s, m)| {
+                let v = payloads
+                    .iter()
+                    .map(|p| self.find(s, m, *p).map(|e| e.tps))
+                    .collect();
+                (format!("{s} {m}"), v)
+            })
+            .collect();
+        tps_groups.push((
+            "Segar (published)".into(),
+            payloads
+                .iter()
+                .map(|p| seed(*p).and_then(|s| s.1[0]))
+                .collect(),
+        ));
+        tps_groups.push((
+            "ROS 2 (published)".into(),
+            payloads
+                .iter()
+                .map(|p| seed(*p).and_then(|s| s.2[0]))
+                .collect(),
+        ));
+        section.figure(
+            &bar_chart(
+                "Calls per second by payload",
+                &names,
+                &Axis::log("calls/s"),
+                &tps_groups,
+            ),
+            "TPS per payload and system (log scale).",
+        );
+        let rtt_series: Vec<Series> = systems
+            .iter()
+            .map(|(s, m)| Series {
+                label: format!("{s} {m}"),
+                points: payloads
+                    .iter()
+                    .filter_map(|p| self.find(s, m, *p).map(|e| (*p as f64, e.rtt_us.p50)))
+                    .collect(),
+            })
+            .collect();
+        section.figure(
+            &line_chart(
+                "Round trip P50 vs payload",
+                &Axis::log("payload (bytes)"),
+                &Axis::log("RTT P50 (µs)"),
+                &rtt_series,
+            ),
+            "Median round trip per system (log-log).",
+        );
+
+        let mut head: Vec<String> = vec!["payload".into()];
+        head.extend(systems.iter().map(|(s, m)| format!("{s} {m}")));
+        head.extend(["Segar*".into(), "ROS 2*".into()]);
+        let head: Vec<&str> = head.iter().map(String::as_str).collect();
+        let throughput: Vec<Vec<String>> = payloads
+            .iter()
+            .map(|&p| {
+                let mut row = vec![human_bytes(p)];
+                row.extend(
+                    systems
+                        .iter()
+                        .map(|(s, m)| opt(self.find(s, m, p).map(|e| e.tps))),
+                );
+                row.push(opt(seed(p).and_then(|x| x.1[0])));
+                row.push(opt(seed(p).and_then(|x| x.2[0])));
+                row
+            })
+            .collect();
+        section.table(Some("Throughput (calls/s)"), &head, &throughput);
+        section.paragraph(
+            "Segar* and ROS 2*: published in seeds/000 (Segar 2.0.0 and ROS 2 Humble, \
+             28-core x86, Ubuntu 22.04), measured elsewhere, not on this machine.",
+        );
+
+        let head = [
+            "system", "mode", "TPS", "avg", "P50", "P90", "P99", "P99.9", "max",
+        ];
+        for &p in &payloads {
+            let mut rows: Vec<Vec<String>> = self
+                .results
+                .iter()
+                .filter(|e| e.payload_bytes == p)
+                .map(|e| {
+                    let r = &e.rtt_us;
+                    vec![
+                        e.system.clone(),
+                        e.mode.clone(),
+                        num(e.tps),
+                        num(r.avg),
+                        num(r.p50),
+                        num(r.p90),
+                        num(r.p99),
+                        opt(r.p999),
+                        num(r.max),
+                    ]
+                })
+                .collect();
+            if let Some((_, segar, ros)) = seed(p) {
+                for (name, f) in [("Segar*", segar), ("ROS 2*", ros)] {
+                    rows.push(vec![
+                        name.into(),
+                        "published".into(),
+                        opt(f[0]),
+                        opt(f[1]),
+                        opt(f[2]),
+                        opt(f[3]),
+                        opt(f[4]),
+                        "–".into(),
+                        opt(f[5]),
+                    ]);
+                }
             }
-            if in_targets {
-                continue;
-            }
-            if line.starts_with('#') {
-                out.push('#');
-            }
-            out.push_str(line);
-            out.push('\n');
+            let title = format!("Round trip at {} (µs)", human_bytes(p));
+            section.table(Some(&title), &head, &rows);
         }
-        out
+
+        let notes: Vec<String> = self
+            .results
+            .iter()
+            .filter_map(|e| {
+                e.note
+                    .as_ref()
+                    .map(|n| format!("{} {}: {n}", e.system, e.mode))
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !notes.is_empty() {
+            section.heading("Notes");
+            section.list(&notes);
+        }
+
+        let idle: Vec<Vec<String>> = self
+            .results
+            .iter()
+            .filter_map(|e| {
+                let i = e.idle_cpu_percent?;
+                Some(vec![
+                    e.system.clone(),
+                    e.mode.clone(),
+                    opt(i.server),
+                    opt(i.client),
+                ])
+            })
+            .collect();
+        if !idle.is_empty() {
+            section.table(
+                Some("Idle CPU (% of one core, 1 s after the first payload)"),
+                &["system", "mode", "server", "client"],
+                &idle,
+            );
+        }
+        section
     }
 
     /// The service suite as one part of a combined report (rows, checks, Markdown, HTML).
-    pub fn to_suite_output(&self) -> crate::bundle::SuiteOutput {
-        use crate::bundle::{figure, html_table, SuiteOutput, Verdict};
-        use crate::plot::{bar_chart, line_chart, Axis, Series};
+    pub fn to_suite_output(&self) -> SuiteOutput {
         let rows = self
             .results
             .iter()
@@ -640,107 +660,69 @@ impl Report {
                 met: c.met,
             })
             .collect();
-        let payloads = self.payloads();
-        let names: Vec<String> = payloads.iter().map(|p| human_bytes(*p)).collect();
-        let mut tps_groups: Vec<(String, Vec<Option<f64>>)> = self
-            .systems()
-            .into_iter()
-            .map(|(s, m)| {
-                let v = payloads
-                    .iter()
-                    .map(|p| self.find(&s, &m, *p).map(|e| e.tps))
-                    .collect();
-                (format!("{s} {m}"), v)
-            })
-            .collect();
-        // published TPS of Segar (column 1) and ROS 2 (column 2) per payload
-        let seed = |ros: bool| {
-            payloads
-                .iter()
-                .map(|p| {
-                    let s = SEED_000.iter().find(|s| s.0 == *p)?;
-                    if ros {
-                        s.2[0]
-                    } else {
-                        s.1[0]
-                    }
-                })
-                .collect::<Vec<_>>()
-        };
-        tps_groups.push(("Segar (published)".into(), seed(false)));
-        tps_groups.push(("ROS 2 (published)".into(), seed(true)));
-        let rtt_series: Vec<Series> = self
-            .systems()
-            .into_iter()
-            .map(|(s, m)| Series {
-                label: format!("{s} {m}"),
-                points: payloads
-                    .iter()
-                    .filter_map(|p| self.find(&s, &m, *p).map(|e| (*p as f64, e.rtt_us.p50)))
-                    .collect(),
-            })
-            .collect();
-        let mut html = String::from(
-            "<p>Request/response ping-pong (seeds/000, Segar vs ROS 2): a single-threaded \
-             client calls synchronously, the server copies each request into its response, \
-             the client writes and checks every byte. Segar and ROS 2: published elsewhere on \
-             other hardware.</p>\n",
-        );
-        html.push_str(&figure(
-            &bar_chart(
-                "Calls per second by payload",
-                &names,
-                &Axis::log("calls/s"),
-                &tps_groups,
-            ),
-            "TPS per payload and system (log scale).",
-        ));
-        html.push_str(&figure(
-            &line_chart(
-                "Round trip P50 vs payload",
-                &Axis::log("payload (bytes)"),
-                &Axis::log("RTT P50 (µs)"),
-                &rtt_series,
-            ),
-            "Median round trip per system (log-log).",
-        ));
-        let head = [
-            "system",
-            "payload",
-            "TPS",
-            "avg µs",
-            "P50 µs",
-            "P90 µs",
-            "P99 µs",
-            "P99.9 µs",
-            "max µs",
-        ];
-        let table: Vec<Vec<String>> = self
-            .results
-            .iter()
-            .map(|e| {
-                vec![
-                    format!("{} {}", e.system, e.mode),
-                    human_bytes(e.payload_bytes),
-                    format!("{:.0}", e.tps),
-                    num(e.rtt_us.avg),
-                    num(e.rtt_us.p50),
-                    num(e.rtt_us.p90),
-                    num(e.rtt_us.p99),
-                    opt(e.rtt_us.p999),
-                    num(e.rtt_us.max),
-                ]
-            })
-            .collect();
-        html.push_str(&html_table(&head, &table));
-        SuiteOutput {
-            suite: "service".into(),
+        self.section().finish(
+            "service",
             rows,
-            skipped: self.skipped.clone(),
+            self.skipped.clone(),
             checks,
-            markdown: self.markdown_section(),
-            html,
-            summary: self.summary(),
+            self.summary(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(system: &str, mode: &str, p50: f64) -> Entry {
+        Entry {
+            system: system.into(),
+            mode: mode.into(),
+            payload_bytes: 256,
+            calls: 1000,
+            seconds: 0.1,
+            tps: 10_000.0,
+            rtt_us: Rtt {
+                avg: p50 * 1.1,
+                p50,
+                p90: p50 * 1.5,
+                p99: p50 * 2.0,
+                p999: None,
+                max: p50 * 10.0,
+            },
+            idle_cpu_percent: Some(IdleCpu {
+                server: Some(0.1),
+                client: None,
+            }),
+            note: Some("a note".into()),
         }
+    }
+
+    #[test]
+    fn service_section_has_tables_plots_and_standalone_targets() {
+        let mut report = Report::new("service", Machine::detect(), true, 1000, 10);
+        report.results = vec![
+            entry("nerve", "adaptive", 12.5),
+            entry("iceoryx2", "busy-poll", 8.0),
+        ];
+        let out = report.to_suite_output();
+        assert_eq!(out.suite, "service");
+        assert_eq!(out.rows.len(), 2);
+        assert_eq!(out.rows[0]["suite"], "service");
+        let throughput = "| payload | nerve adaptive | iceoryx2 busy-poll | Segar* | ROS 2* |";
+        assert!(out.markdown.contains(throughput), "{}", out.markdown);
+        assert!(out.markdown.contains("### Round trip at 256 B (µs)"));
+        assert!(out.markdown.contains("| Segar* | published | 10343 |"));
+        assert!(out.markdown.contains("- nerve adaptive: a note"));
+        assert!(!out.markdown.contains("## Targets"));
+        assert!(out
+            .html
+            .contains("<th>iceoryx2 busy-poll</th><th>Segar*</th>"));
+        assert!(out.html.contains("<h3>Round trip at 256 B (µs)</h3>"));
+        assert!(out.html.contains("<svg"));
+        let standalone = report.markdown();
+        assert!(standalone.contains("## Targets"));
+        assert!(standalone.contains(throughput));
+        assert!(standalone.ends_with(&out.markdown));
     }
 }

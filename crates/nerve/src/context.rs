@@ -96,7 +96,8 @@ fn next_origin() -> u64 {
 }
 
 pub(crate) fn doorbell_name(config: &Config) -> String {
-    format!("{}doorbell", config.file_prefix())
+    // versioned: a file of another layout is never mapped as this one
+    format!("{}doorbell2", config.file_prefix())
 }
 
 /// Builds a [`Node`].

@@ -1075,7 +1075,7 @@ mod tests {
         let name = format!("nerve_test_exec_slots_{}", std::process::id());
         let bell = Arc::new(crate::transport::doorbell::Doorbell::open(&name, 0o600).unwrap());
         bell.unlink();
-        let slot = |i: usize| Box::new(Slotted(bell.slot_ref_at(i as u32)));
+        let slot = |i: usize| Box::new(Slotted(bell.bind(&format!("/k{i}")).unwrap()));
         let mut exec = Executor::new();
         let max = crate::MAX_WAITSET_ENTRIES - 2;
         for i in 0..max {

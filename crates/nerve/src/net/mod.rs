@@ -32,7 +32,7 @@ pub use wire::{decode_call, decode_sample, Frame, Kind, WireError};
 
 use crate::message::TypeInfo;
 use crate::qos::Qos;
-use crate::transport::doorbell::Doorbell;
+use crate::transport::doorbell::SlotRef;
 use crate::transport::remote::{
     RemoteClient, RemotePlane, RemotePublisher, RemoteServer, RemoteSubscriber,
 };
@@ -220,20 +220,20 @@ impl RemotePlane for Plane {
 
     fn subscriber(
         &self,
-        bell: &Arc<Doorbell>,
+        slot: SlotRef,
         domain: u32,
         topic: &str,
         ty: &TypeInfo,
         qos: &Qos,
     ) -> Result<Box<dyn RemoteSubscriber>, NetError> {
         Ok(Box::new(topic::NetSubscriber::new(
-            self, bell, domain, topic, ty, qos,
+            self, slot, domain, topic, ty, qos,
         )?))
     }
 
     fn server(
         &self,
-        bell: &Arc<Doorbell>,
+        slot: SlotRef,
         domain: u32,
         name: &str,
         service: (&str, &TypeInfo),
@@ -242,7 +242,7 @@ impl RemotePlane for Plane {
     ) -> Result<Box<dyn RemoteServer>, NetError> {
         Ok(Box::new(service::NetServer::new(
             self,
-            bell,
+            slot,
             domain,
             name,
             service,
@@ -422,8 +422,7 @@ fn kernel_host_name() -> String {
 /// of two users never meet through shared memory, so to the network plane they are two
 /// hosts (and no user can pre-create or rewrite another user's id).
 fn host_id_file() -> String {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = rustix::process::getuid().as_raw();
     format!("/dev/shm/nerve_host_id_{uid}")
 }
 
@@ -434,10 +433,9 @@ fn host_id() -> std::io::Result<u64> {
     }
     let file = host_id_file();
     let mut raw = [0u8; 8];
-    // SAFETY: raw is a valid writable buffer of raw.len() bytes.
-    let n = unsafe { libc::getrandom(raw.as_mut_ptr().cast(), raw.len(), 0) };
-    if n != raw.len() as isize {
-        return Err(std::io::Error::last_os_error());
+    let n = rustix::rand::getrandom(&mut raw, rustix::rand::GetRandomFlags::empty())?;
+    if n != raw.len() {
+        return Err(std::io::Error::other("getrandom returned too few bytes"));
     }
     let id = u64::from_le_bytes(raw) | 1;
     let tmp = format!("{file}.{}", std::process::id());
@@ -448,7 +446,7 @@ fn host_id() -> std::io::Result<u64> {
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(&tmp)?;
         f.write_all(format!("{id:016x}\n").as_bytes())?;
     }
@@ -465,7 +463,7 @@ fn read_host_id(file: &str) -> std::io::Result<Option<u64>> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let mut f = match std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(file)
     {
         Ok(f) => f,
@@ -473,8 +471,7 @@ fn read_host_id(file: &str) -> std::io::Result<Option<u64>> {
         Err(e) => return Err(std::io::Error::other(format!("{file}: {e}"))),
     };
     let meta = f.metadata()?;
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = rustix::process::getuid().as_raw();
     if meta.uid() != uid || meta.mode() & 0o022 != 0 || !meta.is_file() {
         return Err(std::io::Error::other(format!(
             "{file} belongs to uid {} with mode {:o}: refusing a host id another user can \

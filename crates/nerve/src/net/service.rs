@@ -10,7 +10,7 @@ use crate::message::header::{CallHeader, CallStatus};
 use crate::message::TypeInfo;
 use crate::net::wire::{self, Frame, Kind};
 use crate::sys::clock::mono_ns;
-use crate::transport::doorbell::Doorbell;
+use crate::transport::doorbell::{Doorbell, SlotRef};
 use crate::transport::remote::{
     RemoteCall, RemoteClient, RemoteOutcome, RemoteReply, RemoteRequest, RemoteServer,
 };
@@ -90,7 +90,7 @@ fn status_header(request: &CallHeader, status: CallStatus, len: usize) -> CallHe
 impl NetServer {
     pub(crate) fn new(
         plane: &Plane,
-        bell: &Arc<Doorbell>,
+        slot: SlotRef,
         domain: u32,
         name: &str,
         (service_type, request): (&str, &TypeInfo),
@@ -101,9 +101,6 @@ impl NetServer {
         let inbox = Arc::new(ArrayQueue::new(depth.max(1)));
         let rejected = Arc::new(AtomicU64::new(0));
         let (q, r, ty, host) = (inbox.clone(), rejected.clone(), request.clone(), plane.host);
-        let bell = bell.clone();
-        let slot =
-            Doorbell::slot_index(&format!("{}{name}", crate::transport::rpc::SERVICE_PREFIX));
         let queryable = plane
             .session
             .declare_queryable(key.clone())
@@ -139,7 +136,7 @@ impl NetServer {
                             let why = "the server's queue is full".to_string();
                             refuse(&req.query, &req.header, why);
                         } else {
-                            bell.slot_at(slot).ring();
+                            slot.ring();
                         }
                     }
                     Err(e) => refuse(

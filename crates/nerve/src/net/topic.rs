@@ -9,7 +9,7 @@ use crate::message::header::SampleHeader;
 use crate::message::TypeInfo;
 use crate::net::wire;
 use crate::qos::{Overflow, Qos};
-use crate::transport::doorbell::Doorbell;
+use crate::transport::doorbell::SlotRef;
 use crate::transport::intra::{Buf, LocalSample};
 use crate::transport::remote::{RemotePublisher, RemoteSubscriber};
 use bytes::Bytes;
@@ -277,7 +277,7 @@ pub(crate) struct NetSubscriber {
 impl NetSubscriber {
     pub(crate) fn new(
         plane: &Plane,
-        bell: &Arc<Doorbell>,
+        slot: SlotRef,
         domain: u32,
         topic: &str,
         ty: &TypeInfo,
@@ -288,8 +288,6 @@ impl NetSubscriber {
         let counters = plane.counters(domain, topic);
         let (q, c, ty2, own) = (inbox.clone(), counters.clone(), ty.clone(), plane.host);
         let max = qos.max_payload;
-        let bell = bell.clone();
-        let slot = crate::transport::doorbell::Doorbell::slot_index(topic);
         let accept = Arc::new(move |payload: &ZBytes| {
             // large frames come in pieces: they are copied once, into the aligned buffer
             // the subscriber reads
@@ -308,7 +306,7 @@ impl NetSubscriber {
                             buf: f.words,
                         },
                     );
-                    bell.slot_at(slot).ring();
+                    slot.ring();
                 }
                 Err(e) => c.refused(&e),
             }

@@ -8,7 +8,7 @@ use crate::message::header::{CallHeader, CallStatus};
 use crate::message::{elems_offset, Message, NoElem, TypeInfo};
 use crate::service::{service_type, Service, ServiceQos};
 use crate::sys::clock::mono_ns;
-use crate::transport::doorbell::{Doorbell, SlotRef};
+use crate::transport::doorbell::SlotRef;
 use crate::transport::remote::Frame;
 use crate::transport::remote::{RemoteCall, RemoteClient};
 use crate::transport::rpc::{
@@ -104,9 +104,15 @@ impl<S: Service> ClientBuilder<S> {
                 }
             })?;
         let doorbell = &self.node.inner.ctx.inner.doorbell;
-        let reply_index = Doorbell::slot_index(&format!("client:{:032x}", port.id().value()));
-        let reply_slot = doorbell.slot_ref_at(reply_index);
-        let server_slot = doorbell.slot_ref(&format!("{SERVICE_PREFIX}{name}"));
+        let bind = |key: String| {
+            doorbell.bind(&key).map_err(|e| ServiceError::Shm {
+                service: name.clone(),
+                reason: format!("doorbell: {e}"),
+            })
+        };
+        let reply_slot = bind(format!("client:{:032x}", port.id().value()))?;
+        let reply_index = reply_slot.index();
+        let server_slot = bind(format!("{SERVICE_PREFIX}{name}"))?;
         let ctx = &self.node.inner.ctx;
         let request_type = TypeInfo::of::<S::Request>();
         let net = match ctx.remote()? {

@@ -96,11 +96,15 @@ impl<S: Service> ServiceBuilder<S> {
         let slot = ctx
             .inner
             .doorbell
-            .slot_ref(&format!("{SERVICE_PREFIX}{name}"));
+            .bind(&format!("{SERVICE_PREFIX}{name}"))
+            .map_err(|e| ServiceError::Shm {
+                service: name.clone(),
+                reason: format!("doorbell: {e}"),
+            })?;
         let request_type = TypeInfo::of::<S::Request>();
         let net = match ctx.remote()? {
             Some(plane) => Some(plane.server(
-                &ctx.inner.doorbell,
+                slot.clone(),
                 ctx.domain(),
                 &name,
                 (S::TYPE_NAME, &request_type),
@@ -709,7 +713,7 @@ impl ServiceThread {
     fn halt(&mut self) -> Result<(), ServeError> {
         // SYNC: Release pairs with the Acquire load in serve_until.
         self.stop.store(true, Ordering::Release);
-        self.ctx.inner.doorbell.slot(&self.key).ring_always();
+        self.ctx.inner.doorbell.ring_key(&self.key);
         match self.join.take().map(|j| j.join()) {
             Some(Ok(result)) => result,
             Some(Err(_)) => Err(ServeError::Shm {

@@ -1,6 +1,7 @@
 //! Clocks: monotonic and wall-clock time, a wall clock derived from the monotonic one,
 //! absolute sleeps and the thread's timer slack.
 
+use rustix::time::{clock_gettime, ClockId, Timespec};
 use std::cell::Cell;
 
 /// Wall-clock time derived from a monotonic reading and a cached offset (one clock read
@@ -31,42 +32,28 @@ impl WallClock {
 
 /// Current monotonic time in ns.
 pub fn mono_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC) as u64
+    ns(clock_gettime(ClockId::Monotonic)) as u64
 }
 
 /// Current wall-clock time in ns since the Unix epoch.
 pub fn wall_ns() -> i64 {
-    clock_ns(libc::CLOCK_REALTIME)
+    ns(clock_gettime(ClockId::Realtime))
 }
 
-fn clock_ns(clock: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid, writable timespec; clock ids are constants the kernel knows.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
+fn ns(ts: Timespec) -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
 /// `clock_nanosleep` to an absolute monotonic time (retried after signals).
 pub(crate) fn clock_sleep_until(deadline_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    let ts = Timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as i64,
+        tv_nsec: (deadline_ns % 1_000_000_000) as _,
     };
-    loop {
-        // SAFETY: ts is a valid absolute time; the remainder pointer may be null with
-        // TIMER_ABSTIME.
-        let r = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        if r != libc::EINTR || super::signals::requested() {
+    while let Err(rustix::io::Errno::INTR) =
+        rustix::thread::clock_nanosleep_absolute(ClockId::Monotonic, &ts)
+    {
+        if super::signals::requested() {
             return;
         }
     }
@@ -78,8 +65,8 @@ pub(crate) fn precise_timers() {
     thread_local! { static DONE: Cell<bool> = const { Cell::new(false) }; }
     DONE.with(|d| {
         if !d.replace(true) {
-            // SAFETY: PR_SET_TIMERSLACK takes an integer and affects only this thread.
-            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+            // a refusal leaves the default slack: timers are then up to 50 µs late
+            let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
         }
     });
 }

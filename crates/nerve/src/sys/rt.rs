@@ -1,8 +1,10 @@
 //! Real-time settings of the calling thread: `SCHED_FIFO` priority, CPU affinity and
 //! locked memory. Each is applied only when asked, then read back from the kernel; a
 //! refusal (no `CAP_SYS_NICE`, `RLIMIT_RTPRIO` or `RLIMIT_MEMLOCK` too low) is reported
-//! with its reason and the thread goes on with what it has.
+//! with its reason and the thread goes on with what it has. (The scheduling policy calls
+//! go through libc: rustix does not wrap `sched_setscheduler`.)
 
+use rustix::thread::CpuSet;
 use serde::{Deserialize, Serialize};
 
 /// What to ask of the kernel.
@@ -81,15 +83,9 @@ pub fn current_policy() -> (i32, i32) {
 
 /// The CPUs the calling thread may run on, as the kernel reports them.
 pub fn current_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; the size matches the buffer.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
+        Err(_) => Vec::new(),
     }
 }
 
@@ -152,20 +148,13 @@ fn set_fifo(prio: i32) -> RtOutcome {
 }
 
 fn set_affinity(cpus: &[usize]) -> RtOutcome {
-    let max = libc::CPU_SETSIZE as usize;
-    if cpus.is_empty() || cpus.iter().any(|&c| c >= max) {
+    if cpus.is_empty() || cpus.iter().any(|&c| c >= CpuSet::MAX_CPU) {
         return RtOutcome::Refused(format!("CPU list {cpus:?} is empty or out of range"));
     }
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; every index is below CPU_SETSIZE.
-    let r = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if r != 0 {
-        return RtOutcome::Refused(format!("{} (CPUs {cpus:?})", os_error()));
+    let mut set = CpuSet::new();
+    cpus.iter().for_each(|&c| set.set(c));
+    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+        return RtOutcome::Refused(format!("{} (CPUs {cpus:?})", std::io::Error::from(e)));
     }
     let mut want: Vec<usize> = cpus.to_vec();
     want.sort_unstable();
@@ -181,11 +170,11 @@ fn set_affinity(cpus: &[usize]) -> RtOutcome {
 }
 
 fn lock_memory() -> RtOutcome {
-    // SAFETY: mlockall takes flags only.
-    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+    use rustix::mm::MlockAllFlags;
+    if let Err(e) = rustix::mm::mlockall(MlockAllFlags::CURRENT | MlockAllFlags::FUTURE) {
         return RtOutcome::Refused(format!(
             "{}: needs CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK",
-            os_error()
+            std::io::Error::from(e)
         ));
     }
     match locked_kb() {

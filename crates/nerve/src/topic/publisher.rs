@@ -122,7 +122,7 @@ impl Sender {
         } else {
             builder = builder.backpressure_strategy(BackpressureStrategy::DiscardData);
         }
-        let slot = node.inner.ctx.inner.doorbell.slot_ref(&topic);
+        let slot = crate::topic::bind_slot(&node, &topic)?;
         let ctx = &node.inner.ctx;
         let history = service.static_config().history_size();
         let net = match ctx.remote()? {

@@ -56,7 +56,8 @@ impl RawSubscriber {
             .min(service.static_config().subscriber_max_buffer_size());
         let qos = Qos { depth, ..qos };
         let port = create_port(&service, topic, &qos)?;
-        let net = crate::topic::subscriber::net_side(node, topic, &type_info, &qos)?;
+        let slot = crate::topic::bind_slot(node, topic)?;
+        let net = crate::topic::subscriber::net_side(node, topic, &type_info, &qos, &slot)?;
         Ok(RawSubscriber {
             rx: Receiver::new(
                 node.clone(),
@@ -66,6 +67,7 @@ impl RawSubscriber {
                 type_info.clone(),
                 WaitMode::Block,
                 depth,
+                slot,
             )
             .with_net(net),
             type_info,

@@ -72,7 +72,8 @@ impl<M: Message> SubscriberBuilder<M> {
         )?;
         shm::check_qos(&topic, &service, &self.qos)?;
         let port = create_port(&service, &topic, &self.qos)?;
-        let net = net_side(&self.node, &topic, &ty, &self.qos)?;
+        let slot = super::bind_slot(&self.node, &topic)?;
+        let net = net_side(&self.node, &topic, &ty, &self.qos, &slot)?;
         Ok(Subscriber {
             rx: Receiver::new(
                 self.node,
@@ -82,6 +83,7 @@ impl<M: Message> SubscriberBuilder<M> {
                 ty,
                 self.mode,
                 self.qos.depth,
+                slot,
             )
             .with_net(net),
             _m: PhantomData,
@@ -95,10 +97,11 @@ pub(crate) fn net_side(
     topic: &str,
     ty: &TypeInfo,
     qos: &Qos,
+    slot: &SlotRef,
 ) -> Result<Option<Box<dyn RemoteSubscriber>>, TopicError> {
     let ctx = &node.inner.ctx;
     Ok(match ctx.remote()? {
-        Some(plane) => Some(plane.subscriber(&ctx.inner.doorbell, ctx.domain(), topic, ty, qos)?),
+        Some(plane) => Some(plane.subscriber(slot.clone(), ctx.domain(), topic, ty, qos)?),
         None => None,
     })
 }
@@ -290,6 +293,7 @@ pub(crate) fn validate(s: &Received, ty: &TypeInfo) -> Result<usize, String> {
 }
 
 impl Receiver {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         node: Node,
         topic: String,
@@ -298,9 +302,9 @@ impl Receiver {
         expected: TypeInfo,
         mode: WaitMode,
         depth: usize,
+        slot: SlotRef,
     ) -> Receiver {
         let ctx = &node.inner.ctx.inner;
-        let slot = ctx.doorbell.slot_ref(&topic);
         let local = Arc::new(LocalQueue::new(depth));
         let local_topic = ctx.local.topic(&topic);
         local_topic.attach(local.clone());

@@ -1,176 +1,466 @@
-//! Wake-ups between processes through futexes in one small shared-memory file per domain.
+//! Wake-ups between processes through futexes in one shared-memory file per domain.
 //!
-//! The doorbell is an array of slots, each a sequence word and a waiter count on its own
-//! cache line. A topic maps to a slot by hash (collisions only cause spurious wake-ups,
-//! which waiters tolerate). A publisher rings after sending only when someone waits, so an
-//! un-watched topic pays one fence and one load per publish and no system call.
+//! The doorbell is a table of slots, each a sequence word (the futex), a waiter count and
+//! a binding on a cache line of its own. Every key (a topic, a service, a client's reply
+//! channel) is bound to a slot of its own while anyone uses it, so a ring wakes only the
+//! waiters of that key (no herd of unrelated waiters). A publisher rings after sending only
+//! when someone waits, so an un-watched topic pays one fence and one load per publish and
+//! no system call.
+//!
+//! Crash safety: every handle (one per context) also owns a record of what it added to
+//! the shared counts (bindings and waiters per slot) and holds an open-file-description
+//! lock on that record's byte. A process killed at any point releases its locks with its
+//! death; the next handle to open the doorbell finds such records and subtracts their
+//! counts, so neither stale waiter counts (a system call on every publish) nor slots held
+//! by the dead stay behind while other processes live. Every count is raised in the shared
+//! slot before the record and lowered in the record first, so a death in between leaves
+//! at most an over-count (a spare wake-up), never an under-count (a lost one).
 //!
 //! Lifetime: every process holds a shared `flock` on the file; the last one to close it
-//! takes the exclusive lock and unlinks it. A crashed process releases its lock with its
-//! death, so a stale file is reused by the next process or removed by `nerve clean`.
+//! takes the exclusive lock and unlinks it. A process that finds itself alone in the
+//! domain clears the whole file. `nerve clean` removes a stale file.
 
 use crate::sys::futex::{futex_wait, futex_wake};
-use std::ffi::CString;
+use rustix::fs::{FlockOperation, Mode, OFlags};
 use std::io;
 use std::ops::Deref;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Number of slots in a doorbell.
-pub(crate) const SLOTS: usize = 1024;
+/// Number of slots: the most keys (topics, services, clients) bound at once in a domain.
+pub(crate) const SLOTS: usize = 4096;
+/// Number of handle records: the most contexts whose counts are reclaimed after a crash
+/// (more may open the doorbell; theirs are then reclaimed only when the domain empties).
+const RECORDS: usize = 256;
 
-/// One wake-up slot: a sequence word (the futex), a waiter count and an ack count on a
-/// cache line of its own. (Public only as the target of [`SlotRef`]; unreachable outside
-/// the crate, and all its methods are crate-private.)
+/// Bits of a slot binding that count its users; the bits above hold the key's tag.
+const USER_BITS: u32 = 24;
+const USERS: u64 = (1 << USER_BITS) - 1;
+
+/// One wake-up slot: a sequence word (the futex), a waiter count, an ack count and the
+/// binding (key tag and user count) on a cache line of its own. (Public only as the target
+/// of [`SlotRef`]; unreachable outside the crate, and all its methods are crate-private.)
 #[repr(C, align(64))]
 pub struct Slot {
     seq: AtomicU32,
     waiters: AtomicU32,
     acks: AtomicU32,
+    _pad: u32,
+    binding: AtomicU64,
 }
+
+/// What one handle added to the shared counts, per slot.
+#[repr(C)]
+struct Record {
+    /// [`FREE`], [`CLAIMED`], [`LIVE`] or [`REAPING`].
+    state: AtomicU32,
+    _pad: u32,
+    users: [AtomicU32; SLOTS],
+    waiters: [AtomicU32; SLOTS],
+}
+
+const FREE: u32 = 0;
+const CLAIMED: u32 = 1;
+const LIVE: u32 = 2;
+const REAPING: u32 = 3;
+
+/// The file's layout.
+#[repr(C)]
+struct Table {
+    slots: [Slot; SLOTS],
+    records: [Record; RECORDS],
+}
+
+const SIZE: usize = std::mem::size_of::<Table>();
+/// Byte locked (open-file-description lock) while binding keys to slots.
+const BIND_LOCK: u64 = 0;
+/// Byte locked by the live owner of record `i`: `RECORD_LOCK + i`.
+const RECORD_LOCK: u64 = 1;
 
 /// A mapped doorbell file.
 pub(crate) struct Doorbell {
-    path: CString,
+    path: String,
     fd: OwnedFd,
-    slots: *const Slot,
+    table: *const Table,
+    /// This handle's record, if one was free.
+    record: Option<usize>,
+    /// Threads of this handle share its file description (and so its locks): binding is
+    /// serialized among them here.
+    bind: Mutex<()>,
 }
 
 // SAFETY: the mapping is shared memory accessed only through atomics; the pointer stays
 // valid until Drop unmaps it.
 unsafe impl Send for Doorbell {}
-// SAFETY: the mapping is shared memory accessed only through atomics (Slot holds only
-// atomics), so shared references from several threads are sound; the pointer stays valid
-// until Drop unmaps it.
+// SAFETY: the mapping is shared memory accessed only through atomics (Table holds only
+// atomics and padding), so shared references from several threads are sound; the
+// pointer stays valid until Drop unmaps it.
 unsafe impl Sync for Doorbell {}
 
-const SIZE: usize = SLOTS * std::mem::size_of::<Slot>();
+/// Errors of the doorbell beyond the operating system's.
+fn full() -> io::Error {
+    io::Error::other(format!(
+        "the domain's doorbell is full: {SLOTS} topics, services and clients are in use at once"
+    ))
+}
 
 impl Doorbell {
     /// Opens (or creates) the doorbell at `/dev/shm/<name>` with the given file mode.
     pub(crate) fn open(name: &str, mode: u32) -> io::Result<Doorbell> {
-        let path = CString::new(format!("/dev/shm/{name}"))
-            .map_err(|_| io::Error::other("doorbell name holds a NUL byte"))?;
+        let path = format!("/dev/shm/{name}");
         loop {
-            // SAFETY: path is a valid NUL-terminated string; flags and mode are plain ints.
-            let raw = unsafe {
-                libc::open(
-                    path.as_ptr(),
-                    libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                    mode as libc::c_uint,
-                )
-            };
-            if raw < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: raw is a freshly opened descriptor we own.
-            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            let fd = rustix::fs::open(
+                &path,
+                OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::from_raw_mode(mode),
+            )?;
             check_owner(&fd)?;
-            // First user of the domain (no one else holds a lock)? Then waiter counts left
-            // by processes killed while waiting are stale: reset them below.
-            // SAFETY: fd is open.
-            let alone = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+            // First user of the domain (no one else holds a lock)? Then everything in the
+            // file is left over from processes that are gone: it is cleared below.
+            let alone = rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok();
             if !alone {
-                // SAFETY: fd is open.
-                if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH) } != 0 {
-                    return Err(io::Error::last_os_error());
-                }
+                rustix::fs::flock(&fd, FlockOperation::LockShared)?;
             }
             // The last user may have unlinked the file between our open and our lock:
             // then the path names another inode (or none) and we start over.
             if !same_inode(&fd, &path) {
                 continue;
             }
-            // SAFETY: fd is open; ftruncate to the fixed size is idempotent for all openers.
-            if unsafe { libc::ftruncate(fd.as_raw_fd(), SIZE as libc::off_t) } != 0 {
-                return Err(io::Error::last_os_error());
+            if alone {
+                // truncating to nothing and back zeroes every byte
+                rustix::fs::ftruncate(&fd, 0)?;
             }
-            // SAFETY: mapping SIZE bytes of a file we just sized; MAP_SHARED so other
-            // processes see the same memory; the result is checked below.
+            rustix::fs::ftruncate(&fd, SIZE as u64)?;
+            // SAFETY: maps SIZE bytes of a file just sized to SIZE (a shared mapping, so
+            // other processes see the same memory); the result is checked by `?`.
             let ptr = unsafe {
-                libc::mmap(
+                rustix::mm::mmap(
                     std::ptr::null_mut(),
                     SIZE,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    fd.as_raw_fd(),
+                    rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                    rustix::mm::MapFlags::SHARED,
+                    &fd,
                     0,
-                )
+                )?
             };
-            if ptr == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            let bell = Doorbell {
+            let mut bell = Doorbell {
                 path,
                 fd,
-                slots: ptr as *const Slot,
+                table: ptr as *const Table,
+                record: None,
+                bind: Mutex::new(()),
             };
             if alone {
-                for i in 0..SLOTS {
-                    // SAFETY: i < SLOTS, inside the mapping.
-                    let slot = unsafe { &*bell.slots.add(i) };
-                    // SYNC: we hold the exclusive lock, so no other process touches the
-                    // slots until we downgrade below.
-                    slot.waiters.store(0, Ordering::SeqCst);
-                }
-                // SAFETY: fd is open; downgrade to the shared lock every user holds.
-                if unsafe { libc::flock(bell.fd.as_raw_fd(), libc::LOCK_SH) } != 0 {
-                    return Err(io::Error::last_os_error());
-                }
+                // downgrade to the shared lock every user holds
+                rustix::fs::flock(&bell.fd, FlockOperation::LockShared)?;
             }
+            bell.reap_dead();
+            bell.record = bell.claim_record();
             return Ok(bell);
         }
     }
 
-    /// The slot of a topic or service.
-    pub(crate) fn slot(&self, key: &str) -> &Slot {
-        self.slot_at(Self::slot_index(key))
-    }
-
-    /// The index of a key's slot (what a client tells a server to ring).
-    pub(crate) fn slot_index(key: &str) -> u32 {
-        let h = crate::message::layout::hash_str(crate::message::layout::FNV_OFFSET, key);
-        (h % SLOTS as u64) as u32
+    fn table(&self) -> &Table {
+        // SAFETY: `table` points at a live shared mapping of SIZE bytes until `self` is
+        // dropped (Drop unmaps it), and Table holds only atomics and padding, for which
+        // any bytes are valid values: a shared reference tied to &self is sound.
+        unsafe { &*self.table }
     }
 
     /// The slot at `index` (taken modulo the slot count: indices may come from other
-    /// processes).
+    /// processes; a stale one costs a spurious wake-up only).
     pub(crate) fn slot_at(&self, index: u32) -> &Slot {
-        // SAFETY: `slots` points at a live mapping of SLOTS slots until `self` is dropped
-        // (Drop unmaps it), the index is reduced below SLOTS, and a Slot holds only
-        // atomics, so a shared reference tied to &self is valid.
-        unsafe { &*self.slots.add(index as usize % SLOTS) }
+        &self.table().slots[index as usize % SLOTS]
     }
 
-    /// A counted reference to the slot of `key` that keeps the mapping alive.
-    pub(crate) fn slot_ref(self: &Arc<Self>, key: &str) -> SlotRef {
-        self.slot_ref_at(Self::slot_index(key))
+    fn record(&self) -> Option<&Record> {
+        self.record.map(|i| &self.table().records[i])
     }
 
-    /// A counted reference to the slot at `index` (modulo the slot count).
-    pub(crate) fn slot_ref_at(self: &Arc<Self>, index: u32) -> SlotRef {
-        SlotRef {
-            bell: self.clone(),
-            index: index % SLOTS as u32,
+    /// Binds `key` to its slot (the one it already has in the domain, or a free one) for
+    /// as long as the returned reference or a clone of it lives.
+    pub(crate) fn bind(self: &Arc<Self>, key: &str) -> io::Result<SlotRef> {
+        let h = crate::message::layout::hash_str(crate::message::layout::FNV_OFFSET, key);
+        // 40 bits of the hash, never zero (zero marks a free slot); two keys with the same
+        // tag share a slot, which costs spurious wake-ups only
+        let tag = ((h >> USER_BITS) | (1 << 39)) << USER_BITS;
+        let home = (h % SLOTS as u64) as usize;
+        let _in_process = self.bind.lock().unwrap_or_else(|e| e.into_inner());
+        // one binder at a time in the domain, so a key never gets two slots; the lock
+        // dies with its holder
+        let _in_domain = OfdLock::wait(&self.fd, BIND_LOCK)?;
+        let slots = &self.table().slots;
+        let order = || (0..SLOTS).map(|i| (home + i) % SLOTS);
+        let joined = order().find(|&i| {
+            let b = &slots[i].binding;
+            let mut cur = b.load(Ordering::Acquire);
+            // SYNC: the CAS keeps tag and count consistent against concurrent unbinds
+            // (which need no lock); a failed one re-reads.
+            while cur & !USERS == tag && cur & USERS < USERS {
+                match b.compare_exchange(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return true,
+                    Err(now) => cur = now,
+                }
+            }
+            false
+        });
+        let index = match joined {
+            Some(i) => i,
+            None => order()
+                .find(|&i| {
+                    // SYNC: claims a free slot; binders are serialized by the lock, unbinds
+                    // only ever free slots.
+                    slots[i]
+                        .binding
+                        .compare_exchange(0, tag | 1, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                })
+                .ok_or_else(full)?,
+        };
+        if let Some(r) = self.record() {
+            // SYNC: a count only this handle changes while it lives; the reaper reads it
+            // after this handle's death.
+            r.users[index].fetch_add(1, Ordering::Relaxed);
         }
+        Ok(SlotRef(Arc::new(Binding {
+            bell: self.clone(),
+            index: index as u32,
+        })))
+    }
+
+    /// Rings the slot bound to `key` even if nobody waits, if anyone has bound it.
+    pub(crate) fn ring_key(&self, key: &str) {
+        let h = crate::message::layout::hash_str(crate::message::layout::FNV_OFFSET, key);
+        let tag = ((h >> USER_BITS) | (1 << 39)) << USER_BITS;
+        if let Some(s) = self
+            .table()
+            .slots
+            .iter()
+            .find(|s| s.binding.load(Ordering::Acquire) & !USERS == tag)
+        {
+            s.ring_always();
+        }
+    }
+
+    /// Lowers the user count of slot `index` by `n`, freeing the slot at zero.
+    fn unbind(&self, index: usize, n: u32) {
+        let b = &self.table().slots[index].binding;
+        let mut cur = b.load(Ordering::Acquire);
+        loop {
+            let users = cur & USERS;
+            let next = if users <= u64::from(n) {
+                0
+            } else {
+                cur - u64::from(n)
+            };
+            // SYNC: see `bind`.
+            match b.compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Finds records of handles that died (their lock is free) and subtracts what they
+    /// added to the shared counts.
+    fn reap_dead(&self) {
+        let t = self.table();
+        for (i, r) in t.records.iter().enumerate() {
+            // SYNC: a record's state is written only by its owner and by the one reaper
+            // holding its lock.
+            if !matches!(r.state.load(Ordering::Acquire), LIVE | REAPING) {
+                continue;
+            }
+            let Ok(Some(lock)) = OfdLock::try_take(&self.fd, RECORD_LOCK + i as u64) else {
+                continue; // its owner lives
+            };
+            r.state.store(REAPING, Ordering::Release);
+            for (s, slot) in t.slots.iter().enumerate() {
+                // SYNC: swap then subtract: a reaper killed in between leaves an
+                // over-count only.
+                let w = r.waiters[s].swap(0, Ordering::AcqRel);
+                if w > 0 {
+                    slot.waiters.fetch_sub(w, Ordering::SeqCst);
+                }
+                let u = r.users[s].swap(0, Ordering::AcqRel);
+                if u > 0 {
+                    self.unbind(s, u);
+                }
+            }
+            drop(lock);
+            // SYNC: Release publishes the zeroed counts to the next owner.
+            r.state.store(FREE, Ordering::Release);
+        }
+    }
+
+    /// Claims a free record for this handle and locks it for as long as the handle lives.
+    fn claim_record(&self) -> Option<usize> {
+        self.table().records.iter().enumerate().find_map(|(i, r)| {
+            // SYNC: the CAS makes the claim exclusive among handles.
+            r.state
+                .compare_exchange(FREE, CLAIMED, Ordering::AcqRel, Ordering::Acquire)
+                .ok()?;
+            match OfdLock::wait(&self.fd, RECORD_LOCK + i as u64) {
+                Ok(lock) => {
+                    // held until Drop releases it explicitly (or death does)
+                    std::mem::forget(lock);
+                    // SYNC: LIVE only once the lock is held: reapers test LIVE records
+                    r.state.store(LIVE, Ordering::Release);
+                    Some(i)
+                }
+                Err(_) => {
+                    r.state.store(FREE, Ordering::Release);
+                    None
+                }
+            }
+        })
+    }
+
+    /// Tries to turn this process's shared lock into an exclusive one: succeeds only if no
+    /// other context in the domain is alive. On failure the shared lock is taken again
+    /// (the kernel may drop it during a failed conversion), so that a newcomer never
+    /// believes itself alone while this handle lives.
+    pub(crate) fn try_exclusive(&self) -> bool {
+        if rustix::fs::flock(&self.fd, FlockOperation::NonBlockingLockExclusive).is_ok() {
+            return true;
+        }
+        let _ = rustix::fs::flock(&self.fd, FlockOperation::LockShared);
+        false
+    }
+
+    /// Removes the file name; processes that still map it keep their mapping.
+    pub(crate) fn unlink(&self) {
+        let _ = rustix::fs::unlink(&self.path);
     }
 }
 
-/// One slot of a doorbell, holding the mapping alive: safe to keep in any entity for as
-/// long as it lives, wherever the context that opened the doorbell has gone. (Public only
-/// to name it in the sealed [`crate::Waitable`]; nothing outside the crate can reach it.)
-#[derive(Clone)]
-pub struct SlotRef {
+impl Drop for Doorbell {
+    fn drop(&mut self) {
+        if let Some(i) = self.record {
+            // every SlotRef holds the doorbell, so this handle's counts are back to zero
+            let _ = OfdLock::release(&self.fd, RECORD_LOCK + i as u64);
+            // SYNC: Release after the unlock: a claimer that sees FREE finds it unlocked.
+            self.table().records[i].state.store(FREE, Ordering::Release);
+        }
+        // SAFETY: unmapping exactly what open() mapped; no reference into it outlives
+        // self (every one is tied to &self or holds an Arc of self). Closing the fd
+        // (OwnedFd) releases the locks.
+        let _ = unsafe { rustix::mm::munmap(self.table as *mut std::ffi::c_void, SIZE) };
+    }
+}
+
+/// A write lock on one byte of the doorbell file, held by the file description (not the
+/// process): released by [`Drop`], by closing the file, or by the holder's death.
+struct OfdLock<'a> {
+    fd: &'a OwnedFd,
+    byte: u64,
+}
+
+impl<'a> OfdLock<'a> {
+    fn fcntl(fd: &OwnedFd, byte: u64, ty: libc::c_int, cmd: libc::c_int) -> io::Result<()> {
+        // SAFETY: an all-zero flock is a valid value (integers only).
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = ty as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        fl.l_start = byte as libc::off_t;
+        fl.l_len = 1;
+        // SAFETY: fd is open; fl is a valid, initialized flock that the call only reads
+        // (l_pid must be 0 for OFD locks: it is).
+        if unsafe { libc::fcntl(fd.as_raw_fd(), cmd, &fl as *const libc::flock) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Waits for the lock.
+    fn wait(fd: &'a OwnedFd, byte: u64) -> io::Result<OfdLock<'a>> {
+        loop {
+            match Self::fcntl(fd, byte, libc::F_WRLCK, libc::F_OFD_SETLKW) {
+                Ok(()) => return Ok(OfdLock { fd, byte }),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Takes the lock if nobody holds it.
+    fn try_take(fd: &'a OwnedFd, byte: u64) -> io::Result<Option<OfdLock<'a>>> {
+        match Self::fcntl(fd, byte, libc::F_WRLCK, libc::F_OFD_SETLK) {
+            Ok(()) => Ok(Some(OfdLock { fd, byte })),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn release(fd: &OwnedFd, byte: u64) -> io::Result<()> {
+        Self::fcntl(fd, byte, libc::F_UNLCK, libc::F_OFD_SETLK)
+    }
+}
+
+impl Drop for OfdLock<'_> {
+    fn drop(&mut self) {
+        let _ = Self::release(self.fd, self.byte);
+    }
+}
+
+/// A key bound to a slot; unbinds on drop.
+struct Binding {
     bell: Arc<Doorbell>,
     index: u32,
 }
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        let i = self.index as usize;
+        if let Some(r) = self.bell.record() {
+            // SYNC: record first, then the shared count (see the module docs).
+            r.users[i].fetch_sub(1, Ordering::Relaxed);
+        }
+        self.bell.unbind(i, 1);
+    }
+}
+
+/// A key's slot, holding the mapping alive and the key bound: safe to keep in any entity
+/// for as long as it lives, wherever the context that opened the doorbell has gone.
+/// (Public only to name it in the sealed [`crate::Waitable`]; nothing outside the crate
+/// can reach it.)
+#[derive(Clone)]
+pub struct SlotRef(Arc<Binding>);
 
 impl SlotRef {
     /// Whether both refer to the same slot of the same mapping.
     pub(crate) fn same(&self, other: &SlotRef) -> bool {
         std::ptr::eq::<Slot>(&**self, &**other)
+    }
+
+    /// The slot's index (what a client tells a server to ring).
+    pub(crate) fn index(&self) -> u32 {
+        self.0.index
+    }
+
+    /// Announces a waiter; returns the sequence value to wait on. Check the queue after
+    /// this and before `wait`.
+    pub(crate) fn register(&self) -> u32 {
+        // SYNC: see `Slot::ring`; the count is raised in the slot before the record (see
+        // the module docs), and the fence orders it before the queue check.
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        if let Some(r) = self.0.bell.record() {
+            r.waiters[self.0.index as usize].fetch_add(1, Ordering::Relaxed);
+        }
+        fence(Ordering::SeqCst);
+        self.seq.load(Ordering::SeqCst)
+    }
+
+    /// Withdraws a waiter announced by `register`.
+    pub(crate) fn unregister(&self) {
+        if let Some(r) = self.0.bell.record() {
+            // SYNC: record first, then the shared count (see the module docs).
+            r.waiters[self.0.index as usize].fetch_sub(1, Ordering::Relaxed);
+        }
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -178,65 +468,33 @@ impl Deref for SlotRef {
     type Target = Slot;
     #[inline]
     fn deref(&self) -> &Slot {
-        self.bell.slot_at(self.index)
-    }
-}
-
-impl Doorbell {
-    /// Tries to turn this process's shared lock into an exclusive one: succeeds only if no
-    /// other context in the domain is alive. (The conversion is not atomic: on failure
-    /// this handle may hold no lock at all, so call it only when about to drop or clean.)
-    pub(crate) fn try_exclusive(&self) -> bool {
-        // SAFETY: fd is open for the life of self.
-        unsafe { libc::flock(self.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
-    }
-
-    /// Removes the file name; processes that still map it keep their mapping.
-    pub(crate) fn unlink(&self) {
-        // SAFETY: path is a valid NUL-terminated string.
-        unsafe { libc::unlink(self.path.as_ptr()) };
-    }
-}
-
-impl Drop for Doorbell {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what open() mapped; no references outlive self.
-        // Closing the fd (OwnedFd) releases the lock.
-        unsafe { libc::munmap(self.slots as *mut libc::c_void, SIZE) };
+        self.0.bell.slot_at(self.0.index)
     }
 }
 
 /// A doorbell must be a regular file of this user that nobody else may write: another
 /// user's file (pre-created to spy on or stall this one) is refused by name.
 fn check_owner(fd: &OwnedFd) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::File::from(fd.try_clone()?).metadata()?;
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
-    if !meta.is_file() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+    let st = rustix::fs::fstat(fd)?;
+    let uid = rustix::process::getuid().as_raw();
+    let is_file = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+    if !is_file || st.st_uid != uid || st.st_mode & 0o022 != 0 {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
                 "belongs to uid {} with mode {:o}, not to this user (uid {uid}) alone",
-                meta.uid(),
-                meta.mode() & 0o7777
+                st.st_uid,
+                st.st_mode & 0o7777
             ),
         ));
     }
     Ok(())
 }
 
-fn same_inode(fd: &OwnedFd, path: &CString) -> bool {
-    // SAFETY: zeroed stat structs are valid out-parameters.
-    let mut a: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: libc::stat is plain integers: all-zero bytes are a valid value.
-    let mut b: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fd is open, path is NUL-terminated, a and b are writable.
-    unsafe {
-        libc::fstat(fd.as_raw_fd(), &mut a) == 0
-            && libc::stat(path.as_ptr(), &mut b) == 0
-            && a.st_ino == b.st_ino
-            && a.st_dev == b.st_dev
+fn same_inode(fd: &OwnedFd, path: &str) -> bool {
+    match (rustix::fs::fstat(fd), rustix::fs::stat(path)) {
+        (Ok(a), Ok(b)) => a.st_ino == b.st_ino && a.st_dev == b.st_dev,
+        _ => false,
     }
 }
 
@@ -245,7 +503,8 @@ impl Slot {
     #[inline]
     pub(crate) fn ring(&self) {
         // SYNC: SeqCst fence orders our queue write before the waiter-count load; pairs
-        // with the fence in `register` so either the waiter sees the sample or we see it.
+        // with the fence in `SlotRef::register` so either the waiter sees the sample or we
+        // see the waiter.
         fence(Ordering::SeqCst);
         if self.waiters.load(Ordering::Relaxed) > 0 {
             // SYNC: the new sequence value publishes "something changed" to waiters.
@@ -282,20 +541,6 @@ impl Slot {
         &self.seq
     }
 
-    /// Announces a waiter; returns the sequence value to wait on. Check the queue after this
-    /// and before `wait`.
-    pub(crate) fn register(&self) -> u32 {
-        // SYNC: see `ring`; the fence orders the count increment before the queue check.
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        self.seq.load(Ordering::SeqCst)
-    }
-
-    /// Withdraws a waiter announced by `register`.
-    pub(crate) fn unregister(&self) {
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
-    }
-
     /// Sleeps while the sequence still equals `seen`, at most `timeout`.
     pub(crate) fn wait(&self, seen: u32, timeout: Duration) {
         futex_wait(&self.seq, seen, timeout);
@@ -307,23 +552,29 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    fn name(what: &str) -> String {
+        format!("nerve_test_doorbell_{what}_{}", std::process::id())
+    }
+
     #[test]
     fn ring_wakes_a_waiter_and_exclusive_lock_means_last_user() {
-        let name = format!("nerve_test_doorbell_{}", std::process::id());
+        let name = name("ring");
         let bell = Arc::new(Doorbell::open(&name, 0o600).unwrap());
         let b2 = bell.clone();
         let t = std::thread::spawn(move || {
-            let slot = b2.slot("/t");
+            let slot = b2.bind("/t").unwrap();
             let seen = slot.register();
             slot.wait(seen, Duration::from_secs(10));
             slot.unregister();
         });
         // ring until the waiter has gone (it may not have registered yet)
+        let slot = bell.bind("/t").unwrap();
         while !t.is_finished() {
-            bell.slot("/t").ring();
+            slot.ring();
             std::thread::sleep(Duration::from_millis(1));
         }
         t.join().unwrap();
+        drop(slot);
         let path = format!("/dev/shm/{name}");
         let other = Doorbell::open(&name, 0o600).unwrap();
         assert!(!bell.try_exclusive(), "another handle holds it");
@@ -337,9 +588,97 @@ mod tests {
     }
 
     #[test]
+    fn each_key_has_a_slot_of_its_own_shared_by_every_handle() {
+        let name = name("keys");
+        let a = Arc::new(Doorbell::open(&name, 0o600).unwrap());
+        let b = Arc::new(Doorbell::open(&name, 0o600).unwrap());
+        a.unlink();
+        // many keys, no two on one slot (a ring wakes only the waiters of its key)
+        let refs: Vec<SlotRef> = (0..2000)
+            .map(|i| a.bind(&format!("/k{i}")).unwrap())
+            .collect();
+        let mut seen: Vec<u32> = refs.iter().map(SlotRef::index).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), 2000);
+        // another handle (another process, as far as the file is concerned) finds them
+        for (i, r) in refs.iter().enumerate().step_by(97) {
+            assert_eq!(b.bind(&format!("/k{i}")).unwrap().index(), r.index());
+        }
+        // unbound keys free their slots: the table never fills with the dead
+        drop(refs);
+        let live = |bell: &Doorbell| {
+            bell.table()
+                .slots
+                .iter()
+                .filter(|s| s.binding.load(Ordering::Relaxed) != 0)
+                .count()
+        };
+        assert_eq!(live(&a), 0);
+        let many: Vec<SlotRef> = (0..SLOTS)
+            .map(|i| b.bind(&format!("/m{i}")).unwrap())
+            .collect();
+        let e = b.bind("/one-too-many").err().expect("full");
+        assert!(e.to_string().contains("doorbell is full"), "{e}");
+        drop(many);
+        assert_eq!(live(&b), 0);
+    }
+
+    #[test]
+    fn counts_of_a_dead_handle_are_reclaimed_while_others_live() {
+        use std::os::fd::FromRawFd;
+        let name = name("reap");
+        let live = Arc::new(Doorbell::open(&name, 0o600).unwrap());
+        let keep = live.bind("/t").unwrap();
+        let dying = Arc::new(Doorbell::open(&name, 0o600).unwrap());
+        let record = dying.record.expect("a record");
+        let slot = dying.bind("/t").unwrap();
+        assert_eq!(slot.index(), keep.index());
+        let _seen = slot.register();
+        let own = dying.bind("/only-the-dead").unwrap();
+        assert_eq!(keep.waiters.load(Ordering::SeqCst), 1);
+        assert_eq!(keep.binding.load(Ordering::SeqCst) & USERS, 2);
+        // die as a SIGKILLed process does: its mapping and descriptor go (and with them its
+        // locks) and none of its drops run
+        let (raw, table) = (dying.fd.as_raw_fd(), dying.table);
+        std::mem::forget((slot, own, dying));
+        // SAFETY: the forgotten handle is never used or dropped again, so nothing reads
+        // the mapping after this and `raw` has no other owner that closes it.
+        unsafe {
+            rustix::mm::munmap(table as *mut std::ffi::c_void, SIZE).unwrap();
+            drop(OwnedFd::from_raw_fd(raw));
+        }
+        // the next handle to open reclaims the waiter and the bindings
+        let next = Doorbell::open(&name, 0o600).unwrap();
+        live.unlink();
+        assert_eq!(
+            keep.waiters.load(Ordering::SeqCst),
+            0,
+            "stale waiter reclaimed"
+        );
+        assert_eq!(
+            keep.binding.load(Ordering::SeqCst) & USERS,
+            1,
+            "only the live user remains"
+        );
+        let bound = live
+            .table()
+            .slots
+            .iter()
+            .filter(|s| s.binding.load(Ordering::SeqCst) != 0)
+            .count();
+        assert_eq!(bound, 1, "the dead handle's own key is freed");
+        assert_eq!(
+            next.record,
+            Some(record),
+            "the dead handle's record is reused"
+        );
+    }
+
+    #[test]
     fn a_doorbell_others_can_write_or_a_link_is_refused() {
         use std::os::unix::fs::PermissionsExt;
-        let name = format!("nerve_test_doorbell_owner_{}", std::process::id());
+        let name = name("owner");
         let path = format!("/dev/shm/{name}");
         std::fs::write(&path, b"").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();

@@ -7,7 +7,7 @@ use crate::error::NetError;
 use crate::message::header::{CallHeader, CallStatus, SampleHeader};
 use crate::message::TypeInfo;
 use crate::qos::Qos;
-use crate::transport::doorbell::Doorbell;
+use crate::transport::doorbell::{Doorbell, SlotRef};
 use crate::transport::intra::{Buf, LocalSample};
 use std::any::Any;
 use std::sync::Arc;
@@ -27,11 +27,11 @@ pub(crate) trait RemotePlane: Send + Sync {
         history: usize,
     ) -> Result<Box<dyn RemotePublisher>, NetError>;
 
-    /// A subscriber's side on other hosts: samples are queued and the topic's slot of
-    /// `bell` is rung.
+    /// A subscriber's side on other hosts: samples are queued and the topic's `slot` is
+    /// rung.
     fn subscriber(
         &self,
-        bell: &Arc<Doorbell>,
+        slot: SlotRef,
         domain: u32,
         topic: &str,
         ty: &TypeInfo,
@@ -39,10 +39,10 @@ pub(crate) trait RemotePlane: Send + Sync {
     ) -> Result<Box<dyn RemoteSubscriber>, NetError>;
 
     /// A server's side on other hosts: requests of type `request` (at most `max_request`
-    /// bytes) are queued, at most `depth`, and the service's slot of `bell` is rung.
+    /// bytes) are queued, at most `depth`, and the service's `slot` is rung.
     fn server(
         &self,
-        bell: &Arc<Doorbell>,
+        slot: SlotRef,
         domain: u32,
         name: &str,
         service: (&str, &TypeInfo),

@@ -1,6 +1,6 @@
 //! How a subscriber waits for the next sample.
 
-use crate::transport::doorbell::Slot;
+use crate::transport::doorbell::SlotRef;
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -75,7 +75,7 @@ impl SpinWindow {
 pub(crate) fn wait_for<T, E>(
     mode: WaitMode,
     spin: &SpinWindow,
-    slot: &Slot,
+    slot: &SlotRef,
     timeout: Duration,
     max_sleep: Duration,
     mut poll: impl FnMut() -> Result<Option<T>, E>,
