@@ -145,9 +145,17 @@ fn subscribe(
         match RawSubscriber::create(node, topic, qos.clone()) {
             Ok(s) => return Ok(s),
             Err(TopicError::Shm { .. }) if introspect::topic_info(node, topic).is_err() => {
-                // published on another host only: subscribe with its type if we know it
-                if let Some(ty) = remote_type(node.context(), topic)? {
-                    return RawSubscriber::with_type(node, topic, &ty, qos).map_err(topic_error);
+                // published on another host only: subscribe with its type if this tool
+                // knows it, or with the schema its publishers offer
+                match remote_type(node.context(), topic)? {
+                    Some(Remote::Known(ty)) => {
+                        return RawSubscriber::with_type(node, topic, &ty, qos).map_err(topic_error)
+                    }
+                    Some(Remote::Described(schema)) => {
+                        return RawSubscriber::with_schema(node, topic, &schema, qos)
+                            .map_err(topic_error)
+                    }
+                    None => {}
                 }
                 if deadline.is_some_and(|d| Instant::now() >= d) || nerve::shutdown::requested() {
                     return Err(Failure::Runtime(anyhow::anyhow!(
@@ -165,16 +173,37 @@ fn subscribe(
     }
 }
 
-/// The type of a topic that has publishers on other hosts, if this tool knows it.
-fn remote_type(ctx: &nerve::Context, topic: &str) -> Result<Option<nerve::TypeInfo>, Failure> {
+/// The type of a topic published on other hosts only.
+enum Remote {
+    /// A type this tool is built with.
+    Known(nerve::TypeInfo),
+    /// Another type, described by the schema its publishers offer.
+    Described(nerve::message::schema::Schema),
+}
+
+/// The type of a topic that has publishers on other hosts: one this tool knows, or the
+/// schema their processes offer (checked against the layout hash they announce).
+fn remote_type(ctx: &nerve::Context, topic: &str) -> Result<Option<Remote>, Failure> {
     let (_, remote) = remote::discover(ctx)?;
-    Ok(remote
+    let publishers: Vec<_> = remote
         .iter()
         .filter(|e| e.name == topic && e.kind == EntityKind::Publisher)
-        .find_map(|e| {
-            let ty = (types::find(&e.type_name)?.type_info)();
-            (ty.layout_hash == e.type_hash).then_some(ty)
-        }))
+        .collect();
+    let known = publishers.iter().find_map(|e| {
+        let ty = (types::find(&e.type_name)?.type_info)();
+        (ty.layout_hash == e.type_hash).then_some(ty)
+    });
+    if let Some(ty) = known {
+        return Ok(Some(Remote::Known(ty)));
+    }
+    let Some(e) = publishers.first() else {
+        return Ok(None);
+    };
+    let schema = nerve::net::remote_schema(ctx.config(), e.type_hash, remote::DISCOVERY_WINDOW)
+        .map_err(|err| Failure::Runtime(err.into()))?;
+    Ok(schema
+        .filter(|s| s.name == e.type_name)
+        .map(Remote::Described))
 }
 
 fn info_json(t: &TopicInfo) -> Value {

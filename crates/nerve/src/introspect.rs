@@ -91,7 +91,7 @@ pub fn topic_info(node: &Node, topic: &str) -> Result<TopicInfo, TopicError> {
         },
         max_publishers: cfg.max_publishers(),
         max_subscribers: cfg.max_subscribers(),
-        schema: shm::topic_schema(&service),
+        schema: shm::topic_schema(&node.inner.iox, &service),
     })
 }
 

@@ -258,6 +258,9 @@ pub enum SchemaError {
         /// What is wrong.
         reason: String,
     },
+    /// The file holding a large schema cannot be read (missing, or not this user's).
+    #[error("schema file unreadable: {0}")]
+    Unreadable(String),
     /// The layout it describes hashes to another identity than the one it claims.
     #[error(
         "schema of {name} does not match its layout hash: claims {claimed:016x}, describes \

@@ -5,6 +5,7 @@
 use super::{lock, plane, MAX_FRAME};
 use crate::config::Config;
 use crate::error::NetError;
+use crate::message::schema::{Schema, MAX_SCHEMA_BYTES};
 use crate::net::wire::WireError;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -188,6 +189,58 @@ pub(crate) fn report(counters: &CounterMap, domain: u32, host: &str) -> Vec<u8> 
         topics,
     })
     .unwrap_or_default()
+}
+
+/// The schemas a process offers, by domain and layout hash (see `Plane::offer_schema`).
+pub(crate) type SchemaMap = Mutex<HashMap<(u32, u64), std::sync::Weak<str>>>;
+
+/// The schema a query `nerve/<d>/schema/<hash>/…` asks of this process, if it has it.
+pub(crate) fn schema_for(map: &SchemaMap, domain: u32, key: &str) -> Option<(u64, Arc<str>)> {
+    let hash = key.split('/').nth(3)?;
+    let hash = u64::from_str_radix(hash, 16).ok()?;
+    Some((hash, lock(map).get(&(domain, hash))?.upgrade()?))
+}
+
+/// The schema of the type with layout `hash`, asked of every process of the domain that
+/// publishes it (on this host and others) within `timeout`: `None` if nobody answered.
+/// Answers are checked, never trusted: one that is malformed, too large or describes
+/// another layout is refused, and if no answer is usable the error names why.
+pub fn remote_schema(
+    config: &Config,
+    hash: u64,
+    timeout: Duration,
+) -> Result<Option<Schema>, NetError> {
+    let Some(plane) = plane(config)? else {
+        return Ok(None);
+    };
+    let replies = plane
+        .session
+        .get(format!("nerve/{}/schema/{hash:016x}/**", config.domain))
+        .timeout(timeout)
+        .wait()
+        .map_err(|e| NetError::Discovery(e.to_string()))?;
+    let mut refused = None;
+    while let Ok(reply) = replies.recv() {
+        let Ok(s) = reply.result() else { continue };
+        let bytes = s.payload().to_bytes();
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_SCHEMA_BYTES + 1)]);
+        match Schema::decode(&text) {
+            Ok(schema) if schema.layout_hash == hash => return Ok(Some(schema)),
+            Ok(schema) => {
+                refused = Some(format!(
+                    "the answer describes layout {:016x}",
+                    schema.layout_hash
+                ))
+            }
+            Err(e) => refused = Some(e.to_string()),
+        }
+    }
+    match refused {
+        Some(why) => Err(NetError::Discovery(format!(
+            "schema of layout {hash:016x} from the network refused: {why}"
+        ))),
+        None => Ok(None),
+    }
 }
 
 /// The network counters of every process of this domain that answers within `timeout`

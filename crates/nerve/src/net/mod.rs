@@ -25,7 +25,8 @@ mod topic;
 pub(crate) mod wire;
 
 pub use discovery::{
-    local_host, net_counters, remote_entities, EntityKind, NetCounters, RemoteEntity, TopicCounters,
+    local_host, net_counters, remote_entities, remote_schema, EntityKind, NetCounters,
+    RemoteEntity, TopicCounters,
 };
 pub use service::{MAX_QUERIES, NET_CALL_TIMEOUT};
 pub use wire::{decode_call, decode_sample, Frame, Kind, WireError};
@@ -66,8 +67,11 @@ pub(crate) struct Plane {
     next_uid: AtomicU64,
     /// Network counters of this process's subscribers, by domain and topic.
     pub(crate) counters: Arc<discovery::CounterMap>,
-    /// Counter queryables, one per domain.
-    info: Mutex<HashMap<u32, zenoh::query::Queryable<()>>>,
+    /// Schemas of the types this process publishes, by domain and layout hash; an entry
+    /// lives while a publisher holds its text.
+    pub(crate) schemas: Arc<discovery::SchemaMap>,
+    /// Counter and schema queryables, per domain.
+    info: Mutex<HashMap<u32, [zenoh::query::Queryable<()>; 2]>>,
 }
 
 impl Plane {
@@ -142,10 +146,8 @@ impl Plane {
                 let mut seen = lock(&s2);
                 match s.kind() {
                     SampleKind::Put => {
-                        if seen.len() < MAX_REMOTE_TOKENS || seen.contains_key(k) {
-                            if let Some(v) = parse(k) {
-                                seen.insert(k.to_string(), v);
-                            }
+                        if let Some(v) = parse(k) {
+                            keep_token(&mut seen, MAX_REMOTE_TOKENS, k, v);
                         }
                     }
                     SampleKind::Delete => {
@@ -173,28 +175,55 @@ impl Plane {
         map.entry((domain, topic.to_string())).or_default().clone()
     }
 
+    /// Offers the schema `text` of layout `hash` to other hosts while the returned text
+    /// lives (publishers hold it). Entries of types nobody publishes any more are dropped
+    /// here, so the map holds the types this process publishes now.
+    pub(crate) fn offer_schema(&self, domain: u32, hash: u64, text: &str) -> Arc<str> {
+        self.ensure_info(domain);
+        let mut map = lock(&self.schemas);
+        map.retain(|_, t| t.strong_count() > 0);
+        if let Some(t) = map.get(&(domain, hash)).and_then(|t| t.upgrade()) {
+            return t;
+        }
+        let t: Arc<str> = Arc::from(text);
+        map.insert((domain, hash), Arc::downgrade(&t));
+        t
+    }
+
+    /// Declares this process's queryables of `domain` once: its network counters
+    /// (`nerve/<d>/info/<host id>/<pid>`) and the schemas of its types
+    /// (`nerve/<d>/schema/<hash>/<host id>/<pid>`).
     fn ensure_info(&self, domain: u32) {
         let mut info = lock(&self.info);
         if info.contains_key(&domain) {
             return;
         }
-        let key = format!(
-            "nerve/{domain}/info/{:016x}/{}",
-            self.host,
-            std::process::id()
-        );
+        let me = format!("{:016x}/{}", self.host, std::process::id());
         let counters = self.counters.clone();
         let host_name = self.host_name.clone();
-        let q = self
+        let counters_q = self
             .session
-            .declare_queryable(key.clone())
+            .declare_queryable(format!("nerve/{domain}/info/{me}"))
             .callback(move |query| {
                 let report = discovery::report(&counters, domain, &host_name);
                 let _ = query.reply(query.key_expr().clone(), report).wait();
             })
             .wait();
-        if let Ok(q) = q {
-            info.insert(domain, q);
+        let (schemas, me2) = (self.schemas.clone(), me.clone());
+        let schemas_q = self
+            .session
+            .declare_queryable(format!("nerve/{domain}/schema/*/{me}"))
+            .callback(move |query| {
+                if let Some((hash, text)) =
+                    discovery::schema_for(&schemas, domain, query.key_expr())
+                {
+                    let key = format!("nerve/{domain}/schema/{hash:016x}/{me2}");
+                    let _ = query.reply(key, &*text).wait();
+                }
+            })
+            .wait();
+        if let (Ok(c), Ok(s)) = (counters_q, schemas_q) {
+            info.insert(domain, [c, s]);
         }
     }
 }
@@ -209,12 +238,17 @@ impl RemotePlane for Plane {
         &self,
         domain: u32,
         topic: &str,
-        ty: &TypeInfo,
+        (ty, schema): (&TypeInfo, Option<&str>),
         qos: &Qos,
         history: usize,
     ) -> Result<Box<dyn RemotePublisher>, NetError> {
         Ok(Box::new(topic::NetPublisher::new(
-            self, domain, topic, ty, qos, history,
+            self,
+            domain,
+            topic,
+            (ty, schema),
+            qos,
+            history,
         )?))
     }
 
@@ -260,6 +294,15 @@ impl RemotePlane for Plane {
         Ok(Box::new(service::NetClient::new(
             self, domain, name, service,
         )?))
+    }
+}
+
+/// Keeps token `key` in `seen` unless `cap` others are kept already (a flood from the
+/// network cannot grow the map without bound; tokens beyond the cap are ignored until
+/// others go).
+fn keep_token<T>(seen: &mut BTreeMap<String, T>, cap: usize, key: &str, value: T) {
+    if seen.len() < cap || seen.contains_key(key) {
+        seen.insert(key.to_string(), value);
     }
 }
 
@@ -353,6 +396,7 @@ fn open(config: &Config) -> Result<Plane, NetError> {
         host_name,
         next_uid: AtomicU64::new(1),
         counters: Arc::default(),
+        schemas: Arc::default(),
         info: Mutex::default(),
     })
 }
@@ -438,50 +482,16 @@ fn host_id() -> std::io::Result<u64> {
         return Err(std::io::Error::other("getrandom returned too few bytes"));
     }
     let id = u64::from_le_bytes(raw) | 1;
-    let tmp = format!("{file}.{}", std::process::id());
-    {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&tmp)?;
-        f.write_all(format!("{id:016x}\n").as_bytes())?;
-    }
-    // link fails if another process won the race; either way the file now holds the id
-    let _ = std::fs::hard_link(&tmp, &file);
-    let _ = std::fs::remove_file(&tmp);
+    crate::sys::files::create_private(&file, format!("{id:016x}\n").as_bytes())?;
     read_host_id(&file)?.ok_or_else(|| std::io::Error::other(format!("{file} vanished")))
 }
 
-/// Reads the host id file: never through a symbolic link, and only a file of this user
-/// that nobody else may write (anything else is an error naming the file).
+/// Reads the host id file (see [`crate::sys::files::read_private`] for what is refused).
 fn read_host_id(file: &str) -> std::io::Result<Option<u64>> {
-    use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let mut f = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(file)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(std::io::Error::other(format!("{file}: {e}"))),
+    let Some(bytes) = crate::sys::files::read_private(file, 64)? else {
+        return Ok(None);
     };
-    let meta = f.metadata()?;
-    let uid = rustix::process::getuid().as_raw();
-    if meta.uid() != uid || meta.mode() & 0o022 != 0 || !meta.is_file() {
-        return Err(std::io::Error::other(format!(
-            "{file} belongs to uid {} with mode {:o}: refusing a host id another user can \
-             set",
-            meta.uid(),
-            meta.mode() & 0o7777
-        )));
-    }
-    let mut s = String::new();
-    f.by_ref().take(64).read_to_string(&mut s)?;
+    let s = String::from_utf8_lossy(&bytes);
     u64::from_str_radix(s.trim(), 16)
         .map(Some)
         .map_err(|e| std::io::Error::other(format!("{file}: {e}")))
@@ -500,6 +510,24 @@ pub(crate) fn service_key(domain: u32, service: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_maps_stop_at_their_cap_until_others_go() {
+        let mut seen = BTreeMap::new();
+        for k in ["a", "b", "c", "d"] {
+            keep_token(&mut seen, 3, k, ());
+        }
+        assert_eq!(
+            seen.keys().collect::<Vec<_>>(),
+            ["a", "b", "c"],
+            "d is ignored"
+        );
+        keep_token(&mut seen, 3, "a", ());
+        assert_eq!(seen.len(), 3, "a known token is updated, not added");
+        seen.remove("b");
+        keep_token(&mut seen, 3, "d", ());
+        assert!(seen.contains_key("d"), "room again once one went");
+    }
 
     #[test]
     fn host_names_become_key_chunks() {

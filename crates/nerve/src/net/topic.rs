@@ -66,6 +66,8 @@ pub(crate) struct NetPublisher {
     /// The last frames of a topic that keeps history, for late joiners on other hosts.
     history: Option<History>,
     _token: LivelinessToken,
+    /// Keeps the type's schema offered to other hosts.
+    _schema: Option<Arc<str>>,
 }
 
 /// A publisher's last `depth` samples (headers and references to their heap buffers, no
@@ -95,10 +97,11 @@ impl NetPublisher {
         plane: &Plane,
         domain: u32,
         topic: &str,
-        ty: &TypeInfo,
+        (ty, schema): (&TypeInfo, Option<&str>),
         qos: &Qos,
         history: usize,
     ) -> Result<NetPublisher, NetError> {
+        let schema = schema.map(|s| plane.offer_schema(domain, ty.layout_hash, s));
         let key = topic_key(domain, topic);
         let reliable = matches!(qos.overflow, Overflow::BackPressure { .. });
         let publisher = plane
@@ -166,6 +169,7 @@ impl NetPublisher {
             host: plane.host,
             history,
             _token: token,
+            _schema: schema,
         })
     }
 

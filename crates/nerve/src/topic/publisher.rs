@@ -126,7 +126,9 @@ impl Sender {
         let ctx = &node.inner.ctx;
         let history = service.static_config().history_size();
         let net = match ctx.remote()? {
-            Some(plane) => Some(plane.publisher(ctx.domain(), &topic, &ty, &qos, history)?),
+            Some(plane) => {
+                Some(plane.publisher(ctx.domain(), &topic, (&ty, schema), &qos, history)?)
+            }
             None => None,
         };
         let port = builder.create().map_err(|e| {

@@ -24,7 +24,7 @@ pub struct RawSubscriber {
 impl RawSubscriber {
     /// Subscribes to an existing topic with its own type.
     pub fn create(node: &Node, topic: &str, qos: Qos) -> Result<RawSubscriber, TopicError> {
-        RawSubscriber::open(node, topic, None, qos)
+        RawSubscriber::open(node, topic, None, None, qos)
     }
 
     /// Subscribes to a topic of type `ty`, creating it on this host if needed (for
@@ -35,18 +35,32 @@ impl RawSubscriber {
         ty: &TypeInfo,
         qos: Qos,
     ) -> Result<RawSubscriber, TopicError> {
-        RawSubscriber::open(node, topic, Some(ty), qos)
+        RawSubscriber::open(node, topic, Some(ty), None, qos)
+    }
+
+    /// Subscribes to a topic of the type `schema` describes, creating it on this host
+    /// with the schema recorded if needed (for topics whose publishers are all on other
+    /// hosts: see [`crate::net::remote_schema`]).
+    pub fn with_schema(
+        node: &Node,
+        topic: &str,
+        schema: &Schema,
+        qos: Qos,
+    ) -> Result<RawSubscriber, TopicError> {
+        let text = schema.encode();
+        RawSubscriber::open(node, topic, Some(&schema.type_info()), Some(&text), qos)
     }
 
     fn open(
         node: &Node,
         topic: &str,
         ty: Option<&TypeInfo>,
+        schema: Option<&str>,
         qos: Qos,
     ) -> Result<RawSubscriber, TopicError> {
         crate::name::validate_topic(topic)?;
-        let service = shm::open_topic(&node.inner.iox, topic, ty, None, &qos)?;
-        let schema = shm::topic_schema(&service);
+        let service = shm::open_topic(&node.inner.iox, topic, ty, schema, &qos)?;
+        let schema = shm::topic_schema(&node.inner.iox, &service);
         let type_info = shm::topic_type(&service).ok_or_else(|| TopicError::NotATopic {
             topic: topic.to_string(),
             reason: "no Nerve type record".into(),

@@ -17,12 +17,13 @@ pub(crate) trait RemotePlane: Send + Sync {
     /// Announces node `name` to other hosts while the returned guard lives.
     fn node(&self, domain: u32, name: &str) -> Result<Box<dyn Any>, NetError>;
 
-    /// A publisher's side on other hosts; `history` samples are kept for late joiners.
+    /// A publisher's side on other hosts; `history` samples are kept for late joiners, and
+    /// the encoded schema of `ty` (if any) is offered to other hosts' tools.
     fn publisher(
         &self,
         domain: u32,
         topic: &str,
-        ty: &TypeInfo,
+        ty: (&TypeInfo, Option<&str>),
         qos: &Qos,
         history: usize,
     ) -> Result<Box<dyn RemotePublisher>, NetError>;

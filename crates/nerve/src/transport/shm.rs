@@ -96,9 +96,19 @@ pub(crate) const TYPE_ATTRIBUTE: &str = "nerve.type";
 /// Attribute whose values, in order, hold the topic's encoded schema.
 pub(crate) const SCHEMA_ATTRIBUTE: &str = "nerve.schema";
 /// Most bytes of schema a topic's record holds: iceoryx2 keeps at most 8 attribute values
-/// of 256 bytes each, one of them the type record. A larger schema is not recorded (tools
-/// then say so); the type identity is unaffected.
+/// of 256 bytes each, one of them the type record. A larger schema (up to
+/// [`MAX_SCHEMA_BYTES`]) is written to a file of the domain named by its layout hash
+/// ([`schema_file`]) and the record holds [`SCHEMA_IN_FILE`] instead.
 pub(crate) const MAX_RECORDED_SCHEMA: usize = 7 * 256;
+/// The schema record of a topic whose schema is in its [`schema_file`].
+pub(crate) const SCHEMA_IN_FILE: &str = "@file";
+
+/// The file holding the schema of layout `hash` in the domain of `node`, for schemas too
+/// large for a topic's record. Named by the hash, so every topic of the type shares it;
+/// removed with the domain's other files.
+pub(crate) fn schema_file(node: &IoxNode, hash: u64) -> String {
+    format!("/dev/shm/{}schema_{hash:016x}", node.config().global.prefix)
+}
 /// Prefix of every topic's iceoryx2 service name.
 pub(crate) const TOPIC_PREFIX: &str = "topic:";
 
@@ -136,6 +146,16 @@ pub(crate) fn iceoryx_config(cfg: &Config) -> Result<iceoryx2::config::Config, C
 pub(crate) fn remove_domain_files(iox: &iceoryx2::config::Config) {
     for path in management_segments(iox) {
         let _ = std::fs::remove_file(path);
+    }
+    let schemas = format!("{}schema_", iox.global.prefix);
+    for e in std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if e.file_name().to_string_lossy().starts_with(&schemas) {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 
@@ -222,9 +242,10 @@ pub(crate) fn topic_type(service: &TopicService) -> Option<TypeInfo> {
 /// by a type-erased tool, or too large to record), an error when it is malformed or does
 /// not describe the topic's type (it is never trusted unchecked).
 pub(crate) fn topic_schema(
+    node: &IoxNode,
     service: &TopicService,
 ) -> Option<Result<crate::message::schema::Schema, crate::message::schema::SchemaError>> {
-    use crate::message::schema::{Schema, SchemaError};
+    use crate::message::schema::{Schema, SchemaError, MAX_SCHEMA_BYTES};
     let key = AttributeKey::try_from(SCHEMA_ATTRIBUTE).ok()?;
     let mut text = String::new();
     let mut i = 0;
@@ -236,6 +257,15 @@ pub(crate) fn topic_schema(
         return None;
     }
     let ty = topic_type(service)?;
+    if text == SCHEMA_IN_FILE {
+        // one byte more than allowed, so an oversized file is refused by the decoder
+        let path = schema_file(node, ty.layout_hash);
+        text = match crate::sys::files::read_private(&path, MAX_SCHEMA_BYTES + 1) {
+            Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(None) => return Some(Err(SchemaError::Unreadable(format!("{path} is missing")))),
+            Err(e) => return Some(Err(SchemaError::Unreadable(e.to_string()))),
+        };
+    }
     Some(Schema::decode(&text).and_then(|s| {
         if s.layout_hash == ty.layout_hash && s.name == ty.name {
             Ok(s)
@@ -328,9 +358,15 @@ pub(crate) fn open_topic(
                     .map_err(|_| shm_err(format!("type name {} is too long", ty.name)))?,
             )
             .map_err(|e| shm_err(format!("{e:?}")))?;
-        if let Some(text) = schema.filter(|s| s.is_ascii() && s.len() <= MAX_RECORDED_SCHEMA) {
+        if let Some(mut text) = schema.filter(|s| s.is_ascii()) {
             let key =
                 AttributeKey::try_from(SCHEMA_ATTRIBUTE).map_err(|e| shm_err(format!("{e:?}")))?;
+            if text.len() > MAX_RECORDED_SCHEMA {
+                let path = schema_file(node, ty.layout_hash);
+                crate::sys::files::create_private(&path, text.as_bytes())
+                    .map_err(|e| shm_err(format!("schema file: {e}")))?;
+                text = SCHEMA_IN_FILE;
+            }
             for chunk in text.as_bytes().chunks(256) {
                 // ASCII: every chunk is a whole string
                 let chunk = std::str::from_utf8(chunk).unwrap_or_default();
@@ -493,25 +529,122 @@ mod tests {
                 &Qos::default(),
             )
             .unwrap();
-            match (topic_schema(&service).expect("a record"), check) {
+            match (
+                topic_schema(&node.inner.iox, &service).expect("a record"),
+                check,
+            ) {
                 (Ok(s), None) => assert_eq!(s, Schema::of::<Pair>()),
                 (Err(e), Some(needle)) => assert!(e.to_string().contains(needle), "{topic}: {e}"),
                 (r, _) => panic!("{topic}: {r:?}"),
             }
         }
-        let big = format!("{good}|{}", "x".repeat(MAX_RECORDED_SCHEMA));
+        // a schema too large for the record travels in the domain's schema file
+        let wide = TypeInfo::of::<Wide>();
+        let text = Schema::of::<Wide>().encode();
+        assert!(text.len() > MAX_RECORDED_SCHEMA, "{} bytes", text.len());
         let service = open_topic(
             &node.inner.iox,
             "/schema/big",
-            Some(&ty),
-            Some(&big),
+            Some(&wide),
+            Some(&text),
             &Qos::default(),
         )
         .unwrap();
-        assert!(
-            topic_schema(&service).is_none(),
-            "too large to record: none recorded"
+        let file = schema_file(&node.inner.iox, wide.layout_hash);
+        assert_eq!(
+            topic_schema(&node.inner.iox, &service).unwrap().unwrap(),
+            Schema::of::<Wide>()
         );
+        // the file is checked like the record: another text is refused, a missing file
+        // is named
+        std::fs::remove_file(&file).unwrap();
+        let e = topic_schema(&node.inner.iox, &service)
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains(&file), "{e}");
+        crate::sys::files::create_private(&file, good.as_bytes()).unwrap();
+        let e = topic_schema(&node.inner.iox, &service)
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("does not match"), "{e}");
+        std::fs::remove_file(&file).unwrap();
+        crate::sys::files::create_private(&file, text.repeat(8).as_bytes()).unwrap();
+        let e = topic_schema(&node.inner.iox, &service)
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("exceeds the limit"), "{e}");
+        std::fs::remove_file(&file).unwrap();
+    }
+
+    /// A type whose schema is larger than a topic's record holds.
+    #[derive(Clone, Copy, crate::Message)]
+    #[repr(C)]
+    #[message(name = "shm_test/Wide")]
+    struct Wide {
+        a_field_with_a_rather_long_name_00: u32,
+        a_field_with_a_rather_long_name_01: u32,
+        a_field_with_a_rather_long_name_02: u32,
+        a_field_with_a_rather_long_name_03: u32,
+        a_field_with_a_rather_long_name_04: u32,
+        a_field_with_a_rather_long_name_05: u32,
+        a_field_with_a_rather_long_name_06: u32,
+        a_field_with_a_rather_long_name_07: u32,
+        a_field_with_a_rather_long_name_08: u32,
+        a_field_with_a_rather_long_name_09: u32,
+        a_field_with_a_rather_long_name_10: u32,
+        a_field_with_a_rather_long_name_11: u32,
+        a_field_with_a_rather_long_name_12: u32,
+        a_field_with_a_rather_long_name_13: u32,
+        a_field_with_a_rather_long_name_14: u32,
+        a_field_with_a_rather_long_name_15: u32,
+        a_field_with_a_rather_long_name_16: u32,
+        a_field_with_a_rather_long_name_17: u32,
+        a_field_with_a_rather_long_name_18: u32,
+        a_field_with_a_rather_long_name_19: u32,
+        a_field_with_a_rather_long_name_20: u32,
+        a_field_with_a_rather_long_name_21: u32,
+        a_field_with_a_rather_long_name_22: u32,
+        a_field_with_a_rather_long_name_23: u32,
+        a_field_with_a_rather_long_name_24: u32,
+        a_field_with_a_rather_long_name_25: u32,
+        a_field_with_a_rather_long_name_26: u32,
+        a_field_with_a_rather_long_name_27: u32,
+        a_field_with_a_rather_long_name_28: u32,
+        a_field_with_a_rather_long_name_29: u32,
+        a_field_with_a_rather_long_name_30: u32,
+        a_field_with_a_rather_long_name_31: u32,
+        a_field_with_a_rather_long_name_32: u32,
+        a_field_with_a_rather_long_name_33: u32,
+        a_field_with_a_rather_long_name_34: u32,
+        a_field_with_a_rather_long_name_35: u32,
+        a_field_with_a_rather_long_name_36: u32,
+        a_field_with_a_rather_long_name_37: u32,
+        a_field_with_a_rather_long_name_38: u32,
+        a_field_with_a_rather_long_name_39: u32,
+        a_field_with_a_rather_long_name_40: u32,
+        a_field_with_a_rather_long_name_41: u32,
+        a_field_with_a_rather_long_name_42: u32,
+        a_field_with_a_rather_long_name_43: u32,
+        a_field_with_a_rather_long_name_44: u32,
+        a_field_with_a_rather_long_name_45: u32,
+        a_field_with_a_rather_long_name_46: u32,
+        a_field_with_a_rather_long_name_47: u32,
+        a_field_with_a_rather_long_name_48: u32,
+        a_field_with_a_rather_long_name_49: u32,
+        a_field_with_a_rather_long_name_50: u32,
+        a_field_with_a_rather_long_name_51: u32,
+        a_field_with_a_rather_long_name_52: u32,
+        a_field_with_a_rather_long_name_53: u32,
+        a_field_with_a_rather_long_name_54: u32,
+        a_field_with_a_rather_long_name_55: u32,
+        a_field_with_a_rather_long_name_56: u32,
+        a_field_with_a_rather_long_name_57: u32,
+        a_field_with_a_rather_long_name_58: u32,
+        a_field_with_a_rather_long_name_59: u32,
+        a_field_with_a_rather_long_name_60: u32,
+        a_field_with_a_rather_long_name_61: u32,
+        a_field_with_a_rather_long_name_62: u32,
+        a_field_with_a_rather_long_name_63: u32,
     }
 
     #[test]
