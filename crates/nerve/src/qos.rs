@@ -41,6 +41,10 @@ pub struct Qos {
     pub max_payload: usize,
     /// Shared memory budget in bytes for one publisher's sample pool. The pool holds the
     /// worst case the QoS needs, capped at this budget but never fewer than 4 samples.
+    /// When slow readers hold every sample of a capped pool, slice messages and
+    /// drop-oldest topics grow it by another segment (freed once its samples are
+    /// released); back-pressure topics of fixed-size messages report
+    /// [`crate::LoanError::PoolExhausted`] instead.
     pub shm_budget: usize,
 }
 

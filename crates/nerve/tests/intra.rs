@@ -366,3 +366,88 @@ fn two_publishers_one_blocking_subscriber_across_threads() {
 fn two_publishers_one_blocking_subscriber_across_contexts() {
     two_pingers_one_ponger("n1-contexts", false);
 }
+
+/// A fixed-size message of 256 KiB (a small camera frame).
+#[derive(Clone, Copy, nerve::Message)]
+#[repr(C)]
+#[message(name = "intra/Frame")]
+struct Frame {
+    id: u64,
+    pixels: [[u8; 1024]; 256],
+}
+
+/// A drop-oldest (sensor) publisher of large fixed-size samples, its pool capped to a few
+/// samples, keeps publishing while subscribers in another context let their queues fill
+/// and hold every sample they may: a slow reader never fails a sensor publisher (no
+/// `PoolExhausted`), and the pool's memory follows the samples really in use.
+#[test]
+fn a_slow_reader_never_fails_a_sensor_publisher_of_large_samples() {
+    let frame = std::mem::size_of::<Frame>();
+    let cfg = config("slow-reader-large");
+    let a = Context::new(cfg.clone()).unwrap();
+    let b = Context::new(cfg).unwrap();
+    let pub_node = a.node("camera").create().unwrap();
+    let sub_node = b.node("slow").create().unwrap();
+    // the pool sized for the queue and two loans, as the benchmarks size it
+    let qos = Qos {
+        max_borrowed: 4,
+        ..Qos::sensor().depth(4).shm_budget(6 * frame)
+    };
+    let p = pub_node
+        .publisher::<Frame>("/intra/slow_frames")
+        .qos(qos.clone())
+        .create()
+        .unwrap();
+    let subs: Vec<Subscriber<Frame>> = (0..2)
+        .map(|_| {
+            sub_node
+                .subscriber::<Frame>("/intra/slow_frames")
+                .qos(qos.clone())
+                .create()
+                .unwrap()
+        })
+        .collect();
+    p.wait_for_subscribers(2, WAIT);
+    let shm_before = shm_used_kib();
+    let mut held = Vec::new();
+    for id in 0..64u64 {
+        let mut loan = p.loan().unwrap_or_else(|e| panic!("loan {id}: {e}"));
+        loan.id = id;
+        loan.send().unwrap_or_else(|e| panic!("send {id}: {e}"));
+        // each subscriber takes samples until it holds all it may, then stops reading
+        for s in &subs {
+            if held.len() < 8 {
+                if let Some(m) = s.try_recv().unwrap() {
+                    held.push(m);
+                }
+            }
+        }
+    }
+    assert_eq!(held.len(), 8, "both subscribers hold 4 samples");
+    // newest wins for the slow readers: their queues hold the last samples published
+    drop(held);
+    for s in &subs {
+        let first = s.try_recv().unwrap().expect("a queued sample").id;
+        assert!(first >= 60, "the oldest were dropped, got {first}");
+    }
+    // what the pool really takes: about the samples in use at once (8 held, 4 queued,
+    // loans), not its worst case
+    let grown = shm_used_kib().saturating_sub(shm_before) as usize;
+    assert!(
+        grown * 1024 < 32 * frame,
+        "shared memory grew by {grown} KiB for 64 frames of {frame} bytes"
+    );
+}
+
+/// Used space of /dev/shm in KiB.
+fn shm_used_kib() -> u64 {
+    let out = std::process::Command::new("df")
+        .args(["-k", "--output=used", "/dev/shm"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(0)
+}

@@ -179,7 +179,12 @@ fn remote_tokens_are_forgotten_when_withdrawn() {
         .map(|i| other.liveliness().declare_token(key(i)).wait().unwrap())
         .collect();
     assert_eq!(count(), 200);
-    drop(tokens);
+    // let the watch's own history exchange settle first: a token's re-announcement still
+    // in flight when it is withdrawn would keep it alive in Zenoh itself
+    std::thread::sleep(Duration::from_secs(1));
+    for t in tokens {
+        t.undeclare().wait().unwrap();
+    }
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let n = count();

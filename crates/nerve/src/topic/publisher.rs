@@ -94,10 +94,17 @@ impl Sender {
         let sample_bytes = shm::words_for(initial) * 8 + core::mem::size_of::<SampleHeader>();
         let worst = shm::worst_case_samples(&service, &qos);
         let pool = qos.pool_samples(worst, sample_bytes);
+        // A pool capped below the worst case may fill up with samples slow readers hold.
+        // Slices grow their pool by another segment then; so does a drop-oldest topic of
+        // any type, because a slow reader must never fail a sensor publisher (the extra
+        // segment goes once its samples are released). Back-pressure topics keep their
+        // pool and report `PoolExhausted`.
+        let may_grow =
+            ty.is_slice() || (pool < worst && matches!(qos.overflow, Overflow::DropOldest));
         let mut builder = service
             .publisher_builder()
             .initial_max_slice_len(shm::words_for(initial))
-            .allocation_strategy(if ty.is_slice() {
+            .allocation_strategy(if may_grow {
                 AllocationStrategy::PowerOfTwo
             } else {
                 AllocationStrategy::Static
