@@ -29,12 +29,16 @@ struct Lie {
 
 const WINDOW: Duration = Duration::from_secs(2);
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The port the other session listens on (free when first asked).
+fn port() -> u16 {
+    static PORT: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    *PORT.get_or_init(|| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    })
 }
 
 /// The other session and the plane's configuration (shared by every test here).
@@ -43,7 +47,7 @@ fn setup() -> &'static (zenoh::Session, Config) {
     SETUP.get_or_init(|| {
         // a second Zenoh session (another host's tool, as far as the plane can tell) listens;
         // the plane connects to it, with no scouting
-        let port = free_port();
+        let port = port();
         let mut zc = zenoh::Config::default();
         let listen = format!(r#"["tcp/127.0.0.1:{port}"]"#);
         zc.insert_json5("listen/endpoints", &listen).unwrap();
@@ -161,10 +165,18 @@ fn counters_are_kept_only_for_topics_subscribed_now() {
 }
 
 #[test]
-fn remote_tokens_are_forgotten_when_withdrawn() {
+fn remote_tokens_are_forgotten_when_their_process_goes() {
     // (the cap on how many a watch keeps is tested where the watch is, in `net`)
-    let (other, cfg) = setup();
+    let (_, cfg) = setup();
     let _ctx = Context::new(cfg.clone()).unwrap();
+    // a process of another host with many endpoints: a client of the other session
+    let mut zc = zenoh::Config::default();
+    zc.insert_json5("mode", r#""client""#).unwrap();
+    let endpoint = format!(r#"["tcp/127.0.0.1:{}"]"#, port());
+    zc.insert_json5("connect/endpoints", &endpoint).unwrap();
+    zc.insert_json5("scouting/multicast/enabled", "false")
+        .unwrap();
+    let far = zenoh::open(zc).wait().unwrap();
     let key = |i: usize| {
         format!("nerve/741/live/sub/00000000000000aa/far/1-{i}/0000000000000001=t:T/flood/t{i}")
     };
@@ -175,16 +187,12 @@ fn remote_tokens_are_forgotten_when_withdrawn() {
             .filter(|e| e.name.starts_with("/flood/"))
             .count()
     };
-    let tokens: Vec<_> = (0..200)
-        .map(|i| other.liveliness().declare_token(key(i)).wait().unwrap())
+    let _tokens: Vec<_> = (0..200)
+        .map(|i| far.liveliness().declare_token(key(i)).wait().unwrap())
         .collect();
     assert_eq!(count(), 200);
-    // let the watch's own history exchange settle first: a token's re-announcement still
-    // in flight when it is withdrawn would keep it alive in Zenoh itself
-    std::thread::sleep(Duration::from_secs(1));
-    for t in tokens {
-        t.undeclare().wait().unwrap();
-    }
+    // the process goes: every one of its endpoints is forgotten
+    far.close().wait().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let n = count();
@@ -193,7 +201,7 @@ fn remote_tokens_are_forgotten_when_withdrawn() {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "{n} withdrawn tokens stay"
+            "{n} tokens of a gone process stay"
         );
     }
 }

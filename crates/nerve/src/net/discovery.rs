@@ -101,17 +101,37 @@ impl RemoteEntity {
     }
 }
 
-/// The endpoints and nodes of other hosts in the context's domain, as known after
-/// listening for `window` (the session may still be connecting when this is called).
-/// Empty when the network plane is off.
+/// The endpoints and nodes of other hosts in the context's domain: after `window` (the
+/// session may still be connecting when this is called), the liveliness tokens their
+/// holders confirm, asked of the network rather than read from this session's view (which
+/// was seen to keep some tokens of a process that had gone: see docs/design.md). Empty
+/// when the network plane is off.
 pub fn remote_entities(config: &Config, window: Duration) -> Result<Vec<RemoteEntity>, NetError> {
     let Some(plane) = plane(config)? else {
         return Ok(Vec::new());
     };
     let key = format!("nerve/{}/live/**", config.domain);
-    let (seen, _sub) = plane.watch_tokens(key, RemoteEntity::parse, |_| {})?;
+    let own = format!("{:016x}", plane.host);
     std::thread::sleep(window);
-    let mut out: Vec<RemoteEntity> = lock(&seen).values().cloned().collect();
+    let replies = plane
+        .session
+        .liveliness()
+        .get(key)
+        .timeout(window)
+        .wait()
+        .map_err(|e| NetError::Discovery(e.to_string()))?;
+    let mut seen = BTreeMap::new();
+    while let Ok(reply) = replies.recv() {
+        if let Ok(s) = reply.result() {
+            let k = s.key_expr().as_str();
+            if k.split('/').nth(4) != Some(own.as_str()) && seen.len() < super::MAX_REMOTE_TOKENS {
+                if let Some(e) = RemoteEntity::parse(k) {
+                    seen.insert(k.to_string(), e);
+                }
+            }
+        }
+    }
+    let mut out: Vec<RemoteEntity> = seen.into_values().collect();
     out.sort_by(|a, b| (a.kind, &a.name, &a.host).cmp(&(b.kind, &b.name, &b.host)));
     Ok(out)
 }
