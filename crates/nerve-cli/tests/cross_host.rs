@@ -132,3 +132,84 @@ fn remote_topics_and_nodes_are_listed_with_their_host_and_drop_out_when_it_dies(
         assert!(Instant::now() < deadline, "still listed: {list}");
     }
 }
+
+/// A message type only this test binary knows.
+#[derive(Clone, Copy, nerve::Message)]
+#[repr(C)]
+#[message(name = "cross_host_test/Wheel")]
+struct Wheel {
+    speed: f32,
+    torque: f32,
+    id: u32,
+}
+
+/// Not a test of its own: the publisher of a type the `nerve` tool was not built with,
+/// started on a simulated host by the test below (it does nothing unless asked to).
+#[test]
+#[ignore]
+fn custom_type_publisher_child() {
+    if std::env::var("NERVE_TEST_CHILD").is_err() {
+        return;
+    }
+    let ctx = nerve::Context::new(nerve::Config::from_env().unwrap()).unwrap();
+    let node = ctx.node("wheels").create().unwrap();
+    let p = node.publisher::<Wheel>("/cli/wheel").create().unwrap();
+    for id in 0..3000 {
+        p.publish(&Wheel {
+            speed: 1.5,
+            torque: -2.0,
+            id,
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_custom_type_published_only_on_another_host_is_decoded_by_its_schema() {
+    let sim = SimHosts::create(2, 2100).expect("simulated hosts (needs root, ip, unshare)");
+    let me = std::env::current_exe().unwrap();
+    let args: Vec<String> = ["--exact", "custom_type_publisher_child", "--ignored"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let _publisher = sim
+        .spawn(
+            0,
+            &me,
+            &args,
+            &[
+                ("NERVE_DOMAIN", DOMAIN.into()),
+                ("NERVE_TEST_CHILD", "1".into()),
+            ],
+            "custom publisher",
+        )
+        .expect("start the publisher");
+    // the tool on the other host knows neither the type nor the topic: it asks the
+    // publisher's process for the schema and decodes the samples with it
+    let (code, out, err) = nerve(
+        &sim,
+        1,
+        &[
+            "topic",
+            "echo",
+            "/cli/wheel",
+            "--count",
+            "2",
+            "--timeout",
+            "30",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let first = &lines[0];
+    let msg = first.get("msg").unwrap_or(first);
+    assert_eq!(msg["speed"], 1.5, "{first}");
+    assert_eq!(msg["torque"], -2.0, "{first}");
+}
