@@ -647,13 +647,19 @@ pub fn measure_stream(
     })
 }
 
-/// (total size, largest file) of `/dev/shm` files starting with `prefix`.
+/// (total size, largest data file) of `/dev/shm` files starting with `prefix`: the
+/// largest leaves out Nerve's doorbell (the wake-up table of the domain, not a data
+/// segment), so it is the publisher's pool the check below compares.
 fn shm_files(prefix: &str) -> (u64, u64) {
     let total = shm_bytes(prefix);
     let largest = std::fs::read_dir("/dev/shm")
         .map(|d| {
             d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    name.starts_with(prefix) && !name.contains("doorbell")
+                })
                 .filter_map(|e| e.metadata().ok())
                 .map(|m| m.len())
                 .max()

@@ -33,6 +33,8 @@ use std::time::Duration;
 pub(crate) const SLOTS: usize = 4096;
 /// Number of handle records: the most contexts whose counts are reclaimed after a crash
 /// (more may open the doorbell; theirs are then reclaimed only when the domain empties).
+/// With [`ENTRIES`] and [`SLOTS`] the file is about 650 KiB (pages untouched stay
+/// unallocated).
 const RECORDS: usize = 256;
 
 /// Bits of a slot binding that count its users; the bits above hold the key's tag.
@@ -51,15 +53,29 @@ pub struct Slot {
     binding: AtomicU64,
 }
 
-/// What one handle added to the shared counts, per slot.
+/// What one handle added to the shared counts: an entry per slot it has bound.
 #[repr(C)]
 struct Record {
     /// [`FREE`], [`CLAIMED`], [`LIVE`] or [`REAPING`].
     state: AtomicU32,
-    _pad: u32,
-    users: [AtomicU32; SLOTS],
-    waiters: [AtomicU32; SLOTS],
+    entries: [Entry; ENTRIES],
 }
+
+/// A slot bound by one handle: written only by that handle while it lives (entries are
+/// claimed and freed under its bind lock), read by the reaper after its death.
+#[repr(C)]
+struct Entry {
+    /// The slot's index + 1; 0 while the entry is free.
+    slot: AtomicU32,
+    /// Bindings of the slot by this handle.
+    users: AtomicU32,
+    /// Waiters of this handle on the slot.
+    waiters: AtomicU32,
+}
+
+/// Slots one handle's record tracks; bindings beyond them are reclaimed only when the
+/// domain empties.
+const ENTRIES: usize = 128;
 
 const FREE: u32 = 0;
 const CLAIMED: u32 = 1;
@@ -219,14 +235,29 @@ impl Doorbell {
                 })
                 .ok_or_else(full)?,
         };
-        if let Some(r) = self.record() {
-            // SYNC: a count only this handle changes while it lives; the reaper reads it
-            // after this handle's death.
-            r.users[index].fetch_add(1, Ordering::Relaxed);
-        }
+        let entry = self.record().and_then(|r| {
+            let key = index as u32 + 1;
+            // SYNC: entries are written only by this handle, under its bind lock (held
+            // here); the reaper reads them after this handle's death.
+            let at = r
+                .entries
+                .iter()
+                .position(|e| e.slot.load(Ordering::Relaxed) == key)
+                .or_else(|| {
+                    let free = r
+                        .entries
+                        .iter()
+                        .position(|e| e.slot.load(Ordering::Relaxed) == 0)?;
+                    r.entries[free].slot.store(key, Ordering::Release);
+                    Some(free)
+                })?;
+            r.entries[at].users.fetch_add(1, Ordering::Release);
+            Some(at as u16)
+        });
         Ok(SlotRef(Arc::new(Binding {
             bell: self.clone(),
             index: index as u32,
+            entry,
         })))
     }
 
@@ -277,17 +308,24 @@ impl Doorbell {
                 continue; // its owner lives
             };
             r.state.store(REAPING, Ordering::Release);
-            for (s, slot) in t.slots.iter().enumerate() {
+            for e in &r.entries {
+                let Some(s) = (e.slot.load(Ordering::Acquire) as usize).checked_sub(1) else {
+                    continue;
+                };
+                let Some(slot) = t.slots.get(s) else {
+                    continue; // not a slot index: written by no Nerve handle
+                };
                 // SYNC: swap then subtract: a reaper killed in between leaves an
                 // over-count only.
-                let w = r.waiters[s].swap(0, Ordering::AcqRel);
+                let w = e.waiters.swap(0, Ordering::AcqRel);
                 if w > 0 {
                     slot.waiters.fetch_sub(w, Ordering::SeqCst);
                 }
-                let u = r.users[s].swap(0, Ordering::AcqRel);
+                let u = e.users.swap(0, Ordering::AcqRel);
                 if u > 0 {
                     self.unbind(s, u);
                 }
+                e.slot.store(0, Ordering::Release);
             }
             drop(lock);
             // SYNC: Release publishes the zeroed counts to the next owner.
@@ -410,16 +448,29 @@ impl Drop for OfdLock<'_> {
 struct Binding {
     bell: Arc<Doorbell>,
     index: u32,
+    /// This binding's entry in the handle's record (none if the record is full).
+    entry: Option<u16>,
+}
+
+impl Binding {
+    fn entry(&self) -> Option<&Entry> {
+        let r = self.bell.record()?;
+        Some(&r.entries[usize::from(self.entry?)])
+    }
 }
 
 impl Drop for Binding {
     fn drop(&mut self) {
-        let i = self.index as usize;
-        if let Some(r) = self.bell.record() {
-            // SYNC: record first, then the shared count (see the module docs).
-            r.users[i].fetch_sub(1, Ordering::Relaxed);
+        if let Some(e) = self.entry() {
+            // record first, then the shared count (see the module docs); an entry is
+            // freed under the bind lock, so no bind reuses it meanwhile
+            let _in_process = self.bell.bind.lock().unwrap_or_else(|e| e.into_inner());
+            // SYNC: see `Doorbell::bind`.
+            if e.users.fetch_sub(1, Ordering::AcqRel) == 1 {
+                e.slot.store(0, Ordering::Release);
+            }
         }
-        self.bell.unbind(i, 1);
+        self.bell.unbind(self.index as usize, 1);
     }
 }
 
@@ -447,8 +498,8 @@ impl SlotRef {
         // SYNC: see `Slot::ring`; the count is raised in the slot before the record (see
         // the module docs), and the fence orders it before the queue check.
         self.waiters.fetch_add(1, Ordering::SeqCst);
-        if let Some(r) = self.0.bell.record() {
-            r.waiters[self.0.index as usize].fetch_add(1, Ordering::Relaxed);
+        if let Some(e) = self.0.entry() {
+            e.waiters.fetch_add(1, Ordering::Relaxed);
         }
         fence(Ordering::SeqCst);
         self.seq.load(Ordering::SeqCst)
@@ -456,9 +507,9 @@ impl SlotRef {
 
     /// Withdraws a waiter announced by `register`.
     pub(crate) fn unregister(&self) {
-        if let Some(r) = self.0.bell.record() {
+        if let Some(e) = self.0.entry() {
             // SYNC: record first, then the shared count (see the module docs).
-            r.waiters[self.0.index as usize].fetch_sub(1, Ordering::Relaxed);
+            e.waiters.fetch_sub(1, Ordering::Relaxed);
         }
         self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
