@@ -565,7 +565,8 @@ fn publisher_recovers_samples_held_by_a_killed_subscriber() {
     )
     .unwrap();
     let node = ctx.node("recovering_pub").create().unwrap();
-    // a pool of 4 samples: the subscriber below can hold all of them
+    // the smallest budget: it would cap a back-pressure pool at 4 samples, which the
+    // subscriber below could hold; a sensor pool holds the worst case regardless
     let p = node
         .publisher::<nerve_msgs::Imu>("/pool")
         .qos(Qos::sensor().depth(8).shm_budget(1))
@@ -579,24 +580,19 @@ fn publisher_recovers_samples_held_by_a_killed_subscriber() {
     );
     sub.expect_line("ready", T);
     assert!(p.wait_for_subscribers(1, T));
-    let mut exhausted = None;
     for i in 0..20 {
         let mut m = nerve_msgs::Imu::default();
         m.angular_velocity.x = (i + 1) as f64;
-        if let Err(e) = p.publish(&m) {
-            exhausted = Some(e);
-            break;
-        }
+        p.publish(&m)
+            .expect("a subscriber holding samples never fails a sensor publisher");
         std::thread::sleep(Duration::from_millis(5));
     }
     sub.expect_line("holding", T);
-    let e = exhausted.expect("a subscriber holding every sample exhausts the pool");
-    assert!(e.to_string().contains("all samples are in use"), "{e}");
+    // the subscriber dies holding its samples: they come back and publishing goes on
     sub.kill();
-    // the dead subscriber's samples come back: publishing works again
     for _ in 0..20 {
         p.publish(&nerve_msgs::Imu::default())
-            .expect("pool recovered after the subscriber died");
+            .expect("publishing goes on after the subscriber died");
     }
 }
 

@@ -167,17 +167,25 @@ pub fn memory(pid: u32) -> Option<Memory> {
     })
 }
 
-/// Total size of the files in `/dev/shm` whose names start with `prefix` (the shared
-/// memory a system holds), in bytes.
+/// Shared memory held by the files in `/dev/shm` whose names start with `prefix`, in
+/// bytes: the pages they really have (a pool sized for the worst case touches only the
+/// samples in use), not their nominal sizes.
 pub fn shm_bytes(prefix: &str) -> u64 {
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
-        return 0;
-    };
-    dir.flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
-        .sum()
+    shm_files(prefix).map(|(_, held)| held).sum()
+}
+
+/// (name, bytes held) of every file in `/dev/shm` whose name starts with `prefix`.
+pub fn shm_files(prefix: &str) -> impl Iterator<Item = (String, u64)> + '_ {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(move |e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let held = e.metadata().ok()?.blocks() * 512;
+            name.starts_with(prefix).then_some((name, held))
+        })
 }
 
 /// Monotonic clock in ns (the clock every stamp of the benchmarks uses).

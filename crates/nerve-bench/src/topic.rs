@@ -188,9 +188,10 @@ pub struct TopicRow {
     pub rss_bytes: PerProcess<u64>,
     /// Proportional set size in bytes at the end of the stream.
     pub pss_bytes: PerProcess<u64>,
-    /// Shared memory the system holds (files in /dev/shm), in bytes.
+    /// Shared memory the system holds (pages of its files in /dev/shm), in bytes.
     pub shm_bytes: Option<u64>,
-    /// Largest single shared-memory file (a publisher's data segment), in bytes.
+    /// Pages held by the largest single shared-memory file (a publisher's data segment),
+    /// in bytes.
     pub shm_largest_bytes: Option<u64>,
     /// Wall time of the stream in s.
     pub seconds: f64,
@@ -606,7 +607,7 @@ pub fn measure_stream(
         subscriber: memory(sub.pid()),
     };
     let shm = shm_prefix.map(|p| {
-        let (total, largest) = shm_files(p);
+        let (total, largest) = shm_held(p);
         (total, largest)
     });
     // the subscriber ends on the last message; if that one was lost, stdin closing ends it
@@ -647,24 +648,15 @@ pub fn measure_stream(
     })
 }
 
-/// (total size, largest data file) of `/dev/shm` files starting with `prefix`: the
-/// largest leaves out Nerve's doorbell (the wake-up table of the domain, not a data
-/// segment), so it is the publisher's pool the check below compares.
-fn shm_files(prefix: &str) -> (u64, u64) {
+/// (total, largest data file) of the shared memory held by `/dev/shm` files starting with
+/// `prefix`: the largest leaves out Nerve's doorbell (the wake-up table of the domain, not
+/// a data segment), so it is the publisher's pool the check below compares.
+fn shm_held(prefix: &str) -> (u64, u64) {
     let total = shm_bytes(prefix);
-    let largest = std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    let name = e.file_name();
-                    let name = name.to_string_lossy();
-                    name.starts_with(prefix) && !name.contains("doorbell")
-                })
-                .filter_map(|e| e.metadata().ok())
-                .map(|m| m.len())
-                .max()
-                .unwrap_or(0)
-        })
+    let largest = crate::machine::shm_files(prefix)
+        .filter(|(name, _)| !name.contains("doorbell"))
+        .map(|(_, held)| held)
+        .max()
         .unwrap_or(0);
     (total, largest)
 }
@@ -916,7 +908,7 @@ fn output(
              method), {} per point; machine: {}. The publisher writes the whole payload, \
              stamps it, sends it; the subscriber stamps the arrival (same monotonic clock). \
              CPU from /proc (user + system over wall), memory from /proc/PID/smaps_rollup, \
-             shared memory from /dev/shm. The floor is a bare futex wake-up of the other \
+             shared memory as the pages its files in /dev/shm hold. The floor is a bare futex wake-up of the other \
              core at the same rate and size: what any event-driven transport pays on this \
              machine.",
             if quick { "2 s" } else { "10 s" },

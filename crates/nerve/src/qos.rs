@@ -39,12 +39,13 @@ pub struct Qos {
     pub initial_payload: usize,
     /// Largest payload in bytes; a larger loan fails with an error naming both sizes.
     pub max_payload: usize,
-    /// Shared memory budget in bytes for one publisher's sample pool. The pool holds the
-    /// worst case the QoS needs, capped at this budget but never fewer than 4 samples.
-    /// When slow readers hold every sample of a capped pool, slice messages and
-    /// drop-oldest topics grow it by another segment (freed once its samples are
-    /// released); back-pressure topics of fixed-size messages report
-    /// [`crate::LoanError::PoolExhausted`] instead.
+    /// Shared memory budget in bytes for the sample pool of a publisher of fixed-size
+    /// messages under back-pressure: its pool holds the worst case the QoS needs, capped
+    /// at this budget but never fewer than 4 samples, and `loan` reports
+    /// [`crate::LoanError::PoolExhausted`] when readers hold it all. Drop-oldest topics
+    /// and slice messages always get the worst case (a slow reader never fails a sensor
+    /// publisher); their pages are touched only as samples are used, so memory follows
+    /// the samples in use, not the pool's size.
     pub shm_budget: usize,
 }
 

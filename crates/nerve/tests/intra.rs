@@ -376,10 +376,10 @@ struct Frame {
     pixels: [[u8; 1024]; 256],
 }
 
-/// A drop-oldest (sensor) publisher of large fixed-size samples, its pool capped to a few
-/// samples, keeps publishing while subscribers in another context let their queues fill
-/// and hold every sample they may: a slow reader never fails a sensor publisher (no
-/// `PoolExhausted`), and the pool's memory follows the samples really in use.
+/// A drop-oldest (sensor) publisher of large fixed-size samples keeps publishing while
+/// subscribers in another context let their queues fill and hold every sample they may:
+/// a slow reader never fails a sensor publisher (no `PoolExhausted`, even with the small
+/// budget the benchmarks set), and the pool's memory follows the samples really in use.
 #[test]
 fn a_slow_reader_never_fails_a_sensor_publisher_of_large_samples() {
     let frame = std::mem::size_of::<Frame>();
@@ -388,7 +388,7 @@ fn a_slow_reader_never_fails_a_sensor_publisher_of_large_samples() {
     let b = Context::new(cfg).unwrap();
     let pub_node = a.node("camera").create().unwrap();
     let sub_node = b.node("slow").create().unwrap();
-    // the pool sized for the queue and two loans, as the benchmarks size it
+    // the budget the benchmarks set (queue and two loans): it caps back-pressure pools
     let qos = Qos {
         max_borrowed: 4,
         ..Qos::sensor().depth(4).shm_budget(6 * frame)

@@ -121,13 +121,11 @@ pub fn remote_entities(config: &Config, window: Duration) -> Result<Vec<RemoteEn
         .wait()
         .map_err(|e| NetError::Discovery(e.to_string()))?;
     let mut seen = BTreeMap::new();
-    while let Ok(reply) = replies.recv() {
-        if let Ok(s) = reply.result() {
-            let k = s.key_expr().as_str();
-            if k.split('/').nth(4) != Some(own.as_str()) && seen.len() < super::MAX_REMOTE_TOKENS {
-                if let Some(e) = RemoteEntity::parse(k) {
-                    seen.insert(k.to_string(), e);
-                }
+    for s in answers(replies) {
+        let k = s.key_expr().as_str();
+        if k.split('/').nth(4) != Some(own.as_str()) && seen.len() < super::MAX_REMOTE_TOKENS {
+            if let Some(e) = RemoteEntity::parse(k) {
+                seen.insert(k.to_string(), e);
             }
         }
     }
@@ -240,8 +238,7 @@ pub fn remote_schema(
         .wait()
         .map_err(|e| NetError::Discovery(e.to_string()))?;
     let mut refused = None;
-    while let Ok(reply) = replies.recv() {
-        let Ok(s) = reply.result() else { continue };
+    for s in answers(replies) {
         let bytes = s.payload().to_bytes();
         let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_SCHEMA_BYTES + 1)]);
         match Schema::decode(&text) {
@@ -275,18 +272,21 @@ pub fn net_counters(config: &Config, timeout: Duration) -> Result<Vec<NetCounter
         .timeout(timeout)
         .wait()
         .map_err(|e| NetError::Discovery(e.to_string()))?;
-    let mut out = Vec::new();
-    while let Ok(reply) = replies.recv() {
-        if let Ok(s) = reply.result() {
+    Ok(answers(replies)
+        .filter_map(|s| {
             let bytes = s.payload().to_bytes();
-            if bytes.len() <= MAX_FRAME {
-                if let Ok(c) = serde_json::from_slice::<NetCounters>(&bytes) {
-                    out.push(c);
-                }
-            }
-        }
-    }
-    Ok(out)
+            (bytes.len() <= MAX_FRAME)
+                .then(|| serde_json::from_slice::<NetCounters>(&bytes).ok())
+                .flatten()
+        })
+        .collect())
+}
+
+/// The samples of every answer to a query, as they come (error replies left out).
+fn answers(
+    replies: zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>,
+) -> impl Iterator<Item = zenoh::sample::Sample> {
+    std::iter::from_fn(move || replies.recv().ok()).filter_map(|r| r.into_result().ok())
 }
 
 #[cfg(test)]

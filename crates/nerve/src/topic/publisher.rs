@@ -93,24 +93,30 @@ impl Sender {
         };
         let sample_bytes = shm::words_for(initial) * 8 + core::mem::size_of::<SampleHeader>();
         let worst = shm::worst_case_samples(&service, &qos);
-        let pool = qos.pool_samples(worst, sample_bytes);
-        // A pool capped below the worst case may fill up with samples slow readers hold.
-        // Slices grow their pool by another segment then; so does a drop-oldest topic of
-        // any type, because a slow reader must never fail a sensor publisher (the extra
-        // segment goes once its samples are released). Back-pressure topics keep their
-        // pool and report `PoolExhausted`.
-        let may_grow =
-            ty.is_slice() || (pool < worst && matches!(qos.overflow, Overflow::DropOldest));
+        // Drop-oldest topics and slices get a pool for the worst case: every queue full
+        // and every borrow used, so a slow reader never fails a sensor publisher and a
+        // slice pool never has to grow for lack of samples (iceoryx2 0.10 can grow a
+        // segment for larger samples, not for more of them). Pages of a pool are touched
+        // only as samples are used (iceoryx2 hands back the most recently freed sample
+        // first), so memory follows the samples in use, not the pool's size. Fixed-size
+        // back-pressure topics keep a pool capped at `shm_budget` and report
+        // `PoolExhausted` when readers hold it all.
+        let capped = !ty.is_slice() && !matches!(qos.overflow, Overflow::DropOldest);
+        let pool = if capped {
+            qos.pool_samples(worst, sample_bytes)
+        } else {
+            worst
+        };
         let mut builder = service
             .publisher_builder()
             .initial_max_slice_len(shm::words_for(initial))
-            .allocation_strategy(if may_grow {
+            .allocation_strategy(if ty.is_slice() {
                 AllocationStrategy::PowerOfTwo
             } else {
                 AllocationStrategy::Static
             })
             .max_loaned_samples(qos.max_loans)
-            .override_sample_preallocation(move |_| pool);
+            .override_sample_preallocation(move |n| if capped { pool } else { n.max(pool) });
         // one deadline per publish, shared by every subscriber it waits for (local and in
         // shared memory): a publish never blocks longer than the QoS timeout in total
         let deadline = Arc::new(AtomicU64::new(0));

@@ -357,15 +357,12 @@ impl Doorbell {
     }
 
     /// Tries to turn this process's shared lock into an exclusive one: succeeds only if no
-    /// other context in the domain is alive. On failure the shared lock is taken again
-    /// (the kernel may drop it during a failed conversion), so that a newcomer never
-    /// believes itself alone while this handle lives.
+    /// other context in the domain is alive. (The conversion is not atomic: on failure
+    /// this handle may hold no lock at all, which lets another exiting context find itself
+    /// last and clean up; so call it only when about to drop or clean, never on a handle
+    /// that stays in use.)
     pub(crate) fn try_exclusive(&self) -> bool {
-        if rustix::fs::flock(&self.fd, FlockOperation::NonBlockingLockExclusive).is_ok() {
-            return true;
-        }
-        let _ = rustix::fs::flock(&self.fd, FlockOperation::LockShared);
-        false
+        rustix::fs::flock(&self.fd, FlockOperation::NonBlockingLockExclusive).is_ok()
     }
 
     /// Removes the file name; processes that still map it keep their mapping.
@@ -628,13 +625,11 @@ mod tests {
         drop(slot);
         let path = format!("/dev/shm/{name}");
         let other = Doorbell::open(&name, 0o600).unwrap();
-        assert!(!bell.try_exclusive(), "another handle holds it");
+        assert!(!other.try_exclusive(), "another handle holds it");
         drop(other);
-        let last = Doorbell::open(&name, 0o600).unwrap();
+        assert!(bell.try_exclusive(), "the last handle");
+        bell.unlink();
         drop(bell);
-        assert!(last.try_exclusive());
-        last.unlink();
-        drop(last);
         assert!(!std::path::Path::new(&path).exists());
     }
 
