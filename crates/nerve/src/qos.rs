@@ -43,9 +43,9 @@ pub struct Qos {
     /// messages under back-pressure: its pool holds the worst case the QoS needs, capped
     /// at this budget but never fewer than 4 samples, and `loan` reports
     /// [`crate::LoanError::PoolExhausted`] when readers hold it all. Drop-oldest topics
-    /// and slice messages always get the worst case (a slow reader never fails a sensor
-    /// publisher); their pages are touched only as samples are used, so memory follows
-    /// the samples in use, not the pool's size.
+    /// and slice messages get pools their readers cannot exhaust (a slow reader never
+    /// fails a sensor publisher); pages are touched only as samples are used, so memory
+    /// follows the samples in use, not the pool's size.
     pub shm_budget: usize,
 }
 

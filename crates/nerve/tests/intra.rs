@@ -451,3 +451,46 @@ fn shm_used_kib() -> u64 {
         .and_then(|l| l.trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// The same for slice messages (a point cloud), whose pool could grow: a pool grown for
+/// more samples made iceoryx2 panic in the publisher. Readers holding every sample they
+/// may never fail it.
+#[test]
+fn a_slow_reader_never_fails_a_sensor_publisher_of_slices() {
+    let cfg = config("slow-reader-slices");
+    let a = Context::new(cfg.clone()).unwrap();
+    let b = Context::new(cfg).unwrap();
+    let pub_node = a.node("lidar").create().unwrap();
+    let sub_node = b.node("slow").create().unwrap();
+    let qos = Qos {
+        max_borrowed: 4,
+        initial_payload: 4096,
+        ..Qos::sensor().depth(4).shm_budget(4 * 4096)
+    };
+    let p = pub_node
+        .publisher::<Cloud>("/intra/slow_clouds")
+        .qos(qos.clone())
+        .create()
+        .unwrap();
+    let s = sub_node
+        .subscriber::<Cloud>("/intra/slow_clouds")
+        .qos(qos)
+        .create()
+        .unwrap();
+    p.wait_for_subscribers(1, WAIT);
+    let points = vec![1u8; 4000];
+    let mut held = Vec::new();
+    for id in 0..64u64 {
+        p.publish_slice(&Cloud { id }, &points)
+            .unwrap_or_else(|e| panic!("publish {id}: {e}"));
+        if held.len() < 4 {
+            if let Some(m) = s.try_recv().unwrap() {
+                held.push(m);
+            }
+        }
+    }
+    assert_eq!(held.len(), 4);
+    drop(held);
+    let first = s.try_recv().unwrap().expect("a queued cloud").id;
+    assert!(first >= 60, "the oldest were dropped, got {first}");
+}

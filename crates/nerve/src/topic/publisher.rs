@@ -93,19 +93,20 @@ impl Sender {
         };
         let sample_bytes = shm::words_for(initial) * 8 + core::mem::size_of::<SampleHeader>();
         let worst = shm::worst_case_samples(&service, &qos);
-        // Drop-oldest topics and slices get a pool for the worst case: every queue full
-        // and every borrow used, so a slow reader never fails a sensor publisher and a
-        // slice pool never has to grow for lack of samples (iceoryx2 0.10 can grow a
-        // segment for larger samples, not for more of them). Pages of a pool are touched
-        // only as samples are used (iceoryx2 hands back the most recently freed sample
-        // first), so memory follows the samples in use, not the pool's size. Fixed-size
-        // back-pressure topics keep a pool capped at `shm_budget` and report
+        // The pool never runs out because readers are slow, where that is possible
+        // without cost: a drop-oldest topic's pool holds every sample its readers can hold
+        // at once (a slow reader never fails a sensor publisher), and so does a slice
+        // topic's, whatever its overflow (iceoryx2 0.10 grows a slice pool for larger
+        // samples, but a pool grown for *more* samples overruns its sample table and
+        // panics). Pages are touched only as samples are used (iceoryx2 hands back the
+        // most recently freed sample first), so memory follows the samples in use. A
+        // fixed-size back-pressure topic keeps a pool capped at `shm_budget` and reports
         // `PoolExhausted` when readers hold it all.
-        let capped = !ty.is_slice() && !matches!(qos.overflow, Overflow::DropOldest);
-        let pool = if capped {
-            qos.pool_samples(worst, sample_bytes)
-        } else {
-            worst
+        let drop_oldest = matches!(qos.overflow, Overflow::DropOldest);
+        let pool = match (drop_oldest, ty.is_slice()) {
+            (true, _) => shm::drop_oldest_samples(&service, &qos).min(worst),
+            (false, true) => worst,
+            (false, false) => qos.pool_samples(worst, sample_bytes),
         };
         let mut builder = service
             .publisher_builder()
@@ -116,7 +117,7 @@ impl Sender {
                 AllocationStrategy::Static
             })
             .max_loaned_samples(qos.max_loans)
-            .override_sample_preallocation(move |n| if capped { pool } else { n.max(pool) });
+            .override_sample_preallocation(move |_| pool);
         // one deadline per publish, shared by every subscriber it waits for (local and in
         // shared memory): a publish never blocks longer than the QoS timeout in total
         let deadline = Arc::new(AtomicU64::new(0));

@@ -474,6 +474,22 @@ pub(crate) fn check_qos(topic: &str, service: &TopicService, qos: &Qos) -> Resul
 }
 
 /// Worst-case number of samples one publisher needs so it can always loan.
+/// Most samples a drop-oldest publisher can have in use at once: a subscriber's queue
+/// holds the newest samples delivered to it (the oldest are taken back when it is full),
+/// so all queues together hold at most the largest queue's worth of distinct samples; on
+/// top come what every subscriber borrows, the history, the publisher's loans and one in
+/// delivery.
+pub(crate) fn drop_oldest_samples(service: &TopicService, qos: &Qos) -> usize {
+    let cfg = service.static_config();
+    cfg.subscriber_max_buffer_size()
+        + cfg.max_subscribers() * cfg.subscriber_max_borrowed_samples()
+        + cfg.history_size()
+        + qos.max_loans
+        + 1
+}
+
+/// Most samples a publisher can have in use at once whatever the overflow: every queue
+/// full of distinct samples and every borrow used.
 pub(crate) fn worst_case_samples(service: &TopicService, qos: &Qos) -> usize {
     let cfg = service.static_config();
     cfg.max_subscribers()
