@@ -451,7 +451,12 @@ fn cli_against_a_running_talker() {
         let (code, out, err) = d.run(&nerve, &["topic", "list", "--format", "json"]);
         assert_eq!(code, 0, "{err}");
         let v: Value = serde_json::from_str(out.trim()).unwrap();
-        if v.as_array().unwrap().iter().any(|t| t["name"] == "/imu") {
+        // (the topic exists a moment before its publisher does: wait for both)
+        if v.as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "/imu" && t["publishers"] == 1)
+        {
             break v;
         }
         assert!(Instant::now() < deadline, "talker's topic never listed");
