@@ -319,7 +319,12 @@ impl Doorbell {
                 // over-count only.
                 let w = e.waiters.swap(0, Ordering::AcqRel);
                 if w > 0 {
-                    slot.waiters.fetch_sub(w, Ordering::SeqCst);
+                    // saturating: a count cleared meanwhile never wraps to "always waited"
+                    let _ = slot
+                        .waiters
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                            Some(n.saturating_sub(w))
+                        });
                 }
                 let u = e.users.swap(0, Ordering::AcqRel);
                 if u > 0 {
@@ -327,9 +332,11 @@ impl Doorbell {
                 }
                 e.slot.store(0, Ordering::Release);
             }
-            drop(lock);
-            // SYNC: Release publishes the zeroed counts to the next owner.
+            // SYNC: Release publishes the zeroed counts to the next owner. FREE before the
+            // unlock: a claimer then waits for the lock, and no other reaper (they look
+            // only at LIVE and REAPING records) can overwrite its claim.
             r.state.store(FREE, Ordering::Release);
+            drop(lock);
         }
     }
 
@@ -374,10 +381,11 @@ impl Doorbell {
 impl Drop for Doorbell {
     fn drop(&mut self) {
         if let Some(i) = self.record {
-            // every SlotRef holds the doorbell, so this handle's counts are back to zero
-            let _ = OfdLock::release(&self.fd, RECORD_LOCK + i as u64);
-            // SYNC: Release after the unlock: a claimer that sees FREE finds it unlocked.
+            // every SlotRef holds the doorbell, so this handle's counts are back to zero.
+            // SYNC: FREE before the unlock (see `reap_dead`): a claimer waits for the lock,
+            // and no reaper takes a FREE record for a dead one.
             self.table().records[i].state.store(FREE, Ordering::Release);
+            let _ = OfdLock::release(&self.fd, RECORD_LOCK + i as u64);
         }
         // SAFETY: unmapping exactly what open() mapped; no reference into it outlives
         // self (every one is tied to &self or holds an Arc of self). Closing the fd
