@@ -95,6 +95,17 @@ const BIND_LOCK: u64 = 0;
 /// Byte locked by the live owner of record `i`: `RECORD_LOCK + i`.
 const RECORD_LOCK: u64 = 1;
 
+/// A key's tag in a slot's binding word and the slot its search starts at: 40 bits of
+/// the key's hash, never zero (zero marks a free slot). Two keys with the same tag share a
+/// slot, which costs spurious wake-ups only.
+fn key_tag(key: &str) -> (u64, usize) {
+    let h = crate::message::layout::hash_str(crate::message::layout::FNV_OFFSET, key);
+    (
+        ((h >> USER_BITS) | (1 << 39)) << USER_BITS,
+        (h % SLOTS as u64) as usize,
+    )
+}
+
 /// A mapped doorbell file.
 pub(crate) struct Doorbell {
     path: String,
@@ -198,11 +209,7 @@ impl Doorbell {
     /// Binds `key` to its slot (the one it already has in the domain, or a free one) for
     /// as long as the returned reference or a clone of it lives.
     pub(crate) fn bind(self: &Arc<Self>, key: &str) -> io::Result<SlotRef> {
-        let h = crate::message::layout::hash_str(crate::message::layout::FNV_OFFSET, key);
-        // 40 bits of the hash, never zero (zero marks a free slot); two keys with the same
-        // tag share a slot, which costs spurious wake-ups only
-        let tag = ((h >> USER_BITS) | (1 << 39)) << USER_BITS;
-        let home = (h % SLOTS as u64) as usize;
+        let (tag, home) = key_tag(key);
         let _in_process = self.bind.lock().unwrap_or_else(|e| e.into_inner());
         // one binder at a time in the domain, so a key never gets two slots; the lock
         // dies with its holder
@@ -263,8 +270,7 @@ impl Doorbell {
 
     /// Rings the slot bound to `key` even if nobody waits, if anyone has bound it.
     pub(crate) fn ring_key(&self, key: &str) {
-        let h = crate::message::layout::hash_str(crate::message::layout::FNV_OFFSET, key);
-        let tag = ((h >> USER_BITS) | (1 << 39)) << USER_BITS;
+        let (tag, _) = key_tag(key);
         if let Some(s) = self
             .table()
             .slots
