@@ -424,6 +424,28 @@ const _: () = {
     assert!(std::mem::size_of::<Header>() == 32);
 };
 
+/// The schema of every standard message (and of the service payloads in [`srv`]), for
+/// tools and bindings that know types only at run time.
+pub fn schemas() -> Vec<nerve::message::schema::Schema> {
+    use nerve::message::schema::Schema;
+    vec![
+        Schema::of::<Twist>(),
+        Schema::of::<CmdVel>(),
+        Schema::of::<BatteryState>(),
+        Schema::of::<Imu>(),
+        Schema::of::<Odometry>(),
+        Schema::of::<LaserScan>(),
+        Schema::of::<PointCloud>(),
+        Schema::of::<Image>(),
+        Schema::of::<srv::Empty>(),
+        Schema::of::<srv::Outcome>(),
+        Schema::of::<srv::Bool>(),
+        Schema::of::<srv::TwoInts>(),
+        Schema::of::<srv::Int>(),
+        Schema::of::<srv::Bytes>(),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

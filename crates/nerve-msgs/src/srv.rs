@@ -93,3 +93,31 @@ impl Service for Echo {
 
 const _: () = assert!(core::mem::size_of::<Outcome>() == 128);
 const _: () = assert!(core::mem::size_of::<Empty>() == 0);
+
+/// One standard service type: its name and the type names of request and response.
+pub struct ServiceInfo {
+    /// Service type name, e.g. `nerve_msgs/AddTwoInts`.
+    pub name: &'static str,
+    /// Request message type name.
+    pub request: &'static str,
+    /// Response message type name.
+    pub response: &'static str,
+}
+
+fn info<S: Service>() -> ServiceInfo {
+    ServiceInfo {
+        name: S::TYPE_NAME,
+        request: <S::Request as nerve::Message>::TYPE_NAME,
+        response: <S::Response as nerve::Message>::TYPE_NAME,
+    }
+}
+
+/// Every standard service type (their payload schemas are in [`crate::schemas`]).
+pub fn services() -> Vec<ServiceInfo> {
+    vec![
+        info::<Trigger>(),
+        info::<SetBool>(),
+        info::<AddTwoInts>(),
+        info::<Echo>(),
+    ]
+}

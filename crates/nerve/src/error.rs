@@ -206,6 +206,18 @@ pub enum LoanError {
         /// Topic name.
         topic: String,
     },
+    /// A type-erased loan's length does not fit the topic's layout.
+    #[error("topic {topic}: a loan of {len} bytes does not fit {type_name}: {reason}")]
+    BadLength {
+        /// Topic name.
+        topic: String,
+        /// The topic's type.
+        type_name: String,
+        /// Bytes asked for.
+        len: usize,
+        /// What is wrong.
+        reason: String,
+    },
     /// Too many samples are loaned at once.
     #[error("topic {topic}: more than {max} samples loaned at once (Qos::max_loans)")]
     TooManyLoans {

@@ -101,7 +101,7 @@ pub use service::server::{ReplyLoan, Request, Server, ServiceBuilder, ServiceThr
 pub use service::{HandlerResult, Service};
 pub use sys::clock::{mono_ns, wall_ns};
 pub use topic::publisher::{Loan, Publisher, PublisherBuilder, ATTACH_GRACE};
-pub use topic::raw::{RawPublisher, RawSample, RawSubscriber};
+pub use topic::raw::{RawLoan, RawPublisher, RawSample, RawSubscriber};
 pub use topic::subscriber::{Sample, Subscriber, SubscriberBuilder, SubscriberStats};
 pub use transport::wait::WaitMode;
 

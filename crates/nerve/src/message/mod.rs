@@ -183,6 +183,26 @@ impl TypeInfo {
         self.head_size.div_ceil(a) * a
     }
 
+    /// Checks that a payload of `len` bytes fits the layout: exactly the head for fixed
+    /// types, the padded head and a whole number of elements for slice types. The error
+    /// says what was expected.
+    pub fn check_len(&self, len: usize) -> Result<(), String> {
+        if self.elem_size == 0 && len != self.head_size {
+            return Err(format!("the message has {} bytes", self.head_size));
+        }
+        if self.elem_size > 0
+            && (len < self.elems_offset()
+                || !(len - self.elems_offset()).is_multiple_of(self.elem_size))
+        {
+            return Err(format!(
+                "expected {} head bytes and a multiple of {} element bytes",
+                self.elems_offset(),
+                self.elem_size
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether this message has a variable-length slice.
     pub fn is_slice(&self) -> bool {
         self.elem_size > 0

@@ -301,6 +301,11 @@ impl Sender {
         &self.ty
     }
 
+    /// This sender's publisher id.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Number of subscribers connected to the topic right now, on this host and (with
     /// the network plane on) on others.
     pub(crate) fn subscriber_count(&self) -> usize {

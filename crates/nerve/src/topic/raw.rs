@@ -2,12 +2,13 @@
 //! such as `nerve topic echo`, recorders, bridges).
 
 use crate::context::Node;
+use crate::error::LoanError;
 use crate::error::{PublishError, RecvError, TopicError};
 use crate::message::header::SampleHeader;
 use crate::message::schema::{Schema, SchemaError};
 use crate::message::TypeInfo;
 use crate::qos::Qos;
-use crate::topic::publisher::Sender;
+use crate::topic::publisher::{LoanBuf, Sender};
 use crate::topic::subscriber::{create_port, Received, Receiver, SubscriberStats};
 use crate::transport::shm::{self};
 use crate::transport::wait::WaitMode;
@@ -105,6 +106,19 @@ impl RawSubscriber {
         self.rx.stats()
     }
 
+    /// How [`RawSubscriber::recv_timeout`] waits (blocking by default).
+    pub fn set_wait_mode(&mut self, mode: WaitMode) {
+        self.rx.set_mode(mode);
+    }
+
+    /// The next sample if one is queued, without waiting.
+    pub fn try_recv(&self) -> Result<Option<RawSample>, RecvError> {
+        Ok(self
+            .rx
+            .try_recv()?
+            .map(|(inner, elems)| RawSample { inner, elems }))
+    }
+
     /// Waits up to `timeout` for the next sample.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<RawSample>, RecvError> {
         Ok(self
@@ -196,29 +210,80 @@ impl RawPublisher {
     /// Sends one message given as its bytes (head, then for slice types the elements at
     /// the element offset), copied into a loaned sample.
     pub fn publish_bytes(&self, payload: &[u8]) -> Result<(), PublishError> {
-        let ty = self.tx.type_info();
-        let bad = |reason: String| PublishError::BadPayload {
-            topic: self.tx.topic().to_string(),
-            type_name: ty.name.clone(),
-            len: payload.len(),
-            reason,
-        };
-        if ty.elem_size == 0 && payload.len() != ty.head_size {
-            return Err(bad(format!("the message has {} bytes", ty.head_size)));
-        }
-        if ty.elem_size > 0
-            && (payload.len() < ty.elems_offset()
-                || !(payload.len() - ty.elems_offset()).is_multiple_of(ty.elem_size))
-        {
-            return Err(bad(format!(
-                "expected {} head bytes and a multiple of {} element bytes",
-                ty.elems_offset(),
-                ty.elem_size
-            )));
-        }
+        self.tx
+            .type_info()
+            .check_len(payload.len())
+            .map_err(|reason| PublishError::BadPayload {
+                topic: self.tx.topic().to_string(),
+                type_name: self.tx.type_info().name.clone(),
+                len: payload.len(),
+                reason,
+            })?;
         let mut buf = self.tx.loan_bytes(payload.len().max(1))?;
         shm::words_as_bytes_mut(buf.words_mut())[..payload.len()].copy_from_slice(payload);
         self.tx.send_loan(buf, payload.len())
+    }
+
+    /// Loans a sample of `len` payload bytes (the head, then for slice types the
+    /// elements), head zeroed, to be written in place and sent with
+    /// [`RawPublisher::send`]. A length that does not fit the layout is refused.
+    pub fn loan(&self, len: usize) -> Result<RawLoan, LoanError> {
+        let ty = self.tx.type_info();
+        ty.check_len(len).map_err(|reason| LoanError::BadLength {
+            topic: self.tx.topic().to_string(),
+            type_name: ty.name.clone(),
+            len,
+            reason,
+        })?;
+        Ok(RawLoan {
+            buf: self.tx.loan_bytes(len.max(1))?,
+            len,
+            publisher: self.tx.id(),
+        })
+    }
+
+    /// Sends a loan of this publisher; another publisher's loan is refused (nothing
+    /// sent, the loan is dropped).
+    pub fn send(&self, loan: RawLoan) -> Result<(), PublishError> {
+        if loan.publisher != self.tx.id() {
+            return Err(PublishError::BadPayload {
+                topic: self.tx.topic().to_string(),
+                type_name: self.tx.type_info().name.clone(),
+                len: loan.len,
+                reason: "the loan belongs to another publisher".into(),
+            });
+        }
+        self.tx.send_loan(loan.buf, loan.len)
+    }
+}
+
+/// A sample loaned by a [`RawPublisher`]: owned (bindings keep it in an object), written
+/// in place, sent with [`RawPublisher::send`] or returned to the pool when dropped.
+pub struct RawLoan {
+    buf: LoanBuf,
+    len: usize,
+    publisher: u64,
+}
+
+impl RawLoan {
+    /// Payload length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The payload bytes, written in place.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut shm::words_as_bytes_mut(self.buf.words_mut())[..self.len]
+    }
+
+    /// The payload bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &shm::words_as_bytes(self.buf.words())[..self.len]
     }
 }
 
@@ -262,5 +327,44 @@ mod tests {
         publisher.publish_bytes(&good).unwrap();
         let s = sub.recv_timeout(Duration::from_secs(1)).unwrap().unwrap();
         assert_eq!((s.id, s.elems()), (5, &[7u32, 9][..]));
+    }
+
+    #[derive(Clone, Copy, crate::Message)]
+    #[repr(C)]
+    #[message(name = "raw_test/ManyFields")]
+    struct ManyFields {
+        zeta_first_field_with_a_long_name: u64,
+        alpha_second_field_with_a_long_name: u64,
+        mu_third_field_with_a_long_name: [f64; 3],
+        beta_fourth_field_with_a_long_name: u32,
+        omega_fifth_field_with_a_long_name: u32,
+        gamma_sixth_field_with_a_long_name: [u16; 4],
+        delta_seventh_field_with_a_long_name: u64,
+        epsilon_eighth_field_with_a_long_name: u64,
+        eta_ninth_field_with_a_long_name: f64,
+        theta_tenth_field_with_a_long_name: f64,
+    }
+
+    /// A schema recorded over several attribute values comes back whole: iceoryx2 keeps
+    /// values sorted, so chunks carry their index (before, a schema over 256 bytes came
+    /// back in the chunks' sort order and was refused as malformed).
+    #[test]
+    fn a_schema_over_several_record_chunks_comes_back_in_order() {
+        let dir = std::env::temp_dir().join("nerve-tests/");
+        let cfg = crate::Config::default().domain(978).unwrap().state_dir(dir);
+        let ctx = crate::Context::new(cfg).unwrap();
+        let node = ctx.node("raw_chunks").create().unwrap();
+        let expected = Schema::of::<ManyFields>();
+        assert!(
+            expected.encode().len() > 3 * 254,
+            "{}",
+            expected.encode().len()
+        );
+        let _publisher = node
+            .publisher::<ManyFields>("/raw/chunks")
+            .create()
+            .unwrap();
+        let sub = RawSubscriber::create(&node, "/raw/chunks", Qos::default()).unwrap();
+        assert_eq!(sub.schema().cloned().unwrap().unwrap(), expected);
     }
 }

@@ -559,6 +559,10 @@ impl Receiver {
         self.wait(WaitMode::Block, timeout.saturating_sub(start.elapsed()))
     }
 
+    pub(crate) fn set_mode(&mut self, mode: WaitMode) {
+        self.mode = mode;
+    }
+
     pub(crate) fn stats(&self) -> SubscriberStats {
         let mut counts = self.stats.borrow().counts;
         counts.network_refused = self.net.as_ref().map_or(0, |n| n.refused());

@@ -99,7 +99,11 @@ pub(crate) const SCHEMA_ATTRIBUTE: &str = "nerve.schema";
 /// of 256 bytes each, one of them the type record. A larger schema (up to
 /// [`MAX_SCHEMA_BYTES`]) is written to a file of the domain named by its layout hash
 /// ([`schema_file`]) and the record holds [`SCHEMA_IN_FILE`] instead.
-pub(crate) const MAX_RECORDED_SCHEMA: usize = 7 * 256;
+/// iceoryx2 keeps attribute values sorted, not in the order defined, so every chunk
+/// starts with its index and a colon ([`SCHEMA_CHUNK`] bytes of schema follow).
+pub(crate) const MAX_RECORDED_SCHEMA: usize = 7 * SCHEMA_CHUNK;
+/// Schema bytes per attribute value (256 less the `i:` index prefix).
+const SCHEMA_CHUNK: usize = 254;
 /// The schema record of a topic whose schema is in its [`schema_file`].
 pub(crate) const SCHEMA_IN_FILE: &str = "@file";
 
@@ -247,15 +251,35 @@ pub(crate) fn topic_schema(
 ) -> Option<Result<crate::message::schema::Schema, crate::message::schema::SchemaError>> {
     use crate::message::schema::{Schema, SchemaError, MAX_SCHEMA_BYTES};
     let key = AttributeKey::try_from(SCHEMA_ATTRIBUTE).ok()?;
-    let mut text = String::new();
-    let mut i = 0;
-    while let Some(v) = service.attributes().key_value(&key, i) {
-        text.push_str(&v.to_string());
-        i += 1;
+    let mut chunks = Vec::new();
+    while let Some(v) = service.attributes().key_value(&key, chunks.len()) {
+        chunks.push(v.to_string());
     }
-    if text.is_empty() {
+    if chunks.is_empty() {
         return None;
     }
+    // `i:chunk`, in iceoryx2's sort order: put them back in index order
+    let mut indexed = Vec::with_capacity(chunks.len());
+    for c in &chunks {
+        match c
+            .split_once(':')
+            .and_then(|(i, rest)| Some((i.parse::<usize>().ok()?, rest)))
+        {
+            Some(pair) => indexed.push(pair),
+            None => {
+                return Some(Err(SchemaError::Malformed(format!(
+                    "schema record chunk {c:?} has no index"
+                ))))
+            }
+        }
+    }
+    indexed.sort_by_key(|(i, _)| *i);
+    if indexed.iter().enumerate().any(|(k, (i, _))| k != *i) {
+        return Some(Err(SchemaError::Malformed(
+            "schema record chunks are not numbered 0, 1, 2, ...".into(),
+        )));
+    }
+    let mut text: String = indexed.into_iter().map(|(_, c)| c).collect();
     let ty = topic_type(service)?;
     if text == SCHEMA_IN_FILE {
         // one byte more than allowed, so an oversized file is refused by the decoder
@@ -367,10 +391,10 @@ pub(crate) fn open_topic(
                     .map_err(|e| shm_err(format!("schema file: {e}")))?;
                 text = SCHEMA_IN_FILE;
             }
-            for chunk in text.as_bytes().chunks(256) {
+            for (i, chunk) in text.as_bytes().chunks(SCHEMA_CHUNK).enumerate() {
                 // ASCII: every chunk is a whole string
-                let chunk = std::str::from_utf8(chunk).unwrap_or_default();
-                let value = AttributeValue::try_from(chunk)
+                let chunk = format!("{i}:{}", std::str::from_utf8(chunk).unwrap_or_default());
+                let value = AttributeValue::try_from(chunk.as_str())
                     .map_err(|e| shm_err(format!("schema record: {e:?}")))?;
                 attrs = attrs
                     .define(&key, &value)

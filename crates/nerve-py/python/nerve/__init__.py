@@ -1,0 +1,376 @@
+"""Nerve from Python: nodes, topics, services, timers and a shared-memory tensor pool.
+
+Messages are objects over the sample's memory: a received message reads shared memory in
+place, a loan (``publisher.loan()``) is written in place, arrays and slices are numpy
+views (read-only on the receiving side). Every view keeps its memory alive. Blocking
+waits release the GIL and are interrupted by Ctrl-C.
+
+Objects made from a Context belong to the thread that made it (Nerve's ports are
+single-threaded): create one Context per thread. Messages, arrays and tensors may be
+read and dropped on any thread.
+
+Example::
+
+    import nerve
+    from nerve import msgs
+
+    ctx = nerve.Context()
+    node = ctx.node("talker")
+    pub = node.create_publisher(msgs.CmdVel, "/cmd_vel")
+    sub = node.create_subscription(msgs.CmdVel, "/cmd_vel")
+    m = pub.loan()
+    m.linear = 0.5
+    m.send()
+    print(sub.recv(timeout=1.0).linear)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, List, Optional, Union
+
+from . import _nerve
+from ._messages import Message, Struct, message_class
+from ._nerve import (
+    CallError, ClosedError, ContextError, Header, LoanError, MessageType, NerveError,
+    NodeError, PublishError, Qos, RecvError, SchemaError, ServeError, ServiceError,
+    TensorError, TopicError, WaitError, mono_ns,
+)
+
+__all__ = [
+    "Context", "Node", "Publisher", "Subscription", "Timer", "Executor", "Qos", "Header",
+    "Message", "MessageType", "message_type", "spin", "spin_once", "mono_ns",
+    "NerveError", "ContextError", "NodeError", "TopicError", "LoanError", "PublishError",
+    "RecvError", "ServiceError", "CallError", "ServeError", "SchemaError", "TensorError",
+    "WaitError", "ClosedError", "msgs",
+]
+
+_BUILTIN = {mt.name: mt for mt in _nerve.builtin_message_types()}
+
+MessageLike = Union[type, MessageType, str]
+
+
+def message_type(ty: MessageLike) -> MessageType:
+    """The MessageType of a message class, a MessageType, or a built-in type's name."""
+    if isinstance(ty, MessageType):
+        return ty
+    if isinstance(ty, type) and issubclass(ty, Message) and ty._type is not None:
+        return ty._type
+    if isinstance(ty, str):
+        try:
+            return _BUILTIN[ty]
+        except KeyError:
+            raise TypeError(f"unknown message type {ty!r}; known: {', '.join(sorted(_BUILTIN))}") from None
+    raise TypeError(f"expected a message class, a MessageType or a type name, got {ty!r}")
+
+
+class Context:
+    """A Nerve domain seen from this process (``domain`` defaults to NERVE_DOMAIN or 0)."""
+
+    def __init__(self, domain: Optional[int] = None, *, config: Optional[str] = None,
+                 state_dir: Optional[str] = None, network: Optional[bool] = None) -> None:
+        self._ctx = _nerve.Context(domain, config=config, state_dir=state_dir, network=network)
+
+    @property
+    def domain(self) -> int:
+        return self._ctx.domain
+
+    def node(self, name: str) -> "Node":
+        """Creates a node."""
+        return Node(self, self._ctx.node(name))
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return repr(self._ctx)
+
+
+class Node:
+    """Owns publishers, subscriptions, timers, clients and servers."""
+
+    def __init__(self, context: Context, raw: Any) -> None:
+        self.context = context
+        self._node = raw
+        self._subscriptions: List[Subscription] = []
+        self._timers: List[Timer] = []
+        self._servers: List[Any] = []
+
+    @property
+    def name(self) -> str:
+        return self._node.name
+
+    def create_publisher(self, ty: MessageLike, topic: str, qos: Optional[Qos] = None) -> "Publisher":
+        """A publisher of ``ty`` on ``topic``."""
+        mt = message_type(ty)
+        return Publisher(self._node._publisher(mt, topic, qos), message_class(mt))
+
+    def create_subscription(self, ty: Optional[MessageLike], topic: str,
+                            callback: Optional[Callable[[Any], None]] = None,
+                            qos: Optional[Qos] = None, wait: str = "adaptive") -> "Subscription":
+        """A subscription to ``topic``. With ``ty`` None the topic's own type is used (it
+        must exist and carry a schema). ``callback`` runs in an executor that spins this
+        node; ``wait`` is how ``recv`` waits: adaptive, spin, block or predictive."""
+        mt = None if ty is None else message_type(ty)
+        raw = self._node._subscription(mt, topic, qos, wait)
+        sub = Subscription(raw, message_class(raw.message_type), callback)
+        if callback is not None:
+            self._subscriptions.append(sub)
+        return sub
+
+    def create_timer(self, period: float, callback: Callable[[], None], oneshot: bool = False) -> "Timer":
+        """A timer firing every ``period`` seconds on absolute deadlines (once if
+        ``oneshot``); it runs in an executor that spins this node."""
+        t = Timer(period, callback, oneshot)
+        self._timers.append(t)
+        return t
+
+    def destroy_subscription(self, sub: "Subscription") -> None:
+        if sub in self._subscriptions:
+            self._subscriptions.remove(sub)
+
+    def destroy_timer(self, timer: "Timer") -> None:
+        timer.cancel()
+        if timer in self._timers:
+            self._timers.remove(timer)
+
+    def __repr__(self) -> str:
+        return repr(self._node)
+
+
+class Publisher:
+    """Publishes one message type on one topic."""
+
+    __slots__ = ("_pub", "_cls")
+
+    def __init__(self, raw: Any, cls: type) -> None:
+        self._pub = raw
+        self._cls = cls
+
+    @property
+    def topic(self) -> str:
+        return self._pub.topic
+
+    @property
+    def message_class(self) -> type:
+        return self._cls
+
+    def loan(self, elems: int = 0) -> Any:
+        """A writable message in shared memory (``elems`` slice elements for header +
+        slice types); fill it in place, then ``send()`` it."""
+        return self._cls._wrap(self._pub.loan(self._cls._nbytes(elems)), self._pub)
+
+    def send(self, msg: Message) -> None:
+        """Sends a loan of this publisher (refused while views of it exist)."""
+        if not isinstance(msg, Message) or msg._pub is None:
+            raise TypeError("send() takes a loan of this publisher; publish() copies other messages")
+        buf = msg._buf
+        self._pub.send(buf)
+
+    def publish(self, msg: Any = None, **fields: Any) -> None:
+        """Publishes a message of this type (copied), a dict of fields, or fields as
+        keyword arguments (unknown fields and out-of-range values raise)."""
+        if isinstance(msg, Message):
+            if msg._type != self._cls._type:
+                raise TypeError(f"publisher of {self._cls._name} cannot publish a {msg._name}")
+            self._pub.publish_buffer(msg._buf)
+            return
+        if hasattr(msg, "_nerve_descriptor"):
+            self._pub.publish_bytes(msg._nerve_descriptor())
+            return
+        if msg is not None and not isinstance(msg, dict):
+            raise TypeError(f"expected a {self._cls._name}, a dict or keyword fields, got {type(msg).__name__}")
+        values = dict(msg or {}, **fields)
+        m = self._cls(**values)
+        self._pub.publish_buffer(m._buf)
+
+    def publish_bytes(self, data: bytes) -> None:
+        """Publishes raw payload bytes (checked against the layout)."""
+        self._pub.publish_bytes(data)
+
+    def wait_for_subscribers(self, n: int = 1, timeout: float = 1.0) -> bool:
+        """Waits until ``n`` subscribers are connected."""
+        return self._pub.wait_for_subscribers(n, timeout)
+
+    def __repr__(self) -> str:
+        return repr(self._pub)
+
+
+class Subscription:
+    """Receives one topic: ``recv``, ``try_recv``, iteration, or a callback."""
+
+    __slots__ = ("_sub", "_cls", "callback", "__weakref__")
+
+    def __init__(self, raw: Any, cls: type, callback: Optional[Callable[[Any], None]]) -> None:
+        self._sub = raw
+        self._cls = cls
+        self.callback = callback
+
+    @property
+    def message_class(self) -> type:
+        return self._cls
+
+    def recv(self, timeout: Optional[float] = None) -> Any:
+        """The next message, waiting up to ``timeout`` seconds (None: forever); None on
+        timeout."""
+        b = self._sub.recv(timeout)
+        return None if b is None else self._cls._wrap(b)
+
+    def try_recv(self) -> Any:
+        """The next message if one is queued, else None."""
+        b = self._sub.try_recv()
+        return None if b is None else self._cls._wrap(b)
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            yield self.recv()
+
+    def stats(self) -> dict:
+        return self._sub.stats()
+
+    def publisher_count(self) -> int:
+        return self._sub.publisher_count()
+
+    def __repr__(self) -> str:
+        return repr(self._sub)
+
+
+class Timer:
+    """A periodic (or one-shot) timer on absolute deadlines, run by an executor; ticks
+    missed while a callback overran are skipped and counted in ``skipped``."""
+
+    def __init__(self, period: float, callback: Callable[[], None], oneshot: bool) -> None:
+        if not period > 0:
+            raise ValueError(f"timer period must be > 0 seconds, got {period}")
+        self.period_ns = int(period * 1e9)
+        self.callback = callback
+        self.oneshot = oneshot
+        self.skipped = 0
+        self.fired = 0
+        self.cancelled = False
+        self.next_ns = mono_ns() + self.period_ns
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def reset(self) -> None:
+        self.cancelled = False
+        self.next_ns = mono_ns() + self.period_ns
+
+    def _fire(self, now: int) -> None:
+        if self.oneshot:
+            self.cancelled = True
+        else:
+            late = (now - self.next_ns) // self.period_ns
+            self.skipped += late
+            self.next_ns += (late + 1) * self.period_ns
+        self.fired += 1
+        self.callback()
+
+
+class Executor:
+    """Runs the callbacks of its nodes (subscriptions, timers, servers) on this thread,
+    waiting on all of them at once with the GIL released; Ctrl-C stops ``spin``."""
+
+    def __init__(self) -> None:
+        self._nodes: List[Node] = []
+        self._sleeper = _nerve.Sleeper()
+        self._stop = False
+
+    def add_node(self, node: Node) -> None:
+        if node not in self._nodes:
+            self._nodes.append(node)
+
+    add = add_node
+
+    def remove_node(self, node: Node) -> None:
+        self._nodes.remove(node)
+
+    def shutdown(self) -> None:
+        """Makes ``spin`` return after the current callback."""
+        self._stop = True
+
+    def _dispatch(self) -> int:
+        ran = 0
+        now = mono_ns()
+        for node in self._nodes:
+            for t in node._timers:
+                if not t.cancelled and t.next_ns <= now:
+                    t._fire(now)
+                    ran += 1
+            for s in node._subscriptions:
+                # at most a queue's worth per round, so one busy topic cannot starve others
+                for _ in range(64):
+                    m = s.try_recv()
+                    if m is None:
+                        break
+                    s.callback(m)
+                    ran += 1
+            for srv in node._servers:
+                ran += srv._handle_pending()
+        return ran
+
+    def spin_once(self, timeout: Optional[float] = None) -> int:
+        """Runs what is ready, or waits up to ``timeout`` seconds (None: forever) for
+        something to become ready and runs it. Returns the number of callbacks run."""
+        ran = self._dispatch()
+        if ran:
+            return ran
+        limit = None if timeout is None else mono_ns() + int(timeout * 1e9)
+        while True:
+            now = mono_ns()
+            due = min((t.next_ns for n in self._nodes for t in n._timers if not t.cancelled),
+                      default=None)
+            deadline = min(x for x in (due, limit) if x is not None) if (due or limit) else None
+            subs = [s._sub for n in self._nodes for s in n._subscriptions]
+            polled = any(n._servers for n in self._nodes)
+            wait_s = 0.05 if deadline is None else max(0.0, (deadline - now) / 1e9)
+            if polled:
+                wait_s = min(wait_s, 0.001)
+            # a timer is met precisely: wake a little early, then the sleeper's short spin
+            coarse = wait_s - 0.0005 if due is not None and deadline == due else wait_s
+            if coarse > 0:
+                if subs:
+                    _nerve.wait_any(subs, coarse)
+                else:
+                    self._sleeper.sleep_until(now + int(coarse * 1e9))
+            if due is not None and deadline == due and mono_ns() < due:
+                self._sleeper.sleep_until(due)
+            ran = self._dispatch()
+            if ran or self._stop or (limit is not None and mono_ns() >= limit):
+                return ran
+
+    def spin(self) -> None:
+        """Runs callbacks until ``shutdown()`` or Ctrl-C (KeyboardInterrupt)."""
+        self._stop = False
+        while not self._stop:
+            self.spin_once(0.05)
+
+    def spin_for(self, seconds: float) -> None:
+        """Runs callbacks for ``seconds``."""
+        self._stop = False
+        end = mono_ns() + int(seconds * 1e9)
+        while not self._stop:
+            left = (end - mono_ns()) / 1e9
+            if left <= 0:
+                return
+            self.spin_once(left)
+
+
+def spin_once(node: Node, timeout: Optional[float] = None) -> int:
+    """Runs one round of ``node``'s callbacks (see ``Executor.spin_once``)."""
+    ex = Executor()
+    ex.add_node(node)
+    return ex.spin_once(timeout)
+
+
+def spin(node: Node) -> None:
+    """Runs ``node``'s callbacks until Ctrl-C."""
+    ex = Executor()
+    ex.add_node(node)
+    ex.spin()
+
+
+from . import msgs  # noqa: E402  (needs the classes above)

@@ -1,0 +1,37 @@
+//! The native module `nerve._nerve` of the Python package `nerve` (see
+//! `python/nerve/__init__.py` for the API users see, and docs/design.md, "Python").
+//!
+//! Every object that wraps a `!Send` Nerve value (contexts, nodes, ports, samples, loans)
+//! is tied to the thread that created its context ([`affine`]); memory handed to Python
+//! is owned by a [`buffer::Buffer`], the `base` of every numpy view of it.
+
+mod affine;
+mod buffer;
+mod errors;
+mod topic;
+mod types;
+mod wait;
+
+use pyo3::prelude::*;
+
+/// The native module.
+#[pymodule(gil_used = true)]
+fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add_class::<topic::Context>()?;
+    m.add_class::<topic::Node>()?;
+    m.add_class::<topic::Qos>()?;
+    m.add_class::<topic::Header>()?;
+    m.add_class::<topic::Publisher>()?;
+    m.add_class::<topic::Subscription>()?;
+    m.add_class::<buffer::Buffer>()?;
+    m.add_class::<buffer::View>()?;
+    m.add_class::<types::MessageType>()?;
+    m.add_class::<wait::Sleeper>()?;
+    m.add_function(wrap_pyfunction!(types::builtin_message_types, m)?)?;
+    m.add_function(wrap_pyfunction!(types::builtin_service_types, m)?)?;
+    m.add_function(wrap_pyfunction!(wait::wait_any, m)?)?;
+    m.add_function(wrap_pyfunction!(wait::mono_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer::heap_buffer, m)?)?;
+    Ok(())
+}

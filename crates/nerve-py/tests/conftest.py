@@ -1,0 +1,53 @@
+"""Shared fixtures: every test gets a domain and state directory of its own, so tests
+never see each other's topics (they may run beside other Nerve processes)."""
+
+import itertools
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import nerve
+
+_domains = itertools.count(600 + (os.getpid() * 7) % 300)
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+
+
+def new_domain() -> int:
+    return next(_domains) % 1000
+
+
+@pytest.fixture
+def domain(tmp_path, monkeypatch):
+    d = new_domain()
+    monkeypatch.setenv("NERVE_DOMAIN", str(d))
+    monkeypatch.setenv("NERVE_STATE_DIR", str(tmp_path / "state"))
+    return d
+
+
+@pytest.fixture
+def ctx(domain):
+    return nerve.Context(domain)
+
+
+@pytest.fixture
+def node(ctx):
+    return ctx.node("test_node")
+
+
+def target_bin(name: str) -> pathlib.Path:
+    """A binary of the workspace (examples, the CLI) built by scripts/test."""
+    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    path = target / "debug" / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: build it first (scripts/test builds the examples and the CLI)")
+    return path
+
+
+def run_python(code: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    """Runs Python code in a child process with this interpreter."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, **kw)
