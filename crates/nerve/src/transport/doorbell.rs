@@ -297,6 +297,14 @@ impl Doorbell {
             let Ok(Some(lock)) = OfdLock::try_take(&self.fd, RECORD_LOCK + i as u64) else {
                 continue; // its owner lives
             };
+            // Again under the lock: its owner may have gone cleanly since the look above
+            // (FREE before its unlock) and a claimer taken the record (CLAIMED, waiting
+            // for this lock). Overwriting that claim would let a second claimer in, to
+            // wait for the lock as long as the first lives. Only a LIVE or REAPING record
+            // whose lock we hold belongs to the dead.
+            if !matches!(r.state.load(Ordering::Acquire), LIVE | REAPING) {
+                continue;
+            }
             r.state.store(REAPING, Ordering::Release);
             for e in &r.entries {
                 let Some(s) = (e.slot.load(Ordering::Acquire) as usize).checked_sub(1) else {
