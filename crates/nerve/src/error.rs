@@ -655,3 +655,212 @@ pub enum SchedulerError {
     #[error("watchdog thread: {0}")]
     Thread(String),
 }
+
+/// A [`crate::tensor`] operation failed: creating or opening a pool, allocating a tensor
+/// or opening one from a descriptor. Every message names the pool and the reason.
+#[derive(Debug, Error)]
+pub enum TensorError {
+    /// The pool name is not 1 to 31 characters of `[A-Za-z0-9_-]`.
+    #[error("invalid tensor pool name {name:?}: {reason}")]
+    InvalidName {
+        /// The rejected name.
+        name: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// The slot count or the slot size is out of range.
+    #[error("tensor pool {pool}: {reason}")]
+    InvalidSize {
+        /// The pool.
+        pool: String,
+        /// What is out of range.
+        reason: String,
+    },
+    /// `create` found the pool's file already there.
+    #[error("tensor pool {pool} exists already ({path})")]
+    Exists {
+        /// The pool.
+        pool: String,
+        /// Its file.
+        path: String,
+    },
+    /// `open` found no pool of that name in the domain.
+    #[error("tensor pool {pool} does not exist ({path})")]
+    NotFound {
+        /// The pool.
+        pool: String,
+        /// The file looked for.
+        path: String,
+    },
+    /// The file is a symbolic link, not a regular file, another user's, or writable by
+    /// others: a pool is shared memory, so only this user's own file is mapped.
+    #[error("tensor pool {pool}: refusing {path}: {reason}")]
+    NotPrivate {
+        /// The pool.
+        pool: String,
+        /// Its file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// /dev/shm has no room for the pool (its memory is reserved when it is created).
+    #[error("tensor pool {pool}: /dev/shm has no room for {bytes} bytes")]
+    NoSpace {
+        /// The pool.
+        pool: String,
+        /// The pool's size.
+        bytes: u64,
+    },
+    /// The file is no tensor pool, or its header contradicts itself or the file's size.
+    #[error("tensor pool {pool}: {path} is not a valid pool: {reason}")]
+    Corrupt {
+        /// The pool.
+        pool: String,
+        /// Its file.
+        path: String,
+        /// What does not add up.
+        reason: String,
+    },
+    /// The file has another layout version than this build reads.
+    #[error(
+        "tensor pool {pool}: file layout version {found}, this build reads version {supported}"
+    )]
+    Version {
+        /// The pool.
+        pool: String,
+        /// The file's version.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// `open_or_create` found the pool with other dimensions than it asked for.
+    #[error("tensor pool {pool} exists with {slots} slots of {slot_bytes} bytes, not {want_slots} of {want_slot_bytes}")]
+    Mismatch {
+        /// The pool.
+        pool: String,
+        /// Its slot count.
+        slots: usize,
+        /// Its slot size in bytes.
+        slot_bytes: usize,
+        /// The slot count asked for.
+        want_slots: usize,
+        /// The slot size asked for (rounded up as `create` would).
+        want_slot_bytes: usize,
+    },
+    /// Every handle record of the pool is in use by a live handle.
+    #[error("tensor pool {pool}: all {records} handle records are in use (too many open handles)")]
+    TooManyHandles {
+        /// The pool.
+        pool: String,
+        /// The number of records.
+        records: usize,
+    },
+    /// A system call on the pool's file failed.
+    #[error("tensor pool {pool}: cannot {what} {path}: {source}")]
+    Io {
+        /// The pool.
+        pool: String,
+        /// Its file.
+        path: String,
+        /// What was being done.
+        what: &'static str,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// Every slot holds a tensor (after reclaiming those of dead processes).
+    #[error("tensor pool {pool} is full: all {slots} slots hold tensors")]
+    Full {
+        /// The pool.
+        pool: String,
+        /// Its slot count.
+        slots: usize,
+    },
+    /// The tensor does not fit a slot.
+    #[error("tensor pool {pool}: a {dtype} tensor of shape {shape:?} needs {}, a slot holds {slot_bytes} bytes",
+        match bytes { Some(b) => format!("{b} bytes"), None => "more bytes than a u64 counts".to_string() })]
+    TooLarge {
+        /// The pool.
+        pool: String,
+        /// The shape asked for.
+        shape: Vec<u64>,
+        /// The element type.
+        dtype: crate::tensor::DType,
+        /// The bytes it needs (`None`: more than a `u64` counts).
+        bytes: Option<u64>,
+        /// The bytes a slot holds.
+        slot_bytes: usize,
+    },
+    /// More dimensions than a tensor may have.
+    #[error("tensor pool {pool}: {ndim} dimensions, at most {max}")]
+    TooManyDims {
+        /// The pool.
+        pool: String,
+        /// The dimensions asked for.
+        ndim: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The descriptor belongs to another pool, or to an earlier pool of the same name.
+    #[error("tensor pool {pool}: the descriptor is of {reason}")]
+    WrongPool {
+        /// The pool.
+        pool: String,
+        /// Whose it is.
+        reason: String,
+    },
+    /// The descriptor's slot is not a slot of the pool.
+    #[error("tensor pool {pool}: descriptor slot {slot} is out of range ({slots} slots)")]
+    SlotOutOfRange {
+        /// The pool.
+        pool: String,
+        /// The descriptor's slot.
+        slot: u32,
+        /// The pool's slot count.
+        slots: usize,
+    },
+    /// The descriptor's element type code is none of [`crate::tensor::DType`]'s.
+    #[error("tensor pool {pool}: descriptor has unknown dtype code {code}")]
+    UnknownDType {
+        /// The pool.
+        pool: String,
+        /// The code.
+        code: u8,
+    },
+    /// The descriptor's shape, byte length or reserved bytes do not add up, or differ
+    /// from what the slot holds.
+    #[error("tensor pool {pool}: bad descriptor: {reason}")]
+    BadShape {
+        /// The pool.
+        pool: String,
+        /// What does not add up.
+        reason: String,
+    },
+    /// The descriptor's tensor was freed (and its slot maybe reused) since it was made.
+    #[error("tensor pool {pool}: the descriptor of slot {slot} generation {generation} is stale: that tensor was freed (the slot is at generation {current})")]
+    Stale {
+        /// The pool.
+        pool: String,
+        /// The slot.
+        slot: u32,
+        /// The descriptor's generation.
+        generation: u32,
+        /// The slot's generation now.
+        current: u32,
+    },
+    /// The descriptor's slot is still being written (never frozen): it cannot be opened.
+    #[error("tensor pool {pool}: slot {slot} is still being written (not frozen)")]
+    Unpublished {
+        /// The pool.
+        pool: String,
+        /// The slot.
+        slot: u32,
+    },
+    /// The slot's shared reference count is at its limit.
+    #[error("tensor pool {pool}: slot {slot} has as many references as a slot counts")]
+    TooManyReferences {
+        /// The pool.
+        pool: String,
+        /// The slot.
+        slot: u32,
+    },
+}

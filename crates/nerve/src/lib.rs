@@ -48,6 +48,7 @@ pub mod name;
 pub mod qos;
 pub mod service;
 mod sys;
+pub mod tensor;
 mod topic;
 mod transport;
 
@@ -83,7 +84,8 @@ pub use config::Config;
 pub use context::{Context, Node, NodeBuilder};
 pub use error::{
     CallError, ContextError, DecodeError, ExecError, LoanError, MachineError, NameError, NodeError,
-    PublishError, RecvError, SchedulerError, ServeError, ServiceError, TopicError, WaitError,
+    PublishError, RecvError, SchedulerError, ServeError, ServiceError, TensorError, TopicError,
+    WaitError,
 };
 pub use exec::executor::{CallbackGroup, Calls, Executor, ExecutorHandle, MultiThreadedExecutor};
 pub use exec::machine::{
@@ -100,6 +102,7 @@ pub use service::client::{Client, ClientBuilder, PendingCall, Reply, RequestLoan
 pub use service::server::{ReplyLoan, Request, Server, ServiceBuilder, ServiceThread};
 pub use service::{HandlerResult, Service};
 pub use sys::clock::{mono_ns, wall_ns};
+pub use tensor::{DType, Tensor, TensorDescriptor, TensorMut, TensorPool};
 pub use topic::publisher::{Loan, Publisher, PublisherBuilder, ATTACH_GRACE};
 pub use topic::raw::{RawLoan, RawPublisher, RawSample, RawSubscriber};
 pub use topic::subscriber::{Sample, Subscriber, SubscriberBuilder, SubscriberStats};

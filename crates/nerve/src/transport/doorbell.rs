@@ -20,11 +20,12 @@
 //! takes the exclusive lock and unlinks it. A process that finds itself alone in the
 //! domain clears the whole file. `nerve clean` removes a stale file.
 
+use crate::sys::files::{check_owner, same_inode, Mapping, OfdLock};
 use crate::sys::futex::{futex_wait, futex_wake};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 use std::io;
 use std::ops::Deref;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -110,21 +111,14 @@ fn key_tag(key: &str) -> (u64, usize) {
 pub(crate) struct Doorbell {
     path: String,
     fd: OwnedFd,
-    table: *const Table,
+    /// SIZE bytes of the file, viewed as a [`Table`].
+    map: Mapping,
     /// This handle's record, if one was free.
     record: Option<usize>,
     /// Threads of this handle share its file description (and so its locks): binding is
     /// serialized among them here.
     bind: Mutex<()>,
 }
-
-// SAFETY: the mapping is shared memory accessed only through atomics; the pointer stays
-// valid until Drop unmaps it.
-unsafe impl Send for Doorbell {}
-// SAFETY: the mapping is shared memory accessed only through atomics (Table holds only
-// atomics and padding), so shared references from several threads are sound; the
-// pointer stays valid until Drop unmaps it.
-unsafe impl Sync for Doorbell {}
 
 /// Errors of the doorbell beyond the operating system's.
 fn full() -> io::Error {
@@ -160,22 +154,12 @@ impl Doorbell {
                 rustix::fs::ftruncate(&fd, 0)?;
             }
             rustix::fs::ftruncate(&fd, SIZE as u64)?;
-            // SAFETY: maps SIZE bytes of a file just sized to SIZE (a shared mapping, so
-            // other processes see the same memory); the result is checked by `?`.
-            let ptr = unsafe {
-                rustix::mm::mmap(
-                    std::ptr::null_mut(),
-                    SIZE,
-                    rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                    rustix::mm::MapFlags::SHARED,
-                    &fd,
-                    0,
-                )?
-            };
+            // the file was just sized to SIZE
+            let map = Mapping::shared(&fd, SIZE)?;
             let mut bell = Doorbell {
                 path,
                 fd,
-                table: ptr as *const Table,
+                map,
                 record: None,
                 bind: Mutex::new(()),
             };
@@ -190,10 +174,10 @@ impl Doorbell {
     }
 
     fn table(&self) -> &Table {
-        // SAFETY: `table` points at a live shared mapping of SIZE bytes until `self` is
-        // dropped (Drop unmaps it), and Table holds only atomics and padding, for which
-        // any bytes are valid values: a shared reference tied to &self is sound.
-        unsafe { &*self.table }
+        // SAFETY: `map` is a live shared mapping of SIZE bytes (page-aligned, so aligned
+        // for Table) until `self` is dropped, and Table holds only atomics and padding,
+        // for which any bytes are valid values: a shared reference tied to &self is sound.
+        unsafe { &*(self.map.ptr() as *const Table) }
     }
 
     /// The slot at `index` (taken modulo the slot count: indices may come from other
@@ -313,6 +297,14 @@ impl Doorbell {
             let Ok(Some(lock)) = OfdLock::try_take(&self.fd, RECORD_LOCK + i as u64) else {
                 continue; // its owner lives
             };
+            // Again under the lock: its owner may have gone cleanly since the look above
+            // (FREE before its unlock) and a claimer taken the record (CLAIMED, waiting
+            // for this lock). Overwriting that claim would let a second claimer in, to
+            // wait for the lock as long as the first lives. Only a LIVE or REAPING record
+            // whose lock we hold belongs to the dead.
+            if !matches!(r.state.load(Ordering::Acquire), LIVE | REAPING) {
+                continue;
+            }
             r.state.store(REAPING, Ordering::Release);
             for e in &r.entries {
                 let Some(s) = (e.slot.load(Ordering::Acquire) as usize).checked_sub(1) else {
@@ -393,65 +385,8 @@ impl Drop for Doorbell {
             self.table().records[i].state.store(FREE, Ordering::Release);
             let _ = OfdLock::release(&self.fd, RECORD_LOCK + i as u64);
         }
-        // SAFETY: unmapping exactly what open() mapped; no reference into it outlives
-        // self (every one is tied to &self or holds an Arc of self). Closing the fd
-        // (OwnedFd) releases the locks.
-        let _ = unsafe { rustix::mm::munmap(self.table as *mut std::ffi::c_void, SIZE) };
-    }
-}
-
-/// A write lock on one byte of the doorbell file, held by the file description (not the
-/// process): released by [`Drop`], by closing the file, or by the holder's death.
-struct OfdLock<'a> {
-    fd: &'a OwnedFd,
-    byte: u64,
-}
-
-impl<'a> OfdLock<'a> {
-    fn fcntl(fd: &OwnedFd, byte: u64, ty: libc::c_int, cmd: libc::c_int) -> io::Result<()> {
-        // SAFETY: an all-zero flock is a valid value (integers only).
-        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-        fl.l_type = ty as libc::c_short;
-        fl.l_whence = libc::SEEK_SET as libc::c_short;
-        fl.l_start = byte as libc::off_t;
-        fl.l_len = 1;
-        // SAFETY: fd is open; fl is a valid, initialized flock that the call only reads
-        // (l_pid must be 0 for OFD locks: it is).
-        if unsafe { libc::fcntl(fd.as_raw_fd(), cmd, &fl as *const libc::flock) } == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    }
-
-    /// Waits for the lock.
-    fn wait(fd: &'a OwnedFd, byte: u64) -> io::Result<OfdLock<'a>> {
-        loop {
-            match Self::fcntl(fd, byte, libc::F_WRLCK, libc::F_OFD_SETLKW) {
-                Ok(()) => return Ok(OfdLock { fd, byte }),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Takes the lock if nobody holds it.
-    fn try_take(fd: &'a OwnedFd, byte: u64) -> io::Result<Option<OfdLock<'a>>> {
-        match Self::fcntl(fd, byte, libc::F_WRLCK, libc::F_OFD_SETLK) {
-            Ok(()) => Ok(Some(OfdLock { fd, byte })),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    fn release(fd: &OwnedFd, byte: u64) -> io::Result<()> {
-        Self::fcntl(fd, byte, libc::F_UNLCK, libc::F_OFD_SETLK)
-    }
-}
-
-impl Drop for OfdLock<'_> {
-    fn drop(&mut self) {
-        let _ = Self::release(self.fd, self.byte);
+        // then `map` unmaps (no reference into it outlives self: every one is tied to
+        // &self or holds an Arc of self) and closing `fd` releases the locks
     }
 }
 
@@ -531,32 +466,6 @@ impl Deref for SlotRef {
     #[inline]
     fn deref(&self) -> &Slot {
         self.0.bell.slot_at(self.0.index)
-    }
-}
-
-/// A doorbell must be a regular file of this user that nobody else may write: another
-/// user's file (pre-created to spy on or stall this one) is refused by name.
-fn check_owner(fd: &OwnedFd) -> io::Result<()> {
-    let st = rustix::fs::fstat(fd)?;
-    let uid = rustix::process::getuid().as_raw();
-    let is_file = st.st_mode & libc::S_IFMT == libc::S_IFREG;
-    if !is_file || st.st_uid != uid || st.st_mode & 0o022 != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "belongs to uid {} with mode {:o}, not to this user (uid {uid}) alone",
-                st.st_uid,
-                st.st_mode & 0o7777
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn same_inode(fd: &OwnedFd, path: &str) -> bool {
-    match (rustix::fs::fstat(fd), rustix::fs::stat(path)) {
-        (Ok(a), Ok(b)) => a.st_ino == b.st_ino && a.st_dev == b.st_dev,
-        _ => false,
     }
 }
 
@@ -686,7 +595,7 @@ mod tests {
 
     #[test]
     fn counts_of_a_dead_handle_are_reclaimed_while_others_live() {
-        use std::os::fd::FromRawFd;
+        use std::os::fd::{AsRawFd, FromRawFd};
         let name = name("reap");
         let live = Arc::new(Doorbell::open(&name, 0o600).unwrap());
         let keep = live.bind("/t").unwrap();
@@ -700,12 +609,12 @@ mod tests {
         assert_eq!(keep.binding.load(Ordering::SeqCst) & USERS, 2);
         // die as a SIGKILLed process does: its mapping and descriptor go (and with them its
         // locks) and none of its drops run
-        let (raw, table) = (dying.fd.as_raw_fd(), dying.table);
+        let (raw, table) = (dying.fd.as_raw_fd(), dying.map.ptr());
         std::mem::forget((slot, own, dying));
         // SAFETY: the forgotten handle is never used or dropped again, so nothing reads
         // the mapping after this and `raw` has no other owner that closes it.
         unsafe {
-            rustix::mm::munmap(table as *mut std::ffi::c_void, SIZE).unwrap();
+            rustix::mm::munmap(table.cast(), SIZE).unwrap();
             drop(OwnedFd::from_raw_fd(raw));
         }
         // the next handle to open reclaims the waiter and the bindings

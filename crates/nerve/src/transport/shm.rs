@@ -145,19 +145,23 @@ pub(crate) fn iceoryx_config(cfg: &Config) -> Result<iceoryx2::config::Config, C
 }
 
 /// Removes iceoryx2's persistent per-domain management segment (a node counter in
-/// `/dev/shm/<prefix>…global_mgmt`), so a clean exit leaves /dev/shm as it was. Call only
+/// `/dev/shm/<prefix>…global_mgmt`), the large-schema files and the tensor pools, so a
+/// clean exit leaves /dev/shm as it was. Call only
 /// while holding the domain's doorbell exclusively: no live process uses the domain.
 pub(crate) fn remove_domain_files(iox: &iceoryx2::config::Config) {
     for path in management_segments(iox) {
         let _ = std::fs::remove_file(path);
     }
-    let schemas = format!("{}schema_", iox.global.prefix);
+    // large schemas and tensor pools
+    let kinds = ["schema_", crate::tensor::FILE_KIND].map(|k| format!("{}{k}", iox.global.prefix));
     for e in std::fs::read_dir("/dev/shm")
         .into_iter()
         .flatten()
         .flatten()
     {
-        if e.file_name().to_string_lossy().starts_with(&schemas) {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if kinds.iter().any(|k| name.starts_with(k.as_str())) {
             let _ = std::fs::remove_file(e.path());
         }
     }
