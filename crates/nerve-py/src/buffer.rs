@@ -41,6 +41,10 @@ pub(crate) enum Owner {
     Loan(Affine<RawLoan>),
     /// Bytes on the heap (a message built in Python), 8-byte aligned.
     Heap(Vec<u64>),
+    /// A frozen tensor (read-only, shared).
+    Tensor(nerve::tensor::Tensor),
+    /// A tensor being written.
+    TensorMut(nerve::tensor::TensorMut),
 }
 
 struct State {

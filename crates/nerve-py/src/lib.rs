@@ -8,6 +8,7 @@
 mod affine;
 mod buffer;
 mod errors;
+mod tensor;
 mod topic;
 mod types;
 mod wait;
@@ -28,6 +29,9 @@ fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::View>()?;
     m.add_class::<types::MessageType>()?;
     m.add_class::<wait::Sleeper>()?;
+    m.add_class::<tensor::TensorPool>()?;
+    m.add_function(wrap_pyfunction!(tensor::tensor_freeze, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::tensor_descriptor, m)?)?;
     m.add_function(wrap_pyfunction!(types::builtin_message_types, m)?)?;
     m.add_function(wrap_pyfunction!(types::builtin_service_types, m)?)?;
     m.add_function(wrap_pyfunction!(wait::wait_any, m)?)?;

@@ -141,10 +141,14 @@ impl MessageType {
 /// The standard message types (`nerve_msgs`) and the tensor descriptor.
 #[pyfunction]
 pub(crate) fn builtin_message_types() -> Vec<MessageType> {
-    nerve_msgs::schemas()
+    let mut all: Vec<MessageType> = nerve_msgs::schemas()
         .into_iter()
         .map(MessageType::new)
-        .collect()
+        .collect();
+    all.push(MessageType::new(Schema::of::<
+        nerve::tensor::TensorDescriptor,
+    >()));
+    all
 }
 
 /// The standard service types as `(name, request type name, response type name)`.

@@ -374,3 +374,7 @@ def spin(node: Node) -> None:
 
 
 from . import msgs  # noqa: E402  (needs the classes above)
+from ._tensor import Tensor, TensorMut, TensorPool  # noqa: E402
+
+TensorDescriptor = message_class(_BUILTIN["nerve/TensorDescriptor"])
+__all__ += ["TensorPool", "Tensor", "TensorMut", "TensorDescriptor"]
