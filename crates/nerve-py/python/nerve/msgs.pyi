@@ -1,0 +1,22 @@
+"""The standard messages (built at import from their schemas)."""
+
+from typing import Any
+
+from ._messages import Message
+
+def __getattr__(name: str) -> Any: ...
+
+Twist: type[Message]
+CmdVel: type[Message]
+BatteryState: type[Message]
+Imu: type[Message]
+Odometry: type[Message]
+LaserScan: type[Message]
+PointCloud: type[Message]
+Image: type[Message]
+Empty: type[Message]
+Outcome: type[Message]
+Bool: type[Message]
+TwoInts: type[Message]
+Int: type[Message]
+Bytes: type[Message]
