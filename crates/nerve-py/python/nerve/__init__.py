@@ -41,7 +41,7 @@ __all__ = [
     "Message", "MessageType", "message_type", "spin", "spin_once", "mono_ns",
     "NerveError", "ContextError", "NodeError", "TopicError", "LoanError", "PublishError",
     "RecvError", "ServiceError", "CallError", "ServeError", "SchemaError", "TensorError",
-    "WaitError", "ClosedError", "msgs",
+    "WaitError", "ClosedError", "msgs", "srv", "ServiceType", "Client", "Server", "PendingCall",
 ]
 
 _BUILTIN = {mt.name: mt for mt in _nerve.builtin_message_types()}
@@ -126,6 +126,27 @@ class Node:
         t = Timer(period, callback, oneshot)
         self._timers.append(t)
         return t
+
+    def create_client(self, srv_type: "ServiceType", name: str,
+                      max_payload: Optional[int] = None) -> "Client":
+        """A client of the service ``name`` (``srv_type``: e.g. ``nerve.srv.AddTwoInts``)."""
+        raw = self._node._client(name, srv_type.name, srv_type.request._type,
+                                 srv_type.response._type, max_payload)
+        return Client(raw, srv_type)
+
+    def create_service(self, srv_type: "ServiceType", name: str, callback: Callable[[Any], Any],
+                       max_payload: Optional[int] = None) -> "Server":
+        """A server of ``name`` answering with ``callback(request) -> response``; it runs
+        in an executor that spins this node (or call ``server.spin_once()``)."""
+        raw = self._node._server(name, srv_type.name, srv_type.request._type,
+                                 srv_type.response._type, max_payload)
+        server = Server(raw, srv_type, callback)
+        self._servers.append(server)
+        return server
+
+    def destroy_service(self, server: "Server") -> None:
+        if server in self._servers:
+            self._servers.remove(server)
 
     def destroy_subscription(self, sub: "Subscription") -> None:
         if sub in self._subscriptions:
@@ -373,7 +394,8 @@ def spin(node: Node) -> None:
     ex.spin()
 
 
-from . import msgs  # noqa: E402  (needs the classes above)
+from ._service import Client, PendingCall, Server, ServiceType  # noqa: E402
+from . import msgs, srv  # noqa: E402  (needs the classes above)
 from ._tensor import Tensor, TensorMut, TensorPool  # noqa: E402
 
 TensorDescriptor = message_class(_BUILTIN["nerve/TensorDescriptor"])
