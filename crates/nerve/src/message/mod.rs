@@ -187,6 +187,27 @@ impl TypeInfo {
     pub fn is_slice(&self) -> bool {
         self.elem_size > 0
     }
+
+    /// Checks that a payload of `len` bytes given whole (type-erased publishers, clients
+    /// and servers) fits this layout: exactly the head for a fixed-size message, the head
+    /// up to the element offset plus whole elements for a slice message. The error says
+    /// what the layout expects.
+    pub(crate) fn check_len(&self, len: usize) -> Result<(), String> {
+        if self.elem_size == 0 && len != self.head_size {
+            return Err(format!("the message has {} bytes", self.head_size));
+        }
+        if self.elem_size > 0
+            && (len < self.elems_offset()
+                || !(len - self.elems_offset()).is_multiple_of(self.elem_size))
+        {
+            return Err(format!(
+                "expected {} head bytes and a multiple of {} element bytes",
+                self.elems_offset(),
+                self.elem_size
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Payload alignment in shared memory: at least 8 so headers of any message read fast.

@@ -197,25 +197,13 @@ impl RawPublisher {
     /// the element offset), copied into a loaned sample.
     pub fn publish_bytes(&self, payload: &[u8]) -> Result<(), PublishError> {
         let ty = self.tx.type_info();
-        let bad = |reason: String| PublishError::BadPayload {
-            topic: self.tx.topic().to_string(),
-            type_name: ty.name.clone(),
-            len: payload.len(),
-            reason,
-        };
-        if ty.elem_size == 0 && payload.len() != ty.head_size {
-            return Err(bad(format!("the message has {} bytes", ty.head_size)));
-        }
-        if ty.elem_size > 0
-            && (payload.len() < ty.elems_offset()
-                || !(payload.len() - ty.elems_offset()).is_multiple_of(ty.elem_size))
-        {
-            return Err(bad(format!(
-                "expected {} head bytes and a multiple of {} element bytes",
-                ty.elems_offset(),
-                ty.elem_size
-            )));
-        }
+        ty.check_len(payload.len())
+            .map_err(|reason| PublishError::BadPayload {
+                topic: self.tx.topic().to_string(),
+                type_name: ty.name.clone(),
+                len: payload.len(),
+                reason,
+            })?;
         let mut buf = self.tx.loan_bytes(payload.len().max(1))?;
         shm::words_as_bytes_mut(buf.words_mut())[..payload.len()].copy_from_slice(payload);
         self.tx.send_loan(buf, payload.len())
