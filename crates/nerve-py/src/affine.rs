@@ -21,7 +21,7 @@ pub(crate) struct Graveyard {
 
 /// A value parked in a graveyard: only moved, never touched, until it is dropped on the
 /// owner thread.
-struct Body(Box<dyn std::any::Any>);
+struct Body(#[allow(dead_code)] Box<dyn std::any::Any>); // held only to be dropped later
 
 // SAFETY: a `Body` is created on a foreign thread by moving a value out of an `Affine`
 // (a memcpy of its bytes: no reference count or cell inside is read or written), stays
@@ -119,13 +119,6 @@ impl<T: 'static> Affine<T> {
         self.check()?;
         self.graveyard.bury();
         Ok(&self.value)
-    }
-
-    /// The value, mutably, on the owner thread.
-    pub(crate) fn get_mut(&mut self) -> PyResult<&mut T> {
-        self.check()?;
-        self.graveyard.bury();
-        Ok(&mut self.value)
     }
 
     /// Takes the value out, on the owner thread.

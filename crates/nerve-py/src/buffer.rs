@@ -33,7 +33,9 @@ pub(crate) fn kind_of(name: &str) -> Option<u8> {
     KINDS.iter().position(|(n, _)| *n == name).map(|i| i as u8)
 }
 
-/// What owns the memory.
+/// What owns the memory. Most variants are only held (their drop gives the memory
+/// back); the others are taken out to be sent or frozen.
+#[allow(dead_code)]
 pub(crate) enum Owner {
     /// A received sample (read-only).
     Sample(Affine<RawSample>),
@@ -41,6 +43,10 @@ pub(crate) enum Owner {
     Loan(Affine<RawLoan>),
     /// Bytes on the heap (a message built in Python), 8-byte aligned.
     Heap(Vec<u64>),
+    /// A request a server took (read-only).
+    Request(Affine<nerve::RawRequest>),
+    /// A reply a client took (read-only).
+    Reply(Affine<nerve::RawReply>),
     /// A frozen tensor (read-only, shared).
     Tensor(nerve::tensor::Tensor),
     /// A tensor being written.

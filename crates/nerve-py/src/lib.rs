@@ -8,6 +8,7 @@
 mod affine;
 mod buffer;
 mod errors;
+mod service;
 mod tensor;
 mod topic;
 mod types;
@@ -30,6 +31,9 @@ fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::MessageType>()?;
     m.add_class::<wait::Sleeper>()?;
     m.add_class::<tensor::TensorPool>()?;
+    m.add_class::<service::Client>()?;
+    m.add_class::<service::Pending>()?;
+    m.add_class::<service::Server>()?;
     m.add_function(wrap_pyfunction!(tensor::tensor_freeze, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor_descriptor, m)?)?;
     m.add_function(wrap_pyfunction!(types::builtin_message_types, m)?)?;

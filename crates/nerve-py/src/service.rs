@@ -7,7 +7,9 @@ use crate::errors::{err, CallError, ServeError, ServiceError};
 use crate::topic::Node;
 use crate::types::MessageType;
 use crate::wait::{blocking, duration, SameThread};
-use nerve::{RawClient, RawPendingCall, RawReply, RawRequest, RawServer, ServiceQos, ServiceType, WaitMode};
+use nerve::{
+    RawClient, RawPendingCall, RawReply, RawRequest, RawServer, ServiceQos, ServiceType, WaitMode,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::time::Duration;
@@ -27,55 +29,50 @@ fn service_qos(max_payload: Option<usize>) -> ServiceQos {
     }
 }
 
-#[pymethods]
-impl Node {
-    /// A client of the service `name` of type `type_name` (request and response types).
-    #[pyo3(signature = (name, type_name, request, response, max_payload=None))]
-    fn _client(
-        &self,
-        name: &str,
-        type_name: &str,
-        request: &MessageType,
-        response: &MessageType,
-        max_payload: Option<usize>,
-    ) -> PyResult<Client> {
-        let ty = service_type(type_name, request, response);
-        let c = RawClient::create(
-            self.inner.get()?,
-            name,
-            &ty,
-            service_qos(max_payload),
-            WaitMode::Adaptive,
-        )
-        .map_err(err::<ServiceError>)?;
-        Ok(Client {
-            inner: Affine::new(c, self.inner.graveyard(), "Client"),
-        })
-    }
+/// A client of the service `name` of type `type_name` (request and response types).
+pub(crate) fn client(
+    node: &Node,
+    name: &str,
+    type_name: &str,
+    request: &MessageType,
+    response: &MessageType,
+    max_payload: Option<usize>,
+) -> PyResult<Client> {
+    let ty = service_type(type_name, request, response);
+    let c = RawClient::create(
+        node.inner.get()?,
+        name,
+        &ty,
+        service_qos(max_payload),
+        WaitMode::Adaptive,
+    )
+    .map_err(err::<ServiceError>)?;
+    Ok(Client {
+        inner: Affine::new(c, node.inner.graveyard(), "Client"),
+    })
+}
 
-    /// A server of the service `name` (one per service: a second raises ServiceError).
-    #[pyo3(signature = (name, type_name, request, response, max_payload=None))]
-    fn _server(
-        &self,
-        name: &str,
-        type_name: &str,
-        request: &MessageType,
-        response: &MessageType,
-        max_payload: Option<usize>,
-    ) -> PyResult<Server> {
-        let ty = service_type(type_name, request, response);
-        let s = RawServer::create(
-            self.inner.get()?,
-            name,
-            &ty,
-            service_qos(max_payload),
-            WaitMode::Adaptive,
-        )
-        .map_err(err::<ServiceError>)?;
-        Ok(Server {
-            inner: Affine::new(s, self.inner.graveyard(), "Server"),
-        })
-    }
+/// A server of the service `name` (one per service: a second raises ServiceError).
+pub(crate) fn server(
+    node: &Node,
+    name: &str,
+    type_name: &str,
+    request: &MessageType,
+    response: &MessageType,
+    max_payload: Option<usize>,
+) -> PyResult<Server> {
+    let ty = service_type(type_name, request, response);
+    let s = RawServer::create(
+        node.inner.get()?,
+        name,
+        &ty,
+        service_qos(max_payload),
+        WaitMode::Adaptive,
+    )
+    .map_err(err::<ServiceError>)?;
+    Ok(Server {
+        inner: Affine::new(s, node.inner.graveyard(), "Server"),
+    })
 }
 
 /// Calls one service.
@@ -104,7 +101,11 @@ impl Client {
     /// Sends a request (its payload bytes, checked against the layout); the call goes on
     /// in the background until its Pending is waited for or dropped.
     fn send(&self, data: &[u8]) -> PyResult<Pending> {
-        let call = self.inner.get()?.send_bytes(data).map_err(err::<CallError>)?;
+        let call = self
+            .inner
+            .get()?
+            .send_bytes(data)
+            .map_err(err::<CallError>)?;
         Ok(Pending {
             inner: Affine::new(call, self.inner.graveyard(), "pending call"),
         })
@@ -121,7 +122,14 @@ fn reply_buffer(r: RawReply, gy: &std::sync::Arc<crate::affine::Graveyard>) -> B
     let b = r.bytes();
     let mem = (b.as_ptr(), b.len());
     let h = *r.header();
-    Buffer::new(Owner::Reply(Affine::new(r, gy, "reply")), mem, false, None, "reply").with_call(h)
+    Buffer::new(
+        Owner::Reply(Affine::new(r, gy, "reply")),
+        mem,
+        false,
+        None,
+        "reply",
+    )
+    .with_call(h)
 }
 
 #[pymethods]
@@ -175,8 +183,14 @@ fn request_buffer(r: RawRequest, gy: &std::sync::Arc<crate::affine::Graveyard>) 
     let b = r.bytes();
     let mem = (b.as_ptr(), b.len());
     let h = *r.header();
-    Buffer::new(Owner::Request(Affine::new(r, gy, "request")), mem, false, None, "request")
-        .with_call(h)
+    Buffer::new(
+        Owner::Request(Affine::new(r, gy, "request")),
+        mem,
+        false,
+        None,
+        "request",
+    )
+    .with_call(h)
 }
 
 fn with_request<R>(

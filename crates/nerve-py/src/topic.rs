@@ -304,6 +304,32 @@ impl Node {
         })
     }
 
+    /// A client of the service `name` of type `type_name`.
+    #[pyo3(signature = (name, type_name, request, response, max_payload=None))]
+    fn _client(
+        &self,
+        name: &str,
+        type_name: &str,
+        request: &MessageType,
+        response: &MessageType,
+        max_payload: Option<usize>,
+    ) -> PyResult<crate::service::Client> {
+        crate::service::client(self, name, type_name, request, response, max_payload)
+    }
+
+    /// A server of the service `name` of type `type_name`.
+    #[pyo3(signature = (name, type_name, request, response, max_payload=None))]
+    fn _server(
+        &self,
+        name: &str,
+        type_name: &str,
+        request: &MessageType,
+        response: &MessageType,
+        max_payload: Option<usize>,
+    ) -> PyResult<crate::service::Server> {
+        crate::service::server(self, name, type_name, request, response, max_payload)
+    }
+
     fn __repr__(&self) -> PyResult<String> {
         Ok(format!("Node({:?})", self.inner.get()?.name()))
     }

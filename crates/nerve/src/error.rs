@@ -453,6 +453,19 @@ pub enum CallError {
         /// `ServiceQos::max_request`.
         max: usize,
     },
+    /// A type-erased request payload does not fit the request type's layout; nothing was
+    /// sent.
+    #[error("service {service}: a request of {len} bytes does not fit {type_name}: {reason}")]
+    BadPayload {
+        /// Service name.
+        service: String,
+        /// The request type.
+        type_name: String,
+        /// Payload length in bytes.
+        len: usize,
+        /// What is wrong.
+        reason: String,
+    },
     /// Too many calls of this client are in flight.
     #[error("service {service}: more than {max} calls in flight (ServiceQos::max_in_flight)")]
     TooManyInFlight {
@@ -494,6 +507,19 @@ pub enum ServeError {
         requested: usize,
         /// `ServiceQos::max_response`.
         max: usize,
+    },
+    /// A type-erased response payload does not fit the response type's layout; nothing
+    /// was sent.
+    #[error("service {service}: a response of {len} bytes does not fit {type_name}: {reason}")]
+    BadPayload {
+        /// Service name.
+        service: String,
+        /// The response type.
+        type_name: String,
+        /// Payload length in bytes.
+        len: usize,
+        /// What is wrong.
+        reason: String,
     },
     /// The request was already answered (one response per request).
     #[error("service {service}: request {seq} was already answered")]

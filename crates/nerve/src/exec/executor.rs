@@ -17,7 +17,7 @@ use crate::exec::timer::{
     spin_until, Overrun, PreciseSleep, Precision, Schedule, Tick, TimerHandle,
 };
 use crate::message::Message;
-use crate::service::client::{Client, PendingCall, Reply};
+use crate::service::client::{Client, RawPendingCall, Reply};
 use crate::service::server::{Request, Server};
 use crate::service::{HandlerResult, Service};
 use crate::sys::clock::mono_ns;
@@ -335,7 +335,7 @@ impl Executor {
         let name = client.name().to_string();
         let shared = Rc::new(CallsInner {
             pending: RefCell::new(VecDeque::new()),
-            client: Box::new(client),
+            client,
             timeout_ns: timeout.as_nanos().min(u64::MAX as u128 / 4) as u64,
         });
         let id = self.add_work(
@@ -693,9 +693,10 @@ impl<S: Service, F: FnMut(&Request<'_, S>) -> HandlerResult> Work for Serving<S,
 }
 
 struct CallsInner<S: Service> {
-    // field order is drop order: pending calls borrow the boxed client
-    pending: RefCell<VecDeque<(PendingCall<'static, S>, u64)>>,
-    client: Box<Client<S>>,
+    /// Calls in flight (owned: they hold what they need of the client) and their
+    /// deadlines.
+    pending: RefCell<VecDeque<(RawPendingCall, u64)>>,
+    client: Client<S>,
     timeout_ns: u64,
 }
 
@@ -722,12 +723,8 @@ impl<S: Service> Calls<S> {
         head: &S::Request,
         elems: &[<S::Request as Message>::Elem],
     ) -> Result<u64, CallError> {
-        let pending = self.inner.client.send_slice(head, elems)?;
+        let pending = self.inner.client.send_slice(head, elems)?.into_raw();
         let seq = pending.seq();
-        // SAFETY: the call borrows the boxed client, whose address never changes and
-        // which outlives it: both live in `CallsInner`, whose field order drops the
-        // pending calls first, and nothing moves the client out of its box.
-        let pending: PendingCall<'static, S> = unsafe { std::mem::transmute(pending) };
         let deadline = mono_ns().saturating_add(self.inner.timeout_ns);
         self.inner
             .pending
@@ -784,7 +781,7 @@ impl<S: Service, F: FnMut(u64, Result<Reply<S>, CallError>)> Work for Calling<S,
                 let (call, deadline) = &pending[i];
                 let seq = call.seq();
                 let outcome = match call.try_take() {
-                    Ok(Some(reply)) => Some(Ok(reply)),
+                    Ok(Some(reply)) => Some(Ok(Reply::from_raw(reply))),
                     Ok(None) if *deadline <= now => Some(Err(CallError::Timeout {
                         service: self.shared.client.name().to_string(),
                         timeout: Duration::from_nanos(self.shared.timeout_ns),

@@ -183,9 +183,10 @@ impl TypeInfo {
         self.head_size.div_ceil(a) * a
     }
 
-    /// Checks that a payload of `len` bytes fits the layout: exactly the head for fixed
-    /// types, the padded head and a whole number of elements for slice types. The error
-    /// says what was expected.
+    /// Checks that a payload of `len` bytes given whole (type-erased publishers, loans,
+    /// clients and servers) fits this layout: exactly the head for a fixed-size message,
+    /// the head up to the element offset plus whole elements for a slice message. The
+    /// error says what the layout expects.
     pub fn check_len(&self, len: usize) -> Result<(), String> {
         if self.elem_size == 0 && len != self.head_size {
             return Err(format!("the message has {} bytes", self.head_size));

@@ -1,12 +1,13 @@
 //! Service clients: loan a request in shared memory, send it, and wait for its response
 //! (read in place). Calls are synchronous ([`Client::call`]) or pipelined
-//! ([`Client::send`] and [`PendingCall`]).
+//! ([`Client::send`] and [`PendingCall`]). [`RawClient`] is the one implementation: it
+//! knows its service's types at run time (bindings, tools); [`Client`] is its typed face.
 
 use crate::context::Node;
 use crate::error::{CallError, ServiceError};
 use crate::message::header::{CallHeader, CallStatus};
 use crate::message::{elems_offset, Message, NoElem, TypeInfo};
-use crate::service::{service_type, Service, ServiceQos};
+use crate::service::{Service, ServiceQos, ServiceType};
 use crate::sys::clock::mono_ns;
 use crate::transport::doorbell::SlotRef;
 use crate::transport::remote::Frame;
@@ -23,6 +24,7 @@ use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,19 +67,69 @@ impl<S: Service> ClientBuilder<S> {
     /// Opens the service (creating it if no server made it yet, so a client may start
     /// first) and creates the client.
     pub fn create(self) -> Result<Client<S>, ServiceError> {
-        let name = self.name;
+        let raw = RawClient::create(
+            &self.node,
+            &self.name,
+            &ServiceType::of::<S>(),
+            self.qos,
+            self.mode,
+        )?;
+        Ok(Client {
+            raw,
+            _s: PhantomData,
+        })
+    }
+}
+
+/// Calls one service whose types are known only at run time: requests and responses are
+/// bytes, checked against the service's layouts ([`ServiceType`]). Routes, limits and
+/// waiting are those of [`Client`], which is a typed wrapper around it. Several clients
+/// may call the same service.
+pub struct RawClient {
+    inner: Rc<ClientInner>,
+}
+
+/// Everything a client holds; shared with its calls in flight.
+struct ClientInner {
+    // field order is drop order: the port goes before its service and node
+    port: IoxClient,
+    service: RpcService,
+    /// The service's doorbell slot (servers wait on it) and this client's own (servers
+    /// ring it with responses).
+    server_slot: SlotRef,
+    reply_slot: SlotRef,
+    reply_index: u32,
+    node: Node,
+    name: String,
+    max_request: usize,
+    max_in_flight: usize,
+    mode: WaitMode,
+    spin: SpinWindow,
+    ty: ServiceType,
+    seq: Cell<u64>,
+    /// Servers on other hosts, used while none serves on this host (network plane on).
+    net: Option<Box<dyn RemoteClient>>,
+    max_response: usize,
+}
+
+impl RawClient {
+    /// Opens service `name` of type `ty` (creating it if no server made it yet, so a
+    /// client may start first) and creates a client that waits for responses as `mode`
+    /// says. A service of another type is an error naming both.
+    pub fn create(
+        node: &Node,
+        name: &str,
+        ty: &ServiceType,
+        qos: ServiceQos,
+        mode: WaitMode,
+    ) -> Result<RawClient, ServiceError> {
+        let name = name.to_string();
         crate::name::validate_topic(&name)?;
-        let qos = self.qos;
         qos.validate().map_err(|reason| ServiceError::InvalidQos {
             service: name.clone(),
             reason,
         })?;
-        let service = rpc::open_service(
-            &self.node.inner.iox,
-            &name,
-            Some(&service_type::<S>()),
-            &qos,
-        )?;
+        let service = rpc::open_service(&node.inner.iox, &name, Some(ty), &qos)?;
         // the service's limit wins over this client's wish
         let max_in_flight = qos
             .max_in_flight
@@ -103,7 +155,7 @@ impl<S: Service> ClientBuilder<S> {
                     },
                 }
             })?;
-        let doorbell = &self.node.inner.ctx.inner.doorbell;
+        let doorbell = &node.inner.ctx.inner.doorbell;
         let bind = |key: String| {
             doorbell.bind(&key).map_err(|e| ServiceError::Shm {
                 service: name.clone(),
@@ -113,90 +165,57 @@ impl<S: Service> ClientBuilder<S> {
         let reply_slot = bind(format!("client:{:032x}", port.id().value()))?;
         let reply_index = reply_slot.index();
         let server_slot = bind(format!("{SERVICE_PREFIX}{name}"))?;
-        let ctx = &self.node.inner.ctx;
-        let request_type = TypeInfo::of::<S::Request>();
+        let ctx = &node.inner.ctx;
         let net = match ctx.remote()? {
-            Some(plane) => {
-                Some(plane.client(ctx.domain(), &name, (S::TYPE_NAME, &request_type))?)
-            }
+            Some(plane) => Some(plane.client(ctx.domain(), &name, (&ty.name, &ty.request))?),
             None => None,
         };
-        Ok(Client {
-            net,
-            max_response: qos.max_response,
-            port,
-            service,
-            server_slot,
-            reply_slot,
-            reply_index,
-            node: self.node,
-            name,
-            max_request: qos.max_request,
-            max_in_flight,
-            mode: self.mode,
-            spin: SpinWindow::new(),
-            response_type: TypeInfo::of::<S::Response>(),
-            request_hash: request_type.layout_hash,
-            seq: Cell::new(0),
-            _s: PhantomData,
+        Ok(RawClient {
+            inner: Rc::new(ClientInner {
+                net,
+                max_response: qos.max_response,
+                port,
+                service,
+                server_slot,
+                reply_slot,
+                reply_index,
+                node: node.clone(),
+                name,
+                max_request: qos.max_request,
+                max_in_flight,
+                mode,
+                spin: SpinWindow::new(),
+                ty: ty.clone(),
+                seq: Cell::new(0),
+            }),
         })
-    }
-}
-
-/// Calls one service. Several clients may call the same service.
-pub struct Client<S: Service> {
-    // field order is drop order: the port goes before its service and node
-    port: IoxClient,
-    service: RpcService,
-    /// The service's doorbell slot (servers wait on it) and this client's own (servers
-    /// ring it with responses).
-    server_slot: SlotRef,
-    reply_slot: SlotRef,
-    reply_index: u32,
-    node: Node,
-    name: String,
-    max_request: usize,
-    max_in_flight: usize,
-    mode: WaitMode,
-    spin: SpinWindow,
-    response_type: TypeInfo,
-    request_hash: u64,
-    seq: Cell<u64>,
-    /// Servers on other hosts, used while none serves on this host (network plane on).
-    net: Option<Box<dyn RemoteClient>>,
-    max_response: usize,
-    _s: PhantomData<S>,
-}
-
-impl<S: Service> Client<S> {
-    /// The doorbell slot servers ring with responses (for executors' wait sets).
-    pub(crate) fn reply_slot(&self) -> &SlotRef {
-        &self.reply_slot
     }
 
     /// The service name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.inner.name
     }
 
-    /// The node this client belongs to.
-    pub fn node(&self) -> &Node {
-        &self.node
+    /// The request type's identity.
+    pub fn request_type(&self) -> &TypeInfo {
+        &self.inner.ty.request
+    }
+
+    /// The response type's identity.
+    pub fn response_type(&self) -> &TypeInfo {
+        &self.inner.ty.response
+    }
+
+    /// The doorbell slot servers ring with responses (for executors' wait sets).
+    pub(crate) fn reply_slot(&self) -> &SlotRef {
+        &self.inner.reply_slot
     }
 
     /// Number of live servers of the service, on this host (dead ones are reclaimed
     /// first) and, with the network plane on, on others.
     pub fn server_count(&self) -> usize {
-        self.node.inner.iox.try_cleanup_dead_nodes();
-        self.host_servers() + self.remote_servers()
-    }
-
-    fn host_servers(&self) -> usize {
-        self.service.dynamic_config().number_of_servers()
-    }
-
-    fn remote_servers(&self) -> usize {
-        self.net.as_ref().map_or(0, |n| n.remote_servers())
+        self.inner.node.inner.iox.try_cleanup_dead_nodes();
+        self.inner.host_servers() + self.inner.remote_servers()
     }
 
     /// Waits until a server serves the service, at most `timeout`; returns whether one does.
@@ -208,7 +227,7 @@ impl<S: Service> Client<S> {
         }
         let deadline = Instant::now() + timeout;
         loop {
-            if self.host_servers() + self.remote_servers() > 0 {
+            if self.inner.host_servers() + self.inner.remote_servers() > 0 {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -218,6 +237,130 @@ impl<S: Service> Client<S> {
         }
     }
 
+    /// Sends one request given as its bytes (head, then for slice types the elements at
+    /// the element offset), copied into a loaned request; the response comes through the
+    /// returned call. A payload that does not fit the request type's layout is
+    /// [`CallError::BadPayload`] and one over `ServiceQos::max_request`
+    /// [`CallError::PayloadTooLarge`]; neither sends anything.
+    pub fn send_bytes(&self, payload: &[u8]) -> Result<RawPendingCall, CallError> {
+        let ty = &self.inner.ty.request;
+        ty.check_len(payload.len())
+            .map_err(|reason| CallError::BadPayload {
+                service: self.inner.name.clone(),
+                type_name: ty.name.clone(),
+                len: payload.len(),
+                reason,
+            })?;
+        let mut req = self.loan(payload.len().max(1))?;
+        shm::words_as_bytes_mut(req.payload_mut())[..payload.len()].copy_from_slice(payload);
+        self.send_request(req, payload.len())
+    }
+
+    /// Loans a request of at least `len` bytes (one at least), refusing more than
+    /// `ServiceQos::max_request` before anything is sent.
+    fn loan(&self, len: usize) -> Result<IoxRequestMut, CallError> {
+        let c = &*self.inner;
+        if len > c.max_request {
+            return Err(CallError::PayloadTooLarge {
+                service: c.name.clone(),
+                requested: len,
+                max: c.max_request,
+            });
+        }
+        let words = shm::words_for(len).max(1);
+        let mut attempt = c.port.loan_slice_uninit(words);
+        if matches!(attempt, Err(IoxLoanError::OutOfMemory)) {
+            // requests may be held by a server that died: reclaim, then retry once
+            c.node.inner.iox.try_cleanup_dead_nodes();
+            attempt = c.port.loan_slice_uninit(words);
+        }
+        let uninit = attempt.map_err(|e| match e {
+            IoxLoanError::ExceedsMaxLoans => CallError::TooManyInFlight {
+                service: c.name.clone(),
+                max: c.max_in_flight,
+            },
+            e => c.shm_err(e),
+        })?;
+        // SAFETY: the payload is shared memory mapped from a file: every byte is
+        // initialized (zero-filled by the kernel, later overwritten by earlier payloads),
+        // and u64 has no invalid values.
+        Ok(unsafe { uninit.assume_init() })
+    }
+
+    /// Sends a loaned request whose first `len` payload bytes are written.
+    fn send_request(
+        &self,
+        mut req: IoxRequestMut,
+        len: usize,
+    ) -> Result<RawPendingCall, CallError> {
+        let c = &*self.inner;
+        let seq = c.seq.get() + 1;
+        c.seq.set(seq);
+        let header = CallHeader {
+            seq,
+            sent_mono_ns: mono_ns(),
+            payload_len: len as u64,
+            type_hash: c.ty.request.layout_hash,
+            reply_slot: c.reply_index,
+            status: 0,
+        };
+        // a server on this host is preferred; the network is used only without one
+        if let Some(net) = &c.net {
+            if c.host_servers() == 0 && net.remote_servers() > 0 {
+                if net.in_flight() >= c.max_in_flight {
+                    return Err(CallError::TooManyInFlight {
+                        service: c.name.clone(),
+                        max: c.max_in_flight,
+                    });
+                }
+                let payload = &shm::words_as_bytes(req.payload())[..len];
+                let call = net.call(
+                    &c.node.inner.ctx.inner.doorbell,
+                    &header,
+                    payload,
+                    &c.ty.response,
+                    c.max_response,
+                    c.reply_index,
+                )?;
+                return Ok(self.pending(CallRoute::Net(call), seq));
+            }
+        }
+        *req.user_header_mut() = header;
+        let pending = req.send().map_err(|e| match e {
+            RequestSendError::ExceedsMaxActiveRequests => CallError::TooManyInFlight {
+                service: c.name.clone(),
+                max: c.max_in_flight,
+            },
+            e => c.shm_err(e),
+        })?;
+        c.server_slot.ring();
+        if pending.number_of_server_connections() == 0 {
+            return Err(CallError::NoServer {
+                service: c.name.clone(),
+            });
+        }
+        Ok(self.pending(CallRoute::Shm(pending), seq))
+    }
+
+    fn pending(&self, route: CallRoute, seq: u64) -> RawPendingCall {
+        RawPendingCall {
+            route,
+            seq,
+            next_check: Cell::new(None),
+            client: self.inner.clone(),
+        }
+    }
+}
+
+impl ClientInner {
+    fn host_servers(&self) -> usize {
+        self.service.dynamic_config().number_of_servers()
+    }
+
+    fn remote_servers(&self) -> usize {
+        self.net.as_ref().map_or(0, |n| n.remote_servers())
+    }
+
     fn shm_err(&self, e: impl std::fmt::Debug) -> CallError {
         CallError::Shm {
             service: self.name.clone(),
@@ -225,32 +368,72 @@ impl<S: Service> Client<S> {
         }
     }
 
-    fn loan(&self, len: usize) -> Result<IoxRequestMut, CallError> {
-        if len > self.max_request {
-            return Err(CallError::PayloadTooLarge {
+    /// Turns a response into a reply (checked against the response type) or the error
+    /// its status carries.
+    fn reply(&self, resp: ReplyBuf) -> Result<RawReply, CallError> {
+        let h = *resp.header();
+        let text = || {
+            let bytes = shm::words_as_bytes(resp.words());
+            let n = (h.payload_len as usize).min(bytes.len());
+            String::from_utf8_lossy(&bytes[..n]).into_owned()
+        };
+        match h.status {
+            s if s == CallStatus::Ok as u32 => {
+                let elems =
+                    shm::check_payload(h.type_hash, h.payload_len, resp.words(), &self.ty.response)
+                        .map_err(|reason| CallError::Malformed {
+                            service: self.name.clone(),
+                            reason,
+                        })?;
+                Ok(RawReply { resp, elems })
+            }
+            s if s == CallStatus::HandlerError as u32 => Err(CallError::Handler {
                 service: self.name.clone(),
-                requested: len,
-                max: self.max_request,
-            });
-        }
-        let words = shm::words_for(len).max(1);
-        let mut attempt = self.port.loan_slice_uninit(words);
-        if matches!(attempt, Err(IoxLoanError::OutOfMemory)) {
-            // requests may be held by a server that died: reclaim, then retry once
-            self.node.inner.iox.try_cleanup_dead_nodes();
-            attempt = self.port.loan_slice_uninit(words);
-        }
-        let uninit = attempt.map_err(|e| match e {
-            IoxLoanError::ExceedsMaxLoans => CallError::TooManyInFlight {
+                message: text(),
+            }),
+            s if s == CallStatus::Rejected as u32 => Err(CallError::Rejected {
                 service: self.name.clone(),
-                max: self.max_in_flight,
-            },
-            e => self.shm_err(e),
-        })?;
-        // SAFETY: the payload is shared memory mapped from a file: every byte is
-        // initialized (zero-filled by the kernel, later overwritten by earlier payloads),
-        // and u64 has no invalid values.
-        Ok(unsafe { uninit.assume_init() })
+                reason: text(),
+            }),
+            s => Err(CallError::Malformed {
+                service: self.name.clone(),
+                reason: format!("unknown status {s}"),
+            }),
+        }
+    }
+}
+
+/// Calls one service. Several clients may call the same service.
+pub struct Client<S: Service> {
+    raw: RawClient,
+    _s: PhantomData<S>,
+}
+
+impl<S: Service> Client<S> {
+    /// The doorbell slot servers ring with responses (for executors' wait sets).
+    pub(crate) fn reply_slot(&self) -> &SlotRef {
+        self.raw.reply_slot()
+    }
+
+    /// The service name.
+    pub fn name(&self) -> &str {
+        self.raw.name()
+    }
+
+    /// The node this client belongs to.
+    pub fn node(&self) -> &Node {
+        &self.raw.inner.node
+    }
+
+    /// Number of live servers of the service, on this host (dead ones are reclaimed
+    /// first) and, with the network plane on, on others.
+    pub fn server_count(&self) -> usize {
+        self.raw.server_count()
+    }
+
+    /// Waits until a server serves the service, at most `timeout`; returns whether one does.
+    pub fn wait_for_service(&self, timeout: Duration) -> bool {
+        self.raw.wait_for_service(timeout)
     }
 
     /// Loans a request with room for `len` elements after the head. The head is zeroed;
@@ -261,7 +444,7 @@ impl<S: Service> Client<S> {
             .checked_mul(core::mem::size_of::<<S::Request as Message>::Elem>())
             .and_then(|b| b.checked_add(elems_offset::<S::Request>()))
             .unwrap_or(usize::MAX);
-        let req = self.loan(bytes.max(1))?;
+        let req = self.raw.loan(bytes.max(1))?;
         let mut loan = RequestLoan {
             req,
             elems: len,
@@ -292,107 +475,6 @@ impl<S: Service> Client<S> {
         timeout: Duration,
     ) -> Result<Reply<S>, CallError> {
         self.send_slice(head, elems)?.wait(timeout)
-    }
-
-    fn send_request(
-        &self,
-        mut req: IoxRequestMut,
-        len: usize,
-    ) -> Result<PendingCall<'_, S>, CallError> {
-        let seq = self.seq.get() + 1;
-        self.seq.set(seq);
-        let header = CallHeader {
-            seq,
-            sent_mono_ns: mono_ns(),
-            payload_len: len as u64,
-            type_hash: self.request_hash,
-            reply_slot: self.reply_index,
-            status: 0,
-        };
-        // a server on this host is preferred; the network is used only without one
-        if let Some(net) = &self.net {
-            if self.host_servers() == 0 && net.remote_servers() > 0 {
-                if net.in_flight() >= self.max_in_flight {
-                    return Err(CallError::TooManyInFlight {
-                        service: self.name.clone(),
-                        max: self.max_in_flight,
-                    });
-                }
-                let payload = &shm::words_as_bytes(req.payload())[..len];
-                let call = net.call(
-                    &self.node.inner.ctx.inner.doorbell,
-                    &header,
-                    payload,
-                    &self.response_type,
-                    self.max_response,
-                    self.reply_index,
-                )?;
-                return Ok(PendingCall {
-                    route: CallRoute::Net(call),
-                    seq,
-                    client: self,
-                });
-            }
-        }
-        *req.user_header_mut() = header;
-        let pending = req.send().map_err(|e| match e {
-            RequestSendError::ExceedsMaxActiveRequests => CallError::TooManyInFlight {
-                service: self.name.clone(),
-                max: self.max_in_flight,
-            },
-            e => self.shm_err(e),
-        })?;
-        self.server_slot.ring();
-        if pending.number_of_server_connections() == 0 {
-            return Err(CallError::NoServer {
-                service: self.name.clone(),
-            });
-        }
-        Ok(PendingCall {
-            route: CallRoute::Shm(pending),
-            seq,
-            client: self,
-        })
-    }
-
-    fn reply(&self, resp: ReplyBuf) -> Result<Reply<S>, CallError> {
-        let h = *resp.header();
-        let text = || {
-            let bytes = shm::words_as_bytes(resp.words());
-            let n = (h.payload_len as usize).min(bytes.len());
-            String::from_utf8_lossy(&bytes[..n]).into_owned()
-        };
-        match h.status {
-            s if s == CallStatus::Ok as u32 => {
-                let elems = shm::check_payload(
-                    h.type_hash,
-                    h.payload_len,
-                    resp.words(),
-                    &self.response_type,
-                )
-                .map_err(|reason| CallError::Malformed {
-                    service: self.name.clone(),
-                    reason,
-                })?;
-                Ok(Reply {
-                    resp,
-                    elems,
-                    _s: PhantomData,
-                })
-            }
-            s if s == CallStatus::HandlerError as u32 => Err(CallError::Handler {
-                service: self.name.clone(),
-                message: text(),
-            }),
-            s if s == CallStatus::Rejected as u32 => Err(CallError::Rejected {
-                service: self.name.clone(),
-                reason: text(),
-            }),
-            s => Err(CallError::Malformed {
-                service: self.name.clone(),
-                reason: format!("unknown status {s}"),
-            }),
-        }
     }
 }
 
@@ -450,7 +532,10 @@ impl<'c, S: Service> RequestLoan<'c, S> {
 
     /// Sends the request; the response comes through the returned call.
     pub fn send(self) -> Result<PendingCall<'c, S>, CallError> {
-        self.client.send_request(self.req, self.len)
+        Ok(PendingCall {
+            raw: self.client.raw.send_request(self.req, self.len)?,
+            _c: PhantomData,
+        })
     }
 
     /// Sends the request and waits up to `timeout` for the response.
@@ -475,11 +560,16 @@ impl<S: Service> DerefMut for RequestLoan<'_, S> {
     }
 }
 
-/// A call in flight: take its response when it arrives. Dropping it abandons the call.
-pub struct PendingCall<'c, S: Service> {
+/// A call in flight of a [`RawClient`]: take its response when it arrives. It owns what
+/// it needs of its client (it may outlive the `RawClient` handle). Dropping it abandons
+/// the call.
+pub struct RawPendingCall {
     route: CallRoute,
     seq: u64,
-    client: &'c Client<S>,
+    /// When a wait next checks that the server still lives (set by the first wait, kept
+    /// across waits so that waiting in slices still checks).
+    next_check: Cell<Option<Instant>>,
+    client: Rc<ClientInner>,
 }
 
 /// How a call travels.
@@ -512,13 +602,13 @@ impl ReplyBuf {
     }
 }
 
-impl<S: Service> PendingCall<'_, S> {
+impl RawPendingCall {
     /// The call number (the request header's `seq`).
     pub fn seq(&self) -> u64 {
         self.seq
     }
 
-    fn receive(&self) -> Result<Option<Reply<S>>, CallError> {
+    fn receive(&self) -> Result<Option<RawReply>, CallError> {
         let resp = match &self.route {
             CallRoute::Shm(p) => p
                 .receive()
@@ -547,8 +637,9 @@ impl<S: Service> PendingCall<'_, S> {
         }
     }
 
-    /// Whether the call has ended: a response is there or the server let go of it.
-    pub(crate) fn is_done(&self) -> bool {
+    /// Whether the call has ended: a response is there or the server let go of it
+    /// ([`try_take`](RawPendingCall::try_take) then returns the response or the error).
+    pub fn is_done(&self) -> bool {
         match &self.route {
             CallRoute::Shm(p) => p.has_response() || !p.is_connected(),
             CallRoute::Net(call) => call.is_done(),
@@ -563,7 +654,7 @@ impl<S: Service> PendingCall<'_, S> {
 
     /// Takes the response if it arrived; [`CallError::ServerGone`] if the server went away
     /// without responding.
-    pub fn try_take(&self) -> Result<Option<Reply<S>>, CallError> {
+    pub fn try_take(&self) -> Result<Option<RawReply>, CallError> {
         if let Some(r) = self.receive()? {
             return Ok(Some(r));
         }
@@ -577,25 +668,28 @@ impl<S: Service> PendingCall<'_, S> {
         Ok(None)
     }
 
-    /// Waits up to `timeout` for the response. A server that dies or stops meanwhile ends
-    /// the wait within about [`LIVENESS_CHECK`] with [`CallError::ServerGone`].
-    pub fn wait(self, timeout: Duration) -> Result<Reply<S>, CallError> {
-        let client = self.client;
-        let slot = &client.reply_slot;
-        let mut next_check = Instant::now() + LIVENESS_CHECK;
-        let got = wait_for(
+    /// Waits up to `timeout` for the response; `Ok(None)` when none came in time, and the
+    /// call stays in flight (wait again, e.g. in short slices with other checks between).
+    /// A server that dies or stops meanwhile ends the wait within about
+    /// [`LIVENESS_CHECK`] with [`CallError::ServerGone`].
+    pub fn wait_for(&self, timeout: Duration) -> Result<Option<RawReply>, CallError> {
+        let client = &*self.client;
+        if self.next_check.get().is_none() {
+            self.next_check.set(Some(Instant::now() + LIVENESS_CHECK));
+        }
+        wait_for(
             client.mode,
             &client.spin,
-            slot,
+            &client.reply_slot,
             timeout,
             LIVENESS_CHECK,
             || self.receive(),
             || {
                 let now = Instant::now();
-                if now < next_check {
+                if self.next_check.get().is_some_and(|t| now < t) {
                     return Ok(());
                 }
-                next_check = now + LIVENESS_CHECK;
+                self.next_check.set(Some(now + LIVENESS_CHECK));
                 // a killed server is only noticed once its resources are reclaimed
                 client.node.inner.iox.try_cleanup_dead_nodes();
                 if self.connected() {
@@ -604,15 +698,21 @@ impl<S: Service> PendingCall<'_, S> {
                     Err(self.server_gone())
                 }
             },
-        )?;
-        got.ok_or(CallError::Timeout {
-            service: client.name.clone(),
+        )
+    }
+
+    /// Waits up to `timeout` for the response; [`CallError::Timeout`] when none came in
+    /// time (the call is then abandoned). A server that dies or stops meanwhile ends the
+    /// wait within about [`LIVENESS_CHECK`] with [`CallError::ServerGone`].
+    pub fn wait(self, timeout: Duration) -> Result<RawReply, CallError> {
+        self.wait_for(timeout)?.ok_or_else(|| CallError::Timeout {
+            service: self.client.name.clone(),
             timeout,
         })
     }
 }
 
-impl<S: Service> Drop for PendingCall<'_, S> {
+impl Drop for RawPendingCall {
     /// An abandoned network call leaves the client's count of calls in flight at once
     /// (its Zenoh query ends by itself).
     fn drop(&mut self) {
@@ -622,18 +722,81 @@ impl<S: Service> Drop for PendingCall<'_, S> {
     }
 }
 
+/// A call in flight: take its response when it arrives. Dropping it abandons the call.
+pub struct PendingCall<'c, S: Service> {
+    raw: RawPendingCall,
+    _c: PhantomData<&'c Client<S>>,
+}
+
+impl<S: Service> PendingCall<'_, S> {
+    /// The call number (the request header's `seq`).
+    pub fn seq(&self) -> u64 {
+        self.raw.seq()
+    }
+
+    /// The untyped call (for executors, which keep calls beside their client).
+    pub(crate) fn into_raw(self) -> RawPendingCall {
+        self.raw
+    }
+
+    /// Takes the response if it arrived; [`CallError::ServerGone`] if the server went away
+    /// without responding.
+    pub fn try_take(&self) -> Result<Option<Reply<S>>, CallError> {
+        Ok(self.raw.try_take()?.map(Reply::from_raw))
+    }
+
+    /// Waits up to `timeout` for the response. A server that dies or stops meanwhile ends
+    /// the wait within about [`LIVENESS_CHECK`] with [`CallError::ServerGone`].
+    pub fn wait(self, timeout: Duration) -> Result<Reply<S>, CallError> {
+        self.raw.wait(timeout).map(Reply::from_raw)
+    }
+}
+
+/// A response of a [`RawClient`]'s call, checked against the response type's layout and
+/// read in place in shared memory (or, from another host, in a buffer of its own).
+/// Dropping it releases the memory.
+pub struct RawReply {
+    resp: ReplyBuf,
+    elems: usize,
+}
+
+impl RawReply {
+    /// The response's header (call number, send time).
+    pub fn header(&self) -> &CallHeader {
+        self.resp.header()
+    }
+
+    /// The payload bytes in use (head, padding, elements).
+    pub fn bytes(&self) -> &[u8] {
+        &shm::words_as_bytes(self.resp.words())[..self.header().payload_len as usize]
+    }
+
+    /// Number of slice elements (0 for fixed-size responses).
+    pub fn elems(&self) -> usize {
+        self.elems
+    }
+}
+
 /// A response, read in place in shared memory (or, from another host, in a buffer of
 /// its own). Dropping it releases the memory.
 pub struct Reply<S: Service> {
-    resp: ReplyBuf,
-    elems: usize,
+    raw: RawReply,
     _s: PhantomData<S>,
 }
 
 impl<S: Service> Reply<S> {
+    /// Types a reply of a call sent by a [`Client<S>`]: its payload was checked against
+    /// `TypeInfo::of::<S::Response>()`, which the typed accessors rely on.
+    pub(crate) fn from_raw(raw: RawReply) -> Reply<S> {
+        Reply {
+            raw,
+            _s: PhantomData,
+        }
+    }
+
     /// The response's header (call number, send time).
     pub fn header(&self) -> &CallHeader {
-        self.resp.header()
+        self.raw.header()
     }
 
     /// The elements after the head.
@@ -641,14 +804,15 @@ impl<S: Service> Reply<S> {
         // SAFETY: check_payload proved the payload holds `elems` elements at elems_offset,
         // aligned (payload alignment >= align_of Elem); Elem is Pod.
         unsafe {
-            let p = (self.resp.words().as_ptr() as *const u8).add(elems_offset::<S::Response>());
-            core::slice::from_raw_parts(p as *const <S::Response as Message>::Elem, self.elems)
+            let p =
+                (self.raw.resp.words().as_ptr() as *const u8).add(elems_offset::<S::Response>());
+            core::slice::from_raw_parts(p as *const <S::Response as Message>::Elem, self.raw.elems)
         }
     }
 
     /// The whole payload as bytes (head, padding and elements).
     pub fn payload_bytes(&self) -> &[u8] {
-        &shm::words_as_bytes(self.resp.words())[..self.header().payload_len as usize]
+        self.raw.bytes()
     }
 }
 
@@ -657,6 +821,6 @@ impl<S: Service> Deref for Reply<S> {
     fn deref(&self) -> &S::Response {
         // SAFETY: check_payload proved the payload holds at least size_of::<Response>()
         // bytes at an address aligned for it, and Response is Pod.
-        unsafe { &*(self.resp.words().as_ptr() as *const S::Response) }
+        unsafe { &*(self.raw.resp.words().as_ptr() as *const S::Response) }
     }
 }

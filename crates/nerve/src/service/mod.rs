@@ -38,7 +38,6 @@
 //! ```
 
 use crate::message::{Message, TypeInfo};
-use crate::transport::rpc::ServiceType;
 
 /// A service type: a request message and a response message under one name.
 pub trait Service: 'static {
@@ -50,11 +49,16 @@ pub trait Service: 'static {
     type Response: Message;
 }
 
-pub(crate) fn service_type<S: Service>() -> ServiceType {
-    ServiceType {
-        name: S::TYPE_NAME.to_string(),
-        request: TypeInfo::of::<S::Request>(),
-        response: TypeInfo::of::<S::Response>(),
+pub use crate::transport::rpc::ServiceType;
+
+impl ServiceType {
+    /// The type identity of service `S`.
+    pub fn of<S: Service>() -> ServiceType {
+        ServiceType::new(
+            S::TYPE_NAME,
+            TypeInfo::of::<S::Request>(),
+            TypeInfo::of::<S::Response>(),
+        )
     }
 }
 

@@ -1,11 +1,12 @@
 //! Service servers: take requests read in place in shared memory, answer each with one
-//! response loaned in shared memory.
+//! response loaned in shared memory. [`RawServer`] is the one implementation: it knows
+//! its service's types at run time (bindings, tools); [`Server`] is its typed face.
 
 use crate::context::{Context, Node};
 use crate::error::{ServeError, ServiceError};
 use crate::message::header::{CallHeader, CallStatus};
 use crate::message::{elems_offset, Message, NoElem, TypeInfo};
-use crate::service::{service_type, HandlerResult, Service, ServiceQos};
+use crate::service::{HandlerResult, Service, ServiceQos, ServiceType};
 use crate::sys::clock::mono_ns;
 use crate::transport::doorbell::SlotRef;
 use crate::transport::remote::{RemoteRequest, RemoteServer};
@@ -20,6 +21,7 @@ use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,80 +61,29 @@ impl<S: Service> ServiceBuilder<S> {
     /// Opens the service (creating it if needed) and becomes its server. Fails with
     /// [`ServiceError::AlreadyServed`] if another live server serves it.
     pub fn create(self) -> Result<Server<S>, ServiceError> {
-        let name = self.name;
-        crate::name::validate_topic(&name)?;
-        let qos = self.qos;
-        qos.validate().map_err(|reason| ServiceError::InvalidQos {
-            service: name.clone(),
-            reason,
-        })?;
-        let iox = &self.node.inner.iox;
-        let service = rpc::open_service(iox, &name, Some(&service_type::<S>()), &qos)?;
-        let servers = || service.dynamic_config().number_of_servers();
-        if servers() > 0 {
-            // a dead server may still be registered: reclaim it before judging
-            iox.try_cleanup_dead_nodes();
-            if servers() > 0 {
-                return Err(ServiceError::AlreadyServed { service: name });
-            }
-        }
-        let pool_qos = qos.clone();
-        let port = service
-            .server_builder()
-            .initial_max_slice_len(shm::words_for(qos.initial_payload))
-            .allocation_strategy(AllocationStrategy::PowerOfTwo)
-            .max_loaned_responses_per_request(1)
-            .override_response_preallocation(move |n| pool_qos.pool(n))
-            .create()
-            .map_err(|e| ServiceError::Shm {
-                service: name.clone(),
-                reason: format!("cannot create server: {e:?}"),
-            })?;
-        if servers() > 1 {
-            // two servers started at once: neither may serve alone, so this one yields
-            return Err(ServiceError::AlreadyServed { service: name });
-        }
-        let ctx = &self.node.inner.ctx;
-        let slot = ctx
-            .inner
-            .doorbell
-            .bind(&format!("{SERVICE_PREFIX}{name}"))
-            .map_err(|e| ServiceError::Shm {
-                service: name.clone(),
-                reason: format!("doorbell: {e}"),
-            })?;
-        let request_type = TypeInfo::of::<S::Request>();
-        let net = match ctx.remote()? {
-            Some(plane) => Some(plane.server(
-                slot.clone(),
-                ctx.domain(),
-                &name,
-                (S::TYPE_NAME, &request_type),
-                qos.max_request,
-                qos.max_in_flight.max(16),
-            )?),
-            None => None,
-        };
+        let raw = RawServer::create(
+            &self.node,
+            &self.name,
+            &ServiceType::of::<S>(),
+            self.qos,
+            self.mode,
+        )?;
         Ok(Server {
-            net,
-            port,
-            service,
-            slot,
-            node: self.node,
-            name,
-            qos,
-            mode: self.mode,
-            spin: SpinWindow::new(),
-            request_type,
-            response_hash: TypeInfo::of::<S::Response>().layout_hash,
-            rejected: Cell::new(0),
+            raw,
             _s: PhantomData,
         })
     }
 }
 
-/// Serves one service: take requests and answer each with one response.
-pub struct Server<S: Service> {
+/// Serves one service whose types are known only at run time: requests and responses
+/// are bytes, checked against the service's layouts ([`ServiceType`]). Routes, limits and
+/// waiting are those of [`Server`], which is a typed wrapper around it.
+pub struct RawServer {
+    inner: Rc<ServerInner>,
+}
+
+/// Everything a server holds; shared with the requests it has taken.
+struct ServerInner {
     // field order is drop order: the port goes before its service and node
     port: IoxServer,
     service: RpcService,
@@ -143,12 +94,10 @@ pub struct Server<S: Service> {
     qos: ServiceQos,
     mode: WaitMode,
     spin: SpinWindow,
-    request_type: TypeInfo,
-    response_hash: u64,
+    ty: ServiceType,
     rejected: Cell<u64>,
     /// Requests from other hosts (the network plane is on).
     net: Option<Box<dyn RemoteServer>>,
-    _s: PhantomData<S>,
 }
 
 /// Where a taken request lives.
@@ -188,81 +137,154 @@ impl Outgoing {
     }
 }
 
-impl<S: Service> Server<S> {
-    /// The service name.
-    pub fn name(&self) -> &str {
-        &self.name
+impl RawServer {
+    /// Opens service `name` of type `ty` (creating it if needed) and becomes its server,
+    /// waiting for requests as `mode` says. Fails with [`ServiceError::AlreadyServed`] if
+    /// another live server serves it; a service of another type is an error naming both.
+    pub fn create(
+        node: &Node,
+        name: &str,
+        ty: &ServiceType,
+        qos: ServiceQos,
+        mode: WaitMode,
+    ) -> Result<RawServer, ServiceError> {
+        let name = name.to_string();
+        crate::name::validate_topic(&name)?;
+        qos.validate().map_err(|reason| ServiceError::InvalidQos {
+            service: name.clone(),
+            reason,
+        })?;
+        let iox = &node.inner.iox;
+        let service = rpc::open_service(iox, &name, Some(ty), &qos)?;
+        let servers = || service.dynamic_config().number_of_servers();
+        if servers() > 0 {
+            // a dead server may still be registered: reclaim it before judging
+            iox.try_cleanup_dead_nodes();
+            if servers() > 0 {
+                return Err(ServiceError::AlreadyServed { service: name });
+            }
+        }
+        let pool_qos = qos.clone();
+        let port = service
+            .server_builder()
+            .initial_max_slice_len(shm::words_for(qos.initial_payload))
+            .allocation_strategy(AllocationStrategy::PowerOfTwo)
+            .max_loaned_responses_per_request(1)
+            .override_response_preallocation(move |n| pool_qos.pool(n))
+            .create()
+            .map_err(|e| ServiceError::Shm {
+                service: name.clone(),
+                reason: format!("cannot create server: {e:?}"),
+            })?;
+        if servers() > 1 {
+            // two servers started at once: neither may serve alone, so this one yields
+            return Err(ServiceError::AlreadyServed { service: name });
+        }
+        let ctx = &node.inner.ctx;
+        let slot = ctx
+            .inner
+            .doorbell
+            .bind(&format!("{SERVICE_PREFIX}{name}"))
+            .map_err(|e| ServiceError::Shm {
+                service: name.clone(),
+                reason: format!("doorbell: {e}"),
+            })?;
+        let net = match ctx.remote()? {
+            Some(plane) => Some(plane.server(
+                slot.clone(),
+                ctx.domain(),
+                &name,
+                (&ty.name, &ty.request),
+                qos.max_request,
+                qos.max_in_flight.max(16),
+            )?),
+            None => None,
+        };
+        Ok(RawServer {
+            inner: Rc::new(ServerInner {
+                net,
+                port,
+                service,
+                slot,
+                node: node.clone(),
+                name,
+                qos,
+                mode,
+                spin: SpinWindow::new(),
+                ty: ty.clone(),
+                rejected: Cell::new(0),
+            }),
+        })
     }
 
-    /// The node this server belongs to.
-    pub fn node(&self) -> &Node {
-        &self.node
+    /// The service name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The request type's identity.
+    pub fn request_type(&self) -> &TypeInfo {
+        &self.inner.ty.request
+    }
+
+    /// The response type's identity.
+    pub fn response_type(&self) -> &TypeInfo {
+        &self.inner.ty.response
     }
 
     /// Number of clients connected to the service.
     pub fn client_count(&self) -> usize {
-        self.service.dynamic_config().number_of_clients()
+        self.inner.service.dynamic_config().number_of_clients()
     }
 
     /// The doorbell slot clients ring after sending (for executors' wait sets).
     pub(crate) fn wake_slot(&self) -> &SlotRef {
-        &self.slot
+        &self.inner.slot
     }
 
     /// Whether a request is queued (a failing check counts as ready: taking reports it).
     pub(crate) fn has_requests(&self) -> bool {
-        self.port.has_requests().unwrap_or(true)
-            || self.net.as_ref().is_some_and(|n| n.has_requests())
+        let s = &*self.inner;
+        s.port.has_requests().unwrap_or(true) || s.net.as_ref().is_some_and(|n| n.has_requests())
     }
 
     /// Requests rejected so far because they violated the request type's layout (from
     /// this host and, with the network plane on, from others).
     pub fn rejected(&self) -> u64 {
-        self.rejected.get() + self.net.as_ref().map_or(0, |n| n.rejected())
+        let s = &*self.inner;
+        s.rejected.get() + s.net.as_ref().map_or(0, |n| n.rejected())
     }
 
-    fn shm_err(&self, e: impl std::fmt::Debug) -> ServeError {
-        ServeError::Shm {
-            service: self.name.clone(),
-            reason: format!("{e:?}"),
+    fn request(&self, incoming: Incoming, header: CallHeader, elems: usize) -> RawRequest {
+        RawRequest {
+            incoming,
+            header,
+            elems,
+            replied: Cell::new(false),
+            server: self.inner.clone(),
         }
     }
 
-    /// Takes the next request if one is queued.
-    pub fn try_take(&self) -> Result<Option<Request<'_, S>>, ServeError> {
+    /// Takes the next request if one is queued. Requests that violate the request type's
+    /// layout never come out: they are answered with [`CallStatus::Rejected`] and counted
+    /// ([`rejected`](RawServer::rejected)).
+    pub fn try_take(&self) -> Result<Option<RawRequest>, ServeError> {
+        let s = &*self.inner;
         loop {
-            let Some(active) = self.port.receive().map_err(|e| self.shm_err(e))? else {
+            let Some(active) = s.port.receive().map_err(|e| s.shm_err(e))? else {
                 // requests from other hosts were validated on arrival
-                return Ok(self.net.as_ref().and_then(|n| n.pop()).map(|n| Request {
-                    header: n.header,
-                    elems: n.elems,
-                    incoming: Incoming::Net(n),
-                    server: self,
-                    replied: Cell::new(false),
-                    _s: PhantomData,
+                return Ok(s.net.as_ref().and_then(|n| n.pop()).map(|n| {
+                    let (header, elems) = (n.header, n.elems);
+                    self.request(Incoming::Net(n), header, elems)
                 }));
             };
             let h = *active.user_header();
-            match shm::check_payload(
-                h.type_hash,
-                h.payload_len,
-                active.payload(),
-                &self.request_type,
-            ) {
-                Ok(elems) => {
-                    return Ok(Some(Request {
-                        incoming: Incoming::Shm(active),
-                        header: h,
-                        elems,
-                        server: self,
-                        replied: Cell::new(false),
-                        _s: PhantomData,
-                    }))
-                }
+            match shm::check_payload(h.type_hash, h.payload_len, active.payload(), &s.ty.request) {
+                Ok(elems) => return Ok(Some(self.request(Incoming::Shm(active), h, elems))),
                 Err(reason) => {
                     // never hand garbage to the handler: tell the client why and go on
-                    self.rejected.set(self.rejected.get() + 1);
-                    let _ = self.send_status(
+                    s.rejected.set(s.rejected.get() + 1);
+                    let _ = s.send_status(
                         &Incoming::Shm(active),
                         h,
                         CallStatus::Rejected,
@@ -274,22 +296,21 @@ impl<S: Service> Server<S> {
     }
 
     /// Waits up to `timeout` for a request (spinning or sleeping as the wait mode says).
-    pub fn take_timeout(&self, timeout: Duration) -> Result<Option<Request<'_, S>>, ServeError> {
+    pub fn take_timeout(&self, timeout: Duration) -> Result<Option<RawRequest>, ServeError> {
         Ok(self.take_until(timeout, None)?.flatten())
     }
 
     /// Like `take_timeout`, but returns `Some(None)` as soon as `stop` is seen set.
-    #[allow(clippy::type_complexity)]
     fn take_until(
         &self,
         timeout: Duration,
         stop: Option<&AtomicBool>,
-    ) -> Result<Option<Option<Request<'_, S>>>, ServeError> {
-        let slot = &self.slot;
+    ) -> Result<Option<Option<RawRequest>>, ServeError> {
+        let s = &*self.inner;
         wait_for(
-            self.mode,
-            &self.spin,
-            slot,
+            s.mode,
+            &s.spin,
+            &s.slot,
             timeout,
             MAX_SLEEP,
             || {
@@ -302,66 +323,14 @@ impl<S: Service> Server<S> {
             || Ok(()),
         )
     }
+}
 
-    /// Answers every request queued now with `handler`; returns how many. For callers that
-    /// poll (executors, wait loops).
-    pub fn handle_pending<F>(&self, handler: &mut F) -> Result<usize, ServeError>
-    where
-        F: FnMut(&Request<'_, S>) -> HandlerResult,
-    {
-        let mut n = 0;
-        while let Some(req) = self.try_take()? {
-            self.handle(req, handler)?;
-            n += 1;
+impl ServerInner {
+    fn shm_err(&self, e: impl std::fmt::Debug) -> ServeError {
+        ServeError::Shm {
+            service: self.name.clone(),
+            reason: format!("{e:?}"),
         }
-        Ok(n)
-    }
-
-    pub(crate) fn handle<F>(&self, req: Request<'_, S>, handler: &mut F) -> Result<(), ServeError>
-    where
-        F: FnMut(&Request<'_, S>) -> HandlerResult,
-    {
-        let result = handler(&req);
-        if !req.replied.get() {
-            let (status, text) = match result {
-                Err(e) => (CallStatus::HandlerError, e.to_string()),
-                Ok(()) => (
-                    CallStatus::Rejected,
-                    "the handler returned without a response".to_string(),
-                ),
-            };
-            req.replied.set(true);
-            self.send_status(&req.incoming, req.header, status, &text)?;
-        }
-        Ok(())
-    }
-
-    /// Answers requests with `handler` until `stop` is set (checked at least every
-    /// second and whenever the service's doorbell rings).
-    pub fn serve_until<F>(&self, stop: &AtomicBool, mut handler: F) -> Result<(), ServeError>
-    where
-        F: FnMut(&Request<'_, S>) -> HandlerResult,
-    {
-        loop {
-            match self.take_until(MAX_SLEEP, Some(stop))? {
-                Some(Some(req)) => self.handle(req, &mut handler)?,
-                Some(None) => return Ok(()),
-                None => {}
-            }
-        }
-    }
-
-    /// Answers requests with `handler` until SIGINT or SIGTERM (see [`crate::sys::signals`]).
-    pub fn serve<F>(&self, mut handler: F) -> Result<(), ServeError>
-    where
-        F: FnMut(&Request<'_, S>) -> HandlerResult,
-    {
-        while !crate::sys::signals::requested() {
-            if let Some(req) = self.take_timeout(Duration::from_millis(100))? {
-                self.handle(req, &mut handler)?;
-            }
-        }
-        Ok(())
     }
 
     fn loan(&self, incoming: &Incoming, len: usize) -> Result<Outgoing, ServeError> {
@@ -449,37 +418,33 @@ impl<S: Service> Server<S> {
     }
 }
 
-/// A request taken by a server, read in place in shared memory. Answer it once with
-/// [`reply`](Request::reply), [`reply_slice`](Request::reply_slice),
-/// [`loan_reply_slice`](Request::loan_reply_slice) or [`fail`](Request::fail).
-pub struct Request<'s, S: Service> {
+/// A request taken by a [`RawServer`], checked against the request type's layout and
+/// read in place in shared memory. It owns what it needs of its server (it may outlive
+/// the `RawServer` handle). Answer it once with [`reply_bytes`](RawRequest::reply_bytes)
+/// or [`fail`](RawRequest::fail); dropped unanswered, it answers
+/// [`CallStatus::Rejected`], so every request gets exactly one answer.
+pub struct RawRequest {
     incoming: Incoming,
     header: CallHeader,
     elems: usize,
-    server: &'s Server<S>,
     replied: Cell<bool>,
-    _s: PhantomData<S>,
+    server: Rc<ServerInner>,
 }
 
-impl<'s, S: Service> Request<'s, S> {
+impl RawRequest {
     /// The request's header (call number, send time).
     pub fn header(&self) -> &CallHeader {
         &self.header
     }
 
-    /// The elements after the request's head.
-    pub fn elems(&self) -> &[<S::Request as Message>::Elem] {
-        // SAFETY: check_payload proved the payload holds `elems` elements at elems_offset,
-        // aligned (payload alignment >= align_of Elem); Elem is Pod.
-        unsafe {
-            let p = (self.incoming.words().as_ptr() as *const u8).add(elems_offset::<S::Request>());
-            core::slice::from_raw_parts(p as *const <S::Request as Message>::Elem, self.elems)
-        }
+    /// The payload bytes in use (head, padding, elements).
+    pub fn bytes(&self) -> &[u8] {
+        &shm::words_as_bytes(self.incoming.words())[..self.header.payload_len as usize]
     }
 
-    /// The whole request payload as bytes (head, padding and elements).
-    pub fn payload_bytes(&self) -> &[u8] {
-        &shm::words_as_bytes(self.incoming.words())[..self.header.payload_len as usize]
+    /// Number of slice elements (0 for fixed-size requests).
+    pub fn elems(&self) -> usize {
+        self.elems
     }
 
     /// Whether the client still waits for the response.
@@ -490,30 +455,255 @@ impl<'s, S: Service> Request<'s, S> {
         }
     }
 
-    fn mark_replied(&self) -> Result<(), ServeError> {
-        if self.replied.replace(true) {
-            return Err(ServeError::AlreadyReplied {
+    fn already_replied(&self) -> ServeError {
+        ServeError::AlreadyReplied {
+            service: self.server.name.clone(),
+            seq: self.header.seq,
+        }
+    }
+
+    /// Answers with a response given as its bytes (head, then for slice types the
+    /// elements at the element offset), copied into a loaned response. A payload that
+    /// does not fit the response type's layout is [`ServeError::BadPayload`] and one over
+    /// `ServiceQos::max_response` [`ServeError::PayloadTooLarge`]; neither sends anything
+    /// (the request may still be answered).
+    pub fn reply_bytes(&self, payload: &[u8]) -> Result<(), ServeError> {
+        let ty = &self.server.ty.response;
+        ty.check_len(payload.len())
+            .map_err(|reason| ServeError::BadPayload {
                 service: self.server.name.clone(),
-                seq: self.header.seq,
-            });
+                type_name: ty.name.clone(),
+                len: payload.len(),
+                reason,
+            })?;
+        let mut resp = self.loan_reply(payload.len().max(1))?;
+        shm::words_as_bytes_mut(resp.words_mut())[..payload.len()].copy_from_slice(payload);
+        self.send_reply(resp, payload.len())
+    }
+
+    /// Answers with an error: the client's call fails with
+    /// [`crate::CallError::Handler`] carrying `message`.
+    pub fn fail(&self, message: &str) -> Result<(), ServeError> {
+        if self.replied.replace(true) {
+            return Err(self.already_replied());
+        }
+        self.server.send_status(
+            &self.incoming,
+            self.header,
+            CallStatus::HandlerError,
+            message,
+        )
+    }
+
+    /// Loans a response of at least `len` bytes, unless the request was answered.
+    fn loan_reply(&self, len: usize) -> Result<Outgoing, ServeError> {
+        if self.replied.get() {
+            return Err(self.already_replied());
+        }
+        self.server.loan(&self.incoming, len)
+    }
+
+    /// Sends a loaned response whose first `len` bytes are written, as the answer.
+    fn send_reply(&self, resp: Outgoing, len: usize) -> Result<(), ServeError> {
+        if self.replied.replace(true) {
+            return Err(self.already_replied());
+        }
+        self.server.send(
+            resp,
+            &self.incoming,
+            self.header,
+            CallStatus::Ok,
+            self.server.ty.response.layout_hash,
+            len,
+        )
+    }
+
+    /// Answers a request its handler returned from without replying: with the handler's
+    /// error, or [`CallStatus::Rejected`] when it returned `Ok`.
+    fn finish(&self, result: HandlerResult) -> Result<(), ServeError> {
+        if self.replied.replace(true) {
+            return Ok(());
+        }
+        let (status, text) = match result {
+            Err(e) => (CallStatus::HandlerError, e.to_string()),
+            Ok(()) => (
+                CallStatus::Rejected,
+                "the handler returned without a response".to_string(),
+            ),
+        };
+        self.server
+            .send_status(&self.incoming, self.header, status, &text)
+    }
+}
+
+impl Drop for RawRequest {
+    /// A request dropped unanswered is answered `Rejected`, so its client never waits in
+    /// vain (a failure to send is the client's `ServerGone` then).
+    fn drop(&mut self) {
+        if !self.replied.replace(true) {
+            let _ = self.server.send_status(
+                &self.incoming,
+                self.header,
+                CallStatus::Rejected,
+                "the request was dropped without a response",
+            );
+        }
+    }
+}
+
+/// Serves one service: take requests and answer each with one response.
+pub struct Server<S: Service> {
+    raw: RawServer,
+    _s: PhantomData<S>,
+}
+
+impl<S: Service> Server<S> {
+    /// The service name.
+    pub fn name(&self) -> &str {
+        self.raw.name()
+    }
+
+    /// The node this server belongs to.
+    pub fn node(&self) -> &Node {
+        &self.raw.inner.node
+    }
+
+    /// Number of clients connected to the service.
+    pub fn client_count(&self) -> usize {
+        self.raw.client_count()
+    }
+
+    /// The doorbell slot clients ring after sending (for executors' wait sets).
+    pub(crate) fn wake_slot(&self) -> &SlotRef {
+        self.raw.wake_slot()
+    }
+
+    /// Whether a request is queued (a failing check counts as ready: taking reports it).
+    pub(crate) fn has_requests(&self) -> bool {
+        self.raw.has_requests()
+    }
+
+    /// Requests rejected so far because they violated the request type's layout (from
+    /// this host and, with the network plane on, from others).
+    pub fn rejected(&self) -> u64 {
+        self.raw.rejected()
+    }
+
+    /// Takes the next request if one is queued.
+    pub fn try_take(&self) -> Result<Option<Request<'_, S>>, ServeError> {
+        Ok(self.raw.try_take()?.map(Request::from_raw))
+    }
+
+    /// Waits up to `timeout` for a request (spinning or sleeping as the wait mode says).
+    pub fn take_timeout(&self, timeout: Duration) -> Result<Option<Request<'_, S>>, ServeError> {
+        Ok(self.raw.take_timeout(timeout)?.map(Request::from_raw))
+    }
+
+    /// Answers every request queued now with `handler`; returns how many. For callers that
+    /// poll (executors, wait loops).
+    pub fn handle_pending<F>(&self, handler: &mut F) -> Result<usize, ServeError>
+    where
+        F: FnMut(&Request<'_, S>) -> HandlerResult,
+    {
+        let mut n = 0;
+        while let Some(req) = self.try_take()? {
+            self.handle(req, handler)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    pub(crate) fn handle<F>(&self, req: Request<'_, S>, handler: &mut F) -> Result<(), ServeError>
+    where
+        F: FnMut(&Request<'_, S>) -> HandlerResult,
+    {
+        let result = handler(&req);
+        req.raw.finish(result)
+    }
+
+    /// Answers requests with `handler` until `stop` is set (checked at least every
+    /// second and whenever the service's doorbell rings).
+    pub fn serve_until<F>(&self, stop: &AtomicBool, mut handler: F) -> Result<(), ServeError>
+    where
+        F: FnMut(&Request<'_, S>) -> HandlerResult,
+    {
+        loop {
+            match self.raw.take_until(MAX_SLEEP, Some(stop))? {
+                Some(Some(req)) => self.handle(Request::from_raw(req), &mut handler)?,
+                Some(None) => return Ok(()),
+                None => {}
+            }
+        }
+    }
+
+    /// Answers requests with `handler` until SIGINT or SIGTERM (see [`crate::sys::signals`]).
+    pub fn serve<F>(&self, mut handler: F) -> Result<(), ServeError>
+    where
+        F: FnMut(&Request<'_, S>) -> HandlerResult,
+    {
+        while !crate::sys::signals::requested() {
+            if let Some(req) = self.take_timeout(Duration::from_millis(100))? {
+                self.handle(req, &mut handler)?;
+            }
         }
         Ok(())
+    }
+}
+
+/// A request taken by a server, read in place in shared memory. Answer it once with
+/// [`reply`](Request::reply), [`reply_slice`](Request::reply_slice),
+/// [`loan_reply_slice`](Request::loan_reply_slice) or [`fail`](Request::fail); dropped
+/// unanswered, it answers [`CallStatus::Rejected`].
+pub struct Request<'s, S: Service> {
+    raw: RawRequest,
+    _s: PhantomData<&'s Server<S>>,
+}
+
+impl<'s, S: Service> Request<'s, S> {
+    /// Types a request taken by a [`Server<S>`]'s raw server: its payload was checked
+    /// against `TypeInfo::of::<S::Request>()`, which the typed accessors rely on.
+    fn from_raw(raw: RawRequest) -> Self {
+        Request {
+            raw,
+            _s: PhantomData,
+        }
+    }
+
+    /// The request's header (call number, send time).
+    pub fn header(&self) -> &CallHeader {
+        self.raw.header()
+    }
+
+    /// The elements after the request's head.
+    pub fn elems(&self) -> &[<S::Request as Message>::Elem] {
+        // SAFETY: check_payload proved the payload holds `elems` elements at elems_offset,
+        // aligned (payload alignment >= align_of Elem) against TypeInfo::of::<S::Request>()
+        // (from_raw's invariant); Elem is Pod.
+        unsafe {
+            let p =
+                (self.raw.incoming.words().as_ptr() as *const u8).add(elems_offset::<S::Request>());
+            core::slice::from_raw_parts(p as *const <S::Request as Message>::Elem, self.raw.elems)
+        }
+    }
+
+    /// The whole request payload as bytes (head, padding and elements).
+    pub fn payload_bytes(&self) -> &[u8] {
+        self.raw.bytes()
+    }
+
+    /// Whether the client still waits for the response.
+    pub fn client_waits(&self) -> bool {
+        self.raw.client_waits()
     }
 
     /// Loans a response with room for `len` elements; write it, then [`ReplyLoan::send`].
     /// The head is zeroed; the elements hold unspecified bytes: overwrite them.
     pub fn loan_reply_slice(&self, len: usize) -> Result<ReplyLoan<'_, 's, S>, ServeError> {
-        if self.replied.get() {
-            return Err(ServeError::AlreadyReplied {
-                service: self.server.name.clone(),
-                seq: self.header.seq,
-            });
-        }
         let bytes = len
             .checked_mul(core::mem::size_of::<<S::Response as Message>::Elem>())
             .and_then(|b| b.checked_add(elems_offset::<S::Response>()))
             .unwrap_or(usize::MAX);
-        let resp = self.server.loan(&self.incoming, bytes.max(1))?;
+        let resp = self.raw.loan_reply(bytes.max(1))?;
         let mut loan = ReplyLoan {
             resp,
             elems: len,
@@ -539,13 +729,7 @@ impl<'s, S: Service> Request<'s, S> {
     /// Answers with an error: the client's call fails with
     /// [`crate::CallError::Handler`] carrying `message`.
     pub fn fail(&self, message: &str) -> Result<(), ServeError> {
-        self.mark_replied()?;
-        self.server.send_status(
-            &self.incoming,
-            self.header,
-            CallStatus::HandlerError,
-            message,
-        )
+        self.raw.fail(message)
     }
 }
 
@@ -565,8 +749,9 @@ impl<S: Service> Deref for Request<'_, S> {
     type Target = S::Request;
     fn deref(&self) -> &S::Request {
         // SAFETY: check_payload proved the payload holds at least size_of::<Request>()
-        // bytes at an address aligned for it, and Request is Pod.
-        unsafe { &*(self.incoming.words().as_ptr() as *const S::Request) }
+        // bytes at an address aligned for it, against TypeInfo::of::<S::Request>()
+        // (from_raw's invariant), and Request is Pod.
+        unsafe { &*(self.raw.incoming.words().as_ptr() as *const S::Request) }
     }
 }
 
@@ -608,16 +793,7 @@ impl<S: Service> ReplyLoan<'_, '_, S> {
 
     /// Sends the response to the waiting client.
     pub fn send(self) -> Result<(), ServeError> {
-        let req = self.request;
-        req.mark_replied()?;
-        req.server.send(
-            self.resp,
-            &req.incoming,
-            req.header,
-            CallStatus::Ok,
-            req.server.response_hash,
-            self.len,
-        )
+        self.request.raw.send_reply(self.resp, self.len)
     }
 }
 

@@ -210,12 +210,11 @@ impl RawPublisher {
     /// Sends one message given as its bytes (head, then for slice types the elements at
     /// the element offset), copied into a loaned sample.
     pub fn publish_bytes(&self, payload: &[u8]) -> Result<(), PublishError> {
-        self.tx
-            .type_info()
-            .check_len(payload.len())
+        let ty = self.tx.type_info();
+        ty.check_len(payload.len())
             .map_err(|reason| PublishError::BadPayload {
                 topic: self.tx.topic().to_string(),
-                type_name: self.tx.type_info().name.clone(),
+                type_name: ty.name.clone(),
                 len: payload.len(),
                 reason,
             })?;
