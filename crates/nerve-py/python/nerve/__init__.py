@@ -185,7 +185,7 @@ class Publisher:
 
     def send(self, msg: Message) -> None:
         """Sends a loan of this publisher (refused while views of it exist)."""
-        if not isinstance(msg, Message) or msg._pub is None:
+        if not isinstance(msg, Message) or getattr(msg, "_pub", None) is None:
             raise TypeError("send() takes a loan of this publisher; publish() copies other messages")
         buf = msg._buf
         self._pub.send(buf)
@@ -194,7 +194,7 @@ class Publisher:
         """Publishes a message of this type (copied), a dict of fields, or fields as
         keyword arguments (unknown fields and out-of-range values raise)."""
         if isinstance(msg, Message):
-            if msg._type != self._cls._type:
+            if msg._type is not self._cls._type and msg._type != self._cls._type:
                 raise TypeError(f"publisher of {self._cls._name} cannot publish a {msg._name}")
             self._pub.publish_buffer(msg._buf)
             return

@@ -55,35 +55,29 @@ def _array_view(buf: Any, offset: int, dtype: np.dtype, count: int) -> np.ndarra
     return raw[offset:offset + nbytes].view(dtype)
 
 
+_set = object.__setattr__
+
+
 def _field_error(cls_name: str, field: str, e: Exception) -> Exception:
     return type(e)(f"{cls_name}.{field}: {e}")
 
 
-class Struct:
-    """A view of a struct inside a message's memory; fields are attributes."""
+class _Fields:
+    """Fields as attributes over a Buffer at offset ``_off`` (shared by structs and
+    messages)."""
 
-    __slots__ = ("_buf", "_off")
+    __slots__ = ()
     _name = "?"
     _size = 0
     _fields: Tuple[str, ...] = ()
     _np_dtype: Optional[np.dtype] = None
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError(f"{self._name} is a view inside a message; build the message instead")
-
-    @classmethod
-    def _at(cls, buf: Any, off: int) -> "Struct":
-        obj = object.__new__(cls)
-        obj._buf = buf
-        obj._off = off
-        return obj
 
     def _asdict(self) -> Dict[str, Any]:
         """The fields as plain Python values (nested structs as dicts, arrays as lists)."""
         out = {}
         for f in self._fields:
             v = getattr(self, f)
-            if isinstance(v, Struct):
+            if isinstance(v, _Fields):
                 v = v._asdict()
             elif isinstance(v, np.ndarray):
                 v = v.tolist()
@@ -91,7 +85,7 @@ class Struct:
         return out
 
     def _assign(self, value: Any) -> None:
-        if isinstance(value, Struct):
+        if isinstance(value, _Fields):
             if type(value) is not type(self):
                 raise TypeError(f"cannot assign a {value._name} to a {self._name}")
             self._buf.write_bytes(self._off, value._buf.tobytes()[value._off:value._off + self._size])
@@ -107,25 +101,53 @@ class Struct:
         return f"{self._name}({', '.join(f'{k}={v!r}' for k, v in self._asdict().items())})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Struct) and self._asdict() == other._asdict()
+        return isinstance(other, _Fields) and self._asdict() == other._asdict()
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("_buf", "_off") or name in self._fields:
+        if name in self._fields:
             object.__setattr__(self, name, value)
         else:
             raise AttributeError(f"{self._name} has no field {name!r} (fields: {', '.join(self._fields)})")
 
 
-def _prim_property(cls_name: str, name: str, offset: int, kind: int) -> property:
-    def get(self: Struct) -> Any:
+class Struct(_Fields):
+    """A view of a struct inside a message's memory; fields are attributes."""
+
+    __slots__ = ("_buf", "_off")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(f"{self._name} is a view inside a message; build the message instead")
+
+    @classmethod
+    def _at(cls, buf: Any, off: int) -> "Struct":
+        obj = object.__new__(cls)
+        _set(obj, "_buf", buf)
+        _set(obj, "_off", off)
+        return obj
+
+
+def _prim_property(cls_name: str, name: str, offset: int, kind: int, top: bool) -> property:
+    # a message's own fields sit at fixed offsets: no `_off` to add on the hot path
+    if top:
+        def get(self: Struct) -> Any:
+            return self._buf.get(offset, kind)
+
+        def set_(self: Struct, value: Any) -> None:
+            try:
+                self._buf.set(offset, kind, value)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise _field_error(cls_name, name, e) from None
+        return property(get, set_)
+
+    def get_nested(self: Struct) -> Any:
         return self._buf.get(self._off + offset, kind)
 
-    def set_(self: Struct, value: Any) -> None:
+    def set_nested(self: Struct, value: Any) -> None:
         try:
             self._buf.set(self._off + offset, kind, value)
         except (TypeError, ValueError, OverflowError) as e:
             raise _field_error(cls_name, name, e) from None
-    return property(get, set_)
+    return property(get_nested, set_nested)
 
 
 def _str_property(cls_name: str, name: str, offset: int, size: int) -> property:
@@ -190,6 +212,7 @@ _STRUCTS: Dict[tuple, type] = {}
 
 
 def struct_class(shape: tuple, base: type = Struct, extra: Optional[dict] = None) -> type:
+    # `extra` is given for message classes: their fields are at offsets from 0
     """The class of a struct shape (cached per shape)."""
     _, name, size, fields = shape
     key = (base, name, size, repr(fields))
@@ -201,7 +224,7 @@ def struct_class(shape: tuple, base: type = Struct, extra: Optional[dict] = None
     for fname, off, fshape in fields:
         kind = fshape[0]
         if kind == "prim":
-            ns[fname] = _prim_property(short, fname, off, fshape[1])
+            ns[fname] = _prim_property(short, fname, off, fshape[1], extra is not None)
         elif kind == "str":
             ns[fname] = _str_property(short, fname, off, fshape[1])
         elif kind == "struct":
@@ -217,7 +240,7 @@ def struct_class(shape: tuple, base: type = Struct, extra: Optional[dict] = None
     return cls
 
 
-class Message(Struct):
+class Message(_Fields):
     """A message: the fixed head's fields as attributes and, for header + slice types, the
     slice as a numpy array (``data``; ``ranges`` for LaserScan; always ``_elems``).
 
@@ -227,7 +250,8 @@ class Message(Struct):
     field is ever shadowed.
     """
 
-    __slots__ = ("_pub",)
+    __slots__ = ("_buf", "_pub")
+    _off = 0  # a message's fields are at offsets from its start
     _type: Any = None
     _elem_dtype: Optional[np.dtype] = None
     _elems_offset = 0
@@ -241,9 +265,7 @@ class Message(Struct):
         if _elems and self._elem_dtype is None:
             raise TypeError(f"{self._name} has no slice")
         nbytes = self._nbytes(_elems)
-        object.__setattr__(self, "_buf", _nerve.heap_buffer(nbytes))
-        object.__setattr__(self, "_off", 0)
-        object.__setattr__(self, "_pub", None)
+        _set(self, "_buf", _nerve.heap_buffer(nbytes))
         for k, v in fields.items():
             setattr(self, k, v)
         if data is not None:
@@ -263,9 +285,9 @@ class Message(Struct):
     @classmethod
     def _wrap(cls, buf: Any, pub: Any = None) -> "Message":
         obj = object.__new__(cls)
-        object.__setattr__(obj, "_buf", buf)
-        object.__setattr__(obj, "_off", 0)
-        object.__setattr__(obj, "_pub", pub)
+        _set(obj, "_buf", buf)
+        if pub is not None:
+            _set(obj, "_pub", pub)
         return obj
 
     @property
@@ -302,10 +324,11 @@ class Message(Struct):
 
     def _send(self) -> None:
         """Sends a loaned message (see ``Publisher.send``)."""
-        if self._pub is None:
-            raise TypeError(f"this {self._name} is not a loan; use publisher.publish(msg)")
-        buf = self._buf
-        self._pub.send(buf)
+        try:
+            pub = self._pub
+        except AttributeError:
+            raise TypeError(f"this {self._name} is not a loan; use publisher.publish(msg)") from None
+        pub.send(self._buf)
 
     send = _send
 
