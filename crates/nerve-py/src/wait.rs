@@ -6,8 +6,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::time::{Duration, Instant};
 
-/// Longest stretch without the GIL before signals are checked.
-pub(crate) const SIGNAL_CHECK: Duration = Duration::from_millis(50);
+/// Longest stretch without the GIL before signals are checked: Ctrl-C is seen within
+/// this, and an idle waiter wakes 5 times a second.
+pub(crate) const SIGNAL_CHECK: Duration = Duration::from_millis(200);
 
 /// A value carried into `Python::detach`, which runs its closure on the calling thread
 /// (PyO3 asks for `Send` because it cannot know that).
@@ -87,8 +88,9 @@ pub(crate) fn wait_any(
     .unwrap_or_default())
 }
 
-/// Sleeps precisely until monotonic deadlines (the timer module's sleep: a coarse sleep,
-/// then a short spin whose length adapts to the wake-up lateness it observes).
+/// Sleeps until monotonic deadlines with the timer module's sleep: with `spin`, a coarse
+/// sleep then a short spin whose length adapts to the wake-up lateness it observes
+/// (precise, costs CPU); without, a kernel sleep only (the kernel's lateness shows).
 #[pyclass(module = "nerve._nerve")]
 pub(crate) struct Sleeper {
     inner: std::sync::Mutex<nerve::timer::PreciseSleep>,
@@ -97,12 +99,25 @@ pub(crate) struct Sleeper {
 #[pymethods]
 impl Sleeper {
     #[new]
-    fn new() -> Sleeper {
+    #[pyo3(signature = (spin=false))]
+    fn new(spin: bool) -> Sleeper {
+        let precision = if spin {
+            nerve::Precision::default()
+        } else {
+            nerve::Precision::sleep_only()
+        };
         Sleeper {
-            inner: std::sync::Mutex::new(nerve::timer::PreciseSleep::new(
-                nerve::Precision::default(),
-            )),
+            inner: std::sync::Mutex::new(nerve::timer::PreciseSleep::new(precision)),
         }
+    }
+
+    /// How long before a deadline the sleeper wakes to spin (0 without spin), in ns.
+    #[getter]
+    fn margin_ns(&self) -> u64 {
+        self.inner
+            .lock()
+            .map(|s| s.margin().as_nanos() as u64)
+            .unwrap_or(0)
     }
 
     /// Sleeps (GIL released) until the monotonic clock reads `deadline_ns`; Ctrl-C
