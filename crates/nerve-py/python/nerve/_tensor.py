@@ -4,7 +4,9 @@ capsules of a tensor keep its slot alive; a descriptor of a freed slot is refuse
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple, Union
+import math
+import operator
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -12,13 +14,29 @@ from . import _nerve
 from ._messages import Message, _array_view
 
 
+_DTYPES: Dict[Any, np.dtype] = {}
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    """numpy's dtype of ``dtype`` (cached: building one costs more than the hand-off)."""
+    try:
+        return _DTYPES[dtype]
+    except (KeyError, TypeError):
+        dt = np.dtype(dtype)
+        try:
+            _DTYPES[dtype] = dt
+        except TypeError:
+            pass
+        return dt
+
+
 class _TensorBase:
     __slots__ = ("_buf", "shape", "dtype")
 
-    def __init__(self, buf: Any, shape: Sequence[int], dtype: str) -> None:
+    def __init__(self, buf: Any, shape: Tuple[int, ...], dtype: np.dtype) -> None:
         self._buf = buf
-        self.shape: Tuple[int, ...] = tuple(int(s) for s in shape)
-        self.dtype = np.dtype(dtype)
+        self.shape = shape
+        self.dtype = dtype
 
     @property
     def nbytes(self) -> int:
@@ -26,7 +44,9 @@ class _TensorBase:
 
     def numpy(self) -> np.ndarray:
         """A zero-copy numpy view (read-only once frozen)."""
-        count = int(np.prod(self.shape, dtype=np.int64))
+        count = math.prod(self.shape)
+        if count * self.dtype.itemsize == self._buf.nbytes:  # the whole slot: no slicing
+            return np.asarray(self._buf.view()).view(self.dtype).reshape(self.shape)
         return _array_view(self._buf, 0, self.dtype, count).reshape(self.shape)
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
@@ -54,7 +74,7 @@ class TensorMut(_TensorBase):
 
     def freeze(self) -> "Tensor":
         """Makes it read-only and shareable (refused while numpy views of it live)."""
-        return Tensor(_nerve.tensor_freeze(self._buf), self.shape, self.dtype.name)
+        return Tensor(_nerve.tensor_freeze(self._buf), self.shape, self.dtype)
 
 
 class Tensor(_TensorBase):
@@ -110,11 +130,15 @@ class TensorPool:
 
     def alloc(self, shape: Union[int, Sequence[int]], dtype: Any = "float32") -> TensorMut:
         """A writable tensor (a full pool raises TensorError at once)."""
-        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        if any((not isinstance(s, (int, np.integer))) or s < 0 for s in shape):
+        try:
+            shape = (operator.index(shape),) if not isinstance(shape, (tuple, list)) \
+                else tuple(map(operator.index, shape))
+        except TypeError:
+            raise ValueError(f"a shape is a sequence of ints >= 0, got {shape!r}") from None
+        if shape and min(shape) < 0:
             raise ValueError(f"a shape is a sequence of ints >= 0, got {shape!r}")
-        name = np.dtype(dtype).name
-        return TensorMut(self._pool._alloc(list(shape), name), shape, name)
+        dt = _dtype(dtype)
+        return TensorMut(self._pool._alloc(shape, dt.name), shape, dt)
 
     def open_tensor(self, descriptor: Any) -> Tensor:
         """The tensor a descriptor message names, zero-copy."""
@@ -125,7 +149,7 @@ class TensorPool:
         else:
             raise TypeError(f"expected a TensorDescriptor message, got {type(descriptor).__name__}")
         buf, shape, dtype = self._pool._open(raw)
-        return Tensor(buf, shape, dtype)
+        return Tensor(buf, tuple(shape), _dtype(dtype))
 
     def __repr__(self) -> str:
         return repr(self._pool)
