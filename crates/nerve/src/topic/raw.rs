@@ -355,7 +355,7 @@ mod tests {
         let node = ctx.node("raw_chunks").create().unwrap();
         let expected = Schema::of::<ManyFields>();
         assert!(
-            expected.encode().len() > 3 * 254,
+            expected.encode().len() > 2 * 254,
             "{}",
             expected.encode().len()
         );
