@@ -116,3 +116,14 @@ time.sleep(60)
     finally:
         child.kill()
         child.wait()
+
+
+def test_torch_from_dlpack_is_zero_copy(ctx):
+    torch = pytest.importorskip("torch", reason="torch is not installed here (its wheels are gigabytes)")
+    pool = nerve.TensorPool(ctx, "torch", slots=2, slot_bytes=1 << 16)
+    t = pool.alloc((4, 4), "float32")
+    t.numpy()[:] = 3.0
+    f = t.freeze()
+    tt = torch.from_dlpack(f)
+    assert tt.shape == (4, 4) and float(tt.sum()) == 48.0
+    assert tt.data_ptr() == f.numpy().__array_interface__["data"][0]

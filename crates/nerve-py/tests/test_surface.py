@@ -1,0 +1,26 @@
+"""The public surface: everything exported exists, and the stubs name every native item."""
+
+import pathlib
+import re
+
+import nerve
+from nerve import _nerve
+
+
+def test_everything_in_all_exists():
+    missing = [n for n in nerve.__all__ if not hasattr(nerve, n)]
+    assert not missing
+
+
+def test_stubs_cover_the_native_module():
+    stub = (pathlib.Path(nerve.__file__).parent / "_nerve.pyi").read_text()
+    declared = set(re.findall(r"^(?:class|def) (\w+)", stub, re.M))
+    native = {n for n in dir(_nerve) if not n.startswith("_")}
+    assert native - declared == set(), "add these to _nerve.pyi"
+
+
+def test_errors_are_named_after_the_rust_enums_under_one_base():
+    for name in ["ContextError", "NodeError", "TopicError", "LoanError", "PublishError",
+                 "RecvError", "ServiceError", "CallError", "ServeError", "SchemaError",
+                 "TensorError", "WaitError", "ClosedError"]:
+        assert issubclass(getattr(nerve, name), nerve.NerveError)
