@@ -94,3 +94,37 @@ def test_closed_buffers_and_views():
         m.width
     with pytest.raises(nerve.ClosedError):
         m._bytes()
+
+
+def test_closed_endpoints_raise_closed_error(node):
+    from nerve import srv
+    pub = node.create_publisher(msgs.CmdVel, "/closing")
+    with node.create_subscription(msgs.CmdVel, "/closing") as sub:
+        pub.publish(linear=1.0)
+        assert sub.recv(2.0).linear == 1.0
+    with pytest.raises(nerve.ClosedError, match="Subscription was closed"):
+        sub.recv(0.1)
+    pub.close()
+    with pytest.raises(nerve.ClosedError, match="Publisher was closed"):
+        pub.publish(linear=1.0)
+    client = node.create_client(srv.AddTwoInts, "/closing_srv")
+    client.close()
+    with pytest.raises(nerve.ClosedError):
+        client.call(a=1, b=2)
+    server = node.create_service(srv.AddTwoInts, "/closing_srv", lambda r: {"value": 0})
+    server.close()
+    with pytest.raises(nerve.ClosedError):
+        server.spin_once(0.01)
+
+
+def test_an_executor_drops_closed_endpoints(node):
+    from nerve import srv
+    seen = []
+    sub = node.create_subscription(msgs.CmdVel, "/gone", callback=seen.append)
+    server = node.create_service(srv.AddTwoInts, "/gone_srv", lambda r: {"value": 0})
+    sub.close()
+    server.close()
+    ex = nerve.Executor()
+    ex.add_node(node)
+    assert ex.spin_once(0.01) == 0
+    assert node._subscriptions == [] and node._servers == []

@@ -49,6 +49,39 @@ _BUILTIN = {mt.name: mt for mt in _nerve.builtin_message_types()}
 MessageLike = Union[type, MessageType, str]
 
 
+class _Closed:
+    """Stands in for a closed endpoint: any use raises ClosedError naming it."""
+
+    __slots__ = ("_what",)
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def __getattr__(self, name: str) -> Any:
+        raise ClosedError(f"this {self._what} was closed")
+
+
+class _Closable:
+    """close() releases the endpoint's ports now; using it afterwards raises ClosedError.
+    Also a context manager."""
+
+    __slots__ = ()
+    _raw_attr = ""
+
+    def close(self) -> None:
+        setattr(self, self._raw_attr, _Closed(type(self).__name__))
+
+    @property
+    def closed(self) -> bool:
+        return isinstance(getattr(self, self._raw_attr), _Closed)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def message_type(ty: MessageLike) -> MessageType:
     """The MessageType of a message class, a MessageType, or a built-in type's name."""
     if isinstance(ty, MessageType):
@@ -161,10 +194,11 @@ class Node:
         return repr(self._node)
 
 
-class Publisher:
+class Publisher(_Closable):
     """Publishes one message type on one topic."""
 
     __slots__ = ("_pub", "_cls")
+    _raw_attr = "_pub"
 
     def __init__(self, raw: Any, cls: type) -> None:
         self._pub = raw
@@ -219,10 +253,11 @@ class Publisher:
         return repr(self._pub)
 
 
-class Subscription:
+class Subscription(_Closable):
     """Receives one topic: ``recv``, ``try_recv``, iteration, or a callback."""
 
     __slots__ = ("_sub", "_cls", "callback", "__weakref__")
+    _raw_attr = "_sub"
 
     def __init__(self, raw: Any, cls: type, callback: Optional[Callable[[Any], None]]) -> None:
         self._sub = raw
@@ -326,6 +361,9 @@ class Executor:
                 if not t.cancelled and t.next_ns <= now:
                     t._fire(now)
                     ran += 1
+            if any(s.closed for s in node._subscriptions) or any(v.closed for v in node._servers):
+                node._subscriptions = [s for s in node._subscriptions if not s.closed]
+                node._servers = [v for v in node._servers if not v.closed]
             for s in node._subscriptions:
                 # at most a queue's worth per round, so one busy topic cannot starve others
                 for _ in range(64):

@@ -86,6 +86,11 @@ class Client:
         self._client = raw
         self.type = ty
 
+    def close(self) -> None:
+        """Releases the client now; using it afterwards raises ClosedError."""
+        from . import _Closed
+        self._client = _Closed("Client")
+
     def wait_for_service(self, timeout: float = 1.0) -> bool:
         return self._client.wait_for_service(timeout)
 
@@ -115,6 +120,16 @@ class Server:
         self._server = raw
         self.type = ty
         self.callback = callback
+
+    def close(self) -> None:
+        """Stops serving now; using it afterwards raises ClosedError."""
+        from . import _Closed
+        self._server = _Closed("Server")
+
+    @property
+    def closed(self) -> bool:
+        from . import _Closed
+        return isinstance(self._server, _Closed)
 
     def _answer(self, buf: Any) -> None:
         req = self.type.request._wrap(buf)
