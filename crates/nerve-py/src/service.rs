@@ -22,57 +22,51 @@ fn service_type(name: &str, request: &MessageType, response: &MessageType) -> Se
     }
 }
 
-fn service_qos(max_payload: Option<usize>) -> ServiceQos {
-    match max_payload {
+/// Opens a client or server (`open`) of the service `name` of type `type_name`.
+fn open<T: 'static>(
+    node: &Node,
+    name: &str,
+    ty: (&str, &MessageType, &MessageType),
+    max_payload: Option<usize>,
+    open: impl FnOnce(
+        &nerve::Node,
+        &str,
+        &ServiceType,
+        ServiceQos,
+        WaitMode,
+    ) -> Result<T, nerve::ServiceError>,
+    what: &'static str,
+) -> PyResult<Affine<T>> {
+    let ty = service_type(ty.0, ty.1, ty.2);
+    let qos = match max_payload {
         Some(m) => ServiceQos::default().max_payload(m, m),
         None => ServiceQos::default(),
-    }
+    };
+    let endpoint =
+        open(node.inner.get()?, name, &ty, qos, WaitMode::Adaptive).map_err(err::<ServiceError>)?;
+    Ok(Affine::new(endpoint, node.inner.graveyard(), what))
 }
 
 /// A client of the service `name` of type `type_name` (request and response types).
 pub(crate) fn client(
     node: &Node,
     name: &str,
-    type_name: &str,
-    request: &MessageType,
-    response: &MessageType,
+    ty: (&str, &MessageType, &MessageType),
     max_payload: Option<usize>,
 ) -> PyResult<Client> {
-    let ty = service_type(type_name, request, response);
-    let c = RawClient::create(
-        node.inner.get()?,
-        name,
-        &ty,
-        service_qos(max_payload),
-        WaitMode::Adaptive,
-    )
-    .map_err(err::<ServiceError>)?;
-    Ok(Client {
-        inner: Affine::new(c, node.inner.graveyard(), "Client"),
-    })
+    let inner = open(node, name, ty, max_payload, RawClient::create, "Client")?;
+    Ok(Client { inner })
 }
 
 /// A server of the service `name` (one per service: a second raises ServiceError).
 pub(crate) fn server(
     node: &Node,
     name: &str,
-    type_name: &str,
-    request: &MessageType,
-    response: &MessageType,
+    ty: (&str, &MessageType, &MessageType),
     max_payload: Option<usize>,
 ) -> PyResult<Server> {
-    let ty = service_type(type_name, request, response);
-    let s = RawServer::create(
-        node.inner.get()?,
-        name,
-        &ty,
-        service_qos(max_payload),
-        WaitMode::Adaptive,
-    )
-    .map_err(err::<ServiceError>)?;
-    Ok(Server {
-        inner: Affine::new(s, node.inner.graveyard(), "Server"),
-    })
+    let inner = open(node, name, ty, max_payload, RawServer::create, "Server")?;
+    Ok(Server { inner })
 }
 
 /// Calls one service.

@@ -314,7 +314,7 @@ impl Node {
         response: &MessageType,
         max_payload: Option<usize>,
     ) -> PyResult<crate::service::Client> {
-        crate::service::client(self, name, type_name, request, response, max_payload)
+        crate::service::client(self, name, (type_name, request, response), max_payload)
     }
 
     /// A server of the service `name` of type `type_name`.
@@ -327,7 +327,7 @@ impl Node {
         response: &MessageType,
         max_payload: Option<usize>,
     ) -> PyResult<crate::service::Server> {
-        crate::service::server(self, name, type_name, request, response, max_payload)
+        crate::service::server(self, name, (type_name, request, response), max_payload)
     }
 
     fn __repr__(&self) -> PyResult<String> {
