@@ -1,6 +1,7 @@
 """The examples run against their counterparts (Rust or Python), as a user would run them."""
 
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ def run_pair(consumer: list, producer: list, timeout: float = 60) -> str:
         assert cons.returncode == 0, err
         return out
     finally:
-        prod.terminate()
+        prod.send_signal(signal.SIGINT)  # both kinds of producer exit cleanly on Ctrl-C
         prod.wait(10)
         cons.kill()
 
