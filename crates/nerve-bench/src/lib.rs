@@ -13,6 +13,7 @@ pub mod paths;
 pub mod pattern;
 pub mod peers;
 pub mod plot;
+pub mod python;
 pub mod report;
 pub mod scheduler;
 pub mod service;

@@ -7,6 +7,7 @@ use nerve_bench::cross_host::CrossHostSuite;
 use nerve_bench::lidar::LidarSuite;
 use nerve_bench::machine::Machine;
 use nerve_bench::paths::{run_pongers, MessageKind, PathsSuite, PongSpec, Route};
+use nerve_bench::python::{run_py_ponger, PyMsg, PythonSuite, ALL_SYSTEMS as PY_SYSTEMS};
 use nerve_bench::scheduler::{run_idle, run_load, LoadSpec, SchedSystem, SchedulerSuite};
 use nerve_bench::service::{ServiceSuite, SystemId};
 use nerve_bench::stream::{run_role, Role, StreamSpec};
@@ -31,9 +32,28 @@ pub enum BenchCommand {
     /// Scheduled nodes at 1 kHz to 10 Hz (seeds/004): rate, jitter, deadline misses,
     /// overhead from 10 to 200 nodes, idle CPU.
     Scheduler(SchedulerArgs),
-    /// Every suite (service, topic, paths, lidar, timer, scheduler) into one report with
-    /// plots.
+    /// Nerve's Python package beside the Python bindings of iceoryx2, Zenoh and Cyclone DDS
+    /// and plain-Python baselines: ping-pong (also against a Rust ponger), streams, tensor
+    /// hand-off, CPU. Prepares a virtual environment with the peers and a release build of
+    /// the package.
+    Python(PythonArgs),
+    /// Every suite (service, topic, paths, lidar, timer, scheduler, python) into one report
+    /// with plots.
     All(AllArgs),
+    /// The Rust ponger of the Python ping-pong (started by pybench.py): answers every
+    /// message on the ping topic with the same message on the pong topic until STOP.
+    #[command(hide = true, name = "py-ponger")]
+    PyPonger {
+        /// Message: cmdvel or imu.
+        #[arg(long)]
+        msg: String,
+        /// Topic the Python pinger publishes on.
+        #[arg(long)]
+        ping_topic: String,
+        /// Topic the answers go to.
+        #[arg(long)]
+        pong_topic: String,
+    },
     /// One end of a stream (started by the suites themselves).
     #[command(hide = true)]
     Role {
@@ -299,10 +319,58 @@ fn scheduler_suite(a: &SchedulerArgs) -> Result<SchedulerSuite, Failure> {
     Ok(suite)
 }
 
+/// Options of `bench python`.
+#[derive(Args)]
+pub struct PythonArgs {
+    /// 20,000 round trips instead of 200,000, 2 s per stream point instead of 10 s, 20
+    /// tensors per size instead of 200, 3 s per CPU point instead of 10 s.
+    #[arg(long)]
+    quick: bool,
+    /// Output directory for report.json, report.md and index.html.
+    #[arg(long, default_value = "nerve-report")]
+    out: PathBuf,
+    /// Virtual environment to use, created and filled if needed (default: $NERVE_BENCH_VENV,
+    /// else bench-venv in the workspace's target directory, $CARGO_TARGET_DIR respected).
+    #[arg(long)]
+    venv: Option<PathBuf>,
+    /// Systems, comma-separated: nerve, iceoryx2, shm_pipe, pickle_uds, zenoh, cyclonedds,
+    /// sleep_loop.
+    #[arg(long, value_delimiter = ',')]
+    systems: Option<Vec<String>>,
+}
+
+fn ponger_command() -> Result<(PathBuf, Vec<String>), Failure> {
+    Ok((
+        std::env::current_exe()?,
+        vec!["bench".to_string(), "py-ponger".to_string()],
+    ))
+}
+
+fn python_suite(a: &PythonArgs) -> Result<PythonSuite, Failure> {
+    let mut suite = if a.quick {
+        PythonSuite::quick(ponger_command()?)
+    } else {
+        PythonSuite::full(ponger_command()?)
+    };
+    if let Some(v) = &a.venv {
+        suite.venv = v.clone();
+    }
+    if let Some(s) = &a.systems {
+        suite.systems = pick(
+            s,
+            "python system",
+            |id| PY_SYSTEMS.contains(&id).then(|| id.to_string()),
+            &PY_SYSTEMS,
+        )?;
+    }
+    suite.validate().map_err(usage)?;
+    Ok(suite)
+}
+
 /// Options of `bench all`.
 #[derive(Args)]
 pub struct AllArgs {
-    /// Every suite's quick variant (about 20 minutes on 2 cores).
+    /// Every suite's quick variant (about 30 minutes on 2 cores).
     #[arg(long)]
     quick: bool,
     /// Output directory for report.json, report.md and index.html.
@@ -405,7 +473,8 @@ fn run_all(a: &AllArgs) -> CmdResult {
     let machine = Machine::detect();
     let quick = a.quick || a.smoke;
     eprintln!(
-        "nerve bench all ({}): service, topic, topic across hosts, paths, lidar, timer, scheduler",
+        "nerve bench all ({}): service, topic, topic across hosts, paths, lidar, timer, \
+         scheduler, python",
         if quick { "quick" } else { "full" }
     );
     let mut suites = vec![service_output(a)?];
@@ -436,6 +505,11 @@ fn run_all(a: &AllArgs) -> CmdResult {
     } else {
         SchedulerSuite::full(rc)
     };
+    let mut python = if quick {
+        PythonSuite::quick(ponger_command()?)
+    } else {
+        PythonSuite::full(ponger_command()?)
+    };
     if a.smoke {
         (topic.sizes, topic.rates, topic.scenarios, topic.seconds) = (vec![16], vec![], false, 0.3);
         (cross.0.sizes, cross.0.scenarios, cross.0.seconds) = (vec![1024], false, 0.5);
@@ -449,6 +523,12 @@ fn run_all(a: &AllArgs) -> CmdResult {
             scheduler.idle_seconds,
         ) = (0.3, 0.2, 0.3);
         scheduler.scales = vec![10, 50];
+        // only where a ready environment exists: never a pip install or a release build
+        python.setup = false;
+        python.systems = vec!["nerve".into()];
+        (python.round_trips, python.warmup, python.tensors) = (50, 5, 3);
+        (python.stream_sizes, python.stream_seconds) = (vec![1024], 0.3);
+        (python.tensor_mib, python.cpu_seconds) = (vec![1], 0.3);
     }
     suites.push(topic.run(&machine).map_err(usage)?);
     suites.push(cross.run(&machine).map_err(usage)?);
@@ -456,6 +536,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     suites.push(lidar.run(&machine).map_err(usage)?);
     suites.push(timer.run(&machine).map_err(usage)?);
     suites.push(scheduler.run(&machine).map_err(usage)?);
+    suites.push(python.run().map_err(usage)?);
     write_bundle(&a.out, quick, suites)
 }
 
@@ -509,6 +590,21 @@ pub fn run(cmd: BenchCommand) -> CmdResult {
             write_bundle(&a.out, suite.quick, vec![out])
         }
         BenchCommand::All(a) => run_all(&a),
+        BenchCommand::Python(a) => {
+            let suite = python_suite(&a)?;
+            let out = suite.run().map_err(usage)?;
+            write_bundle(&a.out, suite.quick, vec![out])
+        }
+        BenchCommand::PyPonger {
+            msg,
+            ping_topic,
+            pong_topic,
+        } => {
+            let msg = PyMsg::parse(&msg)
+                .ok_or_else(|| usage(format!("unknown message {msg:?}; known: cmdvel, imu")))?;
+            run_py_ponger(msg, &ping_topic, &pong_topic)?;
+            Ok(())
+        }
         BenchCommand::Timer(a) => {
             let suite = timer_suite(&a)?;
             let out = suite.run(&Machine::detect()).map_err(usage)?;

@@ -164,6 +164,23 @@ fn bad_bench_arguments_are_usage_errors() {
         ),
         (vec!["bench", "role", "publisher", "{"], "bad stream spec"),
         (vec!["bench", "role", "juggler", "{}"], "unknown role"),
+        (
+            vec!["bench", "python", "--systems", "ros2"],
+            "unknown python system",
+        ),
+        (
+            vec![
+                "bench",
+                "py-ponger",
+                "--msg",
+                "pose",
+                "--ping-topic",
+                "/a",
+                "--pong-topic",
+                "/b",
+            ],
+            "unknown message",
+        ),
     ] {
         let out = nerve(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -206,7 +223,8 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
             "paths",
             "lidar",
             "timer",
-            "scheduler"
+            "scheduler",
+            "python"
         ])
     );
     let results = report["results"].as_array().unwrap();
@@ -313,6 +331,18 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
         let s = find(&|r| r["kind"] == "scaling" && r["nodes"] == n, "scaling");
         assert!(s["overhead_ns_per_tick"].as_f64().unwrap() > 0.0, "{s}");
     }
+    // the Python suite runs in --smoke only where a ready environment exists (no pip, no
+    // release build); either way it is in the report, measured or skipped with a reason
+    let py_skipped = report["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["suite"] == "python" && !s["reason"].as_str().unwrap().is_empty());
+    let py_rows = results.iter().filter(|r| r["suite"] == "python").count();
+    assert!(
+        py_rows > 0 || py_skipped,
+        "python neither ran nor was skipped"
+    );
     let idle = find(&|r| r["kind"] == "idle", "idle");
     assert!(idle["cpu_percent"].as_f64().unwrap() >= 0.0);
     assert!(!report["checks"].as_array().unwrap().is_empty());
@@ -325,6 +355,7 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
         "## lidar",
         "## timer",
         "## scheduler",
+        "## python",
         "ros_transitions",
         "CyberRT",
         "ROS 2",
@@ -387,4 +418,72 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
 
 fn html_svg_count(html: &str) -> usize {
     html.matches("<svg ").count()
+}
+
+/// The Rust ponger of `bench python` (`nerve bench py-ponger`) answers pybench's protocol:
+/// every message comes back unchanged (HELLO -2 and WARMUP -3 too) until STOP (-1).
+#[test]
+fn the_python_ping_pong_ponger_echoes_until_stop() {
+    use nerve_msgs::{CmdVel, Time};
+    use std::time::{Duration, Instant};
+    let dir = std::env::temp_dir().join(format!("nerve-py-ponger-{}", std::process::id()));
+    let (ping, pong) = ("/bench/py_ping_test", "/bench/py_pong_test");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nerve"))
+        .args(["bench", "py-ponger", "--msg", "cmdvel"])
+        .args(["--ping-topic", ping, "--pong-topic", pong])
+        .env("NERVE_DOMAIN", "987")
+        .env("NERVE_STATE_DIR", &dir)
+        .env_remove("NERVE_CONFIG")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start the ponger");
+    let cfg = nerve::Config::default()
+        .domain(987)
+        .unwrap()
+        .state_dir(&dir);
+    let ctx = nerve::Context::new(cfg).unwrap();
+    let node = ctx.node("py_pinger_test").create().unwrap();
+    let sub = node.subscriber::<CmdVel>(pong).create().unwrap();
+    let publisher = node.publisher::<CmdVel>(ping).create().unwrap();
+    let msg = |nanos: i64| CmdVel {
+        stamp: Time { nanos },
+        linear: 0.5,
+        angular: -0.25,
+    };
+    // HELLO until it comes back: the ponger started and found both topics
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut hello = false;
+    while !hello && Instant::now() < deadline {
+        publisher.publish(&msg(-2)).unwrap();
+        while let Some(s) = sub.recv_timeout(Duration::from_millis(100)).unwrap() {
+            hello |= s.stamp.nanos == -2;
+        }
+    }
+    assert!(hello, "the ponger never answered HELLO");
+    for seq in [-3, 0, 1, 2, 1_000_000] {
+        publisher.publish(&msg(seq)).unwrap();
+        let s = sub
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap()
+            .unwrap_or_else(|| panic!("no answer to {seq}"));
+        assert_eq!(*s, msg(seq));
+    }
+    publisher.publish(&msg(-1)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the ponger did not stop on STOP: {status:?}"
+    );
+    assert!(sub.try_recv().unwrap().is_none(), "STOP was answered");
+    let _ = std::fs::remove_dir_all(&dir);
 }
