@@ -253,7 +253,7 @@ class NerveBackend(Backend):
                   "receiver holds s.data (zero-copy read-only numpy view)",
         "tensor": "nerve TensorPool(slots=4): producer fills pool.alloc((n,),'float32').numpy() "
                   "in place, publishes t.freeze() (TensorDescriptor); consumer "
-                  "TensorPool.open(...).open(d).numpy() zero-copy; stamp = descriptor "
+                  "TensorPool.open(...).open(d).numpy() zero-copy; stamp = "
                   "the harness stamp (after the fill) sent on a small topic just before the descriptor; ack on a "
                   "CmdVel topic",
         "cpu_idle_sub": "nerve subscription wait='block', blocked in sub.recv(timeout=1.0)",
