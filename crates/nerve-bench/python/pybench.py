@@ -242,8 +242,9 @@ class Backend:
 
 # ---------------------------------------------------------------------- nerve --------
 class NerveBackend(Backend):
-    """All nerve-specific code lives here (written against the planned Python API)."""
+    """All nerve-specific code lives here."""
     name, dist = "nerve", "nerve"
+    tensor_wait = "block"
     config = {
         "pingpong": "nerve Python: loaned msgs.{msg} (pub.loan(); m.send()), subscription "
                     "wait='spin' busy-polled with try_recv(); ponger republishes with "
@@ -252,9 +253,9 @@ class NerveBackend(Backend):
                   "view filled in place), subscription wait='block' + sub.recv(timeout); "
                   "receiver holds s.data (zero-copy read-only numpy view)",
         "tensor": "nerve TensorPool(slots=4): producer fills pool.alloc((n,),'float32').numpy() "
-                  "in place, publishes t.freeze() (TensorDescriptor); consumer "
-                  "TensorPool.open(...).open(d).numpy() zero-copy; stamp = "
-                  "the harness stamp (after the fill) sent on a small topic just before the descriptor; ack on a "
+                  "in place, publishes t.freeze() (TensorDescriptor); consumer blocks (wait='block'); "
+                  "TensorPool.open(...).open(d).numpy() zero-copy; the harness stamp (after "
+                  "the fill) travels in the descriptor's user field; ack on a "
                   "CmdVel topic",
         "cpu_idle_sub": "nerve subscription wait='block', blocked in sub.recv(timeout=1.0)",
         "cpu_timer_100hz": "nerve node.create_timer(0.01, cb) + Executor.spin_for",
@@ -346,15 +347,12 @@ class NerveBackend(Backend):
             self.pool = nerve.TensorPool(self.ctx, "pybench_%s" % self.ident, slots=4,
                                          slot_bytes=nbytes)
             self.pub = self._pub(nerve.TensorDescriptor, self.topic("tensor"))
-            self.stamp_pub = self._pub(self.msgs.CmdVel, self.topic("stamp"))
             self.ack_sub = self.node.create_subscription(self.msgs.CmdVel, self.topic("ack"),
                                                          wait="block")
         else:
             self.pool = None
             self.sub = self.node.create_subscription(nerve.TensorDescriptor,
-                                                     self.topic("tensor"), wait="block")
-            self.stamp_sub = self.node.create_subscription(self.msgs.CmdVel, self.topic("stamp"),
-                                                           qos=nerve.Qos(depth=8))
+                                                     self.topic("tensor"), wait=self.tensor_wait)
             self.ack_pub = self._pub(self.msgs.CmdVel, self.topic("ack"))
 
     def tn_buffer(self, n):
@@ -362,14 +360,13 @@ class NerveBackend(Backend):
         return self.t.numpy()
 
     def tn_send(self, seq, stamp_ns):
-        # the harness's stamp (taken after the fill, as for every system) travels on a
-        # small topic just before the descriptor: its cost counts against nerve. The
-        # frozen tensor is held until the consumer acknowledges (tn_wait_ack): dropping
-        # the last reference frees the slot, and a descriptor of a freed slot is refused.
-        self.stamp_pub.publish(stamp={"nanos": stamp_ns})
+        # the harness's stamp (taken after the fill, as for every system) travels in the
+        # descriptor's user field. The frozen tensor is held until the consumer
+        # acknowledges (tn_wait_ack): dropping the last reference frees the slot, and a
+        # descriptor of a freed slot is refused.
         self.sent = self.t.freeze()
         self.t = None
-        self.pub.publish(self.sent)
+        self.pub.publish(self.sent, user=stamp_ns)
 
     def tn_recv(self, timeout):
         d = self.sub.recv(timeout=timeout)
@@ -380,9 +377,8 @@ class NerveBackend(Backend):
         t_obj = self.pool.open(d)
         arr = t_obj.numpy()
         t = time.monotonic_ns()
-        stamp = self.stamp_sub.recv(timeout=1.0)
         self.held = (d, t_obj)
-        return arr, int(stamp.stamp.nanos), t
+        return arr, int(d.user), t
 
     def tn_release(self):
         self.held = None
@@ -1255,8 +1251,18 @@ class SleepLoopBackend(Backend):
         raise Skip("sleep_loop is only a timer reference (cpu --what timer_100hz)")
 
 
+class NerveSpinBackend(NerveBackend):
+    """nerve whose tensor consumer busy-waits (the regime of the ping-pong rows): the
+    hand-off without a sleeping thread's wake-up."""
+    name = "nerve_spin"
+    tensor_wait = "spin"
+    config = dict(NerveBackend.config, tensor=NerveBackend.config["tensor"].replace(
+        "blocks (wait='block')", "busy-waits (wait='spin')", 1))
+
+
 SYSTEMS = {
     "nerve": NerveBackend,
+    "nerve_spin": NerveSpinBackend,
     "zenoh": ZenohBackend,
     "cyclonedds": CycloneBackend,
     "iceoryx2": Iceoryx2Backend,

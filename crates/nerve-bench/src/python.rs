@@ -37,13 +37,16 @@ pub const SYSTEMS: [&str; 6] = [
     "zenoh",
     "cyclonedds",
 ];
-/// Systems of the tensor hand-off (those pybench has a tensor path for).
-pub const TENSOR_SYSTEMS: [&str; 3] = ["nerve", "shm_pipe", "pickle_uds"];
+/// Systems of the tensor hand-off (those pybench has a tensor path for). `nerve_spin` is
+/// nerve with a busy-waiting consumer (the ping-pong rows' regime): `nerve` minus a
+/// sleeping thread's wake-up.
+pub const TENSOR_SYSTEMS: [&str; 4] = ["nerve", "nerve_spin", "shm_pipe", "pickle_uds"];
 /// Systems of the 100 Hz timer (`sleep_loop`: plain `time.sleep` to absolute deadlines).
 pub const TIMER_SYSTEMS: [&str; 3] = ["nerve", "iceoryx2", "sleep_loop"];
 /// Every system id pybench knows.
-pub const ALL_SYSTEMS: [&str; 7] = [
+pub const ALL_SYSTEMS: [&str; 8] = [
     "nerve",
+    "nerve_spin",
     "iceoryx2",
     "shm_pipe",
     "pickle_uds",
@@ -1457,20 +1460,22 @@ pub fn checks(rows: &[PyRow]) -> Vec<Verdict> {
             |r| r <= 1.0,
         ));
     }
-    let t64 = tensor(rows, "nerve", 64).and_then(PyRow::p50);
-    let t1 = tensor(rows, "nerve", 1).and_then(PyRow::p50);
-    out.push(v(
-        "tensor hand-off P50 <= 50 µs",
-        "nerve 64 MiB float32".into(),
-        t64,
-        |p| p <= 50.0,
-    ));
-    out.push(v(
-        "size independence: P50 64 MiB / P50 1 MiB <= 2",
-        "nerve tensor hand-off".into(),
-        t64.zip(t1).map(|(a, b)| a / b),
-        |r| r <= 2.0,
-    ));
+    for (system, consumer) in [("nerve", "blocking"), ("nerve_spin", "busy-waiting")] {
+        let t64 = tensor(rows, system, 64).and_then(PyRow::p50);
+        let t1 = tensor(rows, system, 1).and_then(PyRow::p50);
+        out.push(v(
+            "tensor hand-off P50 <= 50 µs",
+            format!("nerve 64 MiB float32, {consumer} consumer"),
+            t64,
+            |p| p <= 50.0,
+        ));
+        out.push(v(
+            "size independence: P50 64 MiB / P50 1 MiB <= 2",
+            format!("nerve tensor hand-off, {consumer} consumer"),
+            t64.zip(t1).map(|(a, b)| a / b),
+            |r| r <= 2.0,
+        ));
+    }
     out.push(v(
         "100 Hz timer node CPU <= 1 % (schedstat)",
         "nerve".into(),
@@ -2127,7 +2132,10 @@ mod tests {
         assert_eq!((c.value, c.met), (Some(1.7), Some(false)));
         let c = find("idle subscriber CPU", "nerve");
         assert_eq!((c.value, c.met), (Some(0.02), Some(true)));
-        assert_eq!(out.checks.len(), 12);
+        // the tensor checks are judged for both consumers; the busy-waiting one has no rows
+        let c = find("tensor hand-off P50", "nerve 64 MiB float32, busy-waiting");
+        assert_eq!((c.value, c.met), (None, None));
+        assert_eq!(out.checks.len(), 14);
 
         // a run with nothing measured judges nothing
         let empty = checks(&[]);
@@ -2196,8 +2204,8 @@ mod tests {
         let s = suite();
         assert!(s.validate().is_ok());
         let pts = s.points();
-        // 2 messages x (6 systems + Rust ponger), 4 sizes x 6, 3 sizes x 3, 6 idle + 3 timers
-        assert_eq!(pts.len(), 14 + 24 + 9 + 9);
+        // 2 messages x (6 systems + Rust ponger), 4 sizes x 6, 3 sizes x 4, 6 idle + 3 timers
+        assert_eq!(pts.len(), 14 + 24 + 12 + 9);
         let rust = pts
             .iter()
             .find(|p| {

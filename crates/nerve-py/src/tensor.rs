@@ -120,14 +120,20 @@ pub(crate) fn tensor_freeze(buf: &Buffer) -> PyResult<Buffer> {
     }
 }
 
-/// The descriptor (message bytes) of a frozen tensor, to publish on a topic.
+/// The descriptor (message bytes) of a frozen tensor, to publish on a topic, with `user`
+/// (the application's field: a frame number or an acquisition stamp).
 #[pyfunction]
+#[pyo3(signature = (buf, user=0))]
 pub(crate) fn tensor_descriptor<'py>(
     py: Python<'py>,
     buf: &Buffer,
+    user: u64,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let desc = buf.with_owner(|o| match o {
-        Owner::Tensor(t) => Ok(t.descriptor()),
+        Owner::Tensor(t) => Ok(TensorDescriptor {
+            user,
+            ..t.descriptor()
+        }),
         _ => Err(PyValueError::new_err(
             "only a frozen tensor has a descriptor: freeze() it first",
         )),

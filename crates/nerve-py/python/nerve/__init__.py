@@ -226,14 +226,18 @@ class Publisher(_Closable):
 
     def publish(self, msg: Any = None, **fields: Any) -> None:
         """Publishes a message of this type (copied), a dict of fields, or fields as
-        keyword arguments (unknown fields and out-of-range values raise)."""
+        keyword arguments (unknown fields and out-of-range values raise). A frozen
+        Tensor publishes its descriptor (``user=`` sets the descriptor's user field)."""
         if isinstance(msg, Message):
             if msg._type is not self._cls._type and msg._type != self._cls._type:
                 raise TypeError(f"publisher of {self._cls._name} cannot publish a {msg._name}")
             self._pub.publish_buffer(msg._buf)
             return
-        if hasattr(msg, "_nerve_descriptor"):
-            self._pub.publish_bytes(msg._nerve_descriptor())
+        if hasattr(msg, "_nerve_descriptor"):  # a frozen tensor: its descriptor
+            user = fields.pop("user", 0)
+            if fields:
+                raise TypeError(f"a tensor is published with user=... only, not {sorted(fields)}")
+            self._pub.publish_bytes(msg._nerve_descriptor(user))
             return
         if msg is not None and not isinstance(msg, dict):
             raise TypeError(f"expected a {self._cls._name}, a dict or keyword fields, got {type(msg).__name__}")

@@ -82,15 +82,16 @@ class Tensor(_TensorBase):
 
     __slots__ = ()
 
-    def descriptor(self) -> Message:
-        """The descriptor message to publish (``publisher.publish(tensor)`` does it)."""
+    def descriptor(self, user: int = 0) -> Message:
+        """The descriptor message to publish (``publisher.publish(tensor, user=...)`` sends
+        it directly); ``user`` is the application's: a frame number or a stamp."""
         from . import TensorDescriptor
         d = TensorDescriptor()
-        d._buf.write_bytes(0, self._nerve_descriptor())
+        d._buf.write_bytes(0, self._nerve_descriptor(user))
         return d
 
-    def _nerve_descriptor(self) -> bytes:
-        return _nerve.tensor_descriptor(self._buf)
+    def _nerve_descriptor(self, user: int = 0) -> bytes:
+        return _nerve.tensor_descriptor(self._buf, user)
 
     def _release(self) -> bool:
         return self._buf.release()

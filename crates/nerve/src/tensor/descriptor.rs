@@ -9,7 +9,8 @@ use super::{DType, MAX_DIMS, MAX_NAME};
 /// Nothing in it is trusted: opening checks the pool's name and id, the slot's range, the
 /// element type, the shape against the byte length and the slot size, and the slot's
 /// generation, phase and recorded shape, refusing each mismatch with a named
-/// [`crate::TensorError`]. 128 bytes, no padding.
+/// [`crate::TensorError`]; `user` is the application's and is not checked. 136 bytes, no
+/// padding.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, crate::Message)]
 #[repr(C)]
 #[message(name = "nerve/TensorDescriptor")]
@@ -32,6 +33,9 @@ pub struct TensorDescriptor {
     pub shape: [u64; MAX_DIMS],
     /// Bytes of data: the product of the dimensions times the element size.
     pub len_bytes: u64,
+    /// Free for the application: a frame number or an acquisition stamp travelling with
+    /// the tensor (0 unless the producer sets it; Nerve does not read it).
+    pub user: u64,
 }
 
 impl TensorDescriptor {

@@ -157,6 +157,7 @@ impl Tensor {
             reserved: [0; 6],
             shape: h.shape.map(|d| d as u64),
             len_bytes: h.len as u64,
+            user: 0,
         }
     }
 

@@ -40,7 +40,7 @@ fn dtypes_have_numpys_names_and_sizes() {
     assert_eq!(DType::from_name("float"), None);
     assert_eq!(DType::from_code(0), None);
     assert_eq!(DType::from_code(13), None);
-    assert_eq!(std::mem::size_of::<TensorDescriptor>(), 128);
+    assert_eq!(std::mem::size_of::<TensorDescriptor>(), 136);
 }
 
 #[test]
@@ -304,6 +304,7 @@ fn child_holds_tensors_until_killed() {
         reserved: [0; 6],
         shape,
         len_bytes: 16,
+        user: 0,
     };
     let parents = pool.open_tensor(&desc).unwrap();
     let writing = pool.alloc(&[16], DType::U8).unwrap();
