@@ -342,6 +342,7 @@ class Executor:
     def __init__(self, precise_timers: bool = False) -> None:
         self._nodes: List[Node] = []
         self._sleeper = _nerve.Sleeper(precise_timers)
+        self._precise = precise_timers
         self._stop = False
 
     def add_node(self, node: Node) -> None:
@@ -365,19 +366,21 @@ class Executor:
                 if not t.cancelled and t.next_ns <= now:
                     t._fire(now)
                     ran += 1
-            if any(s.closed for s in node._subscriptions) or any(v.closed for v in node._servers):
+            try:
+                for s in node._subscriptions:
+                    # at most a queue's worth per round: one busy topic cannot starve others
+                    for _ in range(64):
+                        m = s.try_recv()
+                        if m is None:
+                            break
+                        s.callback(m)
+                        ran += 1
+                for srv in node._servers:
+                    ran += srv._handle_pending()
+            except ClosedError:
+                # an endpoint was closed: forget it (and the others closed with it)
                 node._subscriptions = [s for s in node._subscriptions if not s.closed]
                 node._servers = [v for v in node._servers if not v.closed]
-            for s in node._subscriptions:
-                # at most a queue's worth per round, so one busy topic cannot starve others
-                for _ in range(64):
-                    m = s.try_recv()
-                    if m is None:
-                        break
-                    s.callback(m)
-                    ran += 1
-            for srv in node._servers:
-                ran += srv._handle_pending()
         return ran
 
     def spin_once(self, timeout: Optional[float] = None) -> int:
@@ -397,7 +400,7 @@ class Executor:
             if any(n._servers for n in self._nodes):
                 deadline = min(deadline, now + 1_000_000)  # servers are polled each ms
             # wait on the subscriptions until the sleeper's spin margin before the deadline
-            wake = deadline - self._sleeper.margin_ns
+            wake = deadline - self._sleeper.margin_ns if self._precise else deadline
             ready = _nerve.wait_any(subs, (wake - now) / 1e9) if subs and wake > now else []
             if not ready and mono_ns() < deadline:
                 self._sleeper.sleep_until(deadline)
