@@ -150,3 +150,17 @@ def test_reliable_qos_delivers_everything(node):
         got.append(m.linear)
     assert got == [float(i) for i in range(200)]
     assert sub.stats()["lost"] == 0
+
+
+def test_fired_one_shot_timers_leave_their_node_and_reset_rearms(node):
+    fired = []
+    timers = [node.create_timer(0.001, lambda i=i: fired.append(i), oneshot=True) for i in range(50)]
+    ex = nerve.Executor()
+    ex.add_node(node)
+    ex.spin_for(0.1)
+    assert sorted(fired) == list(range(50))
+    assert node._timers == []  # nothing piles up
+    timers[0].reset()
+    ex.spin_for(0.05)
+    assert fired.count(0) == 2 and len(fired) == 51
+    assert node._timers == []

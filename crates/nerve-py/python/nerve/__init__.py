@@ -111,12 +111,6 @@ class Context:
         """Creates a node."""
         return Node(self, self._ctx.node(name))
 
-    def __enter__(self) -> "Context":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
     def __repr__(self) -> str:
         return repr(self._ctx)
 
@@ -156,7 +150,7 @@ class Node:
     def create_timer(self, period: float, callback: Callable[[], None], oneshot: bool = False) -> "Timer":
         """A timer firing every ``period`` seconds on absolute deadlines (once if
         ``oneshot``); it runs in an executor that spins this node."""
-        t = Timer(period, callback, oneshot)
+        t = Timer(period, callback, oneshot, self._timers)
         self._timers.append(t)
         return t
 
@@ -301,9 +295,13 @@ class Timer:
     """A periodic (or one-shot) timer on absolute deadlines, run by an executor; ticks
     missed while a callback overran are skipped and counted in ``skipped``."""
 
-    def __init__(self, period: float, callback: Callable[[], None], oneshot: bool) -> None:
+    def __init__(self, period: float, callback: Callable[[], None], oneshot: bool,
+                 owner: Optional[list] = None) -> None:
         if not period > 0:
             raise ValueError(f"timer period must be > 0 seconds, got {period}")
+        # the node's timer list: a fired one-shot timer leaves it (so one-shot timers
+        # made in a loop do not pile up) and reset() puts it back
+        self._owner = owner
         self.period_ns = int(period * 1e9)
         self.callback = callback
         self.oneshot = oneshot
@@ -316,12 +314,17 @@ class Timer:
         self.cancelled = True
 
     def reset(self) -> None:
+        """Re-arms the timer one period from now (also a fired one-shot timer)."""
         self.cancelled = False
         self.next_ns = mono_ns() + self.period_ns
+        if self._owner is not None and self not in self._owner:
+            self._owner.append(self)
 
     def _fire(self, now: int) -> None:
         if self.oneshot:
             self.cancelled = True
+            if self._owner is not None and self in self._owner:
+                self._owner.remove(self)
         else:
             late = (now - self.next_ns) // self.period_ns
             self.skipped += late
@@ -362,7 +365,7 @@ class Executor:
         ran = 0
         now = mono_ns()
         for node in self._nodes:
-            for t in node._timers:
+            for t in tuple(node._timers):  # a fired one-shot timer leaves the list
                 if not t.cancelled and t.next_ns <= now:
                     t._fire(now)
                     ran += 1
