@@ -223,6 +223,14 @@ pub fn elems_offset<M: Message>() -> usize {
     core::mem::size_of::<M>().div_ceil(a) * a
 }
 
+/// Payload bytes of an `M` with `elems` slice elements (head, padding, elements); `None`
+/// when that overflows.
+pub(crate) fn slice_bytes<M: Message>(elems: usize) -> Option<usize> {
+    elems
+        .checked_mul(core::mem::size_of::<M::Elem>())
+        .and_then(|b| b.checked_add(elems_offset::<M>()))
+}
+
 /// Head of a serde-encoded message: its encoded length; the bytes follow as a `[u8]` slice.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]

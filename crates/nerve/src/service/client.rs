@@ -440,10 +440,7 @@ impl<S: Service> Client<S> {
     /// the elements hold unspecified bytes: overwrite them. Fails before anything is sent
     /// if the request would exceed `ServiceQos::max_request`.
     pub fn loan_slice(&self, len: usize) -> Result<RequestLoan<'_, S>, CallError> {
-        let bytes = len
-            .checked_mul(core::mem::size_of::<<S::Request as Message>::Elem>())
-            .and_then(|b| b.checked_add(elems_offset::<S::Request>()))
-            .unwrap_or(usize::MAX);
+        let bytes = crate::message::slice_bytes::<S::Request>(len).unwrap_or(usize::MAX);
         let req = self.raw.loan(bytes.max(1))?;
         let mut loan = RequestLoan {
             req,

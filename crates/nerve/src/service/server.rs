@@ -699,10 +699,7 @@ impl<'s, S: Service> Request<'s, S> {
     /// Loans a response with room for `len` elements; write it, then [`ReplyLoan::send`].
     /// The head is zeroed; the elements hold unspecified bytes: overwrite them.
     pub fn loan_reply_slice(&self, len: usize) -> Result<ReplyLoan<'_, 's, S>, ServeError> {
-        let bytes = len
-            .checked_mul(core::mem::size_of::<<S::Response as Message>::Elem>())
-            .and_then(|b| b.checked_add(elems_offset::<S::Response>()))
-            .unwrap_or(usize::MAX);
+        let bytes = crate::message::slice_bytes::<S::Response>(len).unwrap_or(usize::MAX);
         let resp = self.raw.loan_reply(bytes.max(1))?;
         let mut loan = ReplyLoan {
             resp,

@@ -661,10 +661,8 @@ impl<M: Message> Publisher<M> {
     /// Loans a sample with room for `len` elements after the head. The head is zeroed;
     /// the elements hold unspecified bytes (an earlier sample's): overwrite them.
     pub fn loan_slice(&self, len: usize) -> Result<Loan<'_, M>, LoanError> {
-        let bytes = len
-            .checked_mul(core::mem::size_of::<M::Elem>())
-            .and_then(|b| b.checked_add(elems_offset::<M>()))
-            .ok_or_else(|| LoanError::PayloadTooLarge {
+        let bytes =
+            crate::message::slice_bytes::<M>(len).ok_or_else(|| LoanError::PayloadTooLarge {
                 topic: self.tx.topic.clone(),
                 requested: usize::MAX,
                 max: self.tx.qos.max_payload,
