@@ -223,6 +223,24 @@ pub fn elems_offset<M: Message>() -> usize {
     core::mem::size_of::<M>().div_ceil(a) * a
 }
 
+/// The `n` slice elements of an `M` whose payload is `words`.
+///
+/// # Safety
+/// `words` must hold a payload of `M` with room for `n` elements at
+/// [`elems_offset::<M>()`] (as `check_payload` against `TypeInfo::of::<M>()` or a loan of
+/// that length guarantees). The start is 8-byte aligned and `Elem` needs at most 8
+/// (asserted by `TypeInfo::of`), so the elements are aligned.
+pub(crate) unsafe fn elems_in<M: Message>(words: &[u64], n: usize) -> &[M::Elem] {
+    debug_assert!(elems_offset::<M>() + n * core::mem::size_of::<M::Elem>() <= words.len() * 8);
+    // SAFETY: the caller guarantees the range lies in `words` and holds `n` elements;
+    // alignment as stated above; Elem is Pod, so any bytes are a valid value; the
+    // borrow is tied to `words`.
+    unsafe {
+        let p = (words.as_ptr() as *const u8).add(elems_offset::<M>());
+        core::slice::from_raw_parts(p as *const M::Elem, n)
+    }
+}
+
 /// Payload bytes of an `M` with `elems` slice elements (head, padding, elements); `None`
 /// when that overflows.
 pub(crate) fn slice_bytes<M: Message>(elems: usize) -> Option<usize> {

@@ -798,13 +798,9 @@ impl<S: Service> Reply<S> {
 
     /// The elements after the head.
     pub fn elems(&self) -> &[<S::Response as Message>::Elem] {
-        // SAFETY: check_payload proved the payload holds `elems` elements at elems_offset,
-        // aligned (payload alignment >= align_of Elem); Elem is Pod.
-        unsafe {
-            let p =
-                (self.raw.resp.words().as_ptr() as *const u8).add(elems_offset::<S::Response>());
-            core::slice::from_raw_parts(p as *const <S::Response as Message>::Elem, self.raw.elems)
-        }
+        // SAFETY: check_payload proved the payload holds `elems` elements against
+        // TypeInfo::of::<S::Response>() (from_raw's invariant).
+        unsafe { crate::message::elems_in::<S::Response>(self.raw.resp.words(), self.raw.elems) }
     }
 
     /// The whole payload as bytes (head, padding and elements).

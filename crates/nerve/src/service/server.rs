@@ -676,14 +676,9 @@ impl<'s, S: Service> Request<'s, S> {
 
     /// The elements after the request's head.
     pub fn elems(&self) -> &[<S::Request as Message>::Elem] {
-        // SAFETY: check_payload proved the payload holds `elems` elements at elems_offset,
-        // aligned (payload alignment >= align_of Elem) against TypeInfo::of::<S::Request>()
-        // (from_raw's invariant); Elem is Pod.
-        unsafe {
-            let p =
-                (self.raw.incoming.words().as_ptr() as *const u8).add(elems_offset::<S::Request>());
-            core::slice::from_raw_parts(p as *const <S::Request as Message>::Elem, self.raw.elems)
-        }
+        // SAFETY: check_payload proved the payload holds `elems` elements against
+        // TypeInfo::of::<S::Request>() (from_raw's invariant).
+        unsafe { crate::message::elems_in::<S::Request>(self.raw.incoming.words(), self.raw.elems) }
     }
 
     /// The whole request payload as bytes (head, padding and elements).

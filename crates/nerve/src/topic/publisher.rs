@@ -731,14 +731,8 @@ impl<M: Message> Loan<'_, M> {
 
     /// The elements after the head, read-only.
     pub fn elems(&self) -> &[M::Elem] {
-        // SAFETY: the payload was loaned with room for `elems` elements at elems_offset,
-        // which is a multiple of align_of::<Elem>() from an 8-byte aligned start (Elem
-        // alignment <= 8, asserted by TypeInfo::of); Elem is Pod; the borrow is tied to
-        // &self.
-        unsafe {
-            let p = (self.buf.words().as_ptr() as *const u8).add(elems_offset::<M>());
-            core::slice::from_raw_parts(p as *const M::Elem, self.elems)
-        }
+        // SAFETY: the payload was loaned with room for `elems` elements of M.
+        unsafe { crate::message::elems_in::<M>(self.buf.words(), self.elems) }
     }
 
     /// The elements as raw bytes, for filling large payloads with one copy.

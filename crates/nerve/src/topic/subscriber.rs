@@ -3,7 +3,7 @@
 use crate::context::Node;
 use crate::error::{DecodeError, RecvError, TopicError};
 use crate::message::header::SampleHeader;
-use crate::message::{elems_offset, Message, Serde, SerdeMessage, TypeInfo};
+use crate::message::{Message, Serde, SerdeMessage, TypeInfo};
 use crate::qos::Qos;
 use crate::sys::clock::mono_ns;
 use crate::sys::clock::precise_timers;
@@ -676,12 +676,8 @@ impl<M: Message> Sample<M> {
 
     /// The elements after the head (empty for fixed-size messages).
     pub fn elems(&self) -> &[M::Elem] {
-        // SAFETY: validate() proved the payload holds `elems` elements at elems_offset,
-        // aligned (payload alignment >= align_of Elem); Elem is Pod.
-        unsafe {
-            let p = (self.inner.words().as_ptr() as *const u8).add(elems_offset::<M>());
-            core::slice::from_raw_parts(p as *const M::Elem, self.elems)
-        }
+        // SAFETY: validate() proved the payload holds `elems` elements of M.
+        unsafe { crate::message::elems_in::<M>(self.inner.words(), self.elems) }
     }
 
     /// The whole payload as bytes (head, padding and elements).
