@@ -2,6 +2,7 @@
 //!
 //! Exit codes: 0 success (and broken pipe), 1 runtime error, 2 usage error.
 
+mod bag;
 mod bench;
 mod clean;
 mod node;
@@ -38,6 +39,9 @@ enum Command {
     /// List and call services.
     #[command(subcommand)]
     Service(service::ServiceCommand),
+    /// Record, replay and inspect bags (MCAP, readable by ROS 2 tools and Foxglove).
+    #[command(subcommand)]
+    Bag(bag::BagCommand),
     /// Benchmark Nerve side by side with other middleware.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -91,6 +95,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Topic(c) => topic::run(&ctx()?, c),
         Command::Service(c) => service::run(&ctx()?, c),
         Command::Bench(c) => bench::run(c),
+        Command::Bag(c) => bag::run(|| Ok(ctx()?), c),
         Command::Node(c) => node::run(&ctx()?, c),
         Command::Sm(c) => sm::run(&ctx()?, c),
         // no context here: it would count as a live user of the domain

@@ -40,9 +40,8 @@ pub struct TopicInfo {
     pub schema: Option<Result<crate::message::schema::Schema, crate::message::schema::SchemaError>>,
 }
 
-/// Lists the topics of the context's domain. `node` is used to open each topic for its
-/// live counts.
-pub fn list_topics(node: &Node) -> Result<Vec<TopicInfo>, String> {
+/// The names of the domain's topics, without opening them (cheap enough to poll).
+pub fn topic_names(node: &Node) -> Result<BTreeSet<String>, String> {
     let mut names = BTreeSet::new();
     Ipc::list(&node.inner.ctx.inner.iox, |details| {
         let n = details.static_details.name().as_str().to_string();
@@ -57,8 +56,14 @@ pub fn list_topics(node: &Node) -> Result<Vec<TopicInfo>, String> {
         CallbackProgression::Continue
     })
     .map_err(|e| format!("cannot list topics: {e:?}"))?;
+    Ok(names)
+}
+
+/// Lists the topics of the context's domain. `node` is used to open each topic for its
+/// live counts.
+pub fn list_topics(node: &Node) -> Result<Vec<TopicInfo>, String> {
     let mut out = Vec::new();
-    for name in names {
+    for name in topic_names(node)? {
         // a topic may vanish between listing and opening: skip it
         if let Ok(info) = topic_info(node, &name) {
             out.push(info);

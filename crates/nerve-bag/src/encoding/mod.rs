@@ -1,0 +1,248 @@
+//! How a Nerve topic is written to and read from a bag: the schema other tools decode
+//! and the conversion of each payload.
+//!
+//! - Standard messages are written as their ROS 2 equivalents (`ros2msg` schema, CDR),
+//!   so a bag opens as a ROS 2 bag in Foxglove, `ros2 bag` and `mcap-ros2-support`.
+//! - Every other type is written as CDR too, with a `ros2msg` schema generated from its
+//!   Nerve schema: generic tools decode it field by field, and the payload needs no
+//!   conversion, since a Nerve head without padding is already laid out as CDR (see
+//!   [`plain`]).
+//!
+//! Each channel also carries the Nerve schema in its metadata, so a bag is replayed with
+//! the exact type it was recorded with.
+
+pub mod plain;
+pub mod ros2;
+
+use crate::BagError;
+use nerve::message::schema::Schema;
+use nerve::TypeInfo;
+
+/// The MCAP message encoding of every channel Nerve writes.
+pub const MESSAGE_ENCODING: &str = "cdr";
+/// The MCAP schema encoding of every schema Nerve writes.
+pub const SCHEMA_ENCODING: &str = "ros2msg";
+
+/// A standard message and its ROS 2 form.
+pub struct Standard {
+    /// The Nerve type.
+    pub type_info: fn() -> TypeInfo,
+    /// The ROS 2 type, e.g. `sensor_msgs/msg/Imu`.
+    pub ros_name: &'static str,
+    /// Its `ros2msg` definition with dependencies.
+    pub text: fn() -> String,
+    /// Nerve payload to CDR.
+    pub encode: fn(&[u8], &mut Vec<u8>) -> Result<(), BagError>,
+    /// CDR to Nerve payload.
+    pub decode: fn(&[u8], &mut Vec<u8>) -> Result<(), BagError>,
+}
+
+enum Conversion {
+    Standard(Standard),
+    Plain(plain::Plain),
+}
+
+/// How one topic's type is written: schema name and text, and the payload conversion.
+pub struct Encoding {
+    /// Schema name in the bag, e.g. `sensor_msgs/msg/Imu`.
+    pub schema_name: String,
+    /// The `ros2msg` schema text.
+    pub schema_text: String,
+    conversion: Conversion,
+}
+
+impl Encoding {
+    /// The encoding of the type `schema` describes: its ROS 2 form for a standard
+    /// message (matched by layout hash, never by name alone), else CDR of its own layout.
+    pub fn for_schema(schema: &Schema) -> Result<Encoding, BagError> {
+        if let Some(std) = ros2::standard()
+            .into_iter()
+            .find(|s| (s.type_info)().layout_hash == schema.layout_hash)
+        {
+            return Ok(Encoding {
+                schema_name: std.ros_name.to_string(),
+                schema_text: (std.text)(),
+                conversion: Conversion::Standard(std),
+            });
+        }
+        let plain = plain::Plain::new(schema)?;
+        let (schema_name, schema_text) =
+            if schema.layout_hash == TypeInfo::of::<nerve_msgs::Twist>().layout_hash {
+                ("geometry_msgs/msg/Twist".to_string(), ros2::twist_text())
+            } else {
+                (plain.ros_name(), plain.text())
+            };
+        Ok(Encoding {
+            schema_name,
+            schema_text,
+            conversion: Conversion::Plain(plain),
+        })
+    }
+
+    /// The Nerve schema of a standard message known by its ROS 2 name (to replay bags
+    /// that other tools wrote).
+    pub fn nerve_schema_of_ros(ros_name: &str) -> Option<Schema> {
+        let wanted = ros_name.replace("/msg/", "/");
+        let schemas = nerve_msgs::schemas();
+        ros2::standard()
+            .into_iter()
+            .find(|s| s.ros_name.replace("/msg/", "/") == wanted)
+            .map(|s| (s.type_info)().layout_hash)
+            .or((wanted == "geometry_msgs/Twist")
+                .then(|| TypeInfo::of::<nerve_msgs::Twist>().layout_hash))
+            .and_then(|h| schemas.into_iter().find(|s| s.layout_hash == h))
+    }
+
+    /// Whether payloads are written as they are (only the CDR header and a sequence
+    /// length are added).
+    pub fn is_zero_conversion(&self) -> bool {
+        matches!(self.conversion, Conversion::Plain(_))
+    }
+
+    /// Writes the CDR form of a Nerve payload into `out` (cleared first).
+    pub fn encode(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), BagError> {
+        match &self.conversion {
+            Conversion::Standard(s) => (s.encode)(payload, out),
+            Conversion::Plain(p) => p.encode(payload, out),
+        }
+    }
+
+    /// Writes the Nerve payload a CDR message holds into `out` (cleared first).
+    pub fn decode(&self, cdr: &[u8], out: &mut Vec<u8>) -> Result<(), BagError> {
+        match &self.conversion {
+            Conversion::Standard(s) => (s.decode)(cdr, out),
+            Conversion::Plain(p) => p.decode(cdr, out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nerve::message::as_bytes;
+    use nerve::Message;
+    use nerve_msgs::*;
+
+    fn round_trip<M: Message>(payload: &[u8]) -> Vec<u8> {
+        let enc = Encoding::for_schema(&Schema::of::<M>()).unwrap();
+        let mut cdr = Vec::new();
+        enc.encode(payload, &mut cdr).unwrap();
+        let mut back = Vec::new();
+        enc.decode(&cdr, &mut back).unwrap();
+        assert_eq!(back, payload, "{}", enc.schema_name);
+        cdr
+    }
+
+    fn slice_payload<M: Message>(head: &M, elems: &[u8]) -> Vec<u8> {
+        let ty = TypeInfo::of::<M>();
+        let mut p = as_bytes(head).to_vec();
+        p.resize(ty.elems_offset(), 0);
+        p.extend_from_slice(elems);
+        p
+    }
+
+    #[test]
+    fn standard_messages_round_trip_through_their_ros2_form() {
+        let imu = Imu {
+            stamp: Time {
+                nanos: 1_700_000_000_123_456_789,
+            },
+            orientation_covariance: [1.5; 9],
+            ..Default::default()
+        };
+        let cdr = round_trip::<Imu>(as_bytes(&imu));
+        // header: stamp (8) + empty frame_id (4 + 1), then 3 bytes of padding before the
+        // 8-aligned quaternion: 4 + 13 + 3 + 32 + 72 + 24 + 72 + 24 + 72
+        assert_eq!(cdr.len(), 4 + 16 + 32 + 72 * 3 + 48);
+        let mut odom = Odometry::default();
+        odom.header.frame_id = FrameId::new("odom").unwrap();
+        odom.child_frame_id = FrameId::new("base_link").unwrap();
+        odom.pose_covariance[35] = 7.0;
+        round_trip::<Odometry>(as_bytes(&odom));
+        let cmd = CmdVel {
+            stamp: Time { nanos: -5 },
+            linear: 0.25,
+            angular: -1.5,
+        };
+        round_trip::<CmdVel>(as_bytes(&cmd));
+        let bat = BatteryState {
+            cell_count: 3,
+            cell_voltage: [
+                3.7, 3.8, 3.9, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+            ],
+            present: 1,
+            ..Default::default()
+        };
+        round_trip::<BatteryState>(as_bytes(&bat));
+        let mut cloud = PointCloud {
+            width: 3,
+            height: 1,
+            point_step: 4,
+            row_step: 12,
+            ..Default::default()
+        };
+        cloud
+            .set_fields(&[PointCloud::field("x", 0, datatype::FLOAT32, 1)])
+            .unwrap();
+        let data: Vec<u8> = (0..12).collect();
+        round_trip::<PointCloud>(&slice_payload(&cloud, &data));
+        let scan = LaserScan {
+            intensity_count: 2,
+            ..Default::default()
+        };
+        let ranges: Vec<u8> = (0..16).collect();
+        round_trip::<LaserScan>(&slice_payload(&scan, &ranges));
+        let img = Image {
+            width: 2,
+            height: 2,
+            step: 2,
+            encoding: FixedStr::new("mono8").unwrap(),
+            ..Default::default()
+        };
+        round_trip::<Image>(&slice_payload(&img, &[1, 2, 3, 4]));
+        let tw = Twist {
+            linear: Vector3 {
+                x: 1.0,
+                y: 2.0,
+                z: 3.0,
+            },
+            ..Default::default()
+        };
+        let cdr = round_trip::<Twist>(as_bytes(&tw));
+        assert_eq!(&cdr[4..], as_bytes(&tw), "Twist is written as it is");
+    }
+
+    #[test]
+    fn malformed_cdr_is_an_error_not_a_panic() {
+        let enc = Encoding::for_schema(&Schema::of::<PointCloud>()).unwrap();
+        let mut cdr = Vec::new();
+        let cloud = PointCloud::default();
+        enc.encode(&slice_payload(&cloud, &[9; 64]), &mut cdr)
+            .unwrap();
+        let mut out = Vec::new();
+        for cut in 0..cdr.len() {
+            assert!(enc.decode(&cdr[..cut], &mut out).is_err(), "cut at {cut}");
+        }
+        // a data length that lies
+        let mut bad = cdr.clone();
+        let at = bad.len() - 64 - 1 - 4;
+        bad[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(enc.decode(&bad, &mut out).is_err());
+        // a stamp out of builtin_interfaces/Time's range cannot be written
+        let imu = Imu {
+            stamp: Time { nanos: i64::MAX },
+            ..Default::default()
+        };
+        let enc = Encoding::for_schema(&Schema::of::<Imu>()).unwrap();
+        assert!(enc.encode(as_bytes(&imu), &mut cdr).is_err());
+    }
+
+    #[test]
+    fn ros_names_lead_back_to_nerve_types() {
+        let s = Encoding::nerve_schema_of_ros("sensor_msgs/msg/PointCloud2").unwrap();
+        assert_eq!(s.name, "nerve_msgs/PointCloud");
+        let s = Encoding::nerve_schema_of_ros("geometry_msgs/Twist").unwrap();
+        assert_eq!(s.name, "nerve_msgs/Twist");
+        assert!(Encoding::nerve_schema_of_ros("std_msgs/msg/String").is_none());
+    }
+}

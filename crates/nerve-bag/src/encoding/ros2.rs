@@ -1,0 +1,562 @@
+//! The standard messages in their ROS 2 form: `ros2msg` schemas and CDR payloads that
+//! Foxglove, `ros2 bag` and `mcap-ros2-support` decode.
+//!
+//! One visitor function per message walks the ROS 2 fields in order; the encoder reads
+//! the Nerve message and writes CDR, the decoder reads CDR and fills the Nerve message,
+//! so the two directions cannot disagree. ROS 2 fields Nerve does not carry (Imu's
+//! `frame_id`, BatteryState's cell temperatures) are written empty and ignored on read.
+
+use super::Standard;
+use crate::cdr::{CdrReader, CdrWriter};
+use crate::BagError;
+use nerve::message::{as_bytes, read_pod, zeroed};
+use nerve::{Message, TypeInfo};
+use nerve_msgs::{
+    BatteryState, CmdVel, FixedStr, Image, Imu, LaserScan, Odometry, PointCloud, Quaternion, Time,
+    Vector3, MAX_POINT_FIELDS,
+};
+
+type R = Result<(), BagError>;
+
+/// Both directions of a field walk.
+trait Visit {
+    fn u8(&mut self, v: &mut u8) -> R;
+    fn u32(&mut self, v: &mut u32) -> R;
+    fn f32(&mut self, v: &mut f32) -> R;
+    fn f64(&mut self, v: &mut f64) -> R;
+    /// A `float64` that Nerve holds as `f32`.
+    fn f32_as_f64(&mut self, v: &mut f32) -> R;
+    /// A `float64` Nerve does not carry: written 0, ignored on read.
+    fn unused_f64(&mut self) -> R;
+    fn time(&mut self, t: &mut Time) -> R;
+    fn string<const N: usize>(&mut self, s: &mut FixedStr<N>, field: &'static str) -> R;
+    /// A string Nerve does not carry: written empty, ignored on read.
+    fn unused_string(&mut self) -> R;
+    /// A sequence length (the decoder checks it against the bytes left).
+    fn seq_len(&mut self, n: &mut usize, min_elem_size: usize) -> R;
+    /// A sequence of `n` slice elements of `size` bytes (little-endian plain data).
+    fn slice(&mut self, n: &mut usize, size: usize) -> R;
+    /// A sequence Nerve does not carry: written empty, skipped on read.
+    fn unused_seq(&mut self, size: usize) -> R;
+
+    fn f64s(&mut self, a: &mut [f64]) -> R {
+        a.iter_mut().try_for_each(|v| self.f64(v))
+    }
+    fn vector3(&mut self, v: &mut Vector3) -> R {
+        self.f64(&mut v.x)?;
+        self.f64(&mut v.y)?;
+        self.f64(&mut v.z)
+    }
+    fn quaternion(&mut self, q: &mut Quaternion) -> R {
+        self.f64(&mut q.x)?;
+        self.f64(&mut q.y)?;
+        self.f64(&mut q.z)?;
+        self.f64(&mut q.w)
+    }
+    /// std_msgs/Header.
+    fn header(&mut self, stamp: &mut Time, frame: Option<&mut FixedStr<24>>) -> R {
+        self.time(stamp)?;
+        match frame {
+            Some(f) => self.string(f, "header.frame_id"),
+            None => self.unused_string(),
+        }
+    }
+    /// A `float32[]` held in a fixed array with a count.
+    fn f32_seq_in(&mut self, a: &mut [f32], count: &mut u8, field: &'static str) -> R;
+}
+
+struct Enc<'a, 'b> {
+    w: CdrWriter<'b>,
+    elems: &'a [u8],
+}
+
+fn too_big(field: &str, reason: String) -> BagError {
+    BagError::Convert {
+        what: field.to_string(),
+        reason,
+    }
+}
+
+impl Visit for Enc<'_, '_> {
+    fn u8(&mut self, v: &mut u8) -> R {
+        self.w.u8(*v);
+        Ok(())
+    }
+    fn u32(&mut self, v: &mut u32) -> R {
+        self.w.u32(*v);
+        Ok(())
+    }
+    fn f32(&mut self, v: &mut f32) -> R {
+        self.w.f32(*v);
+        Ok(())
+    }
+    fn f64(&mut self, v: &mut f64) -> R {
+        self.w.f64(*v);
+        Ok(())
+    }
+    fn f32_as_f64(&mut self, v: &mut f32) -> R {
+        self.w.f64(f64::from(*v));
+        Ok(())
+    }
+    fn unused_f64(&mut self) -> R {
+        self.w.f64(0.0);
+        Ok(())
+    }
+    fn time(&mut self, t: &mut Time) -> R {
+        let sec = t.nanos.div_euclid(1_000_000_000);
+        let sec = i32::try_from(sec).map_err(|_| {
+            too_big(
+                "stamp",
+                format!("{} ns is out of builtin_interfaces/Time's range", t.nanos),
+            )
+        })?;
+        self.w.i32(sec);
+        self.w.u32(t.nanos.rem_euclid(1_000_000_000) as u32);
+        Ok(())
+    }
+    fn string<const N: usize>(&mut self, s: &mut FixedStr<N>, _: &'static str) -> R {
+        let end = s.0.iter().position(|&b| b == 0).unwrap_or(N);
+        self.w.string(&s.0[..end]);
+        Ok(())
+    }
+    fn unused_string(&mut self) -> R {
+        self.w.string(b"");
+        Ok(())
+    }
+    fn seq_len(&mut self, n: &mut usize, _: usize) -> R {
+        self.w.len(*n)
+    }
+    fn slice(&mut self, n: &mut usize, size: usize) -> R {
+        let bytes = n.saturating_mul(size);
+        if bytes > self.elems.len() {
+            return Err(too_big(
+                "slice",
+                format!(
+                    "{n} elements of {size} bytes asked, {} bytes present",
+                    self.elems.len()
+                ),
+            ));
+        }
+        self.w.len(*n)?;
+        if *n > 0 {
+            self.w.align(size.min(8));
+        }
+        self.w.bytes(&self.elems[..bytes]);
+        self.elems = &self.elems[bytes..];
+        Ok(())
+    }
+    fn unused_seq(&mut self, _: usize) -> R {
+        self.w.u32(0);
+        Ok(())
+    }
+    fn f32_seq_in(&mut self, a: &mut [f32], count: &mut u8, field: &'static str) -> R {
+        let n = *count as usize;
+        if n > a.len() {
+            return Err(too_big(
+                field,
+                format!("count {n} exceeds its {} slots", a.len()),
+            ));
+        }
+        self.w.len(n)?;
+        a[..n].iter().for_each(|&v| self.w.f32(v));
+        Ok(())
+    }
+}
+
+struct Dec<'a, 'b> {
+    r: CdrReader<'a>,
+    elems: &'b mut Vec<u8>,
+}
+
+impl Visit for Dec<'_, '_> {
+    fn u8(&mut self, v: &mut u8) -> R {
+        *v = self.r.u8()?;
+        Ok(())
+    }
+    fn u32(&mut self, v: &mut u32) -> R {
+        *v = self.r.u32()?;
+        Ok(())
+    }
+    fn f32(&mut self, v: &mut f32) -> R {
+        *v = self.r.f32()?;
+        Ok(())
+    }
+    fn f64(&mut self, v: &mut f64) -> R {
+        *v = self.r.f64()?;
+        Ok(())
+    }
+    fn f32_as_f64(&mut self, v: &mut f32) -> R {
+        *v = self.r.f64()? as f32;
+        Ok(())
+    }
+    fn unused_f64(&mut self) -> R {
+        self.r.f64().map(|_| ())
+    }
+    fn time(&mut self, t: &mut Time) -> R {
+        let sec = self.r.i32()?;
+        let nanosec = self.r.u32()?;
+        t.nanos = i64::from(sec) * 1_000_000_000 + i64::from(nanosec);
+        Ok(())
+    }
+    fn string<const N: usize>(&mut self, s: &mut FixedStr<N>, field: &'static str) -> R {
+        let b = self.r.string()?;
+        if b.len() > N {
+            return Err(too_big(
+                field,
+                format!("{} bytes do not fit Nerve's {N}", b.len()),
+            ));
+        }
+        s.0 = [0; N];
+        s.0[..b.len()].copy_from_slice(b);
+        Ok(())
+    }
+    fn unused_string(&mut self) -> R {
+        self.r.string().map(|_| ())
+    }
+    fn seq_len(&mut self, n: &mut usize, min_elem_size: usize) -> R {
+        *n = self.r.len(min_elem_size)?;
+        Ok(())
+    }
+    fn slice(&mut self, n: &mut usize, size: usize) -> R {
+        *n = self.r.len(size)?;
+        if *n > 0 {
+            self.r.align(size.min(8))?;
+        }
+        self.elems.extend_from_slice(self.r.take(*n * size)?);
+        Ok(())
+    }
+    fn unused_seq(&mut self, size: usize) -> R {
+        let n = self.r.len(size)?;
+        if n > 0 {
+            self.r.align(size.min(8))?;
+        }
+        self.r.take(n * size).map(|_| ())
+    }
+    fn f32_seq_in(&mut self, a: &mut [f32], count: &mut u8, field: &'static str) -> R {
+        let n = self.r.len(4)?;
+        if n > a.len() {
+            return Err(too_big(
+                field,
+                format!("{n} values do not fit Nerve's {}", a.len()),
+            ));
+        }
+        for v in &mut a[..n] {
+            *v = self.r.f32()?;
+        }
+        *count = n as u8;
+        Ok(())
+    }
+}
+
+fn encode<M: Message>(
+    payload: &[u8],
+    out: &mut Vec<u8>,
+    walk: impl FnOnce(&mut Enc<'_, '_>, &mut M, usize) -> R,
+) -> R {
+    let ty = TypeInfo::of::<M>();
+    let mut m: M = read_pod(payload).ok_or_else(|| BagError::Convert {
+        what: ty.name.clone(),
+        reason: format!(
+            "payload of {} bytes is shorter than its head",
+            payload.len()
+        ),
+    })?;
+    let elems = payload.get(ty.elems_offset()..).unwrap_or(&[]);
+    let n = elems.len().checked_div(ty.elem_size).unwrap_or(0);
+    let mut e = Enc {
+        w: CdrWriter::new(out),
+        elems,
+    };
+    walk(&mut e, &mut m, n)
+}
+
+fn decode<M: Message>(
+    cdr: &[u8],
+    out: &mut Vec<u8>,
+    walk: impl FnOnce(&mut Dec<'_, '_>, &mut M, usize) -> R,
+) -> R {
+    let ty = TypeInfo::of::<M>();
+    let mut m: M = zeroed();
+    let mut elems = Vec::new();
+    let mut d = Dec {
+        r: CdrReader::new(cdr)?,
+        elems: &mut elems,
+    };
+    walk(&mut d, &mut m, 0)?;
+    out.clear();
+    out.extend_from_slice(as_bytes(&m));
+    if ty.is_slice() {
+        out.resize(ty.elems_offset(), 0);
+        out.extend_from_slice(&elems);
+    }
+    Ok(())
+}
+
+fn imu<V: Visit>(v: &mut V, m: &mut Imu, _: usize) -> R {
+    v.header(&mut m.stamp, None)?;
+    v.quaternion(&mut m.orientation)?;
+    v.f64s(&mut m.orientation_covariance)?;
+    v.vector3(&mut m.angular_velocity)?;
+    v.f64s(&mut m.angular_velocity_covariance)?;
+    v.vector3(&mut m.linear_acceleration)?;
+    v.f64s(&mut m.linear_acceleration_covariance)
+}
+
+fn cmd_vel<V: Visit>(v: &mut V, m: &mut CmdVel, _: usize) -> R {
+    v.header(&mut m.stamp, None)?;
+    v.f32_as_f64(&mut m.linear)?;
+    v.unused_f64()?;
+    v.unused_f64()?;
+    v.unused_f64()?;
+    v.unused_f64()?;
+    v.f32_as_f64(&mut m.angular)
+}
+
+fn battery<V: Visit>(v: &mut V, m: &mut BatteryState, _: usize) -> R {
+    v.header(&mut m.stamp, None)?;
+    for f in [
+        &mut m.voltage,
+        &mut m.temperature,
+        &mut m.current,
+        &mut m.charge,
+        &mut m.capacity,
+        &mut m.design_capacity,
+        &mut m.percentage,
+    ] {
+        v.f32(f)?;
+    }
+    v.u8(&mut m.power_supply_status)?;
+    v.u8(&mut m.power_supply_health)?;
+    v.u8(&mut m.power_supply_technology)?;
+    v.u8(&mut m.present)?;
+    v.f32_seq_in(&mut m.cell_voltage, &mut m.cell_count, "cell_voltage")?;
+    v.unused_seq(4)?; // cell_temperature
+    v.unused_string()?; // location
+    v.unused_string() // serial_number
+}
+
+fn odometry<V: Visit>(v: &mut V, m: &mut Odometry, _: usize) -> R {
+    v.header(&mut m.header.stamp, Some(&mut m.header.frame_id))?;
+    v.string(&mut m.child_frame_id, "child_frame_id")?;
+    v.vector3(&mut m.pose.position)?;
+    v.quaternion(&mut m.pose.orientation)?;
+    v.f64s(&mut m.pose_covariance)?;
+    v.vector3(&mut m.twist.linear)?;
+    v.vector3(&mut m.twist.angular)?;
+    v.f64s(&mut m.twist_covariance)
+}
+
+fn laser_scan<V: Visit>(v: &mut V, m: &mut LaserScan, n: usize) -> R {
+    v.header(&mut m.header.stamp, Some(&mut m.header.frame_id))?;
+    for f in [
+        &mut m.angle_min,
+        &mut m.angle_max,
+        &mut m.angle_increment,
+        &mut m.time_increment,
+        &mut m.scan_time,
+        &mut m.range_min,
+        &mut m.range_max,
+    ] {
+        v.f32(f)?;
+    }
+    let mut ranges = n.saturating_sub(m.intensity_count as usize);
+    v.slice(&mut ranges, 4)?;
+    let mut intensities = m.intensity_count as usize;
+    v.slice(&mut intensities, 4)?;
+    m.intensity_count = u32::try_from(intensities).map_err(|_| BagError::Convert {
+        what: "intensities".into(),
+        reason: format!("{intensities} values"),
+    })?;
+    Ok(())
+}
+
+fn point_cloud<V: Visit>(v: &mut V, m: &mut PointCloud, n: usize) -> R {
+    v.header(&mut m.header.stamp, Some(&mut m.header.frame_id))?;
+    v.u32(&mut m.height)?;
+    v.u32(&mut m.width)?;
+    let mut fields = m.field_count as usize;
+    v.seq_len(&mut fields, 13)?;
+    if fields > MAX_POINT_FIELDS {
+        return Err(BagError::Convert {
+            what: "fields".into(),
+            reason: format!("{fields} point fields, Nerve holds {MAX_POINT_FIELDS}"),
+        });
+    }
+    m.field_count = fields as u8;
+    for f in &mut m.fields[..fields] {
+        v.string(&mut f.name, "fields.name")?;
+        v.u32(&mut f.offset)?;
+        v.u8(&mut f.datatype)?;
+        v.u32(&mut f.count)?;
+    }
+    v.u8(&mut m.is_bigendian)?;
+    v.u32(&mut m.point_step)?;
+    v.u32(&mut m.row_step)?;
+    let mut data = n;
+    v.slice(&mut data, 1)?;
+    v.u8(&mut m.is_dense)
+}
+
+fn image<V: Visit>(v: &mut V, m: &mut Image, n: usize) -> R {
+    v.header(&mut m.header.stamp, Some(&mut m.header.frame_id))?;
+    v.u32(&mut m.height)?;
+    v.u32(&mut m.width)?;
+    v.string(&mut m.encoding, "encoding")?;
+    v.u8(&mut m.is_bigendian)?;
+    v.u32(&mut m.step)?;
+    let mut data = n;
+    v.slice(&mut data, 1)
+}
+
+macro_rules! standard {
+    ($ty:ty, $walk:ident, $ros:expr, $text:expr) => {
+        Standard {
+            type_info: TypeInfo::of::<$ty>,
+            ros_name: $ros,
+            text: $text,
+            encode: |p, out| encode::<$ty>(p, out, |v, m, n| $walk(v, m, n)),
+            decode: |c, out| decode::<$ty>(c, out, |v, m, n| $walk(v, m, n)),
+        }
+    };
+}
+
+pub(crate) const SEPARATOR: &str =
+    "================================================================================\n";
+
+fn with_deps(main: &str, deps: &[&str]) -> String {
+    let mut s = main.to_string();
+    for d in deps {
+        s.push_str(SEPARATOR);
+        s.push_str(d);
+    }
+    s
+}
+
+const TIME: &str = "MSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n";
+const HEADER: &str = "MSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n";
+const VECTOR3: &str = "MSG: geometry_msgs/Vector3\nfloat64 x\nfloat64 y\nfloat64 z\n";
+const POINT: &str = "MSG: geometry_msgs/Point\nfloat64 x\nfloat64 y\nfloat64 z\n";
+const QUATERNION: &str =
+    "MSG: geometry_msgs/Quaternion\nfloat64 x\nfloat64 y\nfloat64 z\nfloat64 w\n";
+const TWIST: &str =
+    "MSG: geometry_msgs/Twist\ngeometry_msgs/Vector3 linear\ngeometry_msgs/Vector3 angular\n";
+const POSE: &str =
+    "MSG: geometry_msgs/Pose\ngeometry_msgs/Point position\ngeometry_msgs/Quaternion orientation\n";
+
+/// The `geometry_msgs/Twist` definition (Nerve's `Twist` has its layout: no conversion).
+pub(crate) fn twist_text() -> String {
+    with_deps(
+        TWIST.trim_start_matches("MSG: geometry_msgs/Twist\n"),
+        &[VECTOR3],
+    )
+}
+
+fn imu_text() -> String {
+    with_deps(
+        "std_msgs/Header header\ngeometry_msgs/Quaternion orientation\n\
+         float64[9] orientation_covariance\ngeometry_msgs/Vector3 angular_velocity\n\
+         float64[9] angular_velocity_covariance\ngeometry_msgs/Vector3 linear_acceleration\n\
+         float64[9] linear_acceleration_covariance\n",
+        &[HEADER, TIME, QUATERNION, VECTOR3],
+    )
+}
+
+fn twist_stamped_text() -> String {
+    with_deps(
+        "std_msgs/Header header\ngeometry_msgs/Twist twist\n",
+        &[HEADER, TIME, TWIST, VECTOR3],
+    )
+}
+
+fn battery_text() -> String {
+    with_deps(
+        "std_msgs/Header header\nfloat32 voltage\nfloat32 temperature\nfloat32 current\n\
+         float32 charge\nfloat32 capacity\nfloat32 design_capacity\nfloat32 percentage\n\
+         uint8 power_supply_status\nuint8 power_supply_health\nuint8 power_supply_technology\n\
+         bool present\nfloat32[] cell_voltage\nfloat32[] cell_temperature\nstring location\n\
+         string serial_number\n",
+        &[HEADER, TIME],
+    )
+}
+
+fn odometry_text() -> String {
+    with_deps(
+        "std_msgs/Header header\nstring child_frame_id\n\
+         geometry_msgs/PoseWithCovariance pose\ngeometry_msgs/TwistWithCovariance twist\n",
+        &[
+            HEADER,
+            TIME,
+            "MSG: geometry_msgs/PoseWithCovariance\ngeometry_msgs/Pose pose\nfloat64[36] covariance\n",
+            POSE,
+            POINT,
+            QUATERNION,
+            "MSG: geometry_msgs/TwistWithCovariance\ngeometry_msgs/Twist twist\nfloat64[36] covariance\n",
+            TWIST,
+            VECTOR3,
+        ],
+    )
+}
+
+fn laser_scan_text() -> String {
+    with_deps(
+        "std_msgs/Header header\nfloat32 angle_min\nfloat32 angle_max\nfloat32 angle_increment\n\
+         float32 time_increment\nfloat32 scan_time\nfloat32 range_min\nfloat32 range_max\n\
+         float32[] ranges\nfloat32[] intensities\n",
+        &[HEADER, TIME],
+    )
+}
+
+fn point_cloud_text() -> String {
+    with_deps(
+        "std_msgs/Header header\nuint32 height\nuint32 width\nsensor_msgs/PointField[] fields\n\
+         bool is_bigendian\nuint32 point_step\nuint32 row_step\nuint8[] data\nbool is_dense\n",
+        &[
+            HEADER,
+            TIME,
+            "MSG: sensor_msgs/PointField\nuint8 INT8=1\nuint8 UINT8=2\nuint8 INT16=3\n\
+             uint8 UINT16=4\nuint8 INT32=5\nuint8 UINT32=6\nuint8 FLOAT32=7\nuint8 FLOAT64=8\n\
+             string name\nuint32 offset\nuint8 datatype\nuint32 count\n",
+        ],
+    )
+}
+
+fn image_text() -> String {
+    with_deps(
+        "std_msgs/Header header\nuint32 height\nuint32 width\nstring encoding\n\
+         uint8 is_bigendian\nuint32 step\nuint8[] data\n",
+        &[HEADER, TIME],
+    )
+}
+
+/// The standard messages that need a conversion to their ROS 2 form.
+pub(crate) fn standard() -> [Standard; 7] {
+    [
+        standard!(Imu, imu, "sensor_msgs/msg/Imu", imu_text),
+        standard!(
+            CmdVel,
+            cmd_vel,
+            "geometry_msgs/msg/TwistStamped",
+            twist_stamped_text
+        ),
+        standard!(
+            BatteryState,
+            battery,
+            "sensor_msgs/msg/BatteryState",
+            battery_text
+        ),
+        standard!(Odometry, odometry, "nav_msgs/msg/Odometry", odometry_text),
+        standard!(
+            LaserScan,
+            laser_scan,
+            "sensor_msgs/msg/LaserScan",
+            laser_scan_text
+        ),
+        standard!(
+            PointCloud,
+            point_cloud,
+            "sensor_msgs/msg/PointCloud2",
+            point_cloud_text
+        ),
+        standard!(Image, image, "sensor_msgs/msg/Image", image_text),
+    ]
+}

@@ -1,0 +1,288 @@
+//! Reading bags: what a bag holds (`nerve bag info`), and what a damaged one still holds
+//! (`nerve bag recover`).
+//!
+//! A complete file is described from its summary section (statistics, channels, and the
+//! recorder's closing metadata), without reading the messages. A file without one (a
+//! recorder killed mid-run, a copy cut short) is scanned from the start up to the first
+//! record that cannot be read; what was read is reported, and where and why it stopped.
+
+use crate::encoding::{MESSAGE_ENCODING, SCHEMA_ENCODING};
+use crate::{meta, BagError};
+use mcap::read::Options;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+
+/// A bag file mapped into memory.
+pub struct Mapped {
+    map: memmap2::Mmap,
+}
+
+impl Mapped {
+    /// Maps `path` read-only; refuses what is not an MCAP file.
+    pub fn open(path: &Path) -> Result<Mapped, BagError> {
+        let f = File::open(path).map_err(|e| BagError::io(path, e))?;
+        // SAFETY: the map is read-only and private to this process. Another process
+        // truncating the file while it is mapped would make reads fault (SIGBUS); bags
+        // are written once and not changed in place, which is the contract of this API.
+        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| BagError::io(path, e))?;
+        if !map.starts_with(mcap::MAGIC) {
+            return Err(BagError::mcap(
+                path,
+                "it does not start with the MCAP magic bytes",
+            ));
+        }
+        Ok(Mapped { map })
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+/// One topic of a bag.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct TopicSummary {
+    /// Topic name.
+    pub topic: String,
+    /// Schema name (the ROS 2 type for standard messages).
+    pub schema_name: String,
+    /// The Nerve type, if Nerve recorded it.
+    pub nerve_type: Option<String>,
+    /// Messages.
+    pub count: u64,
+    /// Mean rate over the bag's duration, in Hz.
+    pub frequency: f64,
+    /// Payload bytes, if known (scanned, or counted by the recorder).
+    pub bytes: Option<u64>,
+    /// Samples the recorder counted as dropped, lost or not converted, if it closed the
+    /// file.
+    pub losses: Option<u64>,
+}
+
+/// What a bag holds.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct BagInfo {
+    /// The file.
+    pub path: String,
+    /// File size in bytes.
+    pub file_bytes: u64,
+    /// Messages.
+    pub messages: u64,
+    /// First log time, ns since the Unix epoch.
+    pub start_ns: u64,
+    /// Last log time, ns since the Unix epoch.
+    pub end_ns: u64,
+    /// End minus start, in seconds.
+    pub duration_s: f64,
+    /// Chunk compression seen.
+    pub compression: Vec<String>,
+    /// Whether the file is complete (summary and footer present).
+    pub complete: bool,
+    /// For an incomplete file: where reading stopped and why.
+    pub damage: Option<String>,
+    /// Per topic.
+    pub topics: Vec<TopicSummary>,
+}
+
+/// Describes the bag at `path`: from its summary when it is complete, else by scanning.
+pub fn info(path: &Path) -> Result<BagInfo, BagError> {
+    let m = Mapped::open(path)?;
+    let summary = match mcap::read::footer(m.bytes()) {
+        Ok(_) => mcap::Summary::read(m.bytes()).map_err(|e| BagError::mcap(path, e))?,
+        Err(_) => None,
+    };
+    let Some(summary) = summary.filter(|s| s.stats.is_some()) else {
+        return scan(path, &m, |_| Ok(())).map(|(info, _)| info);
+    };
+    let stats = summary.stats.as_ref().expect("filtered");
+    let recorder = recorder_counts(&m, &summary);
+    let mut info = BagInfo {
+        path: path.display().to_string(),
+        file_bytes: m.bytes().len() as u64,
+        messages: stats.message_count,
+        start_ns: stats.message_start_time,
+        end_ns: stats.message_end_time,
+        complete: true,
+        ..BagInfo::default()
+    };
+    let mut compression: Vec<String> = summary
+        .chunk_indexes
+        .iter()
+        .map(|c| c.compression.clone())
+        .collect();
+    compression.sort();
+    compression.dedup();
+    info.compression = compression;
+    let mut by_topic: BTreeMap<String, TopicSummary> = BTreeMap::new();
+    for (id, ch) in &summary.channels {
+        let t = by_topic
+            .entry(ch.topic.clone())
+            .or_insert_with(|| TopicSummary {
+                topic: ch.topic.clone(),
+                schema_name: ch
+                    .schema
+                    .as_ref()
+                    .map(|s| s.name.clone())
+                    .unwrap_or_default(),
+                nerve_type: ch.metadata.get(meta::TYPE).cloned(),
+                ..TopicSummary::default()
+            });
+        t.count += stats.channel_message_counts.get(id).copied().unwrap_or(0);
+    }
+    for t in by_topic.values_mut() {
+        let get = |k: &str| {
+            recorder
+                .get(&format!("{}.{k}", t.topic))?
+                .parse::<u64>()
+                .ok()
+        };
+        t.bytes = get("bytes");
+        t.losses = match (get("dropped"), get("lost"), get("failed")) {
+            (Some(d), Some(l), Some(f)) => Some(d + l + f),
+            _ => None,
+        };
+    }
+    info.topics = by_topic.into_values().collect();
+    finish(&mut info);
+    Ok(info)
+}
+
+/// The counts the recorder wrote when it closed the file (empty if it did not).
+fn recorder_counts(m: &Mapped, summary: &mcap::Summary) -> BTreeMap<String, String> {
+    summary
+        .metadata_indexes
+        .iter()
+        .filter(|i| i.name == meta::RECORDING)
+        .filter_map(|i| mcap::read::metadata(m.bytes(), i).ok())
+        .flat_map(|md| md.metadata)
+        .collect()
+}
+
+fn finish(info: &mut BagInfo) {
+    info.duration_s = info.end_ns.saturating_sub(info.start_ns) as f64 * 1e-9;
+    for t in &mut info.topics {
+        t.frequency = if info.duration_s > 0.0 && t.count > 1 {
+            (t.count - 1) as f64 / info.duration_s
+        } else {
+            0.0
+        };
+    }
+}
+
+/// Reads every message from the start until the end or the first damaged record,
+/// calling `each` for each message. Returns what was read, and how many messages.
+pub fn scan(
+    path: &Path,
+    m: &Mapped,
+    mut each: impl FnMut(&mcap::Message<'static>) -> Result<(), BagError>,
+) -> Result<(BagInfo, u64), BagError> {
+    let mut info = BagInfo {
+        path: path.display().to_string(),
+        file_bytes: m.bytes().len() as u64,
+        ..BagInfo::default()
+    };
+    let stream = mcap::MessageStream::new_with_options(m.bytes(), Options::IgnoreEndMagic.into())
+        .map_err(|e| BagError::mcap(path, e))?;
+    let mut by_topic: BTreeMap<String, TopicSummary> = BTreeMap::new();
+    let mut start = u64::MAX;
+    let mut end = 0;
+    for msg in stream {
+        let msg = match msg {
+            Ok(m) => m,
+            Err(e) => {
+                info.damage = Some(format!("unreadable after {} messages: {e}", info.messages));
+                break;
+            }
+        };
+        each(&msg)?;
+        info.messages += 1;
+        start = start.min(msg.log_time);
+        end = end.max(msg.log_time);
+        let ch = &msg.channel;
+        let t = by_topic
+            .entry(ch.topic.clone())
+            .or_insert_with(|| TopicSummary {
+                topic: ch.topic.clone(),
+                schema_name: ch
+                    .schema
+                    .as_ref()
+                    .map(|s| s.name.clone())
+                    .unwrap_or_default(),
+                nerve_type: ch.metadata.get(meta::TYPE).cloned(),
+                bytes: Some(0),
+                ..TopicSummary::default()
+            });
+        t.count += 1;
+        *t.bytes.get_or_insert(0) += msg.data.len() as u64;
+    }
+    if info.messages > 0 {
+        info.start_ns = start;
+        info.end_ns = end;
+    }
+    info.complete = info.damage.is_none() && mcap::read::footer(m.bytes()).is_ok();
+    if !info.complete && info.damage.is_none() {
+        info.damage = Some("no summary or footer (the recorder did not close it)".into());
+    }
+    info.topics = by_topic.into_values().collect();
+    finish(&mut info);
+    let n = info.messages;
+    Ok((info, n))
+}
+
+/// Writes every message readable in `input` to a new, complete bag at `output` (the
+/// channels, schemas and metadata as recorded). Returns what was saved.
+pub fn recover(input: &Path, output: &Path) -> Result<BagInfo, BagError> {
+    if input == output {
+        return Err(BagError::Options(
+            "recover writes a new file: give an output other than the input".into(),
+        ));
+    }
+    let m = Mapped::open(input)?;
+    let f = File::create(output).map_err(|e| BagError::io(output, e))?;
+    let mut w = mcap::WriteOptions::new()
+        .profile("ros2")
+        .create(std::io::BufWriter::new(f))
+        .map_err(|e| BagError::mcap(output, e))?;
+    let mut ids: BTreeMap<u16, u16> = BTreeMap::new();
+    let (mut info, _) = scan(input, &m, |msg| {
+        let ch = &msg.channel;
+        let id = match ids.get(&ch.id) {
+            Some(&id) => id,
+            None => {
+                let schema = match &ch.schema {
+                    Some(s) => w
+                        .add_schema(&s.name, &s.encoding, &s.data)
+                        .map_err(|e| BagError::mcap(output, e))?,
+                    None => 0,
+                };
+                let id = w
+                    .add_channel(schema, &ch.topic, &ch.message_encoding, &ch.metadata)
+                    .map_err(|e| BagError::mcap(output, e))?;
+                ids.insert(ch.id, id);
+                id
+            }
+        };
+        let header = mcap::records::MessageHeader {
+            channel_id: id,
+            sequence: msg.sequence,
+            log_time: msg.log_time,
+            publish_time: msg.publish_time,
+        };
+        w.write_to_known_channel(&header, &msg.data)
+            .map_err(|e| BagError::mcap(output, e))
+    })?;
+    w.finish().map_err(|e| BagError::mcap(output, e))?;
+    info.path = output.display().to_string();
+    Ok(info)
+}
+
+/// Whether a channel is one this crate can decode (CDR with a `ros2msg` schema).
+pub fn is_cdr(ch: &mcap::Channel) -> bool {
+    ch.message_encoding == MESSAGE_ENCODING
+        && ch
+            .schema
+            .as_ref()
+            .is_some_and(|s| s.encoding == SCHEMA_ENCODING)
+}
