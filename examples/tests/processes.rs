@@ -743,3 +743,102 @@ fn cli_lists_and_calls_services() {
         assert!(err.contains(what), "{args:?}: {err}");
     }
 }
+
+const TALKER: &str = env!("CARGO_BIN_EXE_talker");
+
+#[test]
+fn bag_recorder_killed_mid_run_leaves_a_readable_file_and_ctrl_c_a_complete_one() {
+    let d = Domain::new();
+    let nerve = nerve_cli();
+    let dir = d.dir.join("bags");
+    std::fs::create_dir_all(&dir).unwrap();
+    let _talker = d.spawn(TALKER, &["--topic", "/imu_bag", "--rate", "500"]);
+    let killed = dir.join("killed.mcap");
+    let done = dir.join("done.mcap");
+    let mut rec = d.spawn(&nerve, &["bag", "record", "-o", killed.to_str().unwrap()]);
+    let clean = d.spawn(
+        &nerve,
+        &[
+            "bag",
+            "record",
+            "/imu_bag",
+            "-o",
+            done.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    // the writer flushes whole chunks at least every second
+    std::thread::sleep(Duration::from_millis(3500));
+    rec.signal(libc::SIGKILL);
+    let _ = rec.child.wait();
+    clean.signal(libc::SIGINT);
+    let report = clean.json(T);
+    let topic = &report["topics"][0];
+    assert_eq!(topic["topic"], "/imu_bag");
+    assert!(topic["written"].as_u64().unwrap() > 500, "{report}");
+    assert_eq!(topic["dropped"], 0);
+
+    // the killed recorder's file: incomplete, readable up to its last whole chunk
+    let (code, out, err) = d.run(
+        &nerve,
+        &["bag", "info", killed.to_str().unwrap(), "--format", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let info: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(info["complete"], false, "{info}");
+    assert!(info["damage"].as_str().is_some(), "{info}");
+    let saved = info["messages"].as_u64().unwrap();
+    assert!(
+        saved >= 500,
+        "at least the chunks flushed before the kill: {info}"
+    );
+    let fixed = dir.join("fixed.mcap");
+    let (code, _, err) = d.run(
+        &nerve,
+        &[
+            "bag",
+            "recover",
+            killed.to_str().unwrap(),
+            "-o",
+            fixed.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = d.run(
+        &nerve,
+        &["bag", "info", fixed.to_str().unwrap(), "--format", "json"],
+    );
+    let info: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(info["complete"], true);
+    assert_eq!(info["messages"].as_u64().unwrap(), saved);
+
+    // the Ctrl-C'd recorder's file is complete and counts its losses (none)
+    let (_, out, _) = d.run(
+        &nerve,
+        &["bag", "info", done.to_str().unwrap(), "--format", "json"],
+    );
+    let info: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(info["complete"], true, "{info}");
+    assert_eq!(info["topics"][0]["losses"], 0, "{info}");
+
+    // bad input: clear errors, exit codes 1 (runtime) and 2 (usage)
+    let (code, _, err) = d.run(
+        &nerve,
+        &["bag", "info", dir.join("none.mcap").to_str().unwrap()],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("none.mcap"), "{err}");
+    let (code, _, err) = d.run(&nerve, &["bag", "record", "-e", "(", "-o", "/dev/null"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--regex"), "{err}");
+    let (code, _, err) = d.run(&nerve, &["bag", "record", "--split-size", "12Q"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--split-size"), "{err}");
+    let (code, _, err) = d.run(
+        &nerve,
+        &["bag", "play", done.to_str().unwrap(), "--remap", "/a"],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("FROM:=TO"), "{err}");
+}

@@ -83,6 +83,8 @@ pub struct PlayReport {
     pub error_max_ns: u64,
     /// Whether it ended early (Ctrl-C or [`Player::stop`]).
     pub interrupted: bool,
+    /// Where a damaged bag stopped being readable (what came before was replayed).
+    pub damage: Option<String>,
 }
 
 struct Route {
@@ -227,7 +229,6 @@ impl Player {
         let mut start_ns = None;
         let mut last_progress = 0u64;
         let mut published = vec![0u64; routes.len()];
-        let mut count = 0u64;
         let mut result = Ok(());
         for item in rx.iter() {
             if self.stopped() {
@@ -236,6 +237,10 @@ impl Player {
             }
             let ready = match item {
                 Ok(r) => r,
+                Err(BagError::Mcap { reason, .. }) if reason.starts_with("damaged: ") => {
+                    report.damage = Some(reason["damaged: ".len()..].to_string());
+                    break;
+                }
                 Err(e) => {
                     result = Err(e);
                     break;
@@ -270,11 +275,10 @@ impl Player {
             }
             let _ = hist.record(now.saturating_sub(deadline));
             published[ready.route] += 1;
-            count += 1;
             if now - last_progress > 100_000_000 {
                 last_progress = now;
                 progress(PlayProgress {
-                    published: count,
+                    published: published.iter().sum(),
                     total,
                     bag_seconds: ready.at_ns as f64 * 1e-9,
                 });
@@ -368,7 +372,7 @@ fn read_ahead(
     loop {
         let stream = match mcap::MessageStream::new_with_options(
             m.bytes(),
-            mcap::read::Options::IgnoreEndMagic.into(),
+            mcap::read::Options::IgnoreEndMagic | mcap::read::Options::ValidateChunkCrcs,
         ) {
             Ok(s) => s,
             Err(e) => {
@@ -384,8 +388,11 @@ fn read_ahead(
             }
             let msg = match msg {
                 Ok(m) => m,
-                // a damaged tail: replay what could be read
-                Err(_) => break,
+                // a damaged tail: what could be read is replayed, the damage reported
+                Err(e) => {
+                    let _ = tx.send(Err(BagError::mcap(path, format!("damaged: {e}"))));
+                    return;
+                }
             };
             let t0 = *first.get_or_insert(msg.log_time);
             let rel = msg.log_time.saturating_sub(t0);

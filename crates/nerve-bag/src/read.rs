@@ -183,8 +183,11 @@ pub fn scan(
         file_bytes: m.bytes().len() as u64,
         ..BagInfo::default()
     };
-    let stream = mcap::MessageStream::new_with_options(m.bytes(), Options::IgnoreEndMagic.into())
-        .map_err(|e| BagError::mcap(path, e))?;
+    let stream = mcap::MessageStream::new_with_options(
+        m.bytes(),
+        Options::IgnoreEndMagic | Options::ValidateChunkCrcs,
+    )
+    .map_err(|e| BagError::mcap(path, e))?;
     let mut by_topic: BTreeMap<String, TopicSummary> = BTreeMap::new();
     let mut start = u64::MAX;
     let mut end = 0;

@@ -320,6 +320,9 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
                     for (t, why) in &report.skipped {
                         println!("skipped {t}: {why}");
                     }
+                    if let Some(d) = &report.damage {
+                        println!("the bag is damaged; replayed up to: {d}");
+                    }
                     println!(
                         "timing error: median {:.1} us, p99 {:.1} us, max {:.1} us{}",
                         report.error_p50_ns as f64 / 1e3,
