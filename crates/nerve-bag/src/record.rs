@@ -108,7 +108,7 @@ pub struct RecordOptions {
 
 impl RecordOptions {
     /// Defaults: all topics, no compression, 512 MiB of queue, depth 64, discovery
-    /// every 100 ms, 4 MiB chunks flushed at least every second.
+    /// every 250 ms, 4 MiB chunks flushed at least every second.
     pub fn new(output: impl Into<PathBuf>) -> RecordOptions {
         RecordOptions {
             output: output.into(),
@@ -122,7 +122,7 @@ impl RecordOptions {
             queue_bytes: 512 << 20,
             backpressure: false,
             depth: 64,
-            discovery_period: Duration::from_millis(100),
+            discovery_period: Duration::from_millis(250),
             chunk_size: 4 << 20,
             flush_period: Duration::from_secs(1),
         }
@@ -508,7 +508,7 @@ fn receive_loop(
     let mut lost_seen = 0;
     loop {
         let stopping = shared.stop.load(Ordering::Relaxed);
-        let sample = match sub.recv_timeout(Duration::from_millis(if stopping { 0 } else { 100 })) {
+        let sample = match sub.recv_timeout(if stopping { Duration::ZERO } else { STOP_CHECK }) {
             Ok(Some(s)) => s,
             Ok(None) if stopping => break,
             Ok(None) => continue,
@@ -663,9 +663,13 @@ impl BagFile {
         self.writer
             .finish()
             .map_err(|e| BagError::mcap(&self.path, e))?;
-        let mut inner = self.writer.into_inner();
-        std::io::Write::flush(&mut inner).map_err(|e| BagError::io(&self.path, e))?;
-        Ok(())
+        // a closed bag is on the disk, not only in the page cache
+        let file = self
+            .writer
+            .into_inner()
+            .into_inner()
+            .map_err(|e| BagError::io(&self.path, e.into_error()))?;
+        file.sync_all().map_err(|e| BagError::io(&self.path, e))
     }
 }
 
@@ -680,6 +684,12 @@ fn file_path(opts: &RecordOptions, index: usize) -> PathBuf {
         .unwrap_or_else(|| "bag".into());
     opts.output.with_file_name(format!("{stem}_{index}.mcap"))
 }
+
+/// How often an idle receiver looks at the stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(20);
+
+/// How long the writer sleeps when it finds the queue empty.
+const WRITER_BATCH: Duration = Duration::from_millis(10);
 
 fn writer_loop(shared: &Shared, opts: &RecordOptions, file: BagFile, rx: &Receiver<Item>) {
     if let Err(e) = write_all(shared, opts, file, rx) {
@@ -702,10 +712,15 @@ fn write_all(
     let mut file_bytes = 0u64;
     let mut last_flush = Instant::now();
     loop {
-        let item = match rx.recv_timeout(opts.flush_period) {
+        // The writer polls: it drains the queue, then sleeps a batch period. A blocking
+        // receive would wake it (and make each receiver pay a futex wake) per sample.
+        let item = match rx.try_recv() {
             Ok(i) => Some(i),
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            Err(crossbeam_channel::TryRecvError::Empty) => {
+                std::thread::sleep(WRITER_BATCH);
+                None
+            }
+            Err(crossbeam_channel::TryRecvError::Disconnected) => break,
         };
         if let Some(item) = item {
             let split = opts.split_size.is_some_and(|s| file_bytes >= s)

@@ -2,6 +2,7 @@
 //! run, on one machine, with the same work per call.
 #![warn(missing_docs)]
 
+pub mod bag;
 pub mod bundle;
 pub mod child;
 pub mod cross_host;

@@ -230,11 +230,17 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
             let recorder = Recorder::start(&ctx, opts)?;
             let bar = spinner();
             let started = Instant::now();
+            let mut shown = Instant::now();
             while !nerve::shutdown::requested()
                 && limit.is_none_or(|l| started.elapsed() < l)
                 && !recorder.failed()
             {
-                std::thread::sleep(Duration::from_millis(100));
+                // Ctrl-C is noticed within 10 ms; the display changes every 100 ms
+                std::thread::sleep(Duration::from_millis(10));
+                if shown.elapsed() < Duration::from_millis(100) {
+                    continue;
+                }
+                shown = Instant::now();
                 for w in recorder.take_warnings() {
                     bar.println(format!("warning: {w}"));
                 }

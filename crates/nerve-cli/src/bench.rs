@@ -2,6 +2,7 @@
 
 use crate::{usage, CmdResult, Failure};
 use clap::{Args, Subcommand};
+use nerve_bench::bag::BagSuite;
 use nerve_bench::bundle::{Bundle, SuiteOutput};
 use nerve_bench::cross_host::CrossHostSuite;
 use nerve_bench::lidar::LidarSuite;
@@ -37,8 +38,11 @@ pub enum BenchCommand {
     /// hand-off, CPU. Prepares a virtual environment with the peers and a release build of
     /// the package.
     Python(PythonArgs),
-    /// Every suite (service, topic, paths, lidar, timer, scheduler, python) into one report
-    /// with plots.
+    /// Recording and replay (`nerve bag`): throughput, drops and recorder CPU at CyberRT's
+    /// scenarios and 1 kHz, saturation beside the raw disk, playback timing error.
+    Bag(BagArgs),
+    /// Every suite (service, topic, paths, lidar, timer, scheduler, python, bag) into one
+    /// report with plots.
     All(AllArgs),
     /// The Rust ponger of the Python ping-pong (started by pybench.py): answers every
     /// message on the ping topic with the same message on the pong topic until STOP.
@@ -217,6 +221,34 @@ pub struct LidarArgs {
     /// Beam counts, comma-separated (16 for OS1-16, 64 for OS1-64).
     #[arg(long, value_delimiter = ',')]
     beams: Option<Vec<u32>>,
+}
+
+/// Options of `bench bag`.
+#[derive(Args)]
+pub struct BagArgs {
+    /// 3 s per scenario, 2 x 1 GiB saturation, 4 s replay, no lz4 (instead of 10 s,
+    /// 3 x 2 GiB, 10 s, lz4 too).
+    #[arg(long)]
+    quick: bool,
+    /// Output directory for report.json, report.md and index.html.
+    #[arg(long, default_value = "nerve-report")]
+    out: PathBuf,
+    /// Seconds per recording scenario (overrides --quick).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// MiB written in the saturation run (overrides --quick).
+    #[arg(long)]
+    saturation_mib: Option<usize>,
+}
+
+fn bag_suite(quick: bool, out: &std::path::Path) -> Result<BagSuite, Failure> {
+    let exe = std::env::current_exe()?;
+    let scratch = out.join("bag-scratch");
+    Ok(if quick {
+        BagSuite::quick(exe, scratch)
+    } else {
+        BagSuite::full(exe, scratch)
+    })
 }
 
 /// Options of `bench timer`.
@@ -474,7 +506,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     let quick = a.quick || a.smoke;
     eprintln!(
         "nerve bench all ({}): service, topic, topic across hosts, paths, lidar, timer, \
-         scheduler, python",
+         scheduler, python, bag",
         if quick { "quick" } else { "full" }
     );
     let mut suites = vec![service_output(a)?];
@@ -510,7 +542,11 @@ fn run_all(a: &AllArgs) -> CmdResult {
     } else {
         PythonSuite::full(ponger_command()?)
     };
+    let mut bag = bag_suite(quick, &a.out)?;
     if a.smoke {
+        (bag.seconds, bag.saturation_mib, bag.play_seconds) = (0.5, 16, 0.5);
+        bag.saturation_repeats = 1;
+        bag.compressions = vec!["none".into()];
         (topic.sizes, topic.rates, topic.scenarios, topic.seconds) = (vec![16], vec![], false, 0.3);
         (cross.0.sizes, cross.0.scenarios, cross.0.seconds) = (vec![1024], false, 0.5);
         (paths.iterations, paths.warmup) = (50, 5);
@@ -537,6 +573,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     suites.push(timer.run(&machine).map_err(usage)?);
     suites.push(scheduler.run(&machine).map_err(usage)?);
     suites.push(python.run().map_err(usage)?);
+    suites.push(bag.run(&machine).map_err(usage)?);
     write_bundle(&a.out, quick, suites)
 }
 
@@ -590,6 +627,23 @@ pub fn run(cmd: BenchCommand) -> CmdResult {
             write_bundle(&a.out, suite.quick, vec![out])
         }
         BenchCommand::All(a) => run_all(&a),
+        BenchCommand::Bag(a) => {
+            let mut suite = bag_suite(a.quick, &a.out)?;
+            if let Some(s) = a.seconds {
+                if !(s.is_finite() && s > 0.0) {
+                    return Err(usage(format!("--seconds must be positive, got {s}")));
+                }
+                suite.seconds = s;
+            }
+            if let Some(m) = a.saturation_mib {
+                if m == 0 {
+                    return Err(usage("--saturation-mib must be at least 1"));
+                }
+                suite.saturation_mib = m;
+            }
+            let out = suite.run(&Machine::detect()).map_err(usage)?;
+            write_bundle(&a.out, suite.quick, vec![out])
+        }
         BenchCommand::Python(a) => {
             let suite = python_suite(&a)?;
             let out = suite.run().map_err(usage)?;
