@@ -9,6 +9,7 @@
 //! - [`play`]: replay on absolute deadlines, read ahead by a second thread.
 #![warn(missing_docs)]
 
+pub mod bridge;
 pub mod cdr;
 pub mod encoding;
 pub mod play;

@@ -4,6 +4,7 @@
 
 mod bag;
 mod bench;
+mod bridge;
 mod clean;
 mod node;
 mod output;
@@ -42,6 +43,9 @@ enum Command {
     /// Record, replay and inspect bags (MCAP, readable by ROS 2 tools and Foxglove).
     #[command(subcommand)]
     Bag(bag::BagCommand),
+    /// Bridge the domain to other tools (Foxglove).
+    #[command(subcommand)]
+    Bridge(bridge::BridgeCommand),
     /// Benchmark Nerve side by side with other middleware.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -96,6 +100,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Service(c) => service::run(&ctx()?, c),
         Command::Bench(c) => bench::run(c),
         Command::Bag(c) => bag::run(|| Ok(ctx()?), c),
+        Command::Bridge(c) => bridge::run(|| Ok(ctx()?), c),
         Command::Node(c) => node::run(&ctx()?, c),
         Command::Sm(c) => sm::run(&ctx()?, c),
         // no context here: it would count as a live user of the domain

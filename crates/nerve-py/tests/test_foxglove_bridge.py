@@ -1,0 +1,115 @@
+"""`nerve bridge foxglove` seen from a WebSocket client speaking Foxglove's protocol
+(subprotocol foxglove.sdk.v1), as the Foxglove app does: topics are advertised with ROS 2
+schemas, nothing is subscribed on the Nerve side until the client subscribes, and the
+messages that arrive decode (with mcap-ros2-support's dynamic CDR decoder) to the
+point cloud and the Imu that were published."""
+
+import json
+import struct
+import subprocess
+import time
+
+import pytest
+
+from conftest import target_bin
+
+ws_client = pytest.importorskip("websockets.sync.client")
+dynamic = pytest.importorskip("mcap_ros2._dynamic")
+
+FIELD0 = {"name": "", "offset": 0, "datatype": 0, "reserved": [0, 0, 0], "count": 0}
+CLOUD = {
+    "header": {"stamp": {"nanos": 1_700_000_000_000_000_000}, "frame_id": "os_sensor"},
+    "height": 1, "width": 2, "point_step": 12, "row_step": 24, "is_bigendian": 0, "is_dense": 1,
+    "field_count": 3, "reserved": 0, "reserved2": 0,
+    "fields": [{"name": n, "offset": 4 * i, "datatype": 7, "reserved": [0, 0, 0], "count": 1}
+               for i, n in enumerate("xyz")] + [FIELD0] * 9,
+    "elems": list(struct.pack("<6f", 1.0, 2.0, 3.0, 4.0, 5.0, 6.0)),
+}
+IMU = {
+    "stamp": {"nanos": 5}, "orientation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0},
+    "orientation_covariance": [0.0] * 9, "angular_velocity": {"x": 0.0, "y": 0.0, "z": 0.5},
+    "angular_velocity_covariance": [0.0] * 9,
+    "linear_acceleration": {"x": 0.0, "y": 0.0, "z": 9.81},
+    "linear_acceleration_covariance": [0.0] * 9,
+}
+
+
+def subscribers(nerve: str, topic: str) -> int:
+    out = subprocess.run([nerve, "topic", "info", topic, "--format", "json"], check=True,
+                         capture_output=True, text=True, timeout=30).stdout
+    return json.loads(out)["subscribers"]
+
+
+def test_a_foxglove_client_gets_decodable_clouds_and_imu_only_once_it_subscribes(domain):
+    nerve = str(target_bin("nerve"))
+    procs = []
+    try:
+        for topic, ty, msg in [("/points", "PointCloud", CLOUD), ("/imu", "Imu", IMU)]:
+            procs.append(subprocess.Popen([nerve, "topic", "pub", topic, ty, json.dumps(msg),
+                                           "--rate", "50", "--wait-subscribers", "0"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        bridge = subprocess.Popen([nerve, "bridge", "foxglove", "--port", "0", "--format", "json"],
+                                  stdout=subprocess.PIPE, text=True)
+        procs.append(bridge)
+        line = bridge.stdout.readline()
+        assert line.startswith("listening on ws://"), line
+        uri = line.split()[-1]
+
+        with ws_client.connect(uri, subprotocols=["foxglove.sdk.v1"], open_timeout=10,
+                               max_size=None) as ws:
+            assert ws.subprotocol == "foxglove.sdk.v1"
+            channels = {}
+            deadline = time.monotonic() + 20
+            while not {"/points", "/imu"} <= {c["topic"] for c in channels.values()}:
+                assert time.monotonic() < deadline, f"advertised: {channels}"
+                msg = ws.recv(timeout=20)
+                if isinstance(msg, str):
+                    m = json.loads(msg)
+                    if m["op"] == "advertise":
+                        for c in m["channels"]:
+                            channels[c["id"]] = c
+            by_topic = {c["topic"]: c for c in channels.values()}
+            assert by_topic["/points"]["schemaName"] == "sensor_msgs/msg/PointCloud2"
+            assert by_topic["/imu"]["schemaName"] == "sensor_msgs/msg/Imu"
+            assert all(c["encoding"] == "cdr" and c["schemaEncoding"] == "ros2msg"
+                       for c in by_topic.values())
+            # advertised, but nobody watches: the bridge is no subscriber of the topics
+            assert subscribers(nerve, "/points") == 0 and subscribers(nerve, "/imu") == 0
+
+            subs = {1: by_topic["/points"], 2: by_topic["/imu"]}
+            ws.send(json.dumps({"op": "subscribe", "subscriptions": [
+                {"id": sid, "channelId": c["id"]} for sid, c in subs.items()]}))
+            decoded = {}
+            deadline = time.monotonic() + 20
+            while len(decoded) < 2:
+                assert time.monotonic() < deadline, f"decoded only {list(decoded)}"
+                msg = ws.recv(timeout=20)
+                if isinstance(msg, str) or msg[0] != 0x01:
+                    continue
+                sid, _log_time = struct.unpack_from("<IQ", msg, 1)
+                c = subs[sid]
+                decoder = dynamic.generate_dynamic(c["schemaName"], c["schema"])[c["schemaName"]]
+                decoded[c["topic"]] = decoder(msg[13:])
+            assert subscribers(nerve, "/points") == 1
+
+            cloud = decoded["/points"]
+            assert cloud.header.frame_id == "os_sensor" and cloud.header.stamp.sec == 1_700_000_000
+            assert [f.name for f in cloud.fields] == ["x", "y", "z"]
+            assert struct.unpack("<6f", bytes(cloud.data)) == (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)
+            imu = decoded["/imu"]
+            assert imu.angular_velocity.z == 0.5 and imu.linear_acceleration.z == 9.81
+
+            ws.send(json.dumps({"op": "unsubscribe", "subscriptionIds": [1, 2]}))
+            deadline = time.monotonic() + 10
+            while subscribers(nerve, "/points") != 0:
+                assert time.monotonic() < deadline, "the bridge left the topic"
+                time.sleep(0.1)
+        bridge.send_signal(subprocess.signal.SIGINT)
+        out, _ = bridge.communicate(timeout=20)
+        stats = {t["topic"]: t for t in json.loads(out.strip().splitlines()[-1])}
+        assert stats["/points"]["forwarded"] >= 1 and stats["/points"]["failed"] == 0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
