@@ -12,6 +12,7 @@ mod remote;
 mod service;
 mod sm;
 mod topic;
+mod trace;
 mod types;
 
 use clap::{Parser, Subcommand};
@@ -55,6 +56,9 @@ enum Command {
     /// Inspect state machines.
     #[command(subcommand)]
     Sm(sm::SmCommand),
+    /// Per-hop latency through a pipeline, from traced processes (NERVE_TRACE).
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
     /// Remove shared memory and state left by dead processes.
     Clean(clean::CleanArgs),
     /// List the message and service types the tool can decode, publish and call.
@@ -103,6 +107,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Bridge(c) => bridge::run(|| Ok(ctx()?), c),
         Command::Node(c) => node::run(&ctx()?, c),
         Command::Sm(c) => sm::run(&ctx()?, c),
+        Command::Trace(c) => trace::run(c),
         // no context here: it would count as a live user of the domain
         Command::Clean(a) => clean::run(&cfg, a),
         Command::Types(f) => types::list(&ctx()?, f.format),

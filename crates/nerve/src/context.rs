@@ -32,6 +32,7 @@ impl Drop for ContextInner {
     /// The last context of a domain on the host removes the domain-wide files, so a clean
     /// exit leaves /dev/shm and the state directory as they were before.
     fn drop(&mut self) {
+        crate::trace::flush();
         if self.doorbell.try_exclusive() {
             shm::remove_domain_files(&self.iox);
             self.doorbell.unlink();

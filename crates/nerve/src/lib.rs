@@ -50,6 +50,7 @@ pub mod service;
 mod sys;
 pub mod tensor;
 mod topic;
+pub mod trace;
 mod transport;
 
 #[cfg(feature = "net")]

@@ -486,6 +486,7 @@ impl Sender {
             type_hash: self.ty.layout_hash,
             origin: self.origin,
         };
+        crate::trace::published(&self.topic, &header);
         let local = self.route.subscribers();
         let words = shm::words_for(len);
         let deadline = match self.qos.overflow {

@@ -360,6 +360,7 @@ impl Receiver {
     }
 
     pub(crate) fn try_recv(&self) -> Result<Option<(Received, usize)>, RecvError> {
+        crate::trace::asking(false);
         let Some(net) = &self.net else {
             return self.try_recv_host();
         };
@@ -481,6 +482,7 @@ impl Receiver {
     fn accept(&self, s: Received) -> Option<(Received, usize)> {
         match validate(&s, &self.expected) {
             Ok(elems) => {
+                crate::trace::taken(&self.topic, s.header());
                 let mut stats = self.stats.borrow_mut();
                 stats.account(s.header());
                 if self.mode == WaitMode::Predictive {
@@ -501,10 +503,13 @@ impl Receiver {
         &self,
         timeout: Duration,
     ) -> Result<Option<(Received, usize)>, RecvError> {
-        match self.mode {
+        crate::trace::asking(true);
+        let r = match self.mode {
             WaitMode::Predictive => self.recv_predictive(timeout),
             mode => self.wait(mode, timeout),
-        }
+        };
+        crate::trace::asked();
+        r
     }
 
     fn wait(
