@@ -13,6 +13,7 @@ pub mod machine;
 pub mod paths;
 pub mod pattern;
 pub mod peers;
+pub mod pipeline;
 pub mod plot;
 pub mod python;
 pub mod report;

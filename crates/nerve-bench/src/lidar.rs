@@ -90,6 +90,8 @@ pub struct LidarSuite {
     pub domain: u32,
     /// Whether this is the `--quick` variant.
     pub quick: bool,
+    /// Frames of the traced three-stage pipeline (0: not run).
+    pub pipeline_frames: u64,
 }
 
 impl LidarSuite {
@@ -107,6 +109,7 @@ impl LidarSuite {
             role_command,
             domain: 600 + std::process::id() % 90,
             quick: false,
+            pipeline_frames: 300,
         }
     }
 
@@ -115,6 +118,7 @@ impl LidarSuite {
         LidarSuite {
             frames: 100,
             quick: true,
+            pipeline_frames: 100,
             ..LidarSuite::full(role_command)
         }
     }
@@ -169,8 +173,33 @@ impl LidarSuite {
                 }
             }
         }
+        let pipeline = if self.pipeline_frames > 0 {
+            bar.set_message("traced pipeline");
+            // 1024x10 OS1-64: the seed's tuned case
+            let dir =
+                std::env::temp_dir().join(format!("nerve-bench-trace-{}", std::process::id()));
+            match crate::pipeline::run_pipeline(
+                &self.role_command,
+                self.domain,
+                self.pipeline_frames,
+                1024 * 64,
+                &dir,
+            ) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    skipped.push(Skipped {
+                        system: "nerve traced pipeline".into(),
+                        payload_bytes: None,
+                        reason: e,
+                    });
+                    None
+                }
+            }
+        } else {
+            None
+        };
         bar.finish_and_clear();
-        Ok(output(rows, skipped, machine, self.frames))
+        Ok(output(rows, skipped, machine, self.frames, pipeline))
     }
 
     fn run_one(
@@ -281,6 +310,7 @@ fn output(
     skipped: Vec<Skipped>,
     machine: &Machine,
     frames: u64,
+    pipeline: Option<crate::pipeline::PipelineResult>,
 ) -> SuiteOutput {
     let mut checks = Vec::new();
     for r in rows.iter().filter(|r| r.system == "nerve") {
@@ -443,6 +473,21 @@ fn output(
         &seed_head,
         &seed_rows,
     );
+    let mut json = json_rows(&rows);
+    if let Some(p) = &pipeline {
+        section.table(
+            Some("Three-stage pipeline, traced (driver -> filter -> application, 1024x10 OS1-64, three processes)"),
+            &["part", "hop", "count", "P50 µs", "P99 µs", "max µs"],
+            &crate::pipeline::rows(&p.report),
+        );
+        section.paragraph(
+            "Each process ran with NERVE_TRACE; the filter keeps every other point (a copy of \
+             half the cloud). wait: the sample waited for its subscriber to ask; transport: \
+             from then to delivery; callback: take to the publish it caused; end to end: the \
+             driver's publish to the application's take.",
+        );
+        json.push(serde_json::json!({"suite": "lidar", "kind": "pipeline", "trace": p.report.clone(), "frames": p.frames}));
+    }
     let mut summary = String::from("lidar: end-to-end median / MAD µs\n");
     for r in &rows {
         summary.push_str(&format!(
@@ -454,7 +499,17 @@ fn output(
             num(r.e2e_latency_us.mad)
         ));
     }
-    section.finish("lidar", json_rows(&rows), skipped, checks, summary)
+    if let Some(p) = &pipeline {
+        for (path, total) in &p.report.paths {
+            summary.push_str(&format!(
+                "  traced pipeline {path}: median {} µs, P99 {} µs, max {} µs\n",
+                num(total.p50 as f64 / 1e3),
+                num(total.p99 as f64 / 1e3),
+                num(total.max as f64 / 1e3)
+            ));
+        }
+    }
+    section.finish("lidar", json, skipped, checks, summary)
 }
 
 #[cfg(test)]

@@ -61,7 +61,8 @@ pub enum BenchCommand {
     /// One end of a stream (started by the suites themselves).
     #[command(hide = true)]
     Role {
-        /// publisher, subscriber, ponger, timer-cycle, scheduler or idle-executor.
+        /// publisher, subscriber, ponger, timer-cycle, scheduler, idle-executor or
+        /// pipeline-stage.
         role: String,
         /// The stream's settings as JSON.
         spec: String,
@@ -552,6 +553,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
         (paths.iterations, paths.warmup) = (50, 5);
         (paths.topologies, paths.messages) = (vec![(1, 1), (2, 1)], vec![MessageKind::CmdVel]);
         (lidar.frames, lidar.modes, lidar.beams) = (5, vec![512], vec![16]);
+        lidar.pipeline_frames = 5;
         (timer.cycles, timer.timeouts_ms) = (5, vec![5]);
         (
             scheduler.seconds,
@@ -601,6 +603,12 @@ pub fn run(cmd: BenchCommand) -> CmdResult {
                         .parse()
                         .map_err(|e| usage(format!("bad domain {spec:?}: {e}")))?;
                     run_idle(domain)?;
+                    return Ok(());
+                }
+                "pipeline-stage" => {
+                    let spec: nerve_bench::pipeline::StageSpec = serde_json::from_str(&spec)
+                        .map_err(|e| usage(format!("bad pipeline spec: {e}")))?;
+                    nerve_bench::pipeline::run_stage(&spec).map_err(anyhow::Error::msg)?;
                     return Ok(());
                 }
                 "ponger" => {

@@ -224,7 +224,8 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
             "lidar",
             "timer",
             "scheduler",
-            "python"
+            "python",
+            "bag"
         ])
     );
     let results = report["results"].as_array().unwrap();
