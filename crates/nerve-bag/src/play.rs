@@ -15,6 +15,7 @@ use hdrhistogram::Histogram;
 use nerve::message::schema::Schema;
 use nerve::timer::PreciseSleep;
 use nerve::{Context, Precision, Qos, RawPublisher};
+use nerve_msgs::Clock;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,6 +41,9 @@ pub struct PlayOptions {
     pub read_ahead: usize,
     /// How deadlines are waited for.
     pub precision: Precision,
+    /// Publish the bag's recorded time on `/clock` ([`nerve_msgs::Clock`]) this many
+    /// times a second of wall time while replaying (None: off).
+    pub clock_hz: Option<f64>,
 }
 
 impl Default for PlayOptions {
@@ -53,6 +57,7 @@ impl Default for PlayOptions {
             wait_subscribers: Duration::ZERO,
             read_ahead: 256,
             precision: Precision::default(),
+            clock_hz: None,
         }
     }
 }
@@ -85,6 +90,38 @@ pub struct PlayReport {
     pub interrupted: bool,
     /// Where a damaged bag stopped being readable (what came before was replayed).
     pub damage: Option<String>,
+    /// Clock messages published on `/clock` (with [`PlayOptions::clock_hz`]).
+    pub clock_ticks: u64,
+}
+
+/// The topic of the simulated clock.
+pub const CLOCK_TOPIC: &str = "/clock";
+
+/// The `/clock` publisher of a replay.
+struct SimClock {
+    publisher: nerve::Publisher<Clock>,
+    period_ns: u64,
+    /// Monotonic time of the next tick.
+    next_ns: u64,
+    published: u64,
+}
+
+impl SimClock {
+    fn tick(&mut self, bag_ns: u64) -> Result<(), BagError> {
+        let clock = Clock {
+            clock: nerve_msgs::Time {
+                nanos: bag_ns.min(i64::MAX as u64) as i64,
+            },
+        };
+        self.publisher
+            .publish(&clock)
+            .map_err(|e| BagError::Topic {
+                topic: CLOCK_TOPIC.into(),
+                reason: format!("cannot publish the clock: {e}"),
+            })?;
+        self.published += 1;
+        Ok(())
+    }
 }
 
 struct Route {
@@ -96,6 +133,8 @@ struct Ready {
     route: usize,
     /// Offset from the first message, ns of bag time.
     at_ns: u64,
+    /// The recorded time (MCAP log time, wall clock ns).
+    log_time: u64,
     payload: Vec<u8>,
 }
 
@@ -134,6 +173,13 @@ impl Player {
                 "--rate must be a positive number, got {}",
                 opts.rate
             )));
+        }
+        if let Some(hz) = opts.clock_hz {
+            if !(hz.is_finite() && hz > 0.0 && hz <= 10_000.0) {
+                return Err(BagError::Options(format!(
+                    "--clock must be a rate between 0 and 10000 Hz, got {hz}"
+                )));
+            }
         }
         let mapped = Arc::new(Mapped::open(path)?);
         let node = ctx
@@ -176,6 +222,30 @@ impl Player {
                 Err(RouteError::Fatal(e)) => return Err(e),
             }
         }
+        for (from, _) in &opts.remap {
+            if !channels.iter().any(|c| &c.topic == from) {
+                return Err(BagError::Options(format!(
+                    "--remap {from}: no such topic in {}",
+                    path.display()
+                )));
+            }
+        }
+        let mut clock = match opts.clock_hz {
+            Some(hz) => Some(SimClock {
+                publisher: node
+                    .publisher::<Clock>(CLOCK_TOPIC)
+                    .qos(Qos::sensor())
+                    .create()
+                    .map_err(|e| BagError::Topic {
+                        topic: CLOCK_TOPIC.into(),
+                        reason: format!("cannot publish the clock: {e}"),
+                    })?,
+                period_ns: (1e9 / hz) as u64,
+                next_ns: 0,
+                published: 0,
+            }),
+            None => None,
+        };
         if let Some(wanted) = &opts.topics {
             for t in wanted {
                 if !channels.iter().any(|c| &c.topic == t) {
@@ -258,8 +328,23 @@ impl Player {
                 }
             };
             loan.bytes_mut().copy_from_slice(&ready.payload);
-            let start = *start_ns.get_or_insert_with(|| nerve::mono_ns() + 1_000_000);
+            let start = *start_ns.get_or_insert_with(|| {
+                let start = nerve::mono_ns() + 1_000_000;
+                if let Some(c) = clock.as_mut() {
+                    c.next_ns = start;
+                }
+                start
+            });
             let deadline = start + (ready.at_ns as f64 / opts.rate) as u64;
+            if let Some(c) = clock.as_mut() {
+                // the clock ticks due before this message, each at the bag time it stands for
+                while c.next_ns <= deadline && !self.stopped() {
+                    sleeper.sleep_until(c.next_ns);
+                    let behind = ((deadline - c.next_ns) as f64 * opts.rate) as u64;
+                    c.tick(ready.log_time.saturating_sub(behind))?;
+                    c.next_ns += c.period_ns;
+                }
+            }
             sleeper.sleep_until(deadline);
             if self.stopped() {
                 report.interrupted = true;
@@ -290,6 +375,9 @@ impl Player {
         result?;
         for (i, r) in routes.iter().enumerate() {
             *report.published.entry(r.topic.clone()).or_default() += published[i];
+        }
+        if let Some(c) = &clock {
+            report.clock_ticks = c.published;
         }
         if !hist.is_empty() {
             report.error_p50_ns = hist.value_at_quantile(0.5);
@@ -382,6 +470,7 @@ fn read_ahead(
         };
         let mut first = first;
         let mut last = 0u64;
+        let mut count = 0u64;
         for msg in stream {
             if stop.load(Ordering::Relaxed) {
                 return;
@@ -403,6 +492,7 @@ fn read_ahead(
                 continue;
             };
             last = last.max(rel - offset);
+            count += 1;
             let mut payload = Vec::new();
             if let Err(e) = encodings[route].decode(&msg.data, &mut payload) {
                 let _ = tx.send(Err(BagError::Convert {
@@ -414,16 +504,18 @@ fn read_ahead(
             let ready = Ready {
                 route,
                 at_ns: base + rel - offset,
+                log_time: msg.log_time,
                 payload,
             };
             if tx.send(Ok(ready)).is_err() {
                 return;
             }
         }
-        if !opts.looped {
+        if !opts.looped || count == 0 {
             return;
         }
-        // the next loop starts one mean gap after this one's last message
-        base += last + 1_000_000;
+        // the next loop starts one mean gap after this one's last message (1 ms for a
+        // single message)
+        base += last + (last / count.saturating_sub(1).max(1)).max(1_000_000);
     }
 }

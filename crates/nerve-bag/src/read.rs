@@ -237,12 +237,18 @@ pub fn scan(
 /// Writes every message readable in `input` to a new, complete bag at `output` (the
 /// channels, schemas and metadata as recorded). Returns what was saved.
 pub fn recover(input: &Path, output: &Path) -> Result<BagInfo, BagError> {
-    if input == output {
-        return Err(BagError::Options(
-            "recover writes a new file: give an output other than the input".into(),
-        ));
-    }
     let m = Mapped::open(input)?;
+    // the same file under another name (./a.mcap, a link) would be truncated while mapped
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if input == output || same(input, output) {
+        return Err(BagError::Options(format!(
+            "recover writes a new file: {} is the damaged bag itself",
+            output.display()
+        )));
+    }
     let f = File::create(output).map_err(|e| BagError::io(output, e))?;
     let mut w = mcap::WriteOptions::new()
         .profile("ros2")

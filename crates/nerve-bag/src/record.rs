@@ -393,30 +393,111 @@ fn discovery_loop(
     let Ok(node) = ctx.node(NODE).create() else {
         return;
     };
-    let mut seen = HashSet::new();
+    let seen = Arc::new(Mutex::new(HashSet::new()));
+    let start = |topic: Topic| {
+        let topic = Arc::new(topic);
+        shared.topics.lock().expect("poisoned").push(topic.clone());
+        if topic.skipped.is_some() {
+            return;
+        }
+        let (shared, tx, opts, ctx) = (shared.clone(), tx.clone(), opts.clone(), ctx.clone());
+        let spawned = std::thread::Builder::new()
+            .name("bag-receiver".into())
+            .spawn(move || receive_loop(&ctx, &topic, &shared, &opts, &tx));
+        if let Ok(h) = spawned {
+            receivers.lock().expect("poisoned").push(h);
+        }
+    };
+    // topics published only on other hosts: asked of the network plane by a thread of its
+    // own (a round takes a discovery window), started here like local ones
+    let (remote_tx, remote_rx) = bounded::<Topic>(64);
+    let remote = ctx.config().network.enabled.then(|| {
+        let (ctx, shared, opts, seen) = (ctx.clone(), shared.clone(), opts.clone(), seen.clone());
+        std::thread::Builder::new()
+            .name("bag-remote-discovery".into())
+            .spawn(move || remote_discovery_loop(&ctx, &shared, &opts, &seen, &remote_tx))
+    });
     while !shared.stop.load(Ordering::Relaxed) {
         if let Ok(names) = nerve::introspect::topic_names(&node) {
             for name in names {
-                if seen.contains(&name) || !opts.selection.matches(&name) {
+                if seen.lock().expect("poisoned").contains(&name) || !opts.selection.matches(&name)
+                {
                     continue;
                 }
                 let Ok(info) = nerve::introspect::topic_info(&node, &name) else {
                     continue; // vanished, or not created completely yet: next round
                 };
-                seen.insert(name.clone());
-                let topic = Arc::new(describe(name, &info));
-                shared.topics.lock().expect("poisoned").push(topic.clone());
-                if topic.skipped.is_some() {
-                    continue;
+                if !seen.lock().expect("poisoned").insert(name.clone()) {
+                    continue; // the remote discovery took it meanwhile
                 }
-                let (shared, tx, opts, ctx) =
-                    (shared.clone(), tx.clone(), opts.clone(), ctx.clone());
-                let spawned = std::thread::Builder::new()
-                    .name("bag-receiver".into())
-                    .spawn(move || receive_loop(&ctx, &topic, &shared, &opts, &tx));
-                if let Ok(h) = spawned {
-                    receivers.lock().expect("poisoned").push(h);
-                }
+                let schema = match &info.schema {
+                    Some(Ok(s)) => Ok(s.clone()),
+                    Some(Err(e)) => Err(format!("its schema cannot be trusted: {e}")),
+                    None => Err(format!(
+                        "{} has no schema (a hand-written Pod type)",
+                        info.type_info.name
+                    )),
+                };
+                start(describe(name, info.type_info.name.clone(), schema));
+            }
+        }
+        while let Ok(topic) = remote_rx.try_recv() {
+            start(topic);
+        }
+        sleep_unless_stopped(shared, opts.discovery_period);
+    }
+    if let Some(Ok(h)) = remote {
+        let _ = h.join();
+    }
+}
+
+/// How long one round of remote discovery listens for other hosts' endpoints.
+const REMOTE_WINDOW: Duration = Duration::from_millis(500);
+
+/// Finds topics that have publishers on other hosts but none here, with the schema their
+/// processes offer (checked against the announced layout hash), and hands them to the
+/// discovery loop. The context's network plane then carries their samples to the
+/// recorder's subscribers like any remote subscriber's.
+fn remote_discovery_loop(
+    ctx: &Context,
+    shared: &Shared,
+    opts: &RecordOptions,
+    seen: &Mutex<HashSet<String>>,
+    found: &Sender<Topic>,
+) {
+    while !shared.stop.load(Ordering::Relaxed) {
+        let entities = match nerve::net::remote_entities(ctx.config(), REMOTE_WINDOW) {
+            Ok(e) => e,
+            Err(e) => {
+                shared.warn(format!("remote discovery failed: {e}"));
+                sleep_unless_stopped(shared, opts.discovery_period.max(Duration::from_secs(1)));
+                continue;
+            }
+        };
+        for e in entities {
+            if e.kind != nerve::net::EntityKind::Publisher
+                || !opts.selection.matches(&e.name)
+                || seen.lock().expect("poisoned").contains(&e.name)
+            {
+                continue;
+            }
+            let schema = match nerve::net::remote_schema(ctx.config(), e.type_hash, REMOTE_WINDOW) {
+                Ok(Some(s)) if s.name == e.type_name => Ok(s),
+                Ok(Some(s)) => Err(format!(
+                    "its publishers announce {} but offer the schema of {}",
+                    e.type_name, s.name
+                )),
+                Ok(None) => continue, // not offered (yet): next round
+                Err(err) => Err(format!("its schema could not be asked for: {err}")),
+            };
+            if !seen.lock().expect("poisoned").insert(e.name.clone()) {
+                continue;
+            }
+            if found
+                .send(describe(e.name.clone(), e.type_name.clone(), schema))
+                .is_err()
+            {
+                return;
             }
         }
         sleep_unless_stopped(shared, opts.discovery_period);
@@ -426,16 +507,8 @@ fn discovery_loop(
 /// The recorder's node name.
 const NODE: &str = "nerve_bag_recorder";
 
-/// A topic to record, described from its type record and schema (or skipped, with why).
-fn describe(name: String, info: &nerve::introspect::TopicInfo) -> Topic {
-    let type_name = info.type_info.name.clone();
-    let schema = match &info.schema {
-        Some(Ok(s)) => Ok(s.clone()),
-        Some(Err(e)) => Err(format!("its schema cannot be trusted: {e}")),
-        None => Err(format!(
-            "{type_name} has no schema (a hand-written Pod type)"
-        )),
-    };
+/// A topic to record, described from its type and schema (or skipped, with why).
+fn describe(name: String, type_name: String, schema: Result<Schema, String>) -> Topic {
     let encoding = schema.and_then(|s| {
         Encoding::for_schema(&s)
             .map(|e| (s, e))
@@ -573,10 +646,42 @@ fn reserve(shared: &Shared, opts: &RecordOptions, len: usize) -> bool {
     }
 }
 
+/// The file under the MCAP writer, counting the bytes that reach it (the writer's
+/// position: it seeks only back over a chunk's header it just wrote, and forward again).
+struct Counted {
+    inner: BufWriter<File>,
+    pos: Arc<AtomicU64>,
+}
+
+impl std::io::Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.pos.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl std::io::Seek for Counted {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let at = self.inner.seek(to)?;
+        self.pos.store(at, Ordering::Relaxed);
+        Ok(at)
+    }
+}
+
 /// One MCAP file being written.
 struct BagFile {
     path: PathBuf,
-    writer: mcap::Writer<BufWriter<File>>,
+    writer: mcap::Writer<Counted>,
+    /// Bytes handed to the file so far (chunks are written whole, compressed).
+    on_disk: Arc<AtomicU64>,
+    /// What `on_disk` was when the last message was written, and the message bytes
+    /// written since (in the open chunk, before compression).
+    seen_on_disk: u64,
+    pending: u64,
     /// MCAP channel id of each topic in this file.
     channels: BTreeMap<String, u16>,
     opened: Instant,
@@ -589,17 +694,25 @@ impl BagFile {
             std::fs::create_dir_all(dir).map_err(|e| BagError::io(dir, e))?;
         }
         let f = File::create(&path).map_err(|e| BagError::io(&path, e))?;
+        let on_disk = Arc::new(AtomicU64::new(0));
+        let counted = Counted {
+            inner: BufWriter::with_capacity(1 << 20, f),
+            pos: on_disk.clone(),
+        };
         let writer = mcap::WriteOptions::new()
             .compression(opts.compression.mcap())
             .compression_level(1)
             .chunk_size(Some(opts.chunk_size))
             .profile("ros2")
             .library(concat!("nerve-bag ", env!("CARGO_PKG_VERSION")))
-            .create(BufWriter::with_capacity(1 << 20, f))
+            .create(counted)
             .map_err(|e| BagError::mcap(&path, e))?;
         Ok(BagFile {
             path,
             writer,
+            on_disk,
+            seen_on_disk: 0,
+            pending: 0,
             channels: BTreeMap::new(),
             opened: Instant::now(),
         })
@@ -636,6 +749,22 @@ impl BagFile {
         Ok(id)
     }
 
+    /// The file's size once its open chunk is written: the bytes on disk plus the
+    /// messages of the open chunk (uncompressed, so an estimate from above).
+    fn size(&self) -> u64 {
+        self.on_disk.load(Ordering::Relaxed) + self.pending
+    }
+
+    /// Counts a message of `len` bytes (record overhead included) into [`Self::size`].
+    fn wrote(&mut self, len: u64) {
+        let disk = self.on_disk.load(Ordering::Relaxed);
+        if disk != self.seen_on_disk {
+            // a chunk went to the file: what was pending is in `on_disk` now
+            (self.seen_on_disk, self.pending) = (disk, 0);
+        }
+        self.pending += len;
+    }
+
     fn close(mut self, shared: &Shared) -> Result<(), BagError> {
         let mut md = BTreeMap::new();
         for t in shared.topics.lock().expect("poisoned").iter() {
@@ -667,6 +796,7 @@ impl BagFile {
         let file = self
             .writer
             .into_inner()
+            .inner
             .into_inner()
             .map_err(|e| BagError::io(&self.path, e.into_error()))?;
         file.sync_all().map_err(|e| BagError::io(&self.path, e))
@@ -709,7 +839,6 @@ fn write_all(
     rx: &Receiver<Item>,
 ) -> Result<(), BagError> {
     let mut index = 0;
-    let mut file_bytes = 0u64;
     let mut last_flush = Instant::now();
     loop {
         // The writer polls: it drains the queue, then sleeps a batch period. A blocking
@@ -723,7 +852,7 @@ fn write_all(
             Err(crossbeam_channel::TryRecvError::Disconnected) => break,
         };
         if let Some(item) = item {
-            let split = opts.split_size.is_some_and(|s| file_bytes >= s)
+            let split = opts.split_size.is_some_and(|s| file.size() >= s)
                 || opts
                     .split_duration
                     .is_some_and(|d| file.opened.elapsed() >= d);
@@ -737,7 +866,6 @@ fn write_all(
                     .expect("poisoned")
                     .push(file.path.clone());
                 file.add_known(shared)?;
-                file_bytes = 0;
             }
             let channel_id = file.channel(&item.topic)?;
             let header = mcap::records::MessageHeader {
@@ -751,7 +879,7 @@ fn write_all(
                 .map_err(|e| BagError::mcap(&file.path, e))?;
             let len = item.data.len();
             // record overhead: opcode, length, header
-            file_bytes += len as u64 + 31;
+            file.wrote(len as u64 + 31);
             shared
                 .written_bytes
                 .fetch_add(len as u64 + 31, Ordering::Relaxed);

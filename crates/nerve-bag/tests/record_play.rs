@@ -294,3 +294,162 @@ fn damaged_bags_give_clear_errors_and_keep_what_is_whole() {
         .to_string();
     assert!(e.contains("missing.mcap"), "{e}");
 }
+
+#[test]
+fn selection_late_topics_splitting_clock_and_replay_errors() {
+    let ctx = Context::new(config("bag-selection")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let node = ctx.node("sensors").create().unwrap();
+    let kept = node.publisher::<Imu>("/sel/kept").create().unwrap();
+    let skipped = node.publisher::<Imu>("/sel/skip").create().unwrap();
+    let other = node.publisher::<Imu>("/other").create().unwrap();
+    let mut opts = RecordOptions::new(dir.path().join("split.mcap"));
+    opts.selection.all = false;
+    opts.selection.include = Some(regex::Regex::new("^/sel/").unwrap());
+    opts.selection.exclude = Some(regex::Regex::new("skip").unwrap());
+    opts.compression = Compression::Lz4;
+    opts.chunk_size = 64 << 10;
+    opts.split_size = Some(1 << 20);
+    opts.depth = 1024;
+    let rec = Recorder::start(&ctx, opts).unwrap();
+    wait_recording(&rec, 1); // /sel/kept: topics left out are not listed
+    assert!(kept.wait_for_subscribers(1, Duration::from_secs(5)));
+    // a topic that appears after the recording started is picked up
+    let late = node.publisher::<Imu>("/sel/late").create().unwrap();
+    assert!(late.wait_for_subscribers(1, Duration::from_secs(5)));
+    // incompressible covariances (216 random bytes a message): over 2 MB after lz4
+    let (mut x, n) = (0x2545_f491_4f6c_dd1du64, 10_000u64);
+    for i in 0..n {
+        let mut m = imu(i);
+        for v in m
+            .orientation_covariance
+            .iter_mut()
+            .chain(m.angular_velocity_covariance.iter_mut())
+            .chain(m.linear_acceleration_covariance.iter_mut())
+        {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *v = f64::from_bits(x >> 2);
+        }
+        kept.publish(&m).unwrap();
+        late.publish(&imu(i)).unwrap();
+        skipped.publish(&imu(i)).unwrap();
+        other.publish(&imu(i)).unwrap();
+        if i % 50 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let report = rec.stop().unwrap();
+    assert_eq!(report.losses(), 0, "{:?}", report.topics);
+    assert!(report.files.len() >= 2, "{:?}", report.files);
+    let (mut counts, mut first_log, mut last_log) = (
+        std::collections::BTreeMap::<String, u64>::new(),
+        u64::MAX,
+        0,
+    );
+    for f in &report.files {
+        let info = read::info(f).unwrap();
+        assert!(info.complete, "{}", f.display());
+        assert_eq!(info.compression, vec!["lz4".to_string()], "{}", f.display());
+        // split by the bytes on disk (compressed), within a chunk of the limit
+        assert!(
+            info.file_bytes < (1 << 20) + (256 << 10),
+            "{}: {} bytes",
+            f.display(),
+            info.file_bytes
+        );
+        for t in &info.topics {
+            *counts.entry(t.topic.clone()).or_default() += t.count;
+        }
+        first_log = first_log.min(info.start_ns);
+        last_log = last_log.max(info.end_ns);
+    }
+    assert_eq!(counts.get("/sel/kept"), Some(&n), "{counts:?}");
+    assert_eq!(counts.get("/sel/late"), Some(&n), "{counts:?}");
+    assert!(!counts.contains_key("/sel/skip") && !counts.contains_key("/other"));
+
+    // the first file replayed four times as fast with a simulated clock on /clock:
+    // ticks go forward and stay within the bag's recorded time
+    let first = report.files[0].clone();
+    let info = read::info(&first).unwrap();
+    let clock = node
+        .subscriber::<nerve_msgs::Clock>("/clock")
+        .qos(Qos::sensor().depth(4096))
+        .create()
+        .unwrap();
+    let opts = PlayOptions {
+        rate: 4.0,
+        clock_hz: Some(500.0),
+        remap: vec![("/sel/kept".into(), "/sel/kept_replay".into())],
+        ..PlayOptions::default()
+    };
+    let play = {
+        let (path, opts) = (first.clone(), opts.clone());
+        std::thread::spawn(move || {
+            let ctx = Context::new(config("bag-selection")).unwrap();
+            Player::new().play(&ctx, &path, &opts, |_| {})
+        })
+    };
+    // read while it plays (the player's samples go with its publisher)
+    let mut ticks = Vec::new();
+    loop {
+        let done = play.is_finished();
+        while let Some(c) = clock.try_recv().unwrap() {
+            ticks.push(c.clock.nanos as u64);
+        }
+        if done {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let replay = play.join().unwrap().unwrap();
+    assert!(replay.clock_ticks > 0);
+    assert!(!ticks.is_empty());
+    assert!(
+        ticks.windows(2).all(|w| w[0] <= w[1]),
+        "the clock goes forward"
+    );
+    assert!(
+        ticks[0] >= info.start_ns && *ticks.last().unwrap() <= info.end_ns,
+        "clock {}..{} within the bag's {}..{}",
+        ticks[0],
+        ticks.last().unwrap(),
+        info.start_ns,
+        info.end_ns
+    );
+
+    // replay errors name the topic: a remapping of a topic the bag does not have, and a
+    // live topic of another type
+    let e = Player::new()
+        .play(
+            &ctx,
+            &first,
+            &PlayOptions {
+                remap: vec![("/nope".into(), "/x".into())],
+                ..PlayOptions::default()
+            },
+            |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("/nope"), "{e}");
+    let _clash = node
+        .publisher::<nerve_msgs::CmdVel>("/sel/clash")
+        .create()
+        .unwrap();
+    let e = Player::new()
+        .play(
+            &ctx,
+            &first,
+            &PlayOptions {
+                remap: vec![("/sel/kept".into(), "/sel/clash".into())],
+                ..PlayOptions::default()
+            },
+            |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("/sel/clash") && e.contains("CmdVel"), "{e}");
+}

@@ -73,6 +73,10 @@ pub enum BagCommand {
         /// Seconds to wait for a subscriber on each topic before starting.
         #[arg(long, default_value_t = 0.0)]
         wait_subscribers: f64,
+        /// Publish the bag's recorded time on /clock (nerve_msgs/Clock, in a bag
+        /// rosgraph_msgs/Clock) at HZ per second of wall time (default 40, as ROS 2).
+        #[arg(long, value_name = "HZ", num_args = 0..=1, default_missing_value = "40")]
+        clock: Option<f64>,
         /// Output format of the final report.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
@@ -273,6 +277,7 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
             topics,
             remap,
             wait_subscribers,
+            clock,
             format,
         } => {
             let mut opts = PlayOptions {
@@ -281,12 +286,20 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
                 start_offset: seconds("--start-offset", start_offset)?,
                 topics: (!topics.is_empty()).then_some(topics),
                 wait_subscribers: seconds("--wait-subscribers", wait_subscribers)?,
+                clock_hz: clock,
                 ..PlayOptions::default()
             };
             if !(rate.is_finite() && rate > 0.0) {
                 return Err(usage(format!(
                     "--rate must be a positive number, got {rate}"
                 )));
+            }
+            if let Some(hz) = clock {
+                if !(hz.is_finite() && hz > 0.0 && hz <= 10_000.0) {
+                    return Err(usage(format!(
+                        "--clock must be a rate between 0 and 10000 Hz, got {hz}"
+                    )));
+                }
             }
             for r in &remap {
                 let Some((from, to)) = r.split_once(":=") else {
@@ -328,6 +341,9 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
                     }
                     if let Some(d) = &report.damage {
                         println!("the bag is damaged; replayed up to: {d}");
+                    }
+                    if report.clock_ticks > 0 {
+                        println!("/clock: {} ticks", report.clock_ticks);
                     }
                     println!(
                         "timing error: median {:.1} us, p99 {:.1} us, max {:.1} us{}",

@@ -166,7 +166,7 @@ fn timeline(r: &Report) -> String {
                 SegmentKind::Callback => "#3aa76d",
             };
             let x = left + s.start_ns as f64 * scale;
-            let w = ((s.end_ns - s.start_ns) as f64 * scale).max(1.0);
+            let w = (s.end_ns.saturating_sub(s.start_ns) as f64 * scale).max(1.0);
             let _ = write!(
                 svg,
                 "<rect x='{x:.1}' y='{y:.1}' width='{w:.1}' height='{:.1}' fill='{color}'>\
@@ -174,7 +174,7 @@ fn timeline(r: &Report) -> String {
                 row_h - 4.0,
                 escape(&s.label),
                 s.kind,
-                us(s.end_ns - s.start_ns)
+                us(s.end_ns.saturating_sub(s.start_ns))
             );
         }
     }

@@ -176,6 +176,16 @@ pub struct CmdVel {
     pub angular: f32,
 }
 
+/// Simulation time (8 B), as `nerve bag play --clock` publishes it on `/clock`; its ROS 2
+/// form is `rosgraph_msgs/msg/Clock`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Message, Serialize, Deserialize)]
+#[repr(C)]
+#[message(name = "nerve_msgs/Clock")]
+pub struct Clock {
+    /// The current simulation time (the recorded time of the bag being replayed).
+    pub clock: Time,
+}
+
 /// Battery status (104 B).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Message, Serialize, Deserialize)]
 #[repr(C)]
@@ -431,6 +441,7 @@ pub fn schemas() -> Vec<nerve::message::schema::Schema> {
     vec![
         Schema::of::<Twist>(),
         Schema::of::<CmdVel>(),
+        Schema::of::<Clock>(),
         Schema::of::<BatteryState>(),
         Schema::of::<Imu>(),
         Schema::of::<Odometry>(),

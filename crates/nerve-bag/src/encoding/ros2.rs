@@ -12,8 +12,8 @@ use crate::BagError;
 use nerve::message::{as_bytes, read_pod, zeroed};
 use nerve::{Message, TypeInfo};
 use nerve_msgs::{
-    BatteryState, CmdVel, FixedStr, Image, Imu, LaserScan, Odometry, PointCloud, Quaternion, Time,
-    Vector3, MAX_POINT_FIELDS,
+    BatteryState, Clock, CmdVel, FixedStr, Image, Imu, LaserScan, Odometry, PointCloud, Quaternion,
+    Time, Vector3, MAX_POINT_FIELDS,
 };
 
 type R = Result<(), BagError>;
@@ -312,6 +312,10 @@ fn cmd_vel<V: Visit>(v: &mut V, m: &mut CmdVel, _: usize) -> R {
     v.f32_as_f64(&mut m.angular)
 }
 
+fn clock<V: Visit>(v: &mut V, m: &mut Clock, _: usize) -> R {
+    v.time(&mut m.clock)
+}
+
 fn battery<V: Visit>(v: &mut V, m: &mut BatteryState, _: usize) -> R {
     v.header(&mut m.stamp, None)?;
     for f in [
@@ -468,6 +472,10 @@ fn twist_stamped_text() -> String {
     )
 }
 
+fn clock_text() -> String {
+    with_deps("builtin_interfaces/Time clock\n", &[TIME])
+}
+
 fn battery_text() -> String {
     with_deps(
         "std_msgs/Header header\nfloat32 voltage\nfloat32 temperature\nfloat32 current\n\
@@ -529,7 +537,7 @@ fn image_text() -> String {
 }
 
 /// The standard messages that need a conversion to their ROS 2 form.
-pub(crate) fn standard() -> [Standard; 7] {
+pub(crate) fn standard() -> [Standard; 8] {
     [
         standard!(Imu, imu, "sensor_msgs/msg/Imu", imu_text),
         standard!(
@@ -538,6 +546,7 @@ pub(crate) fn standard() -> [Standard; 7] {
             "geometry_msgs/msg/TwistStamped",
             twist_stamped_text
         ),
+        standard!(Clock, clock, "rosgraph_msgs/msg/Clock", clock_text),
         standard!(
             BatteryState,
             battery,

@@ -8,6 +8,7 @@ def __getattr__(name: str) -> Any: ...
 
 Twist: type[Message]
 CmdVel: type[Message]
+Clock: type[Message]
 BatteryState: type[Message]
 Imu: type[Message]
 Odometry: type[Message]
