@@ -213,3 +213,60 @@ fn a_custom_type_published_only_on_another_host_is_decoded_by_its_schema() {
     assert_eq!(msg["speed"], 1.5, "{first}");
     assert_eq!(msg["torque"], -2.0, "{first}");
 }
+
+#[test]
+fn a_topic_published_only_on_another_host_is_recorded_with_its_schema() {
+    let sim = SimHosts::create(2, 2200).expect("simulated hosts (needs root, ip, unshare)");
+    let me = std::env::current_exe().unwrap();
+    let args: Vec<String> = ["--exact", "custom_type_publisher_child", "--ignored"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let _publisher = sim
+        .spawn(
+            0,
+            &me,
+            &args,
+            &[
+                ("NERVE_DOMAIN", DOMAIN.into()),
+                ("NERVE_TEST_CHILD", "1".into()),
+            ],
+            "custom publisher",
+        )
+        .expect("start the publisher");
+    let dir = std::env::temp_dir().join(format!("nerve-remote-bag-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bag = dir.join("remote.mcap");
+    let bag_arg = bag.to_str().unwrap();
+    // the recorder on the other host knows neither the topic nor its type
+    let report = json(
+        &sim,
+        1,
+        &[
+            "bag",
+            "record",
+            "/cli/wheel",
+            "-o",
+            bag_arg,
+            "--duration",
+            "8",
+            "--format",
+            "json",
+        ],
+    );
+    let topic = &report["topics"][0];
+    assert_eq!(topic["topic"], "/cli/wheel", "{report}");
+    assert!(topic["written"].as_u64().unwrap() >= 10, "{report}");
+    let info = json(&sim, 1, &["bag", "info", bag_arg, "--format", "json"]);
+    let t = &info["topics"][0];
+    assert_eq!(t["topic"], "/cli/wheel", "{info}");
+    assert_eq!(t["count"], topic["written"], "{info}");
+    // the schema the publisher's process offered, as a ros2msg a generic tool decodes
+    let mcap = std::fs::read(&bag).unwrap();
+    let text = String::from_utf8_lossy(&mcap);
+    assert!(
+        text.contains("float32 speed") && text.contains("uint32 id"),
+        "the generated ros2msg schema is in the bag"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
