@@ -13,6 +13,8 @@
 //! - **Playback**: a bag of Imu at 1 kHz and 1 MB clouds at 10 Hz replayed by `nerve bag
 //!   play`; the player's own deadline error (publish time minus deadline) and, measured
 //!   independently by a subscriber here, each replayed gap minus the recorded gap.
+//! - **Conversion**: the cost of the recorded encoding per message type beside a plain
+//!   copy ([`crate::bag_conversion`]).
 
 use crate::bundle::{json_rows, num, Section, Skipped, SuiteOutput, Verdict};
 use crate::child::Child;
@@ -44,6 +46,8 @@ pub struct BagSuite {
     pub saturation_repeats: usize,
     /// Seconds of the bag replayed.
     pub play_seconds: f64,
+    /// Milliseconds of conversion measurement per message type.
+    pub conversion_ms: u64,
     /// Compressions measured at the rated scenarios.
     pub compressions: Vec<String>,
     /// The `nerve` executable that records and plays.
@@ -63,6 +67,7 @@ impl BagSuite {
             saturation_mib: 2048,
             saturation_repeats: 3,
             play_seconds: 10.0,
+            conversion_ms: 500,
             compressions: vec!["none".into(), "zstd".into(), "lz4".into()],
             nerve,
             scratch,
@@ -78,6 +83,7 @@ impl BagSuite {
             saturation_mib: 1024,
             saturation_repeats: 2,
             play_seconds: 4.0,
+            conversion_ms: 150,
             compressions: vec!["none".into(), "zstd".into()],
             ..BagSuite::full(nerve, scratch)
         }
@@ -301,9 +307,11 @@ impl BagSuite {
                 None
             }
         };
+        bar.set_message("conversion");
+        let conversions = crate::bag_conversion::run(self.conversion_ms);
         bar.finish_and_clear();
         let _ = std::fs::remove_dir_all(&self.scratch);
-        Ok(self.output(machine, records, saturation, play, skipped))
+        Ok(self.output(machine, records, saturation, play, conversions, skipped))
     }
 
     fn record_scenario(
@@ -598,6 +606,7 @@ impl BagSuite {
         records: Vec<RecordRow>,
         saturation: Option<SaturationRow>,
         play: Option<PlayRow>,
+        conversions: Vec<crate::bag_conversion::ConversionRow>,
         skipped: Vec<Skipped>,
     ) -> SuiteOutput {
         let mut s = Section::new(
@@ -775,6 +784,7 @@ impl BagSuite {
                 |v| v <= 200.0,
             ));
         }
+        crate::bag_conversion::section(&mut s, &conversions, &mut checks);
         s.heading("rosbag2's published figures");
         s.list(&[
             "rosbag2#1787 (Humble, i9-13900, NVMe measured at ~620 MB/s by dd/fio): recording \
@@ -789,6 +799,7 @@ impl BagSuite {
         let mut rows_json = json_rows(&records);
         rows_json.extend(json_rows(&saturation.into_iter().collect::<Vec<_>>()));
         rows_json.extend(json_rows(&play.iter().cloned().collect::<Vec<_>>()));
+        rows_json.extend(json_rows(&conversions));
         let summary = checks
             .iter()
             .map(|c| {
