@@ -10,6 +10,14 @@
 //! subscription is dropped again. A topic nobody watches has no subscriber, so its
 //! publishers do no work for the bridge.
 //!
+//! Services: every Nerve service whose request and response types have a schema the
+//! bridge knows (the standard services of `nerve_msgs`) is offered to Foxglove's Service
+//! Call panel with `ros2msg` schemas and CDR payloads. A call is decoded, made through a
+//! Nerve client on the bridge's caller thread (one call at a time, each bounded by
+//! [`BridgeOptions::call_timeout`]; at most [`MAX_PENDING_CALLS`] wait, more are refused
+//! at once), and its response converted back; a failed call answers with the Nerve
+//! error's message.
+//!
 //! Slow clients: the server keeps a bounded backlog per client
 //! ([`BridgeOptions::backlog`]) and drops the oldest messages when it is full (the SDK
 //! logs it; foxglove 0.30 does not expose per-client counts). Samples the bridge itself
@@ -18,12 +26,14 @@
 use crate::encoding::{Encoding, MESSAGE_ENCODING, SCHEMA_ENCODING};
 use crate::record::Selection;
 use crate::BagError;
-use foxglove::websocket::{ChannelView, Client, ServerListener};
+use crossbeam_channel::{bounded, Receiver, Sender};
+use foxglove::websocket::service::{Request, Responder, Service, ServiceSchema};
+use foxglove::websocket::{Capability, ChannelView, Client, ServerListener};
 use foxglove::{
     ChannelBuilder, PartialMetadata, RawChannel, WebSocketServer, WebSocketServerHandle,
 };
 use nerve::message::schema::Schema;
-use nerve::{Context, Qos, RawSubscriber};
+use nerve::{Context, Qos, RawClient, RawSubscriber, ServiceQos, WaitMode};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -44,7 +54,14 @@ pub struct BridgeOptions {
     pub discovery_period: Duration,
     /// Messages queued per client before the oldest are dropped.
     pub backlog: usize,
+    /// Offer Nerve services to Foxglove's Service Call panel.
+    pub services: bool,
+    /// Longest a service call from Foxglove may take.
+    pub call_timeout: Duration,
 }
+
+/// Service calls from Foxglove waiting for the caller thread; more are refused at once.
+pub const MAX_PENDING_CALLS: usize = 64;
 
 impl Default for BridgeOptions {
     /// 127.0.0.1:8765 (Foxglove's default), every topic, discovery every 250 ms, a
@@ -59,6 +76,8 @@ impl Default for BridgeOptions {
             },
             discovery_period: Duration::from_millis(250),
             backlog: 256,
+            services: true,
+            call_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -78,6 +97,21 @@ pub struct BridgeTopicStats {
     pub lost: u64,
     /// Samples that could not be converted.
     pub failed: u64,
+    /// Why the bridge could not subscribe to the topic, if it could not.
+    pub error: Option<String>,
+}
+
+/// Counts of one service offered to Foxglove.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct BridgeServiceStats {
+    /// Service name.
+    pub service: String,
+    /// Nerve service type.
+    pub type_name: String,
+    /// Calls made from Foxglove.
+    pub calls: u64,
+    /// Calls that failed (refused, bad payload, Nerve error).
+    pub failed: u64,
 }
 
 struct Bridged {
@@ -90,7 +124,26 @@ struct Bridged {
     lost: AtomicU64,
     failed: AtomicU64,
     /// The Nerve subscription while someone watches: its stop flag and thread.
-    worker: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
+    worker: Mutex<Worker>,
+    /// Why the last subscription to the Nerve topic failed, if it did.
+    error: Mutex<Option<String>>,
+}
+
+/// A Nerve service offered to Foxglove.
+struct BridgedService {
+    name: String,
+    ty: nerve::ServiceType,
+    request: Encoding,
+    response: Encoding,
+    calls: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// A call from a Foxglove client on its way to the caller thread.
+struct Call {
+    service: Arc<BridgedService>,
+    request: Request,
+    responder: Responder,
 }
 
 struct Shared {
@@ -98,6 +151,10 @@ struct Shared {
     stop: AtomicBool,
     /// Bridged topics by Foxglove channel id.
     topics: Mutex<BTreeMap<u64, Arc<Bridged>>>,
+    /// Bridged services by name.
+    services: Mutex<BTreeMap<String, Arc<BridgedService>>>,
+    /// The server, until the bridge stops.
+    server: Mutex<Option<WebSocketServerHandle>>,
 }
 
 impl Shared {
@@ -114,8 +171,11 @@ impl ServerListener for Listener {
         let Some(t) = self.0.find(&channel) else {
             return;
         };
-        if t.watchers.fetch_add(1, Ordering::SeqCst) == 0 {
-            start_worker(&self.0, &t);
+        // the count changes under the worker's lock, so a subscribe and an unsubscribe
+        // arriving together cannot leave a worker running for nobody (or none for someone)
+        let mut w = t.worker.lock().expect("poisoned");
+        if t.watchers.fetch_add(1, Ordering::Relaxed) == 0 {
+            start_worker(&self.0, &t, &mut w);
         }
     }
 
@@ -123,18 +183,17 @@ impl ServerListener for Listener {
         let Some(t) = self.0.find(&channel) else {
             return;
         };
-        if t.watchers.fetch_sub(1, Ordering::SeqCst) == 1 {
-            stop_worker(&t);
+        let mut w = t.worker.lock().expect("poisoned");
+        if t.watchers.fetch_sub(1, Ordering::Relaxed) == 1 {
+            stop_worker(&mut w);
         }
     }
 }
 
-fn start_worker(shared: &Arc<Shared>, t: &Arc<Bridged>) {
-    let mut w = t.worker.lock().expect("poisoned");
-    if let Some((stop, h)) = w.take() {
-        stop.store(true, Ordering::Relaxed);
-        let _ = h.join();
-    }
+type Worker = Option<(Arc<AtomicBool>, JoinHandle<()>)>;
+
+fn start_worker(shared: &Arc<Shared>, t: &Arc<Bridged>, w: &mut Worker) {
+    stop_worker(w);
     let stop = Arc::new(AtomicBool::new(false));
     let (ctx, topic, flag) = (shared.ctx.clone(), t.clone(), stop.clone());
     if let Ok(h) = std::thread::Builder::new()
@@ -145,8 +204,8 @@ fn start_worker(shared: &Arc<Shared>, t: &Arc<Bridged>) {
     }
 }
 
-fn stop_worker(t: &Bridged) {
-    if let Some((stop, h)) = t.worker.lock().expect("poisoned").take() {
+fn stop_worker(w: &mut Worker) {
+    if let Some((stop, h)) = w.take() {
         stop.store(true, Ordering::Relaxed);
         let _ = h.join();
     }
@@ -154,13 +213,20 @@ fn stop_worker(t: &Bridged) {
 
 /// Subscribes to the Nerve topic and forwards each sample, converted, until stopped.
 fn forward(ctx: &Context, t: &Bridged, stop: &AtomicBool) {
-    let Ok(node) = ctx.node("nerve_bridge").create() else {
-        return;
-    };
-    let Ok(mut sub) =
-        RawSubscriber::with_schema(&node, &t.name, &t.schema, Qos::sensor().depth(16))
-    else {
-        return;
+    let sub = ctx
+        .node("nerve_bridge")
+        .create()
+        .map_err(|e| e.to_string())
+        .and_then(|node| {
+            RawSubscriber::with_schema(&node, &t.name, &t.schema, Qos::sensor().depth(16))
+                .map_err(|e| e.to_string())
+        });
+    let mut sub = match sub {
+        Ok(s) => s,
+        Err(e) => {
+            *t.error.lock().expect("poisoned") = Some(format!("cannot subscribe: {e}"));
+            return;
+        }
     };
     sub.set_wait_mode(nerve::WaitMode::Block);
     let mut buf = Vec::new();
@@ -186,8 +252,9 @@ fn forward(ctx: &Context, t: &Bridged, stop: &AtomicBool) {
 /// A running bridge; [`Bridge::stop`] (or dropping it) closes the server.
 pub struct Bridge {
     shared: Arc<Shared>,
-    server: Option<WebSocketServerHandle>,
+    port: u16,
     discovery: Option<JoinHandle<()>>,
+    caller: Option<JoinHandle<()>>,
 }
 
 impl Bridge {
@@ -197,41 +264,76 @@ impl Bridge {
             ctx: ctx.clone(),
             stop: AtomicBool::new(false),
             topics: Mutex::new(BTreeMap::new()),
+            services: Mutex::new(BTreeMap::new()),
+            server: Mutex::new(None),
         });
         let fctx = foxglove::Context::new();
-        let server = WebSocketServer::new()
+        let mut server = WebSocketServer::new()
             .name("nerve")
             .context(&fctx)
             .bind(opts.host.clone(), opts.port)
             .message_backlog_size(opts.backlog.max(1))
-            .listener(Arc::new(Listener(shared.clone())))
-            .start_blocking()
-            .map_err(|e| BagError::Io {
-                path: format!("{}:{}", opts.host, opts.port),
-                source: std::io::Error::other(e.to_string()),
-            })?;
+            .listener(Arc::new(Listener(shared.clone())));
+        if opts.services {
+            server = server
+                .capabilities([Capability::Services])
+                .supported_encodings([MESSAGE_ENCODING]);
+        }
+        let server = server.start_blocking().map_err(|e| BagError::Io {
+            path: format!("{}:{}", opts.host, opts.port),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        let port = server.port();
+        *shared.server.lock().expect("poisoned") = Some(server);
+        let (calls_tx, calls_rx) = bounded::<Call>(MAX_PENDING_CALLS);
+        let caller = opts
+            .services
+            .then(|| {
+                let (shared, timeout) = (shared.clone(), opts.call_timeout);
+                std::thread::Builder::new()
+                    .name("bridge-calls".into())
+                    .spawn(move || make_calls(&shared, &calls_rx, timeout))
+                    .map_err(|e| BagError::io(Path::new("bridge-calls thread"), e))
+            })
+            .transpose()?;
         let discovery = {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("bridge-discovery".into())
-                .spawn(move || discover(&shared, &fctx, &opts))
+                .spawn(move || discover(&shared, &fctx, &opts, &calls_tx))
                 .map_err(|e| BagError::io(Path::new("bridge-discovery thread"), e))?
         };
         Ok(Bridge {
             shared,
-            server: Some(server),
+            port,
             discovery: Some(discovery),
+            caller,
         })
     }
 
     /// The port the server listens on.
     pub fn port(&self) -> u16 {
-        self.server.as_ref().map_or(0, |s| s.port())
+        self.port
     }
 
     /// Clients connected now.
     pub fn clients(&self) -> usize {
-        self.server.as_ref().map_or(0, |s| s.client_count())
+        let server = self.shared.server.lock().expect("poisoned");
+        server.as_ref().map_or(0, |s| s.client_count())
+    }
+
+    /// Services offered, with the calls made through each (and how many failed).
+    pub fn service_stats(&self) -> Vec<BridgeServiceStats> {
+        let services = self.shared.services.lock().expect("poisoned");
+        services
+            .values()
+            .map(|s| BridgeServiceStats {
+                service: s.name.clone(),
+                type_name: s.ty.name.clone(),
+                calls: s.calls.load(Ordering::Relaxed),
+                failed: s.failed.load(Ordering::Relaxed),
+            })
+            .collect()
     }
 
     /// Counts per topic.
@@ -246,6 +348,7 @@ impl Bridge {
                 forwarded: t.forwarded.load(Ordering::Relaxed),
                 lost: t.lost.load(Ordering::Relaxed),
                 failed: t.failed.load(Ordering::Relaxed),
+                error: t.error.lock().expect("poisoned").clone(),
             })
             .collect();
         v.sort_by(|a, b| a.topic.cmp(&b.topic));
@@ -262,7 +365,10 @@ impl Bridge {
         if let Some(d) = self.discovery.take() {
             let _ = d.join();
         }
-        if let Some(s) = self.server.take() {
+        if let Some(c) = self.caller.take() {
+            let _ = c.join();
+        }
+        if let Some(s) = self.shared.server.lock().expect("poisoned").take() {
             drop(s.stop());
         }
         let topics: Vec<_> = self
@@ -274,25 +380,34 @@ impl Bridge {
             .cloned()
             .collect();
         for t in topics {
-            stop_worker(&t);
+            stop_worker(&mut t.worker.lock().expect("poisoned"));
         }
     }
 }
 
 impl Drop for Bridge {
     fn drop(&mut self) {
-        if self.server.is_some() {
+        if self.discovery.is_some() {
             self.finish();
         }
     }
 }
 
-fn discover(shared: &Shared, fctx: &Arc<foxglove::Context>, opts: &BridgeOptions) {
+fn discover(
+    shared: &Shared,
+    fctx: &Arc<foxglove::Context>,
+    opts: &BridgeOptions,
+    calls: &Sender<Call>,
+) {
     let Ok(node) = shared.ctx.node("nerve_bridge").create() else {
         return;
     };
     let mut seen = HashSet::new();
+    let mut seen_services = HashSet::new();
     while !shared.stop.load(Ordering::Relaxed) {
+        if opts.services {
+            offer_services(shared, &node, &mut seen_services, calls);
+        }
         for name in nerve::introspect::topic_names(&node).unwrap_or_default() {
             if seen.contains(&name) || !opts.selection.matches(&name) {
                 continue;
@@ -334,6 +449,7 @@ fn discover(shared: &Shared, fctx: &Arc<foxglove::Context>, opts: &BridgeOptions
                     lost: AtomicU64::new(0),
                     failed: AtomicU64::new(0),
                     worker: Mutex::new(None),
+                    error: Mutex::new(None),
                 }),
             );
         }
@@ -341,5 +457,153 @@ fn discover(shared: &Shared, fctx: &Arc<foxglove::Context>, opts: &BridgeOptions
         while !shared.stop.load(Ordering::Relaxed) && std::time::Instant::now() < end {
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+/// The schema of a service's request or response type, if the bridge knows it.
+fn known_schema(ty: &nerve::TypeInfo) -> Option<Schema> {
+    nerve_msgs::schemas()
+        .into_iter()
+        .find(|s| s.layout_hash == ty.layout_hash && s.name == ty.name)
+}
+
+/// Offers the services that appeared since the last round (those whose types have a
+/// known schema; the others are skipped once, for good).
+fn offer_services(
+    shared: &Shared,
+    node: &nerve::Node,
+    seen: &mut HashSet<String>,
+    calls: &Sender<Call>,
+) {
+    let Ok(list) = nerve::introspect::list_services(node) else {
+        return;
+    };
+    for info in list {
+        if info.servers == 0 || !seen.insert(info.name.clone()) {
+            continue;
+        }
+        let (Some(req), Some(resp)) = (known_schema(&info.request), known_schema(&info.response))
+        else {
+            continue;
+        };
+        let (Ok(request), Ok(response)) = (Encoding::for_schema(&req), Encoding::for_schema(&resp))
+        else {
+            continue;
+        };
+        let fschema = |e: &Encoding| {
+            foxglove::Schema::new(
+                e.schema_name.clone(),
+                SCHEMA_ENCODING,
+                e.schema_text.clone().into_bytes(),
+            )
+        };
+        let schema = ServiceSchema::new(info.type_name.clone())
+            .with_request(MESSAGE_ENCODING, fschema(&request))
+            .with_response(MESSAGE_ENCODING, fschema(&response));
+        let bridged = Arc::new(BridgedService {
+            name: info.name.clone(),
+            ty: nerve::ServiceType::new(
+                info.type_name.clone(),
+                info.request.clone(),
+                info.response.clone(),
+            ),
+            request,
+            response,
+            calls: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        });
+        let (tx, service) = (calls.clone(), bridged.clone());
+        let handler = move |request: Request, responder: Responder| {
+            service.calls.fetch_add(1, Ordering::Relaxed);
+            let call = Call {
+                service: service.clone(),
+                request,
+                responder,
+            };
+            // never blocks the server's poll loop: a full queue refuses the call
+            if let Err(e) = tx.try_send(call) {
+                service.failed.fetch_add(1, Ordering::Relaxed);
+                e.into_inner().responder.respond_err(format!(
+                    "{}: the bridge has {MAX_PENDING_CALLS} calls waiting; try again",
+                    service.name
+                ));
+            }
+        };
+        let offered = Service::builder(info.name.clone(), schema).handler(CallHandler(handler));
+        let server = shared.server.lock().expect("poisoned");
+        if let Some(server) = server.as_ref() {
+            if server.add_services([offered]).is_ok() {
+                shared
+                    .services
+                    .lock()
+                    .expect("poisoned")
+                    .insert(info.name.clone(), bridged);
+            }
+        }
+    }
+}
+
+/// A closure as a Foxglove service handler.
+struct CallHandler<F>(F);
+
+impl<F: Fn(Request, Responder) + Send + Sync> foxglove::websocket::service::Handler
+    for CallHandler<F>
+{
+    fn call(&self, request: Request, responder: Responder) {
+        (self.0)(request, responder)
+    }
+}
+
+/// The caller thread: makes each call through a Nerve client (one per service, made on
+/// first use) and answers Foxglove with the converted response or the error.
+fn make_calls(shared: &Shared, calls: &Receiver<Call>, timeout: Duration) {
+    let Ok(node) = shared.ctx.node("nerve_bridge_calls").create() else {
+        return;
+    };
+    let mut clients: BTreeMap<String, RawClient> = BTreeMap::new();
+    let (mut nerve_request, mut cdr) = (Vec::new(), Vec::new());
+    while !shared.stop.load(Ordering::Relaxed) {
+        let Ok(call) = calls.recv_timeout(Duration::from_millis(50)) else {
+            continue;
+        };
+        let s = &call.service;
+        let result = (|| -> Result<(), String> {
+            s.request
+                .decode(call.request.payload(), &mut nerve_request)
+                .map_err(|e| format!("bad request for {}: {e}", s.name))?;
+            if !clients.contains_key(&s.name) {
+                let c = RawClient::create(
+                    &node,
+                    &s.name,
+                    &s.ty,
+                    ServiceQos::default(),
+                    WaitMode::Block,
+                )
+                .map_err(|e| e.to_string())?;
+                clients.insert(s.name.clone(), c);
+            }
+            let client = &clients[&s.name];
+            let reply = client
+                .send_bytes(&nerve_request)
+                .and_then(|p| p.wait(timeout))
+                .map_err(|e| e.to_string())?;
+            s.response
+                .encode(reply.bytes(), &mut cdr)
+                .map_err(|e| format!("cannot convert the response of {}: {e}", s.name))
+        })();
+        match result {
+            Ok(()) => call.responder.respond_ok(&cdr),
+            Err(e) => {
+                s.failed.fetch_add(1, Ordering::Relaxed);
+                // a client whose server went away is made anew on the next call
+                clients.remove(&s.name);
+                call.responder.respond_err(e);
+            }
+        }
+    }
+    // calls still queued get an answer, not silence
+    while let Ok(call) = calls.try_recv() {
+        call.responder
+            .respond_err(format!("{}: the bridge is stopping", call.service.name));
     }
 }

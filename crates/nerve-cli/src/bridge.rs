@@ -24,6 +24,12 @@ pub enum BridgeCommand {
         /// Messages queued per client before the oldest are dropped.
         #[arg(long, default_value_t = 256)]
         backlog: usize,
+        /// Do not offer Nerve services to Foxglove's Service Call panel.
+        #[arg(long)]
+        no_services: bool,
+        /// Longest a service call from Foxglove may take, in seconds.
+        #[arg(long, default_value_t = 5.0)]
+        call_timeout: f64,
         /// Stop after this many seconds.
         #[arg(long)]
         duration: Option<f64>,
@@ -40,9 +46,16 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
         host,
         topics,
         backlog,
+        no_services,
+        call_timeout,
         duration,
         format,
     } = cmd;
+    if !(call_timeout.is_finite() && call_timeout > 0.0 && call_timeout < 1e6) {
+        return Err(usage(format!(
+            "--call-timeout must be a positive number of seconds, got {call_timeout}"
+        )));
+    }
     for t in &topics {
         nerve::name::validate_topic(t).map_err(|e| usage(e.to_string()))?;
     }
@@ -66,6 +79,8 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
             ..Selection::default()
         },
         backlog,
+        services: !no_services,
+        call_timeout: Duration::from_secs_f64(call_timeout),
         ..BridgeOptions::default()
     };
     let host = opts.host.clone();
@@ -78,9 +93,13 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
         std::thread::sleep(Duration::from_millis(20));
     }
     let stats = bridge.stats();
+    let services = bridge.service_stats();
     bridge.stop();
     match format {
-        Format::Json => output::json(&serde_json::to_value(&stats)?)?,
+        Format::Json => output::json(&serde_json::json!({
+            "topics": stats,
+            "services": services,
+        }))?,
         Format::Human => {
             let rows: Vec<Vec<String>> = stats
                 .iter()
@@ -95,6 +114,23 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
                 })
                 .collect();
             output::table(&["TOPIC", "SCHEMA", "FORWARDED", "LOST", "FAILED"], &rows)?;
+            for t in stats.iter().filter(|t| t.error.is_some()) {
+                println!("{}: {}", t.topic, t.error.as_deref().unwrap_or_default());
+            }
+            if !services.is_empty() {
+                let rows: Vec<Vec<String>> = services
+                    .iter()
+                    .map(|s| {
+                        vec![
+                            s.service.clone(),
+                            s.type_name.clone(),
+                            s.calls.to_string(),
+                            s.failed.to_string(),
+                        ]
+                    })
+                    .collect();
+                output::table(&["SERVICE", "TYPE", "CALLS", "FAILED"], &rows)?;
+            }
         }
     }
     Ok(())

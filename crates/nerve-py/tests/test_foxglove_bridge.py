@@ -2,7 +2,8 @@
 (subprotocol foxglove.sdk.v1), as the Foxglove app does: topics are advertised with ROS 2
 schemas, nothing is subscribed on the Nerve side until the client subscribes, and the
 messages that arrive decode (with mcap-ros2-support's dynamic CDR decoder) to the
-point cloud and the Imu that were published."""
+point cloud and the Imu that were published; Nerve services are offered to Foxglove's
+Service Call panel and answer calls in CDR."""
 
 import json
 import struct
@@ -106,10 +107,82 @@ def test_a_foxglove_client_gets_decodable_clouds_and_imu_only_once_it_subscribes
                 time.sleep(0.1)
         bridge.send_signal(subprocess.signal.SIGINT)
         out, _ = bridge.communicate(timeout=20)
-        stats = {t["topic"]: t for t in json.loads(out.strip().splitlines()[-1])}
+        stats = {t["topic"]: t for t in json.loads(out.strip().splitlines()[-1])["topics"]}
         assert stats["/points"]["forwarded"] >= 1 and stats["/points"]["failed"] == 0
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_foxglove_client_calls_a_nerve_service(domain):
+    nerve = str(target_bin("nerve"))
+    server = subprocess.Popen([target_bin("add_server"), "--name", "/fox_add"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bridge = None
+    try:
+        subprocess.run([nerve, "service", "call", "/fox_add", "AddTwoInts", '{"a": 1, "b": 1}',
+                        "--timeout", "20000"], check=True, capture_output=True, timeout=60)
+        bridge = subprocess.Popen([nerve, "bridge", "foxglove", "--port", "0", "--format", "json"],
+                                  stdout=subprocess.PIPE, text=True)
+        line = bridge.stdout.readline()
+        assert line.startswith("listening on ws://"), line
+        uri = line.split()[-1]
+        with ws_client.connect(uri, subprotocols=["foxglove.sdk.v1"], open_timeout=10,
+                               max_size=None) as ws:
+            service = None
+            deadline = time.monotonic() + 20
+            while service is None:
+                assert time.monotonic() < deadline, "the service was advertised"
+                msg = ws.recv(timeout=20)
+                if isinstance(msg, str):
+                    m = json.loads(msg)
+                    if m["op"] == "serverInfo":
+                        assert "services" in m["capabilities"], m
+                        assert "cdr" in m.get("supportedEncodings", []), m
+                    if m["op"] == "advertiseServices":
+                        service = next((s for s in m["services"] if s["name"] == "/fox_add"), None)
+            assert service["type"] == "nerve_msgs/AddTwoInts"
+            request, response = service["request"], service["response"]
+            assert request["encoding"] == "cdr" and request["schemaEncoding"] == "ros2msg"
+
+            def call(call_id: int, payload: bytes):
+                enc = b"cdr"
+                ws.send(struct.pack("<BIII", 0x02, service["id"], call_id, len(enc)) + enc
+                        + payload)
+                deadline = time.monotonic() + 20
+                while True:
+                    assert time.monotonic() < deadline, f"an answer to call {call_id}"
+                    msg = ws.recv(timeout=20)
+                    if isinstance(msg, str):
+                        m = json.loads(msg)
+                        if m["op"] == "serviceCallFailure" and m["callId"] == call_id:
+                            return m
+                    elif msg[0] == 0x03:
+                        sid, cid, elen = struct.unpack_from("<III", msg, 1)
+                        if cid == call_id:
+                            assert sid == service["id"]
+                            return msg[13 + elen:]
+
+            # TwoInts {a, b} as CDR: encapsulation header, then two int64
+            answer = call(7, b"\x00\x01\x00\x00" + struct.pack("<qq", 40, 2))
+            name = response["schemaName"]
+            decoder = dynamic.generate_dynamic(name, response["schema"])[name]
+            assert decoder(answer).value == 42
+            # a malformed request is answered with an error naming the service
+            failure = call(8, b"\x00\x01\x00\x00\x01")
+            assert "/fox_add" in failure["message"], failure
+        bridge.send_signal(subprocess.signal.SIGINT)
+        out, _ = bridge.communicate(timeout=20)
+        services = {s["service"]: s for s in json.loads(out.strip().splitlines()[-1])["services"]}
+        assert services["/fox_add"]["calls"] == 2 and services["/fox_add"]["failed"] == 1
+    finally:
+        for p in (server, bridge):
+            if p is not None and p.poll() is None:
+                p.send_signal(subprocess.signal.SIGINT)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
