@@ -131,3 +131,65 @@ fn node_list_shows_scheduled_nodes_with_rate_jitter_and_misses() {
         "{human}"
     );
 }
+
+#[test]
+fn trace_run_reports_each_hop_and_writes_a_timeline() {
+    let dir = std::env::temp_dir().join(format!("nerve-cli-trace-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (events, html) = (dir.join("events"), dir.join("timeline.html"));
+    let bin = env!("CARGO_BIN_EXE_nerve");
+    // a subscriber and a publisher in two processes, both traced through the environment
+    let script = format!(
+        "{bin} topic echo /trace_cli --count 10 --timeout 30 > /dev/null & \
+         {bin} topic pub /trace_cli CmdVel '{{\"linear\": 1.0}}' --rate 100 --count 200 \
+         --wait-subscribers 20 > /dev/null; wait"
+    );
+    let (code, out, err) = nerve(&[
+        "trace",
+        "run",
+        "--dir",
+        events.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for part in ["/trace_cli", "wait", "transport", "end to end"] {
+        assert!(out.contains(part), "{part} in:\n{out}");
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<svg") && page.contains("/trace_cli"),
+        "{page}"
+    );
+
+    // the same events as JSON: the hop was taken at least the 10 times echo took it
+    let (code, out, err) = nerve(&[
+        "trace",
+        "report",
+        events.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let hop = &report["hops"][0];
+    assert_eq!(hop[0], "/trace_cli", "{report}");
+    assert!(hop[2]["count"].as_u64().unwrap() >= 10, "{report}");
+
+    // nothing traced, and a damaged file: errors that name the directory or the file
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (code, _, err) = nerve(&["trace", "report", empty.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no trace events"), "{err}");
+    std::fs::write(empty.join("1.ntr"), [7u8; 128]).unwrap();
+    let (code, _, err) = nerve(&["trace", "report", empty.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("1.ntr"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
