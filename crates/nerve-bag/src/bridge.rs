@@ -426,7 +426,7 @@ fn discover(
             let fschema = foxglove::Schema::new(
                 encoding.schema_name.clone(),
                 SCHEMA_ENCODING,
-                encoding.schema_text.clone().into_bytes(),
+                encoding.schema_data.clone(),
             );
             let Ok(channel) = ChannelBuilder::new(name.clone())
                 .context(fctx)
@@ -494,7 +494,7 @@ fn offer_services(
             foxglove::Schema::new(
                 e.schema_name.clone(),
                 SCHEMA_ENCODING,
-                e.schema_text.clone().into_bytes(),
+                e.schema_data.clone(),
             )
         };
         let schema = ServiceSchema::new(info.type_name.clone())

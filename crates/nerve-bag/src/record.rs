@@ -15,7 +15,7 @@
 //! [`RecordOptions::flush_period`], so a recorder killed with SIGKILL leaves a file that
 //! reads up to its last complete chunk (see [`crate::read::scan`]).
 
-use crate::encoding::{Encoding, MESSAGE_ENCODING, SCHEMA_ENCODING};
+use crate::encoding::{Encoding, Schemas};
 use crate::{meta, BagError};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use nerve::message::schema::Schema;
@@ -89,6 +89,8 @@ pub struct RecordOptions {
     pub compression: Compression,
     /// Start a new file once this many bytes are written.
     pub split_size: Option<u64>,
+    /// ROS 2 schemas everywhere, or Foxglove's where a message has one.
+    pub schemas: Schemas,
     /// Start a new file after this long.
     pub split_duration: Option<Duration>,
     /// Most bytes waiting for the writer before samples are dropped (or wait).
@@ -118,6 +120,7 @@ impl RecordOptions {
             },
             compression: Compression::None,
             split_size: None,
+            schemas: Schemas::Ros2,
             split_duration: None,
             queue_bytes: 512 << 20,
             backpressure: false,
@@ -168,7 +171,6 @@ struct Topic {
     name: String,
     type_name: String,
     schema_name: String,
-    schema_text: String,
     schema: Option<Schema>,
     encoding: Option<Encoding>,
     counters: Counters,
@@ -438,7 +440,12 @@ fn discovery_loop(
                         info.type_info.name
                     )),
                 };
-                start(describe(name, info.type_info.name.clone(), schema));
+                start(describe(
+                    name,
+                    info.type_info.name.clone(),
+                    schema,
+                    opts.schemas,
+                ));
             }
         }
         while let Ok(topic) = remote_rx.try_recv() {
@@ -494,7 +501,12 @@ fn remote_discovery_loop(
                 continue;
             }
             if found
-                .send(describe(e.name.clone(), e.type_name.clone(), schema))
+                .send(describe(
+                    e.name.clone(),
+                    e.type_name.clone(),
+                    schema,
+                    opts.schemas,
+                ))
                 .is_err()
             {
                 return;
@@ -508,9 +520,14 @@ fn remote_discovery_loop(
 const NODE: &str = "nerve_bag_recorder";
 
 /// A topic to record, described from its type and schema (or skipped, with why).
-fn describe(name: String, type_name: String, schema: Result<Schema, String>) -> Topic {
+fn describe(
+    name: String,
+    type_name: String,
+    schema: Result<Schema, String>,
+    schemas: Schemas,
+) -> Topic {
     let encoding = schema.and_then(|s| {
-        Encoding::for_schema(&s)
+        Encoding::for_schema_in(&s, schemas)
             .map(|e| (s, e))
             .map_err(|e| e.to_string())
     });
@@ -519,7 +536,6 @@ fn describe(name: String, type_name: String, schema: Result<Schema, String>) -> 
             name,
             type_name,
             schema_name: enc.schema_name.clone(),
-            schema_text: enc.schema_text.clone(),
             schema: Some(schema),
             encoding: Some(enc),
             counters: Counters::default(),
@@ -530,7 +546,6 @@ fn describe(name: String, type_name: String, schema: Result<Schema, String>) -> 
             name,
             type_name,
             schema_name: String::new(),
-            schema_text: String::new(),
             schema: None,
             encoding: None,
             counters: Counters::default(),
@@ -732,9 +747,13 @@ impl BagFile {
             return Ok(id);
         }
         let err = |e| BagError::mcap(&self.path, e);
+        let enc = t.encoding.as_ref().ok_or_else(|| BagError::Topic {
+            topic: t.name.clone(),
+            reason: "it is not recorded (no encoding)".into(),
+        })?;
         let schema = self
             .writer
-            .add_schema(&t.schema_name, SCHEMA_ENCODING, t.schema_text.as_bytes())
+            .add_schema(&t.schema_name, enc.schema_encoding, &enc.schema_data)
             .map_err(err)?;
         let mut metadata = BTreeMap::new();
         metadata.insert(meta::TYPE.to_string(), t.type_name.clone());
@@ -743,7 +762,7 @@ impl BagFile {
         }
         let id = self
             .writer
-            .add_channel(schema, &t.name, MESSAGE_ENCODING, &metadata)
+            .add_channel(schema, &t.name, enc.message_encoding, &metadata)
             .map_err(|e| BagError::mcap(&self.path, e))?;
         self.channels.insert(t.name.clone(), id);
         Ok(id)

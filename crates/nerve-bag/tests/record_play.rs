@@ -453,3 +453,88 @@ fn selection_late_topics_splitting_clock_and_replay_errors() {
         .to_string();
     assert!(e.contains("/sel/clash") && e.contains("CmdVel"), "{e}");
 }
+
+#[test]
+fn foxglove_schemas_are_written_on_request_and_decode_with_foxglove_types() {
+    use foxglove::Decode;
+    let ctx = Context::new(config("bag-foxglove")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fox.mcap");
+    let node = ctx.node("sensors").create().unwrap();
+    let clouds = node
+        .publisher::<PointCloud>("/fox/points")
+        .create()
+        .unwrap();
+    let imus = node.publisher::<Imu>("/fox/imu").create().unwrap();
+    let mut opts = RecordOptions::new(&path);
+    opts.schemas = nerve_bag::encoding::Schemas::Foxglove;
+    let rec = Recorder::start(&ctx, opts).unwrap();
+    wait_recording(&rec, 2);
+    assert!(clouds.wait_for_subscribers(1, Duration::from_secs(5)));
+    assert!(imus.wait_for_subscribers(1, Duration::from_secs(5)));
+    let data: Vec<u8> = (0..24u8).collect();
+    let mut loan = clouds.loan_slice(data.len()).unwrap();
+    {
+        let h = loan.head_mut();
+        h.header.stamp = Time {
+            nanos: 1_700_000_000_250_000_000,
+        };
+        h.header.frame_id = nerve_msgs::FixedStr::new("lidar").unwrap();
+        (h.width, h.height, h.point_step, h.row_step) = (2, 1, 12, 24);
+        h.set_fields(&[
+            PointCloud::field("x", 0, nerve_msgs::datatype::FLOAT32, 1),
+            PointCloud::field("y", 4, nerve_msgs::datatype::FLOAT32, 1),
+            PointCloud::field("z", 8, nerve_msgs::datatype::FLOAT32, 1),
+        ])
+        .unwrap();
+    }
+    loan.elems_mut().copy_from_slice(&data);
+    loan.send().unwrap();
+    imus.publish(&imu(1)).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    rec.stop().unwrap();
+
+    let m = Mapped::open(&path).unwrap();
+    let mut seen = 0;
+    read::scan(&path, &m, |msg| {
+        let schema = msg.channel.schema.as_ref().unwrap();
+        match msg.channel.topic.as_str() {
+            "/fox/points" => {
+                assert_eq!(schema.name, "foxglove.PointCloud");
+                assert_eq!(
+                    (
+                        schema.encoding.as_str(),
+                        msg.channel.message_encoding.as_str()
+                    ),
+                    ("protobuf", "protobuf")
+                );
+                let c = foxglove::messages::PointCloud::decode(&msg.data[..]).unwrap();
+                assert_eq!(c.frame_id, "lidar");
+                assert_eq!(c.point_stride, 12);
+                let names: Vec<_> = c.fields.iter().map(|f| f.name.as_str()).collect();
+                assert_eq!(names, ["x", "y", "z"]);
+                assert_eq!(&c.data[..], &data[..]);
+                let t = c.timestamp.unwrap();
+                assert_eq!((t.sec(), t.nsec()), (1_700_000_000, 250_000_000));
+            }
+            // no Foxglove schema for Imu: its ROS 2 form
+            "/fox/imu" => assert_eq!(schema.name, "sensor_msgs/msg/Imu"),
+            t => panic!("unexpected topic {t}"),
+        }
+        seen += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(seen, 2);
+
+    // replay takes the CDR channels and says why it leaves the others
+    let report = Player::new()
+        .play(&ctx, &path, &PlayOptions::default(), |_| {})
+        .unwrap();
+    assert_eq!(report.published.get("/fox/imu"), Some(&1));
+    assert!(
+        report.skipped["/fox/points"].contains("protobuf"),
+        "{:?}",
+        report.skipped
+    );
+}

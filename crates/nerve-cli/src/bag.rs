@@ -38,6 +38,10 @@ pub enum BagCommand {
         /// Chunk compression.
         #[arg(long, value_enum, default_value_t = CompressionArg::None)]
         compression: CompressionArg,
+        /// Schemas: ROS 2 types everywhere (replayable, read by ROS 2's tools and
+        /// Foxglove), or Foxglove's own for point clouds, images and laser scans.
+        #[arg(long, value_enum, default_value_t = SchemasArg::Ros2)]
+        schemas: SchemasArg,
         /// Stop after this many seconds.
         #[arg(long)]
         duration: Option<f64>,
@@ -100,6 +104,15 @@ pub enum BagCommand {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+}
+
+/// Schemas on the command line.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum SchemasArg {
+    /// ROS 2 message types (CDR).
+    Ros2,
+    /// Foxglove schemas (protobuf) where a message has one.
+    Foxglove,
 }
 
 /// Chunk compression on the command line.
@@ -198,6 +211,7 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
             split_size,
             split_duration,
             compression,
+            schemas,
             duration,
             queue_mb,
             backpressure,
@@ -212,6 +226,10 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
                 topics,
                 include: regex("--regex", include)?,
                 exclude: regex("--exclude", exclude)?,
+            };
+            opts.schemas = match schemas {
+                SchemasArg::Ros2 => nerve_bag::encoding::Schemas::Ros2,
+                SchemasArg::Foxglove => nerve_bag::encoding::Schemas::Foxglove,
             };
             opts.compression = match compression {
                 CompressionArg::None => Compression::None,

@@ -11,6 +11,7 @@
 //! Each channel also carries the Nerve schema in its metadata, so a bag is replayed with
 //! the exact type it was recorded with.
 
+pub mod foxglove;
 pub mod plain;
 pub mod ros2;
 
@@ -22,6 +23,20 @@ use nerve::TypeInfo;
 pub const MESSAGE_ENCODING: &str = "cdr";
 /// The MCAP schema encoding of every schema Nerve writes.
 pub const SCHEMA_ENCODING: &str = "ros2msg";
+/// The MCAP message and schema encoding of channels in a Foxglove schema.
+pub const PROTOBUF: &str = "protobuf";
+
+/// Which schemas a recording uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Schemas {
+    /// ROS 2 types (CDR, `ros2msg`) for every channel: ROS 2's tools and Foxglove read
+    /// them, and `nerve bag play` replays them.
+    #[default]
+    Ros2,
+    /// Foxglove's own schemas (protobuf) where a message has one (point clouds, images,
+    /// laser scans), ROS 2 types for the rest.
+    Foxglove,
+}
 
 /// A standard message and its ROS 2 form.
 pub struct Standard {
@@ -40,14 +55,19 @@ pub struct Standard {
 enum Conversion {
     Standard(Standard),
     Plain(plain::Plain),
+    Foxglove(foxglove::Form),
 }
 
 /// How one topic's type is written: schema name and text, and the payload conversion.
 pub struct Encoding {
     /// Schema name in the bag, e.g. `sensor_msgs/msg/Imu`.
     pub schema_name: String,
-    /// The `ros2msg` schema text.
-    pub schema_text: String,
+    /// The schema: `ros2msg` text, or a protobuf `FileDescriptorSet` (Foxglove schemas).
+    pub schema_data: Vec<u8>,
+    /// How the schema is written (`ros2msg` or `protobuf`).
+    pub schema_encoding: &'static str,
+    /// How each message is written (`cdr` or `protobuf`).
+    pub message_encoding: &'static str,
     conversion: Conversion,
 }
 
@@ -61,7 +81,9 @@ impl Encoding {
         {
             return Ok(Encoding {
                 schema_name: std.ros_name.to_string(),
-                schema_text: (std.text)(),
+                schema_data: (std.text)().into_bytes(),
+                schema_encoding: SCHEMA_ENCODING,
+                message_encoding: MESSAGE_ENCODING,
                 conversion: Conversion::Standard(std),
             });
         }
@@ -74,9 +96,28 @@ impl Encoding {
             };
         Ok(Encoding {
             schema_name,
-            schema_text,
+            schema_data: schema_text.into_bytes(),
+            schema_encoding: SCHEMA_ENCODING,
+            message_encoding: MESSAGE_ENCODING,
             conversion: Conversion::Plain(plain),
         })
+    }
+
+    /// The encoding of `schema` in the given schemas: with [`Schemas::Foxglove`], the
+    /// Foxglove form where the message has one, else [`Encoding::for_schema`].
+    pub fn for_schema_in(schema: &Schema, schemas: Schemas) -> Result<Encoding, BagError> {
+        if schemas == Schemas::Foxglove {
+            if let Some(form) = foxglove::form(schema.layout_hash) {
+                return Ok(Encoding {
+                    schema_name: form.name.clone(),
+                    schema_data: form.data.clone(),
+                    schema_encoding: PROTOBUF,
+                    message_encoding: PROTOBUF,
+                    conversion: Conversion::Foxglove(form),
+                });
+            }
+        }
+        Encoding::for_schema(schema)
     }
 
     /// The Nerve schema of a standard message known by its ROS 2 name (to replay bags
@@ -104,6 +145,7 @@ impl Encoding {
         match &self.conversion {
             Conversion::Standard(s) => (s.encode)(payload, out),
             Conversion::Plain(p) => p.encode(payload, out),
+            Conversion::Foxglove(f) => f.encode(payload, out),
         }
     }
 
@@ -112,6 +154,12 @@ impl Encoding {
         match &self.conversion {
             Conversion::Standard(s) => (s.decode)(cdr, out),
             Conversion::Plain(p) => p.decode(cdr, out),
+            Conversion::Foxglove(f) => Err(BagError::Convert {
+                what: f.name.clone(),
+                reason: "a Foxglove schema is written, not read back (record with ROS 2 \
+                         schemas to replay)"
+                    .into(),
+            }),
         }
     }
 }
