@@ -24,7 +24,9 @@ impl<'a> CdrWriter<'a> {
     /// Pads with zeros to a multiple of `n` from the body start.
     pub fn align(&mut self, n: usize) {
         let pad = (n - (self.buf.len() - self.base) % n) % n;
-        self.buf.resize(self.buf.len() + pad, 0);
+        if pad > 0 {
+            self.buf.resize(self.buf.len() + pad, 0);
+        }
     }
 
     /// Raw bytes, unaligned.
@@ -59,6 +61,15 @@ impl<'a> CdrWriter<'a> {
     pub fn f64(&mut self, v: f64) {
         self.align(8);
         self.bytes(&v.to_le_bytes());
+    }
+
+    /// Consecutive `float64`s (a fixed array or a run of fields): aligned once.
+    pub fn f64s(&mut self, v: &[f64]) {
+        self.align(8);
+        self.buf.reserve(v.len() * 8);
+        for x in v {
+            self.buf.extend_from_slice(&x.to_le_bytes());
+        }
     }
 
     /// A `string`: length with its NUL, the bytes, the NUL.

@@ -54,15 +54,15 @@ pub fn form(layout_hash: u64) -> Option<Form> {
 }
 
 fn head_and_elems<M: Message>(payload: &[u8]) -> Result<(M, &[u8]), BagError> {
-    let ty = TypeInfo::of::<M>();
+    let (_, _, offset) = super::layout_of::<M>();
     let head: M = read_pod(payload).ok_or_else(|| BagError::Convert {
-        what: ty.name.clone(),
+        what: M::TYPE_NAME.to_string(),
         reason: format!(
             "payload of {} bytes is shorter than its head",
             payload.len()
         ),
     })?;
-    Ok((head, payload.get(ty.elems_offset()..).unwrap_or(&[])))
+    Ok((head, payload.get(offset..).unwrap_or(&[])))
 }
 
 fn stamp(h: &Header) -> Option<Timestamp> {

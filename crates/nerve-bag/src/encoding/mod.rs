@@ -38,6 +38,15 @@ pub enum Schemas {
     Foxglove,
 }
 
+/// Head size, element size and element offset of `M`, without building a [`TypeInfo`]
+/// (which allocates its name): conversions run once per recorded message.
+pub(crate) fn layout_of<M: nerve::Message>() -> (usize, usize, usize) {
+    let head = std::mem::size_of::<M>();
+    let elem_size = std::mem::size_of::<M::Elem>();
+    let align = std::mem::align_of::<M::Elem>().max(1);
+    (head, elem_size, head.div_ceil(align) * align)
+}
+
 /// A standard message and its ROS 2 form.
 pub struct Standard {
     /// The Nerve type.
@@ -54,7 +63,7 @@ pub struct Standard {
 
 enum Conversion {
     Standard(Standard),
-    Plain(plain::Plain),
+    Plain(Box<plain::Plain>),
     Foxglove(foxglove::Form),
 }
 
@@ -99,7 +108,7 @@ impl Encoding {
             schema_data: schema_text.into_bytes(),
             schema_encoding: SCHEMA_ENCODING,
             message_encoding: MESSAGE_ENCODING,
-            conversion: Conversion::Plain(plain),
+            conversion: Conversion::Plain(Box::new(plain)),
         })
     }
 

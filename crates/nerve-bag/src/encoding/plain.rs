@@ -23,6 +23,8 @@ use std::collections::BTreeMap;
 /// The plain CDR encoding of one type.
 pub struct Plain {
     schema: Schema,
+    /// The schema's type identity, kept (building it allocates).
+    ty: nerve::TypeInfo,
     head_size: usize,
     /// Element size, CDR alignment and Nerve payload offset of the slice, if any.
     elem: Option<(usize, usize, usize)>,
@@ -44,6 +46,7 @@ impl Plain {
         }
         Ok(Plain {
             schema: schema.clone(),
+            ty: ty.clone(),
             head_size: ty.head_size,
             elem,
         })
@@ -108,8 +111,8 @@ impl Plain {
 
     /// Nerve payload to CDR.
     pub fn encode(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), BagError> {
-        let ty = self.schema.type_info();
-        ty.check_len(payload.len())
+        self.ty
+            .check_len(payload.len())
             .map_err(|reason| BagError::Convert {
                 what: self.schema.name.clone(),
                 reason: format!("payload of {} bytes: {reason}", payload.len()),

@@ -98,6 +98,18 @@ impl Visit for Enc<'_, '_> {
         self.w.f64(f64::from(*v));
         Ok(())
     }
+    fn f64s(&mut self, a: &mut [f64]) -> R {
+        self.w.f64s(a);
+        Ok(())
+    }
+    fn vector3(&mut self, v: &mut Vector3) -> R {
+        self.w.f64s(&[v.x, v.y, v.z]);
+        Ok(())
+    }
+    fn quaternion(&mut self, q: &mut Quaternion) -> R {
+        self.w.f64s(&[q.x, q.y, q.z, q.w]);
+        Ok(())
+    }
     fn unused_f64(&mut self) -> R {
         self.w.f64(0.0);
         Ok(())
@@ -253,16 +265,16 @@ fn encode<M: Message>(
     out: &mut Vec<u8>,
     walk: impl FnOnce(&mut Enc<'_, '_>, &mut M, usize) -> R,
 ) -> R {
-    let ty = TypeInfo::of::<M>();
+    let (_, elem_size, offset) = super::layout_of::<M>();
     let mut m: M = read_pod(payload).ok_or_else(|| BagError::Convert {
-        what: ty.name.clone(),
+        what: M::TYPE_NAME.to_string(),
         reason: format!(
             "payload of {} bytes is shorter than its head",
             payload.len()
         ),
     })?;
-    let elems = payload.get(ty.elems_offset()..).unwrap_or(&[]);
-    let n = elems.len().checked_div(ty.elem_size).unwrap_or(0);
+    let elems = payload.get(offset..).unwrap_or(&[]);
+    let n = elems.len().checked_div(elem_size).unwrap_or(0);
     let mut e = Enc {
         w: CdrWriter::new(out),
         elems,
@@ -275,20 +287,17 @@ fn decode<M: Message>(
     out: &mut Vec<u8>,
     walk: impl FnOnce(&mut Dec<'_, '_>, &mut M, usize) -> R,
 ) -> R {
-    let ty = TypeInfo::of::<M>();
+    // the elements go straight behind the room for the head, which is written last
+    let (head, elem_size, offset) = super::layout_of::<M>();
     let mut m: M = zeroed();
-    let mut elems = Vec::new();
+    out.clear();
+    out.resize(if elem_size > 0 { offset } else { head }, 0);
     let mut d = Dec {
         r: CdrReader::new(cdr)?,
-        elems: &mut elems,
+        elems: out,
     };
     walk(&mut d, &mut m, 0)?;
-    out.clear();
-    out.extend_from_slice(as_bytes(&m));
-    if ty.is_slice() {
-        out.resize(ty.elems_offset(), 0);
-        out.extend_from_slice(&elems);
-    }
+    out[..head].copy_from_slice(as_bytes(&m));
     Ok(())
 }
 
