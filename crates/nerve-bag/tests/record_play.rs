@@ -426,35 +426,21 @@ fn selection_late_topics_splitting_clock_and_replay_errors() {
 
     // replay errors name the topic: a remapping of a topic the bag does not have, and a
     // live topic of another type
-    let e = Player::new()
-        .play(
-            &ctx,
-            &first,
-            &PlayOptions {
-                remap: vec![("/nope".into(), "/x".into())],
-                ..PlayOptions::default()
-            },
-            |_| {},
-        )
-        .unwrap_err()
-        .to_string();
+    let replay_error = |from: &str, to: &str| {
+        let opts = PlayOptions {
+            remap: vec![(from.into(), to.into())],
+            ..PlayOptions::default()
+        };
+        let e = Player::new().play(&ctx, &first, &opts, |_| {}).unwrap_err();
+        e.to_string()
+    };
+    let e = replay_error("/nope", "/x");
     assert!(e.contains("/nope"), "{e}");
     let _clash = node
         .publisher::<nerve_msgs::CmdVel>("/sel/clash")
         .create()
         .unwrap();
-    let e = Player::new()
-        .play(
-            &ctx,
-            &first,
-            &PlayOptions {
-                remap: vec![("/sel/kept".into(), "/sel/clash".into())],
-                ..PlayOptions::default()
-            },
-            |_| {},
-        )
-        .unwrap_err()
-        .to_string();
+    let e = replay_error("/sel/kept", "/sel/clash");
     assert!(e.contains("/sel/clash") && e.contains("CmdVel"), "{e}");
 }
 

@@ -165,26 +165,30 @@ fn custom_type_publisher_child() {
     }
 }
 
-#[test]
-fn a_custom_type_published_only_on_another_host_is_decoded_by_its_schema() {
-    let sim = SimHosts::create(2, 2100).expect("simulated hosts (needs root, ip, unshare)");
+/// Starts [`custom_type_publisher_child`] on simulated host 0.
+fn start_wheel_publisher(sim: &SimHosts) -> nerve_bench::child::Child {
     let me = std::env::current_exe().unwrap();
     let args: Vec<String> = ["--exact", "custom_type_publisher_child", "--ignored"]
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let _publisher = sim
-        .spawn(
-            0,
-            &me,
-            &args,
-            &[
-                ("NERVE_DOMAIN", DOMAIN.into()),
-                ("NERVE_TEST_CHILD", "1".into()),
-            ],
-            "custom publisher",
-        )
-        .expect("start the publisher");
+    sim.spawn(
+        0,
+        &me,
+        &args,
+        &[
+            ("NERVE_DOMAIN", DOMAIN.into()),
+            ("NERVE_TEST_CHILD", "1".into()),
+        ],
+        "custom publisher",
+    )
+    .expect("start the publisher")
+}
+
+#[test]
+fn a_custom_type_published_only_on_another_host_is_decoded_by_its_schema() {
+    let sim = SimHosts::create(2, 2100).expect("simulated hosts (needs root, ip, unshare)");
+    let _publisher = start_wheel_publisher(&sim);
     // the tool on the other host knows neither the type nor the topic: it asks the
     // publisher's process for the schema and decodes the samples with it
     let (code, out, err) = nerve(
@@ -217,23 +221,7 @@ fn a_custom_type_published_only_on_another_host_is_decoded_by_its_schema() {
 #[test]
 fn a_topic_published_only_on_another_host_is_recorded_with_its_schema() {
     let sim = SimHosts::create(2, 2200).expect("simulated hosts (needs root, ip, unshare)");
-    let me = std::env::current_exe().unwrap();
-    let args: Vec<String> = ["--exact", "custom_type_publisher_child", "--ignored"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let _publisher = sim
-        .spawn(
-            0,
-            &me,
-            &args,
-            &[
-                ("NERVE_DOMAIN", DOMAIN.into()),
-                ("NERVE_TEST_CHILD", "1".into()),
-            ],
-            "custom publisher",
-        )
-        .expect("start the publisher");
+    let _publisher = start_wheel_publisher(&sim);
     let dir = std::env::temp_dir().join(format!("nerve-remote-bag-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bag = dir.join("remote.mcap");
