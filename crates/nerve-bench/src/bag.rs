@@ -15,6 +15,8 @@
 //!   independently by a subscriber here, each replayed gap minus the recorded gap.
 //! - **Conversion**: the cost of the recorded encoding per message type beside a plain
 //!   copy ([`crate::bag_conversion`]).
+//! - **Foxglove bridge**: a 10 MB cloud at 10 Hz to a WebSocket client, beside the same
+//!   bytes over loopback TCP ([`crate::bag_bridge`]).
 
 use crate::bundle::{json_rows, num, Section, Skipped, SuiteOutput, Verdict};
 use crate::child::Child;
@@ -48,6 +50,8 @@ pub struct BagSuite {
     pub play_seconds: f64,
     /// Milliseconds of conversion measurement per message type.
     pub conversion_ms: u64,
+    /// 10 MB clouds sent through the Foxglove bridge to a WebSocket client (0: none).
+    pub bridge_frames: u64,
     /// Compressions measured at the rated scenarios.
     pub compressions: Vec<String>,
     /// The `nerve` executable that records and plays.
@@ -68,6 +72,7 @@ impl BagSuite {
             saturation_repeats: 3,
             play_seconds: 10.0,
             conversion_ms: 500,
+            bridge_frames: 100,
             compressions: vec!["none".into(), "zstd".into(), "lz4".into()],
             nerve,
             scratch,
@@ -84,10 +89,21 @@ impl BagSuite {
             saturation_repeats: 2,
             play_seconds: 4.0,
             conversion_ms: 150,
+            bridge_frames: 30,
             compressions: vec!["none".into(), "zstd".into()],
             ..BagSuite::full(nerve, scratch)
         }
     }
+}
+
+/// Everything one run of the suite measured.
+struct Measured {
+    records: Vec<RecordRow>,
+    saturation: Option<SaturationRow>,
+    play: Option<PlayRow>,
+    conversions: Vec<crate::bag_conversion::ConversionRow>,
+    bridge: Option<crate::bag_bridge::BridgeRow>,
+    skipped: Vec<Skipped>,
 }
 
 /// One rated recording run.
@@ -316,9 +332,31 @@ impl BagSuite {
         };
         bar.set_message("conversion");
         let conversions = crate::bag_conversion::run(self.conversion_ms);
+        let bridge = if self.bridge_frames > 0 {
+            bar.set_message("Foxglove bridge");
+            crate::bag_bridge::run(&self.nerve, self.domain, 10_000_000, self.bridge_frames)
+                .map_err(|e| {
+                    skipped.push(Skipped {
+                        system: "nerve bridge foxglove".into(),
+                        payload_bytes: Some(10_000_000),
+                        reason: e,
+                    })
+                })
+                .ok()
+        } else {
+            None
+        };
         bar.finish_and_clear();
         let _ = std::fs::remove_dir_all(&self.scratch);
-        Ok(self.output(machine, records, saturation, play, conversions, skipped))
+        let _ = machine; // the report's header describes it
+        Ok(self.output(Measured {
+            records,
+            saturation,
+            play,
+            conversions,
+            bridge,
+            skipped,
+        }))
     }
 
     fn record_scenario(
@@ -614,15 +652,15 @@ impl BagSuite {
         })
     }
 
-    fn output(
-        &self,
-        machine: &Machine,
-        records: Vec<RecordRow>,
-        saturation: Option<SaturationRow>,
-        play: Option<PlayRow>,
-        conversions: Vec<crate::bag_conversion::ConversionRow>,
-        skipped: Vec<Skipped>,
-    ) -> SuiteOutput {
+    fn output(&self, m: Measured) -> SuiteOutput {
+        let Measured {
+            records,
+            saturation,
+            play,
+            conversions,
+            bridge,
+            skipped,
+        } = m;
         let mut s = Section::new(
             "Recording and replay (`nerve bag`)",
             "nerve bag record in its own process records a topic published here; nerve bag \
@@ -633,7 +671,6 @@ impl BagSuite {
              closed and fsynced), beside the same volume written to the same directory in \
              1 MiB writes and an fsync, alternately.",
         );
-        let _ = machine;
         let rows: Vec<Vec<String>> = records
             .iter()
             .map(|r| {
@@ -810,6 +847,9 @@ impl BagSuite {
             ));
         }
         crate::bag_conversion::section(&mut s, &conversions, &mut checks);
+        if let Some(b) = &bridge {
+            crate::bag_bridge::section(&mut s, b, &mut checks);
+        }
         s.heading("rosbag2's published figures");
         s.list(&[
             "rosbag2#1787 (Humble, i9-13900, NVMe measured at ~620 MB/s by dd/fio): recording \
@@ -825,6 +865,7 @@ impl BagSuite {
         rows_json.extend(json_rows(&saturation.into_iter().collect::<Vec<_>>()));
         rows_json.extend(json_rows(&play.iter().cloned().collect::<Vec<_>>()));
         rows_json.extend(json_rows(&conversions));
+        rows_json.extend(json_rows(&bridge.into_iter().collect::<Vec<_>>()));
         let summary = checks
             .iter()
             .map(|c| {

@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod bag;
+pub mod bag_bridge;
 pub mod bag_conversion;
 pub mod bundle;
 pub mod child;

@@ -547,6 +547,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     if a.smoke {
         (bag.seconds, bag.saturation_mib, bag.play_seconds) = (0.5, 16, 0.5);
         bag.conversion_ms = 2;
+        bag.bridge_frames = 3;
         bag.saturation_repeats = 1;
         bag.compressions = vec!["none".into()];
         (topic.sizes, topic.rates, topic.scenarios, topic.seconds) = (vec![16], vec![], false, 0.3);

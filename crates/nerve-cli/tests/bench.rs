@@ -344,6 +344,23 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
         py_rows > 0 || py_skipped,
         "python neither ran nor was skipped"
     );
+    // the bag suite: recording rows, and clouds through the Foxglove bridge to a client
+    let bag_rows = |kind: &str| {
+        results
+            .iter()
+            .filter(|r| r["suite"] == "bag" && r["kind"] == kind)
+            .count()
+    };
+    assert!(
+        bag_rows("record") > 0 && bag_rows("conversion") > 0,
+        "{report}"
+    );
+    let bridge = results
+        .iter()
+        .find(|r| r["suite"] == "bag" && r["kind"] == "bridge")
+        .unwrap_or_else(|| panic!("no bridge row: {}", report["skipped"]));
+    assert_eq!(bridge["unwatched_subscribers"], 0, "{bridge}");
+    assert_eq!(bridge["received"], bridge["published"], "{bridge}");
     let idle = find(&|r| r["kind"] == "idle", "idle");
     assert!(idle["cpu_percent"].as_f64().unwrap() >= 0.0);
     assert!(!report["checks"].as_array().unwrap().is_empty());
