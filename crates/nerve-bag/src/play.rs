@@ -94,6 +94,9 @@ pub struct PlayReport {
     pub clock_ticks: u64,
 }
 
+/// How often a replay sleeping through a long gap looks for a stop.
+const STOP_CHECK: Duration = Duration::from_millis(50);
+
 /// The topic of the simulated clock.
 pub const CLOCK_TOPIC: &str = "/clock";
 
@@ -157,6 +160,22 @@ impl Player {
 
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || nerve::shutdown::requested()
+    }
+
+    /// Sleeps until `deadline` (monotonic ns), the last stretch precisely; a long gap is
+    /// slept in slices so a stop (Ctrl-C, which another thread may receive) is noticed
+    /// within [`STOP_CHECK`].
+    fn sleep_until(&self, sleeper: &PreciseSleep, deadline: u64) {
+        loop {
+            let left = deadline.saturating_sub(nerve::mono_ns());
+            if left <= 2 * STOP_CHECK.as_nanos() as u64 || self.stopped() {
+                break;
+            }
+            std::thread::sleep(STOP_CHECK);
+        }
+        if !self.stopped() {
+            sleeper.sleep_until(deadline);
+        }
     }
 
     /// Replays the bag at `path` into `ctx`'s domain; `progress` is called about ten
@@ -339,13 +358,13 @@ impl Player {
             if let Some(c) = clock.as_mut() {
                 // the clock ticks due before this message, each at the bag time it stands for
                 while c.next_ns <= deadline && !self.stopped() {
-                    sleeper.sleep_until(c.next_ns);
+                    self.sleep_until(&sleeper, c.next_ns);
                     let behind = ((deadline - c.next_ns) as f64 * opts.rate) as u64;
                     c.tick(ready.log_time.saturating_sub(behind))?;
                     c.next_ns += c.period_ns;
                 }
             }
-            sleeper.sleep_until(deadline);
+            self.sleep_until(&sleeper, deadline);
             if self.stopped() {
                 report.interrupted = true;
                 break;

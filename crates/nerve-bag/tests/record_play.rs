@@ -528,3 +528,60 @@ fn foxglove_schemas_are_written_on_request_and_decode_with_foxglove_types() {
         report.skipped
     );
 }
+
+#[test]
+fn a_stop_during_a_long_gap_ends_the_replay_without_waiting_for_the_next_message() {
+    // a bag of two Imu messages 60 s apart, written directly
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gap.mcap");
+    let enc = Encoding::for_schema(&Schema::of::<Imu>()).unwrap();
+    {
+        let f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        let mut w = mcap::WriteOptions::new().profile("ros2").create(f).unwrap();
+        let schema = w
+            .add_schema(&enc.schema_name, enc.schema_encoding, &enc.schema_data)
+            .unwrap();
+        let mut meta = std::collections::BTreeMap::new();
+        meta.insert(
+            nerve_bag::meta::SCHEMA.to_string(),
+            Schema::of::<Imu>().encode(),
+        );
+        let ch = w
+            .add_channel(schema, "/gap/imu", enc.message_encoding, &meta)
+            .unwrap();
+        let mut cdr = Vec::new();
+        for (i, t) in [(0u64, 1_000_000_000u64), (1, 61_000_000_000)] {
+            enc.encode(nerve::message::as_bytes(&imu(i)), &mut cdr)
+                .unwrap();
+            let header = mcap::records::MessageHeader {
+                channel_id: ch,
+                sequence: i as u32,
+                log_time: t,
+                publish_time: t,
+            };
+            w.write_to_known_channel(&header, &cdr).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let ctx = Context::new(config("bag-gap")).unwrap();
+    let player = Player::new();
+    let stopper = player.clone();
+    let started = Instant::now();
+    let play = std::thread::spawn(move || {
+        let ctx = Context::new(config("bag-gap")).unwrap();
+        player.play(&ctx, &path, &PlayOptions::default(), |_| {})
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    stopper.stop();
+    let report = play.join().unwrap().unwrap();
+    // the first message went out, the stop came in the gap: the replay ends long before
+    // the second message's time
+    assert!(report.interrupted);
+    assert_eq!(report.published.get("/gap/imu"), Some(&1));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(ctx);
+}
