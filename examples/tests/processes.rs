@@ -829,6 +829,25 @@ fn bag_recorder_killed_mid_run_leaves_a_readable_file_and_ctrl_c_a_complete_one(
     );
     assert_eq!(code, 1);
     assert!(err.contains("none.mcap"), "{err}");
+    // an existing bag is never replaced unless asked
+    let before = std::fs::read(&done).unwrap();
+    let (code, _, err) = d.run(
+        &nerve,
+        &[
+            "bag",
+            "record",
+            "-o",
+            done.to_str().unwrap(),
+            "--duration",
+            "1",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("done.mcap") && err.contains("exists"), "{err}");
+    assert!(
+        std::fs::read(&done).unwrap() == before,
+        "the bag is untouched"
+    );
     let (code, _, err) = d.run(&nerve, &["bag", "record", "-e", "(", "-o", "/dev/null"]);
     assert_eq!(code, 2);
     assert!(err.contains("--regex"), "{err}");

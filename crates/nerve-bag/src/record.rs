@@ -91,6 +91,9 @@ pub struct RecordOptions {
     pub split_size: Option<u64>,
     /// ROS 2 schemas everywhere, or Foxglove's where a message has one.
     pub schemas: Schemas,
+    /// Replace files that exist already (otherwise an existing file is an error, and
+    /// nothing of it is touched).
+    pub overwrite: bool,
     /// Start a new file after this long.
     pub split_duration: Option<Duration>,
     /// Most bytes waiting for the writer before samples are dropped (or wait).
@@ -121,6 +124,7 @@ impl RecordOptions {
             compression: Compression::None,
             split_size: None,
             schemas: Schemas::Ros2,
+            overwrite: false,
             split_duration: None,
             queue_bytes: 512 << 20,
             backpressure: false,
@@ -708,7 +712,19 @@ impl BagFile {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| BagError::io(dir, e))?;
         }
-        let f = File::create(&path).map_err(|e| BagError::io(&path, e))?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .create_new(!opts.overwrite)
+            .open(&path)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => BagError::Options(format!(
+                    "{} exists already: choose another output or allow overwriting it",
+                    path.display()
+                )),
+                _ => BagError::io(&path, e),
+            })?;
         let on_disk = Arc::new(AtomicU64::new(0));
         let counted = Counted {
             inner: BufWriter::with_capacity(1 << 20, f),

@@ -25,9 +25,12 @@ pub enum BagCommand {
         /// Leave out topics whose names match this regular expression.
         #[arg(short = 'x', long = "exclude", value_name = "REGEX")]
         exclude: Option<String>,
-        /// Output file (default: nerve_<UTC time>.mcap).
+        /// Output file (default: nerve_<UTC time>.mcap); an existing one is an error.
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
+        /// Replace the output file(s) if they exist.
+        #[arg(long)]
+        overwrite: bool,
         /// Start a new file after this many bytes (e.g. 500M, 2G); files are
         /// <stem>_<n>.mcap.
         #[arg(long, value_name = "SIZE")]
@@ -208,6 +211,7 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
             regex: include,
             exclude,
             output,
+            overwrite,
             split_size,
             split_duration,
             compression,
@@ -227,6 +231,7 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
                 include: regex("--regex", include)?,
                 exclude: regex("--exclude", exclude)?,
             };
+            opts.overwrite = overwrite;
             opts.schemas = match schemas {
                 SchemasArg::Ros2 => nerve_bag::encoding::Schemas::Ros2,
                 SchemasArg::Foxglove => nerve_bag::encoding::Schemas::Foxglove,
