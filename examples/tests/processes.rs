@@ -848,6 +848,28 @@ fn bag_recorder_killed_mid_run_leaves_a_readable_file_and_ctrl_c_a_complete_one(
         std::fs::read(&done).unwrap() == before,
         "the bag is untouched"
     );
+    // recover onto its own input under another name, a clock of 0 Hz, a zero call
+    // timeout: refused by name, nothing touched
+    let same = format!("{}/./done.mcap", dir.display());
+    let (code, _, err) = d.run(
+        &nerve,
+        &["bag", "recover", done.to_str().unwrap(), "-o", &same],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("damaged bag itself"), "{err}");
+    assert!(
+        std::fs::read(&done).unwrap() == before,
+        "the bag is untouched"
+    );
+    let (code, _, err) = d.run(
+        &nerve,
+        &["bag", "play", done.to_str().unwrap(), "--clock", "0"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--clock"), "{err}");
+    let (code, _, err) = d.run(&nerve, &["bridge", "foxglove", "--call-timeout", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--call-timeout"), "{err}");
     let (code, _, err) = d.run(&nerve, &["bag", "record", "-e", "(", "-o", "/dev/null"]);
     assert_eq!(code, 2);
     assert!(err.contains("--regex"), "{err}");

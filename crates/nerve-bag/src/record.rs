@@ -669,6 +669,8 @@ fn reserve(shared: &Shared, opts: &RecordOptions, len: usize) -> bool {
 /// position: it seeks only back over a chunk's header it just wrote, and forward again).
 struct Counted {
     inner: BufWriter<File>,
+    /// Read and written by the writer thread only (an atomic so the file is `Send`):
+    /// relaxed orderings publish nothing.
     pos: Arc<AtomicU64>,
 }
 
