@@ -45,6 +45,7 @@ mod exec;
 pub mod introspect;
 pub mod message;
 pub mod name;
+pub mod param;
 pub mod qos;
 pub mod service;
 mod sys;

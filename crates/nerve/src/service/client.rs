@@ -817,3 +817,45 @@ impl<S: Service> Deref for Reply<S> {
         unsafe { &*(self.raw.resp.words().as_ptr() as *const S::Response) }
     }
 }
+
+impl<T, S> Client<S>
+where
+    T: crate::message::SerdeMessage,
+    S: Service<Request = crate::message::Serde<T>>,
+{
+    /// Encodes `value` with serde into a loaned request and sends it.
+    pub fn send_value(&self, value: &T) -> Result<PendingCall<'_, S>, CallError> {
+        let bytes =
+            crate::message::serde_encode(value).map_err(|reason| CallError::BadPayload {
+                service: self.name().to_string(),
+                type_name: T::TYPE_NAME.to_string(),
+                len: 0,
+                reason,
+            })?;
+        let mut loan = self.loan_slice(bytes.len())?;
+        *loan.head_mut() = crate::message::Serde::with_len(bytes.len());
+        loan.elems_mut().copy_from_slice(&bytes);
+        loan.send()
+    }
+
+    /// Calls with a serde-encoded `value` and waits up to `timeout` for the response.
+    pub fn call_value(&self, value: &T, timeout: Duration) -> Result<Reply<S>, CallError> {
+        self.send_value(value)?.wait(timeout)
+    }
+}
+
+impl<U, S> Reply<S>
+where
+    U: crate::message::SerdeMessage,
+    S: Service<Response = crate::message::Serde<U>>,
+{
+    /// Decodes a serde-encoded response (bounded by its bytes; malformed input is an
+    /// error).
+    pub fn decode(&self) -> Result<U, crate::DecodeError> {
+        let n = self.encoded_len().min(self.elems().len());
+        crate::message::serde_decode(&self.elems()[..n]).map_err(|reason| crate::DecodeError {
+            type_name: U::TYPE_NAME.to_string(),
+            reason,
+        })
+    }
+}

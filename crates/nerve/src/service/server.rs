@@ -907,3 +907,40 @@ fn floor_char_boundary(s: &str, max: usize) -> usize {
     }
     i
 }
+
+impl<T, S> Request<'_, S>
+where
+    T: crate::message::SerdeMessage,
+    S: Service<Request = crate::message::Serde<T>>,
+{
+    /// Decodes a serde-encoded request (bounded by its bytes; malformed input is an
+    /// error).
+    pub fn decode(&self) -> Result<T, crate::DecodeError> {
+        let n = self.encoded_len().min(self.elems().len());
+        crate::message::serde_decode(&self.elems()[..n]).map_err(|reason| crate::DecodeError {
+            type_name: T::TYPE_NAME.to_string(),
+            reason,
+        })
+    }
+}
+
+impl<U, S> Request<'_, S>
+where
+    U: crate::message::SerdeMessage,
+    S: Service<Response = crate::message::Serde<U>>,
+{
+    /// Encodes `value` with serde into a loaned response and sends it.
+    pub fn reply_value(&self, value: &U) -> Result<(), ServeError> {
+        let bytes =
+            crate::message::serde_encode(value).map_err(|reason| ServeError::BadPayload {
+                service: self.raw.server.name.clone(),
+                type_name: U::TYPE_NAME.to_string(),
+                len: 0,
+                reason,
+            })?;
+        let mut loan = self.loan_reply_slice(bytes.len())?;
+        *loan.head_mut() = crate::message::Serde::with_len(bytes.len());
+        loan.elems_mut().copy_from_slice(&bytes);
+        loan.send()
+    }
+}
