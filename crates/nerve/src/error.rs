@@ -578,6 +578,9 @@ pub enum ExecError {
     /// A worker thread could not start or panicked.
     #[error("executor thread: {0}")]
     Thread(String),
+    /// Serving an action or following its goals failed.
+    #[error(transparent)]
+    Action(Box<crate::action::ActionError>),
 }
 
 /// Defining or running a state machine failed.

@@ -38,6 +38,7 @@ extern crate self as nerve;
 // The tree is the table of contents (docs/design.md opens with it). Lower layers never
 // import higher ones: sys <- message <- transport <- topic/service <- exec; the network
 // plane (net) plugs into transport's remote traits; context ties a domain together.
+pub mod action;
 pub mod config;
 mod context;
 pub mod error;

@@ -70,6 +70,19 @@ impl<M: Message> Waitable for Subscriber<M> {
     }
 }
 
+impl<S: crate::Service> sealed::Sealed for crate::Server<S> {
+    fn wake_slot(&self) -> &SlotRef {
+        crate::Server::wake_slot(self)
+    }
+}
+
+/// A server is ready when requests wait.
+impl<S: crate::Service> Waitable for crate::Server<S> {
+    fn is_ready(&self) -> bool {
+        self.has_requests()
+    }
+}
+
 /// Most entries in one wait set (the kernel's futex_waitv limit).
 pub const MAX_WAITSET_ENTRIES: usize = 128;
 

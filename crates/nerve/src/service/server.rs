@@ -944,3 +944,39 @@ where
         loan.send()
     }
 }
+
+/// A request kept after it was answered, read in place: its shared memory stays loaned
+/// until this is dropped (how an action server keeps a goal without copying it).
+pub(crate) struct KeptRequest<M: Message> {
+    raw: RawRequest,
+    _m: PhantomData<M>,
+}
+
+impl<S: Service> Request<'_, S> {
+    /// Keeps the request's payload past its answer. A request not yet answered is
+    /// answered `Rejected` when the kept request is dropped.
+    pub(crate) fn keep(self) -> KeptRequest<S::Request> {
+        KeptRequest {
+            raw: self.raw,
+            _m: PhantomData,
+        }
+    }
+}
+
+impl<M: Message> KeptRequest<M> {
+    /// The head.
+    pub(crate) fn head(&self) -> &M {
+        // SAFETY: the request was checked against TypeInfo::of::<M>() when it was taken
+        // by a Server whose request type is M (Request::keep is its only constructor):
+        // the payload holds at least size_of::<M>() bytes at an 8-byte aligned address
+        // (align_of::<M>() <= 8 is asserted by TypeInfo::of), and M is Pod.
+        unsafe { &*(self.raw.incoming.words().as_ptr() as *const M) }
+    }
+
+    /// The elements after the head.
+    pub(crate) fn elems(&self) -> &[M::Elem] {
+        // SAFETY: as for head: check_payload proved the payload holds `elems` elements
+        // of M's layout.
+        unsafe { crate::message::elems_in::<M>(self.raw.incoming.words(), self.raw.elems) }
+    }
+}
