@@ -2,12 +2,14 @@
 //!
 //! Exit codes: 0 success (and broken pipe), 1 runtime error, 2 usage error.
 
+mod action;
 mod bag;
 mod bench;
 mod bridge;
 mod clean;
 mod node;
 mod output;
+mod param;
 mod remote;
 mod service;
 mod sm;
@@ -41,6 +43,12 @@ enum Command {
     /// List and call services.
     #[command(subcommand)]
     Service(service::ServiceCommand),
+    /// Read and set the parameters of running nodes.
+    #[command(subcommand)]
+    Param(param::ParamCommand),
+    /// List actions, inspect their goals, send goals.
+    #[command(subcommand)]
+    Action(action::ActionCommand),
     /// Record, replay and inspect bags (MCAP, readable by ROS 2 tools and Foxglove).
     #[command(subcommand)]
     Bag(bag::BagCommand),
@@ -102,6 +110,8 @@ fn run(cli: Cli) -> CmdResult {
     match cli.command {
         Command::Topic(c) => topic::run(&ctx()?, c),
         Command::Service(c) => service::run(&ctx()?, c),
+        Command::Param(c) => param::run(&ctx()?, c),
+        Command::Action(c) => action::run(&ctx()?, c),
         Command::Bench(c) => bench::run(c),
         Command::Bag(c) => bag::run(|| Ok(ctx()?), c),
         Command::Bridge(c) => bridge::run(|| Ok(ctx()?), c),

@@ -70,7 +70,8 @@ pub fn find(name: &str) -> Option<TypeEntry> {
         .find(|e| e.name == name || e.name.rsplit('/').next() == Some(name))
 }
 
-fn to_json<M: Message + Serialize>(bytes: &[u8], elems: usize) -> Value
+/// Decodes a message's head and (up to [`MAX_SHOWN_ELEMS`]) elements to JSON.
+pub fn to_json<M: Message + Serialize>(bytes: &[u8], elems: usize) -> Value
 where
     M::Elem: Serialize,
 {

@@ -9,6 +9,7 @@
 //! the benchmark compares like with like; the size is asserted at compile time.
 #![warn(missing_docs)]
 
+pub mod action;
 pub mod srv;
 
 use nerve::{Message, Pod};
@@ -454,6 +455,8 @@ pub fn schemas() -> Vec<nerve::message::schema::Schema> {
         Schema::of::<srv::TwoInts>(),
         Schema::of::<srv::Int>(),
         Schema::of::<srv::Bytes>(),
+        Schema::of::<action::FibonacciGoal>(),
+        Schema::of::<action::FibonacciSequence>(),
     ]
 }
 

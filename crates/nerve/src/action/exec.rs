@@ -30,6 +30,8 @@ impl Executor {
         F: FnMut(&GoalRequest<'_, A>) -> Result<(), String> + 'static,
     {
         let name = server.name().to_string();
+        // late readers of the status topic get the last status
+        self.latch(server.inner.status.clone())?;
         self.add_work(
             &format!("{name}/_action/cancel"),
             Box::new(ServerPart {

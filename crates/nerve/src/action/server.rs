@@ -74,10 +74,11 @@ impl<A: Action> ActionServerBuilder<A> {
             .service::<ResultService<A>>(&names::result(&name))
             .qos(self.qos)
             .create()?;
-        let status = node
-            .publisher::<Serde<StatusList>>(&names::status(&name))
-            .qos(Qos::latched())
-            .create()?;
+        let status = Rc::new(
+            node.publisher::<Serde<StatusList>>(&names::status(&name))
+                .qos(Qos::latched())
+                .create()?,
+        );
         let server = ActionServer {
             inner: Rc::new(ServerInner {
                 node,
@@ -130,7 +131,7 @@ pub(crate) struct ServerInner<A: Action> {
     pub(crate) goal_srv: Server<GoalService<A>>,
     pub(crate) cancel_srv: Server<CancelService>,
     pub(crate) result_srv: Server<ResultService<A>>,
-    status: Publisher<Serde<StatusList>>,
+    pub(crate) status: Rc<Publisher<Serde<StatusList>>>,
     state: RefCell<State<A>>,
 }
 
@@ -260,6 +261,8 @@ impl<A: Action> ActionServer<A> {
     where
         F: FnMut(&GoalRequest<'_, A>) -> Result<(), String>,
     {
+        // late status readers get the last status (an executor does this on a wake-up)
+        self.inner.status.update_connections();
         let mut n = self.handle_cancels()?;
         n += self.handle_result_requests()?;
         n += self.handle_goals(&mut on_goal)?;

@@ -1,0 +1,280 @@
+//! `nerve action …`: list actions, inspect their goals, send a goal and watch it.
+
+use crate::output::{self, Format, FormatArg};
+use crate::types::{from_json, to_json};
+use crate::{usage, CmdResult, Failure};
+use clap::Subcommand;
+use nerve::action::{names, Action, ActionClient, ActionError, StatusList};
+use nerve::message::Serde;
+use nerve::Message;
+use nerve_msgs::action::{EchoAction, Fibonacci};
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Action commands.
+#[derive(Subcommand)]
+pub enum ActionCommand {
+    /// List the actions served in the domain.
+    List(FormatArg),
+    /// Show an action's type, server and the goals it holds.
+    Info {
+        /// Action name, e.g. /fibonacci.
+        name: String,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Send a goal, print its feedback as it comes and then its result. Ctrl-C cancels
+    /// the goal.
+    #[command(name = "send_goal", alias = "send-goal")]
+    SendGoal {
+        /// Action name, e.g. /fibonacci.
+        name: String,
+        /// Action type (full or short name), e.g. Fibonacci.
+        action_type: String,
+        /// Goal as JSON; fields left out keep their defaults, e.g. '{"order": 5}'.
+        goal: String,
+        /// Print feedback as it arrives.
+        #[arg(long)]
+        feedback: bool,
+        /// How long to wait for a server and then for the result, in ms.
+        #[arg(long, default_value_t = 30000)]
+        timeout: u64,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+}
+
+/// One action type the tool can send goals of.
+struct ActionEntry {
+    name: &'static str,
+    send: fn(&nerve::Node, &str, &Value, bool, Duration, Format) -> CmdResult,
+}
+
+fn registry() -> Vec<ActionEntry> {
+    vec![
+        ActionEntry {
+            name: Fibonacci::TYPE_NAME,
+            send: send::<Fibonacci>,
+        },
+        ActionEntry {
+            name: EchoAction::TYPE_NAME,
+            send: send::<EchoAction>,
+        },
+    ]
+}
+
+fn print(v: &Value, format: Format) -> std::io::Result<()> {
+    match format {
+        Format::Json => output::json(v),
+        Format::Human => {
+            println!("{}", crate::types::pretty(v));
+            Ok(())
+        }
+    }
+}
+
+/// A message head and its elements as JSON (as `topic echo` prints them).
+fn message_json<M: Message + Serialize>(head: &M, elems: &[M::Elem]) -> Value
+where
+    M::Elem: Serialize,
+{
+    let mut v = to_json::<M>(nerve::message::as_bytes(head), 0);
+    if std::mem::size_of::<M::Elem>() > 0 {
+        let shown: Vec<Value> = elems
+            .iter()
+            .take(crate::types::MAX_SHOWN_ELEMS)
+            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+            .collect();
+        v["elems_len"] = json!(elems.len());
+        v["elems"] = Value::Array(shown);
+    }
+    v
+}
+
+fn send<A: Action>(
+    node: &nerve::Node,
+    name: &str,
+    goal: &Value,
+    feedback: bool,
+    timeout: Duration,
+    format: Format,
+) -> CmdResult
+where
+    A::Goal: Serialize + DeserializeOwned + Default,
+    <A::Goal as Message>::Elem: DeserializeOwned,
+    A::Feedback: Serialize,
+    <A::Feedback as Message>::Elem: Serialize,
+    A::Result: Serialize,
+    <A::Result as Message>::Elem: Serialize,
+{
+    let (head, elems) = from_json::<A::Goal>(goal).map_err(usage)?;
+    let client = ActionClient::<A>::create(node, name).map_err(|e| match e {
+        ActionError::Service(nerve::ServiceError::Name(_))
+        | ActionError::Topic(nerve::TopicError::Name(_)) => usage(e.to_string()),
+        e => Failure::Runtime(e.into()),
+    })?;
+    if !client.wait_for_server(timeout) {
+        return Err(Failure::Runtime(anyhow::anyhow!(
+            "action {name}: no server within {timeout:?}"
+        )));
+    }
+    let g = client.send_goal_with(elems.len(), |h, e| {
+        *h = head;
+        e.copy_from_slice(&elems);
+    })?;
+    eprintln!("goal {} accepted", g.id());
+    let deadline = Instant::now() + timeout;
+    let mut canceled = false;
+    let print_feedback = |f: &nerve::action::Feedback<A>| {
+        let v = message_json::<A::Feedback>(f, f.elems());
+        print(&json!({"feedback": v, "state": f.state().name()}), format)
+    };
+    loop {
+        if nerve::shutdown::requested() && !canceled {
+            canceled = true;
+            eprintln!("canceling goal {}: {}", g.id(), g.cancel()?);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Failure::Runtime(anyhow::anyhow!(
+                "action {name}: goal {} has no result after {timeout:?}",
+                g.id()
+            )));
+        }
+        let step = left.min(Duration::from_millis(100));
+        if feedback {
+            // None: the result is in, or nothing came within the step
+            if let Some(f) = g.next_feedback(step)? {
+                print_feedback(&f)?;
+                continue;
+            }
+        }
+        match g.result(if feedback { Duration::ZERO } else { step }) {
+            Ok(r) => {
+                while let Some(f) = g.try_feedback().filter(|_| feedback) {
+                    print_feedback(&f)?;
+                }
+                let v = message_json::<A::Result>(&r, r.elems());
+                print(
+                    &json!({"goal": g.id().to_string(), "state": r.state().name(), "result": v}),
+                    format,
+                )?;
+                return match r.state() {
+                    nerve::action::GoalState::Succeeded => Ok(()),
+                    s => Err(Failure::Runtime(anyhow::anyhow!("goal {} {s}", g.id()))),
+                };
+            }
+            Err(ActionError::Timeout { .. }) => continue,
+            Err(e) => return Err(Failure::Runtime(e.into())),
+        }
+    }
+}
+
+/// Runs an action command.
+pub fn run(ctx: &nerve::Context, cmd: ActionCommand) -> CmdResult {
+    let node = ctx
+        .node(&format!("nerve_action_{}", std::process::id()))
+        .create()?;
+    match cmd {
+        ActionCommand::List(f) => {
+            let list = nerve::introspect::list_services(&node).map_err(anyhow::Error::msg)?;
+            let rows: Vec<Vec<String>> = list
+                .iter()
+                .filter(|s| s.servers > 0)
+                .filter_map(|s| {
+                    names::action_of_goal_service(&s.name)
+                        .map(|a| vec![a.to_string(), s.type_name.clone(), s.clients.to_string()])
+                })
+                .collect();
+            match f.format {
+                Format::Json => output::json(&json!(rows
+                    .iter()
+                    .map(|r| json!({"name": r[0], "type": r[1], "clients": r[2].parse::<u64>().unwrap_or(0)}))
+                    .collect::<Vec<_>>()))?,
+                Format::Human => output::table(&["NAME", "TYPE", "CLIENTS"], &rows)?,
+            }
+            Ok(())
+        }
+        ActionCommand::Info { name, format } => {
+            let goal_service = names::goal(&name);
+            let info = nerve::introspect::list_services(&node)
+                .map_err(anyhow::Error::msg)?
+                .into_iter()
+                .find(|s| s.name == goal_service && s.servers > 0)
+                .ok_or_else(|| anyhow::anyhow!("action {name}: no server"))?;
+            let status = node
+                .subscriber::<Serde<StatusList>>(&names::status(&name))
+                .qos(nerve::Qos::latched())
+                .create()?;
+            let list = status
+                .recv_timeout(Duration::from_secs(1))?
+                .map(|s| s.decode())
+                .transpose()?;
+            let goals: Vec<Value> = list
+                .map(|l| l.goals)
+                .unwrap_or_default()
+                .iter()
+                .map(|g| {
+                    json!({"goal": nerve::action::GoalId { client: g.goal.0, seq: g.goal.1 }.to_string(),
+                        "state": g.state.name()})
+                })
+                .collect();
+            let v = json!({
+                "name": name, "type": info.type_name, "goal": info.request.name,
+                "result": info.response.name, "clients": info.clients, "goals": goals,
+            });
+            match format.format {
+                Format::Json => output::json(&v)?,
+                Format::Human => {
+                    println!("action:  {name}");
+                    println!("type:    {}", info.type_name);
+                    println!("clients: {}", info.clients);
+                    let rows: Vec<Vec<String>> = goals
+                        .iter()
+                        .map(|g| {
+                            vec![
+                                g["goal"].as_str().unwrap_or("").to_string(),
+                                g["state"].as_str().unwrap_or("").to_string(),
+                            ]
+                        })
+                        .collect();
+                    output::table(&["GOAL", "STATE"], &rows)?;
+                }
+            }
+            Ok(())
+        }
+        ActionCommand::SendGoal {
+            name,
+            action_type,
+            goal,
+            feedback,
+            timeout,
+            format,
+        } => {
+            let entry = registry()
+                .into_iter()
+                .find(|e| e.name == action_type || e.name.rsplit('/').next() == Some(&action_type))
+                .ok_or_else(|| {
+                    usage(format!(
+                        "unknown action type {action_type:?}; known: {}",
+                        registry()
+                            .iter()
+                            .map(|e| e.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })?;
+            let value: Value = serde_json::from_str(&goal)
+                .map_err(|e| usage(format!("goal is not valid JSON: {e}")))?;
+            (entry.send)(
+                &node,
+                &name,
+                &value,
+                feedback,
+                Duration::from_millis(timeout),
+                format.format,
+            )
+        }
+    }
+}
