@@ -883,3 +883,256 @@ fn bag_recorder_killed_mid_run_leaves_a_readable_file_and_ctrl_c_a_complete_one(
     assert_eq!(code, 2);
     assert!(err.contains("FROM:=TO"), "{err}");
 }
+
+const FIBONACCI: &str = env!("CARGO_BIN_EXE_fibonacci");
+
+/// Parameters of a running node through the CLI: list, describe, set one by one and
+/// atomically (a refused value leaves every value unchanged), dump and load back, bad
+/// files named with their line, and a parameter file given at start-up.
+#[test]
+fn cli_reads_and_sets_parameters_of_a_running_node() {
+    let d = Domain::new();
+    std::fs::create_dir_all(&d.dir).unwrap();
+    let start_file = d.dir.join("start.yaml");
+    // an integer for a float parameter widens (rclcpp#1009)
+    std::fs::write(
+        &start_file,
+        "/fibonacci:\n  gain: 2\n\"/**\":\n  step_ms: 3\n",
+    )
+    .unwrap();
+    let mut node = Proc::new(
+        d.cmd(FIBONACCI)
+            .env("NERVE_PARAM_FILES", &start_file)
+            .spawn()
+            .unwrap(),
+    );
+    node.expect_line("fibonacci: serving /fibonacci on node /fibonacci", T);
+    let cli = nerve_cli();
+    let get = |names: &[&str]| -> Value {
+        let mut args = vec!["param", "get", "/fibonacci", "--format", "json"];
+        args.extend_from_slice(names);
+        let (rc, out, err) = d.run(&cli, &args);
+        assert_eq!(rc, 0, "{err}");
+        serde_json::from_str(out.trim()).unwrap()
+    };
+    assert_eq!(
+        get(&["gain", "step_ms", "frame"]),
+        serde_json::json!({"gain": 2.0, "step_ms": 3, "frame": "base_link"})
+    );
+    let (rc, out, _) = d.run(&cli, &["param", "list"]);
+    assert_eq!((rc, out.trim()), (0, "/fibonacci"));
+
+    // atomic: max_order 95 fails the node's validator, so gain stays too
+    let (rc, _, err) = d.run(
+        &cli,
+        &[
+            "param",
+            "set",
+            "/fibonacci",
+            "gain",
+            "4",
+            "max_order",
+            "95",
+            "--atomic",
+        ],
+    );
+    assert_eq!(rc, 1);
+    assert!(err.contains("max_order must be from 0 to 92"), "{err}");
+    assert_eq!(
+        get(&["gain", "max_order"]),
+        serde_json::json!({"gain": 2.0, "max_order": 90})
+    );
+    // one by one: the good one lands, the bad ones are named
+    let (rc, _, err) = d.run(
+        &cli,
+        &[
+            "param",
+            "set",
+            "/fibonacci",
+            "gain",
+            "4",
+            "frame",
+            "x",
+            "step_ms",
+            "1.5",
+        ],
+    );
+    assert_eq!(rc, 1);
+    assert!(
+        err.contains("read-only") && err.contains("is of type int"),
+        "{err}"
+    );
+    assert_eq!(get(&["gain"]), serde_json::json!({"gain": 4.0}));
+    let (rc, _, err) = d.run(&cli, &["param", "set", "/fibonacci", "gain", "11"]);
+    assert_eq!(rc, 1);
+    assert!(err.contains("outside 0 to 10"), "{err}");
+
+    let (rc, out, _) = d.run(
+        &cli,
+        &[
+            "param",
+            "describe",
+            "/fibonacci",
+            "step_ms",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(rc, 0);
+    let desc: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(desc[0]["type"], "int");
+    assert_eq!(desc[0]["range"]["step"], 1.0);
+
+    // dump, change, load back: all or nothing
+    let dump = d.dir.join("dump.yaml");
+    let (rc, _, err) = d.run(
+        &cli,
+        &["param", "dump", "/fibonacci", "-o", dump.to_str().unwrap()],
+    );
+    assert_eq!(rc, 0, "{err}");
+    let text = std::fs::read_to_string(&dump).unwrap();
+    assert!(text.contains("gain: 4.0"), "{text}");
+    std::fs::write(
+        &dump,
+        text.replace("gain: 4.0", "gain: 5")
+            .replace("  frame: base_link\n", ""),
+    )
+    .unwrap();
+    let (rc, out, err) = d.run(
+        &cli,
+        &["param", "load", "/fibonacci", dump.to_str().unwrap()],
+    );
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("set 3 parameters"), "{out}");
+    assert_eq!(get(&["gain"]), serde_json::json!({"gain": 5.0}));
+
+    // a bad file: exit 2, file and line, nothing set
+    let bad = d.dir.join("bad.yaml");
+    std::fs::write(&bad, "/fibonacci:\n  gain: 6\n  step_ms: [1, x]\n").unwrap();
+    let (rc, _, err) = d.run(
+        &cli,
+        &["param", "load", "/fibonacci", bad.to_str().unwrap()],
+    );
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("bad.yaml:3:"), "{err}");
+    assert_eq!(get(&["gain"]), serde_json::json!({"gain": 5.0}));
+    // a missing node: a clear runtime error
+    let (rc, _, err) = d.run(&cli, &["param", "get", "/nobody", "x", "--timeout", "200"]);
+    assert_eq!(rc, 1);
+    assert!(err.contains("node /nobody: no parameter service"), "{err}");
+}
+
+/// Goals through the CLI against a real server: feedback then the result, a rejection,
+/// Ctrl-C cancels the goal, and a server killed mid-goal is a prompt error.
+#[test]
+fn cli_sends_goals_and_survives_a_killed_server() {
+    let d = Domain::new();
+    let mut node = d.spawn(FIBONACCI, &[]);
+    node.expect_line("fibonacci: serving /fibonacci on node /fibonacci", T);
+    let cli = nerve_cli();
+    let (rc, out, err) = d.run(
+        &cli,
+        &[
+            "action",
+            "send_goal",
+            "/fibonacci",
+            "Fibonacci",
+            r#"{"order": 6}"#,
+            "--feedback",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(rc, 0, "{err}");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let result = lines.last().unwrap();
+    assert_eq!(result["state"], "succeeded");
+    assert_eq!(
+        result["result"]["elems"],
+        serde_json::json!([0, 1, 1, 2, 3, 5, 8])
+    );
+    // feedback grew one number at a time, all of it before the result
+    let lens: Vec<u64> = lines[..lines.len() - 1]
+        .iter()
+        .map(|f| f["feedback"]["len"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lens, [3, 4, 5, 6, 7]);
+
+    let (rc, _, err) = d.run(
+        &cli,
+        &[
+            "action",
+            "send_goal",
+            "/fibonacci",
+            "Fibonacci",
+            r#"{"order": 500}"#,
+        ],
+    );
+    assert_eq!(rc, 1);
+    assert!(
+        err.contains("goal rejected: order 500 is outside 0 to 90"),
+        "{err}"
+    );
+    let (rc, _, err) = d.run(&cli, &["action", "send_goal", "/fibonacci", "Nope", "{}"]);
+    assert_eq!(rc, 2);
+    assert!(err.contains("unknown action type"), "{err}");
+
+    let (rc, out, _) = d.run(&cli, &["action", "list", "--format", "json"]);
+    assert_eq!(rc, 0);
+    assert!(out.contains(r#""name":"/fibonacci""#), "{out}");
+
+    // Ctrl-C cancels the goal: the server ends it canceled
+    let mut slow = d.spawn(
+        &cli,
+        &[
+            "action",
+            "send_goal",
+            "/fibonacci",
+            "Fibonacci",
+            r#"{"order": 90}"#,
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    slow.signal(libc::SIGINT);
+    let status = slow.child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let mut err = String::new();
+    use std::io::Read;
+    slow.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("canceled"), "{err}");
+
+    // the server dies mid-goal: the client says so at once, not at its 30 s timeout
+    let mut waiting = d.spawn(
+        &cli,
+        &[
+            "action",
+            "send_goal",
+            "/fibonacci",
+            "Fibonacci",
+            r#"{"order": 90}"#,
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    node.signal(libc::SIGKILL);
+    let started = Instant::now();
+    let status = waiting.child.wait().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1));
+    let mut err = String::new();
+    waiting
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("the server went away"), "{err}");
+}
