@@ -7,6 +7,7 @@ pub mod bag_bridge;
 pub mod bag_conversion;
 pub mod bundle;
 pub mod child;
+pub mod control;
 pub mod cross_host;
 pub mod echo;
 pub mod hosts;

@@ -4,6 +4,7 @@ use crate::{usage, CmdResult, Failure};
 use clap::{Args, Subcommand};
 use nerve_bench::bag::BagSuite;
 use nerve_bench::bundle::{Bundle, SuiteOutput};
+use nerve_bench::control::ControlSuite;
 use nerve_bench::cross_host::CrossHostSuite;
 use nerve_bench::lidar::LidarSuite;
 use nerve_bench::machine::Machine;
@@ -41,8 +42,11 @@ pub enum BenchCommand {
     /// Recording and replay (`nerve bag`): throughput, drops and recorder CPU at CyberRT's
     /// scenarios and 1 kHz, saturation beside the raw disk, playback timing error.
     Bag(BagArgs),
-    /// Every suite (service, topic, paths, lidar, timer, scheduler, python, bag) into one
-    /// report with plots.
+    /// Parameters, actions and launch: an action round trip and a parameter set beside a
+    /// service call, the idle CPU of a node with both, launch of 20 processes.
+    Control(ControlArgs),
+    /// Every suite (service, topic, paths, lidar, timer, scheduler, python, bag, control)
+    /// into one report with plots.
     All(AllArgs),
     /// The Rust ponger of the Python ping-pong (started by pybench.py): answers every
     /// message on the ping topic with the same message on the pong topic until STOP.
@@ -250,6 +254,45 @@ fn bag_suite(quick: bool, out: &std::path::Path) -> Result<BagSuite, Failure> {
     } else {
         BagSuite::full(exe, scratch)
     })
+}
+
+/// Options of `bench control`.
+#[derive(Args)]
+pub struct ControlArgs {
+    /// 2,000 round trips per kind after 200 warm-up, 3 s idle (instead of 10,000 after
+    /// 1,000, 10 s).
+    #[arg(long)]
+    quick: bool,
+    /// Output directory for report.json, report.md and index.html.
+    #[arg(long, default_value = "nerve-report")]
+    out: PathBuf,
+    /// Measured round trips per kind and payload (overrides --quick).
+    #[arg(long)]
+    calls: Option<usize>,
+    /// Payload sizes in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    payloads: Option<Vec<usize>>,
+}
+
+fn control_suite(a: &ControlArgs) -> Result<ControlSuite, Failure> {
+    let mut suite = if a.quick {
+        ControlSuite::quick(role_command()?)
+    } else {
+        ControlSuite::full(role_command()?)
+    };
+    if let Some(c) = a.calls {
+        if c == 0 {
+            return Err(usage("--calls must be at least 1"));
+        }
+        suite.calls = c;
+    }
+    if let Some(p) = &a.payloads {
+        if p.is_empty() || p.iter().any(|&b| b > 64 << 20) {
+            return Err(usage("--payloads: sizes from 0 to 64 MiB"));
+        }
+        suite.payloads = p.clone();
+    }
+    Ok(suite)
 }
 
 /// Options of `bench timer`.
@@ -507,7 +550,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     let quick = a.quick || a.smoke;
     eprintln!(
         "nerve bench all ({}): service, topic, topic across hosts, paths, lidar, timer, \
-         scheduler, python, bag",
+         scheduler, python, bag, control",
         if quick { "quick" } else { "full" }
     );
     let mut suites = vec![service_output(a)?];
@@ -534,9 +577,14 @@ fn run_all(a: &AllArgs) -> CmdResult {
         TimerSuite::full(rc.clone())
     };
     let mut scheduler = if quick {
-        SchedulerSuite::quick(rc)
+        SchedulerSuite::quick(rc.clone())
     } else {
-        SchedulerSuite::full(rc)
+        SchedulerSuite::full(rc.clone())
+    };
+    let mut control = if quick {
+        ControlSuite::quick(rc)
+    } else {
+        ControlSuite::full(rc)
     };
     let mut python = if quick {
         PythonSuite::quick(ponger_command()?)
@@ -569,6 +617,8 @@ fn run_all(a: &AllArgs) -> CmdResult {
         (python.round_trips, python.warmup, python.tensors) = (50, 5, 3);
         (python.stream_sizes, python.stream_seconds) = (vec![1024], 0.3);
         (python.tensor_mib, python.cpu_seconds) = (vec![1], 0.3);
+        (control.calls, control.warmup, control.idle_seconds) = (50, 5, 0.3);
+        control.payloads = vec![64];
     }
     suites.push(topic.run(&machine).map_err(usage)?);
     suites.push(cross.run(&machine).map_err(usage)?);
@@ -578,6 +628,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
     suites.push(scheduler.run(&machine).map_err(usage)?);
     suites.push(python.run().map_err(usage)?);
     suites.push(bag.run(&machine).map_err(usage)?);
+    suites.push(control.run(&machine).map_err(usage)?);
     write_bundle(&a.out, quick, suites)
 }
 
@@ -605,6 +656,19 @@ pub fn run(cmd: BenchCommand) -> CmdResult {
                         .parse()
                         .map_err(|e| usage(format!("bad domain {spec:?}: {e}")))?;
                     run_idle(domain)?;
+                    return Ok(());
+                }
+                "control-server" => {
+                    let spec: nerve_bench::control::ServerSpec = serde_json::from_str(&spec)
+                        .map_err(|e| usage(format!("bad control spec: {e}")))?;
+                    nerve_bench::control::run_server(&spec)?;
+                    return Ok(());
+                }
+                "control-idle" => {
+                    let domain = spec
+                        .parse()
+                        .map_err(|e| usage(format!("bad domain {spec:?}: {e}")))?;
+                    nerve_bench::control::run_idle_node(domain)?;
                     return Ok(());
                 }
                 "pipeline-stage" => {
@@ -651,6 +715,11 @@ pub fn run(cmd: BenchCommand) -> CmdResult {
                 }
                 suite.saturation_mib = m;
             }
+            let out = suite.run(&Machine::detect()).map_err(usage)?;
+            write_bundle(&a.out, suite.quick, vec![out])
+        }
+        BenchCommand::Control(a) => {
+            let suite = control_suite(&a)?;
             let out = suite.run(&Machine::detect()).map_err(usage)?;
             write_bundle(&a.out, suite.quick, vec![out])
         }

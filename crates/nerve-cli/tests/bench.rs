@@ -225,7 +225,8 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
             "timer",
             "scheduler",
             "python",
-            "bag"
+            "bag",
+            "control"
         ])
     );
     let results = report["results"].as_array().unwrap();
@@ -361,6 +362,16 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
         .unwrap_or_else(|| panic!("no bridge row: {}", report["skipped"]));
     assert_eq!(bridge["unwatched_subscribers"], 0, "{bridge}");
     assert_eq!(bridge["received"], bridge["published"], "{bridge}");
+    // the control suite: an action round trip and a parameter set beside a service call
+    let control = |what: &str| {
+        results
+            .iter()
+            .find(|r| r["suite"] == "control" && r["what"] == what)
+            .unwrap_or_else(|| panic!("no control row {what}: {}", report["skipped"]))
+    };
+    for what in ["service call", "action round trip", "parameter set"] {
+        assert!(control(what)["rtt_us"]["count"].as_u64().unwrap() > 0);
+    }
     let idle = find(&|r| r["kind"] == "idle", "idle");
     assert!(idle["cpu_percent"].as_f64().unwrap() >= 0.0);
     assert!(!report["checks"].as_array().unwrap().is_empty());

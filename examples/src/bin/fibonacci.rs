@@ -64,13 +64,17 @@ fn main() -> anyhow::Result<()> {
     exec.handle_signals(true);
     exec.parameters(&params)?;
     let p = params.clone();
-    exec.action_server(&server, move |g| {
-        let max = p.get::<i64>("max_order").unwrap_or(90);
-        match g.goal().order {
-            o if o < 0 || o > max => Err(format!("order {o} is outside 0 to {max}")),
-            _ => Ok(()),
-        }
-    })?;
+    exec.action_server(
+        &server,
+        move |g| {
+            let max = p.get::<i64>("max_order").unwrap_or(90);
+            match g.goal().order {
+                o if o < 0 || o > max => Err(format!("order {o} is outside 0 to {max}")),
+                _ => Ok(()),
+            }
+        },
+        |_| {},
+    )?;
     // each goal's sequence so far, grown one number per step
     let progress: Rc<RefCell<HashMap<nerve::action::GoalId, Vec<i64>>>> = Rc::default();
     let (s, p) = (server.clone(), params.clone());

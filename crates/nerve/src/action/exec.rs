@@ -3,7 +3,7 @@
 
 use super::client::{ActionClient, Feedback, GoalResult};
 use super::error::ActionError;
-use super::server::{ActionServer, GoalRequest};
+use super::server::{ActionServer, GoalHandle, GoalRequest};
 use super::{Action, GoalId};
 use crate::error::ExecError;
 use crate::exec::executor::{Budget, EntityId, EntityStats, Executor, Work};
@@ -18,16 +18,19 @@ fn exec_err(e: ActionError) -> ExecError {
 
 impl Executor {
     /// Serves `server` here: `on_goal` accepts (`Ok`) or rejects each goal the policy
-    /// lets in; cancels and result requests are answered. Work on the goals from other
-    /// callbacks (a timer) through [`ActionServer::goals`].
-    pub fn action_server<A, F>(
+    /// lets in, `on_accepted` gets each accepted goal's handle (end quick goals there;
+    /// work on long ones from other callbacks, e.g. a timer, through
+    /// [`ActionServer::goals`]); cancels and result requests are answered.
+    pub fn action_server<A, F, G>(
         &mut self,
         server: &ActionServer<A>,
         on_goal: F,
+        on_accepted: G,
     ) -> Result<EntityId, ExecError>
     where
         A: Action,
         F: FnMut(&GoalRequest<'_, A>) -> Result<(), String> + 'static,
+        G: FnMut(GoalHandle<A>) + 'static,
     {
         let name = server.name().to_string();
         // late readers of the status topic get the last status
@@ -50,7 +53,7 @@ impl Executor {
             &format!("{name}/_action/goal"),
             Box::new(ServerPart {
                 server: server.clone(),
-                part: Part::Goal(Box::new(on_goal)),
+                part: Part::Goal(Box::new(on_goal), Box::new(on_accepted)),
             }),
         )
     }
@@ -91,9 +94,10 @@ impl Executor {
 }
 
 type OnGoal<A> = Box<dyn FnMut(&GoalRequest<'_, A>) -> Result<(), String>>;
+type OnAccepted<A> = Box<dyn FnMut(GoalHandle<A>)>;
 
 enum Part<A: Action> {
-    Goal(OnGoal<A>),
+    Goal(OnGoal<A>, OnAccepted<A>),
     Cancel,
     Result,
 }
@@ -107,7 +111,7 @@ impl<A: Action> Work for ServerPart<A> {
     fn slot(&self) -> Option<SlotRef> {
         let i = &self.server.inner;
         Some(match self.part {
-            Part::Goal(_) => i.goal_srv.wake_slot().clone(),
+            Part::Goal(..) => i.goal_srv.wake_slot().clone(),
             Part::Cancel => i.cancel_srv.wake_slot().clone(),
             Part::Result => i.result_srv.wake_slot().clone(),
         })
@@ -115,14 +119,14 @@ impl<A: Action> Work for ServerPart<A> {
     fn ready(&self, _: u64) -> bool {
         let i = &self.server.inner;
         match self.part {
-            Part::Goal(_) => i.goal_srv.has_requests(),
+            Part::Goal(..) => i.goal_srv.has_requests(),
             Part::Cancel => i.cancel_srv.has_requests(),
             Part::Result => i.result_srv.has_requests(),
         }
     }
     fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
         match &mut self.part {
-            Part::Goal(on_goal) => self.server.handle_goals(on_goal),
+            Part::Goal(on_goal, on_accepted) => self.server.handle_goals(on_goal, on_accepted),
             Part::Cancel => self.server.handle_cancels(),
             Part::Result => self.server.handle_result_requests(),
         }

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::message::{zeroed, Message, Serde};
 use crate::service::server::{KeptRequest, Request, Server};
+use crate::transport::wait::SpinWindow;
 use crate::{Node, Publisher, Qos, ServiceQos, WaitSet};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -92,6 +93,7 @@ impl<A: Action> ActionServerBuilder<A> {
                 cancel_srv,
                 result_srv,
                 status,
+                spin: SpinWindow::new(),
                 state: RefCell::new(State {
                     clients: HashMap::new(),
                     active: Vec::new(),
@@ -133,6 +135,8 @@ pub(crate) struct ServerInner<A: Action> {
     pub(crate) result_srv: Server<ResultService<A>>,
     pub(crate) status: Rc<Publisher<Serde<StatusList>>>,
     state: RefCell<State<A>>,
+    /// Adaptive spin window of [`ActionServer::wait`].
+    spin: SpinWindow,
 }
 
 struct State<A: Action> {
@@ -233,25 +237,51 @@ impl<A: Action> ActionServer<A> {
     }
 
     /// Waits up to `timeout` until a goal, cancel or result request waits; returns
-    /// whether one does.
+    /// whether one does. Spins for an adaptive window first (as service servers do),
+    /// then sleeps on the three services' doorbells.
     pub fn wait(&self, timeout: Duration) -> Result<bool, ActionError> {
-        let mut ws = WaitSet::new();
         let i = &self.inner;
+        let ready = || {
+            i.goal_srv.has_requests() || i.cancel_srv.has_requests() || i.result_srv.has_requests()
+        };
+        if ready() {
+            return Ok(true);
+        }
+        let start = Instant::now();
+        let spin_for = i.spin.get().min(timeout);
+        let mut n: u32 = 0;
+        loop {
+            if ready() {
+                i.spin.observe(start.elapsed());
+                return Ok(true);
+            }
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(64) && start.elapsed() >= spin_for {
+                break;
+            }
+            core::hint::spin_loop();
+        }
+        let mut ws = WaitSet::new();
+        let protocol = |e: crate::WaitError| ActionError::Protocol {
+            action: i.name.clone(),
+            reason: e.to_string(),
+        };
         for w in [
             &i.goal_srv as &dyn crate::Waitable,
             &i.cancel_srv,
             &i.result_srv,
         ] {
-            ws.add(w).map_err(|e| ActionError::Protocol {
-                action: i.name.clone(),
-                reason: e.to_string(),
-            })?;
+            ws.add(w).map_err(protocol)?;
         }
-        let ready = ws.wait(timeout).map_err(|e| ActionError::Protocol {
-            action: i.name.clone(),
-            reason: e.to_string(),
-        })?;
-        Ok(!ready.is_empty())
+        let got = !ws
+            .wait(timeout.saturating_sub(start.elapsed()))
+            .map_err(protocol)?
+            .is_empty();
+        match got {
+            true => i.spin.observe(start.elapsed()),
+            false => i.spin.timed_out(),
+        }
+        Ok(got)
     }
 
     /// Handles every waiting request: cancels, result queries, and goals, which
@@ -265,7 +295,7 @@ impl<A: Action> ActionServer<A> {
         self.inner.status.update_connections();
         let mut n = self.handle_cancels()?;
         n += self.handle_result_requests()?;
-        n += self.handle_goals(&mut on_goal)?;
+        n += self.handle_goals(&mut on_goal, &mut |_| {})?;
         Ok(n)
     }
 
@@ -288,9 +318,16 @@ impl<A: Action> ActionServer<A> {
         st.active.iter().map(|g| (g.id, g.state.get())).collect()
     }
 
-    pub(crate) fn handle_goals<F>(&self, on_goal: &mut F) -> Result<usize, ActionError>
+    /// Takes the waiting goals: admits or rejects each, then hands every accepted one to
+    /// `on_accepted`.
+    pub(crate) fn handle_goals<F, G>(
+        &self,
+        on_goal: &mut F,
+        on_accepted: &mut G,
+    ) -> Result<usize, ActionError>
     where
         F: FnMut(&GoalRequest<'_, A>) -> Result<(), String>,
+        G: FnMut(GoalHandle<A>),
     {
         let i = &self.inner;
         let mut n = 0;
@@ -320,9 +357,10 @@ impl<A: Action> ActionServer<A> {
                     req.keep()
                 },
             });
-            i.state.borrow_mut().active.push(goal);
+            i.state.borrow_mut().active.push(goal.clone());
             self.schedule();
             self.publish_status()?;
+            on_accepted(self.handle(&goal));
         }
         Ok(n)
     }

@@ -318,10 +318,14 @@ fn executors_run_both_sides() {
             .create()
             .unwrap();
         let mut exec = Executor::new();
-        exec.action_server(&server, |g| match g.goal().steps {
-            99 => Err("99 steps are too many".into()),
-            _ => Ok(()),
-        })
+        exec.action_server(
+            &server,
+            |g| match g.goal().steps {
+                99 => Err("99 steps are too many".into()),
+                _ => Ok(()),
+            },
+            |_| {},
+        )
         .unwrap();
         let s = server.clone();
         // one step per tick: feedback, and the result after `steps` ticks

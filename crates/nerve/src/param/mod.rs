@@ -313,6 +313,18 @@ impl Parameters {
         Ok(n)
     }
 
+    /// Waits up to `timeout` for a remote request (spinning briefly first, as service
+    /// servers do), then answers every waiting one; returns how many.
+    pub fn serve_for(&self, timeout: std::time::Duration) -> Result<usize, ParamError> {
+        match self.inner.server.take_timeout(timeout)? {
+            Some(req) => {
+                self.answer(&req)?;
+                Ok(1 + self.handle_pending()?)
+            }
+            None => Ok(0),
+        }
+    }
+
     /// Answers one remote request.
     pub(crate) fn answer(
         &self,
