@@ -6,7 +6,7 @@ use super::error::ActionError;
 use super::server::{ActionServer, GoalHandle, GoalRequest};
 use super::{Action, GoalId};
 use crate::error::ExecError;
-use crate::exec::executor::{Budget, EntityId, EntityStats, Executor, Work};
+use crate::exec::executor::{Budget, EntityId, EntityStats, Executor, RingWatch, Work};
 use crate::sys::clock::mono_ns;
 use crate::transport::doorbell::SlotRef;
 use crate::LIVENESS_CHECK;
@@ -33,8 +33,14 @@ impl Executor {
         G: FnMut(GoalHandle<A>) + 'static,
     {
         let name = server.name().to_string();
-        // late readers of the status topic get the last status
-        self.latch(server.inner.status.clone())?;
+        // late readers of the status topic get the current status
+        self.add_work(
+            &format!("{name}/_action/status"),
+            Box::new(StatusWatch {
+                watch: RingWatch::new(server.inner.status.wake_slot().clone()),
+                server: server.clone(),
+            }),
+        )?;
         self.add_work(
             &format!("{name}/_action/cancel"),
             Box::new(ServerPart {
@@ -131,6 +137,29 @@ impl<A: Action> Work for ServerPart<A> {
             Part::Result => self.server.handle_result_requests(),
         }
         .map_err(exec_err)
+    }
+}
+
+/// Connects status readers that joined and publishes the status if it changed while
+/// nobody read it.
+struct StatusWatch<A: Action> {
+    server: ActionServer<A>,
+    watch: RingWatch,
+}
+
+impl<A: Action> Work for StatusWatch<A> {
+    fn slot(&self) -> Option<SlotRef> {
+        Some(self.watch.slot().clone())
+    }
+    fn ready(&self, _: u64) -> bool {
+        self.watch.rang()
+    }
+    fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
+        if self.watch.take() {
+            self.server.inner.status.update_connections();
+            self.server.flush_status().map_err(exec_err)?;
+        }
+        Ok(0)
     }
 }
 

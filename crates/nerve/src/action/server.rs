@@ -94,6 +94,7 @@ impl<A: Action> ActionServerBuilder<A> {
                 result_srv,
                 status,
                 spin: SpinWindow::new(),
+                status_dirty: Cell::new(true),
                 state: RefCell::new(State {
                     clients: HashMap::new(),
                     active: Vec::new(),
@@ -102,7 +103,7 @@ impl<A: Action> ActionServerBuilder<A> {
                 }),
             }),
         };
-        server.publish_status()?;
+        server.flush_status()?;
         Ok(server)
     }
 }
@@ -137,6 +138,9 @@ pub(crate) struct ServerInner<A: Action> {
     state: RefCell<State<A>>,
     /// Adaptive spin window of [`ActionServer::wait`].
     spin: SpinWindow,
+    /// The goals changed since the status was last published (it is published only
+    /// while someone reads it: encoding it is most of a quick goal's cost otherwise).
+    status_dirty: Cell<bool>,
 }
 
 struct State<A: Action> {
@@ -291,8 +295,9 @@ impl<A: Action> ActionServer<A> {
     where
         F: FnMut(&GoalRequest<'_, A>) -> Result<(), String>,
     {
-        // late status readers get the last status (an executor does this on a wake-up)
+        // late status readers get the current status (an executor does this on a wake-up)
         self.inner.status.update_connections();
+        self.flush_status()?;
         let mut n = self.handle_cancels()?;
         n += self.handle_result_requests()?;
         n += self.handle_goals(&mut on_goal, &mut |_| {})?;
@@ -564,8 +569,21 @@ impl<A: Action> ActionServer<A> {
         }
     }
 
-    /// Publishes every held goal's state on the status topic.
+    /// Notes that goals changed, and publishes the status if someone reads it.
     fn publish_status(&self) -> Result<(), ActionError> {
+        self.inner.status_dirty.set(true);
+        if self.inner.status.subscriber_count() > 0 {
+            self.flush_status()?;
+        }
+        Ok(())
+    }
+
+    /// Publishes every held goal's state on the status topic, if it changed since the
+    /// last time.
+    pub(crate) fn flush_status(&self) -> Result<(), ActionError> {
+        if !self.inner.status_dirty.replace(false) {
+            return Ok(());
+        }
         let st = self.inner.state.borrow();
         let goals = st
             .done
