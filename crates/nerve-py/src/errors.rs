@@ -84,6 +84,19 @@ create_exception!(
     "An object was used after it was closed, sent or released."
 );
 
+create_exception!(
+    _nerve,
+    ParamError,
+    NerveError,
+    "A parameter could not be declared, read or set (type, range, read-only, refused)."
+);
+create_exception!(
+    _nerve,
+    ActionError,
+    NerveError,
+    "An action failed (rejected goal, server gone, timeout, unknown goal)."
+);
+
 /// Converts a Rust error into the Python exception `E` with its message.
 pub(crate) fn err<E: pyo3::PyTypeInfo>(e: impl std::fmt::Display) -> PyErr {
     PyErr::new::<E, _>(e.to_string())
@@ -106,5 +119,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TensorError", py.get_type::<TensorError>())?;
     m.add("WaitError", py.get_type::<WaitError>())?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;
+    m.add("ParamError", py.get_type::<ParamError>())?;
+    m.add("ActionError", py.get_type::<ActionError>())?;
     Ok(())
 }

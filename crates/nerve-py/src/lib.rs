@@ -5,9 +5,11 @@
 //! is tied to the thread that created its context ([`affine`]); memory handed to Python
 //! is owned by a [`buffer::Buffer`], the `base` of every numpy view of it.
 
+mod action;
 mod affine;
 mod buffer;
 mod errors;
+mod param;
 mod service;
 mod tensor;
 mod topic;
@@ -34,6 +36,13 @@ fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<service::Client>()?;
     m.add_class::<service::Pending>()?;
     m.add_class::<service::Server>()?;
+    m.add_class::<param::Parameters>()?;
+    m.add_class::<param::ParamClient>()?;
+    m.add_class::<action::ActionClientRaw>()?;
+    m.add_class::<action::GoalRaw>()?;
+    m.add_class::<action::ActionServerRaw>()?;
+    m.add_class::<action::ServerGoalRaw>()?;
+    m.add_function(wrap_pyfunction!(action::builtin_action_types, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor_freeze, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor_descriptor, m)?)?;
     m.add_function(wrap_pyfunction!(types::builtin_message_types, m)?)?;

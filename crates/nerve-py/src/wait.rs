@@ -38,6 +38,17 @@ pub(crate) fn duration(secs: f64, what: &str) -> PyResult<Duration> {
         .map_err(|_| PyValueError::new_err(format!("{what} of {secs} s is too long")))
 }
 
+/// Runs `f` with the GIL released (a call that waits on another process, bounded by its
+/// own timeout).
+pub(crate) fn detached<R>(py: Python<'_>, f: impl FnOnce() -> R) -> R {
+    let f = SameThread(f);
+    py.detach(move || {
+        let f = f; // the whole wrapper moves in, not its field
+        SameThread((f.0)())
+    })
+    .0
+}
+
 /// Calls `attempt(slice)` with the GIL released until it returns `Some`, `limit` passes
 /// (then `None`) or a signal handler raises (Ctrl-C: KeyboardInterrupt). Each call waits
 /// at most [`SIGNAL_CHECK`].

@@ -33,7 +33,8 @@ from ._messages import Message, Struct, message_class
 from ._nerve import (
     CallError, ClosedError, ContextError, Header, LoanError, MessageType, NerveError,
     NodeError, PublishError, Qos, RecvError, SchemaError, ServeError, ServiceError,
-    TensorError, TopicError, WaitError, mono_ns,
+    TensorError, TopicError, WaitError, mono_ns, ParamError, ActionError, Parameters,
+    ParamClient,
 )
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "NerveError", "ContextError", "NodeError", "TopicError", "LoanError", "PublishError",
     "RecvError", "ServiceError", "CallError", "ServeError", "SchemaError", "TensorError",
     "WaitError", "ClosedError", "msgs", "srv", "ServiceType", "Client", "Server", "PendingCall",
+    "ParamError", "ActionError", "Parameters", "ParamClient", "ActionClient", "ActionServer",
+    "Goal", "ServerGoal",
 ]
 
 _BUILTIN = {mt.name: mt for mt in _nerve.builtin_message_types()}
@@ -170,6 +173,25 @@ class Node:
         server = Server(raw, srv_type, callback)
         self._servers.append(server)
         return server
+
+    def create_parameters(self, allow_undeclared: bool = False, files: Optional[List[str]] = None,
+                          from_env: bool = True) -> "Parameters":
+        """This node's parameters (read from the files NERVE_PARAM_FILES names, then
+        ``files``), served to ``nerve param`` and other nodes by ``params.serve()``."""
+        return Parameters(self._node, allow_undeclared, list(files or []), from_env)
+
+    def create_param_client(self, target: str, timeout: float = 2.0) -> "ParamClient":
+        """A client of the parameters of the node ``target`` (e.g. ``/robot1/driver``)."""
+        return ParamClient(self._node, target, timeout)
+
+    def create_action_client(self, name: str, action_type: str) -> "ActionClient":
+        """A client of the action ``name`` (``action_type``: e.g. ``Fibonacci``)."""
+        return ActionClient(self, name, action_type)
+
+    def create_action_server(self, name: str, action_type: str, policy: str = "queue",
+                             max: int = 8) -> "ActionServer":
+        """A server of the action ``name`` (see ``ActionServer``)."""
+        return ActionServer(self, name, action_type, policy, max)
 
     def destroy_service(self, server: "Server") -> None:
         if server in self._servers:
@@ -443,6 +465,7 @@ def spin(node: Node) -> None:
 
 
 from ._service import Client, PendingCall, Server, ServiceType  # noqa: E402
+from ._action import ActionClient, ActionServer, Goal, ServerGoal  # noqa: E402
 from . import msgs, srv  # noqa: E402  (needs the classes above)
 from ._tensor import Tensor, TensorMut, TensorPool  # noqa: E402
 

@@ -38,7 +38,7 @@ pub enum ParamError {
         name: String,
     },
     /// The value has another type than the parameter.
-    #[error("parameter {name:?} is of type {expected}, got a {got}")]
+    #[error("parameter {name:?} is of type {expected}, not {got}")]
     WrongType {
         /// The name.
         name: String,

@@ -1,0 +1,141 @@
+"""Actions from Python: send goals and follow their feedback and result, or serve goals.
+Goals, feedback and results are messages of their action type's schemas. The built-in
+action types are ``nerve_msgs/Fibonacci`` and ``nerve_msgs/EchoAction``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, List, Optional, Tuple
+
+from . import _nerve
+from ._messages import Message, message_class
+from ._service import _payload
+
+_ACTIONS = {a[0]: a[1:] for a in _nerve.builtin_action_types()}
+
+
+def _types(action_type: str) -> Tuple[str, type, type, type]:
+    full = next((n for n in _ACTIONS if n == action_type or n.rsplit("/", 1)[-1] == action_type), None)
+    if full is None:
+        raise ValueError(f"unknown action type {action_type!r}; built in: {', '.join(_ACTIONS)}")
+    from . import message_type
+    goal, feedback, result = (message_class(message_type(n)) for n in _ACTIONS[full])
+    return full, goal, feedback, result
+
+
+def _message(cls: type, payload: bytes) -> Message:
+    buf = _nerve.heap_buffer(len(payload))
+    buf.write_bytes(0, payload)
+    return cls._wrap(buf)
+
+
+class Goal:
+    """A goal the server accepted: ``feedback()``, ``result(timeout)``, ``cancel()``."""
+
+    __slots__ = ("_raw", "_client")
+
+    def __init__(self, raw: Any, client: "ActionClient") -> None:
+        self._raw = raw
+        self._client = client
+
+    @property
+    def id(self) -> str:
+        return self._raw.id
+
+    def feedback(self) -> Optional[Message]:
+        """The next feedback that arrived, or None."""
+        b = self._raw.try_feedback()
+        return None if b is None else _message(self._client.feedback_type, b)
+
+    def feedbacks(self) -> Iterator[Message]:
+        """Every feedback that arrived so far."""
+        while (f := self.feedback()) is not None:
+            yield f
+
+    def result(self, timeout: float = 10.0) -> Tuple[str, Message]:
+        """Waits (GIL released) for the result: (state, result message). The state is
+        ``succeeded``, ``aborted`` or ``canceled``. ActionError if the server dies or no
+        result comes within ``timeout`` seconds."""
+        state, b = self._raw.result(timeout)
+        return state, _message(self._client.result_type, b)
+
+    def cancel(self) -> str:
+        """Asks the server to cancel; returns the goal's state after the request."""
+        return self._raw.cancel()
+
+
+class ActionClient:
+    """Sends goals of ``action_type`` to the action ``name``. Its feedback and results
+    reach this client only."""
+
+    def __init__(self, node: Any, name: str, action_type: str) -> None:
+        self.action_type, self.goal_type, self.feedback_type, self.result_type = _types(action_type)
+        self._raw = _nerve.ActionClientRaw(node._node, name, self.action_type)
+
+    def wait_for_server(self, timeout: float = 1.0) -> bool:
+        return self._raw.wait_for_server(timeout)
+
+    def send_goal(self, goal: Any = None, **fields: Any) -> Goal:
+        """Sends a goal (a message, a dict or keyword fields) and waits for its
+        acceptance; ActionError with the server's reason if it is rejected."""
+        return Goal(self._raw.send_goal(_payload(self.goal_type, goal, fields)), self)
+
+
+class ServerGoal:
+    """A goal being worked on: read ``goal``, report ``feedback``, end it."""
+
+    __slots__ = ("_raw", "_server")
+
+    def __init__(self, raw: Any, server: "ActionServer") -> None:
+        self._raw = raw
+        self._server = server
+
+    @property
+    def id(self) -> str:
+        return self._raw.id
+
+    @property
+    def goal(self) -> Message:
+        return _message(self._server.goal_type, self._raw.goal())
+
+    @property
+    def is_canceling(self) -> bool:
+        """Whether its client asked to cancel it: end it with ``canceled`` soon."""
+        return self._raw.is_canceling
+
+    def feedback(self, feedback: Any = None, **fields: Any) -> None:
+        self._raw.feedback(_payload(self._server.feedback_type, feedback, fields))
+
+    def succeed(self, result: Any = None, **fields: Any) -> None:
+        self._raw.end("succeeded", _payload(self._server.result_type, result, fields))
+
+    def abort(self, result: Any = None, **fields: Any) -> None:
+        self._raw.end("aborted", _payload(self._server.result_type, result, fields))
+
+    def canceled(self, result: Any = None, **fields: Any) -> None:
+        self._raw.end("canceled", _payload(self._server.result_type, result, fields))
+
+
+class ActionServer:
+    """Serves the action ``name`` of ``action_type``. ``policy``: reject (one goal at a
+    time), queue (up to ``max`` waiting), preempt (a new goal cancels the running one) or
+    parallel (up to ``max`` at once)."""
+
+    def __init__(self, node: Any, name: str, action_type: str, policy: str = "queue",
+                 max: int = 8) -> None:
+        self.action_type, self.goal_type, self.feedback_type, self.result_type = _types(action_type)
+        self._raw = _nerve.ActionServerRaw(node._node, name, self.action_type, policy, max)
+
+    def wait(self, timeout: float = 1.0) -> bool:
+        """Waits (GIL released) for a goal, cancel or result request."""
+        return self._raw.wait(timeout)
+
+    def handle_pending(self, on_goal: Optional[Callable[[Message], Optional[str]]] = None) -> int:
+        """Handles waiting requests. ``on_goal(goal)`` returns None to accept a goal or a
+        reason (str) to reject it; without it every goal the policy admits is accepted."""
+        def cb(b: bytes) -> Optional[str]:
+            return None if on_goal is None else on_goal(_message(self.goal_type, b))
+        return self._raw.handle_pending(cb)
+
+    def goals(self) -> List[ServerGoal]:
+        """The goals being worked on (executing or canceling), oldest first."""
+        return [ServerGoal(g, self) for g in self._raw.goals()]
