@@ -898,7 +898,8 @@ impl Supervisor {
         }
         if !doc.is_empty() {
             let path = self.run_dir.join(format!("{}.params.yaml", spec.name));
-            let text = serde_yaml_ng::to_string(&serde_json::Value::Object(doc))
+            // JSON is YAML 1.2 with every string quoted: no reader takes "no" for false
+            let text = serde_json::to_string_pretty(&serde_json::Value::Object(doc))
                 .map_err(|e| format!("writing parameters: {e}"))?;
             std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
             files.push(path);
