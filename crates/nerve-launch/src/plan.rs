@@ -174,7 +174,9 @@ pub enum OnExit {
     /// The launch shuts down (the default: every process is required). The launch fails
     /// unless the process exited with status 0.
     Shutdown,
-    /// Nothing: the launch goes on without it.
+    /// Nothing: the launch goes on without it. A process that exits with status 0 before
+    /// it was ready counts as ready (a one-shot step its dependents wait for); one that
+    /// fails before it was ready still ends the launch.
     Ignore,
 }
 

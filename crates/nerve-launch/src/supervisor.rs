@@ -668,7 +668,8 @@ impl Supervisor {
                     slot.state = State::Done;
                     let starts = slot.starts;
                     self.publish_pids();
-                    if slot_required(&self.slots[i]) {
+                    // never ready: its dependents could never start
+                    if slot_required(&self.slots[i]) || !self.slots[i].ready_once {
                         return Some(ExitReason::RespawnExhausted {
                             name,
                             starts,
@@ -679,8 +680,15 @@ impl Supervisor {
                 None => {
                     slot.state = State::Done;
                     self.publish_pids();
-                    if slot_required(&self.slots[i]) {
+                    let clean = text == "exit code 0";
+                    if slot_required(&self.slots[i]) || (!self.slots[i].ready_once && !clean) {
                         return Some(ExitReason::ProcessExited { name, status: text });
+                    }
+                    // a one-shot step (exit = "ignore") that succeeded counts as ready:
+                    // processes `after` it start now
+                    if !self.slots[i].ready_once {
+                        self.slots[i].ready_once = true;
+                        self.event(Event::Ready { name });
                     }
                 }
             }
