@@ -957,10 +957,7 @@ impl Loader {
                     let start = (0..n).find(|&i| !done[i]).unwrap_or(0);
                     let mut path = vec![start];
                     let mut cur = start;
-                    loop {
-                        let Some(&next) = deps[cur].iter().find(|&&d| !done[d]) else {
-                            break;
-                        };
+                    while let Some(&next) = deps[cur].iter().find(|&&d| !done[d]) {
                         if let Some(pos) = path.iter().position(|&p| p == next) {
                             path.drain(..pos);
                             path.push(next);

@@ -39,7 +39,7 @@ fn listener(ctx: &Context, spec: &ComponentSpec) -> Result<(), BoxError> {
     while !nerve::shutdown::requested() {
         if sub.recv_timeout(Duration::from_millis(100))?.is_some() {
             n += 1;
-            if n == 1 || n % 100 == 0 {
+            if n == 1 || n.is_multiple_of(100) {
                 println!("{}: received {n}", node.full_name());
             }
         }
