@@ -748,7 +748,7 @@ impl Loader {
         &mut self,
         sc: &Scope<'_>,
         m: &BTreeMap<String, S<String>>,
-        _at: Range<usize>,
+        at: Range<usize>,
         field: &str,
     ) -> Vec<(String, String)> {
         let mut out = Vec::new();
@@ -766,7 +766,7 @@ impl Loader {
         }
         if out.len() > nerve::name::MAX_REMAP_RULES {
             self.errors.push(sc.src.diag(
-                _at,
+                at,
                 field,
                 format!("more than {} rules", nerve::name::MAX_REMAP_RULES),
             ));

@@ -843,11 +843,13 @@ impl Supervisor {
         }
         let line_ready = Arc::new(AtomicBool::new(false));
         let regex = match &spec.ready {
-            Ready::Line(r) => regex::Regex::new(r).ok(),
+            // checked when the file was loaded (same size limit)
+            Ready::Line(r) => regex::RegexBuilder::new(r).size_limit(1 << 20).build().ok(),
             _ => None,
         };
+        let mut pumped = Ok(());
         if let Some(out) = child.stdout.take() {
-            pump(
+            let r = pump(
                 out,
                 &spec.name,
                 false,
@@ -855,9 +857,10 @@ impl Supervisor {
                 regex.clone(),
                 line_ready.clone(),
             );
+            pumped = pumped.and(r);
         }
         if let Some(err) = child.stderr.take() {
-            pump(
+            let r = pump(
                 err,
                 &spec.name,
                 true,
@@ -865,6 +868,14 @@ impl Supervisor {
                 regex,
                 line_ready.clone(),
             );
+            pumped = pumped.and(r);
+        }
+        if let Err(e) = pumped {
+            // without a reader the pipe closes and the child gets EPIPE on output
+            self.event(Event::Warning(format!(
+                "{}: cannot start an output reader: {e}",
+                spec.name
+            )));
         }
         // the child is reaped by group (reap_group), never through `Child`
         drop(child);
@@ -1165,9 +1176,9 @@ fn pump(
     output: Output,
     regex: Option<regex::Regex>,
     flag: Arc<AtomicBool>,
-) {
+) -> std::io::Result<()> {
     let prefix = format!("[{name}] ");
-    let spawned = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name(format!("out-{name}"))
         .spawn(move || {
             read_lines(BufReader::new(src), |line, cut| {
@@ -1190,11 +1201,8 @@ fn pump(
                     }
                 }
             });
-        });
-    if spawned.is_err() {
-        // without a reader the child blocks on a full pipe; nothing better to do than
-        // let the pipe close (the child gets EPIPE)
-    }
+        })
+        .map(drop)
 }
 
 /// Calls `f` with each line (without its newline) and whether it was cut.
