@@ -22,13 +22,27 @@ const LISTENER: &str = env!("CARGO_BIN_EXE_listener");
 const CONTAINER: &str = env!("CARGO_BIN_EXE_container_demo");
 
 fn nerve_cli() -> PathBuf {
-    let p = Path::new(TALKER).parent().unwrap().join("nerve");
-    assert!(
-        p.exists(),
-        "build the CLI first (cargo build -p nerve-cli): {}",
-        p.display()
-    );
-    p
+    static CHECKED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    CHECKED
+        .get_or_init(|| {
+            let p = Path::new(TALKER).parent().unwrap().join("nerve");
+            assert!(
+                p.exists(),
+                "build the CLI first (cargo build -p nerve-cli): {}",
+                p.display()
+            );
+            let ok = Command::new(&p)
+                .args(["launch", "--help"])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            assert!(
+                ok,
+                "{} has no launch command: built from another checkout? (cargo build -p nerve-cli)",
+                p.display()
+            );
+            p
+        })
+        .clone()
 }
 
 /// A domain and a directory of its own.

@@ -122,12 +122,9 @@ impl GuardianLink {
     ) -> Result<Option<GuardianLink>, LaunchError> {
         let program = match g {
             Guardian::Off => return Ok(None),
-            Guardian::CurrentExe => {
-                std::env::current_exe().map_err(|source| LaunchError::Guardian {
-                    program: "the current executable".into(),
-                    source,
-                })?
-            }
+            // the running image itself: still valid if the file was replaced meanwhile
+            // (a rebuild or an upgrade), where `current_exe` would name a deleted path
+            Guardian::CurrentExe => PathBuf::from("/proc/self/exe"),
             Guardian::Program(p) => p.clone(),
         };
         let mut cmd = Command::new(&program);
