@@ -522,3 +522,46 @@ name = "listener"
         .any(|x| x.contains("pipeline stopped by SIGINT")));
     assert!(wait_gone(&pids, T).is_empty());
 }
+
+#[test]
+fn namespaces_remaps_and_service_readiness_reach_real_nodes() {
+    let e = Env::new();
+    let server = env!("CARGO_BIN_EXE_add_server");
+    let f = e.write(
+        "ns.launch.toml",
+        &format!(
+            r#"
+[args]
+robot = {{ default = "r1" }}
+[[process]]
+name = "adder"
+cmd = ["{server}", "--name", "add"]
+namespace = "${{robot}}"
+ready = {{ service = "add" }}
+[[process]]
+name = "talker"
+cmd = ["{TALKER}", "--topic", "chatter", "--rate", "50"]
+namespace = "${{robot}}"
+remap = {{ chatter = "/talk" }}
+after = ["adder"]
+ready = {{ topic = "chatter" }}
+[[process]]
+name = "listener"
+cmd = ["{LISTENER}", "--topic", "/talk"]
+after = ["talker"]
+ready = {{ line = "received" }}
+"#
+        ),
+    );
+    let mut l = e.launch(&f, &["robot:=r5"]);
+    // ready means: a server of /r5/add (the relative name in the namespace), a publisher
+    // on /talk (the remapped /r5/chatter) and a listener on /talk that received
+    l.expect("all processes ready", T);
+    l.expect("[listener] listener: ", T);
+    l.signal(libc::SIGTERM);
+    assert_eq!(l.wait(T), 0, "{}", l.output().join("\n"));
+    let out = l.output().join("\n");
+    for name in ["adder", "talker", "listener"] {
+        assert!(out.contains(&format!("{name} stopped by SIGINT")), "{out}");
+    }
+}
