@@ -7,6 +7,7 @@ mod bag;
 mod bench;
 mod bridge;
 mod clean;
+mod launch;
 mod node;
 mod output;
 mod param;
@@ -67,6 +68,8 @@ enum Command {
     /// Per-hop latency through a pipeline, from traced processes (NERVE_TRACE).
     #[command(subcommand)]
     Trace(trace::TraceCommand),
+    /// Start and supervise a system from a launch file (TOML); --check only checks it.
+    Launch(launch::LaunchArgs),
     /// Remove shared memory and state left by dead processes.
     Clean(clean::CleanArgs),
     /// List the message and service types the tool can decode, publish and call.
@@ -120,11 +123,15 @@ fn run(cli: Cli) -> CmdResult {
         Command::Trace(c) => trace::run(c),
         // no context here: it would count as a live user of the domain
         Command::Clean(a) => clean::run(&cfg, a),
+        // no context either: the launcher makes one only for readiness checks
+        Command::Launch(a) => launch::run(&cfg, a),
         Command::Types(f) => types::list(&ctx()?, f.format),
     }
 }
 
 fn main() -> ExitCode {
+    // `nerve launch` re-runs this binary as its guardian (cleans up if the launcher dies)
+    nerve_launch::run_guardian_if_requested();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -4,7 +4,10 @@
 //! (`on`/`off`), `NERVE_ZENOH_CONFIG` (a Zenoh JSON5 file; naming one turns the network
 //! plane on), `NERVE_HOST_NAME`, and `NERVE_CONFIG` naming a TOML file with the keys
 //! `domain`, `state_dir` and a `[network]` table (`enabled`, `zenoh_config`, `host_name`).
-//! The environment overrides the file.
+//! The environment overrides the file. `NERVE_NAMESPACE` (an absolute namespace such as
+//! `/robot1`, default `/`) and `NERVE_REMAP` (rules `from:=to` separated by `;`) set how
+//! relative names resolve and which names are replaced (see [`crate::name::resolve`]);
+//! `nerve launch` sets both for the processes it starts.
 
 use crate::error::ContextError;
 use serde::Deserialize;
@@ -24,6 +27,10 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// The network plane (Zenoh) across hosts.
     pub network: NetworkConfig,
+    /// Namespace that relative topic and service names resolve under (`/`: the root).
+    pub namespace: String,
+    /// Remap rules `(from, to)` applied to resolved names; the first match wins.
+    pub remap: Vec<(String, String)>,
 }
 
 /// Settings of the network plane: topics and services reach other hosts through Zenoh.
@@ -46,6 +53,8 @@ impl Default for Config {
             domain: 0,
             state_dir: PathBuf::from(DEFAULT_STATE_DIR),
             network: NetworkConfig::default(),
+            namespace: "/".to_string(),
+            remap: Vec::new(),
         }
     }
 }
@@ -91,6 +100,19 @@ impl Config {
         if let Ok(name) = std::env::var("NERVE_HOST_NAME") {
             cfg.network.host_name = Some(name);
         }
+        if let Ok(ns) = std::env::var("NERVE_NAMESPACE") {
+            let ns = ns.trim();
+            cfg = cfg.namespace(if ns.is_empty() { "/" } else { ns })?;
+        }
+        if let Ok(rules) = std::env::var("NERVE_REMAP") {
+            cfg.remap = crate::name::parse_remap(&rules).map_err(|e| {
+                ContextError::InvalidSetting {
+                    name: "NERVE_REMAP",
+                    value: e.name,
+                    expected: "rules from:=to separated by ';', each side a name like chatter or /robot1/cmd",
+                }
+            })?;
+        }
         Ok(cfg)
     }
 
@@ -133,6 +155,43 @@ impl Config {
         self
     }
 
+    /// Sets the namespace relative names resolve under (`/` or an absolute name).
+    pub fn namespace(mut self, ns: &str) -> Result<Config, ContextError> {
+        crate::name::validate_namespace(ns).map_err(|e| ContextError::InvalidSetting {
+            name: "NERVE_NAMESPACE",
+            value: e.name,
+            expected: "/ or an absolute name like /robot1 (segments of letters, digits and '_')",
+        })?;
+        self.namespace = ns.to_string();
+        Ok(self)
+    }
+
+    /// Adds a remap rule: the name `from` becomes `to` (both may be relative).
+    pub fn remap(mut self, from: &str, to: &str) -> Result<Config, ContextError> {
+        let rule = format!("{from}:={to}");
+        let mut parsed =
+            crate::name::parse_remap(&rule).map_err(|e| ContextError::InvalidSetting {
+                name: "NERVE_REMAP",
+                value: e.name,
+                expected: "names like chatter or /robot1/cmd",
+            })?;
+        if self.remap.len() >= crate::name::MAX_REMAP_RULES {
+            return Err(ContextError::InvalidSetting {
+                name: "NERVE_REMAP",
+                value: rule,
+                expected: "at most 256 rules",
+            });
+        }
+        self.remap.append(&mut parsed);
+        Ok(self)
+    }
+
+    /// Resolves a topic or service name under this configuration's namespace and remap
+    /// rules (see [`crate::name::resolve`]).
+    pub fn resolve_name(&self, name: &str) -> String {
+        crate::name::resolve(name, &self.namespace, &self.remap)
+    }
+
     /// File-name prefix of every shared-memory and state file of this domain.
     pub fn file_prefix(&self) -> String {
         format!("nerve{}_", self.domain)
@@ -161,6 +220,22 @@ fn check_domain(d: u32, text: &str) -> Result<u32, ContextError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn namespace_and_remap_settings() {
+        let c = Config::default().namespace("/robot1").unwrap();
+        assert_eq!(c.resolve_name("chatter"), "/robot1/chatter");
+        let c = c.remap("chatter", "/talk").unwrap();
+        assert_eq!(c.resolve_name("chatter"), "/talk");
+        assert_eq!(c.resolve_name("/imu"), "/imu");
+        let e = Config::default()
+            .namespace("robot1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("NERVE_NAMESPACE"), "{e}");
+        let e = Config::default().remap("a", "1b").unwrap_err().to_string();
+        assert!(e.contains("NERVE_REMAP"), "{e}");
+    }
 
     #[test]
     fn domain_parsing() {

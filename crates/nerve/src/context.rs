@@ -70,6 +70,12 @@ impl Context {
         self.inner.config.domain
     }
 
+    /// The namespace relative names resolve under (`/` unless `NERVE_NAMESPACE` or
+    /// [`Config::namespace`] set one).
+    pub fn namespace(&self) -> &str {
+        &self.inner.config.namespace
+    }
+
     /// The settings this context was created with.
     pub fn config(&self) -> &Config {
         &self.inner.config
@@ -84,6 +90,8 @@ impl Context {
     /// Starts building a node named `name`.
     pub fn node(&self, name: &str) -> NodeBuilder {
         NodeBuilder {
+            namespace: self.inner.config.namespace.clone(),
+            remap: self.inner.config.remap.clone(),
             ctx: self.clone(),
             name: name.to_string(),
         }
@@ -105,12 +113,38 @@ pub(crate) fn doorbell_name(config: &Config) -> String {
 pub struct NodeBuilder {
     ctx: Context,
     name: String,
+    namespace: String,
+    remap: Vec<(String, String)>,
 }
 
 impl NodeBuilder {
+    /// Puts the node in namespace `ns` (`/` or an absolute name) instead of the context's:
+    /// several nodes of one process (a container) can live in different namespaces.
+    pub fn namespace(mut self, ns: &str) -> Self {
+        self.namespace = ns.to_string();
+        self
+    }
+
+    /// Adds a remap rule for this node, checked before the context's rules.
+    pub fn remap(mut self, from: &str, to: &str) -> Self {
+        self.remap.insert(0, (from.to_string(), to.to_string()));
+        self
+    }
+
     /// Creates the node. Stale resources of dead processes in the domain are removed first.
     pub fn create(self) -> Result<Node, NodeError> {
         crate::name::validate_node(&self.name)?;
+        crate::name::validate_namespace(&self.namespace)?;
+        for (from, to) in &self.remap {
+            crate::name::validate_relative(from)?;
+            crate::name::validate_relative(to)?;
+        }
+        if self.remap.len() > crate::name::MAX_REMAP_RULES {
+            return Err(NodeError::Name(crate::error::NameError {
+                name: self.name.clone(),
+                reason: format!("more than {} remap rules", crate::name::MAX_REMAP_RULES),
+            }));
+        }
         let iox = shm::create_node(&self.ctx.inner.iox, &self.name).map_err(|reason| {
             NodeError::Create {
                 name: self.name.clone(),
@@ -127,6 +161,8 @@ impl NodeBuilder {
             inner: Rc::new(NodeInner {
                 ctx: self.ctx,
                 name: self.name,
+                namespace: self.namespace,
+                remap: self.remap,
                 iox,
                 _net_token: net_token,
             }),
@@ -144,6 +180,8 @@ pub struct Node {
 pub(crate) struct NodeInner {
     pub(crate) ctx: Context,
     pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) remap: Vec<(String, String)>,
     pub(crate) iox: shm::IoxNode,
     /// Announces the node to other hosts while it lives (the network plane is on).
     _net_token: Option<Box<dyn std::any::Any>>,
@@ -153,6 +191,23 @@ impl Node {
     /// The node's name.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The node's namespace (`/` for the root).
+    pub fn namespace(&self) -> &str {
+        &self.inner.namespace
+    }
+
+    /// The node's fully qualified name: `/ns/name`, or `/name` in the root namespace.
+    /// Parameter files are matched against it.
+    pub fn full_name(&self) -> String {
+        crate::name::join(&self.inner.namespace, &self.inner.name)
+    }
+
+    /// Resolves a topic or service name as this node's publishers, subscribers, servers
+    /// and clients do: relative names go under the namespace, then remap rules apply.
+    pub fn resolve_name(&self, name: &str) -> String {
+        crate::name::resolve(name, &self.inner.namespace, &self.inner.remap)
     }
 
     /// The context the node belongs to.

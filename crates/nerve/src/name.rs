@@ -3,6 +3,12 @@
 //! Grammar: a topic name is absolute, `/` followed by one or more segments separated by
 //! `/`; a segment starts with a letter or `_` and continues with letters, digits and `_`.
 //! At most 200 bytes. Examples: `/imu`, `/robot1/lidar/points`. Node names are one segment.
+//!
+//! Namespaces and remapping: a *relative* name (no leading `/`, e.g. `chatter` or
+//! `lidar/points`) resolves under the node's namespace (`/robot1` + `chatter` =
+//! `/robot1/chatter`; in the root namespace `/` it is `/chatter`); an absolute name stays
+//! as it is. Then the first remap rule whose `from` (resolved the same way) equals the
+//! resolved name replaces it with its `to` (resolved the same way). See [`resolve`].
 
 use crate::error::NameError;
 
@@ -54,9 +60,116 @@ pub fn validate_node(name: &str) -> Result<(), NameError> {
     Ok(())
 }
 
+/// Checks a namespace: `/` (the root) or an absolute name.
+pub fn validate_namespace(ns: &str) -> Result<(), NameError> {
+    if ns == "/" {
+        return Ok(());
+    }
+    validate_topic(ns).map_err(|e| NameError {
+        name: ns.to_string(),
+        reason: format!("namespace: {}", e.reason),
+    })
+}
+
+/// Checks a name that may be relative (`chatter`, `lidar/points`) or absolute (`/imu`).
+pub fn validate_relative(name: &str) -> Result<(), NameError> {
+    if name.starts_with('/') {
+        return validate_topic(name);
+    }
+    validate_topic(&format!("/{name}")).map_err(|e| NameError {
+        name: name.to_string(),
+        reason: e.reason,
+    })
+}
+
+/// Joins `name` to `namespace` when it is relative (no remapping).
+pub fn join(namespace: &str, name: &str) -> String {
+    if name.starts_with('/') {
+        name.to_string()
+    } else if namespace == "/" || namespace.is_empty() {
+        format!("/{name}")
+    } else {
+        format!("{}/{name}", namespace.trim_end_matches('/'))
+    }
+}
+
+/// Resolves a topic or service name: a relative name goes under `namespace`, then the first
+/// rule of `remap` whose `from` (resolved under `namespace`) equals it is replaced by its
+/// `to` (resolved under `namespace`). Names are not checked here: the builders check the
+/// result, so an invalid relative name is reported as the full name it resolved to.
+pub fn resolve(name: &str, namespace: &str, remap: &[(String, String)]) -> String {
+    let full = join(namespace, name);
+    for (from, to) in remap {
+        if join(namespace, from) == full {
+            return join(namespace, to);
+        }
+    }
+    full
+}
+
+/// Parses remap rules `from:=to` separated by `;` (empty rules are skipped; at most 256).
+/// Both sides may be relative or absolute names.
+pub fn parse_remap(text: &str) -> Result<Vec<(String, String)>, NameError> {
+    let mut out = Vec::new();
+    for rule in text.split(';').map(str::trim).filter(|r| !r.is_empty()) {
+        let Some((from, to)) = rule.split_once(":=") else {
+            return Err(NameError {
+                name: rule.to_string(),
+                reason: "a remap rule is from:=to".into(),
+            });
+        };
+        let (from, to) = (from.trim(), to.trim());
+        validate_relative(from)?;
+        validate_relative(to)?;
+        if out.len() == MAX_REMAP_RULES {
+            return Err(NameError {
+                name: rule.to_string(),
+                reason: format!("more than {MAX_REMAP_RULES} remap rules"),
+            });
+        }
+        out.push((from.to_string(), to.to_string()));
+    }
+    Ok(out)
+}
+
+/// Most remap rules a configuration holds.
+pub const MAX_REMAP_RULES: usize = 256;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resolution_and_remap() {
+        assert_eq!(resolve("chatter", "/", &[]), "/chatter");
+        assert_eq!(resolve("chatter", "/robot1", &[]), "/robot1/chatter");
+        assert_eq!(resolve("lidar/points", "/r1", &[]), "/r1/lidar/points");
+        assert_eq!(resolve("/imu", "/robot1", &[]), "/imu");
+        let rules = parse_remap("chatter:=/talk; /imu:=imu_raw ;;").unwrap();
+        assert_eq!(
+            rules,
+            vec![
+                ("chatter".to_string(), "/talk".to_string()),
+                ("/imu".to_string(), "imu_raw".to_string())
+            ]
+        );
+        assert_eq!(resolve("chatter", "/r1", &rules), "/talk");
+        assert_eq!(resolve("/r1/chatter", "/r1", &rules), "/talk");
+        assert_eq!(resolve("/chatter", "/r1", &rules), "/chatter");
+        assert_eq!(resolve("/imu", "/r1", &rules), "/r1/imu_raw");
+        assert_eq!(resolve("/imu", "/", &rules), "/imu_raw");
+        // first matching rule wins, no chaining
+        let chain = parse_remap("a:=b;b:=c").unwrap();
+        assert_eq!(resolve("a", "/", &chain), "/b");
+        for bad in ["a", "a:=", ":=b", "a:=1b", "a-b:=c", "a:=b:=c"] {
+            assert!(parse_remap(bad).is_err(), "{bad} accepted");
+        }
+        validate_namespace("/").unwrap();
+        validate_namespace("/robot1/arm").unwrap();
+        for bad in ["", "robot1", "/robot1/", "//"] {
+            assert!(validate_namespace(bad).is_err(), "{bad} accepted");
+        }
+    }
 
     #[test]
     fn grammar() {

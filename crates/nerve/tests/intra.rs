@@ -494,3 +494,40 @@ fn a_slow_reader_never_fails_a_sensor_publisher_of_slices() {
     let first = s.try_recv().unwrap().expect("a queued cloud").id;
     assert!(first >= 60, "the oldest were dropped, got {first}");
 }
+
+#[test]
+fn relative_names_resolve_under_the_namespace_and_remaps_apply() {
+    let cfg = config("namespaces")
+        .namespace("/robot1")
+        .unwrap()
+        .remap("cmd", "/shared/cmd")
+        .unwrap();
+    let ctx = Context::new(cfg).unwrap();
+    assert_eq!(ctx.namespace(), "/robot1");
+    let node = ctx.node("driver").create().unwrap();
+    assert_eq!(node.full_name(), "/robot1/driver");
+    let p = node.publisher::<Tick>("chatter").create().unwrap();
+    assert_eq!(p.topic(), "/robot1/chatter");
+    let q = node.publisher::<Tick>("cmd").create().unwrap();
+    assert_eq!(q.topic(), "/shared/cmd");
+    let abs = node.publisher::<Tick>("/abs").create().unwrap();
+    assert_eq!(abs.topic(), "/abs");
+    // a node of the same process in another namespace, with a rule of its own
+    let other = ctx
+        .node("other")
+        .namespace("/robot2")
+        .remap("in", "/robot1/chatter")
+        .create()
+        .unwrap();
+    assert_eq!(other.full_name(), "/robot2/other");
+    let s = other.subscriber::<Tick>("in").create().unwrap();
+    p.publish(&Tick { n: 0 }).unwrap();
+    let m = s
+        .recv_timeout(WAIT)
+        .unwrap()
+        .expect("a tick through the remapped name");
+    assert_eq!(m.n, 0);
+    let root = Context::new(config("namespaces_root")).unwrap();
+    assert_eq!(root.node("n").create().unwrap().full_name(), "/n");
+    assert!(ctx.node("bad").namespace("robot").create().is_err());
+}

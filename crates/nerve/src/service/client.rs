@@ -44,8 +44,8 @@ pub struct ClientBuilder<S: Service> {
 impl<S: Service> ClientBuilder<S> {
     pub(crate) fn new(node: Node, name: &str) -> Self {
         ClientBuilder {
+            name: node.resolve_name(name),
             node,
-            name: name.to_string(),
             qos: ServiceQos::default(),
             mode: WaitMode::default(),
             _s: PhantomData,

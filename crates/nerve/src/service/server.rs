@@ -38,8 +38,8 @@ pub struct ServiceBuilder<S: Service> {
 impl<S: Service> ServiceBuilder<S> {
     pub(crate) fn new(node: Node, name: &str) -> Self {
         ServiceBuilder {
+            name: node.resolve_name(name),
             node,
-            name: name.to_string(),
             qos: ServiceQos::default(),
             mode: WaitMode::default(),
             _s: PhantomData,

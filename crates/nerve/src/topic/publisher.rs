@@ -36,8 +36,8 @@ pub struct PublisherBuilder<M: Message> {
 impl<M: Message> PublisherBuilder<M> {
     pub(crate) fn new(node: Node, topic: &str) -> Self {
         PublisherBuilder {
+            topic: node.resolve_name(topic),
             node,
-            topic: topic.to_string(),
             qos: Qos::default(),
             _m: PhantomData,
         }

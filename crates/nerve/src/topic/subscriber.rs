@@ -31,8 +31,8 @@ pub struct SubscriberBuilder<M: Message> {
 impl<M: Message> SubscriberBuilder<M> {
     pub(crate) fn new(node: Node, topic: &str) -> Self {
         SubscriberBuilder {
+            topic: node.resolve_name(topic),
             node,
-            topic: topic.to_string(),
             qos: Qos::default(),
             mode: WaitMode::default(),
             _m: PhantomData,

@@ -1,0 +1,81 @@
+//! `nerve launch`: start a system from a launch file and supervise it until Ctrl-C.
+
+use crate::{usage, CmdResult, Failure};
+use clap::Args;
+use nerve_launch::{EndedBy, Event, Guardian, LaunchError, LaunchFile, Output, StartOptions};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Arguments of `nerve launch`.
+#[derive(Args)]
+pub struct LaunchArgs {
+    /// Only load and check the file (and its includes), print a summary and exit.
+    #[arg(long)]
+    check: bool,
+    /// The launch file (TOML).
+    file: PathBuf,
+    /// Arguments of the launch file, `name:=value`.
+    args: Vec<String>,
+}
+
+/// Runs `nerve launch`.
+pub fn run(cfg: &nerve::Config, a: LaunchArgs) -> CmdResult {
+    let args = LaunchFile::parse_args(&a.args).map_err(|e| usage(e.to_string()))?;
+    let plan = match LaunchFile::load(&a.file, &args) {
+        Ok(p) => p,
+        // one located problem per line
+        Err(LaunchError::Invalid(d)) => {
+            let lines: Vec<String> = d.iter().map(|d| d.to_string()).collect();
+            return Err(usage(lines.join("\nerror: ")));
+        }
+        Err(e @ LaunchError::Argument { .. }) => return Err(usage(e.to_string())),
+        Err(e) => return Err(Failure::Runtime(e.into())),
+    };
+    if a.check {
+        println!(
+            "ok: {} processes, {} containers",
+            plan.process_count(),
+            plan.container_count()
+        );
+        return Ok(());
+    }
+    let mut opts = StartOptions::new(cfg.clone());
+    opts.output = Output::Prefixed;
+    opts.handle_signals = true;
+    opts.guardian = Guardian::CurrentExe;
+    opts.on_event = Some(Arc::new(|e: &Event| eprintln!("launch: {e}")));
+    eprintln!(
+        "launch: {} ({} processes, {} containers, domain {})",
+        a.file.display(),
+        plan.process_count(),
+        plan.container_count(),
+        cfg.domain
+    );
+    let running = plan.start(opts)?;
+    let report = running.wait();
+    for p in &report.shutdown.processes {
+        let how = match p.ended_by {
+            EndedBy::AlreadyExited => continue,
+            EndedBy::Sigint => "SIGINT",
+            EndedBy::Sigterm => "SIGTERM (ignored SIGINT)",
+            EndedBy::Sigkill => "SIGKILL (ignored SIGINT and SIGTERM)",
+        };
+        eprintln!(
+            "launch: {} stopped by {how} in {} ms",
+            p.name,
+            p.took.as_millis()
+        );
+    }
+    for (name, n) in report.respawns.iter().filter(|r| r.1 > 0) {
+        eprintln!("launch: {name} respawned {n} times");
+    }
+    if report.success {
+        eprintln!("launch: done ({})", report.reason);
+        Ok(())
+    } else {
+        Err(Failure::Runtime(anyhow::anyhow!(
+            "launch failed: {}",
+            report.reason
+        )))
+    }
+}
