@@ -565,3 +565,72 @@ ready = {{ line = "received" }}
         assert!(out.contains(&format!("{name} stopped by SIGINT")), "{out}");
     }
 }
+
+/// Parameters inline and from a file reach a launched node in its namespace (an integer
+/// for a float parameter widens), and its action answers under the namespace.
+#[test]
+fn parameters_inline_and_from_files_reach_a_launched_node() {
+    let e = Env::new();
+    let fib = env!("CARGO_BIN_EXE_fibonacci");
+    e.write("fib.yaml", "/r2/fibonacci:\n  max_order: 50\n  gain: 9.5\n");
+    let f = e.write(
+        "params.launch.toml",
+        &format!(
+            r#"
+[[process]]
+name = "fib"
+cmd = ["{fib}", "--name", "fib"]
+namespace = "r2"
+param_files = ["fib.yaml"]
+params = {{ gain = 2, step_ms = 4 }}
+ready = {{ service = "fibonacci/_params" }}
+"#
+        ),
+    );
+    let mut l = e.launch(&f, &[]);
+    l.expect("all processes ready", T);
+    let out = e
+        .command(&[
+            "param",
+            "get",
+            "/r2/fibonacci",
+            "gain",
+            "step_ms",
+            "max_order",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // the inline params come after the file's, so gain is 2 (widened to 2.0)
+    assert_eq!(
+        got,
+        serde_json::json!({"gain": 2.0, "step_ms": 4, "max_order": 50})
+    );
+    let out = e
+        .command(&[
+            "action",
+            "send_goal",
+            "/r2/fib",
+            "Fibonacci",
+            r#"{"order": 4}"#,
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains(r#""elems":[0,1,1,2,3]"#));
+    l.signal(libc::SIGINT);
+    assert_eq!(l.wait(T), 0, "{}", l.output().join("\n"));
+}

@@ -116,7 +116,11 @@ fn main() -> anyhow::Result<()> {
             });
         }
     })?;
-    println!("fibonacci: serving {} on node /{}", args.name, args.node);
+    println!(
+        "fibonacci: serving {} on node {}",
+        node.resolve_name(&args.name),
+        node.full_name()
+    );
     exec.spin()?;
     Ok(())
 }

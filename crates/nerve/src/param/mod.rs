@@ -67,7 +67,7 @@ type Applier = Box<dyn FnMut(&[ParamChange])>;
 /// The full name under which a node's parameters are addressed (`/name`, or with a
 /// namespace `/ns/name`).
 pub fn node_path(node: &Node) -> String {
-    format!("/{}", node.name())
+    node.full_name()
 }
 
 /// Builds [`Parameters`].

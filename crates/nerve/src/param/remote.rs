@@ -93,14 +93,14 @@ pub struct ParamClient {
 }
 
 impl ParamClient {
-    /// A client of the node named `target` (`/robot1/driver`, or `driver` for `/driver`),
-    /// calling from `node`. Calls time out after 2 s unless [`timeout`](Self::timeout)
-    /// says otherwise.
+    /// A client of the node named `target` (`/robot1/driver`; a relative name such as
+    /// `driver` is in the calling node's namespace), calling from `node`. Calls time out
+    /// after 2 s unless [`timeout`](Self::timeout) says otherwise.
     pub fn create(node: &Node, target: &str) -> Result<ParamClient, ParamError> {
         let target = if target.starts_with('/') {
             target.to_string()
         } else {
-            format!("/{target}")
+            crate::name::join(node.namespace(), target)
         };
         let client = node
             .client::<ParamService>(&format!("{target}{SERVICE_SUFFIX}"))
