@@ -12,7 +12,7 @@
 //!   alike.
 //! - **Idle CPU** of a node with parameters and an action server on one executor
 //!   (`bench role control-idle`), over a window with no traffic.
-//! - **Launch** (added by [`crate::launch`]): 20 processes to all-ready and back down.
+//! - **Launch** ([`crate::launch`]): 20 processes to all-ready and back down.
 
 use crate::bundle::{json_rows, num, Section, Skipped, SuiteOutput, Verdict};
 use crate::child::Child;
@@ -43,6 +43,10 @@ pub struct ControlSuite {
     pub payloads: Vec<usize>,
     /// Seconds of the idle CPU window.
     pub idle_seconds: f64,
+    /// Processes of the launch rows (0: none).
+    pub launch_processes: usize,
+    /// Runs of one process alone (its own start-up).
+    pub launch_singles: usize,
     /// `(exe, args)` that runs `bench role`.
     pub role_command: (PathBuf, Vec<String>),
     /// Nerve domain of the runs.
@@ -58,6 +62,8 @@ impl ControlSuite {
             warmup: 1_000,
             payloads: vec![64, 4096, 1 << 20],
             idle_seconds: 10.0,
+            launch_processes: 20,
+            launch_singles: 5,
             role_command,
             domain: 760 + std::process::id() % 9,
         }
@@ -361,13 +367,32 @@ impl ControlSuite {
                 reason: e,
             })
         });
-        Ok(self.output(round_trips, idle.ok(), skipped))
+        let launch = if self.launch_processes == 0 {
+            None
+        } else {
+            crate::launch::measure(
+                &self.role_command.0,
+                self.domain,
+                self.launch_processes,
+                self.launch_singles,
+            )
+            .map_err(|e| {
+                skipped.push(Skipped {
+                    system: "nerve launch".into(),
+                    payload_bytes: None,
+                    reason: e,
+                })
+            })
+            .ok()
+        };
+        Ok(self.output(round_trips, idle.ok(), launch, skipped))
     }
 
     fn output(
         &self,
         round_trips: Vec<RoundTripRow>,
         idle: Option<IdleRow>,
+        launch: Option<crate::launch::LaunchRow>,
         skipped: Vec<Skipped>,
     ) -> SuiteOutput {
         let mut s = Section::new(
@@ -432,8 +457,12 @@ impl ControlSuite {
                 |v| v <= 0.1,
             ));
         }
+        if let Some(l) = &launch {
+            crate::launch::section(&mut s, l, &mut checks);
+        }
         let mut json = json_rows(&round_trips);
         json.extend(json_rows(&idle.into_iter().collect::<Vec<_>>()));
+        json.extend(json_rows(&launch.into_iter().collect::<Vec<_>>()));
         let summary = round_trips
             .iter()
             .filter(|r| r.payload_bytes <= 64 || r.what == "parameter set")

@@ -11,6 +11,7 @@ pub mod control;
 pub mod cross_host;
 pub mod echo;
 pub mod hosts;
+pub mod launch;
 pub mod lidar;
 pub mod machine;
 pub mod paths;

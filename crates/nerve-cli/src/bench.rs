@@ -618,6 +618,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
         (python.stream_sizes, python.stream_seconds) = (vec![1024], 0.3);
         (python.tensor_mib, python.cpu_seconds) = (vec![1], 0.3);
         (control.calls, control.warmup, control.idle_seconds) = (50, 5, 0.3);
+        (control.launch_processes, control.launch_singles) = (3, 1);
         control.payloads = vec![64];
     }
     suites.push(topic.run(&machine).map_err(usage)?);
@@ -662,6 +663,10 @@ pub fn run(cmd: BenchCommand) -> CmdResult {
                     let spec: nerve_bench::control::ServerSpec = serde_json::from_str(&spec)
                         .map_err(|e| usage(format!("bad control spec: {e}")))?;
                     nerve_bench::control::run_server(&spec)?;
+                    return Ok(());
+                }
+                "launch-node" => {
+                    nerve_bench::launch::run_launch_node(&spec).map_err(anyhow::Error::msg)?;
                     return Ok(());
                 }
                 "control-idle" => {

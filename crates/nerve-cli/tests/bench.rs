@@ -372,6 +372,12 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
     for what in ["service call", "action round trip", "parameter set"] {
         assert!(control(what)["rtt_us"]["count"].as_u64().unwrap() > 0);
     }
+    let launch = results
+        .iter()
+        .find(|r| r["suite"] == "control" && r["kind"] == "launch")
+        .unwrap_or_else(|| panic!("no launch row: {}", report["skipped"]));
+    assert_eq!(launch["left_behind"], 0, "{launch}");
+    assert_eq!(launch["killed"], launch["processes"], "{launch}");
     let idle = find(&|r| r["kind"] == "idle", "idle");
     assert!(idle["cpu_percent"].as_f64().unwrap() >= 0.0);
     assert!(!report["checks"].as_array().unwrap().is_empty());

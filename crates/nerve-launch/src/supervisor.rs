@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 pub const MAX_LINE: usize = 4096;
 /// How often the supervisor looks at its children.
 const TICK: Duration = Duration::from_millis(10);
-/// How often topic and service readiness is polled.
-const POLL: Duration = Duration::from_millis(100);
+/// How often topic and service readiness is polled: it bounds how late a ready process
+/// is seen (a chain of `after` dependencies pays it once per link).
+const POLL: Duration = Duration::from_millis(10);
 /// How long a group gets after SIGKILL before it is reported as stuck.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
