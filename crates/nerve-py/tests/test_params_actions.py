@@ -161,3 +161,57 @@ def test_a_python_client_of_the_rust_server(domain, node):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+NODE_SCRIPT = """
+import nerve, signal, sys
+ctx = nerve.Context()
+node = ctx.node("py_launched")
+p = node.create_parameters()
+p.declare("gain", 1.0)
+p.declare("label", "none")
+print("ready", p.node_path, flush=True)
+stop = []
+signal.signal(signal.SIGINT, lambda *a: stop.append(1))
+while not stop:
+    p.serve(0.05)
+print("bye", flush=True)
+"""
+
+
+def test_launch_starts_a_python_node_with_parameters(domain, node, tmp_path):
+    import os
+    import signal
+    import sys
+    script = tmp_path / "node.py"
+    script.write_text(NODE_SCRIPT)
+    f = tmp_path / "py.launch.toml"
+    f.write_text(f"""
+[[process]]
+name = "py"
+cmd = [{str(sys.executable)!r}, {str(script)!r}]
+namespace = "r7"
+params = {{ gain = 3, label = "left" }}
+ready = {{ line = "^ready /r7/py_launched$" }}
+""".replace("'", '"'))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    launcher = subprocess.Popen([str(target_bin("nerve")), "launch", str(f)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in launcher.stdout:
+            lines.append(line)
+            if "all processes ready" in line:
+                break
+        assert any("all processes ready" in l for l in lines), "".join(lines)
+        c = node.create_param_client("/r7/py_launched")
+        assert c.wait_for_node(10)
+        # the launch file's integer 3 widens to the float parameter
+        assert c.get(["gain", "label"]) == {"gain": 3.0, "label": "left"}
+        launcher.send_signal(signal.SIGINT)
+        rest, _ = launcher.communicate(timeout=30)
+        assert launcher.returncode == 0, "".join(lines) + rest
+        assert "[py] bye" in rest, rest
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
