@@ -26,7 +26,7 @@ fn payload<M: Message>(head: &M, elems: &[M::Elem]) -> Vec<u8> {
         if esize == 0 {
             std::mem::size_of::<M>()
         } else {
-            off + elems.len() * esize
+            off + std::mem::size_of_val(elems)
         }
     ];
     out[..std::mem::size_of::<M>()].copy_from_slice(as_bytes(head));
@@ -51,7 +51,7 @@ fn parse<M: Message>(bytes: &[u8]) -> Result<(M, usize), String> {
         return Ok((head, 0));
     }
     let rest = bytes.len().saturating_sub(elems_offset::<M>());
-    if rest % esize != 0 {
+    if !rest.is_multiple_of(esize) {
         return Err(format!(
             "{} bytes do not hold whole {} elements",
             bytes.len(),
@@ -229,8 +229,8 @@ impl ActionClientRaw {
     #[new]
     fn new(node: &Node, name: &str, action_type: &str) -> PyResult<Self> {
         let n = node.inner.get()?;
-        fn open<A: Action>(
-        ) -> PyResult<fn(&nerve::Node, &str) -> Result<Box<dyn DynClient>, ActionError>> {
+        type Open = fn(&nerve::Node, &str) -> Result<Box<dyn DynClient>, ActionError>;
+        fn open<A: Action>() -> PyResult<Open> {
             Ok(|n, name| Ok(Box::new(ActionClient::<A>::create(n, name)?) as Box<dyn DynClient>))
         }
         let f = by_type!(action_type, open, Fibonacci, EchoAction)?;

@@ -182,6 +182,7 @@ impl Parameters {
     /// Declares `name` with `default` (or the value a parameter file gives it); returns
     /// the value it now has.
     #[pyo3(signature = (name, default, description="", range=None, read_only=false, dynamic_typing=false))]
+    #[allow(clippy::too_many_arguments)] // Python keyword arguments, one per descriptor field
     fn declare<'py>(
         &self,
         py: Python<'py>,

@@ -412,7 +412,7 @@ impl<A: Action> ActionServer<A> {
         }
         on_goal(&GoalRequest {
             id,
-            head: &req,
+            head: req,
             elems: req.elems(),
         })
     }
