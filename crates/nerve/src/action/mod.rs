@@ -55,25 +55,26 @@
 //! let ctx = nerve::Context::from_env()?;
 //! let ctx2 = ctx.clone();
 //! let (ready_tx, ready) = std::sync::mpsc::channel();
-//! // the server: its own thread and node (ports are not Send)
+//! let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+//! let done2 = done.clone();
+//! // the server: its own thread and node (ports are not Send), until the caller is done
 //! let server = std::thread::spawn(move || -> Result<(), nerve::action::ActionError> {
 //!     let node = ctx2.node("counter").create()?;
 //!     let server = ActionServer::<Count>::builder(&node, "/count").create()?;
 //!     ready_tx.send(()).unwrap();
-//!     loop {
-//!         server.wait(Duration::from_millis(100))?;
+//!     while !done2.load(std::sync::atomic::Ordering::Relaxed) {
+//!         server.wait(Duration::from_millis(20))?;
 //!         server.handle_pending(|_goal| Ok(()))?; // accept every goal
 //!         for goal in server.goals() {
-//!             let to = goal.goal().to;
 //!             let mut sum = 0;
-//!             for at in 1..=to {
+//!             for at in 1..=goal.goal().to {
 //!                 sum += at;
 //!                 goal.feedback(&CountFeedback { at })?;
 //!             }
 //!             goal.succeed(&CountResult { sum })?;
-//!             return Ok(());
 //!         }
 //!     }
+//!     Ok(())
 //! });
 //! ready.recv()?;
 //! let node = ctx.node("caller").create()?;
@@ -84,6 +85,7 @@
 //! assert_eq!((result.state(), result.sum), (GoalState::Succeeded, 10));
 //! let feedback: Vec<u64> = std::iter::from_fn(|| goal.try_feedback()).map(|f| f.at).collect();
 //! assert_eq!(feedback, [1, 2, 3, 4]);
+//! done.store(true, std::sync::atomic::Ordering::Relaxed);
 //! server.join().unwrap()?;
 //! # Ok(()) }
 //! ```
