@@ -290,3 +290,91 @@ fn malformed_frames_from_the_network_are_counted_and_never_delivered() {
         "the counters `nerve topic info` reads: {r}"
     );
 }
+
+/// Parameters and actions of a node on one host, used from another: the CLI reads and
+/// sets (an atomic set refused as a whole), sends a goal and gets its feedback and result
+/// (pushed across the network plane to the goal's own client).
+#[test]
+fn parameters_and_actions_cross_hosts() {
+    let sim = hosts(2);
+    let d = domain();
+    let fib = std::path::PathBuf::from(env!("CARGO_BIN_EXE_fibonacci"));
+    let cli = fib.parent().unwrap().join("nerve");
+    let env = [("NERVE_DOMAIN", d.clone())];
+    let mut node = sim
+        .spawn(0, &fib, &[], &env, "fibonacci")
+        .expect("spawn fibonacci");
+    node.expect("fibonacci: serving", 20 * SECOND)
+        .expect("fibonacci ready");
+    // the JSON line a command prints, if it expects one, and whether it exited in time
+    let run = |args: &[&str], json: bool| -> (bool, String) {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let mut c = sim
+            .spawn(1, &cli, &args, &env, "nerve")
+            .expect("spawn nerve");
+        let line = match json {
+            true => c.expect("{", 30 * SECOND).unwrap_or_default(),
+            false => String::new(),
+        };
+        (c.wait_exit(30 * SECOND), line)
+    };
+    let (done, _) = run(
+        &[
+            "param",
+            "set",
+            "/fibonacci",
+            "gain",
+            "4",
+            "max_order",
+            "95",
+            "--atomic",
+            "--timeout",
+            "10000",
+        ],
+        false,
+    );
+    assert!(done);
+    let (done, got) = run(
+        &[
+            "param",
+            "get",
+            "/fibonacci",
+            "gain",
+            "max_order",
+            "--format",
+            "json",
+            "--timeout",
+            "10000",
+        ],
+        true,
+    );
+    assert!(done);
+    let v: Value = serde_json::from_str(&got).expect("param JSON");
+    assert_eq!(
+        v,
+        serde_json::json!({"gain": 1.0, "max_order": 90}),
+        "nothing changed"
+    );
+    let (done, result) = run(
+        &[
+            "action",
+            "send_goal",
+            "/fibonacci",
+            "Fibonacci",
+            r#"{"order": 5}"#,
+            "--format",
+            "json",
+            "--timeout",
+            "20000",
+        ],
+        true,
+    );
+    assert!(done);
+    let r: Value = serde_json::from_str(&result).expect("result JSON");
+    assert_eq!(r["state"], "succeeded", "{r}");
+    assert_eq!(
+        r["result"]["elems"],
+        serde_json::json!([0, 1, 1, 2, 3, 5]),
+        "{r}"
+    );
+}

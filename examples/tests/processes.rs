@@ -922,7 +922,7 @@ fn cli_reads_and_sets_parameters_of_a_running_node() {
     let (rc, out, _) = d.run(&cli, &["param", "list"]);
     assert_eq!((rc, out.trim()), (0, "/fibonacci"));
 
-    // atomic: max_order 95 fails the node's validator, so gain stays too
+    // atomic: step_ms 1 fails the node's validator, so gain stays too
     let (rc, _, err) = d.run(
         &cli,
         &[
@@ -931,16 +931,19 @@ fn cli_reads_and_sets_parameters_of_a_running_node() {
             "/fibonacci",
             "gain",
             "4",
-            "max_order",
-            "95",
+            "step_ms",
+            "1",
             "--atomic",
         ],
     );
     assert_eq!(rc, 1);
-    assert!(err.contains("max_order must be from 0 to 92"), "{err}");
+    assert!(
+        err.contains("step_ms 1 starves the other callbacks"),
+        "{err}"
+    );
     assert_eq!(
-        get(&["gain", "max_order"]),
-        serde_json::json!({"gain": 2.0, "max_order": 90})
+        get(&["gain", "step_ms"]),
+        serde_json::json!({"gain": 2.0, "step_ms": 3})
     );
     // one by one: the good one lands, the bad ones are named
     let (rc, _, err) = d.run(

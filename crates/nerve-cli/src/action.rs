@@ -205,7 +205,7 @@ pub fn run(ctx: &nerve::Context, cmd: ActionCommand) -> CmdResult {
                 .ok_or_else(|| anyhow::anyhow!("action {name}: no server"))?;
             let status = node
                 .subscriber::<Serde<StatusList>>(&names::status(&name))
-                .qos(nerve::Qos::latched())
+                .qos(nerve::action::status_qos())
                 .create()?;
             let list = status
                 .recv_timeout(Duration::from_secs(1))?

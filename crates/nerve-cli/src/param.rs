@@ -321,13 +321,13 @@ pub fn run(ctx: &nerve::Context, cmd: ParamCommand) -> CmdResult {
                 .filter_map(|(n, v)| v.map(|v| (n, v)))
                 .collect();
             let text = match as_ {
-                DumpFormat::Yaml => nerve::param::to_yaml(&full_name(&target), &values),
+                DumpFormat::Yaml => nerve::param::to_yaml(c.target(), &values),
                 DumpFormat::Json => {
                     let m: serde_json::Map<String, serde_json::Value> = values
                         .iter()
                         .map(|(n, v)| (n.clone(), v.to_json()))
                         .collect();
-                    format!("{}\n", json!({ full_name(&target): m }))
+                    format!("{}\n", json!({ c.target(): m }))
                 }
             };
             match out {
@@ -344,15 +344,15 @@ pub fn run(ctx: &nerve::Context, cmd: ParamCommand) -> CmdResult {
         } => {
             // a bad file is the caller's mistake: exit 2, naming the file and line
             let f = ParamFile::load(&file).map_err(|e| usage(e.to_string()))?;
-            let values = f.values_for(&full_name(&target));
+            let c = client(&node, &target, wait)?;
+            let values = f.values_for(c.target());
             if values.is_empty() {
                 return Err(usage(format!(
                     "{}: no entry matches node {}",
                     file.display(),
-                    full_name(&target)
+                    c.target()
                 )));
             }
-            let c = client(&node, &target, wait)?;
             if each {
                 let results = c.set_each(values.clone())?;
                 let failed = results.iter().filter(|r| r.is_err()).count();

@@ -156,8 +156,11 @@ def test_a_python_client_of_the_rust_server(domain, node):
         assert state == "succeeded" and result.len == 11 and result._elems[-1] == 55
         # the same node serves parameters
         c = node.create_param_client("/fibonacci")
-        c.set_atomically({"step_ms": 1})
-        assert c.get(["step_ms"]) == {"step_ms": 1}
+        c.set_atomically({"step_ms": 2})
+        assert c.get(["step_ms"]) == {"step_ms": 2}
+        with pytest.raises(nerve.ParamError, match="step_ms 1 starves"):
+            c.set_atomically({"step_ms": 1, "gain": 2.0})
+        assert c.get(["step_ms", "gain"]) == {"step_ms": 2, "gain": 1.0}
     finally:
         proc.terminate()
         proc.wait(10)

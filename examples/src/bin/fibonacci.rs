@@ -42,19 +42,21 @@ fn main() -> anyhow::Result<()> {
     params.declare(
         "max_order",
         90i64,
-        ParamDescriptor::new().description("largest order accepted (i64 overflows past 92)"),
+        ParamDescriptor::new()
+            .description("largest order accepted (i64 overflows past 92)")
+            .range(0.0, 92.0, 1.0),
     )?;
     params.declare("gain", 1.0, ParamDescriptor::new().range(0.0, 10.0, 0.0))?;
     params.declare("frame", "base_link", ParamDescriptor::new().read_only())?;
+    // a rule a range cannot say: 1 ms steps would starve the executor's other callbacks
     params.on_validate(|changes| {
-        for c in changes {
-            if c.name == "max_order"
-                && matches!(c.new, ParamValue::Int(n) if !(0..=92).contains(&n))
-            {
-                return Err("max_order must be from 0 to 92 (i64 overflows after)".into());
-            }
+        match changes
+            .iter()
+            .any(|c| c.name == "step_ms" && c.new == ParamValue::Int(1))
+        {
+            true => Err("step_ms 1 starves the other callbacks: use 0 or at least 2".into()),
+            false => Ok(()),
         }
-        Ok(())
     });
 
     let server = ActionServer::<Fibonacci>::builder(&node, &args.name)

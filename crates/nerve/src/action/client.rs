@@ -11,13 +11,16 @@ use crate::message::{zeroed, Message};
 use crate::service::client::{Client, Reply};
 use crate::{Node, Overflow, Qos, Sample, Subscriber, LIVENESS_CHECK};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::ops::Deref;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// Feedback samples a client holds at once (over all its goals): the oldest give way.
 pub const FEEDBACK_KEPT: usize = 12;
+/// Pushed results a client holds before they are taken; more wait in the topic's queue
+/// (and, past it, in the server's result store).
+pub const RESULTS_KEPT: usize = 16;
 /// How long a waiting client trusts the push before it also asks the result service.
 const FETCH_AFTER: Duration = Duration::from_millis(500);
 
@@ -27,7 +30,8 @@ pub(crate) fn client_topic_qos() -> Qos {
     Qos {
         depth: 16,
         overflow: Overflow::DropOldest,
-        max_borrowed: 16,
+        // the inbox's own (FEEDBACK_KEPT, RESULTS_KEPT) and what the user holds
+        max_borrowed: 64,
         max_publishers: 2,
         max_subscribers: 2,
         ..Qos::default()
@@ -63,8 +67,9 @@ pub(crate) struct ClientInner<A: Action> {
 }
 
 struct Inbox<A: Action> {
-    /// Goals this client still follows.
-    live: HashSet<GoalId>,
+    /// Goals this client still follows, and when to ask the result service next (the
+    /// fallback for a push that was lost).
+    live: HashMap<GoalId, Instant>,
     feedback: VecDeque<Sample<Tagged<A::Feedback>>>,
     results: HashMap<GoalId, Sample<Tagged<A::Result>>>,
     feedback_dropped: u64,
@@ -165,6 +170,8 @@ impl<A: Action> ActionClient<A> {
             )?;
             id = u64::from_le_bytes(b);
         }
+        // resolved once, so a remap of the action's name moves all its endpoints
+        let name = &node.resolve_name(name);
         let feedback_sub = node
             .subscriber::<Tagged<A::Feedback>>(&names::feedback_of(name, id))
             .qos(client_topic_qos())
@@ -173,12 +180,18 @@ impl<A: Action> ActionClient<A> {
             .subscriber::<Tagged<A::Result>>(&names::result_of(name, id))
             .qos(client_topic_qos())
             .create()?;
-        let goal = node.client::<GoalService<A>>(&names::goal(name)).create()?;
+        let qos = super::service_qos();
+        let goal = node
+            .client::<GoalService<A>>(&names::goal(name))
+            .qos(qos.clone())
+            .create()?;
         let cancel = node
             .client::<CancelService>(&names::cancel(name))
+            .qos(qos.clone())
             .create()?;
         let result = node
             .client::<ResultService<A>>(&names::result(name))
+            .qos(qos)
             .create()?;
         Ok(ActionClient {
             inner: Rc::new(ClientInner {
@@ -192,7 +205,7 @@ impl<A: Action> ActionClient<A> {
                 feedback_sub,
                 result_sub,
                 inbox: RefCell::new(Inbox {
-                    live: HashSet::new(),
+                    live: HashMap::new(),
                     feedback: VecDeque::new(),
                     results: HashMap::new(),
                     feedback_dropped: 0,
@@ -246,18 +259,14 @@ impl<A: Action> ActionClient<A> {
         i.next_seq.set(seq + 1);
         let id = GoalId { client: i.id, seq };
         let mut loan = i.goal.loan_slice(elems)?;
-        {
-            let head = loan.head_mut();
-            head.goal = id;
-            head.state = 0;
-        }
-        let elems_ptr: *mut [<A::Goal as Message>::Elem] = loan.elems_mut();
-        // SAFETY: the head and the elements are disjoint parts of the loan (the elements
-        // start at or past the head's end), so both mutable borrows, which end with this
-        // statement, never alias.
-        fill(&mut loan.head_mut().msg, unsafe { &mut *elems_ptr });
+        loan.head_mut().goal = id;
+        let (head, e) = loan.parts_mut();
+        fill(&mut head.msg, e);
         // follow the goal before it can end
-        i.inbox.borrow_mut().live.insert(id);
+        i.inbox
+            .borrow_mut()
+            .live
+            .insert(id, Instant::now() + FETCH_AFTER);
         match loan.call(i.accept_timeout.get()) {
             Ok(_) => Ok(ClientGoal {
                 client: self.clone(),
@@ -278,7 +287,11 @@ impl<A: Action> ActionClient<A> {
 
     /// Follows a goal sent earlier by this client (its feedback and result from now on).
     pub fn follow(&self, id: GoalId) -> ClientGoal<A> {
-        self.inner.inbox.borrow_mut().live.insert(id);
+        self.inner
+            .inbox
+            .borrow_mut()
+            .live
+            .insert(id, Instant::now() + FETCH_AFTER);
         ClientGoal {
             client: self.clone(),
             id,
@@ -310,11 +323,17 @@ impl<A: Action> ActionClient<A> {
     /// Asks the server for the result of goal `id` (of any client): `None` while the
     /// goal runs.
     pub fn fetch_result(&self, id: GoalId) -> Result<Option<GoalResult<A>>, ActionError> {
+        self.fetch_within(id, self.inner.accept_timeout.get())
+    }
+
+    /// [`fetch_result`](Self::fetch_result), waiting at most `timeout` for the answer.
+    fn fetch_within(
+        &self,
+        id: GoalId,
+        timeout: Duration,
+    ) -> Result<Option<GoalResult<A>>, ActionError> {
         let i = &self.inner;
-        match i
-            .result
-            .call(&ResultRequest { goal: id }, i.accept_timeout.get())
-        {
+        match i.result.call(&ResultRequest { goal: id }, timeout) {
             Ok(reply) => Ok(Some(GoalResult {
                 holder: ResultHolder::Fetched(reply),
             })),
@@ -328,14 +347,22 @@ impl<A: Action> ActionClient<A> {
         }
     }
 
-    /// Moves what arrived on the client's topics into its inbox.
+    /// Moves what arrived on the client's topics into its inbox, as far as its bounds
+    /// allow. A receive that fails (every sample the subscriber may lend is held: by the
+    /// inbox and by results and feedback the caller keeps) stops receiving for now: what
+    /// stays queued is taken later, a result that is dropped from the queue is fetched
+    /// from the server's result store.
     pub(crate) fn pump(&self) -> Result<(), ActionError> {
         let i = &self.inner;
         let mut inbox = i.inbox.borrow_mut();
-        while let Some(s) = i.result_sub.try_recv()? {
-            inbox.route_result(s);
+        while inbox.results.len() < RESULTS_KEPT {
+            match i.result_sub.try_recv() {
+                Ok(Some(s)) => inbox.route_result(s),
+                Ok(None) | Err(_) => break,
+            }
         }
-        while let Some(s) = i.feedback_sub.try_recv()? {
+        // route_feedback drops the oldest beyond FEEDBACK_KEPT
+        while let Ok(Some(s)) = i.feedback_sub.try_recv() {
             inbox.route_feedback(s);
         }
         Ok(())
@@ -373,6 +400,43 @@ impl<A: Action> ActionClient<A> {
             .collect())
     }
 
+    /// For an executor: asks the result store for followed goals whose push has not come
+    /// for [`FETCH_AFTER`]; returns the results found and the goals the server no longer
+    /// knows (both stop being followed).
+    pub(crate) fn fetch_due(&self) -> Vec<(GoalId, Result<GoalResult<A>, ActionError>)> {
+        let now = Instant::now();
+        let due: Vec<GoalId> = {
+            let inbox = self.inner.inbox.borrow();
+            inbox
+                .live
+                .iter()
+                .filter(|(id, t)| **t <= now && !inbox.results.contains_key(id))
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        let mut out = Vec::new();
+        for id in due {
+            // short: an executor's thread waits here
+            match self.fetch_within(id, Duration::from_millis(50)) {
+                Ok(Some(r)) => {
+                    self.inner.inbox.borrow_mut().live.remove(&id);
+                    out.push((id, Ok(r)));
+                }
+                Err(e @ ActionError::UnknownGoal { .. }) => {
+                    self.inner.inbox.borrow_mut().live.remove(&id);
+                    out.push((id, Err(e)));
+                }
+                // still running, or no answer yet: ask again later
+                Ok(None) | Err(_) => {
+                    if let Some(t) = self.inner.inbox.borrow_mut().live.get_mut(&id) {
+                        *t = Instant::now() + FETCH_AFTER;
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Whether the client follows any goal.
     pub(crate) fn follows_any(&self) -> bool {
         !self.inner.inbox.borrow().live.is_empty()
@@ -387,7 +451,7 @@ impl<A: Action> ActionClient<A> {
         inbox
             .live
             .drain()
-            .map(|goal| {
+            .map(|(goal, _)| {
                 (
                     goal,
                     ActionError::ServerGone {
@@ -413,7 +477,7 @@ impl<A: Action> ActionClient<A> {
 
 impl<A: Action> Inbox<A> {
     fn route_result(&mut self, s: Sample<Tagged<A::Result>>) {
-        if !self.live.contains(&s.goal) {
+        if !self.live.contains_key(&s.goal) {
             return; // a goal nobody follows any more
         }
         // each result sample stays borrowed until taken; the followed goals bound them
@@ -421,7 +485,7 @@ impl<A: Action> Inbox<A> {
     }
 
     fn route_feedback(&mut self, s: Sample<Tagged<A::Feedback>>) {
-        if !self.live.contains(&s.goal) {
+        if !self.live.contains_key(&s.goal) {
             return;
         }
         if self.feedback.len() >= FEEDBACK_KEPT {
@@ -469,8 +533,11 @@ impl<A: Action> ClientGoal<A> {
             }
             self.check_server()?;
             let i = &self.client.inner;
-            if let Some(s) = i.feedback_sub.recv_timeout(left.min(LIVENESS_CHECK))? {
-                i.inbox.borrow_mut().route_feedback(s);
+            match i.feedback_sub.recv_timeout(left.min(LIVENESS_CHECK)) {
+                Ok(Some(s)) => i.inbox.borrow_mut().route_feedback(s),
+                Ok(None) => {}
+                // every sample the subscriber may lend is held by the caller
+                Err(_) => std::thread::sleep(left.min(Duration::from_millis(1))),
             }
         }
     }
@@ -499,17 +566,22 @@ impl<A: Action> ClientGoal<A> {
 
     /// The result, if it arrived.
     pub fn try_result(&self) -> Result<Option<GoalResult<A>>, ActionError> {
+        // one already in the inbox first: pumping could be refused while it is held
+        if let Some(r) = self.client.take_result(self.id) {
+            return Ok(Some(r));
+        }
         self.client.pump()?;
         Ok(self.client.take_result(self.id))
     }
 
     /// Waits up to `timeout` for the result. A server that dies meanwhile is
-    /// [`ActionError::ServerGone`] within about [`LIVENESS_CHECK`].
+    /// [`ActionError::ServerGone`] within about [`LIVENESS_CHECK`]. A result whose push
+    /// was lost (the client's queue overflowed) is fetched from the server's result store
+    /// once the goal has been followed for half a second without one.
     pub fn result(&self, timeout: Duration) -> Result<GoalResult<A>, ActionError> {
         let start = Instant::now();
         let deadline = start + timeout;
         let mut next_check = start + LIVENESS_CHECK;
-        let mut next_fetch = start + FETCH_AFTER;
         let i = &self.client.inner;
         loop {
             if let Some(r) = self.try_result()? {
@@ -527,20 +599,31 @@ impl<A: Action> ClientGoal<A> {
                 self.check_server()?;
                 next_check = now + LIVENESS_CHECK;
             }
+            // the fetch time is the goal's, so callers that wait in slices reach it too
+            let next_fetch = i.inbox.borrow().live.get(&self.id).copied().unwrap_or(now);
             if now >= next_fetch {
-                // the push can be lost only to a queue overflow; the server keeps results
-                if let Some(r) = self.client.fetch_result(self.id)? {
+                let bound = deadline
+                    .saturating_duration_since(now)
+                    .min(i.accept_timeout.get())
+                    .max(Duration::from_millis(1));
+                if let Some(r) = self.client.fetch_within(self.id, bound)? {
                     i.inbox.borrow_mut().live.remove(&self.id);
                     return Ok(r);
                 }
-                next_fetch = now + FETCH_AFTER;
+                if let Some(t) = i.inbox.borrow_mut().live.get_mut(&self.id) {
+                    *t = Instant::now() + FETCH_AFTER;
+                }
+                continue;
             }
             let wait = deadline
                 .min(next_check)
                 .min(next_fetch)
                 .saturating_duration_since(now);
-            if let Some(s) = i.result_sub.recv_timeout(wait)? {
-                i.inbox.borrow_mut().route_result(s);
+            match i.result_sub.recv_timeout(wait) {
+                Ok(Some(s)) => i.inbox.borrow_mut().route_result(s),
+                Ok(None) => {}
+                // every sample the subscriber may lend is held: wait for the fallback
+                Err(_) => std::thread::sleep(wait.min(Duration::from_millis(1))),
             }
         }
     }

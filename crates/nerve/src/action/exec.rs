@@ -218,6 +218,11 @@ where
                 (self.callback)(id, Err(e));
                 n += 1;
             }
+            // pushes lost to a full queue come from the server's result store
+            for (id, r) in self.client.fetch_due() {
+                (self.callback)(id, r);
+                n += 1;
+            }
         }
         Ok(n)
     }

@@ -253,13 +253,19 @@ impl<M: Message> Tagged<M> {
 
 // SAFETY: #[repr(C)]: GoalId (two u64), two u32, then M at offset 24; M is Pod (no
 // padding inside it) and its alignment is at most 8 (MAX_ALIGN, asserted by TypeInfo::of),
-// so no padding sits before it; NO_PADDING (evaluated wherever a Tagged is opened) proves
-// none follows it. Every bit pattern of each field is valid, so of the whole.
+// so no padding sits before it; NO_PADDING, evaluated in LAYOUT_HASH and so wherever the
+// type is used as plain data (every byte-level use names LAYOUT_HASH), proves none
+// follows it. Every bit pattern of each field is valid, so of the whole.
 unsafe impl<M: Message> Pod for Tagged<M> {
-    const LAYOUT_HASH: u64 = layout::hash_u64(
-        layout::hash_str(layout::FNV_OFFSET, "nerve/action/Tagged"),
-        M::LAYOUT_HASH,
-    );
+    // evaluated wherever the type is used as plain data (TypeInfo, as_bytes, read_pod,
+    // zeroed): a padded Tagged<M> fails to compile there
+    const LAYOUT_HASH: u64 = {
+        let () = Tagged::<M>::NO_PADDING;
+        layout::hash_u64(
+            layout::hash_str(layout::FNV_OFFSET, "nerve/action/Tagged"),
+            M::LAYOUT_HASH,
+        )
+    };
     fn shape() -> Shape {
         Shape::Struct(StructShape {
             name: "Tagged".into(),
@@ -383,6 +389,21 @@ impl<A: Action> Service for ResultService<A> {
     const TYPE_NAME: &'static str = A::TYPE_NAME;
     type Request = ResultRequest;
     type Response = Tagged<A::Result>;
+}
+
+/// QoS of an action's three services on both sides: 64 clients (a client per
+/// process that sends goals, tools included).
+pub(crate) fn service_qos() -> crate::ServiceQos {
+    crate::ServiceQos {
+        max_clients: 64,
+        ..crate::ServiceQos::default()
+    }
+}
+
+/// QoS of an action's status topic, for the server and every reader: latched, one
+/// publisher, many readers.
+pub fn status_qos() -> crate::Qos {
+    crate::Qos::latched().max_endpoints(2, 64)
 }
 
 /// The names an action's endpoints use under its name.

@@ -9,7 +9,7 @@ use super::{
 use crate::message::{zeroed, Message, Serde};
 use crate::service::server::{KeptRequest, Request, Server};
 use crate::transport::wait::SpinWindow;
-use crate::{Node, Publisher, Qos, ServiceQos, WaitSet};
+use crate::{Node, Publisher, ServiceQos, WaitSet};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
@@ -46,12 +46,15 @@ impl<A: Action> ActionServerBuilder<A> {
         self.max_result_bytes = bytes;
         self
     }
-    /// Most clients served at once (default 64).
+    /// Most clients served at once (default 64; clients open the services with 64 too, so
+    /// a larger figure takes effect where the server starts first).
     pub fn max_clients(mut self, n: usize) -> Self {
         self.max_clients = n;
         self
     }
-    /// QoS of the goal and result services (sizes of goals and results).
+    /// QoS of the goal, cancel and result services: sizes of goals and results, calls in
+    /// flight per client (which also bounds the goals one client may have live). Its
+    /// `max_clients` is set from [`max_clients`](Self::max_clients).
     pub fn qos(mut self, qos: ServiceQos) -> Self {
         self.qos = qos;
         self
@@ -63,21 +66,27 @@ impl<A: Action> ActionServerBuilder<A> {
         let () = Tagged::<A::Feedback>::NO_PADDING;
         let () = Tagged::<A::Result>::NO_PADDING;
         let node = self.node;
-        let name = self.name;
+        // resolved once, so a remap of the action's name moves all its endpoints
+        let name = node.resolve_name(&self.name);
+        let qos = ServiceQos {
+            max_clients: self.max_clients,
+            ..self.qos
+        };
         let goal_srv = node
             .service::<GoalService<A>>(&names::goal(&name))
-            .qos(self.qos.clone())
+            .qos(qos.clone())
             .create()?;
         let cancel_srv = node
             .service::<CancelService>(&names::cancel(&name))
+            .qos(qos.clone())
             .create()?;
         let result_srv = node
             .service::<ResultService<A>>(&names::result(&name))
-            .qos(self.qos)
+            .qos(qos.clone())
             .create()?;
         let status = Rc::new(
             node.publisher::<Serde<StatusList>>(&names::status(&name))
-                .qos(Qos::latched())
+                .qos(super::status_qos())
                 .create()?,
         );
         let server = ActionServer {
@@ -89,6 +98,7 @@ impl<A: Action> ActionServerBuilder<A> {
                 max_results: self.max_results,
                 max_result_bytes: self.max_result_bytes,
                 max_clients: self.max_clients,
+                max_live_per_client: qos.max_in_flight.saturating_sub(1).max(1),
                 goal_srv,
                 cancel_srv,
                 result_srv,
@@ -131,6 +141,9 @@ pub(crate) struct ServerInner<A: Action> {
     max_results: usize,
     max_result_bytes: usize,
     max_clients: usize,
+    /// Goals one client may have live: each keeps its request borrowed, and one more
+    /// request must stay takeable so a further goal can be refused.
+    max_live_per_client: usize,
     pub(crate) goal_srv: Server<GoalService<A>>,
     pub(crate) cancel_srv: Server<CancelService>,
     pub(crate) result_srv: Server<ResultService<A>>,
@@ -153,8 +166,8 @@ struct State<A: Action> {
 }
 
 struct ClientPorts<A: Action> {
-    feedback: Publisher<Tagged<A::Feedback>>,
-    result: Publisher<Tagged<A::Result>>,
+    feedback: Rc<Publisher<Tagged<A::Feedback>>>,
+    result: Rc<Publisher<Tagged<A::Result>>>,
 }
 
 struct Done<A: Action> {
@@ -225,7 +238,7 @@ impl<A: Action> ActionServer<A> {
             max_results: 256,
             max_result_bytes: 64 << 20,
             max_clients: 64,
-            qos: ServiceQos::default(),
+            qos: super::service_qos(),
             _a: std::marker::PhantomData,
         }
     }
@@ -386,6 +399,17 @@ impl<A: Action> ActionServer<A> {
             if st.active.iter().any(|g| g.id == id) || st.done.iter().any(|d| d.head.goal == id) {
                 return Err(format!("goal id {id} was sent before"));
             }
+            let mine = st
+                .active
+                .iter()
+                .filter(|g| g.id.client == id.client)
+                .count();
+            if mine >= self.inner.max_live_per_client {
+                return Err(format!(
+                    "this client has {mine} goals live, the most one client may have \
+                     (ServiceQos::max_in_flight of the goal service, less one)"
+                ));
+            }
             let active = st.active.len();
             let executing = st
                 .active
@@ -438,14 +462,18 @@ impl<A: Action> ActionServer<A> {
         }
         let open = || -> Result<ClientPorts<A>, crate::TopicError> {
             Ok(ClientPorts {
-                feedback: i
-                    .node
-                    .publisher::<Tagged<A::Feedback>>(&names::feedback_of(&i.name, client))
-                    .create()?,
-                result: i
-                    .node
-                    .publisher::<Tagged<A::Result>>(&names::result_of(&i.name, client))
-                    .create()?,
+                feedback: Rc::new(
+                    i.node
+                        .publisher::<Tagged<A::Feedback>>(&names::feedback_of(&i.name, client))
+                        .qos(super::client::client_topic_qos())
+                        .create()?,
+                ),
+                result: Rc::new(
+                    i.node
+                        .publisher::<Tagged<A::Result>>(&names::result_of(&i.name, client))
+                        .qos(super::client::client_topic_qos())
+                        .create()?,
+                ),
             })
         };
         let ports = open().map_err(|e| format!("opening the client's topics: {e}"))?;
@@ -543,7 +571,11 @@ impl<A: Action> ActionServer<A> {
             let id = req.goal;
             let st = i.state.borrow();
             if let Some(d) = st.done.iter().find(|d| d.head.goal == id) {
-                req.reply_slice(&d.head, &d.elems)?;
+                // a result this request cannot carry (over the response limit) fails the
+                // request, not the server
+                if let Err(e) = req.reply_slice(&d.head, &d.elems) {
+                    req.fail(&e.to_string())?;
+                }
             } else if let Some(g) = st.active.iter().find(|g| g.id == id) {
                 req.fail(&format!("pending: goal {id} is {}", g.state.get()))?;
             } else {
@@ -647,17 +679,20 @@ impl<A: Action> GoalHandle<A> {
         F: FnOnce(&mut A::Feedback, &mut [<A::Feedback as Message>::Elem]),
     {
         self.ended()?;
-        let st = self.server.state.borrow();
-        let Some(ports) = st.clients.get(&self.goal.id.client) else {
-            return Ok(()); // the client left: nobody to tell
+        let publisher = {
+            let st = self.server.state.borrow();
+            match st.clients.get(&self.goal.id.client) {
+                Some(ports) => ports.feedback.clone(),
+                None => return Ok(()), // the client left: nobody to tell
+            }
         };
-        let mut loan = ports.feedback.loan_slice(elems)?;
-        let head = loan.head_mut();
+        // no borrow of the server is held while the user's fill runs
+        let mut loan = publisher.loan_slice(elems)?;
+        let (head, e) = loan.parts_mut();
         head.goal = self.goal.id;
         head.state = self.goal.state.get() as u32;
         // the head came zeroed with the loan: msg is a valid M, overwritten by fill
-        let (head_ptr, elems_slice) = split(&mut loan);
-        fill(head_ptr, elems_slice);
+        fill(&mut head.msg, e);
         loan.send()?;
         Ok(())
     }
@@ -685,22 +720,27 @@ impl<A: Action> GoalHandle<A> {
         head.goal = id;
         head.state = state as u32;
         let mut kept: Vec<<A::Result as Message>::Elem> = Vec::new();
-        {
+        let publisher = {
             let st = self.server.state.borrow();
-            match st.clients.get(&id.client) {
-                Some(ports) => {
-                    let mut loan = ports.result.loan_slice(elems)?;
-                    *loan.head_mut() = head;
-                    let (h, e) = split(&mut loan);
-                    fill(h, e);
-                    head = *loan.head_mut();
-                    kept.extend_from_slice(loan.elems());
-                    loan.send()?;
-                }
-                None => {
-                    kept.resize(elems, zeroed());
-                    fill(&mut head.msg, &mut kept);
-                }
+            st.clients.get(&id.client).map(|p| p.result.clone())
+        };
+        // no borrow of the server is held while the user's fill runs
+        match publisher {
+            Some(publisher) => {
+                let mut loan = publisher.loan_slice(elems)?;
+                let (h, e) = loan.parts_mut();
+                *h = head;
+                fill(&mut h.msg, e);
+                // the fill may have ended the goal itself (a nested end): end it once
+                self.ended()?;
+                head = *h;
+                kept.extend_from_slice(e);
+                loan.send()?;
+            }
+            None => {
+                kept.resize(elems, zeroed());
+                fill(&mut head.msg, &mut kept);
+                self.ended()?;
             }
         }
         self.goal.state.set(state);
@@ -745,16 +785,4 @@ impl<A: Action> GoalHandle<A> {
     pub fn canceled(&self, result: &A::Result) -> Result<(), ActionError> {
         self.end_with(GoalState::Canceled, 0, |h, _| *h = *result)
     }
-}
-
-/// The message inside a loaned tagged sample and its elements, both writable.
-fn split<'l, M: Message>(
-    loan: &'l mut crate::Loan<'_, Tagged<M>>,
-) -> (&'l mut M, &'l mut [M::Elem]) {
-    let elems: *mut [M::Elem] = loan.elems_mut();
-    let head = &mut loan.head_mut().msg;
-    // SAFETY: the head (bytes 0..size_of::<Tagged<M>>()) and the elements (from
-    // elems_offset, which is at or past the head's end) are disjoint parts of the loan, so
-    // the two mutable borrows, both tied to the loan's borrow, never alias.
-    (head, unsafe { &mut *elems })
 }

@@ -381,3 +381,55 @@ fn executors_run_both_sides() {
     handle.stop();
     server_thread.join().unwrap();
 }
+
+#[test]
+fn one_client_cannot_hold_more_goals_than_its_calls_in_flight_and_nested_ends_end_once() {
+    let ctx = ctx();
+    // goals run until canceled; a goal of 99 steps ends itself from inside its own fill
+    let (stop, t) = serve(&ctx, "/act_cap", GoalPolicy::Parallel { max: 32 }, |g| {
+        if g.is_canceling() {
+            g.canceled(&WorkResult {
+                steps: 0,
+                goal_bytes: 0,
+            })
+            .unwrap();
+        } else if g.goal().steps == 99 {
+            let inner = g.clone();
+            let outer = g.end_with(GoalState::Succeeded, 0, move |r, _| {
+                r.steps = 1;
+                inner
+                    .succeed(&WorkResult {
+                        steps: 2,
+                        goal_bytes: 0,
+                    })
+                    .unwrap();
+            });
+            assert!(matches!(outer, Err(ActionError::Ended { .. })), "{outer:?}");
+        }
+    });
+    let node = ctx.node("act_cap_c").create().unwrap();
+    let c = ActionClient::<Work>::create(&node, "/act_cap").unwrap();
+    assert!(c.wait_for_server(S5));
+    // each live goal keeps its request: one client gets max_in_flight (8) - 1 of them
+    let live: Vec<_> = (0..7)
+        .map(|_| c.send_goal_with(0, |_, _| {}).unwrap())
+        .collect();
+    let e = c.send_goal_with(0, |_, _| {}).err().unwrap();
+    assert!(e.to_string().contains("7 goals live"), "{e}");
+    // the server still serves: end one, and the next goal is taken
+    live[0].cancel().unwrap();
+    assert_eq!(live[0].result(S5).unwrap().state(), GoalState::Canceled);
+    let nested = c.send_goal_with(0, |g, _| g.steps = 99).unwrap();
+    let r = nested.result(S5).unwrap();
+    assert_eq!(
+        (r.state(), r.steps),
+        (GoalState::Succeeded, 2),
+        "the inner end wins"
+    );
+    for g in &live[1..] {
+        g.cancel().unwrap();
+        assert_eq!(g.result(S5).unwrap().state(), GoalState::Canceled);
+    }
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}

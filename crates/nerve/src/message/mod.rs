@@ -325,12 +325,15 @@ pub(crate) fn serde_decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Strin
 
 /// Reinterprets plain data as bytes.
 pub fn as_bytes<T: Pod>(v: &T) -> &[u8] {
+    // naming the hash evaluates any layout check a Pod type carries in it
+    let _ = T::LAYOUT_HASH;
     // SAFETY: T is Pod: no padding, so all size_of::<T>() bytes are initialized.
     unsafe { core::slice::from_raw_parts(v as *const T as *const u8, core::mem::size_of::<T>()) }
 }
 
 /// Reads a `T` from the start of `bytes` (unaligned), or `None` if too short.
 pub fn read_pod<T: Pod>(bytes: &[u8]) -> Option<T> {
+    let _ = T::LAYOUT_HASH; // evaluates any layout check in it
     if bytes.len() < core::mem::size_of::<T>() {
         return None;
     }
@@ -341,7 +344,8 @@ pub fn read_pod<T: Pod>(bytes: &[u8]) -> Option<T> {
 
 /// A zeroed value of plain data.
 pub fn zeroed<T: Pod>() -> T {
-    // SAFETY: T is Pod: the all-zero bit pattern is valid.
+    let _ = T::LAYOUT_HASH; // evaluates any layout check in it
+                            // SAFETY: T is Pod: the all-zero bit pattern is valid.
     unsafe { core::mem::zeroed() }
 }
 

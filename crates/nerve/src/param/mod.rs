@@ -38,7 +38,7 @@ mod value;
 pub use error::ParamError;
 pub use file::{matches as node_pattern_matches, to_yaml, FileEntry, ParamFile, MAX_FILE_BYTES};
 pub use remote::{
-    ParamClient, ParamEvent, ParamRequest, ParamResponse, ParamService, EVENTS_TOPIC,
+    events_qos, ParamClient, ParamEvent, ParamRequest, ParamResponse, ParamService, EVENTS_TOPIC,
     SERVICE_SUFFIX,
 };
 pub use store::{
@@ -121,6 +121,7 @@ impl ParametersBuilder {
         let events = self
             .node
             .publisher::<Serde<ParamEvent>>(EVENTS_TOPIC)
+            .qos(events_qos())
             .create()?;
         Ok(Parameters {
             inner: Rc::new(Inner {
@@ -128,6 +129,7 @@ impl ParametersBuilder {
                 store: RefCell::new(store),
                 validators: RefCell::new(Vec::new()),
                 appliers: RefCell::new(Vec::new()),
+                added: RefCell::new((Vec::new(), Vec::new())),
                 server,
                 events,
             }),
@@ -148,6 +150,9 @@ pub(crate) struct Inner {
     store: RefCell<ParamStore>,
     validators: RefCell<Vec<Validator>>,
     appliers: RefCell<Vec<Applier>>,
+    /// Callbacks added from inside a callback (while the lists are borrowed), moved into
+    /// them at the next set.
+    added: RefCell<(Vec<Validator>, Vec<Applier>)>,
     pub(crate) server: Server<ParamService>,
     events: Publisher<Serde<ParamEvent>>,
 }
@@ -237,7 +242,11 @@ impl Parameters {
     where
         F: FnMut(&[ParamChange]) -> Result<(), String> + 'static,
     {
-        self.inner.validators.borrow_mut().push(Box::new(f));
+        match self.inner.validators.try_borrow_mut() {
+            Ok(mut v) => v.push(Box::new(f)),
+            // added from inside a callback: joins at the next set
+            Err(_) => self.inner.added.borrow_mut().0.push(Box::new(f)),
+        }
     }
 
     /// Adds a callback run after a set was applied (reconfigure the node here).
@@ -245,7 +254,10 @@ impl Parameters {
     where
         F: FnMut(&[ParamChange]) + 'static,
     {
-        self.inner.appliers.borrow_mut().push(Box::new(f));
+        match self.inner.appliers.try_borrow_mut() {
+            Ok(mut a) => a.push(Box::new(f)),
+            Err(_) => self.inner.added.borrow_mut().1.push(Box::new(f)),
+        }
     }
 
     /// Sets one parameter.
@@ -266,6 +278,20 @@ impl Parameters {
     /// is returned.
     pub fn set_atomically(&self, values: Vec<(String, ParamValue)>) -> Result<(), ParamError> {
         let inner = &self.inner;
+        // a set from inside a callback is refused before anything happens: it would
+        // otherwise skip the callbacks that are running
+        let (Ok(mut validators), Ok(mut appliers)) = (
+            inner.validators.try_borrow_mut(),
+            inner.appliers.try_borrow_mut(),
+        ) else {
+            return Err(ParamError::Reentrant);
+        };
+        {
+            let mut added = inner.added.borrow_mut();
+            validators.append(&mut added.0);
+            appliers.append(&mut added.1);
+        }
+        drop((validators, appliers));
         let changes = inner
             .store
             .try_borrow()
@@ -285,7 +311,11 @@ impl Parameters {
             .try_borrow_mut()
             .map_err(|_| ParamError::Reentrant)?
             .apply(&changes);
-        if let Ok(mut appliers) = inner.appliers.try_borrow_mut() {
+        {
+            let mut appliers = inner
+                .appliers
+                .try_borrow_mut()
+                .map_err(|_| ParamError::Reentrant)?;
             for a in appliers.iter_mut() {
                 a(&changes);
             }
@@ -358,7 +388,12 @@ impl Parameters {
                 ParamResponse::Set(results)
             }
         };
-        req.reply_value(&response)
+        // an answer this request cannot carry (over the response limit) fails the
+        // request, not the node
+        if let Err(e) = req.reply_value(&response) {
+            req.fail(&e.to_string())?;
+        }
+        Ok(())
     }
 }
 

@@ -12,6 +12,12 @@ use std::time::Duration;
 
 /// The topic every parameter change is published on.
 pub const EVENTS_TOPIC: &str = "/parameter_events";
+
+/// QoS of [`EVENTS_TOPIC`], for every node's publisher and every reader (whoever opens
+/// the topic first fixes its limits): one publisher per node with parameters.
+pub fn events_qos() -> crate::Qos {
+    crate::Qos::default().max_endpoints(256, 64).depth(64)
+}
 /// A node's parameter service is its full name plus this suffix.
 pub const SERVICE_SUFFIX: &str = "/_params";
 
@@ -90,6 +96,13 @@ pub struct ParamClient {
     client: Client<ParamService>,
     target: String,
     timeout: Duration,
+}
+
+impl ParamClient {
+    /// The full name of the node this client talks to.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
 }
 
 impl ParamClient {

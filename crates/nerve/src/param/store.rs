@@ -191,7 +191,15 @@ impl ParamStore {
         &self,
         values: Vec<(String, ParamValue)>,
     ) -> Result<Vec<ParamChange>, ParamError> {
+        if values.len() > MAX_PARAMS {
+            return Err(ParamError::Limit {
+                what: format!("a set of {} values", values.len()),
+                max: MAX_PARAMS,
+            });
+        }
         let mut out: Vec<ParamChange> = Vec::with_capacity(values.len());
+        // where each name sits in `out`: a name given twice keeps its later value
+        let mut index: HashMap<String, usize> = HashMap::with_capacity(values.len());
         let mut new_entries = 0;
         for (name, value) in values {
             check_name(&name)?;
@@ -218,8 +226,18 @@ impl ParamStore {
                 None => return Err(ParamError::NotDeclared { name }),
             };
             // a name given twice: the later value wins, as it would applied in order
-            out.retain(|c| c.name != change.name);
-            out.push(change);
+            match index.get(&change.name) {
+                Some(&k) => {
+                    if change.old.is_none() {
+                        new_entries -= 1;
+                    }
+                    out[k] = change;
+                }
+                None => {
+                    index.insert(change.name.clone(), out.len());
+                    out.push(change);
+                }
+            }
         }
         if self.entries.len() + new_entries > MAX_PARAMS {
             return Err(ParamError::Limit {

@@ -28,6 +28,7 @@ fn a_rejected_atomic_set_changes_nothing_remote_or_local() {
     );
     let events = node
         .subscriber::<Serde<ParamEvent>>(EVENTS_TOPIC)
+        .qos(events_qos())
         .create()
         .unwrap();
 
@@ -155,4 +156,23 @@ fn callbacks_cannot_reenter_a_set() {
     params.set("a", 2i64).unwrap();
     assert_eq!(seen.get(), Some(true));
     assert_eq!(params.get::<i64>("a").unwrap(), 2);
+
+    // after a set too; and a callback added from inside a callback joins later
+    let p3 = params.clone();
+    let later = std::rc::Rc::new(std::cell::Cell::new(0));
+    let later2 = later.clone();
+    params.on_set(move |_| {
+        assert!(matches!(p3.set("a", 9i64), Err(ParamError::Reentrant)));
+        let l = later2.clone();
+        p3.on_set(move |_| l.set(l.get() + 1));
+    });
+    params.set("a", 3i64).unwrap();
+    assert_eq!(later.get(), 0);
+    params.set("a", 4i64).unwrap();
+    assert_eq!(
+        later.get(),
+        1,
+        "the callback added during the first set ran in the second"
+    );
+    assert_eq!(params.get::<i64>("a").unwrap(), 4);
 }

@@ -509,6 +509,24 @@ impl<'c, S: Service> RequestLoan<'c, S> {
         unsafe { &mut *(self.req.payload_mut().as_mut_ptr() as *mut S::Request) }
     }
 
+    /// The head and the elements, both writable at once (fill a request in one pass).
+    pub fn parts_mut(&mut self) -> (&mut S::Request, &mut [<S::Request as Message>::Elem]) {
+        let n = self.elems;
+        let base = self.req.payload_mut().as_mut_ptr().cast::<u8>();
+        // SAFETY: both come from one pointer to the loaned payload: the head covers bytes
+        // 0..size_of::<Request>() (aligned, Pod: see head_mut), the n elements start at
+        // elems_offset >= size_of::<Request>() (see elems_mut), so they never overlap;
+        // both borrows are tied to &mut self.
+        unsafe {
+            let head = &mut *(base as *mut S::Request);
+            let elems = core::slice::from_raw_parts_mut(
+                base.add(elems_offset::<S::Request>()) as *mut <S::Request as Message>::Elem,
+                n,
+            );
+            (head, elems)
+        }
+    }
+
     /// The elements after the head.
     pub fn elems_mut(&mut self) -> &mut [<S::Request as Message>::Elem] {
         let n = self.elems;

@@ -730,6 +730,22 @@ impl<M: Message> Loan<'_, M> {
         }
     }
 
+    /// The head and the elements, both writable at once (fill a message in one pass).
+    pub fn parts_mut(&mut self) -> (&mut M, &mut [M::Elem]) {
+        let n = self.elems;
+        let base = self.buf.words_mut().as_mut_ptr().cast::<u8>();
+        // SAFETY: both come from one pointer to the loaned payload: the head covers bytes
+        // 0..size_of::<M>() (aligned for M, M is Pod), the n elements start at
+        // elems_offset::<M>() >= size_of::<M>() (aligned for Elem, Elem is Pod), so the
+        // two never overlap; both borrows are tied to &mut self.
+        unsafe {
+            let head = &mut *(base as *mut M);
+            let elems =
+                core::slice::from_raw_parts_mut(base.add(elems_offset::<M>()) as *mut M::Elem, n);
+            (head, elems)
+        }
+    }
+
     /// The elements after the head, read-only.
     pub fn elems(&self) -> &[M::Elem] {
         // SAFETY: the payload was loaned with room for `elems` elements of M.
