@@ -376,10 +376,11 @@ impl<A: Action> ActionClient<A> {
     }
 
     /// Takes the pushed result of goal `id`, if it arrived.
+    /// The goal stays followed (its last feedback may still be on its way on the other
+    /// topic); a [`ClientGoal`] stops following when dropped, an executor on delivery.
     fn take_result(&self, id: GoalId) -> Option<GoalResult<A>> {
         let mut inbox = self.inner.inbox.borrow_mut();
         let s = inbox.results.remove(&id)?;
-        inbox.live.remove(&id);
         Some(GoalResult {
             holder: ResultHolder::Pushed(s),
         })
@@ -394,10 +395,16 @@ impl<A: Action> ActionClient<A> {
     pub(crate) fn poll_results(&self) -> Result<Vec<(GoalId, GoalResult<A>)>, ActionError> {
         self.pump()?;
         let ids: Vec<GoalId> = self.inner.inbox.borrow().results.keys().copied().collect();
-        Ok(ids
+        let out: Vec<_> = ids
             .into_iter()
             .filter_map(|id| self.take_result(id).map(|r| (id, r)))
-            .collect())
+            .collect();
+        // delivered once: the feedback that came before is already in the inbox
+        let mut inbox = self.inner.inbox.borrow_mut();
+        for (id, _) in &out {
+            inbox.live.remove(id);
+        }
+        Ok(out)
     }
 
     /// For an executor: asks the result store for followed goals whose push has not come
@@ -607,7 +614,6 @@ impl<A: Action> ClientGoal<A> {
                     .min(i.accept_timeout.get())
                     .max(Duration::from_millis(1));
                 if let Some(r) = self.client.fetch_within(self.id, bound)? {
-                    i.inbox.borrow_mut().live.remove(&self.id);
                     return Ok(r);
                 }
                 if let Some(t) = i.inbox.borrow_mut().live.get_mut(&self.id) {
