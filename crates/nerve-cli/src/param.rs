@@ -102,14 +102,6 @@ pub enum DumpFormat {
     Json,
 }
 
-fn full_name(node: &str) -> String {
-    if node.starts_with('/') {
-        node.to_string()
-    } else {
-        format!("/{node}")
-    }
-}
-
 fn client(node: &nerve::Node, target: &str, wait: WaitArg) -> Result<ParamClient, Failure> {
     let timeout = Duration::from_millis(wait.timeout);
     let c = ParamClient::create(node, target)
@@ -124,7 +116,7 @@ fn client(node: &nerve::Node, target: &str, wait: WaitArg) -> Result<ParamClient
         return Err(Failure::Runtime(anyhow::anyhow!(
             "node {}: no parameter service within {timeout:?} (is it running, and does it \
              create Parameters?)",
-            full_name(target)
+            c.target()
         )));
     }
     Ok(c)
@@ -168,7 +160,8 @@ pub fn run(ctx: &nerve::Context, cmd: ParamCommand) -> CmdResult {
             wait,
         } => {
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            let values = client(&node, &target, wait)?.get(&refs)?;
+            let c = client(&node, &target, wait)?;
+            let values = c.get(&refs)?;
             let missing: Vec<&str> = refs
                 .iter()
                 .zip(&values)
@@ -200,7 +193,7 @@ pub fn run(ctx: &nerve::Context, cmd: ParamCommand) -> CmdResult {
             if !missing.is_empty() {
                 return Err(Failure::Runtime(anyhow::anyhow!(
                     "node {}: no parameter {}",
-                    full_name(&target),
+                    c.target(),
                     missing.join(", ")
                 )));
             }
@@ -257,14 +250,15 @@ pub fn run(ctx: &nerve::Context, cmd: ParamCommand) -> CmdResult {
             wait,
         } => {
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            let infos = client(&node, &target, wait)?.describe(&refs)?;
+            let c = client(&node, &target, wait)?;
+            let infos = c.describe(&refs)?;
             let mut rows = Vec::new();
             let mut all = Vec::new();
             for (n, info) in refs.iter().zip(infos) {
                 let Some(i) = info else {
                     return Err(Failure::Runtime(anyhow::anyhow!(
                         "node {}: no parameter {n}",
-                        full_name(&target)
+                        c.target()
                     )));
                 };
                 let d = &i.descriptor;
