@@ -162,7 +162,19 @@ impl Sender {
         let id = port.id().value();
         let origin = node.inner.ctx.inner.origin;
         let keeps_history = service.static_config().history_size() > 0;
-        let route = LocalRoute::new(node.inner.ctx.inner.local.topic(&topic));
+        let id = (id as u64) ^ ((id >> 64) as u64);
+        let template = SampleHeader {
+            publisher_id: id,
+            type_hash: ty.layout_hash,
+            origin,
+            ..SampleHeader::default()
+        };
+        let route = LocalRoute::new(
+            node.inner.ctx.inner.local.topic(&topic),
+            (!ty.is_slice()).then_some(ty.head_size),
+            qos.overflow,
+            template,
+        );
         slot.ring_always();
         Ok(Sender {
             port,
@@ -172,7 +184,7 @@ impl Sender {
             topic,
             qos,
             ty,
-            id: (id as u64) ^ ((id >> 64) as u64),
+            id,
             origin,
             seq: Cell::new(0),
             route,

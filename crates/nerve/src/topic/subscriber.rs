@@ -8,7 +8,7 @@ use crate::qos::Qos;
 use crate::sys::clock::mono_ns;
 use crate::sys::clock::precise_timers;
 use crate::transport::doorbell::{Slot, SlotRef};
-use crate::transport::intra::{LocalQueue, LocalSample, LocalTopic};
+use crate::transport::intra::{LocalQueue, LocalSample, LocalTopic, RingReader, INLINE_MAX};
 use crate::transport::remote::RemoteSubscriber;
 use crate::transport::shm::{self, IoxSample, IoxSubscriber, TopicService};
 use crate::transport::wait::{wait_for, Predictor, SpinWindow, WaitMode, MAX_SLEEP};
@@ -16,6 +16,7 @@ use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::ops::Deref;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -243,15 +244,30 @@ pub(crate) struct Receiver {
     polls: Cell<u32>,
     /// Samples from other hosts (the network plane is on).
     net: Option<Box<dyn RemoteSubscriber>>,
+    /// Readers of the local publishers' inline rings, the queue's ring count they were
+    /// made at, and the ring to look at first (round robin between publishers).
+    readers: RefCell<Vec<RingReader>>,
+    readers_epoch: Cell<u64>,
+    next_reader: Cell<usize>,
+    /// Buffers inline samples are copied into; one is reused once its sample is dropped.
+    inline_pool: RefCell<Vec<InlineBuf>>,
 }
 
 /// See `Receiver::polls`.
 const FAIRNESS: u32 = 16;
 
+/// A buffer an inline sample is copied into (owned by its receiver's thread).
+type InlineBuf = Rc<Vec<u64>>;
+
+/// Inline buffers a receiver keeps for reuse (more are freed as their samples drop).
+const INLINE_POOL: usize = 8;
+
 /// Where a received sample lives: in shared memory or in a same-process buffer.
 pub(crate) enum Received {
     Shm(IoxSample),
     Local(LocalSample),
+    /// Copied out of a same-process inline ring.
+    Inline(SampleHeader, InlineBuf),
     /// From another host, decoded into a heap buffer.
     Net(LocalSample),
 }
@@ -262,6 +278,7 @@ impl Received {
         match self {
             Received::Shm(s) => s.user_header(),
             Received::Local(l) | Received::Net(l) => &l.header,
+            Received::Inline(h, _) => h,
         }
     }
 
@@ -270,6 +287,7 @@ impl Received {
         match self {
             Received::Shm(s) => s.payload(),
             Received::Local(l) | Received::Net(l) => l.words(),
+            Received::Inline(h, b) => &b[..shm::words_for(h.payload_len as usize)],
         }
     }
 
@@ -339,6 +357,10 @@ impl Receiver {
             local_created: Cell::new(0),
             polls: Cell::new(0),
             net: None,
+            readers: RefCell::new(Vec::new()),
+            readers_epoch: Cell::new(u64::MAX),
+            next_reader: Cell::new(0),
+            inline_pool: RefCell::new(Vec::new()),
         }
     }
 
@@ -466,6 +488,10 @@ impl Receiver {
             return None;
         }
         self.local_created.set(created);
+        if let Some(s) = self.try_rings() {
+            self.local_dirty.set(true);
+            return Some(s);
+        }
         while let Some(s) = self.local.pop() {
             if let Some(accepted) = self.accept(Received::Local(s)) {
                 self.local_dirty.set(true);
@@ -475,6 +501,55 @@ impl Receiver {
         // empty: with no local publisher left, nothing more can arrive until one appears
         self.local_dirty.set(active);
         None
+    }
+
+    /// Brings the ring readers up to date if the queue's rings changed.
+    #[inline]
+    fn refresh_readers(&self) {
+        let epoch = self.local.rings_epoch();
+        if epoch != self.readers_epoch.get() {
+            self.readers_epoch.set(epoch);
+            self.local.refresh_readers(&mut self.readers.borrow_mut());
+        }
+    }
+
+    /// The next valid sample of the local publishers' inline rings, round robin.
+    fn try_rings(&self) -> Option<(Received, usize)> {
+        self.refresh_readers();
+        let readers = self.readers.borrow();
+        let n = readers.len();
+        let start = self.next_reader.get();
+        for k in 0..n {
+            let i = (start + k) % n;
+            while let Some((header, buf)) = self.copy_out(&readers[i]) {
+                self.next_reader.set(i + 1);
+                if let Some(accepted) = self.accept(Received::Inline(header, buf)) {
+                    return Some(accepted);
+                }
+            }
+        }
+        None
+    }
+
+    /// Copies the next sample of `r` into an inline buffer nobody else holds: a pooled
+    /// one whose sample was dropped, or a new one (kept if the pool has room).
+    #[inline]
+    fn copy_out(&self, r: &RingReader) -> Option<(SampleHeader, InlineBuf)> {
+        let mut pool = self.inline_pool.borrow_mut();
+        if let Some(b) = pool.iter_mut().find(|b| Rc::strong_count(b) == 1) {
+            // one strong reference and no weak ones: the pool's alone, so writable
+            let head = r.pop(Rc::get_mut(b)?)?;
+            return Some((r.ring().header(head), b.clone()));
+        }
+        if !r.has_sample() {
+            return None;
+        }
+        let mut fresh = Rc::new(vec![0u64; shm::words_for(INLINE_MAX)]);
+        let head = r.pop(Rc::get_mut(&mut fresh)?)?;
+        if pool.len() < INLINE_POOL {
+            pool.push(fresh.clone());
+        }
+        Some((r.ring().header(head), fresh))
     }
 
     /// Validates and counts a sample; malformed ones are counted and dropped, never
@@ -488,7 +563,8 @@ impl Receiver {
                 if self.mode == WaitMode::Predictive {
                     self.predictor.arrived(s.header().publish_mono_ns);
                 }
-                stats.counts.in_process += u64::from(matches!(s, Received::Local(_)));
+                stats.counts.in_process +=
+                    u64::from(matches!(s, Received::Local(_) | Received::Inline(..)));
                 stats.counts.network += u64::from(matches!(s, Received::Net(_)));
                 Some((s, elems))
             }
@@ -583,7 +659,9 @@ impl Receiver {
     }
 
     pub(crate) fn has_samples(&self) -> bool {
+        self.refresh_readers();
         !self.local.is_empty()
+            || self.readers.borrow().iter().any(|r| r.has_sample())
             || self.net.as_ref().is_some_and(|n| !n.is_empty())
             || self.port.has_samples().unwrap_or(true)
     }

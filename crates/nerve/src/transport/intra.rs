@@ -2,9 +2,12 @@
 //! [`Context`](crate::Context) through bounded in-memory queues. No shared memory and no
 //! system call is involved unless a subscriber sleeps (then the doorbell wakes it).
 //!
-//! A sample's payload lives in a reference-counted heap buffer: every local subscriber
-//! reads the publisher's buffer in place (zero copy within the process), and the buffer
-//! returns to the publisher's small pool once the last reader drops it.
+//! Fixed-size messages of up to [`INLINE_MAX`] bytes travel inline: each (publisher,
+//! subscriber) pair has a single-producer ring whose slots hold the whole sample
+//! (`ring.rs`), so nothing but the slot crosses cores. Larger and slice messages live in
+//! a reference-counted heap buffer: every local subscriber reads the publisher's buffer
+//! in place (zero copy within the process), and the buffer returns to the publisher's
+//! small pool once the last reader drops it.
 //!
 //! Routes: local subscribers always receive local publishers' samples here. The publisher
 //! sends through shared memory only when a subscriber outside this context exists or the
@@ -12,6 +15,8 @@
 
 use crate::message::header::SampleHeader;
 use crate::qos::Overflow;
+use crate::transport::ring::{InlineRing, RingWriter, SlotHead};
+pub(crate) use crate::transport::ring::{RingReader, INLINE_MAX};
 use crossbeam_queue::ArrayQueue;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -140,6 +145,12 @@ impl LocalTopic {
 /// (several publishers may push, its subscriber pops).
 pub(crate) struct LocalQueue {
     entries: ArrayQueue<LocalSample>,
+    /// The subscriber's depth: the capacity of each inline ring made for it.
+    depth: usize,
+    /// Inline rings of the local publishers (one each), and a count bumped whenever the
+    /// list changes or one of its writers leaves, so the subscriber re-reads it then.
+    rings: Mutex<Vec<Arc<InlineRing>>>,
+    rings_epoch: AtomicU64,
     /// Publishers sleeping until the queue has room (back-pressure).
     blocked: AtomicU32,
     /// Bumped (and woken) by the subscriber when it takes a sample while a publisher
@@ -157,6 +168,9 @@ impl LocalQueue {
     pub(crate) fn new(depth: usize) -> LocalQueue {
         LocalQueue {
             entries: ArrayQueue::new(depth.max(1)),
+            depth: depth.max(1),
+            rings: Mutex::new(Vec::new()),
+            rings_epoch: AtomicU64::new(0),
             blocked: AtomicU32::new(0),
             room: AtomicU32::new(0),
         }
@@ -208,6 +222,38 @@ impl LocalQueue {
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// Changes whenever the list of inline rings changed or a writer left.
+    #[inline]
+    pub(crate) fn rings_epoch(&self) -> u64 {
+        // SYNC: Acquire pairs with the Release in `add_ring`/`ring_closed`: the reader then
+        // finds the new list (under its mutex) and the closed flags.
+        self.rings_epoch.load(Ordering::Acquire)
+    }
+
+    /// Brings `readers` up to date with the rings of this queue: a reader for every new
+    /// ring; readers of rings whose writer left and that are drained are dropped.
+    pub(crate) fn refresh_readers(&self, readers: &mut Vec<RingReader>) {
+        let mut rings = lock(&self.rings);
+        for ring in rings.iter() {
+            if !readers.iter().any(|r| Arc::ptr_eq(r.ring(), ring)) {
+                readers.push(RingReader::new(ring.clone()));
+            }
+        }
+        readers.retain(|r| !r.is_done());
+        rings.retain(|ring| readers.iter().any(|r| Arc::ptr_eq(r.ring(), ring)));
+    }
+
+    fn add_ring(&self, ring: Arc<InlineRing>) {
+        lock(&self.rings).push(ring);
+        // SYNC: Release publishes the new list; see `rings_epoch`.
+        self.rings_epoch.fetch_add(1, Ordering::Release);
+    }
+
+    fn ring_closed(&self) {
+        // SYNC: see `rings_epoch`.
+        self.rings_epoch.fetch_add(1, Ordering::Release);
+    }
 }
 
 /// A publisher's side of the local route: a cached list of local subscribers and a pool
@@ -217,11 +263,30 @@ pub(crate) struct LocalRoute {
     seen_epoch: Cell<u64>,
     subscribers: RefCell<Vec<Arc<LocalQueue>>>,
     pool: RefCell<Vec<Buf>>,
+    /// Inline delivery (fixed-size messages of up to [`INLINE_MAX`] bytes): the payload
+    /// size, and one ring writer per local subscriber.
+    inline: Option<Inline>,
+}
+
+/// A route's inline rings.
+struct Inline {
+    payload_bytes: usize,
+    back_pressure: bool,
+    /// The publisher's id, type hash and origin, shared by all its samples.
+    template: SampleHeader,
+    writers: RefCell<Vec<(Arc<LocalQueue>, RingWriter)>>,
 }
 
 impl LocalRoute {
-    /// The route of a publisher on `topic`.
-    pub(crate) fn new(topic: Arc<LocalTopic>) -> LocalRoute {
+    /// The route of a publisher on `topic`. Samples of `inline_bytes` (a fixed size of at
+    /// most [`INLINE_MAX`]) travel inline in rings; `None` sends them by reference.
+    /// `template` holds what every sample's header shares (publisher, type, origin).
+    pub(crate) fn new(
+        topic: Arc<LocalTopic>,
+        inline_bytes: Option<usize>,
+        overflow: Overflow,
+        template: SampleHeader,
+    ) -> LocalRoute {
         // SYNC: counts; the samples themselves are published by the queue.
         topic.publishers.fetch_add(1, Ordering::Relaxed);
         topic.created.fetch_add(1, Ordering::Release);
@@ -230,6 +295,14 @@ impl LocalRoute {
             seen_epoch: Cell::new(u64::MAX),
             subscribers: RefCell::new(Vec::new()),
             pool: RefCell::new(Vec::new()),
+            inline: inline_bytes
+                .filter(|&n| n <= INLINE_MAX)
+                .map(|payload_bytes| Inline {
+                    payload_bytes,
+                    back_pressure: matches!(overflow, Overflow::BackPressure { .. }),
+                    template,
+                    writers: RefCell::new(Vec::new()),
+                }),
         }
     }
 
@@ -240,6 +313,9 @@ impl LocalRoute {
         let epoch = self.topic.epoch.load(Ordering::Acquire);
         if epoch != self.seen_epoch.get() {
             let list = lock(&self.topic.subscribers).clone();
+            if let Some(inline) = &self.inline {
+                inline.connect(&list);
+            }
             *self.subscribers.borrow_mut() = list;
             self.seen_epoch.set(epoch);
         }
@@ -285,6 +361,11 @@ impl LocalRoute {
         overflow: Overflow,
         deadline_ns: u64,
     ) -> Result<(), ()> {
+        if let Some(inline) = &self.inline {
+            let result = inline.deliver(&header, &buf, deadline_ns);
+            self.keep(buf);
+            return result;
+        }
         let mut result = Ok(());
         for q in self.subscribers.borrow().iter() {
             let s = LocalSample {
@@ -302,11 +383,66 @@ impl LocalRoute {
                 }
             }
         }
+        self.keep(buf);
+        result
+    }
+
+    /// Keeps `buf` for reuse if the pool has room.
+    fn keep(&self, buf: Buf) {
         let mut pool = self.pool.borrow_mut();
         if pool.len() < POOL_MAX {
             pool.push(buf);
         }
+    }
+}
+
+impl Inline {
+    /// Keeps a writer for every subscriber in `list`: existing ones stay (their rings
+    /// keep their place), new subscribers get a new ring, departed ones' writers go.
+    fn connect(&self, list: &[Arc<LocalQueue>]) {
+        let mut writers = self.writers.borrow_mut();
+        writers.retain(|(q, _)| list.iter().any(|x| Arc::ptr_eq(x, q)));
+        for q in list {
+            if !writers.iter().any(|(x, _)| Arc::ptr_eq(x, q)) {
+                let ring = Arc::new(InlineRing::new(
+                    q.depth,
+                    self.payload_bytes,
+                    self.back_pressure,
+                    self.template,
+                ));
+                q.add_ring(ring.clone());
+                writers.push((q.clone(), RingWriter::new(ring)));
+            }
+        }
+    }
+
+    /// Writes the sample into every subscriber's ring; under back-pressure a ring that
+    /// stays full until `deadline_ns` misses it (an error, never a silent loss).
+    #[inline]
+    fn deliver(&self, header: &SampleHeader, buf: &[u64], deadline_ns: u64) -> Result<(), ()> {
+        let head = SlotHead {
+            seq: header.seq,
+            mono_ns: header.publish_mono_ns,
+            wall_ns: header.publish_wall_ns,
+            len: header.payload_len,
+        };
+        let words = &buf[..crate::transport::shm::words_for(self.payload_bytes)];
+        let mut result = Ok(());
+        for (_, w) in self.writers.borrow().iter() {
+            if !w.push(head, words, deadline_ns) {
+                result = Err(());
+            }
+        }
         result
+    }
+}
+
+impl Drop for Inline {
+    fn drop(&mut self) {
+        for (q, w) in self.writers.get_mut().drain(..) {
+            drop(w);
+            q.ring_closed();
+        }
     }
 }
 
@@ -352,7 +488,7 @@ mod tests {
         let topic = Arc::new(LocalTopic::default());
         let q = Arc::new(LocalQueue::new(2));
         topic.attach(q.clone());
-        let route = LocalRoute::new(topic.clone());
+        let route = LocalRoute::new(topic.clone(), None, Overflow::DropOldest, header(0));
         assert_eq!(route.subscribers(), 1);
         for seq in 1..=5 {
             let buf = route.loan(1);
@@ -372,7 +508,7 @@ mod tests {
         let topic = Arc::new(LocalTopic::default());
         let q = Arc::new(LocalQueue::new(1));
         topic.attach(q.clone());
-        let route = LocalRoute::new(topic);
+        let route = LocalRoute::new(topic, None, Overflow::DropOldest, header(0));
         route.subscribers();
         let bp = Overflow::BackPressure {
             timeout: Duration::from_millis(5),
@@ -394,7 +530,7 @@ mod tests {
         let topic = Arc::new(LocalTopic::default());
         let q = Arc::new(LocalQueue::new(4));
         topic.attach(q.clone());
-        let route = LocalRoute::new(topic);
+        let route = LocalRoute::new(topic, None, Overflow::DropOldest, header(0));
         route.subscribers();
         let b = route.loan(4);
         let first = Arc::as_ptr(&b.0);
