@@ -106,7 +106,7 @@ pub use service::client::{RawClient, RawPendingCall, RawReply};
 pub use service::server::{RawRequest, RawServer};
 pub use service::server::{ReplyLoan, Request, Server, ServiceBuilder, ServiceThread};
 pub use service::{HandlerResult, Service, ServiceType};
-pub use sys::clock::{mono_ns, wall_ns};
+pub use sys::clock::{mono_ns, stamp_ns, wall_ns};
 pub use tensor::{DType, Tensor, TensorDescriptor, TensorMut, TensorPool};
 pub use topic::publisher::{Loan, Publisher, PublisherBuilder, ATTACH_GRACE};
 pub use topic::raw::{RawLoan, RawPublisher, RawSample, RawSubscriber};

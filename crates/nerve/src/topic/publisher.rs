@@ -6,7 +6,7 @@ use crate::message::header::SampleHeader;
 use crate::message::schema::Schema;
 use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInfo};
 use crate::qos::{Overflow, Qos};
-use crate::sys::clock::{mono_ns, WallClock};
+use crate::sys::clock::{mono_ns, stamp_ns, WallClock};
 use crate::transport::doorbell::SlotRef;
 use crate::transport::intra::{Buf, LocalLoan, LocalRoute};
 use crate::transport::remote::RemotePublisher;
@@ -484,11 +484,13 @@ impl Sender {
         Ok(unsafe { uninit.assume_init() })
     }
 
-    /// Stamps the header and sends the sample by every route that has subscribers.
-    pub(crate) fn send_loan(&self, buf: LoanBuf, len: usize) -> Result<(), PublishError> {
+    /// The next sample's header (sequence number, stamps) and, under back-pressure, the
+    /// publish's deadline (monotonic ns; 0 under drop-oldest).
+    #[inline]
+    fn stamp(&self, len: usize) -> (SampleHeader, u64) {
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
-        let mono = mono_ns();
+        let mono = stamp_ns();
         let header = SampleHeader {
             seq,
             publish_mono_ns: mono,
@@ -498,9 +500,6 @@ impl Sender {
             type_hash: self.ty.layout_hash,
             origin: self.origin,
         };
-        crate::trace::published(&self.topic, &header);
-        let local = self.route.subscribers();
-        let words = shm::words_for(len);
         let deadline = match self.qos.overflow {
             Overflow::BackPressure { timeout } => {
                 let end = mono.saturating_add(timeout.as_nanos().min(u64::MAX as u128) as u64);
@@ -510,6 +509,37 @@ impl Sender {
             }
             Overflow::DropOldest => 0,
         };
+        (header, deadline)
+    }
+
+    /// Sends a fixed-size sample straight into the local subscribers' rings when that is
+    /// its only route (no subscriber outside this context, no history, no other host):
+    /// no loan and no buffer. `None` if it must take the general path.
+    #[inline]
+    pub(crate) fn try_publish_inline(&self, payload: &[u8]) -> Option<Result<(), PublishError>> {
+        if !self.route.is_inline() || self.net.as_ref().is_some_and(|n| n.wants_frames()) {
+            return None;
+        }
+        let local = self.route.subscribers();
+        if self.needs_shm(local) || payload.len() > self.qos.max_payload {
+            return None;
+        }
+        let (header, deadline) = self.stamp(payload.len());
+        crate::trace::published(&self.topic, &header);
+        let result = self.route.deliver_inline(&header, payload, deadline);
+        self.slot.ring();
+        Some(result.map_err(|()| PublishError::BackPressureTimeout {
+            topic: self.topic.clone(),
+            timeout: self.timeout(),
+        }))
+    }
+
+    /// Stamps the header and sends the sample by every route that has subscribers.
+    pub(crate) fn send_loan(&self, buf: LoanBuf, len: usize) -> Result<(), PublishError> {
+        let (header, deadline) = self.stamp(len);
+        crate::trace::published(&self.topic, &header);
+        let local = self.route.subscribers();
+        let words = shm::words_for(len);
         // shared memory first: a local subscriber that finds the local copy then also
         // finds the note that its shared-memory queue holds one to drain. The network
         // side is asked only while a subscriber on another host exists or the topic keeps
@@ -658,8 +688,12 @@ impl<M: Message<Elem = NoElem>> Publisher<M> {
         Ok(self.make_loan(s, 0, len))
     }
 
-    /// Copies `msg` into a loaned sample and sends it.
+    /// Copies `msg` into a loaned sample and sends it (small messages whose subscribers
+    /// are all in this context go straight into their rings, without a loan).
     pub fn publish(&self, msg: &M) -> Result<(), PublishError> {
+        if let Some(sent) = self.tx.try_publish_inline(crate::message::as_bytes(msg)) {
+            return sent;
+        }
         let len = core::mem::size_of::<M>();
         let mut b = self.tx.loan_bytes(len.max(1))?;
         // SAFETY: the payload is at least size_of::<M>() bytes (loaned so), 8-byte aligned
@@ -686,6 +720,12 @@ impl<M: Message> Publisher<M> {
 
     /// Copies a head and its elements into a loaned sample and sends it.
     pub fn publish_slice(&self, head: &M, elems: &[M::Elem]) -> Result<(), PublishError> {
+        if elems.is_empty() {
+            // a fixed-size message (slice types never travel inline)
+            if let Some(sent) = self.tx.try_publish_inline(crate::message::as_bytes(head)) {
+                return sent;
+            }
+        }
         let mut loan = self.loan_slice(elems.len())?;
         *loan.head_mut() = *head;
         loan.elems_mut().copy_from_slice(elems);

@@ -244,6 +244,9 @@ pub(crate) struct Receiver {
     polls: Cell<u32>,
     /// Samples from other hosts (the network plane is on).
     net: Option<Box<dyn RemoteSubscriber>>,
+    /// The type travels inline on the local route (fixed size, at most [`INLINE_MAX`]
+    /// bytes): the by-reference queue stays empty and is not looked at.
+    inline: bool,
     /// Readers of the local publishers' inline rings, the queue's ring count they were
     /// made at, and the ring to look at first (round robin between publishers).
     readers: RefCell<Vec<RingReader>>,
@@ -329,9 +332,10 @@ impl Receiver {
         // ringing tells publishers to count subscribers again
         slot.ring_always();
         // stamped after joining: anything stamped later was delivered to our queue
-        let since_ns = crate::sys::clock::mono_ns();
+        let since_ns = crate::sys::clock::stamp_ns();
         let origin = ctx.origin;
         let history = service.static_config().history_size() > 0;
+        let inline = !expected.is_slice() && expected.head_size <= INLINE_MAX;
         Receiver {
             port,
             service,
@@ -357,6 +361,7 @@ impl Receiver {
             local_created: Cell::new(0),
             polls: Cell::new(0),
             net: None,
+            inline,
             readers: RefCell::new(Vec::new()),
             readers_epoch: Cell::new(u64::MAX),
             next_reader: Cell::new(0),
@@ -492,7 +497,7 @@ impl Receiver {
             self.local_dirty.set(true);
             return Some(s);
         }
-        while let Some(s) = self.local.pop() {
+        while let Some(s) = (!self.inline).then(|| self.local.pop()).flatten() {
             if let Some(accepted) = self.accept(Received::Local(s)) {
                 self.local_dirty.set(true);
                 return Some(accepted);

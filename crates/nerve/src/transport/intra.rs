@@ -350,6 +350,28 @@ impl LocalRoute {
         self.topic.shm_sends.fetch_add(1, Ordering::Release);
     }
 
+    /// Whether samples travel inline in rings (fixed-size messages of up to
+    /// [`INLINE_MAX`] bytes).
+    #[inline]
+    pub(crate) fn is_inline(&self) -> bool {
+        self.inline.is_some()
+    }
+
+    /// Writes a sample of an inline route into every local subscriber's ring (see
+    /// [`LocalRoute::deliver`] for overflow and the deadline). No buffer is involved.
+    #[inline]
+    pub(crate) fn deliver_inline(
+        &self,
+        header: &SampleHeader,
+        payload: &[u8],
+        deadline_ns: u64,
+    ) -> Result<(), ()> {
+        match &self.inline {
+            Some(inline) => inline.deliver(header, payload, deadline_ns),
+            None => Err(()),
+        }
+    }
+
     /// Hands `buf` to every local subscriber, then keeps it for reuse. Under drop-oldest
     /// a full queue loses its oldest sample (the subscriber counts the gap); under
     /// back-pressure the publisher sleeps until there is room, up to `deadline_ns`
@@ -362,7 +384,8 @@ impl LocalRoute {
         deadline_ns: u64,
     ) -> Result<(), ()> {
         if let Some(inline) = &self.inline {
-            let result = inline.deliver(&header, &buf, deadline_ns);
+            let bytes = crate::transport::shm::words_as_bytes(&buf);
+            let result = inline.deliver(&header, &bytes[..header.payload_len as usize], deadline_ns);
             self.keep(buf);
             return result;
         }
@@ -419,17 +442,16 @@ impl Inline {
     /// Writes the sample into every subscriber's ring; under back-pressure a ring that
     /// stays full until `deadline_ns` misses it (an error, never a silent loss).
     #[inline]
-    fn deliver(&self, header: &SampleHeader, buf: &[u64], deadline_ns: u64) -> Result<(), ()> {
+    fn deliver(&self, header: &SampleHeader, payload: &[u8], deadline_ns: u64) -> Result<(), ()> {
         let head = SlotHead {
             seq: header.seq,
             mono_ns: header.publish_mono_ns,
             wall_ns: header.publish_wall_ns,
             len: header.payload_len,
         };
-        let words = &buf[..crate::transport::shm::words_for(self.payload_bytes)];
         let mut result = Ok(());
         for (_, w) in self.writers.borrow().iter() {
-            if !w.push(head, words, deadline_ns) {
+            if !w.push(head, payload, deadline_ns) {
                 result = Err(());
             }
         }

@@ -147,11 +147,12 @@ impl RingWriter {
 
     /// Writes one sample: overwrites the oldest when full (drop-oldest), or waits for
     /// room until `deadline_ns` (monotonic) under back-pressure and returns `false` if
-    /// none came. `payload` must fit a slot (checked: a longer one is refused).
+    /// none came. `payload` must fit a slot (checked: a longer one is refused); its last
+    /// word is padded with zeros.
     #[inline]
-    pub(crate) fn push(&self, head: SlotHead, payload: &[u64], deadline_ns: u64) -> bool {
+    pub(crate) fn push(&self, head: SlotHead, payload: &[u8], deadline_ns: u64) -> bool {
         let ring = &*self.ring;
-        if payload.len() > ring.payload_words() {
+        if payload.len() > ring.payload_words() * 8 {
             return false;
         }
         let pos = self.head.get();
@@ -172,8 +173,18 @@ impl RingWriter {
         slot[2].store(head.mono_ns, Ordering::Relaxed);
         slot[3].store(head.wall_ns as u64, Ordering::Relaxed);
         slot[4].store(head.len, Ordering::Relaxed);
-        for (w, v) in slot[SLOT_HEAD..].iter().zip(payload) {
-            w.store(*v, Ordering::Relaxed);
+        let words = &slot[SLOT_HEAD..];
+        let mut chunks = payload.chunks_exact(8);
+        for (w, c) in words.iter().zip(&mut chunks) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            w.store(u64::from_ne_bytes(b), Ordering::Relaxed);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            words[payload.len() / 8].store(u64::from_ne_bytes(b), Ordering::Relaxed);
         }
         // SYNC: Release publishes the slot's data to the reader's Acquire load of the
         // version.
@@ -326,6 +337,10 @@ mod tests {
         }
     }
 
+    fn b(words: &[u64]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+    }
+
     fn pair(capacity: usize, back_pressure: bool) -> (RingWriter, RingReader) {
         let ring = Arc::new(InlineRing::new(
             capacity,
@@ -342,7 +357,7 @@ mod tests {
         let mut out = [0u64; 2];
         assert_eq!(r.pop(&mut out), None);
         for seq in 1..=3 {
-            assert!(w.push(head(seq), &[seq, seq + 100], 0));
+            assert!(w.push(head(seq), &b(&[seq, seq + 100]), 0));
         }
         for seq in 1..=3 {
             assert_eq!(r.pop(&mut out), Some(head(seq)));
@@ -355,13 +370,13 @@ mod tests {
     fn drop_oldest_keeps_the_newest_capacity_samples() {
         let (w, r) = pair(3, false);
         for seq in 1..=10 {
-            assert!(w.push(head(seq), &[seq, 0], 0));
+            assert!(w.push(head(seq), &b(&[seq, 0]), 0));
         }
         let mut out = [0u64; 2];
         let got: Vec<u64> = std::iter::from_fn(|| r.pop(&mut out).map(|h| h.seq)).collect();
         assert_eq!(got, vec![8, 9, 10]);
         // and the ring goes on after the skip
-        assert!(w.push(head(11), &[11, 0], 0));
+        assert!(w.push(head(11), &b(&[11, 0]), 0));
         assert_eq!(r.pop(&mut out).map(|h| h.seq), Some(11));
     }
 
@@ -369,15 +384,15 @@ mod tests {
     fn back_pressure_refuses_when_full_and_resumes_after_a_take() {
         let (w, r) = pair(2, true);
         let soon = || crate::sys::clock::mono_ns() + 2_000_000;
-        assert!(w.push(head(1), &[1, 0], soon()));
-        assert!(w.push(head(2), &[2, 0], soon()));
+        assert!(w.push(head(1), &b(&[1, 0]), soon()));
+        assert!(w.push(head(2), &b(&[2, 0]), soon()));
         assert!(
-            !w.push(head(3), &[3, 0], soon()),
+            !w.push(head(3), &b(&[3, 0]), soon()),
             "full: refused at the deadline"
         );
         let mut out = [0u64; 2];
         assert_eq!(r.pop(&mut out).map(|h| h.seq), Some(1));
-        assert!(w.push(head(3), &[3, 0], soon()));
+        assert!(w.push(head(3), &b(&[3, 0]), soon()));
         let got: Vec<u64> = std::iter::from_fn(|| r.pop(&mut out).map(|h| h.seq)).collect();
         assert_eq!(got, vec![2, 3], "nothing lost under back-pressure");
     }
@@ -385,14 +400,14 @@ mod tests {
     #[test]
     fn an_oversized_payload_is_refused() {
         let (w, r) = pair(2, false);
-        assert!(!w.push(head(1), &[1, 2, 3], 0));
+        assert!(!w.push(head(1), &b(&[1, 2, 3]), 0));
         assert_eq!(r.pop(&mut [0u64; 3]), None);
     }
 
     #[test]
     fn a_closed_ring_is_done_once_drained() {
         let (w, r) = pair(2, false);
-        w.push(head(1), &[1, 1], 0);
+        w.push(head(1), &b(&[1, 1]), 0);
         drop(w);
         assert!(!r.is_done());
         r.pop(&mut [0u64; 2]);
@@ -416,7 +431,7 @@ mod tests {
                         wall_ns: 0,
                         len: 64,
                     };
-                    w.push(h, &[seq; 8], 0);
+                    w.push(h, &b(&[seq; 8]), 0);
                 }
             });
             let mut out = [0u64; 8];
@@ -452,7 +467,7 @@ mod tests {
                         wall_ns: 0,
                         len: 8,
                     };
-                    assert!(w.push(h, &[seq], u64::MAX), "sample {seq} refused");
+                    assert!(w.push(h, &b(&[seq]), u64::MAX), "sample {seq} refused");
                 }
             });
             let mut out = [0u64; 1];

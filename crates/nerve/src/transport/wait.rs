@@ -1,8 +1,9 @@
 //! How a subscriber waits for the next sample.
 
+use crate::sys::clock::stamp_ns;
 use crate::transport::doorbell::SlotRef;
 use std::cell::Cell;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Waiting strategy of a subscriber.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -84,8 +85,11 @@ pub(crate) fn wait_for<T, E>(
     if let Some(v) = poll()? {
         return Ok(Some(v));
     }
-    let start = Instant::now();
-    let deadline = start.checked_add(timeout);
+    // the cheap stamp clock (the TSC where the kernel uses it); a busy poll reads it only
+    // once it has polled 64 times, so a sample that comes at once costs no clock read
+    let timeout_ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
+    let mut start = (mode != WaitMode::Spin).then(stamp_ns);
+    let waited = |start: Option<u64>| Duration::from_nanos(start.map_or(0, |s| stamp_ns().saturating_sub(s)));
     let spin_for = match mode {
         WaitMode::Spin => timeout,
         WaitMode::Adaptive | WaitMode::Predictive => spin.get().min(timeout),
@@ -97,14 +101,15 @@ pub(crate) fn wait_for<T, E>(
             if let Some(v) = poll()? {
                 if mode != WaitMode::Spin {
                     // only the adaptive window learns (a clock read on the hot path)
-                    spin.observe(start.elapsed());
+                    spin.observe(waited(start));
                 }
                 return Ok(Some(v));
             }
             i = i.wrapping_add(1);
             if i.is_multiple_of(64) {
                 tick()?;
-                if start.elapsed() >= spin_for {
+                let s = *start.get_or_insert_with(stamp_ns);
+                if stamp_ns().saturating_sub(s) >= spin_for.as_nanos() as u64 {
                     break;
                 }
             }
@@ -114,10 +119,12 @@ pub(crate) fn wait_for<T, E>(
             return Ok(None);
         }
     }
+    let start_ns = *start.get_or_insert_with(stamp_ns);
+    let deadline = start_ns.checked_add(timeout_ns);
     loop {
         let seen = slot.register();
         let got = tick().and_then(|()| poll());
-        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let remaining = deadline.map(|d| Duration::from_nanos(d.saturating_sub(stamp_ns())));
         match (got, remaining) {
             (Ok(None), Some(r)) if !r.is_zero() => {
                 slot.wait(seen, r.min(max_sleep));
@@ -131,7 +138,7 @@ pub(crate) fn wait_for<T, E>(
                 slot.unregister();
                 if mode != WaitMode::Spin && mode != WaitMode::Block {
                     match &other {
-                        Ok(Some(_)) => spin.observe(start.elapsed()),
+                        Ok(Some(_)) => spin.observe(waited(start)),
                         _ => spin.timed_out(),
                     }
                 }
