@@ -8,12 +8,14 @@ use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInf
 use crate::qos::{Overflow, Qos};
 use crate::sys::clock::{mono_ns, stamp_ns, WallClock};
 use crate::transport::doorbell::SlotRef;
+use crate::transport::ring::{RingWriter, SlotHead};
+use crate::transport::shm_ring;
 use crate::transport::intra::{Buf, LocalLoan, LocalRoute};
 use crate::transport::remote::RemotePublisher;
 use crate::transport::shm::{self, IoxPublisher, IoxSampleMut, TopicService};
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo, LoanError as IoxLoanError, SendError};
-use iceoryx2::prelude::{AllocationStrategy, BackpressureStrategy};
+use iceoryx2::prelude::{AllocationStrategy, BackpressureStrategy, CallbackProgression};
 use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -163,6 +165,8 @@ impl Sender {
         let origin = node.inner.ctx.inner.origin;
         let keeps_history = service.static_config().history_size() > 0;
         let id = (id as u64) ^ ((id >> 64) as u64);
+        let inline_bytes = (!ty.is_slice() && ty.head_size <= shm_ring::INLINE_MAX)
+            .then_some(ty.head_size);
         let template = SampleHeader {
             publisher_id: id,
             type_hash: ty.layout_hash,
@@ -171,10 +175,31 @@ impl Sender {
         };
         let route = LocalRoute::new(
             node.inner.ctx.inner.local.topic(&topic),
-            (!ty.is_slice()).then_some(ty.head_size),
+            inline_bytes,
             qos.overflow,
             template,
         );
+        // small fixed-size samples reach other processes through a ring of their own,
+        // unless the topic keeps history (late joiners find it in iceoryx2's)
+        let ring = match inline_bytes.filter(|_| !keeps_history) {
+            Some(bytes) => {
+                let path = shm_ring::path(&node.inner.ctx.inner.config.file_prefix(), id);
+                let back_pressure = matches!(qos.overflow, Overflow::BackPressure { .. });
+                let (ring, file) =
+                    shm_ring::create(&path, qos.depth, bytes, back_pressure, template).map_err(
+                        |e| TopicError::Shm {
+                            topic: topic.clone(),
+                            reason: format!("cannot create the topic's ring: {e}"),
+                        },
+                    )?;
+                Some(SharedRing {
+                    writer: RingWriter::new(Arc::new(ring)),
+                    _file: file,
+                    served: Cell::new(None),
+                })
+            }
+            None => None,
+        };
         slot.ring_always();
         Ok(Sender {
             port,
@@ -189,6 +214,7 @@ impl Sender {
             seq: Cell::new(0),
             route,
             keeps_history,
+            ring,
             subscribers_seen: Cell::new(None),
             unconfirmed: Cell::new(false),
             wall: WallClock::default(),
@@ -196,6 +222,14 @@ impl Sender {
             net,
         })
     }
+}
+
+/// A publisher's shared-memory ring and its file (unlinked when the publisher goes).
+struct SharedRing {
+    writer: RingWriter,
+    _file: shm_ring::RingFile,
+    /// The subscriber count its entries were last kept for.
+    served: Cell<Option<usize>>,
 }
 
 /// Publishes messages of type `M` on one topic.
@@ -223,6 +257,9 @@ pub(crate) struct Sender {
     /// The topic keeps history (fixed by its creator): every sample goes through shared
     /// memory, where late joiners find it.
     keeps_history: bool,
+    /// The ring that carries this publisher's samples to other contexts of the host, for
+    /// small fixed-size messages without history (else iceoryx2 carries them).
+    ring: Option<SharedRing>,
     /// (doorbell sequence, subscriber count) at the last count.
     subscribers_seen: Cell<Option<(u32, usize)>>,
     /// Samples went through shared memory since subscribers last confirmed they attached
@@ -346,6 +383,10 @@ impl Sender {
         }
         self.subscribers_seen.set(None);
         let _ = self.port.update_connections();
+        if let Some(r) = &self.ring {
+            r.served.set(None);
+        }
+        self.cached_subscriber_count();
         let acks = self.slot.acks();
         self.slot.ring_always();
         let grace = (Instant::now() + ATTACH_GRACE).min(deadline);
@@ -424,9 +465,31 @@ impl Sender {
             _ => {
                 let n = self.host_subscribers();
                 self.subscribers_seen.set(Some((seq, n)));
+                if self.ring.as_ref().is_some_and(|r| r.served.get() != Some(n)) {
+                    self.serve_ring_readers(n);
+                }
                 n
             }
         }
+    }
+
+    /// Keeps an entry of the shared ring for every subscriber of another context on this
+    /// host (reserved where the subscriber has not found the ring yet), so none misses
+    /// what is sent from now on; `n` is the subscriber count it was done for.
+    fn serve_ring_readers(&self, n: usize) {
+        let Some(ring) = &self.ring else { return };
+        let local = self.route.local_ids();
+        let mut ids = Vec::new();
+        self.service.dynamic_config().list_subscribers(|d| {
+            let v = d.subscriber_id.value();
+            let id = (v as u64) ^ ((v >> 64) as u64);
+            if !local.contains(&id) {
+                ids.push(id);
+            }
+            CallbackProgression::Continue
+        });
+        ring.writer.ring().reserve_for(&ids, ring.writer.head());
+        ring.served.set(Some(n));
     }
 
     fn check_len(&self, len: usize) -> Result<(), LoanError> {
@@ -445,7 +508,7 @@ impl Sender {
     /// The head (the first `ty.head_size` bytes) is zeroed.
     pub(crate) fn loan_bytes(&self, len: usize) -> Result<LoanBuf, LoanError> {
         self.check_len(len)?;
-        let mut buf = if self.needs_shm(self.route.subscribers()) {
+        let mut buf = if self.ring.is_none() && self.needs_shm(self.route.subscribers()) {
             LoanBuf::Shm(self.loan_shm(len)?)
         } else {
             LoanBuf::Local(self.route.loan(shm::words_for(len)))
@@ -521,17 +584,83 @@ impl Sender {
             return None;
         }
         let local = self.route.subscribers();
-        if self.needs_shm(local) || payload.len() > self.qos.max_payload {
+        let shared = self.needs_shm(local);
+        if (shared && self.ring.is_none()) || payload.len() > self.qos.max_payload {
             return None;
         }
         let (header, deadline) = self.stamp(payload.len());
         crate::trace::published(&self.topic, &header);
-        let result = self.route.deliver_inline(&header, payload, deadline);
+        let mut result = Ok(());
+        if shared {
+            result = self.send_ring(&header, payload, deadline, local);
+        }
+        if local > 0 {
+            result = result.and(self.deliver_inline(&header, payload, deadline));
+        }
         self.slot.ring();
-        Some(result.map_err(|()| PublishError::BackPressureTimeout {
-            topic: self.topic.clone(),
-            timeout: self.timeout(),
-        }))
+        Some(result)
+    }
+
+    fn deliver_inline(
+        &self,
+        header: &SampleHeader,
+        payload: &[u8],
+        deadline: u64,
+    ) -> Result<(), PublishError> {
+        self.route
+            .deliver_inline(header, payload, deadline)
+            .map_err(|()| PublishError::BackPressureTimeout {
+                topic: self.topic.clone(),
+                timeout: self.timeout(),
+            })
+    }
+
+    /// Writes a sample into this publisher's shared-memory ring (subscribers of other
+    /// contexts read it there). Under back-pressure, waits for room up to `deadline`, and
+    /// a subscriber that has not found the ring yet makes the publish
+    /// [`PublishError::Undelivered`], never a silent loss.
+    fn send_ring(
+        &self,
+        header: &SampleHeader,
+        payload: &[u8],
+        deadline: u64,
+        local: usize,
+    ) -> Result<(), PublishError> {
+        let Some(ring) = &self.ring else {
+            return Ok(());
+        };
+        let head = SlotHead {
+            seq: header.seq,
+            mono_ns: header.publish_mono_ns,
+            wall_ns: header.publish_wall_ns,
+            len: header.payload_len,
+        };
+        self.unconfirmed.set(true);
+        if !ring.writer.push(head, payload, deadline) {
+            // a subscriber reserved for may have died before it found the ring: reclaim
+            // dead nodes, keep entries for the living only, and look once more
+            self.node.inner.iox.try_cleanup_dead_nodes();
+            self.serve_ring_readers(self.host_subscribers());
+            if ring.writer.push(head, payload, deadline) {
+                return Ok(());
+            }
+            return Err(PublishError::BackPressureTimeout {
+                topic: self.topic.clone(),
+                timeout: self.timeout(),
+            });
+        }
+        if matches!(self.qos.overflow, Overflow::BackPressure { .. }) {
+            let expected = self.cached_subscriber_count().saturating_sub(local);
+            let readers = ring.writer.ring().active_readers();
+            if readers < expected {
+                return Err(PublishError::Undelivered {
+                    topic: self.topic.clone(),
+                    delivered: readers + local,
+                    subscribers: expected + local,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Stamps the header and sends the sample by every route that has subscribers.
@@ -550,7 +679,10 @@ impl Sender {
             LoanBuf::Local(b) => {
                 // written: from here on the buffer is only read
                 let b = b.freeze();
-                let shared = if via_shm {
+                let shared = if via_shm && self.ring.is_some() {
+                    let payload = &shm::words_as_bytes(&b)[..len];
+                    self.send_ring(&header, payload, deadline, local)
+                } else if via_shm {
                     // a remote subscriber appeared since the loan: it gets a copy
                     self.loan_shm(len)
                         .map_err(PublishError::from)
@@ -579,7 +711,7 @@ impl Sender {
                 (self.send_shm(s, header), copy, sent_net)
             }
         };
-        if via_shm && local > 0 {
+        if via_shm && local > 0 && self.ring.is_none() {
             self.route.sent_through_shm();
         }
         let result = match heap {

@@ -10,6 +10,8 @@ use crate::sys::clock::precise_timers;
 use crate::transport::doorbell::{Slot, SlotRef};
 use crate::transport::intra::{LocalQueue, LocalSample, LocalTopic, RingReader, INLINE_MAX};
 use crate::transport::remote::RemoteSubscriber;
+use crate::transport::shm_ring::{self, OpenError};
+use iceoryx2::prelude::CallbackProgression;
 use crate::transport::shm::{self, IoxSample, IoxSubscriber, TopicService};
 use crate::transport::wait::{wait_for, Predictor, SpinWindow, WaitMode, MAX_SLEEP};
 use iceoryx2::service::port_factory::PortFactory as _;
@@ -254,6 +256,23 @@ pub(crate) struct Receiver {
     next_reader: Cell<usize>,
     /// Buffers inline samples are copied into; one is reused once its sample is dropped.
     inline_pool: RefCell<Vec<InlineBuf>>,
+    /// Samples of other contexts come through their publishers' shared-memory rings
+    /// (inline type, no history), not through iceoryx2.
+    ring_topic: bool,
+    /// Readers of those rings, the ring to look at first, and publisher ids not to open
+    /// again (this context's own, or a file that was refused).
+    shared: RefCell<Vec<SharedReader>>,
+    next_shared: Cell<usize>,
+    passed_over: RefCell<Vec<u64>>,
+    /// Publishers of other contexts seen without a ring at the last look.
+    ringless: Cell<usize>,
+}
+
+/// A reader of one publisher's shared-memory ring.
+struct SharedReader {
+    id: u64,
+    path: String,
+    reader: RingReader,
 }
 
 /// See `Receiver::polls`.
@@ -271,6 +290,8 @@ pub(crate) enum Received {
     Local(LocalSample),
     /// Copied out of a same-process inline ring.
     Inline(SampleHeader, InlineBuf),
+    /// Copied out of another context's shared-memory ring.
+    Shared(SampleHeader, InlineBuf),
     /// From another host, decoded into a heap buffer.
     Net(LocalSample),
 }
@@ -281,7 +302,7 @@ impl Received {
         match self {
             Received::Shm(s) => s.user_header(),
             Received::Local(l) | Received::Net(l) => &l.header,
-            Received::Inline(h, _) => h,
+            Received::Inline(h, _) | Received::Shared(h, _) => h,
         }
     }
 
@@ -290,7 +311,9 @@ impl Received {
         match self {
             Received::Shm(s) => s.payload(),
             Received::Local(l) | Received::Net(l) => l.words(),
-            Received::Inline(h, b) => &b[..shm::words_for(h.payload_len as usize)],
+            Received::Inline(h, b) | Received::Shared(h, b) => {
+                &b[..shm::words_for(h.payload_len as usize)]
+            }
         }
     }
 
@@ -326,7 +349,9 @@ impl Receiver {
         slot: SlotRef,
     ) -> Receiver {
         let ctx = &node.inner.ctx.inner;
-        let local = Arc::new(LocalQueue::new(depth));
+        let id = port.id().value();
+        let id = (id as u64) ^ ((id >> 64) as u64);
+        let local = Arc::new(LocalQueue::new(depth, id));
         let local_topic = ctx.local.topic(&topic);
         local_topic.attach(local.clone());
         // ringing tells publishers to count subscribers again
@@ -366,6 +391,11 @@ impl Receiver {
             readers_epoch: Cell::new(u64::MAX),
             next_reader: Cell::new(0),
             inline_pool: RefCell::new(Vec::new()),
+            ring_topic: inline && !history,
+            shared: RefCell::new(Vec::new()),
+            next_shared: Cell::new(0),
+            passed_over: RefCell::new(Vec::new()),
+            ringless: Cell::new(0),
         }
     }
 
@@ -382,6 +412,9 @@ impl Receiver {
         if seq != self.seen_ring.get() {
             self.seen_ring.set(seq);
             let _ = self.port.has_samples();
+            if self.ring_topic {
+                self.discover_rings();
+            }
             slot.ack();
         }
     }
@@ -426,6 +459,9 @@ impl Receiver {
         let polls = self.polls.get().wrapping_add(1);
         self.polls.set(polls);
         let (foreign, rang) = self.foreign_publishers();
+        if rang && self.ring_topic {
+            self.discover_rings();
+        }
         let foreign = self.history || foreign;
         let sends = self.local_topic.shm_sends();
         // after a ring, look at shared memory once even if no foreign publisher is left:
@@ -443,6 +479,18 @@ impl Receiver {
                 return Ok(None);
             }
             local_tried = true;
+        }
+        if self.ring_topic {
+            if let Some(got) = self.try_shared() {
+                return Ok(Some(got));
+            }
+            // iceoryx2 carries nothing of a ring topic, except from a writer without a
+            // ring (not Nerve's, or one whose ring has not appeared yet): only then look
+            if self.ringless.get() == 0 {
+                self.shm_first.set(false);
+                self.shm_dirty.set(foreign);
+                return Ok(if local_tried { None } else { self.try_local() });
+            }
         }
         loop {
             let s = self.port.receive().map_err(|e| RecvError::Shm {
@@ -522,13 +570,35 @@ impl Receiver {
     fn try_rings(&self) -> Option<(Received, usize)> {
         self.refresh_readers();
         let readers = self.readers.borrow();
-        let n = readers.len();
-        let start = self.next_reader.get();
-        for k in 0..n {
-            let i = (start + k) % n;
-            while let Some((header, buf)) = self.copy_out(&readers[i]) {
-                self.next_reader.set(i + 1);
-                if let Some(accepted) = self.accept(Received::Inline(header, buf)) {
+        self.take_round_robin(readers.iter(), readers.len(), &self.next_reader, Received::Inline)
+    }
+
+    /// The next valid sample of the shared-memory rings of other contexts' publishers.
+    fn try_shared(&self) -> Option<(Received, usize)> {
+        let shared = self.shared.borrow();
+        let readers = shared.iter().map(|s| &s.reader);
+        self.take_round_robin(readers, shared.len(), &self.next_shared, Received::Shared)
+    }
+
+    /// Takes the next valid sample of `n` ring readers, starting after the one that gave
+    /// the last sample (`next`), so no publisher starves another.
+    #[inline]
+    fn take_round_robin<'r>(
+        &self,
+        readers: impl Iterator<Item = &'r RingReader> + Clone,
+        n: usize,
+        next: &Cell<usize>,
+        wrap: fn(SampleHeader, InlineBuf) -> Received,
+    ) -> Option<(Received, usize)> {
+        let start = next.get().min(n);
+        for (i, r) in readers.clone().enumerate().skip(start).chain(readers.enumerate().take(start)) {
+            while let Some(copied) = self.copy_out(r) {
+                next.set(i + 1);
+                let Ok((header, buf)) = copied else {
+                    self.stats.borrow_mut().counts.malformed += 1;
+                    continue;
+                };
+                if let Some(accepted) = self.accept(wrap(header, buf)) {
                     return Some(accepted);
                 }
             }
@@ -537,24 +607,95 @@ impl Receiver {
     }
 
     /// Copies the next sample of `r` into an inline buffer nobody else holds: a pooled
-    /// one whose sample was dropped, or a new one (kept if the pool has room).
+    /// one whose sample was dropped, or a new one (kept if the pool has room). `Err` for
+    /// a sample whose length does not fit a slot (a writer that lies).
     #[inline]
-    fn copy_out(&self, r: &RingReader) -> Option<(SampleHeader, InlineBuf)> {
+    fn copy_out(&self, r: &RingReader) -> Option<Result<(SampleHeader, InlineBuf), ()>> {
         let mut pool = self.inline_pool.borrow_mut();
+        let fits = |len: u64| len as usize <= r.ring().payload_words() * 8;
         if let Some(b) = pool.iter_mut().find(|b| Rc::strong_count(b) == 1) {
             // one strong reference and no weak ones: the pool's alone, so writable
             let head = r.pop(Rc::get_mut(b)?)?;
-            return Some((r.ring().header(head), b.clone()));
+            if !fits(head.len) {
+                return Some(Err(()));
+            }
+            return Some(Ok((r.ring().header(head), b.clone())));
         }
         if !r.has_sample() {
             return None;
         }
         let mut fresh = Rc::new(vec![0u64; shm::words_for(INLINE_MAX)]);
         let head = r.pop(Rc::get_mut(&mut fresh)?)?;
+        if !fits(head.len) {
+            return Some(Err(()));
+        }
         if pool.len() < INLINE_POOL {
             pool.push(fresh.clone());
         }
-        Some((r.ring().header(head), fresh))
+        Some(Ok((r.ring().header(head), fresh)))
+    }
+
+    /// Finds the rings of the topic's publishers in other contexts (by the publisher ids
+    /// iceoryx2 lists) and reads the new ones; forgets rings whose publisher left once
+    /// they are drained, unlinking the file of one that was killed. A ring made after
+    /// this subscriber joined is read from its start, an older one from its newest
+    /// sample on.
+    fn discover_rings(&self) {
+        let mut ids = Vec::new();
+        self.service.dynamic_config().list_publishers(|d| {
+            let v = d.publisher_id.value();
+            ids.push((v as u64) ^ ((v >> 64) as u64));
+            CallbackProgression::Continue
+        });
+        let mut shared = self.shared.borrow_mut();
+        shared.retain(|s| {
+            if s.reader.has_sample() || (ids.contains(&s.id) && !s.reader.is_done()) {
+                return true;
+            }
+            if shm_ring::writer_died(s.reader.ring()) {
+                shm_ring::unlink_if_same(s.reader.ring(), &s.path);
+            }
+            false
+        });
+        let mut passed_over = self.passed_over.borrow_mut();
+        passed_over.retain(|id| ids.contains(id));
+        let prefix = self.node.inner.ctx.inner.config.file_prefix();
+        let mut ringless = 0;
+        for id in ids {
+            if passed_over.contains(&id) || shared.iter().any(|s| s.id == id) {
+                continue;
+            }
+            let path = shm_ring::path(&prefix, id);
+            match shm_ring::open(&path, self.expected.layout_hash) {
+                Ok(ring) if ring.template().origin == self.origin => passed_over.push(id),
+                Ok(ring) => {
+                    let start = if shm_ring::created_ns(&ring) >= self.since_ns {
+                        0
+                    } else {
+                        ring.head()
+                    };
+                    match RingReader::register(Arc::new(ring), self.local.id, start) {
+                        Some(reader) => shared.push(SharedReader { id, path, reader }),
+                        // every reader entry is taken: samples of this publisher cannot
+                        // reach this subscriber, which counts it as malformed input
+                        None => {
+                            self.stats.borrow_mut().counts.malformed += 1;
+                            passed_over.push(id);
+                        }
+                    }
+                }
+                // not there yet (the publisher creates it): looked for again at the next
+                // ring; meanwhile iceoryx2 is read too
+                Err(OpenError::Missing) => ringless += 1,
+                Err(OpenError::Refused(why)) => {
+                    // once per file: it is passed over from now on
+                    eprintln!("nerve subscriber of {}: ring refused: {why}", self.topic);
+                    self.stats.borrow_mut().counts.malformed += 1;
+                    passed_over.push(id);
+                }
+            }
+        }
+        self.ringless.set(ringless);
     }
 
     /// Validates and counts a sample; malformed ones are counted and dropped, never
@@ -667,6 +808,7 @@ impl Receiver {
         self.refresh_readers();
         !self.local.is_empty()
             || self.readers.borrow().iter().any(|r| r.has_sample())
+            || self.shared.borrow().iter().any(|s| s.reader.has_sample())
             || self.net.as_ref().is_some_and(|n| !n.is_empty())
             || self.port.has_samples().unwrap_or(true)
     }

@@ -147,6 +147,9 @@ pub(crate) struct LocalQueue {
     entries: ArrayQueue<LocalSample>,
     /// The subscriber's depth: the capacity of each inline ring made for it.
     depth: usize,
+    /// The subscriber's id in iceoryx2 (publishers reserve shared-ring entries only for
+    /// subscribers of other contexts).
+    pub(crate) id: u64,
     /// Inline rings of the local publishers (one each), and a count bumped whenever the
     /// list changes or one of its writers leaves, so the subscriber re-reads it then.
     rings: Mutex<Vec<Arc<InlineRing>>>,
@@ -164,11 +167,12 @@ pub(crate) struct LocalQueue {
 const ROOM_RECHECK: Duration = Duration::from_millis(1);
 
 impl LocalQueue {
-    /// An empty queue holding at most `depth` samples.
-    pub(crate) fn new(depth: usize) -> LocalQueue {
+    /// An empty queue holding at most `depth` samples, of the subscriber `id`.
+    pub(crate) fn new(depth: usize, id: u64) -> LocalQueue {
         LocalQueue {
             entries: ArrayQueue::new(depth.max(1)),
             depth: depth.max(1),
+            id,
             rings: Mutex::new(Vec::new()),
             rings_epoch: AtomicU64::new(0),
             blocked: AtomicU32::new(0),
@@ -350,6 +354,11 @@ impl LocalRoute {
         self.topic.shm_sends.fetch_add(1, Ordering::Release);
     }
 
+    /// The iceoryx2 ids of this context's subscribers of the topic.
+    pub(crate) fn local_ids(&self) -> Vec<u64> {
+        self.subscribers.borrow().iter().map(|q| q.id).collect()
+    }
+
     /// Whether samples travel inline in rings (fixed-size messages of up to
     /// [`INLINE_MAX`] bytes).
     #[inline]
@@ -508,7 +517,7 @@ mod tests {
     #[test]
     fn drop_oldest_bounds_the_queue() {
         let topic = Arc::new(LocalTopic::default());
-        let q = Arc::new(LocalQueue::new(2));
+        let q = Arc::new(LocalQueue::new(2, 0));
         topic.attach(q.clone());
         let route = LocalRoute::new(topic.clone(), None, Overflow::DropOldest, header(0));
         assert_eq!(route.subscribers(), 1);
@@ -528,7 +537,7 @@ mod tests {
     #[test]
     fn back_pressure_times_out_and_keeps_what_was_queued() {
         let topic = Arc::new(LocalTopic::default());
-        let q = Arc::new(LocalQueue::new(1));
+        let q = Arc::new(LocalQueue::new(1, 0));
         topic.attach(q.clone());
         let route = LocalRoute::new(topic, None, Overflow::DropOldest, header(0));
         route.subscribers();
@@ -550,7 +559,7 @@ mod tests {
     #[test]
     fn buffers_are_reused_once_readers_drop_them() {
         let topic = Arc::new(LocalTopic::default());
-        let q = Arc::new(LocalQueue::new(4));
+        let q = Arc::new(LocalQueue::new(4, 0));
         topic.attach(q.clone());
         let route = LocalRoute::new(topic, None, Overflow::DropOldest, header(0));
         route.subscribers();

@@ -1,30 +1,34 @@
-//! A single-producer, single-consumer ring of small samples stored inline in the slots:
-//! the same-process route of fixed-size messages (see `intra.rs`).
+//! Rings of small samples stored inline in their slots: the same-process route of
+//! fixed-size messages (one heap ring per publisher and subscriber pair, see `intra.rs`)
+//! and the cross-process one (one shared-memory ring per publisher, read by every
+//! subscriber of other processes, see `shm_ring.rs`).
 //!
-//! Each (publisher, subscriber) pair of a process has a ring of its own, as iceoryx2 has a
-//! queue per connection, so no slot is ever contended by two writers. A slot is one
-//! sample: a version word (a sequence lock), the sample's sequence number, its publish
-//! stamp, its length, then the payload words. Nothing is shared by reference: the reader
-//! copies the slot out (one or two cache lines for small messages), so no reference count
-//! bounces between cores and a slot is free as soon as it was read.
+//! A slot is one sample: a version word (a sequence lock), the sample's sequence number,
+//! its publish stamps, its length, then the payload words. Nothing is shared by
+//! reference: a reader copies the slot out (one or two cache lines for small messages),
+//! so no reference count bounces between cores and a slot is free as soon as it was read.
+//! One writer per ring; readers keep their position to themselves.
 //!
-//! * **Drop-oldest**: the writer never looks at the reader; a full ring overwrites its
-//!   oldest slot. The version word tells the reader a slot was overwritten (it skips
-//!   ahead; the sequence gap is counted as loss by the subscriber) or changed while it
-//!   copied (it reads again), so a torn sample is never handed out.
-//! * **Back-pressure**: the reader publishes how far it has read (`tail`, on a cache line
-//!   of its own); the writer keeps a cached copy and reloads it only when the ring looks
-//!   full, then sleeps on a futex until the reader makes room or the publish's deadline
-//!   passes.
+//! * **Drop-oldest**: the writer never looks at its readers; a full ring overwrites its
+//!   oldest slot. The version word tells a reader a slot was overwritten (it skips ahead;
+//!   the sequence gap is counted as loss by the subscriber) or changed while it copied
+//!   (it reads again), so a torn sample is never handed out, even when the writer died
+//!   in the middle of a write (the slot keeps an odd version).
+//! * **Back-pressure**: every reader publishes how far it has read (its `tail`, on cache
+//!   lines of its own); the writer keeps a cached minimum and reloads the tails only when
+//!   the ring looks full, then sleeps on a futex until a reader makes room or the
+//!   publish's deadline passes. A reader that died is found by its lock (shared rings)
+//!   and no longer counted, so it never blocks the writer.
 //!
 //! Every word is an atomic accessed with explicit orderings, so concurrent reads of a
 //! slot being rewritten are well defined (the sequence-lock pattern of Boehm, "Can
-//! seqlocks get along with programming language memory models?", 2012). No `unsafe`.
+//! seqlocks get along with programming language memory models?", 2012).
 
 use crate::message::header::SampleHeader;
-use crossbeam_utils::CachePadded;
+use crate::sys::files::{Mapping, OfdLock};
 use std::cell::Cell;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,26 +39,77 @@ pub(crate) const INLINE_MAX: usize = 1024;
 /// stamps, length.
 const SLOT_HEAD: usize = 5;
 
-/// Longest single sleep of a writer waiting for room: the reader's check for a sleeping
-/// writer is not fenced (that would cost every receive), so a wake-up can be missed;
-/// this bounds what a miss costs.
-const ROOM_RECHECK: Duration = Duration::from_millis(1);
+/// Words of a reader entry and of the other shared areas: two cache lines, so neighbours
+/// never share a line (nor an adjacent-line prefetch pair).
+const AREA: usize = 16;
 
-/// The ring shared by one writer and one reader.
+/// Header words (the first area): what a reader checks before it trusts the ring.
+pub(crate) mod hdr {
+    pub(crate) const MAGIC: usize = 0;
+    pub(crate) const CAPACITY: usize = 1;
+    pub(crate) const PAYLOAD_BYTES: usize = 2;
+    pub(crate) const READERS: usize = 3;
+    pub(crate) const TYPE_HASH: usize = 4;
+    pub(crate) const PUBLISHER: usize = 5;
+    pub(crate) const ORIGIN: usize = 6;
+    pub(crate) const BACK_PRESSURE: usize = 7;
+    pub(crate) const CREATED_NS: usize = 8;
+    /// Set by a writer that left cleanly.
+    pub(crate) const CLOSED: usize = 9;
+}
+
+/// `NRVRING1`: the layout's name and version.
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"NRVRING1");
+
+/// Most slots a ring may have.
+pub(crate) const MAX_CAPACITY: u64 = 1 << 16;
+
+/// Where a ring's words are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub(crate) capacity: u64,
+    pub(crate) payload_bytes: usize,
+    pub(crate) readers: usize,
+}
+
+impl Layout {
+    fn slot_words(&self) -> usize {
+        SLOT_HEAD + self.payload_bytes.div_ceil(8)
+    }
+
+    /// First word of reader entry `i` (state, tail).
+    fn reader(&self, i: usize) -> usize {
+        AREA + i * AREA
+    }
+
+    /// The writer's wait area: `blocked` and `room` (32-bit futex words).
+    fn wait_area(&self) -> usize {
+        AREA + self.readers * AREA
+    }
+
+    fn slots(&self) -> usize {
+        self.wait_area() + AREA
+    }
+
+    /// Words of the whole ring.
+    pub(crate) fn words(&self) -> usize {
+        self.slots() + self.capacity as usize * self.slot_words()
+    }
+}
+
+/// The memory a ring lives in.
+pub(crate) enum Memory {
+    /// Private to the process (same-process route).
+    Heap(Box<[AtomicU64]>),
+    /// A shared mapping of a file in /dev/shm, at least `words` words long.
+    Shared { map: Mapping, fd: OwnedFd },
+}
+
+/// A ring: its memory, layout and the header fields every sample shares.
 pub(crate) struct InlineRing {
-    /// Samples the reader has taken (written by the reader only under back-pressure).
-    tail: CachePadded<AtomicU64>,
-    /// Writer asleep until there is room (back-pressure), and the futex word it sleeps on.
-    blocked: CachePadded<AtomicU32>,
-    room: AtomicU32,
-    /// The writer has gone: once empty, the ring can be forgotten.
-    closed: AtomicBool,
-    /// Slots of `slot_words` words each.
-    slots: Box<[AtomicU64]>,
-    slot_words: usize,
-    capacity: u64,
-    /// Whether the reader must publish `tail` (back-pressure rings only).
-    track_tail: bool,
+    mem: Memory,
+    layout: Layout,
+    back_pressure: bool,
     /// The header fields every sample of this ring shares (publisher, type, origin); the
     /// reader fills in the rest from the slot.
     template: SampleHeader,
@@ -69,30 +124,114 @@ pub(crate) struct SlotHead {
     pub(crate) len: u64,
 }
 
+/// Reader entry states: free; read by a live reader (whose lock is held); reserved by
+/// the writer for a subscriber that has not found the ring yet (it waits for that
+/// subscriber from the position it was reserved at); being filled in.
+const FREE: u64 = 0;
+const ACTIVE: u64 = 1;
+const RESERVED: u64 = 2;
+const CLAIMING: u64 = 3;
+
+/// Words of a reader entry: state, tail, subscriber id.
+const E_STATE: usize = 0;
+const E_TAIL: usize = 1;
+const E_ID: usize = 2;
+
 impl InlineRing {
-    /// A ring of `capacity` slots for payloads of up to `payload_bytes` bytes, written by
-    /// the publisher `template` names (its id, type hash and origin).
+    /// A same-process ring of `capacity` slots for payloads of up to `payload_bytes`
+    /// bytes, with one reader, written by the publisher `template` names (its id, type
+    /// hash and origin).
     pub(crate) fn new(
         capacity: usize,
         payload_bytes: usize,
         back_pressure: bool,
         template: SampleHeader,
     ) -> InlineRing {
-        let capacity = capacity.max(1);
-        let slot_words = SLOT_HEAD + payload_bytes.div_ceil(8);
+        let layout = Layout {
+            capacity: (capacity as u64).clamp(1, MAX_CAPACITY),
+            payload_bytes,
+            readers: 1,
+        };
+        let words = (0..layout.words()).map(|_| AtomicU64::new(0)).collect();
+        let ring = InlineRing {
+            mem: Memory::Heap(words),
+            layout,
+            back_pressure,
+            template,
+        };
+        // SYNC: Relaxed: nobody else sees the ring yet.
+        ring.state(0).store(ACTIVE, Ordering::Relaxed);
+        ring
+    }
+
+    /// A ring in `mem` (a shared mapping of at least `layout.words()` words whose header
+    /// the caller checked or wrote).
+    pub(crate) fn in_memory(
+        mem: Memory,
+        layout: Layout,
+        back_pressure: bool,
+        template: SampleHeader,
+    ) -> InlineRing {
         InlineRing {
-            tail: CachePadded::new(AtomicU64::new(0)),
-            blocked: CachePadded::new(AtomicU32::new(0)),
-            room: AtomicU32::new(0),
-            closed: AtomicBool::new(false),
-            slots: (0..capacity * slot_words)
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-            slot_words,
-            capacity: capacity as u64,
-            track_tail: back_pressure,
+            mem,
+            layout,
+            back_pressure,
             template,
         }
+    }
+
+    fn words(&self) -> &[AtomicU64] {
+        match &self.mem {
+            Memory::Heap(w) => w,
+            // SAFETY: the mapping is page-aligned (so aligned for AtomicU64), at least
+            // `layout.words()` words long (checked against the file's size when it was
+            // opened, or sized so when created) and lives as long as `self`; any bytes
+            // are valid AtomicU64 values, and every access goes through atomics (other
+            // processes write the file only through atomics too).
+            Memory::Shared { map, .. } => unsafe {
+                std::slice::from_raw_parts(map.ptr() as *const AtomicU64, self.layout.words())
+            },
+        }
+    }
+
+    #[inline]
+    pub(crate) fn word(&self, i: usize) -> &AtomicU64 {
+        &self.words()[i]
+    }
+
+    /// The 32-bit half `half` (0 or 1) of word `i`, for a futex. Such words are only ever
+    /// accessed as 32-bit atomics.
+    fn futex_word(&self, i: usize, half: usize) -> &AtomicU32 {
+        let w: &AtomicU64 = self.word(i);
+        // SAFETY: an AtomicU64 is 8 bytes, 8-aligned, so both 4-byte halves are in bounds
+        // and 4-aligned; the halves of the wait area's word are accessed only as
+        // AtomicU32 (never through the AtomicU64), so no access mixes sizes; the
+        // reference lives no longer than `self`, which owns the memory.
+        unsafe { &*(w as *const AtomicU64 as *const AtomicU32).add(half) }
+    }
+
+    fn slot(&self, index: u64) -> &[AtomicU64] {
+        let start = self.layout.slots() + index as usize * self.layout.slot_words();
+        &self.words()[start..start + self.layout.slot_words()]
+    }
+
+    /// The version word of slot `index` (tests simulate a writer's death with it).
+    #[cfg(test)]
+    pub(crate) fn slot_version(&self, index: u64) -> &AtomicU64 {
+        &self.slot(index)[0]
+    }
+
+    /// The shared file's descriptor (`None` for a heap ring).
+    pub(crate) fn fd(&self) -> Option<&OwnedFd> {
+        match &self.mem {
+            Memory::Heap(_) => None,
+            Memory::Shared { fd, .. } => Some(fd),
+        }
+    }
+
+    /// Largest payload a slot holds, in words.
+    pub(crate) fn payload_words(&self) -> usize {
+        self.layout.slot_words() - SLOT_HEAD
     }
 
     /// The whole header of a sample read from this ring.
@@ -107,25 +246,113 @@ impl InlineRing {
         }
     }
 
-    /// Largest payload a slot holds, in words.
-    pub(crate) fn payload_words(&self) -> usize {
-        self.slot_words - SLOT_HEAD
+    /// The publisher's id, type hash and origin.
+    pub(crate) fn template(&self) -> &SampleHeader {
+        &self.template
     }
 
-    fn slot(&self, index: u64) -> &[AtomicU64] {
-        let start = index as usize * self.slot_words;
-        &self.slots[start..start + self.slot_words]
-    }
-
-    /// Whether the writer has gone.
+    /// Whether the writer has gone (cleanly).
     pub(crate) fn is_closed(&self) -> bool {
         // SYNC: Acquire pairs with the Release in `RingWriter::drop`: a reader that sees
         // the ring closed sees every slot the writer wrote before.
-        self.closed.load(Ordering::Acquire)
+        self.word(hdr::CLOSED).load(Ordering::Acquire) != 0
+    }
+
+    /// The position a reader that joins now starts at: the newest written (or being
+    /// written) sample's successor, found from the slots' versions.
+    pub(crate) fn head(&self) -> u64 {
+        (0..self.layout.capacity)
+            // SYNC: Acquire, as in `RingReader::pop`.
+            .map(|i| self.slot(i)[0].load(Ordering::Acquire) / 2)
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn state(&self, i: usize) -> &AtomicU64 {
+        self.word(self.layout.reader(i) + E_STATE)
+    }
+
+    /// Readers served now: active ones and those reserved for subscribers.
+    pub(crate) fn active_readers(&self) -> usize {
+        (0..self.layout.readers)
+            // SYNC: Relaxed: a count for delivery checks.
+            .filter(|&i| matches!(self.state(i).load(Ordering::Relaxed), ACTIVE | RESERVED))
+            .count()
+    }
+
+    /// Claims a free entry for subscriber `id` at `start`, in state `to`; a reader
+    /// claiming for itself passes its descriptor and holds the entry's lock from then on.
+    /// `None` if none is free.
+    fn claim(&self, id: u64, start: u64, to: u64, reader_fd: Option<&OwnedFd>) -> Option<usize> {
+        for i in 0..self.layout.readers {
+            let e = self.layout.reader(i);
+            // SYNC: Relaxed: a hint; the exchange below decides.
+            if self.state(i).load(Ordering::Relaxed) != FREE {
+                continue;
+            }
+            if let Some(fd) = reader_fd {
+                match OfdLock::try_take(fd, reader_lock_byte(i)) {
+                    // released by the reader's `Drop` (or by the kernel when it dies)
+                    Ok(Some(lock)) => std::mem::forget(lock),
+                    _ => continue,
+                }
+            }
+            // SYNC: the entry is ours once the exchange succeeds (Acquire: after its last
+            // owner's release); its tail and id are written before the state that makes
+            // it count (Release).
+            if self
+                .state(i)
+                .compare_exchange(FREE, CLAIMING, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.word(e + E_TAIL).store(start, Ordering::Relaxed);
+                self.word(e + E_ID).store(id, Ordering::Relaxed);
+                self.state(i).store(to, Ordering::Release);
+                return Some(i);
+            }
+            if let Some(fd) = reader_fd {
+                let _ = OfdLock::release(fd, reader_lock_byte(i));
+            }
+        }
+        None
+    }
+
+    /// Writer side: keeps an entry for every subscriber of `live` (ids of subscribers in
+    /// other contexts), reserved at `head` for those that have not found the ring yet, so
+    /// a subscriber gets every sample from the moment the writer knew of it, even while
+    /// it is busy elsewhere; frees reservations of subscribers no longer listed. Returns
+    /// how many subscribers have an entry.
+    pub(crate) fn reserve_for(&self, live: &[u64], head: u64) -> usize {
+        let mut served = 0;
+        for i in 0..self.layout.readers {
+            let e = self.layout.reader(i);
+            // SYNC: Acquire pairs with the Release that made the entry count.
+            let state = self.state(i).load(Ordering::Acquire);
+            let id = self.word(e + E_ID).load(Ordering::Relaxed);
+            if state == RESERVED && !live.contains(&id) {
+                // SYNC: a subscriber claiming it exchanges RESERVED for ACTIVE: one wins.
+                let _ = self.state(i).compare_exchange(
+                    RESERVED,
+                    FREE,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                );
+            }
+        }
+        for &id in live {
+            let known = (0..self.layout.readers).any(|i| {
+                matches!(self.state(i).load(Ordering::Acquire), ACTIVE | RESERVED)
+                    && self.word(self.layout.reader(i) + E_ID).load(Ordering::Relaxed) == id
+            });
+            if known || self.claim(id, head, RESERVED, None).is_some() {
+                served += 1;
+            }
+        }
+        served
     }
 }
 
-/// The writing end: position and cached tail are the writer's own.
+/// The writing end: position and cached minimum tail are the writer's own.
 pub(crate) struct RingWriter {
     ring: Arc<InlineRing>,
     head: Cell<u64>,
@@ -134,8 +361,13 @@ pub(crate) struct RingWriter {
     cached_tail: Cell<u64>,
 }
 
+/// Longest single sleep of a writer waiting for room: a reader's check for a sleeping
+/// writer is not fenced (that would cost every receive), so a wake-up can be missed;
+/// this bounds what a miss costs.
+const ROOM_RECHECK: Duration = Duration::from_millis(1);
+
 impl RingWriter {
-    /// The writer of `ring` (one per ring).
+    /// The writer of `ring` (one per ring), starting at position `head`.
     pub(crate) fn new(ring: Arc<InlineRing>) -> RingWriter {
         RingWriter {
             ring,
@@ -143,6 +375,11 @@ impl RingWriter {
             index: Cell::new(0),
             cached_tail: Cell::new(0),
         }
+    }
+
+    /// The ring written.
+    pub(crate) fn ring(&self) -> &Arc<InlineRing> {
+        &self.ring
     }
 
     /// Writes one sample: overwrites the oldest when full (drop-oldest), or waits for
@@ -156,8 +393,8 @@ impl RingWriter {
             return false;
         }
         let pos = self.head.get();
-        if ring.track_tail
-            && pos - self.cached_tail.get() >= ring.capacity
+        if ring.back_pressure
+            && pos - self.cached_tail.get() >= ring.layout.capacity
             && !self.wait_room(pos, deadline_ns)
         {
             return false;
@@ -190,36 +427,84 @@ impl RingWriter {
         // version.
         slot[0].store(2 * pos + 2, Ordering::Release);
         self.head.set(pos + 1);
+        let next = idx + 1;
         self.index
-            .set(if idx + 1 == ring.capacity { 0 } else { idx + 1 });
+            .set(if next == ring.layout.capacity { 0 } else { next });
         true
     }
 
-    /// Back-pressure: waits until the reader took the sample `capacity` places back.
+    /// The position the next sample is written at.
+    pub(crate) fn head(&self) -> u64 {
+        self.head.get()
+    }
+
+    /// The smallest tail of the readers served (`pos` if there are none).
+    fn min_tail(&self, pos: u64) -> u64 {
+        let ring = &*self.ring;
+        let mut min = pos;
+        for i in 0..ring.layout.readers {
+            let e = ring.layout.reader(i);
+            // SYNC: Acquire pairs with the reader's Release store of its tail after it
+            // copied a slot out (and with its claim): the slot is free to reuse.
+            if matches!(ring.state(i).load(Ordering::Acquire), ACTIVE | RESERVED) {
+                min = min.min(ring.word(e + E_TAIL).load(Ordering::Acquire));
+            }
+        }
+        min
+    }
+
+    /// Back-pressure: waits until every active reader took the sample `capacity` places
+    /// back. Readers whose process died are found by their lock and dropped.
     #[cold]
     fn wait_room(&self, pos: u64, deadline_ns: u64) -> bool {
         let ring = &*self.ring;
+        let wait = ring.layout.wait_area();
+        let (blocked, room) = (ring.futex_word(wait, 0), ring.futex_word(wait, 1));
         loop {
-            // SYNC: Acquire pairs with the reader's Release store of `tail` after it copied
-            // a slot out: the slot is free to be overwritten.
-            let tail = ring.tail.load(Ordering::Acquire);
+            let tail = self.min_tail(pos);
             self.cached_tail.set(tail);
-            if pos - tail < ring.capacity {
+            if pos - tail < ring.layout.capacity {
                 return true;
             }
+            self.reap_dead_readers();
             let now = crate::sys::clock::mono_ns();
             if now >= deadline_ns {
                 return false;
             }
             // SYNC: announce the sleeper before reading the futex word and looking again;
-            // the reader bumps `room` after a take when it sees a sleeper.
-            ring.blocked.fetch_add(1, Ordering::SeqCst);
-            let seen = ring.room.load(Ordering::SeqCst);
-            if pos - ring.tail.load(Ordering::SeqCst) >= ring.capacity {
+            // a reader bumps `room` after a take when it sees a sleeper.
+            blocked.fetch_add(1, Ordering::SeqCst);
+            let seen = room.load(Ordering::SeqCst);
+            if pos - self.min_tail(pos) >= ring.layout.capacity {
                 let left = Duration::from_nanos(deadline_ns - now).min(ROOM_RECHECK);
-                crate::sys::futex::futex_wait(&ring.room, seen, left);
+                crate::sys::futex::futex_wait(room, seen, left);
             }
-            ring.blocked.fetch_sub(1, Ordering::Relaxed);
+            blocked.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Frees the entries of readers whose process died (their lock is free): a dead
+    /// reader never holds the writer back.
+    fn reap_dead_readers(&self) {
+        let ring = &*self.ring;
+        let Some(fd) = ring.fd() else { return };
+        for i in 0..ring.layout.readers {
+            // SYNC: Relaxed: the lock, not this load, decides.
+            if ring.state(i).load(Ordering::Relaxed) != ACTIVE {
+                continue;
+            }
+            // the reader holds its entry's lock while it lives (another description)
+            if let Ok(Some(lock)) = OfdLock::try_take(fd, reader_lock_byte(i)) {
+                // SYNC: Release under the lock: a new reader takes the lock before it
+                // claims the entry.
+                let _ = ring.state(i).compare_exchange(
+                    ACTIVE,
+                    FREE,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                );
+                drop(lock);
+            }
         }
     }
 }
@@ -227,25 +512,80 @@ impl RingWriter {
 impl Drop for RingWriter {
     fn drop(&mut self) {
         // SYNC: Release: see `InlineRing::is_closed`.
-        self.ring.closed.store(true, Ordering::Release);
+        self.ring.word(hdr::CLOSED).store(1, Ordering::Release);
     }
+}
+
+/// The byte of a shared ring's file whose lock its writer holds while it lives.
+pub(crate) const WRITER_LOCK_BYTE: u64 = 0;
+
+/// The byte of a shared ring's file whose lock reader `i` holds while it lives.
+pub(crate) fn reader_lock_byte(i: usize) -> u64 {
+    1 + i as u64
 }
 
 /// The reading end.
 pub(crate) struct RingReader {
     ring: Arc<InlineRing>,
+    /// The reader entry this reader owns.
+    entry: usize,
     pos: Cell<u64>,
     index: Cell<u64>,
 }
 
 impl RingReader {
-    /// The reader of `ring` (one per ring).
+    /// The reader of a same-process ring (its one reader entry).
     pub(crate) fn new(ring: Arc<InlineRing>) -> RingReader {
         RingReader {
             ring,
+            entry: 0,
             pos: Cell::new(0),
             index: Cell::new(0),
         }
+    }
+
+    /// The reader of a shared ring for subscriber `id`: takes the entry the writer
+    /// reserved for it (reading from where the reservation began), or claims a free one
+    /// starting at `start`. The entry's lock is taken on the ring's own descriptor, which
+    /// dies with this process. `None` if every entry is taken.
+    pub(crate) fn register(ring: Arc<InlineRing>, id: u64, start: u64) -> Option<RingReader> {
+        let fd = ring.fd()?;
+        let take = |i: usize| match OfdLock::try_take(fd, reader_lock_byte(i)) {
+            Ok(Some(lock)) => {
+                // released by `Drop` (or by the kernel when the process dies)
+                std::mem::forget(lock);
+                true
+            }
+            _ => false,
+        };
+        let reader = |entry: usize, pos: u64| RingReader {
+            entry,
+            pos: Cell::new(pos),
+            index: Cell::new(pos % ring.layout.capacity),
+            ring: ring.clone(),
+        };
+        for i in 0..ring.layout.readers {
+            let e = ring.layout.reader(i);
+            // SYNC: Acquire pairs with the writer's Release of the reservation.
+            if ring.state(i).load(Ordering::Acquire) != RESERVED
+                || ring.word(e + E_ID).load(Ordering::Relaxed) != id
+                || !take(i)
+            {
+                continue;
+            }
+            // SYNC: Acquire: the reservation's tail is the writer's.
+            if ring
+                .state(i)
+                .compare_exchange(RESERVED, ACTIVE, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                let tail = ring.word(e + E_TAIL).load(Ordering::Relaxed);
+                return Some(reader(i, tail));
+            }
+            let _ = OfdLock::release(fd, reader_lock_byte(i));
+        }
+        let claimed = ring.claim(id, start, ACTIVE, Some(fd))?;
+        Some(reader(claimed, start))
     }
 
     /// The ring read.
@@ -255,10 +595,12 @@ impl RingReader {
 
     /// Copies the next sample's payload into `out` (at least the ring's payload words
     /// long) and returns its head, or `None` if nothing new was written. Samples the
-    /// writer overwrote before they were read are skipped.
+    /// writer overwrote before they were read are skipped. The head's length is as the
+    /// writer wrote it: the caller checks it.
     #[inline]
     pub(crate) fn pop(&self, out: &mut [u64]) -> Option<SlotHead> {
         let ring = &*self.ring;
+        let capacity = ring.layout.capacity;
         loop {
             let pos = self.pos.get();
             let slot = ring.slot(self.index.get());
@@ -275,7 +617,10 @@ impl RingReader {
                     wall_ns: slot[3].load(Ordering::Relaxed) as i64,
                     len: slot[4].load(Ordering::Relaxed),
                 };
-                let words = (head.len as usize).div_ceil(8).min(ring.payload_words());
+                let words = (head.len as usize)
+                    .div_ceil(8)
+                    .min(ring.payload_words())
+                    .min(out.len());
                 for (o, w) in out[..words].iter_mut().zip(&slot[SLOT_HEAD..]) {
                     *o = w.load(Ordering::Relaxed);
                 }
@@ -290,25 +635,38 @@ impl RingReader {
             // Overwritten by a later lap (drop-oldest): the writer is at `newer` or past
             // it, so the oldest sample that may still be held is `capacity - 1` behind.
             let newer = slot[0].load(Ordering::Relaxed).saturating_sub(1) / 2;
-            let next = (newer + 1).saturating_sub(ring.capacity).max(pos + 1);
+            let next = (newer + 1).saturating_sub(capacity).max(pos + 1);
             self.pos.set(next);
-            self.index.set(next % ring.capacity);
+            self.index.set(next % capacity);
+            if ring.back_pressure {
+                self.publish_tail(next);
+            }
         }
     }
 
+    #[inline]
     fn advance(&self, next: u64) {
         let ring = &*self.ring;
         self.pos.set(next);
         let idx = self.index.get() + 1;
-        self.index.set(if idx == ring.capacity { 0 } else { idx });
-        if ring.track_tail {
-            // SYNC: Release: the copy is done before the writer may reuse the slot.
-            ring.tail.store(next, Ordering::Release);
-            // SYNC: Relaxed: a sleeper missed here looks again within ROOM_RECHECK.
-            if ring.blocked.load(Ordering::Relaxed) > 0 {
-                ring.room.fetch_add(1, Ordering::SeqCst);
-                crate::sys::futex::futex_wake(&ring.room);
-            }
+        self.index
+            .set(if idx == ring.layout.capacity { 0 } else { idx });
+        if ring.back_pressure {
+            self.publish_tail(next);
+        }
+    }
+
+    fn publish_tail(&self, next: u64) {
+        let ring = &*self.ring;
+        // SYNC: Release: the copy is done before the writer may reuse the slot.
+        ring.word(ring.layout.reader(self.entry) + E_TAIL)
+            .store(next, Ordering::Release);
+        let wait = ring.layout.wait_area();
+        // SYNC: Relaxed: a sleeper missed here looks again within ROOM_RECHECK.
+        if ring.futex_word(wait, 0).load(Ordering::Relaxed) > 0 {
+            let room = ring.futex_word(wait, 1);
+            room.fetch_add(1, Ordering::SeqCst);
+            crate::sys::futex::futex_wake(room);
         }
     }
 
@@ -321,6 +679,16 @@ impl RingReader {
     /// Whether the writer has gone and everything it wrote was read.
     pub(crate) fn is_done(&self) -> bool {
         self.ring.is_closed() && !self.has_sample()
+    }
+}
+
+impl Drop for RingReader {
+    fn drop(&mut self) {
+        if let Some(fd) = self.ring.fd() {
+            // SYNC: Release: this reader's reads are done before the entry is reused.
+            self.ring.state(self.entry).store(FREE, Ordering::Release);
+            let _ = OfdLock::release(fd, reader_lock_byte(self.entry));
+        }
     }
 }
 

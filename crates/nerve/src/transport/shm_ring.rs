@@ -1,0 +1,335 @@
+//! Shared-memory inline rings: the cross-process route of small fixed-size messages.
+//!
+//! Every publisher of such a topic (fixed size of at most [`INLINE_MAX`] bytes, no
+//! history) writes one ring file, `/dev/shm/<prefix>ring_<publisher id>`, and every
+//! subscriber in another context reads it: header and payload of a CmdVel in one cache
+//! line, no loan, no reference count, no queue per connection. iceoryx2 still holds the
+//! topic (types, endpoint counts, discovery: a subscriber finds the rings by the
+//! publisher ids iceoryx2 lists) but carries no sample of it.
+//!
+//! Crash safety: the writer holds an open-file-description lock on byte 0 of its file
+//! while it lives, and each reader on its entry's byte. A writer killed mid-write leaves
+//! an odd version in the slot, which no reader ever accepts; a reader killed is found by
+//! its free lock and stops counting for back-pressure. A writer that leaves cleanly marks
+//! the ring closed and unlinks the file (readers keep their mapping until they drained
+//! it); the file of a killed writer is unlinked by the next subscriber that finds its lock
+//! free, or with the domain's other files when the domain empties.
+//!
+//! Files are created owner-only (0600) under a temporary name and linked into place, and
+//! opened without following links; a reader checks owner, mode, size and every header
+//! field (the type hash against its own) before it maps a slot: a file that lies is
+//! refused, never trusted.
+
+use crate::message::header::SampleHeader;
+use crate::sys::files::{check_owner, same_inode, Mapping, OfdLock};
+use crate::transport::ring::{
+    hdr, InlineRing, Layout, Memory, MAGIC, MAX_CAPACITY, WRITER_LOCK_BYTE,
+};
+pub(crate) use crate::transport::ring::INLINE_MAX;
+use rustix::fs::{Mode, OFlags};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Reader entries of a shared ring: the subscribers of other contexts it can serve.
+pub(crate) const READERS: usize = 64;
+
+/// The kind part of ring file names (after the domain's prefix).
+pub(crate) const FILE_KIND: &str = "ring_";
+
+/// The ring file of publisher `id` for a domain's file `prefix`.
+pub(crate) fn path(prefix: &str, id: u64) -> String {
+    format!("/dev/shm/{prefix}{FILE_KIND}{id:016x}")
+}
+
+/// A writer's ring file: unlinked when dropped.
+pub(crate) struct RingFile {
+    path: String,
+}
+
+impl Drop for RingFile {
+    fn drop(&mut self) {
+        let _ = rustix::fs::unlink(&self.path);
+    }
+}
+
+/// Creates the ring of the publisher `template` names at `path` (which must not exist)
+/// and takes the writer's lock. The file is complete before it appears under its name.
+pub(crate) fn create(
+    path: &str,
+    capacity: usize,
+    payload_bytes: usize,
+    back_pressure: bool,
+    template: SampleHeader,
+) -> io::Result<(InlineRing, RingFile)> {
+    let layout = Layout {
+        capacity: (capacity as u64).clamp(1, MAX_CAPACITY),
+        payload_bytes: payload_bytes.min(INLINE_MAX),
+        readers: READERS,
+    };
+    let bytes = layout.words() * 8;
+    let tmp = format!("{path}.{}.tmp", std::process::id());
+    let fd = rustix::fs::open(
+        &tmp,
+        OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(|e| io::Error::other(format!("{tmp}: {e}")))?;
+    let tmp_file = RingFile { path: tmp.clone() };
+    rustix::fs::ftruncate(&fd, bytes as u64)?;
+    let map = Mapping::shared(&fd, bytes)?;
+    // the writer's lock: held by this description until the ring is dropped or the
+    // process dies
+    let Some(lock) = OfdLock::try_take(&fd, WRITER_LOCK_BYTE)? else {
+        return Err(io::Error::other(format!("{tmp}: locked by another process")));
+    };
+    std::mem::forget(lock);
+    let ring = InlineRing::in_memory(Memory::Shared { map, fd }, layout, back_pressure, template);
+    let set = |i: usize, v: u64| {
+        // SYNC: Relaxed: nobody sees the file before it is linked into place below (the
+        // link is a system call, ordering these stores for every later opener).
+        ring.word(i).store(v, Ordering::Relaxed)
+    };
+    set(hdr::CAPACITY, layout.capacity);
+    set(hdr::PAYLOAD_BYTES, layout.payload_bytes as u64);
+    set(hdr::READERS, layout.readers as u64);
+    set(hdr::TYPE_HASH, template.type_hash);
+    set(hdr::PUBLISHER, template.publisher_id);
+    set(hdr::ORIGIN, template.origin);
+    set(hdr::BACK_PRESSURE, u64::from(back_pressure));
+    set(hdr::CREATED_NS, crate::sys::clock::stamp_ns());
+    set(hdr::MAGIC, MAGIC);
+    rustix::fs::link(&tmp, path).map_err(|e| io::Error::other(format!("{path}: {e}")))?;
+    drop(tmp_file);
+    Ok((
+        ring,
+        RingFile {
+            path: path.to_string(),
+        },
+    ))
+}
+
+/// Why a ring file was not opened.
+#[derive(Debug)]
+pub(crate) enum OpenError {
+    /// No such file (the publisher has no ring, or has gone).
+    Missing,
+    /// The file exists but cannot be trusted or used: the reason names what is wrong.
+    Refused(String),
+}
+
+/// Opens the ring at `path` for reading, checking that it is a regular file of this user
+/// alone, large enough for the layout its header states, and that the header is sane and
+/// carries `type_hash`.
+pub(crate) fn open(path: &str, type_hash: u64) -> Result<InlineRing, OpenError> {
+    let refused = |why: String| OpenError::Refused(format!("{path}: {why}"));
+    let fd = match rustix::fs::open(
+        path,
+        OFlags::RDWR | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Err(OpenError::Missing),
+        Err(e) => return Err(refused(e.to_string())),
+    };
+    check_owner(&fd).map_err(|e| refused(e.to_string()))?;
+    let size = rustix::fs::fstat(&fd)
+        .map_err(|e| refused(e.to_string()))?
+        .st_size as usize;
+    let header_bytes = 16 * 8;
+    if size < header_bytes {
+        return Err(refused(format!("{size} bytes: shorter than a ring's header")));
+    }
+    let head_map = Mapping::shared(&fd, header_bytes).map_err(|e| refused(e.to_string()))?;
+    // SAFETY: the mapping is page-aligned and `header_bytes` long (the file is at least
+    // that long, checked above); AtomicU64 accepts any bytes.
+    let words = unsafe {
+        std::slice::from_raw_parts(head_map.ptr() as *const AtomicU64, header_bytes / 8)
+    };
+    // SYNC: Acquire: the creator wrote the header before linking the file into place.
+    let get = |i: usize| words[i].load(Ordering::Acquire);
+    if get(hdr::MAGIC) != MAGIC {
+        return Err(refused("not a ring of this layout version".into()));
+    }
+    let layout = Layout {
+        capacity: get(hdr::CAPACITY),
+        payload_bytes: get(hdr::PAYLOAD_BYTES) as usize,
+        readers: get(hdr::READERS) as usize,
+    };
+    if !(1..=MAX_CAPACITY).contains(&layout.capacity)
+        || layout.payload_bytes > INLINE_MAX
+        || !(1..=READERS).contains(&layout.readers)
+    {
+        return Err(refused(format!("impossible layout {layout:?}")));
+    }
+    if get(hdr::TYPE_HASH) != type_hash {
+        return Err(refused(format!(
+            "type hash {:#x}, the topic's is {type_hash:#x}",
+            get(hdr::TYPE_HASH)
+        )));
+    }
+    let bytes = layout.words() * 8;
+    if size < bytes {
+        return Err(refused(format!(
+            "{size} bytes, its layout needs {bytes}"
+        )));
+    }
+    let template = SampleHeader {
+        type_hash,
+        publisher_id: get(hdr::PUBLISHER),
+        origin: get(hdr::ORIGIN),
+        ..SampleHeader::default()
+    };
+    let back_pressure = get(hdr::BACK_PRESSURE) != 0;
+    drop(head_map);
+    let map = Mapping::shared(&fd, bytes).map_err(|e| refused(e.to_string()))?;
+    Ok(InlineRing::in_memory(
+        Memory::Shared { map, fd },
+        layout,
+        back_pressure,
+        template,
+    ))
+}
+
+/// When the ring was created (stamp clock), from its header.
+pub(crate) fn created_ns(ring: &InlineRing) -> u64 {
+    // SYNC: Relaxed: written once before the file appeared.
+    ring.word(hdr::CREATED_NS).load(Ordering::Relaxed)
+}
+
+/// Whether the ring's writer is gone without closing it (killed): its lock is free.
+pub(crate) fn writer_died(ring: &InlineRing) -> bool {
+    match ring.fd() {
+        Some(fd) => matches!(OfdLock::try_take(fd, WRITER_LOCK_BYTE), Ok(Some(_))),
+        None => false,
+    }
+}
+
+/// Unlinks the ring file at `path` if it is still the file `ring` maps (a restarted
+/// publisher never has the same id, so this never removes a live writer's file).
+pub(crate) fn unlink_if_same(ring: &InlineRing, path: &str) {
+    if let Some(fd) = ring.fd() {
+        if same_inode(fd, path) {
+            let _ = rustix::fs::unlink(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::ring::{RingReader, RingWriter, SlotHead};
+    use std::sync::Arc;
+
+    fn template() -> SampleHeader {
+        SampleHeader {
+            type_hash: 0xfeed,
+            publisher_id: 7,
+            origin: 9,
+            ..SampleHeader::default()
+        }
+    }
+
+    fn head(seq: u64) -> SlotHead {
+        SlotHead {
+            seq,
+            mono_ns: 1,
+            wall_ns: 2,
+            len: 16,
+        }
+    }
+
+    fn test_path(name: &str) -> String {
+        format!("/dev/shm/nerve_test_ring_{name}_{}", std::process::id())
+    }
+
+    #[test]
+    fn a_reader_in_another_handle_gets_what_the_writer_wrote() {
+        let p = test_path("basic");
+        let (ring, file) = create(&p, 4, 16, false, template()).unwrap();
+        let w = RingWriter::new(Arc::new(ring));
+        let r = Arc::new(open(&p, 0xfeed).unwrap());
+        assert_eq!(r.template().publisher_id, 7);
+        let reader = RingReader::register(r.clone(), 1, r.head()).unwrap();
+        let payload: Vec<u8> = (0..16).collect();
+        assert!(w.push(head(1), &payload, 0));
+        let mut out = [0u64; 2];
+        assert_eq!(reader.pop(&mut out), Some(head(1)));
+        assert_eq!(crate::transport::shm::words_as_bytes(&out), &payload[..]);
+        assert_eq!(r.active_readers(), 1);
+        drop(reader);
+        assert_eq!(r.active_readers(), 0);
+        drop(w);
+        assert!(r.is_closed());
+        drop(file);
+        assert!(matches!(open(&p, 0xfeed), Err(OpenError::Missing)));
+    }
+
+    #[test]
+    fn files_that_lie_are_refused_by_name() {
+        let p = test_path("lies");
+        let (_ring, _file) = create(&p, 4, 16, false, template()).unwrap();
+        match open(&p, 0xbeef) {
+            Err(OpenError::Refused(why)) => assert!(why.contains("type hash"), "{why}"),
+            _ => panic!("a ring of another type must be refused"),
+        }
+        // a short file
+        let q = test_path("short");
+        std::fs::write(&q, [0u8; 40]).unwrap();
+        let mut perms = std::fs::metadata(&q).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o600);
+        std::fs::set_permissions(&q, perms).unwrap();
+        match open(&q, 0xfeed) {
+            Err(OpenError::Refused(why)) => assert!(why.contains("shorter"), "{why}"),
+            _ => panic!("a short file must be refused"),
+        }
+        // a header claiming more than the file holds
+        let mut bytes = vec![0u8; 16 * 8];
+        bytes[..8].copy_from_slice(&MAGIC.to_le_bytes());
+        bytes[8..16].copy_from_slice(&1000u64.to_le_bytes()); // capacity
+        bytes[16..24].copy_from_slice(&16u64.to_le_bytes()); // payload
+        bytes[24..32].copy_from_slice(&1u64.to_le_bytes()); // readers
+        bytes[32..40].copy_from_slice(&0xfeedu64.to_le_bytes());
+        std::fs::write(&q, &bytes).unwrap();
+        match open(&q, 0xfeed) {
+            Err(OpenError::Refused(why)) => assert!(why.contains("layout needs"), "{why}"),
+            _ => panic!("a file shorter than its layout must be refused"),
+        }
+        let _ = std::fs::remove_file(&q);
+    }
+
+    #[test]
+    fn a_torn_slot_left_by_a_dead_writer_is_never_read() {
+        let p = test_path("torn");
+        let (ring, _file) = create(&p, 4, 16, false, template()).unwrap();
+        let ring = Arc::new(ring);
+        let w = RingWriter::new(ring.clone());
+        let r = Arc::new(open(&p, 0xfeed).unwrap());
+        let reader = RingReader::register(r, 1, 0).unwrap();
+        assert!(w.push(head(1), &[1; 16], 0));
+        // the writer dies after marking the next slot as being written
+        ring.slot_version(1).store(2 + 1, Ordering::Relaxed);
+        let mut out = [0u64; 2];
+        assert_eq!(reader.pop(&mut out).map(|h| h.seq), Some(1));
+        assert_eq!(reader.pop(&mut out), None, "the half-written slot stays unread");
+        std::mem::forget(w); // killed: no close
+    }
+
+    #[test]
+    fn a_dead_reader_never_holds_back_pressure() {
+        let p = test_path("deadreader");
+        let (ring, _file) = create(&p, 2, 16, true, template()).unwrap();
+        let w = RingWriter::new(Arc::new(ring));
+        let soon = || crate::sys::clock::mono_ns() + 2_000_000;
+        let r = Arc::new(open(&p, 0xfeed).unwrap());
+        let stalled = RingReader::register(r.clone(), 1, 0).unwrap();
+        assert!(w.push(head(1), &[0; 16], soon()));
+        assert!(w.push(head(2), &[0; 16], soon()));
+        assert!(!w.push(head(3), &[0; 16], soon()), "a live, stalled reader holds it");
+        // the reader's process dies: the kernel drops its lock, its entry stays active
+        let fd = r.fd().unwrap();
+        OfdLock::release(fd, crate::transport::ring::reader_lock_byte(0)).unwrap();
+        std::mem::forget(stalled);
+        assert!(w.push(head(3), &[0; 16], soon()), "the dead reader no longer counts");
+        assert_eq!(r.active_readers(), 0);
+    }
+}
