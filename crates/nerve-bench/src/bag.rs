@@ -22,6 +22,7 @@ use crate::bundle::{json_rows, num, Section, Skipped, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::machine::{cpu_ns, Machine};
 use crate::plot::{bar_chart, Axis};
+use crate::published;
 use crate::stats::Recorder;
 use nerve::prelude::*;
 use nerve::timer::PreciseSleep;
@@ -851,10 +852,16 @@ impl BagSuite {
             crate::bag_bridge::section(&mut s, b, &mut checks);
         }
         s.heading("rosbag2's published figures");
+        let (lo, hi) = published::ROSBAG2_RECORD_MB_S;
         s.list(&[
-            "rosbag2#1787 (Humble, i9-13900, NVMe measured at ~620 MB/s by dd/fio): recording \
-             caps at 110-120 MB/s with MCAP or SQLite, compressed or not (~0.19x the disk)."
-                .into(),
+            format!(
+                "{} ({}; disk measured at ~{} MB/s by dd/fio): recording caps at {lo}-{hi} \
+                 MB/s with MCAP or SQLite, compressed or not (~{:.2}x the disk).",
+                published::ROSBAG2_RECORDING.reference,
+                published::ROSBAG2_RECORDING.system,
+                published::ROSBAG2_DISK_MB_S,
+                hi / published::ROSBAG2_DISK_MB_S
+            ),
             "rosbag2#1963 (Humble, a 3 GB bag of 10 Hz lidar and images with 200 Hz Imu): replay \
              runs slower than real time (\"Message queue starved\") until --read-ahead-queue-size \
              is raised to 12000 and the bag preloaded."

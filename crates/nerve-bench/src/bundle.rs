@@ -95,6 +95,7 @@ struct JsonReport<'a> {
     results: Vec<&'a Value>,
     skipped: Vec<Value>,
     checks: Vec<&'a Verdict>,
+    published: Vec<crate::published::Figure>,
 }
 
 impl Bundle {
@@ -122,6 +123,7 @@ impl Bundle {
             results: self.suites.iter().flat_map(|s| s.rows.iter()).collect(),
             skipped,
             checks: self.suites.iter().flat_map(|s| s.checks.iter()).collect(),
+            published: crate::published::figures(),
         };
         std::fs::write(
             dir.join("report.json"),
@@ -198,6 +200,7 @@ impl Bundle {
                 s.push('\n');
             }
         }
+        s.push_str(published_section().markdown());
         s
     }
 
@@ -270,6 +273,9 @@ impl Bundle {
             }
             s.push_str("</section>\n");
         }
+        s.push_str("<section id=\"published\">\n<h2>Published figures (not measured here)</h2>\n");
+        s.push_str(&published_section().html);
+        s.push_str("</section>\n");
         s.push_str(SCRIPT);
         s.push_str("</body>\n</html>\n");
         s
@@ -285,6 +291,41 @@ impl Bundle {
         let _ = writeln!(s, "targets met: {met} of {total} checked");
         s
     }
+}
+
+/// Every figure published elsewhere that the suites show or compare with, in one labelled
+/// table ([`crate::published::figures`]).
+fn published_section() -> Section {
+    let mut section = Section::new(
+        "Published figures (not measured here)",
+        "Figures from the seed reports, from other tools' own harnesses and from other \
+         projects' issues, as published: measured elsewhere (the source names the hardware), \
+         never in this run. The suites show them beside their own rows; a target that names \
+         one takes it from this table.",
+    );
+    let rows: Vec<Vec<String>> = crate::published::figures()
+        .into_iter()
+        .map(|f| {
+            vec![
+                f.seed.unwrap_or("–").to_string(),
+                f.system.to_string(),
+                f.what,
+                // as published, every digit kept
+                match f.to {
+                    Some(to) => format!("{}–{to}", f.value),
+                    None => f.value.to_string(),
+                },
+                f.unit.to_string(),
+                f.source.to_string(),
+            ]
+        })
+        .collect();
+    section.table(
+        None,
+        &["seed", "system", "what", "value", "unit", "source"],
+        &rows,
+    );
+    section
 }
 
 /// A progress bar over `len` steps counted in `unit` (e.g. "topic", "calls").
@@ -503,6 +544,14 @@ mod tests {
         assert!(html.contains("zenoh &lt;shm&gt;: a &amp; b"));
         assert!(html.contains("<svg") && html.ends_with("</html>\n"));
         assert!(b.summary().contains("targets met: 1 of 1"));
+        assert_eq!(json["published"][0]["system"], "Segar 2.0.0");
+        let md = b.markdown();
+        assert!(md.contains("## Published figures (not measured here)"));
+        assert!(
+            md.contains("| 000 | ROS 2 Humble | TPS, 1 MiB | 116 | calls/s |"),
+            "{md}"
+        );
+        assert!(html.contains("<h2>Published figures (not measured here)</h2>"));
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

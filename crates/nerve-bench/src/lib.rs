@@ -19,6 +19,7 @@ pub mod pattern;
 pub mod peers;
 pub mod pipeline;
 pub mod plot;
+pub mod published;
 pub mod python;
 pub mod report;
 pub mod scheduler;

@@ -11,6 +11,7 @@ use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
 use crate::echo::PeerError;
 use crate::machine::Machine;
 use crate::plot::{line_chart, Axis, Series};
+use crate::published::{OUSTER_ROS2, SEED_003};
 use crate::stats::{quantiles, Dist, Summary};
 use crate::stream::{Payload, StreamSpec, StreamSystem};
 use crate::topic::measure_stream;
@@ -23,16 +24,6 @@ pub const MODES: [u32; 3] = [512, 1024, 2048];
 pub const BEAMS: [u32; 2] = [16, 64];
 /// Frames per second of every mode.
 pub const RATE_HZ: f64 = 10.0;
-
-/// ROS 2 figures of seeds/003 (ms, published elsewhere on other hardware): test case,
-/// mode, e2e median, e2e MAD, recv-stamp jitter median, recv-stamp jitter MAD.
-pub const SEED_003: [(&str, u32, f64, f64, f64, f64); 5] = [
-    ("test 1 (default)", 2048, 1455.07, 39.69, 128.17, 14.01),
-    ("test 2", 512, 132.09, 0.327, 99.99, 0.46),
-    ("test 3", 1024, 131.48, 7.144, 100.2, 12.6),
-    ("test 4", 1024, 26.97, 7.145, 101.39, 13.55),
-    ("test 5 (tuned)", 1024, 18.16, 4.256, 100.10, 6.44),
-];
 
 /// One row: a system in one lidar mode.
 #[derive(Clone, Debug, Serialize)]
@@ -383,7 +374,7 @@ fn output(
         })
         .collect();
     let seed_head = [
-        "ROS 2 (published, Thinkpad T480)",
+        "test case",
         "mode",
         "e2e median ms",
         "e2e MAD ms",
@@ -392,14 +383,14 @@ fn output(
     ];
     let seed_rows: Vec<Vec<String>> = SEED_003
         .iter()
-        .map(|(t, m, med, mad, jm, jmad)| {
+        .map(|c| {
             vec![
-                t.to_string(),
-                format!("{m}x10"),
-                format!("{med}"),
-                format!("{mad}"),
-                format!("{jm}"),
-                format!("{jmad}"),
+                c.case.to_string(),
+                format!("{}x10", c.columns),
+                format!("{}", c.e2e_median_ms),
+                format!("{}", c.e2e_mad_ms),
+                format!("{}", c.recv_jitter_median_ms),
+                format!("{}", c.recv_jitter_mad_ms),
             ]
         })
         .collect();
@@ -469,7 +460,10 @@ fn output(
     }
     section.table(Some("Summary"), &head, &table);
     section.table(
-        Some("ROS 2 (published elsewhere, seeds/003)"),
+        Some(&format!(
+            "{} (published in {}; not measured here)",
+            OUSTER_ROS2.system, OUSTER_ROS2.reference
+        )),
         &seed_head,
         &seed_rows,
     );

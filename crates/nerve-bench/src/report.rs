@@ -4,6 +4,7 @@
 use crate::bundle::{md_table, Section, Skipped, SuiteOutput, Verdict};
 use crate::machine::Machine;
 use crate::plot::{bar_chart, line_chart, Axis, Series};
+use crate::published;
 use crate::stats::Rtt;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -64,125 +65,6 @@ pub struct Report {
     /// What could not run.
     pub skipped: Vec<Skipped>,
 }
-
-/// Figures published in seeds/000 (Segar 2.0.0 and ROS 2 Humble on a 28-core x86 with
-/// Ubuntu 22.04): payload, then TPS, avg, P50, P90, P99, max (µs); `None` where the seed
-/// gives no figure. Measured elsewhere, shown beside ours for orientation only.
-#[allow(clippy::type_complexity)]
-pub const SEED_000: [(usize, [Option<f64>; 6], [Option<f64>; 6]); 7] = [
-    (
-        256,
-        [
-            Some(10342.9),
-            Some(95.6),
-            None,
-            None,
-            Some(277.7),
-            Some(1378.0),
-        ],
-        [Some(10850.0), Some(91.2), None, None, None, Some(1150.0)],
-    ),
-    (
-        1024,
-        [
-            Some(11202.6),
-            Some(87.9),
-            None,
-            None,
-            Some(237.1),
-            Some(1393.8),
-        ],
-        [Some(10200.0), Some(96.5), None, None, None, Some(1280.0)],
-    ),
-    (
-        4096,
-        [
-            Some(16210.0),
-            Some(58.9),
-            None,
-            None,
-            Some(127.4),
-            Some(1279.8),
-        ],
-        [Some(9200.0), Some(108.3), None, None, None, Some(1520.0)],
-    ),
-    (
-        16384,
-        [
-            Some(21075.8),
-            Some(42.8),
-            Some(38.5),
-            Some(52.5),
-            Some(100.6),
-            Some(263.6),
-        ],
-        [
-            Some(8517.0),
-            Some(108.1),
-            Some(107.6),
-            Some(144.2),
-            None,
-            Some(1850.0),
-        ],
-    ),
-    (
-        65536,
-        [
-            Some(6864.8),
-            Some(117.7),
-            Some(120.2),
-            Some(158.9),
-            Some(235.1),
-            Some(622.9),
-        ],
-        [
-            Some(4395.0),
-            Some(196.3),
-            Some(188.5),
-            Some(265.9),
-            None,
-            Some(3850.0),
-        ],
-    ),
-    (
-        262144,
-        [
-            Some(2714.5),
-            Some(268.3),
-            Some(267.0),
-            Some(400.7),
-            Some(515.6),
-            Some(1284.7),
-        ],
-        [
-            Some(2069.0),
-            Some(399.0),
-            Some(380.0),
-            Some(558.0),
-            Some(824.0),
-            Some(8240.0),
-        ],
-    ),
-    (
-        1048576,
-        [
-            Some(961.7),
-            Some(715.0),
-            Some(626.3),
-            Some(1077.8),
-            Some(1386.9),
-            Some(3059.5),
-        ],
-        [
-            Some(116.0),
-            Some(8076.0),
-            Some(2805.0),
-            Some(22185.0),
-            Some(25429.0),
-            Some(43959.0),
-        ],
-    ),
-];
 
 /// Versions of Nerve, the peers it links and the compiler.
 pub fn versions() -> BTreeMap<String, String> {
@@ -476,7 +358,7 @@ impl Report {
         ));
         let payloads = self.payloads();
         let systems = self.systems();
-        let seed = |p: usize| SEED_000.iter().find(|s| s.0 == p);
+        let seed = published::seed_000;
 
         let names: Vec<String> = payloads.iter().map(|p| human_bytes(*p)).collect();
         let mut tps_groups: Vec<(String, Vec<Option<f64>>)> = systems
@@ -493,14 +375,14 @@ impl Report {
             "Segar (published)".into(),
             payloads
                 .iter()
-                .map(|p| seed(*p).and_then(|s| s.1[0]))
+                .map(|p| seed(*p).and_then(|s| s.0[0]))
                 .collect(),
         ));
         tps_groups.push((
             "ROS 2 (published)".into(),
             payloads
                 .iter()
-                .map(|p| seed(*p).and_then(|s| s.2[0]))
+                .map(|p| seed(*p).and_then(|s| s.1[0]))
                 .collect(),
         ));
         section.figure(
@@ -545,16 +427,19 @@ impl Report {
                         .iter()
                         .map(|(s, m)| opt(self.find(s, m, p).map(|e| e.tps))),
                 );
+                row.push(opt(seed(p).and_then(|x| x.0[0])));
                 row.push(opt(seed(p).and_then(|x| x.1[0])));
-                row.push(opt(seed(p).and_then(|x| x.2[0])));
                 row
             })
             .collect();
         section.table(Some("Throughput (calls/s)"), &head, &throughput);
-        section.paragraph(
-            "Segar* and ROS 2*: published in seeds/000 (Segar 2.0.0 and ROS 2 Humble, \
-             28-core x86, Ubuntu 22.04), measured elsewhere, not on this machine.",
-        );
+        section.paragraph(&format!(
+            "Segar* and ROS 2*: {} and {}, published in {}; measured elsewhere, not on this \
+             machine.",
+            published::SEGAR.system,
+            published::ROS2_SERVICE.system,
+            published::SEGAR.reference
+        ));
 
         let head = [
             "system", "mode", "TPS", "avg", "P50", "P90", "P99", "P99.9", "max",
@@ -579,7 +464,7 @@ impl Report {
                     ]
                 })
                 .collect();
-            if let Some((_, segar, ros)) = seed(p) {
+            if let Some((segar, ros)) = seed(p) {
                 for (name, f) in [("Segar*", segar), ("ROS 2*", ros)] {
                     rows.push(vec![
                         name.into(),

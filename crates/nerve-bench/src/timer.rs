@@ -21,6 +21,7 @@ use crate::machine::{
     cpu_ns, mono_ns, online_cpus, pin_to_cpu, steal_ms, AffinityGuard, Machine as Host,
 };
 use crate::plot::{line_chart, Axis, Series};
+use crate::published::{ROS_TRANSITIONS, SEED_002};
 use crate::stats::quantiles;
 use crate::stream::{say, stdin_closed};
 use nerve::machine::{event_qos, event_topic, TransitionEvent};
@@ -35,17 +36,6 @@ use std::time::Duration;
 
 /// Timeout events before the measured ones (start-up, connection).
 pub const WARMUP: u64 = 3;
-
-/// ros_transitions' published results (seeds/002, Intel Xeon W-2135, ROS 2 Humble):
-/// timeout ms, N, max δ ms, min δ ms, mean δ ms.
-pub const SEED_002: [(u32, u32, f64, f64, f64); 6] = [
-    (10, 1000, 3.866, 0.007, 1.042),
-    (100, 1000, 2.844, 0.018, 1.208),
-    (5, 1000, 1.947, 0.062, 0.995),
-    (10, 1000, 2.15, 0.59, 1.28),
-    (10, 1000, 3.29, 0.00, 1.20),
-    (10, 1000, 2.16, 0.13, 1.24),
-];
 
 /// What drives the cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -516,7 +506,7 @@ fn output(rows: Vec<TimerRow>, skipped: Vec<Skipped>, cycles: u64, host: &Host) 
         })
         .collect();
     let seed_head = [
-        "ros_transitions (published, Xeon W-2135)",
+        "run",
         "timeout ms",
         "N",
         "δ min µs",
@@ -525,14 +515,15 @@ fn output(rows: Vec<TimerRow>, skipped: Vec<Skipped>, cycles: u64, host: &Host) 
     ];
     let seed_rows: Vec<Vec<String>> = SEED_002
         .iter()
-        .map(|(t, n, max, min, mean)| {
+        .enumerate()
+        .map(|(i, r)| {
             vec![
-                "ROS 2 Humble".into(),
-                t.to_string(),
-                n.to_string(),
-                num(min * 1e3),
-                num(mean * 1e3),
-                num(max * 1e3),
+                (i + 1).to_string(),
+                r.timeout_ms.to_string(),
+                r.n.to_string(),
+                num(r.min_ms * 1e3),
+                num(r.mean_ms * 1e3),
+                num(r.max_ms * 1e3),
             ]
         })
         .collect();
@@ -579,7 +570,10 @@ fn output(rows: Vec<TimerRow>, skipped: Vec<Skipped>, cycles: u64, host: &Host) 
     }
     section.table(Some("Summary"), &head, &table);
     section.table(
-        Some("ros_transitions (published elsewhere, seeds/002)"),
+        Some(&format!(
+            "{} (published in {}; not measured here)",
+            ROS_TRANSITIONS.system, ROS_TRANSITIONS.reference
+        )),
         &seed_head,
         &seed_rows,
     );

@@ -16,6 +16,7 @@ use crate::hosts::SimHosts;
 use crate::machine::{cpu_ns, memory, mono_ns, shm_bytes, Machine, Memory};
 use crate::peers::cyclone;
 use crate::plot::{bar_chart, line_chart, Axis, Series};
+use crate::published::{CYBERRT, CYBERRT_SCENARIOS};
 use crate::report::human_bytes;
 use crate::stats::{Dist, Recorder};
 use crate::stream::{Arrivals, Payload, Role, StreamSpec, StreamSystem};
@@ -28,56 +29,6 @@ use std::time::Duration;
 pub const SIZES: [usize; 7] = [16, 1024, 64 * 1024, 256 * 1024, 1 << 20, 5 << 20, 10 << 20];
 /// Rates of the rate sweep (at 1 MB).
 pub const RATES: [u32; 4] = [10, 20, 50, 100];
-
-/// CyberRT's scenarios (seeds/001, Apollo 10.0 on an i9-9900K): name, size, rate, CPU %,
-/// latency µs, loss %, memory. Published elsewhere on other hardware.
-pub const CYBERRT_SCENARIOS: [(&str, usize, u32, f64, f64, f64, &str); 4] = [
-    (
-        "functional module",
-        64 * 1024,
-        10,
-        9.14,
-        84.6,
-        0.0,
-        "250 MB",
-    ),
-    (
-        "localization",
-        64 * 1024,
-        100,
-        9.71,
-        69.54,
-        0.0,
-        "250 MB + 1 GB arena",
-    ),
-    (
-        "normal sensor",
-        1 << 20,
-        10,
-        8.47,
-        82.29,
-        0.0,
-        "250 MB + 1 GB arena",
-    ),
-    (
-        "high-end sensor",
-        10 << 20,
-        10,
-        5.55,
-        58.95,
-        0.0,
-        "250 MB + 1 GB arena",
-    ),
-];
-
-/// CyberRT's cross-machine figures (seeds/001, Fast DDS between two machines on real
-/// network hardware): name, size, rate, published average latency in µs.
-pub const CYBERRT_CROSS: [(&str, usize, u32, f64); 4] = [
-    ("functional module", 64 * 1024, 10, 391.0),
-    ("localization", 64 * 1024, 100, 369.0),
-    ("normal sensor", 1 << 20, 10, 2124.0),
-    ("high-end sensor", 10 << 20, 10, 18886.0),
-];
 
 /// Systems that can run between simulated hosts.
 pub const CROSS_HOST_SYSTEMS: [TopicSystem; 4] = [
@@ -271,8 +222,8 @@ impl TopicSuite {
             add(1 << 20, r, "rate".into());
         }
         if self.scenarios {
-            for (name, size, rate, ..) in CYBERRT_SCENARIOS {
-                add(size, rate, format!("scenario: {name}"));
+            for s in CYBERRT_SCENARIOS {
+                add(s.payload_bytes, s.rate_hz, format!("scenario: {}", s.name));
             }
         }
         points
@@ -848,21 +799,21 @@ fn output(
         "memory",
     ];
     let mut scen_rows = Vec::new();
-    for (name, size, rate, cpu, lat, loss, mem) in CYBERRT_SCENARIOS {
-        let at = format!("{} / {rate} Hz", human_bytes(size));
+    for s in CYBERRT_SCENARIOS {
+        let at = format!("{} / {} Hz", human_bytes(s.payload_bytes), s.rate_hz);
         scen_rows.push(vec![
-            name.to_string(),
+            s.name.to_string(),
             at.clone(),
-            "CyberRT (published, i9-9900K)".into(),
-            format!("{cpu:.2}"),
-            format!("{lat:.2}"),
+            format!("{} (published)", CYBERRT.system),
+            format!("{:.2}", s.cpu_percent),
+            format!("{:.2}", s.latency_us),
             "–".into(),
-            format!("{loss:.1}"),
-            mem.into(),
+            format!("{:.1}", s.loss_percent),
+            s.memory(),
         ]);
         for r in rows
             .iter()
-            .filter(|r| r.payload_bytes == size && r.rate_hz == rate)
+            .filter(|r| r.payload_bytes == s.payload_bytes && r.rate_hz == s.rate_hz)
         {
             scen_rows.push(vec![
                 String::new(),
@@ -947,18 +898,28 @@ fn output(
     );
     let scen_names: Vec<String> = CYBERRT_SCENARIOS
         .iter()
-        .map(|(n, s, r, ..)| format!("{n} ({} / {r} Hz)", human_bytes(*s)))
+        .map(|s| {
+            format!(
+                "{} ({} / {} Hz)",
+                s.name,
+                human_bytes(s.payload_bytes),
+                s.rate_hz
+            )
+        })
         .collect();
     let mut cpu_groups = vec![(
         "CyberRT (published)".to_string(),
-        CYBERRT_SCENARIOS.iter().map(|s| Some(s.3)).collect(),
+        CYBERRT_SCENARIOS
+            .iter()
+            .map(|s| Some(s.cpu_percent))
+            .collect(),
     )];
     let mut mem_groups = Vec::new();
     for (s, m) in &sys {
         let at = |f: &dyn Fn(&TopicRow) -> Option<f64>| -> Vec<Option<f64>> {
             CYBERRT_SCENARIOS
                 .iter()
-                .map(|(_, size, rate, ..)| find(&rows, s, m, *size, *rate).and_then(f))
+                .map(|c| find(&rows, s, m, c.payload_bytes, c.rate_hz).and_then(f))
                 .collect()
         };
         cpu_groups.push((format!("{s} {m}"), at(&|r| r.cpu_percent.subscriber)));
@@ -989,7 +950,10 @@ fn output(
         "Resident memory of both processes (CyberRT reports 250 MB plus a 1 GB arena).",
     );
     section.table(
-        Some("CyberRT scenarios (CyberRT: published elsewhere, other hardware)"),
+        Some(&format!(
+            "CyberRT scenarios (CyberRT: published in {}; not measured here)",
+            CYBERRT.reference
+        )),
         &scen_head,
         &scen_rows,
     );
