@@ -21,6 +21,36 @@ pub struct Skipped {
     pub reason: String,
 }
 
+impl Skipped {
+    /// Whether this entry covers `system` (e.g. "iceoryx2 busy-poll") at `payload`: the same
+    /// name or the name of its whole system ("cyclonedds" covers "cyclonedds ddsperf"), at
+    /// that payload or at every payload (`None` on either side).
+    pub fn covers(&self, system: &str, payload: Option<usize>) -> bool {
+        let name = self.system == system
+            || system
+                .strip_prefix(self.system.as_str())
+                .is_some_and(|rest| rest.starts_with(' '));
+        let at = match (self.payload_bytes, payload) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        name && at
+    }
+}
+
+/// A figure a check needs: `Err(why)` where its system (or the peer it is compared with)
+/// did not run, `Ok(None)` where this machine cannot give it.
+pub type Measured = Result<Option<f64>, String>;
+
+/// Why a figure a check needs is missing: `what` was skipped (the reason of the first entry
+/// `matches` accepts) or not run at all.
+pub fn why_missing(skipped: &[Skipped], what: &str, matches: impl Fn(&Skipped) -> bool) -> String {
+    match skipped.iter().find(|k| matches(k)) {
+        Some(k) => format!("{what} skipped: {}", k.reason),
+        None => format!("{what} not run"),
+    }
+}
+
 /// A target checked against measured figures.
 #[derive(Clone, Debug, Serialize)]
 pub struct Verdict {
@@ -51,6 +81,40 @@ impl Verdict {
             scope: scope.into(),
             value,
             met: value.map(ok),
+        }
+    }
+
+    /// A verdict on a figure that may be missing. `Err(why)`: the system, or the peer it is
+    /// compared with, did not run; the check counts as not met, `why` in its target text,
+    /// so it never drops out of the tally. `Ok(None)`: a figure this machine cannot give
+    /// (not measurable).
+    pub fn judged(
+        suite: &str,
+        target: impl Into<String>,
+        scope: impl Into<String>,
+        value: Measured,
+        ok: impl Fn(f64) -> bool,
+    ) -> Verdict {
+        match value {
+            Ok(v) => Verdict::new(suite, target, scope, v, ok),
+            Err(why) => Verdict::not_run(suite, target, scope, &why),
+        }
+    }
+
+    /// A check whose system, or the peer it compares against, did not run: not met, with
+    /// the reason in its target text.
+    pub fn not_run(
+        suite: &str,
+        target: impl Into<String>,
+        scope: impl Into<String>,
+        why: &str,
+    ) -> Verdict {
+        Verdict {
+            suite: suite.into(),
+            target: format!("{} (not met: {why})", target.into()),
+            scope: scope.into(),
+            value: None,
+            met: Some(false),
         }
     }
 }
@@ -168,8 +232,7 @@ impl Bundle {
             "- Run: {}; every figure as measured (HDR histograms, nothing filtered)\n",
             if self.quick { "--quick" } else { "full" }
         );
-        let (met, total) = self.tally();
-        let _ = writeln!(s, "Targets met: {met} of {total} checked.\n");
+        let _ = writeln!(s, "Targets met: {}.\n", self.tally());
         for suite in &self.suites {
             s.push_str(&suite.markdown);
             s.push('\n');
@@ -204,10 +267,22 @@ impl Bundle {
         s
     }
 
-    fn tally(&self) -> (usize, usize) {
-        let all = self.suites.iter().flat_map(|s| s.checks.iter());
-        let checked: Vec<bool> = all.filter_map(|c| c.met).collect();
-        (checked.iter().filter(|m| **m).count(), checked.len())
+    /// "N of M checked": a check whose system or peer did not run is in M, not met; one
+    /// whose figure this machine cannot give is counted apart as not measurable.
+    fn tally(&self) -> String {
+        let all: Vec<Option<bool>> = self
+            .suites
+            .iter()
+            .flat_map(|s| s.checks.iter().map(|c| c.met))
+            .collect();
+        let met = all.iter().filter(|m| **m == Some(true)).count();
+        let checked = all.iter().filter(|m| m.is_some()).count();
+        let unmeasurable = all.len() - checked;
+        let mut s = format!("{met} of {checked} checked");
+        if unmeasurable > 0 {
+            let _ = write!(s, ", {unmeasurable} not measurable on this machine");
+        }
+        s
     }
 
     /// The whole report as one self-contained HTML page (inline SVG, no external files).
@@ -229,11 +304,7 @@ impl Bundle {
             escape(&self.versions_line()),
             if self.quick { "--quick" } else { "Full" }
         );
-        let (met, total) = self.tally();
-        let _ = writeln!(
-            s,
-            "<p>Targets met: <strong>{met}</strong> of {total} checked.</p>"
-        );
+        let _ = writeln!(s, "<p>Targets met: {}.</p>", escape(&self.tally()));
         s.push_str("<nav><ul>");
         for suite in &self.suites {
             let _ = write!(s, "<li><a href=\"#{0}\">{0}</a></li>", escape(&suite.suite));
@@ -287,8 +358,7 @@ impl Bundle {
         for suite in &self.suites {
             s.push_str(&suite.summary);
         }
-        let (met, total) = self.tally();
-        let _ = writeln!(s, "targets met: {met} of {total} checked");
+        let _ = writeln!(s, "targets met: {}", self.tally());
         s
     }
 }
@@ -527,6 +597,56 @@ mod tests {
                 summary: "topic ok\n".into(),
             }],
         }
+    }
+
+    #[test]
+    fn a_check_whose_system_did_not_run_counts_as_not_met() {
+        let skipped = [
+            Skipped {
+                system: "cyclonedds".into(),
+                payload_bytes: None,
+                reason: "ddsperf not found".into(),
+            },
+            Skipped {
+                system: "iceoryx2 busy-poll".into(),
+                payload_bytes: Some(64),
+                reason: "timeout".into(),
+            },
+        ];
+        assert!(skipped[0].covers("cyclonedds ddsperf", Some(1024)));
+        assert!(!skipped[0].covers("cyclonedds2 ddsperf", None));
+        assert!(skipped[1].covers("iceoryx2 busy-poll", Some(64)));
+        assert!(!skipped[1].covers("iceoryx2 busy-poll", Some(128)));
+        let why = why_missing(&skipped, "iceoryx2 busy-poll at 64 B", |k| {
+            k.covers("iceoryx2 busy-poll", Some(64))
+        });
+        assert_eq!(why, "iceoryx2 busy-poll at 64 B skipped: timeout");
+        let zenoh = why_missing(&skipped, "zenoh", |k| k.covers("zenoh", None));
+        assert_eq!(zenoh, "zenoh not run");
+
+        let v = Verdict::judged("service", "ratio <= 1.5", "nerve 64 B", Err(why), |r| {
+            r <= 1.5
+        });
+        assert_eq!((v.value, v.met), (None, Some(false)));
+        assert_eq!(
+            v.target,
+            "ratio <= 1.5 (not met: iceoryx2 busy-poll at 64 B skipped: timeout)"
+        );
+        let unmeasurable = Verdict::judged("topic", "CPU <= 1 %", "nerve", Ok(None), |c| c <= 1.0);
+        assert_eq!(unmeasurable.met, None);
+
+        let mut b = bundle();
+        b.suites[0].checks.extend([v, unmeasurable]);
+        assert!(
+            b.summary()
+                .contains("targets met: 1 of 2 checked, 1 not measurable on this machine"),
+            "{}",
+            b.summary()
+        );
+        assert!(b.markdown().contains(
+            "| ratio <= 1.5 (not met: iceoryx2 busy-poll at 64 B skipped: timeout) | \
+             nerve 64 B | – | **no** |"
+        ));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! series and quantile plots. The floor row moves the same bytes with a bare futex.
 
 use crate::bundle::Skipped;
-use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
+use crate::bundle::{json_rows, num, progress, why_missing, Section, SuiteOutput, Verdict};
 use crate::echo::PeerError;
 use crate::machine::Machine;
 use crate::plot::{line_chart, Axis, Series};
@@ -190,7 +190,7 @@ impl LidarSuite {
             None
         };
         bar.finish_and_clear();
-        Ok(output(rows, skipped, machine, self.frames, pipeline))
+        Ok(output(rows, skipped, machine, self, pipeline))
     }
 
     fn run_one(
@@ -296,41 +296,71 @@ fn label(r: &LidarRow) -> String {
     format!("{} {}", r.system, r.mode)
 }
 
+/// The targets for every Nerve mode at every lidar mode the suite plans: one Nerve or the
+/// floor it is compared with did not run is judged not met, with the reason.
+fn checks(rows: &[LidarRow], skipped: &[Skipped], suite: &LidarSuite) -> Vec<Verdict> {
+    let mut checks = Vec::new();
+    for sys in suite.systems.iter().filter(|s| s.system() == "nerve") {
+        for (&columns, &beams) in suite
+            .modes
+            .iter()
+            .flat_map(|c| suite.beams.iter().map(move |b| (c, b)))
+        {
+            let lidar_mode = format!("{columns}x10");
+            let row = |system: &str, mode: &str| {
+                let name = format!("{system} {mode} {lidar_mode} OS1-{beams}");
+                rows.iter()
+                    .find(|r| {
+                        r.system == system
+                            && r.mode == mode
+                            && r.lidar_mode == lidar_mode
+                            && r.beams == beams
+                    })
+                    .ok_or_else(|| why_missing(skipped, &name, |k| k.system == name))
+            };
+            let n = row("nerve", sys.mode());
+            let floor = row("floor", "futex");
+            let at = &format!("nerve {} {lidar_mode} OS1-{beams}", sys.mode());
+            let of = |f: fn(&LidarRow) -> f64| n.clone().map(|r| Some(f(r)));
+            checks.push(Verdict::judged(
+                "lidar",
+                "e2e median - floor median <= 20 µs",
+                at,
+                n.clone().and_then(|r| {
+                    Ok(Some(
+                        r.e2e_latency_us.median - floor.clone()?.e2e_latency_us.median,
+                    ))
+                }),
+                |d| d <= 20.0,
+            ));
+            checks.push(Verdict::judged(
+                "lidar",
+                "e2e MAD <= 25 µs",
+                at,
+                of(|r| r.e2e_latency_us.mad),
+                |m| m <= 25.0,
+            ));
+            checks.push(Verdict::judged(
+                "lidar",
+                "loss = 0",
+                at,
+                of(|r| r.loss_rate),
+                |l| l == 0.0,
+            ));
+        }
+    }
+    checks
+}
+
 fn output(
     rows: Vec<LidarRow>,
     skipped: Vec<Skipped>,
     machine: &Machine,
-    frames: u64,
+    suite: &LidarSuite,
     pipeline: Option<crate::pipeline::PipelineResult>,
 ) -> SuiteOutput {
-    let mut checks = Vec::new();
-    for r in rows.iter().filter(|r| r.system == "nerve") {
-        let at = format!("nerve {} {} OS1-{}", r.mode, r.lidar_mode, r.beams);
-        let floor = rows
-            .iter()
-            .find(|f| f.system == "floor" && f.lidar_mode == r.lidar_mode && f.beams == r.beams);
-        checks.push(Verdict::new(
-            "lidar",
-            "e2e median - floor median <= 20 µs",
-            at.clone(),
-            floor.map(|f| r.e2e_latency_us.median - f.e2e_latency_us.median),
-            |d| d <= 20.0,
-        ));
-        checks.push(Verdict::new(
-            "lidar",
-            "e2e MAD <= 25 µs",
-            at.clone(),
-            Some(r.e2e_latency_us.mad),
-            |m| m <= 25.0,
-        ));
-        checks.push(Verdict::new(
-            "lidar",
-            "loss = 0",
-            at,
-            Some(r.loss_rate),
-            |l| l == 0.0,
-        ));
-    }
+    let frames = suite.frames;
+    let checks = checks(&rows, &skipped, suite);
     let head = [
         "system",
         "mode",

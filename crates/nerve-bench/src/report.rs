@@ -1,7 +1,7 @@
 //! Reports: `report.json` (machine-readable), `report.md` (the seed's tables with its
 //! published figures beside ours) and a summary table for the terminal.
 
-use crate::bundle::{md_table, Section, Skipped, SuiteOutput, Verdict};
+use crate::bundle::{md_table, why_missing, Measured, Section, Skipped, SuiteOutput, Verdict};
 use crate::machine::Machine;
 use crate::plot::{bar_chart, line_chart, Axis, Series};
 use crate::published;
@@ -156,25 +156,58 @@ impl Report {
         out
     }
 
-    /// Checks the targets against the measured figures (service suite).
+    /// Payloads of the run: measured or skipped.
+    fn planned_payloads(&self) -> Vec<usize> {
+        let mut p = self.payloads();
+        p.extend(self.skipped.iter().filter_map(|k| k.payload_bytes));
+        p.sort_unstable();
+        p.dedup();
+        p
+    }
+
+    /// `system mode` at `payload`, or why it has no row (skipped with this reason, or not
+    /// run).
+    fn found(&self, system: &str, mode: &str, payload: usize) -> Result<&Entry, String> {
+        self.find(system, mode, payload).ok_or_else(|| {
+            let name = format!("{system} {mode}");
+            why_missing(
+                &self.skipped,
+                &format!("{name} at {}", human_bytes(payload)),
+                |k| k.covers(&name, Some(payload)),
+            )
+        })
+    }
+
+    /// Checks the targets against the measured figures (service suite), at every
+    /// payload of the run: one Nerve or the peer it is compared with did not run at is not
+    /// met, with the reason.
     pub fn checks(&self) -> Vec<Check> {
         let mut out = Vec::new();
-        for p in self.payloads() {
-            let Some(n) = self.find("nerve", "adaptive", p) else {
-                continue;
-            };
-            let mut push = |target: String, value: Option<f64>, ok: &dyn Fn(f64) -> bool| {
+        let payloads = self.planned_payloads();
+        let idle_at = self
+            .results
+            .iter()
+            .find(|e| e.system == "nerve" && e.mode == "adaptive" && e.idle_cpu_percent.is_some())
+            .map(|e| e.payload_bytes)
+            .or(payloads.first().copied());
+        for &p in &payloads {
+            let n = self.found("nerve", "adaptive", p);
+            let mut push = |target: String, value: Measured, ok: &dyn Fn(f64) -> bool| {
+                let v = Verdict::judged("service", target, "", value, ok);
                 out.push(Check {
-                    target,
+                    target: v.target,
                     payload_bytes: p,
-                    value,
-                    met: value.map(ok),
+                    value: v.value,
+                    met: v.met,
                 })
             };
-            let iox = self.find("iceoryx2", "busy-poll", p);
+            let ratio = |other: Result<&Entry, String>, f: fn(&Entry) -> f64| -> Measured {
+                let (n, o) = (n.clone()?, other?);
+                Ok(Some(f(n) / f(o)))
+            };
             push(
                 "adaptive median RTT / iceoryx2 median RTT <= 1.5".into(),
-                iox.map(|i| n.rtt_us.p50 / i.rtt_us.p50),
+                ratio(self.found("iceoryx2", "busy-poll", p), |e| e.rtt_us.p50),
                 &|r| r <= 1.5,
             );
             let floor = if p <= 16 * 1024 {
@@ -187,25 +220,35 @@ impl Report {
             if let Some(floor) = floor {
                 push(
                     format!("adaptive TPS >= {floor:.0}"),
-                    Some(n.tps),
+                    n.clone().map(|n| Some(n.tps)),
                     &move |t| t >= floor,
                 );
             }
             push(
                 "adaptive P99 / median <= 3".into(),
-                Some(n.rtt_us.p99 / n.rtt_us.p50),
+                n.clone().map(|n| Some(n.rtt_us.p99 / n.rtt_us.p50)),
                 &|r| r <= 3.0,
             );
             for (sys, mode) in [("cyclonedds", "ddsperf"), ("zenoh", "peer-tcp")] {
                 push(
                     format!("adaptive TPS / {sys} TPS >= 5"),
-                    self.find(sys, mode, p).map(|o| n.tps / o.tps),
+                    ratio(self.found(sys, mode, p), |e| e.tps),
                     &|r| r >= 5.0,
                 );
             }
-            if let Some(idle) = n.idle_cpu_percent {
-                push("idle server CPU % < 1".into(), idle.server, &|c| c < 1.0);
-                push("idle client CPU % < 1".into(), idle.client, &|c| c < 1.0);
+            // idle CPU is measured after the first payload only
+            if idle_at == Some(p) {
+                let idle = n.clone().map(|n| n.idle_cpu_percent.unwrap_or_default());
+                push(
+                    "idle server CPU % < 1".into(),
+                    idle.clone().map(|i| i.server),
+                    &|c| c < 1.0,
+                );
+                push(
+                    "idle client CPU % < 1".into(),
+                    idle.map(|i| i.client),
+                    &|c| c < 1.0,
+                );
             }
         }
         out
@@ -581,6 +624,57 @@ mod tests {
             }),
             note: Some("a note".into()),
         }
+    }
+
+    #[test]
+    fn checks_of_skipped_systems_count_as_not_met() {
+        let mut report = Report::new("service", Machine::detect(), true, 1000, 10);
+        report.results = vec![entry("nerve", "adaptive", 12.5)];
+        report.skipped = vec![
+            Skipped {
+                system: "iceoryx2 busy-poll".into(),
+                payload_bytes: Some(256),
+                reason: "no server".into(),
+            },
+            Skipped {
+                system: "nerve adaptive".into(),
+                payload_bytes: Some(1024),
+                reason: "setup failed".into(),
+            },
+        ];
+        let checks = report.checks();
+        let at = |p: usize, target: &str| {
+            checks
+                .iter()
+                .find(|c| c.payload_bytes == p && c.target.starts_with(target))
+                .unwrap_or_else(|| panic!("no {target} at {p}: {checks:?}"))
+        };
+        let iox = at(256, "adaptive median RTT / iceoryx2");
+        assert_eq!((iox.value, iox.met), (None, Some(false)));
+        assert!(
+            iox.target
+                .ends_with("(not met: iceoryx2 busy-poll at 256 B skipped: no server)"),
+            "{}",
+            iox.target
+        );
+        let zenoh = at(256, "adaptive TPS / zenoh TPS");
+        assert!(
+            zenoh
+                .target
+                .ends_with("(not met: zenoh peer-tcp at 256 B not run)"),
+            "{}",
+            zenoh.target
+        );
+        // measured: P99 / median = 2
+        assert_eq!(at(256, "adaptive P99 / median").met, Some(true));
+        // a figure the row lacks is not measurable, not failed
+        assert_eq!(at(256, "idle client CPU").met, None);
+        // Nerve skipped at 1 KiB: every target there is still judged, none met
+        let kib: Vec<&Check> = checks.iter().filter(|c| c.payload_bytes == 1024).collect();
+        assert_eq!(kib.len(), 5, "{kib:?}");
+        assert!(kib.iter().all(|c| c.met == Some(false)
+            && c.target
+                .contains("nerve adaptive at 1 KiB skipped: setup failed")));
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! δ from the machine's own event stamps is reported beside.
 
 use crate::bundle::Skipped;
-use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
+use crate::bundle::{json_rows, num, progress, why_missing, Section, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::machine::{
@@ -299,7 +299,7 @@ impl TimerSuite {
                 match self.run_one(system, timeout_ms) {
                     Ok(r) => rows.push(r),
                     Err(e) => skipped.push(Skipped {
-                        system: system.id().into(),
+                        system: at(system, timeout_ms),
                         payload_bytes: None,
                         reason: e.to_string(),
                     }),
@@ -308,7 +308,7 @@ impl TimerSuite {
             }
         }
         bar.finish_and_clear();
-        Ok(output(rows, skipped, self.cycles, host))
+        Ok(output(rows, skipped, self, host))
     }
 
     fn run_one(&self, system: TimerSystem, timeout_ms: u32) -> Result<TimerRow, PeerError> {
@@ -435,43 +435,65 @@ impl Drop for Restore {
     }
 }
 
-fn output(rows: Vec<TimerRow>, skipped: Vec<Skipped>, cycles: u64, host: &Host) -> SuiteOutput {
+/// Name of a system at one timeout, in skipped entries and checks.
+fn at(system: TimerSystem, timeout_ms: u32) -> String {
+    format!("{}, {timeout_ms} ms", system.id())
+}
+
+/// The targets of Nerve (default and real-time) at every timeout the suite plans: a run
+/// that did not happen is judged not met, with the reason.
+fn checks(rows: &[TimerRow], skipped: &[Skipped], suite: &TimerSuite) -> Vec<Verdict> {
     let mut checks = Vec::new();
-    for r in rows
-        .iter()
-        .filter(|r| r.system.starts_with("nerve") && r.system != "nerve-sleep-only")
-    {
-        let at = format!("{}, {} ms", r.system, r.timeout_ms);
-        let d = &r.delta_us;
-        checks.push(Verdict::new(
-            "timer",
-            "δ mean <= 20 µs",
-            at.clone(),
-            Some(d.mean),
-            |v| v.abs() <= 20.0,
-        ));
-        checks.push(Verdict::new(
-            "timer",
-            "δ P99 <= 100 µs",
-            at.clone(),
-            Some(d.p99),
-            |v| v <= 100.0,
-        ));
-        checks.push(Verdict::new(
-            "timer",
-            "δ max <= 500 µs",
-            at.clone(),
-            Some(d.max),
-            |v| v <= 500.0,
-        ));
-        checks.push(Verdict::new(
-            "timer",
-            "no event lost",
-            at,
-            Some(r.lost as f64),
-            |v| v == 0.0,
-        ));
+    let judged = [TimerSystem::Nerve, TimerSystem::NerveRt];
+    for &system in suite.systems.iter().filter(|s| judged.contains(s)) {
+        for &timeout_ms in &suite.timeouts_ms {
+            let at = at(system, timeout_ms);
+            let row = rows
+                .iter()
+                .find(|r| r.system == system.id() && r.timeout_ms == timeout_ms)
+                .ok_or_else(|| why_missing(skipped, &at, |k| k.system == at));
+            let of = |f: fn(&TimerRow) -> f64| row.clone().map(|r| Some(f(r)));
+            checks.push(Verdict::judged(
+                "timer",
+                "δ mean <= 20 µs",
+                &at,
+                of(|r| r.delta_us.mean),
+                |v| v.abs() <= 20.0,
+            ));
+            checks.push(Verdict::judged(
+                "timer",
+                "δ P99 <= 100 µs",
+                &at,
+                of(|r| r.delta_us.p99),
+                |v| v <= 100.0,
+            ));
+            checks.push(Verdict::judged(
+                "timer",
+                "δ max <= 500 µs",
+                &at,
+                of(|r| r.delta_us.max),
+                |v| v <= 500.0,
+            ));
+            checks.push(Verdict::judged(
+                "timer",
+                "no event lost",
+                &at,
+                of(|r| r.lost as f64),
+                |v| v == 0.0,
+            ));
+        }
     }
+    checks
+}
+
+fn output(
+    rows: Vec<TimerRow>,
+    skipped: Vec<Skipped>,
+    suite: &TimerSuite,
+    host: &Host,
+) -> SuiteOutput {
+    let cycles = suite.cycles;
+    let checks = checks(&rows, &skipped, suite);
     let head = [
         "system",
         "timeout ms",

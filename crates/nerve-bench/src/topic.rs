@@ -9,7 +9,9 @@
 //! event-driven transport can reach on this machine.
 
 use crate::bundle::Skipped;
-use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
+use crate::bundle::{
+    json_rows, num, progress, why_missing, Measured, Section, SuiteOutput, Verdict,
+};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::hosts::SimHosts;
@@ -275,7 +277,14 @@ impl TopicSuite {
             return Err("a suite across hosts runs as cross_host::CrossHostSuite".into());
         }
         let (rows, skipped) = self.measure(None);
-        Ok(output(rows, skipped, machine, self.quick))
+        Ok(output(
+            rows,
+            skipped,
+            machine,
+            self.quick,
+            &self.points(),
+            &self.systems,
+        ))
     }
 
     /// Measures every system at every point, on this host or between `hosts`.
@@ -632,87 +641,137 @@ fn find<'a>(
     })
 }
 
-fn checks(rows: &[TopicRow]) -> Vec<Verdict> {
+/// `system mode` at a point, or why it has no row (skipped with this reason, or not run).
+pub(crate) fn found<'a>(
+    rows: &'a [TopicRow],
+    skipped: &[Skipped],
+    (system, mode): (&str, &str),
+    size: usize,
+    rate: u32,
+) -> Result<&'a TopicRow, String> {
+    find(rows, system, mode, size, rate).ok_or_else(|| {
+        let name = format!("{system} {mode}");
+        let at = format!("{rate} Hz:");
+        why_missing(
+            skipped,
+            &format!("{name} at {} @ {rate} Hz", human_bytes(size)),
+            |k| {
+                (k.covers(&name, Some(size)) && k.reason.starts_with(&at))
+                    // across hosts without simulated hosts, nothing ran
+                    || k.system == "every system"
+            },
+        )
+    })
+}
+
+/// The targets of every Nerve mode at every point of the run: a point Nerve or the floor
+/// it is compared with did not run is judged not met, with the reason.
+fn checks(
+    rows: &[TopicRow],
+    skipped: &[Skipped],
+    points: &[Point],
+    systems: &[TopicSystem],
+) -> Vec<Verdict> {
     let mut out = Vec::new();
-    let v = |target: &str, scope: String, value: Option<f64>, ok: &dyn Fn(f64) -> bool| {
-        Verdict::new("topic", target, scope, value, ok)
+    let v = |target: &str, scope: &str, value: Measured, ok: fn(f64) -> bool| {
+        Verdict::judged("topic", target, scope, value, ok)
     };
-    for n in rows.iter().filter(|r| r.system == "nerve") {
-        let at = format!(
-            "nerve {} {} @ {} Hz",
-            n.mode,
-            human_bytes(n.payload_bytes),
-            n.rate_hz
-        );
-        let floor = find(rows, "floor", "futex", n.payload_bytes, n.rate_hz);
-        if n.mode == "adaptive" {
-            out.push(v(
-                "P50 - floor P50 <= 10 µs",
-                at.clone(),
-                floor.map(|f| n.latency_us.p50 - f.latency_us.p50),
-                &|d| d <= 10.0,
-            ));
-            out.push(v(
-                "P99 - floor P99 <= 30 µs",
-                at.clone(),
-                floor.map(|f| n.latency_us.p99 - f.latency_us.p99),
-                &|d| d <= 30.0,
-            ));
-            if n.rate_hz == 100 && n.payload_bytes <= 1 << 20 {
-                for (who, cpu) in [
-                    ("publisher", n.cpu_percent.publisher),
-                    ("subscriber", n.cpu_percent.subscriber),
-                ] {
-                    out.push(v(&format!("{who} CPU <= 1 %"), at.clone(), cpu, &|c| {
-                        c <= 1.0
-                    }));
+    let nerve_modes = systems.iter().filter_map(|s| match s {
+        TopicSystem::Stream(s) if s.system() == "nerve" => Some(s.mode()),
+        _ => None,
+    });
+    for mode in nerve_modes {
+        for p in points {
+            let (size, rate) = (p.payload_bytes, p.rate_hz);
+            let at = &format!("nerve {mode} {} @ {rate} Hz", human_bytes(size));
+            let n = found(rows, skipped, ("nerve", mode), size, rate);
+            let floor = found(rows, skipped, ("floor", "futex"), size, rate);
+            let vs_floor = |q: fn(&Dist) -> f64| -> Measured {
+                let (n, f) = (n.clone()?, floor.clone()?);
+                Ok(Some(q(&n.latency_us) - q(&f.latency_us)))
+            };
+            let of = |f: fn(&TopicRow) -> Option<f64>| n.clone().map(f);
+            if mode == "adaptive" {
+                out.push(v(
+                    "P50 - floor P50 <= 10 µs",
+                    at,
+                    vs_floor(|d| d.p50),
+                    |d| d <= 10.0,
+                ));
+                out.push(v(
+                    "P99 - floor P99 <= 30 µs",
+                    at,
+                    vs_floor(|d| d.p99),
+                    |d| d <= 30.0,
+                ));
+                if rate == 100 && size <= 1 << 20 {
+                    out.push(v(
+                        "publisher CPU <= 1 %",
+                        at,
+                        of(|n| n.cpu_percent.publisher),
+                        |c| c <= 1.0,
+                    ));
+                    out.push(v(
+                        "subscriber CPU <= 1 %",
+                        at,
+                        of(|n| n.cpu_percent.subscriber),
+                        |c| c <= 1.0,
+                    ));
                 }
-            }
-            for (who, rss) in [
-                ("publisher", n.rss_bytes.publisher),
-                ("subscriber", n.rss_bytes.subscriber),
-            ] {
                 out.push(v(
-                    &format!("{who} RSS <= 30 MB"),
-                    at.clone(),
-                    rss.map(|b| b as f64 / 1e6),
-                    &|mb| mb <= 30.0,
+                    "publisher RSS <= 30 MB",
+                    at,
+                    of(|n| n.rss_bytes.publisher.map(|b| b as f64 / 1e6)),
+                    |mb| mb <= 30.0,
                 ));
-            }
-            if n.payload_bytes >= 64 * 1024 {
-                let budget = (NERVE_DEPTH + 2) * n.payload_bytes as u64;
                 out.push(v(
-                    "publisher data segment / ((depth + 2) x size) <= 1",
-                    at.clone(),
-                    n.shm_largest_bytes.map(|b| b as f64 / budget as f64),
-                    &|r| r <= 1.0,
+                    "subscriber RSS <= 30 MB",
+                    at,
+                    of(|n| n.rss_bytes.subscriber.map(|b| b as f64 / 1e6)),
+                    |mb| mb <= 30.0,
                 ));
+                if size >= 64 * 1024 {
+                    let budget = ((NERVE_DEPTH + 2) * size as u64) as f64;
+                    out.push(v(
+                        "publisher data segment / ((depth + 2) x size) <= 1",
+                        at,
+                        n.clone()
+                            .map(|n| n.shm_largest_bytes.map(|b| b as f64 / budget)),
+                        |r| r <= 1.0,
+                    ));
+                }
+                out.push(v("loss = 0", at, of(|n| n.loss_rate), |l| l == 0.0));
+            } else if mode == "predictive" {
+                out.push(v(
+                    "P50 <= 10 µs",
+                    at,
+                    of(|n| Some(n.latency_us.p50)),
+                    |p| p <= 10.0,
+                ));
+                out.push(v(
+                    "subscriber CPU <= 2 %",
+                    at,
+                    of(|n| n.cpu_percent.subscriber),
+                    |c| c <= 2.0,
+                ));
+                out.push(v("loss = 0", at, of(|n| n.loss_rate), |l| l == 0.0));
             }
-            out.push(v("loss = 0", at.clone(), n.loss_rate, &|l| l == 0.0));
-        } else if n.mode == "predictive" {
-            out.push(v(
-                "P50 <= 10 µs",
-                at.clone(),
-                Some(n.latency_us.p50),
-                &|p| p <= 10.0,
-            ));
-            out.push(v(
-                "subscriber CPU <= 2 %",
-                at.clone(),
-                n.cpu_percent.subscriber,
-                &|c| c <= 2.0,
-            ));
-            out.push(v("loss = 0", at, n.loss_rate, &|l| l == 0.0));
         }
     }
-    let small = find(rows, "nerve", "adaptive", 16, 100);
-    let big = find(rows, "nerve", "adaptive", 10 << 20, 100);
-    if let (Some(s), Some(b)) = (small, big) {
+    let size_sweep = |size: usize| {
+        points
+            .iter()
+            .any(|p| p.payload_bytes == size && p.rate_hz == 100)
+    };
+    let adaptive = systems.contains(&TopicSystem::Stream(StreamSystem::NerveAdaptive));
+    if adaptive && size_sweep(16) && size_sweep(10 << 20) {
+        let small = found(rows, skipped, ("nerve", "adaptive"), 16, 100);
+        let big = found(rows, skipped, ("nerve", "adaptive"), 10 << 20, 100);
         out.push(v(
             "P50 at 10 MB / P50 at 16 B <= 1.5",
-            "nerve adaptive @ 100 Hz".into(),
-            Some(b.latency_us.p50 / s.latency_us.p50),
-            &|r| r <= 1.5,
+            "nerve adaptive @ 100 Hz",
+            small.and_then(|s| Ok(Some(big?.latency_us.p50 / s.latency_us.p50))),
+            |r| r <= 1.5,
         ));
     }
     out
@@ -746,6 +805,8 @@ fn output(
     skipped: Vec<Skipped>,
     machine: &Machine,
     quick: bool,
+    points: &[Point],
+    planned: &[TopicSystem],
 ) -> SuiteOutput {
     let head = [
         "system",
@@ -974,7 +1035,7 @@ fn output(
             pct(r.cpu_percent.subscriber)
         ));
     }
-    let checks = checks(&rows);
+    let checks = checks(&rows, &skipped, points, planned);
     section.finish("topic", json_rows(&rows), skipped, checks, summary)
 }
 
