@@ -18,7 +18,8 @@ use crate::bundle::{json_rows, num, progress, why_missing, Section, SuiteOutput,
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::machine::{
-    cpu_ns, mono_ns, online_cpus, pin_to_cpu, steal_ms, AffinityGuard, Machine as Host,
+    cpu_ns, mono_ns, online_cpus, pin_to_cpu, set_timer_slack_ns, sleep_until, steal_ms,
+    AffinityGuard, Machine as Host,
 };
 use crate::plot::{line_chart, Axis, Series};
 use crate::published::{ROS_TRANSITIONS, SEED_002};
@@ -48,18 +49,23 @@ pub enum TimerSystem {
     NerveSleepOnly,
     /// A loop around `std::thread::sleep(timeout)`.
     StdSleep,
-    /// A `tokio::time::interval(timeout)` on a current-thread runtime.
+    /// A `tokio::time::interval(timeout)` on a current-thread runtime (tokio's timer
+    /// wheel counts whole milliseconds).
     TokioInterval,
+    /// The hand-tuned baseline: absolute `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`
+    /// deadlines, one timeout apart, with the thread's timer slack set to 1 ns.
+    ClockNanosleep,
 }
 
 impl TimerSystem {
     /// Every system, in report order.
-    pub const ALL: [TimerSystem; 5] = [
+    pub const ALL: [TimerSystem; 6] = [
         TimerSystem::Nerve,
         TimerSystem::NerveRt,
         TimerSystem::NerveSleepOnly,
         TimerSystem::StdSleep,
         TimerSystem::TokioInterval,
+        TimerSystem::ClockNanosleep,
     ];
 
     /// Its id on the command line and in reports.
@@ -70,6 +76,7 @@ impl TimerSystem {
             TimerSystem::NerveSleepOnly => "nerve-sleep-only",
             TimerSystem::StdSleep => "std-sleep",
             TimerSystem::TokioInterval => "tokio-interval",
+            TimerSystem::ClockNanosleep => "clock-nanosleep",
         }
     }
 
@@ -154,7 +161,7 @@ pub fn run_cycle(spec: &CycleSpec) -> Result<(), PeerError> {
             exec.machine(&node, machine).map_err(|e| setup(sys, e))?;
             exec.spin().map_err(|e| setup(sys, e))?;
         }
-        TimerSystem::StdSleep | TimerSystem::TokioInterval => {
+        TimerSystem::StdSleep | TimerSystem::TokioInterval | TimerSystem::ClockNanosleep => {
             let publisher = node
                 .publisher::<TransitionEvent>(&event_topic(&spec.machine))
                 .qos(event_qos())
@@ -176,25 +183,44 @@ pub fn run_cycle(spec: &CycleSpec) -> Result<(), PeerError> {
             publisher
                 .publish(&TransitionEvent::new(1, "", "active", "start"))
                 .map_err(|e| setup(sys, e))?;
-            if sys == TimerSystem::StdSleep {
-                for _ in 0..spec.timeouts {
-                    std::thread::sleep(timeout);
-                    cycle()?;
-                }
-            } else {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .build()
-                    .map_err(|e| setup(sys, e))?;
-                rt.block_on(async {
-                    let mut interval = tokio::time::interval(timeout);
-                    interval.tick().await; // the first tick completes at once
+            match sys {
+                TimerSystem::StdSleep => {
                     for _ in 0..spec.timeouts {
-                        interval.tick().await;
+                        std::thread::sleep(timeout);
                         cycle()?;
                     }
-                    Ok::<(), PeerError>(())
-                })?;
+                }
+                TimerSystem::ClockNanosleep => {
+                    // the kernel may fire a sleeping thread's timer up to its slack late
+                    // (50 µs by default) to batch wake-ups; 1 ns asks for none
+                    set_timer_slack_ns(1).map_err(|e| setup(sys, e))?;
+                    let period = u64::from(spec.timeout_ms) * 1_000_000;
+                    let mut deadline = mono_ns();
+                    for _ in 0..spec.timeouts {
+                        deadline += period;
+                        // an absolute deadline: no drift from the work of a cycle, and a
+                        // signal that ends the sleep early only means sleeping again
+                        while mono_ns() < deadline {
+                            sleep_until(deadline);
+                        }
+                        cycle()?;
+                    }
+                }
+                _ => {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_time()
+                        .build()
+                        .map_err(|e| setup(sys, e))?;
+                    rt.block_on(async {
+                        let mut interval = tokio::time::interval(timeout);
+                        interval.tick().await; // the first tick completes at once
+                        for _ in 0..spec.timeouts {
+                            interval.tick().await;
+                            cycle()?;
+                        }
+                        Ok::<(), PeerError>(())
+                    })?;
+                }
             }
         }
     }
@@ -555,8 +581,15 @@ fn output(
                  1 ms before each timeout is due) records each timeout event's \
                  arrival; δ = interval between consecutive arrivals − requested timeout. \
                  std-sleep and tokio-interval drive the same events with what a user would \
-                 otherwise write; nerve-rt adds the executor's real-time settings (SCHED_FIFO, \
-                 locked memory); nerve-sleep-only is Nerve without the final spin.";
+                 otherwise write; tokio's timer wheel has a granularity of 1 ms (a deadline \
+                 fires on a whole-millisecond tick of its clock, at or after it), so \
+                 tokio-interval's δ shows that granularity, not the kernel's wake-up. \
+                 clock-nanosleep is the hand-tuned baseline: a loop sleeping to absolute \
+                 CLOCK_MONOTONIC deadlines one timeout apart (clock_nanosleep with \
+                 TIMER_ABSTIME) with the thread's timer slack set to 1 ns (prctl \
+                 PR_SET_TIMERSLACK; the default lets the kernel fire up to 50 µs late). \
+                 nerve-rt adds the executor's real-time settings (SCHED_FIFO, locked memory); \
+                 nerve-sleep-only is Nerve without the final spin.";
     let mut section = Section::new("timer (seeds/002)", about);
     section.paragraph(&format!(
         "N = {cycles} per point after {WARMUP} warm-up cycles; machine: {}.",

@@ -299,7 +299,13 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
             .unwrap_or_else(|| panic!("no {what} row: {report}"))
             .clone()
     };
-    for system in ["nerve", "nerve-rt", "std-sleep", "tokio-interval"] {
+    for system in [
+        "nerve",
+        "nerve-rt",
+        "std-sleep",
+        "tokio-interval",
+        "clock-nanosleep",
+    ] {
         let t = find(&|r| r["suite"] == "timer" && r["system"] == system, system);
         assert_eq!(
             (t["timeout_ms"].as_u64(), t["cycles"].as_u64()),
