@@ -20,6 +20,23 @@ pub struct IdleCpu {
     pub client: Option<f64>,
 }
 
+/// CPU used while the measured calls ran, in % of one core: user + system time over wall
+/// time, as Apex.AI's performance_test reports it. A busy-polling side shows ~100 %.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CallCpu {
+    /// The client process (every thread of it, so a client library's own threads count).
+    pub client: Option<f64>,
+    /// The server process (every thread).
+    pub server: Option<f64>,
+}
+
+/// Systems that sleep while they wait, compared with Nerve's block mode: (system, mode).
+pub const BLOCKING_PEERS: [(&str, &str); 3] = [
+    ("uds", "blocking"),
+    ("zenoh", "peer-tcp"),
+    ("cyclonedds", "ddsperf"),
+];
+
 /// One system at one payload.
 #[derive(Clone, Debug, Serialize)]
 pub struct Entry {
@@ -37,12 +54,26 @@ pub struct Entry {
     pub tps: f64,
     /// Round-trip statistics in µs.
     pub rtt_us: Rtt,
+    /// CPU of client and server while the measured calls ran (`None`: not measured, e.g.
+    /// ddsperf, which runs its own processes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<CallCpu>,
     /// Idle CPU after the run (first payload only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_cpu_percent: Option<IdleCpu>,
     /// How the figures were derived where it differs from the others.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+impl Entry {
+    /// CPU time of client and server together per call, in µs: how much of the round trip
+    /// both sides spend on a core (spinning shows as about the round trip itself).
+    pub fn cpu_us_per_call(&self) -> Option<f64> {
+        let cpu = self.cpu_percent?;
+        let total = cpu.client? + cpu.server?;
+        (self.calls > 0).then(|| total / 100.0 * self.seconds / self.calls as f64 * 1e6)
+    }
 }
 
 /// A suite's results.
@@ -107,6 +138,8 @@ fn opt(v: Option<f64>) -> String {
 /// Outcome of one target check.
 #[derive(Clone, Debug, Serialize)]
 pub struct Check {
+    /// The Nerve system and mode it judges, e.g. "nerve adaptive".
+    pub system: String,
     /// What is checked.
     pub target: String,
     /// The payload it applies to.
@@ -192,18 +225,50 @@ impl Report {
             .or(payloads.first().copied());
         for &p in &payloads {
             let n = self.found("nerve", "adaptive", p);
-            let mut push = |target: String, value: Measured, ok: &dyn Fn(f64) -> bool| {
-                let v = Verdict::judged("service", target, "", value, ok);
-                out.push(Check {
-                    target: v.target,
-                    payload_bytes: p,
-                    value: v.value,
-                    met: v.met,
-                })
+            let mut judge =
+                |system: &str, target: String, value: Measured, ok: &dyn Fn(f64) -> bool| {
+                    let v = Verdict::judged("service", target, "", value, ok);
+                    out.push(Check {
+                        system: system.into(),
+                        target: v.target,
+                        payload_bytes: p,
+                        value: v.value,
+                        met: v.met,
+                    })
+                };
+            // a figure of `a` over the same figure of `b`
+            let ratio_of = |a: &Result<&Entry, String>,
+                            b: Result<&Entry, String>,
+                            f: &dyn Fn(&Entry) -> Option<f64>|
+             -> Measured {
+                let (a, b) = (a.clone()?, b?);
+                Ok(f(a).zip(f(b)).map(|(a, b)| a / b))
             };
-            let ratio = |other: Result<&Entry, String>, f: fn(&Entry) -> f64| -> Measured {
-                let (n, o) = (n.clone()?, other?);
-                Ok(Some(f(n) / f(o)))
+            // Nerve's block mode beside the peers that sleep while they wait
+            let block = self.found("nerve", "block", p);
+            for (sys, mode) in BLOCKING_PEERS {
+                judge(
+                    "nerve block",
+                    format!("block median RTT / {sys} {mode} median RTT <= 1"),
+                    ratio_of(&block, self.found(sys, mode, p), &|e| Some(e.rtt_us.p50)),
+                    &|r| r <= 1.0,
+                );
+            }
+            judge(
+                "nerve block",
+                "block CPU per call (client + server) / uds blocking's <= 1".into(),
+                ratio_of(
+                    &block,
+                    self.found("uds", "blocking", p),
+                    &Entry::cpu_us_per_call,
+                ),
+                &|r| r <= 1.0,
+            );
+            let mut push = |target: String, value: Measured, ok: &dyn Fn(f64) -> bool| {
+                judge("nerve adaptive", target, value, ok)
+            };
+            let ratio = |other: Result<&Entry, String>, f: fn(&Entry) -> f64| {
+                ratio_of(&n, other, &|e| Some(f(e)))
             };
             push(
                 "adaptive median RTT / iceoryx2 median RTT <= 1.5".into(),
@@ -303,7 +368,7 @@ impl Report {
             .into_iter()
             .map(|c| {
                 vec![
-                    human_bytes(c.payload_bytes),
+                    format!("{} {}", c.system, human_bytes(c.payload_bytes)),
                     c.target,
                     opt(c.value),
                     match c.met {
@@ -314,7 +379,7 @@ impl Report {
                 ]
             })
             .collect();
-        s.push_str(&md_table(&["payload", "target", "value", "met"], &targets));
+        s.push_str(&md_table(&["where", "target", "value", "met"], &targets));
         s.push('\n');
         s.push_str(self.section().markdown());
         if !self.skipped.is_empty() {
@@ -335,14 +400,24 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{:<11} {:<10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "system", "mode", "payload", "TPS", "avg µs", "P50", "P99", "P99.9", "max"
+            "{:<11} {:<10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+            "system",
+            "mode",
+            "payload",
+            "TPS",
+            "avg µs",
+            "P50",
+            "P99",
+            "P99.9",
+            "max",
+            "cli CPU%",
+            "srv CPU%"
         );
         for e in &self.results {
             let r = &e.rtt_us;
             let _ = writeln!(
                 s,
-                "{:<11} {:<10} {:>8} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                "{:<11} {:<10} {:>8} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
                 e.system,
                 e.mode,
                 human_bytes(e.payload_bytes),
@@ -351,7 +426,9 @@ impl Report {
                 num(r.p50),
                 num(r.p99),
                 opt(r.p999),
-                num(r.max)
+                num(r.max),
+                opt(e.cpu_percent.and_then(|c| c.client)),
+                opt(e.cpu_percent.and_then(|c| c.server))
             );
         }
         let checks = self.checks();
@@ -366,7 +443,8 @@ impl Report {
         for c in failed {
             let _ = writeln!(
                 s,
-                "  not met at {}: {} (measured {})",
+                "  not met, {} at {}: {} (measured {})",
+                c.system,
                 human_bytes(c.payload_bytes),
                 c.target,
                 opt(c.value)
@@ -485,7 +563,17 @@ impl Report {
         ));
 
         let head = [
-            "system", "mode", "TPS", "avg", "P50", "P90", "P99", "P99.9", "max",
+            "system",
+            "mode",
+            "TPS",
+            "avg",
+            "P50",
+            "P90",
+            "P99",
+            "P99.9",
+            "max",
+            "client CPU %",
+            "server CPU %",
         ];
         for &p in &payloads {
             let mut rows: Vec<Vec<String>> = self
@@ -504,6 +592,8 @@ impl Report {
                         num(r.p99),
                         opt(r.p999),
                         num(r.max),
+                        opt(e.cpu_percent.and_then(|c| c.client)),
+                        opt(e.cpu_percent.and_then(|c| c.server)),
                     ]
                 })
                 .collect();
@@ -519,12 +609,23 @@ impl Report {
                         opt(f[4]),
                         "–".into(),
                         opt(f[5]),
+                        "–".into(),
+                        "–".into(),
                     ]);
                 }
             }
             let title = format!("Round trip at {} (µs)", human_bytes(p));
             section.table(Some(&title), &head, &rows);
         }
+        section.paragraph(
+            "CPU %: user + system time of every thread of the process over the wall time of \
+             the measured calls, in % of one core (as Apex.AI's performance_test reports \
+             it): a side that busy-polls shows about 100 %, a side that sleeps while it \
+             waits shows only its work and its wake-ups. The client is this process, so a \
+             client library's own threads (Zenoh's runtime) count. ddsperf runs its own \
+             processes: no CPU figures.",
+        );
+        self.blocking_table(&mut section, &payloads);
 
         let notes: Vec<String> = self
             .results
@@ -565,6 +666,37 @@ impl Report {
         section
     }
 
+    /// Nerve's block mode beside the peers that also sleep while they wait: median round
+    /// trip and CPU per call (client + server) at every payload.
+    fn blocking_table(&self, section: &mut Section, payloads: &[usize]) {
+        let systems: Vec<(&str, &str)> = std::iter::once(("nerve", "block"))
+            .chain(BLOCKING_PEERS)
+            .collect();
+        let mut head = vec!["payload".to_string()];
+        for (sys, mode) in &systems {
+            head.push(format!("{sys} {mode} P50 µs"));
+            head.push(format!("{sys} {mode} CPU µs/call"));
+        }
+        let head: Vec<&str> = head.iter().map(String::as_str).collect();
+        let rows: Vec<Vec<String>> = payloads
+            .iter()
+            .map(|&p| {
+                let mut row = vec![human_bytes(p)];
+                for (sys, mode) in &systems {
+                    let e = self.find(sys, mode, p);
+                    row.push(opt(e.map(|e| e.rtt_us.p50)));
+                    row.push(opt(e.and_then(Entry::cpu_us_per_call)));
+                }
+                row
+            })
+            .collect();
+        section.table(
+            Some("Blocking: Nerve's block mode beside the peers that sleep while they wait"),
+            &head,
+            &rows,
+        );
+    }
+
     /// The service suite as one part of a combined report (rows, checks, Markdown, HTML).
     pub fn to_suite_output(&self) -> SuiteOutput {
         let rows = self
@@ -583,7 +715,7 @@ impl Report {
             .map(|c| Verdict {
                 suite: "service".into(),
                 target: c.target,
-                scope: format!("nerve adaptive {}", human_bytes(c.payload_bytes)),
+                scope: format!("{} {}", c.system, human_bytes(c.payload_bytes)),
                 value: c.value,
                 met: c.met,
             })
@@ -618,6 +750,10 @@ mod tests {
                 p999: None,
                 max: p50 * 10.0,
             },
+            cpu_percent: Some(CallCpu {
+                client: Some(100.0),
+                server: Some(20.0),
+            }),
             idle_cpu_percent: Some(IdleCpu {
                 server: Some(0.1),
                 client: None,
@@ -670,11 +806,66 @@ mod tests {
         // a figure the row lacks is not measurable, not failed
         assert_eq!(at(256, "idle client CPU").met, None);
         // Nerve skipped at 1 KiB: every target there is still judged, none met
-        let kib: Vec<&Check> = checks.iter().filter(|c| c.payload_bytes == 1024).collect();
+        let kib: Vec<&Check> = checks
+            .iter()
+            .filter(|c| c.payload_bytes == 1024 && c.system == "nerve adaptive")
+            .collect();
         assert_eq!(kib.len(), 5, "{kib:?}");
         assert!(kib.iter().all(|c| c.met == Some(false)
             && c.target
                 .contains("nerve adaptive at 1 KiB skipped: setup failed")));
+    }
+
+    #[test]
+    fn block_mode_is_judged_against_the_blocking_peers() {
+        let mut report = Report::new("service", Machine::detect(), true, 1000, 10);
+        let mut uds = entry("uds", "blocking", 50.0);
+        uds.cpu_percent = Some(CallCpu {
+            client: Some(10.0),
+            server: Some(10.0),
+        });
+        report.results = vec![entry("nerve", "block", 40.0), uds];
+        report.skipped = vec![Skipped {
+            system: "cyclonedds".into(),
+            payload_bytes: None,
+            reason: "ddsperf not found".into(),
+        }];
+        // 1000 calls in 0.1 s: 120 % of a core is 120 µs per call, 20 % is 20 µs
+        let near = |v: Option<f64>, want: f64| v.is_some_and(|v| (v - want).abs() < 1e-9);
+        assert!(near(report.results[0].cpu_us_per_call(), 120.0));
+        assert!(near(report.results[1].cpu_us_per_call(), 20.0));
+        let checks = report.checks();
+        let block = |target: &str| {
+            checks
+                .iter()
+                .find(|c| c.system == "nerve block" && c.target.starts_with(target))
+                .unwrap_or_else(|| panic!("no {target}: {checks:?}"))
+        };
+        let rtt = block("block median RTT / uds blocking");
+        assert_eq!((rtt.value, rtt.met), (Some(0.8), Some(true)));
+        let cpu = block("block CPU per call");
+        assert!(near(cpu.value, 6.0) && cpu.met == Some(false), "{cpu:?}");
+        let dds = block("block median RTT / cyclonedds ddsperf");
+        assert_eq!(dds.met, Some(false));
+        assert!(
+            dds.target.ends_with("skipped: ddsperf not found)"),
+            "{}",
+            dds.target
+        );
+        let zenoh = block("block median RTT / zenoh peer-tcp");
+        assert!(zenoh
+            .target
+            .ends_with("(not met: zenoh peer-tcp at 256 B not run)"));
+
+        let out = report.to_suite_output();
+        assert!(out.checks.iter().any(|c| c.scope == "nerve block 256 B"));
+        assert!(
+            out.markdown
+                .contains("| 256 B | 40.0 | 120 | 50.0 | 20.0 | – | – | – | – |"),
+            "{}",
+            out.markdown
+        );
+        assert!(out.markdown.contains("| uds | blocking | 10000 |"));
     }
 
     #[test]

@@ -69,6 +69,12 @@ fn service_suite_runs_every_system_and_writes_the_report() {
                     assert!(r["tps"].as_f64().unwrap() > 0.0);
                     if system != "cyclonedds" {
                         assert_eq!(r["calls"], 50, "{system} {mode}");
+                        // CPU of both sides while the calls ran
+                        let cpu = &r["cpu_percent"];
+                        assert!(
+                            cpu["client"].is_number() && cpu["server"].is_number(),
+                            "{system} {mode}: {r}"
+                        );
                     }
                 }
                 None => {
