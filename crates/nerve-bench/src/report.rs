@@ -471,6 +471,14 @@ impl Report {
              HDR histogram, nothing filtered. Segar and ROS 2: published elsewhere on other \
              hardware.",
         );
+        section.paragraph(
+            "Zenoh: queryable and get in peer mode over loopback TCP; the server answers in \
+             its callback and the client takes the reply in a callback too (handed to the \
+             calling thread through a mutex and condition variable), not through Zenoh's \
+             FIFO channel. Zenoh 1.10's shared-memory feature is in this build but off for \
+             this peer, as Zenoh runs between machines; the topic suite measures it (zenoh \
+             peer-shm).",
+        );
         section.paragraph(&format!(
             "{} calls after {} warm-up per system and payload{}.",
             self.calls_per_run,
