@@ -350,7 +350,9 @@ impl TopicSuite {
                 format!("/bench/topic_{tag}")
             }
             StreamSystem::Floor => format!("nerve_bench_floor_{tag}"),
-            StreamSystem::Iceoryx2 => format!("nerve_bench/topic/{tag}"),
+            StreamSystem::Iceoryx2 | StreamSystem::Iceoryx2SpinBlock => {
+                format!("nerve_bench/topic/{tag}")
+            }
             StreamSystem::Zenoh | StreamSystem::ZenohShm => free_tcp_port().to_string(),
         };
         let spec = StreamSpec {
@@ -373,7 +375,9 @@ impl TopicSuite {
                 Some(format!("nerve{}_", self.domain))
             }
             StreamSystem::Floor => Some(endpoint.clone()),
-            StreamSystem::Iceoryx2 => Some(crate::stream::iceoryx2_prefix(self.domain)),
+            StreamSystem::Iceoryx2 | StreamSystem::Iceoryx2SpinBlock => {
+                Some(crate::stream::iceoryx2_prefix(self.domain))
+            }
             StreamSystem::Zenoh | StreamSystem::ZenohShm => None,
         };
         let place = hosts.map_or(Placement::Local, Placement::CrossHost);
@@ -922,9 +926,14 @@ fn output(
              CPU from /proc (user + system over wall), memory from /proc/PID/smaps_rollup, \
              shared memory as the pages its files in /dev/shm hold. The floor is a bare futex wake-up of the other \
              core at the same rate and size: what any event-driven transport pays on this \
-             machine.",
+             machine. iceoryx2 event: raw iceoryx2 publish-subscribe, the publisher notifying \
+             an event after each send and the subscriber waiting on its listener (its \
+             event-driven path); iceoryx2 spin-then-block: the same subscriber spinning on \
+             receive() for {} µs first (the upper bound of Nerve's adaptive window) before it \
+             waits on the listener.",
             if quick { "2 s" } else { "10 s" },
-            machine.cpu
+            machine.cpu,
+            crate::stream::IOX_SPIN.as_micros()
         ),
     );
     section.figure(

@@ -126,8 +126,9 @@ pub struct TopicArgs {
     /// Leave out CyberRT's four scenarios.
     #[arg(long)]
     no_scenarios: bool,
-    /// Systems, comma-separated: nerve-adaptive, nerve-predictive, floor, iceoryx2, zenoh,
-    /// cyclonedds (across hosts: nerve-adaptive, zenoh, cyclonedds).
+    /// Systems, comma-separated: nerve-adaptive, nerve-predictive, floor, iceoryx2,
+    /// iceoryx2-spin-block, zenoh, zenoh-shm, cyclonedds (across hosts: nerve-adaptive,
+    /// nerve-predictive, zenoh, cyclonedds).
     #[arg(long, value_delimiter = ',')]
     systems: Option<Vec<String>>,
     /// Run publisher and subscriber on two simulated hosts (network namespaces joined by

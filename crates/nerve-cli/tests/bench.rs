@@ -276,6 +276,11 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
     }
     let floor = row("topic", "floor", "futex");
     assert_eq!(floor["received"], floor["sent"]);
+    // raw iceoryx2 both ways: woken by its event, and spinning before it waits
+    for mode in ["event", "spin-then-block"] {
+        let iox = row("topic", "iceoryx2", mode);
+        assert_eq!(iox["received"], iox["sent"], "{iox}");
+    }
     for route in ["same-thread", "cross-thread", "cross-process"] {
         let p = results
             .iter()
