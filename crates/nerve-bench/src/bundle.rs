@@ -3,6 +3,7 @@
 
 use crate::machine::Machine;
 use crate::plot::escape;
+use crate::summary::{self, SummaryRow};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -159,6 +160,7 @@ struct JsonReport<'a> {
     results: Vec<&'a Value>,
     skipped: Vec<Value>,
     checks: Vec<&'a Verdict>,
+    summary: Vec<SummaryRow>,
     published: Vec<crate::published::Figure>,
 }
 
@@ -187,6 +189,7 @@ impl Bundle {
             results: self.suites.iter().flat_map(|s| s.rows.iter()).collect(),
             skipped,
             checks: self.suites.iter().flat_map(|s| s.checks.iter()).collect(),
+            summary: self.seed_summary(),
             published: crate::published::figures(),
         };
         std::fs::write(
@@ -221,6 +224,33 @@ impl Bundle {
             .join(", ")
     }
 
+    /// Per seed, Nerve beside the best peer of this run and the seed's published figure,
+    /// from the rows of every suite (`report.json`'s `results`).
+    pub fn seed_summary(&self) -> Vec<SummaryRow> {
+        let results: Vec<&Value> = self.suites.iter().flat_map(|s| s.rows.iter()).collect();
+        summary::summarize(&results)
+    }
+
+    /// The summary at the top of the report: the machine, then one table.
+    fn summary_section(&self) -> Section {
+        let mut section = Section::new(
+            SUMMARY_TITLE,
+            &format!(
+                "Measured here: {}. Every figure is a time, lower is better; a ratio is \
+                 Nerve's figure over the other one (below 1: Nerve is faster). Nerve runs as \
+                 configured by default; the best peer is the fastest other system measured in \
+                 this run at the same point (the futex floor and Nerve's other modes are not \
+                 peers); the published figure is the best the seed reports for that point, \
+                 measured elsewhere on other hardware (see the table of published figures at \
+                 the end). The full tables follow.",
+                self.machine_line()
+            ),
+        );
+        let (head, rows) = summary::table(&self.seed_summary());
+        section.table(None, &head, &rows);
+        section
+    }
+
     /// The whole report as Markdown.
     pub fn markdown(&self) -> String {
         let mut s = String::new();
@@ -233,6 +263,7 @@ impl Bundle {
             if self.quick { "--quick" } else { "full" }
         );
         let _ = writeln!(s, "Targets met: {}.\n", self.tally());
+        s.push_str(self.summary_section().markdown());
         for suite in &self.suites {
             s.push_str(&suite.markdown);
             s.push('\n');
@@ -305,6 +336,12 @@ impl Bundle {
             if self.quick { "--quick" } else { "Full" }
         );
         let _ = writeln!(s, "<p>Targets met: {}.</p>", escape(&self.tally()));
+        let _ = writeln!(
+            s,
+            "<section id=\"summary\">\n<h2>{}</h2>\n{}</section>",
+            escape(SUMMARY_TITLE),
+            self.summary_section().html
+        );
         s.push_str("<nav><ul>");
         for suite in &self.suites {
             let _ = write!(s, "<li><a href=\"#{0}\">{0}</a></li>", escape(&suite.suite));
@@ -358,10 +395,22 @@ impl Bundle {
         for suite in &self.suites {
             s.push_str(&suite.summary);
         }
+        s.push_str("seeds: Nerve, best peer (Nerve / peer), published (Nerve / published)\n");
+        let (_, rows) = summary::table(&self.seed_summary());
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "  {} {}: {}; {} ({}); {} ({})",
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6]
+            );
+        }
         let _ = writeln!(s, "targets met: {}", self.tally());
         s
     }
 }
+
+/// Heading of the report's summary.
+const SUMMARY_TITLE: &str = "Summary: Nerve, the best peer and the published figure per seed";
 
 /// Every figure published elsewhere that the suites show or compare with, in one labelled
 /// table ([`crate::published::figures`]).
@@ -665,8 +714,26 @@ mod tests {
         assert!(html.contains("<svg") && html.ends_with("</html>\n"));
         assert!(b.summary().contains("targets met: 1 of 1"));
         assert_eq!(json["published"][0]["system"], "Segar 2.0.0");
+        // the summary: a suite not run says so, one that ran without the point too
+        assert_eq!(json["summary"][0]["seed"], "000");
+        assert_eq!(json["summary"][0]["nerve"], "not_run");
+        assert_eq!(json["summary"][2]["suite"], "topic");
+        assert_eq!(json["summary"][2]["nerve"]["missing"], "not measured");
+        assert!(html
+            .contains("<h2>Summary: Nerve, the best peer and the published figure per seed</h2>"));
         let md = b.markdown();
         assert!(md.contains("## Published figures (not measured here)"));
+        let summary = md
+            .find("## Summary: Nerve, the best peer and the published figure per seed")
+            .unwrap();
+        assert!(summary < md.find("## topic").unwrap(), "{md}");
+        assert!(md.contains(
+            "| 000 (service) | round trip mean, 256 B (µs) | not run | not run | – | \
+             91.2 (ROS 2 Humble) | – |"
+        ));
+        assert!(b
+            .summary()
+            .contains("  000 (service) round trip mean, 256 B (µs): not run;"));
         assert!(
             md.contains("| 000 | ROS 2 Humble | TPS, 1 MiB | 116 | calls/s |"),
             "{md}"

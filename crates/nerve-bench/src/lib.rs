@@ -26,5 +26,6 @@ pub mod scheduler;
 pub mod service;
 pub mod stats;
 pub mod stream;
+pub mod summary;
 pub mod timer;
 pub mod topic;

@@ -411,9 +411,28 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
         "ros_transitions",
         "CyberRT",
         "ROS 2",
+        "## Summary: Nerve, the best peer and the published figure per seed",
+        "## Published figures (not measured here)",
     ] {
         assert!(md.contains(heading), "report.md lacks {heading}");
     }
+    // the summary comes first and has a line for every seed, each measured in this run
+    assert!(md.find("## Summary").unwrap() < md.find("## service").unwrap());
+    let summary = report["summary"].as_array().unwrap();
+    let seeds: Vec<&str> = summary
+        .iter()
+        .map(|r| r["seed"].as_str().unwrap())
+        .collect();
+    for seed in ["000", "001", "002", "003", "004"] {
+        assert!(
+            seeds.contains(&seed),
+            "no summary line for seed {seed}: {summary:?}"
+        );
+    }
+    assert!(
+        summary.iter().all(|r| r["nerve"] != "not_run"),
+        "{summary:?}"
+    );
 
     // the page renders in a real browser: every plot present, no script error
     let html = out_dir.join("index.html");
