@@ -206,6 +206,7 @@ pub fn run_cycle(spec: &CycleSpec) -> Result<(), PeerError> {
                         cycle()?;
                     }
                 }
+                // tokio-interval, the arm's last system
                 _ => {
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .enable_time()
