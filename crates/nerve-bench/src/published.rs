@@ -383,6 +383,10 @@ pub const SEED_004: [(&str, &str, f64); 5] = [
     ("cross-process", "N:N", 187.0),
 ];
 
+/// HORUS CmdVel (16 B) 1:1 send-only latency in ns, seeds/004 "Latency by Message Size"
+/// ([`HORUS`]; one direction, no receive).
+pub const HORUS_CMDVEL_SEND_ONLY_NS: f64 = 87.0;
+
 /// HORUS's own benchmark run by us on this machine kind (not in this run).
 pub const HORUS_HERE: Source = Source {
     seed: Some("004"),
@@ -537,6 +541,12 @@ pub fn figures() -> Vec<Figure> {
         ));
     }
     out.push(Figure::new(
+        &HORUS,
+        "send-only latency, CmdVel (16 B) 1:1".into(),
+        HORUS_CMDVEL_SEND_ONLY_NS,
+        "ns",
+    ));
+    out.push(Figure::new(
         &HORUS_HERE,
         "one-way P50, CmdVel cross-process 1:1".into(),
         HORUS_HERE_CROSS_PROCESS_P50_NS,
@@ -569,8 +579,8 @@ mod tests {
     fn every_figure_is_labelled_and_finite() {
         let all = figures();
         // 36 + 31 service figures of seeds/000, 16 + 4 of seeds/001, 18 of 002, 20 of
-        // 003, 5 + 1 of 004, 2 of rosbag2
-        assert_eq!(all.len(), 133);
+        // 003, 5 + 1 + 1 of 004, 2 of rosbag2
+        assert_eq!(all.len(), 134);
         for f in &all {
             assert!(f.value.is_finite() && !f.what.is_empty() && !f.unit.is_empty());
             assert!(!f.source.is_empty() && !f.system.is_empty());
