@@ -3,6 +3,7 @@
 
 use crate::machine::Machine;
 use crate::plot::escape;
+use crate::summary::{self, SummaryRow};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -19,6 +20,36 @@ pub struct Skipped {
     pub payload_bytes: Option<usize>,
     /// Why.
     pub reason: String,
+}
+
+impl Skipped {
+    /// Whether this entry covers `system` (e.g. "iceoryx2 busy-poll") at `payload`: the same
+    /// name or the name of its whole system ("cyclonedds" covers "cyclonedds ddsperf"), at
+    /// that payload or at every payload (`None` on either side).
+    pub fn covers(&self, system: &str, payload: Option<usize>) -> bool {
+        let name = self.system == system
+            || system
+                .strip_prefix(self.system.as_str())
+                .is_some_and(|rest| rest.starts_with(' '));
+        let at = match (self.payload_bytes, payload) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        name && at
+    }
+}
+
+/// A figure a check needs: `Err(why)` where its system (or the peer it is compared with)
+/// did not run, `Ok(None)` where this machine cannot give it.
+pub type Measured = Result<Option<f64>, String>;
+
+/// Why a figure a check needs is missing: `what` was skipped (the reason of the first entry
+/// `matches` accepts) or not run at all.
+pub fn why_missing(skipped: &[Skipped], what: &str, matches: impl Fn(&Skipped) -> bool) -> String {
+    match skipped.iter().find(|k| matches(k)) {
+        Some(k) => format!("{what} skipped: {}", k.reason),
+        None => format!("{what} not run"),
+    }
 }
 
 /// A target checked against measured figures.
@@ -51,6 +82,40 @@ impl Verdict {
             scope: scope.into(),
             value,
             met: value.map(ok),
+        }
+    }
+
+    /// A verdict on a figure that may be missing. `Err(why)`: the system, or the peer it is
+    /// compared with, did not run; the check counts as not met, `why` in its target text,
+    /// so it never drops out of the tally. `Ok(None)`: a figure this machine cannot give
+    /// (not measurable).
+    pub fn judged(
+        suite: &str,
+        target: impl Into<String>,
+        scope: impl Into<String>,
+        value: Measured,
+        ok: impl Fn(f64) -> bool,
+    ) -> Verdict {
+        match value {
+            Ok(v) => Verdict::new(suite, target, scope, v, ok),
+            Err(why) => Verdict::not_run(suite, target, scope, &why),
+        }
+    }
+
+    /// A check whose system, or the peer it compares against, did not run: not met, with
+    /// the reason in its target text.
+    pub fn not_run(
+        suite: &str,
+        target: impl Into<String>,
+        scope: impl Into<String>,
+        why: &str,
+    ) -> Verdict {
+        Verdict {
+            suite: suite.into(),
+            target: format!("{} (not met: {why})", target.into()),
+            scope: scope.into(),
+            value: None,
+            met: Some(false),
         }
     }
 }
@@ -95,6 +160,8 @@ struct JsonReport<'a> {
     results: Vec<&'a Value>,
     skipped: Vec<Value>,
     checks: Vec<&'a Verdict>,
+    summary: Vec<SummaryRow>,
+    published: Vec<crate::published::Figure>,
 }
 
 impl Bundle {
@@ -122,6 +189,8 @@ impl Bundle {
             results: self.suites.iter().flat_map(|s| s.rows.iter()).collect(),
             skipped,
             checks: self.suites.iter().flat_map(|s| s.checks.iter()).collect(),
+            summary: self.seed_summary(),
+            published: crate::published::figures(),
         };
         std::fs::write(
             dir.join("report.json"),
@@ -155,6 +224,33 @@ impl Bundle {
             .join(", ")
     }
 
+    /// Per seed, Nerve beside the best peer of this run and the seed's published figure,
+    /// from the rows of every suite (`report.json`'s `results`).
+    pub fn seed_summary(&self) -> Vec<SummaryRow> {
+        let results: Vec<&Value> = self.suites.iter().flat_map(|s| s.rows.iter()).collect();
+        summary::summarize(&results)
+    }
+
+    /// The summary at the top of the report: the machine, then one table.
+    fn summary_section(&self) -> Section {
+        let mut section = Section::new(
+            SUMMARY_TITLE,
+            &format!(
+                "Measured here: {}. Every figure is a time, lower is better; a ratio is \
+                 Nerve's figure over the other one (below 1: Nerve is faster). Nerve runs as \
+                 configured by default; the best peer is the fastest other system measured in \
+                 this run at the same point (the futex floor and Nerve's other modes are not \
+                 peers); the published figure is the best the seed reports for that point, \
+                 measured elsewhere on other hardware (see the table of published figures at \
+                 the end). The full tables follow.",
+                self.machine_line()
+            ),
+        );
+        let (head, rows) = summary::table(&self.seed_summary());
+        section.table(None, &head, &rows);
+        section
+    }
+
     /// The whole report as Markdown.
     pub fn markdown(&self) -> String {
         let mut s = String::new();
@@ -166,8 +262,8 @@ impl Bundle {
             "- Run: {}; every figure as measured (HDR histograms, nothing filtered)\n",
             if self.quick { "--quick" } else { "full" }
         );
-        let (met, total) = self.tally();
-        let _ = writeln!(s, "Targets met: {met} of {total} checked.\n");
+        let _ = writeln!(s, "Targets met: {}.\n", self.tally());
+        s.push_str(self.summary_section().markdown());
         for suite in &self.suites {
             s.push_str(&suite.markdown);
             s.push('\n');
@@ -198,13 +294,26 @@ impl Bundle {
                 s.push('\n');
             }
         }
+        s.push_str(published_section().markdown());
         s
     }
 
-    fn tally(&self) -> (usize, usize) {
-        let all = self.suites.iter().flat_map(|s| s.checks.iter());
-        let checked: Vec<bool> = all.filter_map(|c| c.met).collect();
-        (checked.iter().filter(|m| **m).count(), checked.len())
+    /// "N of M checked": a check whose system or peer did not run is in M, not met; one
+    /// whose figure this machine cannot give is counted apart as not measurable.
+    fn tally(&self) -> String {
+        let all: Vec<Option<bool>> = self
+            .suites
+            .iter()
+            .flat_map(|s| s.checks.iter().map(|c| c.met))
+            .collect();
+        let met = all.iter().filter(|m| **m == Some(true)).count();
+        let checked = all.iter().filter(|m| m.is_some()).count();
+        let unmeasurable = all.len() - checked;
+        let mut s = format!("{met} of {checked} checked");
+        if unmeasurable > 0 {
+            let _ = write!(s, ", {unmeasurable} not measurable on this machine");
+        }
+        s
     }
 
     /// The whole report as one self-contained HTML page (inline SVG, no external files).
@@ -226,10 +335,12 @@ impl Bundle {
             escape(&self.versions_line()),
             if self.quick { "--quick" } else { "Full" }
         );
-        let (met, total) = self.tally();
+        let _ = writeln!(s, "<p>Targets met: {}.</p>", escape(&self.tally()));
         let _ = writeln!(
             s,
-            "<p>Targets met: <strong>{met}</strong> of {total} checked.</p>"
+            "<section id=\"summary\">\n<h2>{}</h2>\n{}</section>",
+            escape(SUMMARY_TITLE),
+            self.summary_section().html
         );
         s.push_str("<nav><ul>");
         for suite in &self.suites {
@@ -270,6 +381,9 @@ impl Bundle {
             }
             s.push_str("</section>\n");
         }
+        s.push_str("<section id=\"published\">\n<h2>Published figures (not measured here)</h2>\n");
+        s.push_str(&published_section().html);
+        s.push_str("</section>\n");
         s.push_str(SCRIPT);
         s.push_str("</body>\n</html>\n");
         s
@@ -281,10 +395,56 @@ impl Bundle {
         for suite in &self.suites {
             s.push_str(&suite.summary);
         }
-        let (met, total) = self.tally();
-        let _ = writeln!(s, "targets met: {met} of {total} checked");
+        s.push_str("seeds: Nerve, best peer (Nerve / peer), published (Nerve / published)\n");
+        let (_, rows) = summary::table(&self.seed_summary());
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "  {} {}: {}; {} ({}); {} ({})",
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6]
+            );
+        }
+        let _ = writeln!(s, "targets met: {}", self.tally());
         s
     }
+}
+
+/// Heading of the report's summary.
+const SUMMARY_TITLE: &str = "Summary: Nerve, the best peer and the published figure per seed";
+
+/// Every figure published elsewhere that the suites show or compare with, in one labelled
+/// table ([`crate::published::figures`]).
+fn published_section() -> Section {
+    let mut section = Section::new(
+        "Published figures (not measured here)",
+        "Figures from the seed reports, from other tools' own harnesses and from other \
+         projects' issues, as published: measured elsewhere (the source names the hardware), \
+         never in this run. The suites show them beside their own rows; a target that names \
+         one takes it from this table.",
+    );
+    let rows: Vec<Vec<String>> = crate::published::figures()
+        .into_iter()
+        .map(|f| {
+            vec![
+                f.seed.unwrap_or("–").to_string(),
+                f.system.to_string(),
+                f.what,
+                // as published, every digit kept
+                match f.to {
+                    Some(to) => format!("{}–{to}", f.value),
+                    None => f.value.to_string(),
+                },
+                f.unit.to_string(),
+                f.source.to_string(),
+            ]
+        })
+        .collect();
+    section.table(
+        None,
+        &["seed", "system", "what", "value", "unit", "source"],
+        &rows,
+    );
+    section
 }
 
 /// A progress bar over `len` steps counted in `unit` (e.g. "topic", "calls").
@@ -489,6 +649,56 @@ mod tests {
     }
 
     #[test]
+    fn a_check_whose_system_did_not_run_counts_as_not_met() {
+        let skipped = [
+            Skipped {
+                system: "cyclonedds".into(),
+                payload_bytes: None,
+                reason: "ddsperf not found".into(),
+            },
+            Skipped {
+                system: "iceoryx2 busy-poll".into(),
+                payload_bytes: Some(64),
+                reason: "timeout".into(),
+            },
+        ];
+        assert!(skipped[0].covers("cyclonedds ddsperf", Some(1024)));
+        assert!(!skipped[0].covers("cyclonedds2 ddsperf", None));
+        assert!(skipped[1].covers("iceoryx2 busy-poll", Some(64)));
+        assert!(!skipped[1].covers("iceoryx2 busy-poll", Some(128)));
+        let why = why_missing(&skipped, "iceoryx2 busy-poll at 64 B", |k| {
+            k.covers("iceoryx2 busy-poll", Some(64))
+        });
+        assert_eq!(why, "iceoryx2 busy-poll at 64 B skipped: timeout");
+        let zenoh = why_missing(&skipped, "zenoh", |k| k.covers("zenoh", None));
+        assert_eq!(zenoh, "zenoh not run");
+
+        let v = Verdict::judged("service", "ratio <= 1.5", "nerve 64 B", Err(why), |r| {
+            r <= 1.5
+        });
+        assert_eq!((v.value, v.met), (None, Some(false)));
+        assert_eq!(
+            v.target,
+            "ratio <= 1.5 (not met: iceoryx2 busy-poll at 64 B skipped: timeout)"
+        );
+        let unmeasurable = Verdict::judged("topic", "CPU <= 1 %", "nerve", Ok(None), |c| c <= 1.0);
+        assert_eq!(unmeasurable.met, None);
+
+        let mut b = bundle();
+        b.suites[0].checks.extend([v, unmeasurable]);
+        assert!(
+            b.summary()
+                .contains("targets met: 1 of 2 checked, 1 not measurable on this machine"),
+            "{}",
+            b.summary()
+        );
+        assert!(b.markdown().contains(
+            "| ratio <= 1.5 (not met: iceoryx2 busy-poll at 64 B skipped: timeout) | \
+             nerve 64 B | – | **no** |"
+        ));
+    }
+
+    #[test]
     fn report_files_carry_rows_checks_and_escaped_html() {
         let dir = std::env::temp_dir().join(format!("nerve-bundle-{}", std::process::id()));
         let b = bundle();
@@ -503,6 +713,32 @@ mod tests {
         assert!(html.contains("zenoh &lt;shm&gt;: a &amp; b"));
         assert!(html.contains("<svg") && html.ends_with("</html>\n"));
         assert!(b.summary().contains("targets met: 1 of 1"));
+        assert_eq!(json["published"][0]["system"], "Segar 2.0.0");
+        // the summary: a suite not run says so, one that ran without the point too
+        assert_eq!(json["summary"][0]["seed"], "000");
+        assert_eq!(json["summary"][0]["nerve"], "not_run");
+        assert_eq!(json["summary"][2]["suite"], "topic");
+        assert_eq!(json["summary"][2]["nerve"]["missing"], "not measured");
+        assert!(html
+            .contains("<h2>Summary: Nerve, the best peer and the published figure per seed</h2>"));
+        let md = b.markdown();
+        assert!(md.contains("## Published figures (not measured here)"));
+        let summary = md
+            .find("## Summary: Nerve, the best peer and the published figure per seed")
+            .unwrap();
+        assert!(summary < md.find("## topic").unwrap(), "{md}");
+        assert!(md.contains(
+            "| 000 (service) | round trip mean, 256 B (µs) | not run | not run | – | \
+             91.2 (ROS 2 Humble) | – |"
+        ));
+        assert!(b
+            .summary()
+            .contains("  000 (service) round trip mean, 256 B (µs): not run;"));
+        assert!(
+            md.contains("| 000 | ROS 2 Humble | TPS, 1 MiB | 116 | calls/s |"),
+            "{md}"
+        );
+        assert!(html.contains("<h2>Published figures (not measured here)</h2>"));
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

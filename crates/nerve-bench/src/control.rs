@@ -14,7 +14,7 @@
 //!   (`bench role control-idle`), over a window with no traffic.
 //! - **Launch** ([`crate::launch`]): 20 processes to all-ready and back down.
 
-use crate::bundle::{json_rows, num, Section, Skipped, SuiteOutput, Verdict};
+use crate::bundle::{json_rows, num, why_missing, Section, Skipped, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::machine::{cpu_ns, Machine};
@@ -29,6 +29,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const SUITE: &str = "control";
+/// Names of the suite's parts in skipped entries.
+const ROUND_TRIPS: &str = "nerve round trips";
+const IDLE_NODE: &str = "nerve idle node";
+const LAUNCH: &str = "nerve launch";
 
 /// The suite's settings.
 #[derive(Clone, Debug)]
@@ -354,7 +358,7 @@ impl ControlSuite {
         let mut skipped = Vec::new();
         let round_trips = self.round_trips().unwrap_or_else(|e| {
             skipped.push(Skipped {
-                system: "nerve round trips".into(),
+                system: ROUND_TRIPS.into(),
                 payload_bytes: None,
                 reason: e,
             });
@@ -362,7 +366,7 @@ impl ControlSuite {
         });
         let idle = self.idle().map_err(|e| {
             skipped.push(Skipped {
-                system: "nerve idle node".into(),
+                system: IDLE_NODE.into(),
                 payload_bytes: None,
                 reason: e,
             })
@@ -378,7 +382,7 @@ impl ControlSuite {
             )
             .map_err(|e| {
                 skipped.push(Skipped {
-                    system: "nerve launch".into(),
+                    system: LAUNCH.into(),
                     payload_bytes: None,
                     reason: e,
                 })
@@ -434,12 +438,23 @@ impl ControlSuite {
             &rows,
         );
         let mut checks = Vec::new();
-        for r in round_trips.iter().filter(|r| r.what != "service call") {
-            checks.push(Verdict::new(
+        let missing = |name: &str| why_missing(&skipped, name, |k| k.system == name);
+        // every payload's action round trip, and the parameter set (measured once, 8 B)
+        let planned = self
+            .payloads
+            .iter()
+            .map(|&p| ("action round trip", p))
+            .chain(self.payloads.first().map(|_| ("parameter set", 8)));
+        for (what, payload) in planned {
+            let row = round_trips
+                .iter()
+                .find(|r| r.what == what && r.payload_bytes == payload)
+                .ok_or_else(|| missing(ROUND_TRIPS));
+            checks.push(Verdict::judged(
                 SUITE,
-                format!("{} P50 <= 2x a service call", r.what),
-                format!("{} B", r.payload_bytes),
-                Some(r.ratio_p50),
+                format!("{what} P50 <= 2x a service call"),
+                format!("{payload} B"),
+                row.map(|r| Some(r.ratio_p50)),
                 |v| v <= 2.0,
             ));
         }
@@ -449,16 +464,22 @@ impl ControlSuite {
                 &["seconds", "CPU % of one core"],
                 &[vec![num(i.seconds), format!("{:.3}", i.cpu_pct)]],
             );
-            checks.push(Verdict::new(
-                SUITE,
-                "idle CPU <= 0.1 % of one core",
-                "node with parameters and an action server",
-                Some(i.cpu_pct),
-                |v| v <= 0.1,
-            ));
         }
-        if let Some(l) = &launch {
-            crate::launch::section(&mut s, l, &mut checks);
+        checks.push(Verdict::judged(
+            SUITE,
+            "idle CPU <= 0.1 % of one core",
+            "node with parameters and an action server",
+            idle.as_ref()
+                .map(|i| Some(i.cpu_pct))
+                .ok_or_else(|| missing(IDLE_NODE)),
+            |v| v <= 0.1,
+        ));
+        match &launch {
+            Some(l) => crate::launch::section(&mut s, l, &mut checks),
+            None if self.launch_processes > 0 => {
+                checks.extend(crate::launch::launch_checks(Err(&missing(LAUNCH))))
+            }
+            None => {}
         }
         let mut json = json_rows(&round_trips);
         json.extend(json_rows(&idle.into_iter().collect::<Vec<_>>()));

@@ -8,19 +8,23 @@
 //! latencies are lower bounds of what the same software does between real machines.
 
 use crate::bundle::Skipped;
-use crate::bundle::{json_rows, num, Section, SuiteOutput, Verdict};
+use crate::bundle::{json_rows, num, why_missing, Measured, Section, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::hosts::SimHosts;
 use crate::machine::{cpu_ns, memory, mono_ns, Machine};
 use crate::plot::{line_chart, Axis, Series};
+use crate::published::CYBERRT_CROSS;
 use crate::report::human_bytes;
 use crate::stream::{Payload, StreamSpec, StreamSystem};
-use crate::topic::{measure_stream, Placement, TopicRow, CYBERRT_CROSS};
+use crate::topic::{found, measure_stream, Placement, TopicRow, TopicSystem};
 use crate::topic::{TopicSuite, CROSS_HOST_SYSTEMS};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The skipped entry's name when no simulated hosts could be made.
+const EVERY_SYSTEM: &str = "every system";
 
 /// Sizes at which the network plane's cost to local topics is measured (100 Hz).
 pub const OVERHEAD_SIZES: [usize; 2] = [1024, 1 << 20];
@@ -170,72 +174,105 @@ fn overhead(rows: &[TopicRow], size: usize, on: bool) -> Option<&TopicRow> {
         .find(|r| r.mode == mode && r.payload_bytes == size)
 }
 
-/// The targets of issue 6, from one run.
-pub fn checks(rows: &[TopicRow], idle: &[IdleRow]) -> Vec<Verdict> {
-    let v = |target: &str, scope: String, value: Option<f64>, ok: &dyn Fn(f64) -> bool| {
-        Verdict::new("topic", target, scope, value, ok)
+/// The targets of issue 6 for every Nerve mode and point `suite` plans: a point Nerve or
+/// the peer it is compared with did not run is judged not met, with the reason.
+pub fn checks(
+    rows: &[TopicRow],
+    idle: &[IdleRow],
+    skipped: &[Skipped],
+    suite: &TopicSuite,
+) -> Vec<Verdict> {
+    let v = |target: &str, scope: &str, value: Measured, ok: fn(f64) -> bool| {
+        Verdict::judged("topic", target, scope, value, ok)
     };
     let mut out = Vec::new();
-    for n in rows.iter().filter(|r| r.cross_host && r.system == "nerve") {
-        let at = format!(
-            "nerve {} across hosts {} @ {} Hz",
-            n.mode,
-            human_bytes(n.payload_bytes),
-            n.rate_hz
-        );
-        let z = find(rows, "zenoh", n.payload_bytes, n.rate_hz);
-        out.push(v(
-            "nerve avg / raw zenoh avg <= 1.2",
-            at.clone(),
-            z.map(|z| n.latency_us.avg / z.latency_us.avg),
-            &|r| r <= 1.2,
-        ));
-        out.push(v("loss = 0 (reliable)", at, n.loss_rate, &|l| l == 0.0));
-    }
-    for (name, size, rate, published) in CYBERRT_CROSS {
-        for n in rows.iter().filter(|r| {
-            r.cross_host && r.system == "nerve" && r.payload_bytes == size && r.rate_hz == rate
-        }) {
+    let points = suite.points();
+    let nerve_modes: Vec<&str> = suite
+        .systems
+        .iter()
+        .filter_map(|s| match s {
+            TopicSystem::Stream(s) if s.system() == "nerve" => Some(s.mode()),
+            _ => None,
+        })
+        .collect();
+    for mode in &nerve_modes {
+        for p in &points {
+            let (size, rate) = (p.payload_bytes, p.rate_hz);
+            let at = &format!(
+                "nerve {mode} across hosts {} @ {rate} Hz",
+                human_bytes(size)
+            );
+            let n = found(rows, skipped, ("nerve", mode), size, rate);
+            let z = found(rows, skipped, ("zenoh", "peer-tcp"), size, rate);
             out.push(v(
-                &format!("avg / CyberRT cross-machine {published} µs <= 0.5"),
-                format!(
-                    "nerve {}: {name} ({} @ {rate} Hz, veth)",
-                    n.mode,
-                    human_bytes(size)
-                ),
-                Some(n.latency_us.avg / published),
-                &|r| r <= 0.5,
+                "nerve avg / raw zenoh avg <= 1.2",
+                at,
+                n.clone()
+                    .and_then(|n| Ok(Some(n.latency_us.avg / z?.latency_us.avg))),
+                |r| r <= 1.2,
             ));
+            out.push(v(
+                "loss = 0 (reliable)",
+                at,
+                n.clone().map(|n| n.loss_rate),
+                |l| l == 0.0,
+            ));
+            for (name, _, _, published) in
+                CYBERRT_CROSS.iter().filter(|c| c.1 == size && c.2 == rate)
+            {
+                let published = *published;
+                out.push(Verdict::judged(
+                    "topic",
+                    format!("avg / CyberRT cross-machine {published} µs <= 0.5"),
+                    format!(
+                        "nerve {mode}: {name} ({} @ {rate} Hz, veth)",
+                        human_bytes(size)
+                    ),
+                    n.clone().map(|n| Some(n.latency_us.avg / published)),
+                    |r| r <= 0.5,
+                ));
+            }
         }
     }
     for size in OVERHEAD_SIZES {
-        let (off, on) = (overhead(rows, size, false), overhead(rows, size, true));
-        let ratio = |q: fn(&TopicRow) -> f64| match (off, on) {
-            (Some(a), Some(b)) => Some(q(b) / q(a)),
-            _ => None,
+        let side = |on: bool| {
+            let mode = format!("local, network {}", if on { "on" } else { "off" });
+            overhead(rows, size, on).ok_or_else(|| {
+                let name = format!("nerve {mode}");
+                why_missing(skipped, &format!("{name} at {}", human_bytes(size)), |k| {
+                    k.covers(&name, Some(size)) || k.system == EVERY_SYSTEM
+                })
+            })
         };
-        let at = format!("local {} @ 100 Hz", human_bytes(size));
+        let ratio = |q: fn(&TopicRow) -> f64| -> Measured {
+            let (off, on) = (side(false)?, side(true)?);
+            Ok(Some(q(on) / q(off)))
+        };
+        let at = &format!("local {} @ 100 Hz", human_bytes(size));
         out.push(v(
             "P50 with network plane / without <= 1.1",
-            at.clone(),
+            at,
             ratio(|r| r.latency_us.p50),
-            &|r| r <= 1.1,
+            |r| r <= 1.1,
         ));
         out.push(v(
             "avg with network plane / without <= 1.1",
             at,
             ratio(|r| r.latency_us.avg),
-            &|r| r <= 1.1,
+            |r| r <= 1.1,
         ));
     }
-    if let Some(i) = idle.iter().find(|i| i.network) {
-        out.push(v(
-            "idle CPU with a zenoh session <= 0.5 % (no busy loop)",
-            "idle executor".into(),
-            i.cpu_percent,
-            &|c| c <= 0.5,
-        ));
-    }
+    let session = idle.iter().find(|i| i.network).ok_or_else(|| {
+        why_missing(skipped, "idle executor", |k| {
+            k.system == "idle executor" || k.system == EVERY_SYSTEM
+        })
+    });
+    out.push(v(
+        "idle CPU with a zenoh session <= 0.5 % (no busy loop)",
+        "idle executor",
+        session.map(|i| i.cpu_percent),
+        |c| c <= 0.5,
+    ));
     out
 }
 
@@ -277,17 +314,11 @@ impl CrossHostSuite {
             Ok(h) => h,
             Err(e) => {
                 let skipped = vec![Skipped {
-                    system: "every system".into(),
+                    system: EVERY_SYSTEM.into(),
                     payload_bytes: None,
                     reason: format!("no simulated hosts: {e}"),
                 }];
-                return Ok(output(
-                    Vec::new(),
-                    Vec::new(),
-                    skipped,
-                    machine,
-                    suite.quick,
-                ));
+                return Ok(output(Vec::new(), Vec::new(), skipped, machine, suite));
             }
         };
         let (mut rows, mut skipped) = suite.measure(Some(&sim));
@@ -305,18 +336,19 @@ impl CrossHostSuite {
                 });
                 Vec::new()
             });
-        Ok(output(rows, idle, skipped, machine, suite.quick))
+        Ok(output(rows, idle, skipped, machine, suite))
     }
 }
 
-/// The suite's output across hosts.
+/// The suite's output across hosts (`suite`: what was planned).
 pub fn output(
     rows: Vec<TopicRow>,
     idle: Vec<IdleRow>,
     skipped: Vec<Skipped>,
     machine: &Machine,
-    quick: bool,
+    suite: &TopicSuite,
 ) -> SuiteOutput {
+    let quick = suite.quick;
     let head = [
         "system",
         "size",
@@ -462,7 +494,7 @@ pub fn output(
     for r in rows.iter().filter(|r| r.cross_host) {
         summary.push_str(&format!("  {}\n", line(r)[..9].join("  ")));
     }
-    let checks = checks(&rows, &idle);
+    let checks = checks(&rows, &idle, &skipped, suite);
     let mut json: Vec<serde_json::Value> = json_rows(&rows);
     json.extend(json_rows(&idle));
     section.finish("topic-cross-host", json, skipped, checks, summary)

@@ -176,6 +176,44 @@ pub fn measure(nerve: &Path, domain: u32, n: usize, singles: usize) -> Result<La
     })
 }
 
+/// The launch targets, judged on `row`, or every one not met with the reason the launch
+/// measurement did not run.
+pub fn launch_checks(row: Result<&LaunchRow, &str>) -> Vec<Verdict> {
+    let value = |f: fn(&LaunchRow) -> f64| row.map(|r| Some(f(r))).map_err(str::to_string);
+    let sigint = row.map_or("–".to_string(), |r| r.sigint_timeout_ms.to_string());
+    let budget = row.map_or(0.0, |r| r.escalation_budget_ms);
+    vec![
+        Verdict::judged(
+            SUITE,
+            "20 processes all ready within 1 s plus one process's own start-up (ms over it)",
+            "nerve bench role launch-node x20, ready = topic has a publisher",
+            value(|r| r.all_ready_ms - r.single_ready_ms),
+            |v| v <= 1000.0,
+        ),
+        Verdict::judged(
+            SUITE,
+            "well-behaved shutdown within the SIGINT timeout",
+            format!("20 processes, SIGINT timeout {sigint} ms"),
+            value(|r| r.shutdown_ms),
+            |v| v <= 5000.0,
+        ),
+        Verdict::judged(
+            SUITE,
+            "misbehaving shutdown within SIGINT + SIGTERM + SIGKILL timeouts",
+            "20 shells ignoring SIGINT and SIGTERM, 300 + 300 ms + 100 ms for SIGKILL",
+            value(|r| r.escalated_shutdown_ms),
+            move |v| v <= budget,
+        ),
+        Verdict::judged(
+            SUITE,
+            "nothing left behind",
+            "children and grandchildren of both runs",
+            value(|r| r.left_behind as f64),
+            |v| v == 0.0,
+        ),
+    ]
+}
+
 /// The launch table and its checks.
 pub fn section(s: &mut Section, row: &LaunchRow, checks: &mut Vec<Verdict>) {
     s.table(
@@ -201,32 +239,5 @@ pub fn section(s: &mut Section, row: &LaunchRow, checks: &mut Vec<Verdict>) {
             row.left_behind.to_string(),
         ]],
     );
-    checks.push(Verdict::new(
-        SUITE,
-        "20 processes all ready within 1 s plus one process's own start-up (ms over it)",
-        "nerve bench role launch-node x20, ready = topic has a publisher",
-        Some(row.all_ready_ms - row.single_ready_ms),
-        |v| v <= 1000.0,
-    ));
-    checks.push(Verdict::new(
-        SUITE,
-        "well-behaved shutdown within the SIGINT timeout",
-        format!("20 processes, SIGINT timeout {} ms", row.sigint_timeout_ms),
-        Some(row.shutdown_ms),
-        |v| v <= 5000.0,
-    ));
-    checks.push(Verdict::new(
-        SUITE,
-        "misbehaving shutdown within SIGINT + SIGTERM + SIGKILL timeouts",
-        "20 shells ignoring SIGINT and SIGTERM, 300 + 300 ms + 100 ms for SIGKILL",
-        Some(row.escalated_shutdown_ms),
-        |v| v <= row.escalation_budget_ms,
-    ));
-    checks.push(Verdict::new(
-        SUITE,
-        "nothing left behind",
-        "children and grandchildren of both runs",
-        Some(row.left_behind as f64),
-        |v| v == 0.0,
-    ));
+    checks.extend(launch_checks(Ok(row)));
 }

@@ -7,10 +7,11 @@
 //! series and quantile plots. The floor row moves the same bytes with a bare futex.
 
 use crate::bundle::Skipped;
-use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
+use crate::bundle::{json_rows, num, progress, why_missing, Section, SuiteOutput, Verdict};
 use crate::echo::PeerError;
 use crate::machine::Machine;
 use crate::plot::{line_chart, Axis, Series};
+use crate::published::{OUSTER_ROS2, SEED_003};
 use crate::stats::{quantiles, Dist, Summary};
 use crate::stream::{Payload, StreamSpec, StreamSystem};
 use crate::topic::measure_stream;
@@ -23,16 +24,6 @@ pub const MODES: [u32; 3] = [512, 1024, 2048];
 pub const BEAMS: [u32; 2] = [16, 64];
 /// Frames per second of every mode.
 pub const RATE_HZ: f64 = 10.0;
-
-/// ROS 2 figures of seeds/003 (ms, published elsewhere on other hardware): test case,
-/// mode, e2e median, e2e MAD, recv-stamp jitter median, recv-stamp jitter MAD.
-pub const SEED_003: [(&str, u32, f64, f64, f64, f64); 5] = [
-    ("test 1 (default)", 2048, 1455.07, 39.69, 128.17, 14.01),
-    ("test 2", 512, 132.09, 0.327, 99.99, 0.46),
-    ("test 3", 1024, 131.48, 7.144, 100.2, 12.6),
-    ("test 4", 1024, 26.97, 7.145, 101.39, 13.55),
-    ("test 5 (tuned)", 1024, 18.16, 4.256, 100.10, 6.44),
-];
 
 /// One row: a system in one lidar mode.
 #[derive(Clone, Debug, Serialize)]
@@ -199,7 +190,7 @@ impl LidarSuite {
             None
         };
         bar.finish_and_clear();
-        Ok(output(rows, skipped, machine, self.frames, pipeline))
+        Ok(output(rows, skipped, machine, self, pipeline))
     }
 
     fn run_one(
@@ -305,41 +296,71 @@ fn label(r: &LidarRow) -> String {
     format!("{} {}", r.system, r.mode)
 }
 
+/// The targets for every Nerve mode at every lidar mode the suite plans: one Nerve or the
+/// floor it is compared with did not run is judged not met, with the reason.
+fn checks(rows: &[LidarRow], skipped: &[Skipped], suite: &LidarSuite) -> Vec<Verdict> {
+    let mut checks = Vec::new();
+    for sys in suite.systems.iter().filter(|s| s.system() == "nerve") {
+        for (&columns, &beams) in suite
+            .modes
+            .iter()
+            .flat_map(|c| suite.beams.iter().map(move |b| (c, b)))
+        {
+            let lidar_mode = format!("{columns}x10");
+            let row = |system: &str, mode: &str| {
+                let name = format!("{system} {mode} {lidar_mode} OS1-{beams}");
+                rows.iter()
+                    .find(|r| {
+                        r.system == system
+                            && r.mode == mode
+                            && r.lidar_mode == lidar_mode
+                            && r.beams == beams
+                    })
+                    .ok_or_else(|| why_missing(skipped, &name, |k| k.system == name))
+            };
+            let n = row("nerve", sys.mode());
+            let floor = row("floor", "futex");
+            let at = &format!("nerve {} {lidar_mode} OS1-{beams}", sys.mode());
+            let of = |f: fn(&LidarRow) -> f64| n.clone().map(|r| Some(f(r)));
+            checks.push(Verdict::judged(
+                "lidar",
+                "e2e median - floor median <= 20 µs",
+                at,
+                n.clone().and_then(|r| {
+                    Ok(Some(
+                        r.e2e_latency_us.median - floor.clone()?.e2e_latency_us.median,
+                    ))
+                }),
+                |d| d <= 20.0,
+            ));
+            checks.push(Verdict::judged(
+                "lidar",
+                "e2e MAD <= 25 µs",
+                at,
+                of(|r| r.e2e_latency_us.mad),
+                |m| m <= 25.0,
+            ));
+            checks.push(Verdict::judged(
+                "lidar",
+                "loss = 0",
+                at,
+                of(|r| r.loss_rate),
+                |l| l == 0.0,
+            ));
+        }
+    }
+    checks
+}
+
 fn output(
     rows: Vec<LidarRow>,
     skipped: Vec<Skipped>,
     machine: &Machine,
-    frames: u64,
+    suite: &LidarSuite,
     pipeline: Option<crate::pipeline::PipelineResult>,
 ) -> SuiteOutput {
-    let mut checks = Vec::new();
-    for r in rows.iter().filter(|r| r.system == "nerve") {
-        let at = format!("nerve {} {} OS1-{}", r.mode, r.lidar_mode, r.beams);
-        let floor = rows
-            .iter()
-            .find(|f| f.system == "floor" && f.lidar_mode == r.lidar_mode && f.beams == r.beams);
-        checks.push(Verdict::new(
-            "lidar",
-            "e2e median - floor median <= 20 µs",
-            at.clone(),
-            floor.map(|f| r.e2e_latency_us.median - f.e2e_latency_us.median),
-            |d| d <= 20.0,
-        ));
-        checks.push(Verdict::new(
-            "lidar",
-            "e2e MAD <= 25 µs",
-            at.clone(),
-            Some(r.e2e_latency_us.mad),
-            |m| m <= 25.0,
-        ));
-        checks.push(Verdict::new(
-            "lidar",
-            "loss = 0",
-            at,
-            Some(r.loss_rate),
-            |l| l == 0.0,
-        ));
-    }
+    let frames = suite.frames;
+    let checks = checks(&rows, &skipped, suite);
     let head = [
         "system",
         "mode",
@@ -383,7 +404,7 @@ fn output(
         })
         .collect();
     let seed_head = [
-        "ROS 2 (published, Thinkpad T480)",
+        "test case",
         "mode",
         "e2e median ms",
         "e2e MAD ms",
@@ -392,14 +413,14 @@ fn output(
     ];
     let seed_rows: Vec<Vec<String>> = SEED_003
         .iter()
-        .map(|(t, m, med, mad, jm, jmad)| {
+        .map(|c| {
             vec![
-                t.to_string(),
-                format!("{m}x10"),
-                format!("{med}"),
-                format!("{mad}"),
-                format!("{jm}"),
-                format!("{jmad}"),
+                c.case.to_string(),
+                format!("{}x10", c.columns),
+                format!("{}", c.e2e_median_ms),
+                format!("{}", c.e2e_mad_ms),
+                format!("{}", c.recv_jitter_median_ms),
+                format!("{}", c.recv_jitter_mad_ms),
             ]
         })
         .collect();
@@ -469,7 +490,10 @@ fn output(
     }
     section.table(Some("Summary"), &head, &table);
     section.table(
-        Some("ROS 2 (published elsewhere, seeds/003)"),
+        Some(&format!(
+            "{} (published in {}; not measured here)",
+            OUSTER_ROS2.system, OUSTER_ROS2.reference
+        )),
         &seed_head,
         &seed_rows,
     );

@@ -13,7 +13,7 @@
 //! time) that prints one JSON object; a point that fails, times out or cannot run here is
 //! listed as skipped with its reason and the suite goes on.
 
-use crate::bundle::{num, progress, Section, Skipped, SuiteOutput, Verdict};
+use crate::bundle::{num, progress, why_missing, Measured, Section, Skipped, SuiteOutput, Verdict};
 use crate::echo::PeerError;
 use crate::plot::{bar_chart, line_chart, Axis, Series};
 use crate::report::human_bytes;
@@ -870,7 +870,7 @@ impl PythonSuite {
             Ok(p) => p,
             Err(reason) => {
                 let skipped = vec![Skipped {
-                    system: "python suite".into(),
+                    system: SUITE_SKIPPED.into(),
                     payload_bytes: None,
                     reason: reason.clone(),
                 }];
@@ -922,6 +922,9 @@ impl PythonSuite {
         Ok(output(rows, skipped, &probe, self))
     }
 }
+
+/// The skipped entry's name when the suite could not run at all.
+const SUITE_SKIPPED: &str = "python suite";
 
 /// Fills in counts pybench did not echo.
 fn with_count(mut params: Value, p: &Point, suite: &PythonSuite) -> Value {
@@ -1428,66 +1431,116 @@ fn cpu<'a>(rows: &'a [PyRow], system: &str, what: CpuWhat) -> Option<&'a PyRow> 
     })
 }
 
-/// The suite's targets, judged on its rows (a target whose figures are missing is
-/// listed with no value).
-pub fn checks(rows: &[PyRow]) -> Vec<Verdict> {
-    let v = |target: &str, scope: String, value: Option<f64>, ok: fn(f64) -> bool| {
-        Verdict::new("python", target, scope, value, ok)
+/// The suite's targets, judged on its rows. A target whose point did not run (its system
+/// unavailable, the point skipped, or the suite not run) is not met, with the reason.
+pub fn checks(rows: &[PyRow], skipped: &[Skipped]) -> Vec<Verdict> {
+    let v = |target: &str, scope: String, value: Measured, ok: fn(f64) -> bool| {
+        Verdict::judged("python", target, scope, value, ok)
     };
+    // a point's figure, or why the point has no row
+    let get = |p: Point, figure: fn(&PyRow) -> Option<f64>| -> Measured {
+        let row = match &p {
+            Point::PingPong {
+                system,
+                msg,
+                ponger,
+            } => pingpong(rows, system, *msg, *ponger),
+            Point::Stream { system, bytes } => stream(rows, system, *bytes),
+            Point::Tensor { system, mib } => tensor(rows, system, *mib),
+            Point::Cpu { system, what } => cpu(rows, system, *what),
+        };
+        row.map(figure).ok_or_else(|| {
+            let label = p.label();
+            why_missing(skipped, &label, |k| {
+                k.system == label || k.system == p.system() || k.system == SUITE_SKIPPED
+            })
+        })
+    };
+    let ping = |system: &str, msg: PyMsg| {
+        get(
+            Point::PingPong {
+                system: system.into(),
+                msg,
+                ponger: Ponger::Python,
+            },
+            PyRow::p50,
+        )
+    };
+    let ratio = |a: Measured, b: Measured| -> Measured { Ok(a?.zip(b?).map(|(a, b)| a / b)) };
     let mut out = Vec::new();
     for msg in PyMsg::ALL {
-        let nerve = pingpong(rows, "nerve", msg, Ponger::Python).and_then(PyRow::p50);
+        let nerve = ping("nerve", msg);
         out.push(v(
             "Python↔Python one-way P50 <= 5 µs",
             format!("nerve {}", msg.name()),
-            nerve,
+            nerve.clone(),
             |p| p <= 5.0,
         ));
         for other in ["zenoh", "cyclonedds"] {
-            let o = pingpong(rows, other, msg, Ponger::Python).and_then(PyRow::p50);
             out.push(v(
                 &format!("nerve >= 10x faster than {other} (P50 {other} / nerve)"),
                 format!("{}, Python↔Python", msg.name()),
-                o.zip(nerve).map(|(o, n)| o / n),
+                ratio(ping(other, msg), nerve.clone()),
                 |r| r >= 10.0,
             ));
         }
-        let iox = pingpong(rows, "iceoryx2", msg, Ponger::Python).and_then(PyRow::p50);
         out.push(v(
             "nerve not slower than iceoryx2's Python binding (P50 nerve / iceoryx2 <= 1)",
             format!("{}, Python↔Python", msg.name()),
-            nerve.zip(iox).map(|(n, i)| n / i),
+            ratio(nerve, ping("iceoryx2", msg)),
             |r| r <= 1.0,
         ));
     }
     for (system, consumer) in [("nerve", "blocking"), ("nerve_spin", "busy-waiting")] {
-        let t64 = tensor(rows, system, 64).and_then(PyRow::p50);
-        let t1 = tensor(rows, system, 1).and_then(PyRow::p50);
+        let at = |mib: u32| {
+            get(
+                Point::Tensor {
+                    system: system.into(),
+                    mib,
+                },
+                PyRow::p50,
+            )
+        };
         out.push(v(
             "tensor hand-off P50 <= 50 µs",
             format!("nerve 64 MiB float32, {consumer} consumer"),
-            t64,
+            at(64),
             |p| p <= 50.0,
         ));
         out.push(v(
             "size independence: P50 64 MiB / P50 1 MiB <= 2",
             format!("nerve tensor hand-off, {consumer} consumer"),
-            t64.zip(t1).map(|(a, b)| a / b),
+            ratio(at(64), at(1)),
             |r| r <= 2.0,
         ));
     }
-    out.push(v(
-        "100 Hz timer node CPU <= 1 % (schedstat)",
-        "nerve".into(),
-        cpu(rows, "nerve", CpuWhat::Timer100Hz).and_then(|r| r.cpu_percent_schedstat),
-        |c| c <= 1.0,
-    ));
-    out.push(v(
-        "idle subscriber CPU <= 0.1 % (schedstat)",
-        "nerve".into(),
-        cpu(rows, "nerve", CpuWhat::IdleSub).and_then(|r| r.cpu_percent_schedstat),
-        |c| c <= 0.1,
-    ));
+    for (target, what, limit) in [
+        (
+            "100 Hz timer node CPU <= 1 % (schedstat)",
+            CpuWhat::Timer100Hz,
+            1.0,
+        ),
+        (
+            "idle subscriber CPU <= 0.1 % (schedstat)",
+            CpuWhat::IdleSub,
+            0.1,
+        ),
+    ] {
+        let value = get(
+            Point::Cpu {
+                system: "nerve".into(),
+                what,
+            },
+            |r| r.cpu_percent_schedstat,
+        );
+        out.push(Verdict::judged(
+            "python",
+            target,
+            "nerve",
+            value,
+            move |c| c <= limit,
+        ));
+    }
     out
 }
 
@@ -1519,7 +1572,7 @@ pub fn output(
     probe: &Probe,
     suite: &PythonSuite,
 ) -> SuiteOutput {
-    let checks = checks(&rows);
+    let checks = checks(&rows, &skipped);
     let intro = format!(
         "Nerve's Python package (nerve, built from this checkout in release with maturin) \
          beside the Python bindings of iceoryx2, Zenoh and Cyclone DDS and two plain-Python \
@@ -2132,14 +2185,32 @@ mod tests {
         assert_eq!((c.value, c.met), (Some(1.7), Some(false)));
         let c = find("idle subscriber CPU", "nerve");
         assert_eq!((c.value, c.met), (Some(0.02), Some(true)));
-        // the tensor checks are judged for both consumers; the busy-waiting one has no rows
+        // the tensor checks are judged for both consumers; the busy-waiting one has no rows,
+        // so it is not met and says so
         let c = find("tensor hand-off P50", "nerve 64 MiB float32, busy-waiting");
-        assert_eq!((c.value, c.met), (None, None));
+        assert_eq!((c.value, c.met), (None, Some(false)));
+        assert!(
+            c.target
+                .ends_with("(not met: nerve_spin tensor 64 MiB not run)"),
+            "{}",
+            c.target
+        );
         assert_eq!(out.checks.len(), 14);
 
-        // a run with nothing measured judges nothing
-        let empty = checks(&[]);
-        assert!(empty.iter().all(|c| c.value.is_none() && c.met.is_none()));
+        // a suite that could not run judges every target not met, with its reason
+        let why = [Skipped {
+            system: SUITE_SKIPPED.into(),
+            payload_bytes: None,
+            reason: "no venv".into(),
+        }];
+        let empty = checks(&[], &why);
+        assert_eq!(empty.len(), 14);
+        assert!(empty
+            .iter()
+            .all(|c| c.value.is_none() && c.met == Some(false)));
+        assert!(empty[0]
+            .target
+            .ends_with("(not met: nerve ping-pong CmdVel skipped: no venv)"));
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Reports: `report.json` (machine-readable), `report.md` (the seed's tables with its
 //! published figures beside ours) and a summary table for the terminal.
 
-use crate::bundle::{md_table, Section, Skipped, SuiteOutput, Verdict};
+use crate::bundle::{md_table, why_missing, Measured, Section, Skipped, SuiteOutput, Verdict};
 use crate::machine::Machine;
 use crate::plot::{bar_chart, line_chart, Axis, Series};
+use crate::published;
 use crate::stats::Rtt;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -18,6 +19,23 @@ pub struct IdleCpu {
     /// The client process.
     pub client: Option<f64>,
 }
+
+/// CPU used while the measured calls ran, in % of one core: user + system time over wall
+/// time, as Apex.AI's performance_test reports it. A busy-polling side shows ~100 %.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CallCpu {
+    /// The client process (every thread of it, so a client library's own threads count).
+    pub client: Option<f64>,
+    /// The server process (every thread).
+    pub server: Option<f64>,
+}
+
+/// Systems that sleep while they wait, compared with Nerve's block mode: (system, mode).
+pub const BLOCKING_PEERS: [(&str, &str); 3] = [
+    ("uds", "blocking"),
+    ("zenoh", "peer-tcp"),
+    ("cyclonedds", "ddsperf"),
+];
 
 /// One system at one payload.
 #[derive(Clone, Debug, Serialize)]
@@ -36,12 +54,26 @@ pub struct Entry {
     pub tps: f64,
     /// Round-trip statistics in µs.
     pub rtt_us: Rtt,
+    /// CPU of client and server while the measured calls ran (`None`: not measured, e.g.
+    /// ddsperf, which runs its own processes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<CallCpu>,
     /// Idle CPU after the run (first payload only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_cpu_percent: Option<IdleCpu>,
     /// How the figures were derived where it differs from the others.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+impl Entry {
+    /// CPU time of client and server together per call, in µs: how much of the round trip
+    /// both sides spend on a core (spinning shows as about the round trip itself).
+    pub fn cpu_us_per_call(&self) -> Option<f64> {
+        let cpu = self.cpu_percent?;
+        let total = cpu.client? + cpu.server?;
+        (self.calls > 0).then(|| total / 100.0 * self.seconds / self.calls as f64 * 1e6)
+    }
 }
 
 /// A suite's results.
@@ -64,125 +96,6 @@ pub struct Report {
     /// What could not run.
     pub skipped: Vec<Skipped>,
 }
-
-/// Figures published in seeds/000 (Segar 2.0.0 and ROS 2 Humble on a 28-core x86 with
-/// Ubuntu 22.04): payload, then TPS, avg, P50, P90, P99, max (µs); `None` where the seed
-/// gives no figure. Measured elsewhere, shown beside ours for orientation only.
-#[allow(clippy::type_complexity)]
-pub const SEED_000: [(usize, [Option<f64>; 6], [Option<f64>; 6]); 7] = [
-    (
-        256,
-        [
-            Some(10342.9),
-            Some(95.6),
-            None,
-            None,
-            Some(277.7),
-            Some(1378.0),
-        ],
-        [Some(10850.0), Some(91.2), None, None, None, Some(1150.0)],
-    ),
-    (
-        1024,
-        [
-            Some(11202.6),
-            Some(87.9),
-            None,
-            None,
-            Some(237.1),
-            Some(1393.8),
-        ],
-        [Some(10200.0), Some(96.5), None, None, None, Some(1280.0)],
-    ),
-    (
-        4096,
-        [
-            Some(16210.0),
-            Some(58.9),
-            None,
-            None,
-            Some(127.4),
-            Some(1279.8),
-        ],
-        [Some(9200.0), Some(108.3), None, None, None, Some(1520.0)],
-    ),
-    (
-        16384,
-        [
-            Some(21075.8),
-            Some(42.8),
-            Some(38.5),
-            Some(52.5),
-            Some(100.6),
-            Some(263.6),
-        ],
-        [
-            Some(8517.0),
-            Some(108.1),
-            Some(107.6),
-            Some(144.2),
-            None,
-            Some(1850.0),
-        ],
-    ),
-    (
-        65536,
-        [
-            Some(6864.8),
-            Some(117.7),
-            Some(120.2),
-            Some(158.9),
-            Some(235.1),
-            Some(622.9),
-        ],
-        [
-            Some(4395.0),
-            Some(196.3),
-            Some(188.5),
-            Some(265.9),
-            None,
-            Some(3850.0),
-        ],
-    ),
-    (
-        262144,
-        [
-            Some(2714.5),
-            Some(268.3),
-            Some(267.0),
-            Some(400.7),
-            Some(515.6),
-            Some(1284.7),
-        ],
-        [
-            Some(2069.0),
-            Some(399.0),
-            Some(380.0),
-            Some(558.0),
-            Some(824.0),
-            Some(8240.0),
-        ],
-    ),
-    (
-        1048576,
-        [
-            Some(961.7),
-            Some(715.0),
-            Some(626.3),
-            Some(1077.8),
-            Some(1386.9),
-            Some(3059.5),
-        ],
-        [
-            Some(116.0),
-            Some(8076.0),
-            Some(2805.0),
-            Some(22185.0),
-            Some(25429.0),
-            Some(43959.0),
-        ],
-    ),
-];
 
 /// Versions of Nerve, the peers it links and the compiler.
 pub fn versions() -> BTreeMap<String, String> {
@@ -225,6 +138,8 @@ fn opt(v: Option<f64>) -> String {
 /// Outcome of one target check.
 #[derive(Clone, Debug, Serialize)]
 pub struct Check {
+    /// The Nerve system and mode it judges, e.g. "nerve adaptive".
+    pub system: String,
     /// What is checked.
     pub target: String,
     /// The payload it applies to.
@@ -274,25 +189,90 @@ impl Report {
         out
     }
 
-    /// Checks the issue's targets against the measured figures (service suite).
+    /// Payloads of the run: measured or skipped.
+    fn planned_payloads(&self) -> Vec<usize> {
+        let mut p = self.payloads();
+        p.extend(self.skipped.iter().filter_map(|k| k.payload_bytes));
+        p.sort_unstable();
+        p.dedup();
+        p
+    }
+
+    /// `system mode` at `payload`, or why it has no row (skipped with this reason, or not
+    /// run).
+    fn found(&self, system: &str, mode: &str, payload: usize) -> Result<&Entry, String> {
+        self.find(system, mode, payload).ok_or_else(|| {
+            let name = format!("{system} {mode}");
+            why_missing(
+                &self.skipped,
+                &format!("{name} at {}", human_bytes(payload)),
+                |k| k.covers(&name, Some(payload)),
+            )
+        })
+    }
+
+    /// Checks the issue's targets against the measured figures (service suite), at every
+    /// payload of the run: one Nerve or the peer it is compared with did not run at is not
+    /// met, with the reason.
     pub fn checks(&self) -> Vec<Check> {
         let mut out = Vec::new();
-        for p in self.payloads() {
-            let Some(n) = self.find("nerve", "adaptive", p) else {
-                continue;
+        let payloads = self.planned_payloads();
+        let idle_at = self
+            .results
+            .iter()
+            .find(|e| e.system == "nerve" && e.mode == "adaptive" && e.idle_cpu_percent.is_some())
+            .map(|e| e.payload_bytes)
+            .or(payloads.first().copied());
+        for &p in &payloads {
+            let n = self.found("nerve", "adaptive", p);
+            let mut judge =
+                |system: &str, target: String, value: Measured, ok: &dyn Fn(f64) -> bool| {
+                    let v = Verdict::judged("service", target, "", value, ok);
+                    out.push(Check {
+                        system: system.into(),
+                        target: v.target,
+                        payload_bytes: p,
+                        value: v.value,
+                        met: v.met,
+                    })
+                };
+            // a figure of `a` over the same figure of `b`
+            let ratio_of = |a: &Result<&Entry, String>,
+                            b: Result<&Entry, String>,
+                            f: &dyn Fn(&Entry) -> Option<f64>|
+             -> Measured {
+                let (a, b) = (a.clone()?, b?);
+                Ok(f(a).zip(f(b)).map(|(a, b)| a / b))
             };
-            let mut push = |target: String, value: Option<f64>, ok: &dyn Fn(f64) -> bool| {
-                out.push(Check {
-                    target,
-                    payload_bytes: p,
-                    value,
-                    met: value.map(ok),
-                })
+            // Nerve's block mode beside the peers that sleep while they wait
+            let block = self.found("nerve", "block", p);
+            for (sys, mode) in BLOCKING_PEERS {
+                judge(
+                    "nerve block",
+                    format!("block median RTT / {sys} {mode} median RTT <= 1"),
+                    ratio_of(&block, self.found(sys, mode, p), &|e| Some(e.rtt_us.p50)),
+                    &|r| r <= 1.0,
+                );
+            }
+            judge(
+                "nerve block",
+                "block CPU per call (client + server) / uds blocking's <= 1".into(),
+                ratio_of(
+                    &block,
+                    self.found("uds", "blocking", p),
+                    &Entry::cpu_us_per_call,
+                ),
+                &|r| r <= 1.0,
+            );
+            let mut push = |target: String, value: Measured, ok: &dyn Fn(f64) -> bool| {
+                judge("nerve adaptive", target, value, ok)
             };
-            let iox = self.find("iceoryx2", "busy-poll", p);
+            let ratio = |other: Result<&Entry, String>, f: fn(&Entry) -> f64| {
+                ratio_of(&n, other, &|e| Some(f(e)))
+            };
             push(
                 "adaptive median RTT / iceoryx2 median RTT <= 1.5".into(),
-                iox.map(|i| n.rtt_us.p50 / i.rtt_us.p50),
+                ratio(self.found("iceoryx2", "busy-poll", p), |e| e.rtt_us.p50),
                 &|r| r <= 1.5,
             );
             let floor = if p <= 16 * 1024 {
@@ -305,25 +285,35 @@ impl Report {
             if let Some(floor) = floor {
                 push(
                     format!("adaptive TPS >= {floor:.0}"),
-                    Some(n.tps),
+                    n.clone().map(|n| Some(n.tps)),
                     &move |t| t >= floor,
                 );
             }
             push(
                 "adaptive P99 / median <= 3".into(),
-                Some(n.rtt_us.p99 / n.rtt_us.p50),
+                n.clone().map(|n| Some(n.rtt_us.p99 / n.rtt_us.p50)),
                 &|r| r <= 3.0,
             );
             for (sys, mode) in [("cyclonedds", "ddsperf"), ("zenoh", "peer-tcp")] {
                 push(
                     format!("adaptive TPS / {sys} TPS >= 5"),
-                    self.find(sys, mode, p).map(|o| n.tps / o.tps),
+                    ratio(self.found(sys, mode, p), |e| e.tps),
                     &|r| r >= 5.0,
                 );
             }
-            if let Some(idle) = n.idle_cpu_percent {
-                push("idle server CPU % < 1".into(), idle.server, &|c| c < 1.0);
-                push("idle client CPU % < 1".into(), idle.client, &|c| c < 1.0);
+            // idle CPU is measured after the first payload only
+            if idle_at == Some(p) {
+                let idle = n.clone().map(|n| n.idle_cpu_percent.unwrap_or_default());
+                push(
+                    "idle server CPU % < 1".into(),
+                    idle.clone().map(|i| i.server),
+                    &|c| c < 1.0,
+                );
+                push(
+                    "idle client CPU % < 1".into(),
+                    idle.map(|i| i.client),
+                    &|c| c < 1.0,
+                );
             }
         }
         out
@@ -378,7 +368,7 @@ impl Report {
             .into_iter()
             .map(|c| {
                 vec![
-                    human_bytes(c.payload_bytes),
+                    format!("{} {}", c.system, human_bytes(c.payload_bytes)),
                     c.target,
                     opt(c.value),
                     match c.met {
@@ -389,7 +379,7 @@ impl Report {
                 ]
             })
             .collect();
-        s.push_str(&md_table(&["payload", "target", "value", "met"], &targets));
+        s.push_str(&md_table(&["where", "target", "value", "met"], &targets));
         s.push('\n');
         s.push_str(self.section().markdown());
         if !self.skipped.is_empty() {
@@ -410,14 +400,24 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{:<11} {:<10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "system", "mode", "payload", "TPS", "avg µs", "P50", "P99", "P99.9", "max"
+            "{:<11} {:<10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+            "system",
+            "mode",
+            "payload",
+            "TPS",
+            "avg µs",
+            "P50",
+            "P99",
+            "P99.9",
+            "max",
+            "cli CPU%",
+            "srv CPU%"
         );
         for e in &self.results {
             let r = &e.rtt_us;
             let _ = writeln!(
                 s,
-                "{:<11} {:<10} {:>8} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                "{:<11} {:<10} {:>8} {:>10.0} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
                 e.system,
                 e.mode,
                 human_bytes(e.payload_bytes),
@@ -426,7 +426,9 @@ impl Report {
                 num(r.p50),
                 num(r.p99),
                 opt(r.p999),
-                num(r.max)
+                num(r.max),
+                opt(e.cpu_percent.and_then(|c| c.client)),
+                opt(e.cpu_percent.and_then(|c| c.server))
             );
         }
         let checks = self.checks();
@@ -441,7 +443,8 @@ impl Report {
         for c in failed {
             let _ = writeln!(
                 s,
-                "  not met at {}: {} (measured {})",
+                "  not met, {} at {}: {} (measured {})",
+                c.system,
                 human_bytes(c.payload_bytes),
                 c.target,
                 opt(c.value)
@@ -468,6 +471,14 @@ impl Report {
              HDR histogram, nothing filtered. Segar and ROS 2: published elsewhere on other \
              hardware.",
         );
+        section.paragraph(
+            "Zenoh: queryable and get in peer mode over loopback TCP; the server answers in \
+             its callback and the client takes the reply in a callback too (handed to the \
+             calling thread through a mutex and condition variable), not through Zenoh's \
+             FIFO channel. Zenoh 1.10's shared-memory feature is in this build but off for \
+             this peer, as Zenoh runs between machines; the topic suite measures it (zenoh \
+             peer-shm).",
+        );
         section.paragraph(&format!(
             "{} calls after {} warm-up per system and payload{}.",
             self.calls_per_run,
@@ -476,7 +487,7 @@ impl Report {
         ));
         let payloads = self.payloads();
         let systems = self.systems();
-        let seed = |p: usize| SEED_000.iter().find(|s| s.0 == p);
+        let seed = published::seed_000;
 
         let names: Vec<String> = payloads.iter().map(|p| human_bytes(*p)).collect();
         let mut tps_groups: Vec<(String, Vec<Option<f64>>)> = systems
@@ -493,14 +504,14 @@ impl Report {
             "Segar (published)".into(),
             payloads
                 .iter()
-                .map(|p| seed(*p).and_then(|s| s.1[0]))
+                .map(|p| seed(*p).and_then(|s| s.0[0]))
                 .collect(),
         ));
         tps_groups.push((
             "ROS 2 (published)".into(),
             payloads
                 .iter()
-                .map(|p| seed(*p).and_then(|s| s.2[0]))
+                .map(|p| seed(*p).and_then(|s| s.1[0]))
                 .collect(),
         ));
         section.figure(
@@ -545,19 +556,32 @@ impl Report {
                         .iter()
                         .map(|(s, m)| opt(self.find(s, m, p).map(|e| e.tps))),
                 );
+                row.push(opt(seed(p).and_then(|x| x.0[0])));
                 row.push(opt(seed(p).and_then(|x| x.1[0])));
-                row.push(opt(seed(p).and_then(|x| x.2[0])));
                 row
             })
             .collect();
         section.table(Some("Throughput (calls/s)"), &head, &throughput);
-        section.paragraph(
-            "Segar* and ROS 2*: published in seeds/000 (Segar 2.0.0 and ROS 2 Humble, \
-             28-core x86, Ubuntu 22.04), measured elsewhere, not on this machine.",
-        );
+        section.paragraph(&format!(
+            "Segar* and ROS 2*: {} and {}, published in {}; measured elsewhere, not on this \
+             machine.",
+            published::SEGAR.system,
+            published::ROS2_SERVICE.system,
+            published::SEGAR.reference
+        ));
 
         let head = [
-            "system", "mode", "TPS", "avg", "P50", "P90", "P99", "P99.9", "max",
+            "system",
+            "mode",
+            "TPS",
+            "avg",
+            "P50",
+            "P90",
+            "P99",
+            "P99.9",
+            "max",
+            "client CPU %",
+            "server CPU %",
         ];
         for &p in &payloads {
             let mut rows: Vec<Vec<String>> = self
@@ -576,10 +600,12 @@ impl Report {
                         num(r.p99),
                         opt(r.p999),
                         num(r.max),
+                        opt(e.cpu_percent.and_then(|c| c.client)),
+                        opt(e.cpu_percent.and_then(|c| c.server)),
                     ]
                 })
                 .collect();
-            if let Some((_, segar, ros)) = seed(p) {
+            if let Some((segar, ros)) = seed(p) {
                 for (name, f) in [("Segar*", segar), ("ROS 2*", ros)] {
                     rows.push(vec![
                         name.into(),
@@ -591,12 +617,23 @@ impl Report {
                         opt(f[4]),
                         "–".into(),
                         opt(f[5]),
+                        "–".into(),
+                        "–".into(),
                     ]);
                 }
             }
             let title = format!("Round trip at {} (µs)", human_bytes(p));
             section.table(Some(&title), &head, &rows);
         }
+        section.paragraph(
+            "CPU %: user + system time of every thread of the process over the wall time of \
+             the measured calls, in % of one core (as Apex.AI's performance_test reports \
+             it): a side that busy-polls shows about 100 %, a side that sleeps while it \
+             waits shows only its work and its wake-ups. The client is this process, so a \
+             client library's own threads (Zenoh's runtime) count. ddsperf runs its own \
+             processes: no CPU figures.",
+        );
+        self.blocking_table(&mut section, &payloads);
 
         let notes: Vec<String> = self
             .results
@@ -637,6 +674,37 @@ impl Report {
         section
     }
 
+    /// Nerve's block mode beside the peers that also sleep while they wait: median round
+    /// trip and CPU per call (client + server) at every payload.
+    fn blocking_table(&self, section: &mut Section, payloads: &[usize]) {
+        let systems: Vec<(&str, &str)> = std::iter::once(("nerve", "block"))
+            .chain(BLOCKING_PEERS)
+            .collect();
+        let mut head = vec!["payload".to_string()];
+        for (sys, mode) in &systems {
+            head.push(format!("{sys} {mode} P50 µs"));
+            head.push(format!("{sys} {mode} CPU µs/call"));
+        }
+        let head: Vec<&str> = head.iter().map(String::as_str).collect();
+        let rows: Vec<Vec<String>> = payloads
+            .iter()
+            .map(|&p| {
+                let mut row = vec![human_bytes(p)];
+                for (sys, mode) in &systems {
+                    let e = self.find(sys, mode, p);
+                    row.push(opt(e.map(|e| e.rtt_us.p50)));
+                    row.push(opt(e.and_then(Entry::cpu_us_per_call)));
+                }
+                row
+            })
+            .collect();
+        section.table(
+            Some("Blocking: Nerve's block mode beside the peers that sleep while they wait"),
+            &head,
+            &rows,
+        );
+    }
+
     /// The service suite as one part of a combined report (rows, checks, Markdown, HTML).
     pub fn to_suite_output(&self) -> SuiteOutput {
         let rows = self
@@ -655,7 +723,7 @@ impl Report {
             .map(|c| Verdict {
                 suite: "service".into(),
                 target: c.target,
-                scope: format!("nerve adaptive {}", human_bytes(c.payload_bytes)),
+                scope: format!("{} {}", c.system, human_bytes(c.payload_bytes)),
                 value: c.value,
                 met: c.met,
             })
@@ -690,12 +758,122 @@ mod tests {
                 p999: None,
                 max: p50 * 10.0,
             },
+            cpu_percent: Some(CallCpu {
+                client: Some(100.0),
+                server: Some(20.0),
+            }),
             idle_cpu_percent: Some(IdleCpu {
                 server: Some(0.1),
                 client: None,
             }),
             note: Some("a note".into()),
         }
+    }
+
+    #[test]
+    fn checks_of_skipped_systems_count_as_not_met() {
+        let mut report = Report::new("service", Machine::detect(), true, 1000, 10);
+        report.results = vec![entry("nerve", "adaptive", 12.5)];
+        report.skipped = vec![
+            Skipped {
+                system: "iceoryx2 busy-poll".into(),
+                payload_bytes: Some(256),
+                reason: "no server".into(),
+            },
+            Skipped {
+                system: "nerve adaptive".into(),
+                payload_bytes: Some(1024),
+                reason: "setup failed".into(),
+            },
+        ];
+        let checks = report.checks();
+        let at = |p: usize, target: &str| {
+            checks
+                .iter()
+                .find(|c| c.payload_bytes == p && c.target.starts_with(target))
+                .unwrap_or_else(|| panic!("no {target} at {p}: {checks:?}"))
+        };
+        let iox = at(256, "adaptive median RTT / iceoryx2");
+        assert_eq!((iox.value, iox.met), (None, Some(false)));
+        assert!(
+            iox.target
+                .ends_with("(not met: iceoryx2 busy-poll at 256 B skipped: no server)"),
+            "{}",
+            iox.target
+        );
+        let zenoh = at(256, "adaptive TPS / zenoh TPS");
+        assert!(
+            zenoh
+                .target
+                .ends_with("(not met: zenoh peer-tcp at 256 B not run)"),
+            "{}",
+            zenoh.target
+        );
+        // measured: P99 / median = 2
+        assert_eq!(at(256, "adaptive P99 / median").met, Some(true));
+        // a figure the row lacks is not measurable, not failed
+        assert_eq!(at(256, "idle client CPU").met, None);
+        // Nerve skipped at 1 KiB: every target there is still judged, none met
+        let kib: Vec<&Check> = checks
+            .iter()
+            .filter(|c| c.payload_bytes == 1024 && c.system == "nerve adaptive")
+            .collect();
+        assert_eq!(kib.len(), 5, "{kib:?}");
+        assert!(kib.iter().all(|c| c.met == Some(false)
+            && c.target
+                .contains("nerve adaptive at 1 KiB skipped: setup failed")));
+    }
+
+    #[test]
+    fn block_mode_is_judged_against_the_blocking_peers() {
+        let mut report = Report::new("service", Machine::detect(), true, 1000, 10);
+        let mut uds = entry("uds", "blocking", 50.0);
+        uds.cpu_percent = Some(CallCpu {
+            client: Some(10.0),
+            server: Some(10.0),
+        });
+        report.results = vec![entry("nerve", "block", 40.0), uds];
+        report.skipped = vec![Skipped {
+            system: "cyclonedds".into(),
+            payload_bytes: None,
+            reason: "ddsperf not found".into(),
+        }];
+        // 1000 calls in 0.1 s: 120 % of a core is 120 µs per call, 20 % is 20 µs
+        let near = |v: Option<f64>, want: f64| v.is_some_and(|v| (v - want).abs() < 1e-9);
+        assert!(near(report.results[0].cpu_us_per_call(), 120.0));
+        assert!(near(report.results[1].cpu_us_per_call(), 20.0));
+        let checks = report.checks();
+        let block = |target: &str| {
+            checks
+                .iter()
+                .find(|c| c.system == "nerve block" && c.target.starts_with(target))
+                .unwrap_or_else(|| panic!("no {target}: {checks:?}"))
+        };
+        let rtt = block("block median RTT / uds blocking");
+        assert_eq!((rtt.value, rtt.met), (Some(0.8), Some(true)));
+        let cpu = block("block CPU per call");
+        assert!(near(cpu.value, 6.0) && cpu.met == Some(false), "{cpu:?}");
+        let dds = block("block median RTT / cyclonedds ddsperf");
+        assert_eq!(dds.met, Some(false));
+        assert!(
+            dds.target.ends_with("skipped: ddsperf not found)"),
+            "{}",
+            dds.target
+        );
+        let zenoh = block("block median RTT / zenoh peer-tcp");
+        assert!(zenoh
+            .target
+            .ends_with("(not met: zenoh peer-tcp at 256 B not run)"));
+
+        let out = report.to_suite_output();
+        assert!(out.checks.iter().any(|c| c.scope == "nerve block 256 B"));
+        assert!(
+            out.markdown
+                .contains("| 256 B | 40.0 | 120 | 50.0 | 20.0 | – | – | – | – |"),
+            "{}",
+            out.markdown
+        );
+        assert!(out.markdown.contains("| uds | blocking | 10000 |"));
     }
 
     #[test]

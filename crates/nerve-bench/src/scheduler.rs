@@ -9,7 +9,7 @@
 //! otherwise write: one thread per node sleeping to absolute deadlines (`threads`).
 
 use crate::bundle::Skipped;
-use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
+use crate::bundle::{json_rows, num, progress, why_missing, Section, SuiteOutput, Verdict};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::machine::{cpu_ns, mono_ns, online_cpus, steal_ms, Machine as Host};
@@ -456,7 +456,7 @@ impl SchedulerSuite {
             };
             match self.load(&spec) {
                 Ok((r, stolen)) => scale.push(scale_row(&r, n, stolen)),
-                Err(e) => skip("nerve-rt", e),
+                Err(e) => skip(&scale_name(n), e),
             }
             bar.inc(self.scale_seconds as u64);
         }
@@ -534,6 +534,104 @@ fn scale_row(r: &SchedulerReport, n: usize, stolen: Option<f64>) -> ScaleRow {
     }
 }
 
+/// The targets of the run `suite` plans: a system, scale or idle run that did not
+/// happen is judged not met, with the reason.
+fn checks(
+    mix: &[MixRow],
+    scale: &[ScaleRow],
+    idle: Option<&IdleRow>,
+    skipped: &[Skipped],
+    suite: &SchedulerSuite,
+) -> Vec<Verdict> {
+    let mut checks = Vec::new();
+    let missing = |name: &str| why_missing(skipped, name, |k| k.system == name);
+    if suite.systems.contains(&SchedSystem::NerveRt) {
+        let fast: Vec<&MixRow> = mix
+            .iter()
+            .filter(|r| r.system == "nerve-rt" && r.rate_hz == 1000.0)
+            .collect();
+        let planned: usize = MIX.iter().filter(|m| m.0 == 1000.0).map(|m| m.1).sum();
+        for i in 0..fast.len().max(planned) {
+            let (at, row) = match fast.get(i) {
+                Some(r) => (format!("nerve-rt, {}", r.node), Ok(*r)),
+                None => (
+                    format!("nerve-rt, 1 kHz node {} of {planned}", i + 1),
+                    Err(missing("nerve-rt")),
+                ),
+            };
+            let of = |f: fn(&MixRow) -> f64| row.clone().map(|r| Some(f(r)));
+            checks.push(Verdict::judged(
+                "scheduler",
+                "1 kHz achieved within ±0.5 Hz",
+                &at,
+                of(|r| r.achieved_hz),
+                |v| (v - 1000.0).abs() <= 0.5,
+            ));
+            checks.push(Verdict::judged(
+                "scheduler",
+                "jitter P99 <= 50 µs",
+                &at,
+                of(|r| r.jitter_us.p99),
+                |v| v <= 50.0,
+            ));
+            checks.push(Verdict::judged(
+                "scheduler",
+                "no deadline miss",
+                &at,
+                of(|r| r.deadline_misses as f64),
+                |v| v == 0.0,
+            ));
+        }
+    }
+    let point = |n: usize| {
+        let name = scale_name(n);
+        scale
+            .iter()
+            .find(|s| s.nodes == n)
+            .ok_or_else(|| missing(&name))
+    };
+    let base = suite.scales.first().map(|&n0| (n0, point(n0)));
+    for &n in &suite.scales {
+        let at = scale_name(n);
+        let s = point(n);
+        checks.push(Verdict::judged(
+            "scheduler",
+            "overhead <= 1 µs per tick",
+            &at,
+            s.clone().map(|s| Some(s.overhead_ns_per_tick)),
+            |v| v <= 1000.0,
+        ));
+        if let Some((n0, b)) = &base {
+            let allowed = n as f64 / *n0 as f64;
+            checks.push(Verdict::judged(
+                "scheduler",
+                format!("overhead grows at most linearly (× {allowed:.0} of {n0} nodes)"),
+                &at,
+                s.and_then(|s| {
+                    Ok(Some(
+                        s.overhead_ns_per_tick / b.clone()?.overhead_ns_per_tick,
+                    ))
+                }),
+                move |v| v <= allowed,
+            ));
+        }
+    }
+    checks.push(Verdict::judged(
+        "scheduler",
+        "idle executor CPU <= 0.1 %",
+        "nerve-executor",
+        idle.map(|i| Some(i.cpu_percent))
+            .ok_or_else(|| missing("nerve-executor")),
+        |v| v <= 0.1,
+    ));
+    checks
+}
+
+/// Name of a scaling point, in skipped entries and checks.
+fn scale_name(nodes: usize) -> String {
+    format!("nerve-rt, {nodes} nodes")
+}
+
 fn output(
     mix: Vec<MixRow>,
     scale: Vec<ScaleRow>,
@@ -542,64 +640,7 @@ fn output(
     suite: &SchedulerSuite,
     host: &Host,
 ) -> SuiteOutput {
-    let mut checks = Vec::new();
-    for r in mix
-        .iter()
-        .filter(|r| r.system == "nerve-rt" && r.rate_hz == 1000.0)
-    {
-        let at = format!("nerve-rt, {}", r.node);
-        checks.push(Verdict::new(
-            "scheduler",
-            "1 kHz achieved within ±0.5 Hz",
-            at.clone(),
-            Some(r.achieved_hz),
-            |v| (v - 1000.0).abs() <= 0.5,
-        ));
-        checks.push(Verdict::new(
-            "scheduler",
-            "jitter P99 <= 50 µs",
-            at.clone(),
-            Some(r.jitter_us.p99),
-            |v| v <= 50.0,
-        ));
-        checks.push(Verdict::new(
-            "scheduler",
-            "no deadline miss",
-            at,
-            Some(r.deadline_misses as f64),
-            |v| v == 0.0,
-        ));
-    }
-    let base = scale.first().map(|s| (s.nodes, s.overhead_ns_per_tick));
-    for s in &scale {
-        let at = format!("nerve-rt, {} nodes", s.nodes);
-        checks.push(Verdict::new(
-            "scheduler",
-            "overhead <= 1 µs per tick",
-            at.clone(),
-            Some(s.overhead_ns_per_tick),
-            |v| v <= 1000.0,
-        ));
-        if let Some((n0, o0)) = base {
-            let allowed = s.nodes as f64 / n0 as f64;
-            checks.push(Verdict::new(
-                "scheduler",
-                format!("overhead grows at most linearly (× {allowed:.0} of {n0} nodes)"),
-                at,
-                Some(s.overhead_ns_per_tick / o0),
-                move |v| v <= allowed,
-            ));
-        }
-    }
-    if let Some(i) = &idle {
-        checks.push(Verdict::new(
-            "scheduler",
-            "idle executor CPU <= 0.1 %",
-            "nerve-executor",
-            Some(i.cpu_percent),
-            |v| v <= 0.1,
-        ));
-    }
+    let checks = checks(&mix, &scale, idle.as_ref(), &skipped, suite);
     let mix_head = [
         "system",
         "node",

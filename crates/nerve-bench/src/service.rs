@@ -6,7 +6,7 @@
 use crate::bundle::Skipped;
 use crate::child::Child;
 use crate::echo::{EchoClient, PeerError};
-use crate::machine::{cpu_seconds, pin_to_cpu, AffinityGuard, Machine};
+use crate::machine::{cpu_ns, cpu_seconds, pin_to_cpu, AffinityGuard, Machine};
 use crate::pattern;
 use crate::peers::{self, cyclone};
 use crate::report::{self, Entry, Report};
@@ -296,6 +296,7 @@ impl ServiceSuite {
                 p999: r.p999_us,
                 max: r.max_us,
             },
+            cpu_percent: None,
             idle_cpu_percent: None,
             note: Some(
                 "ddsperf's own ping/pong (it prints half round trips; doubled here); percentiles \
@@ -346,7 +347,12 @@ impl ServiceSuite {
                 ZENOH_KEY,
                 PEER_START,
             )?),
-            SystemId::CycloneDds => unreachable!("ddsperf runs its own processes"),
+            SystemId::CycloneDds => {
+                return Err(PeerError::setup(
+                    "cyclonedds",
+                    "ddsperf runs its own processes, not this client",
+                ))
+            }
             nerve_sys => Box::new(peers::nerve::NerveClient::connect(
                 &self.context()?,
                 &endpoint,
@@ -369,6 +375,8 @@ impl ServiceSuite {
         }
         bar.inc(self.warmup as u64);
         let mut rec = Recorder::new();
+        let (me, server) = (std::process::id(), peer.child.pid());
+        let (client0, server0) = (cpu_ns(me), cpu_ns(server));
         let start = Instant::now();
         for i in 0..self.calls {
             let t = Instant::now();
@@ -379,6 +387,14 @@ impl ServiceSuite {
             }
         }
         let seconds = start.elapsed().as_secs_f64();
+        let (client1, server1) = (cpu_ns(me), cpu_ns(server));
+        let pct = |a: Option<u64>, b: Option<u64>| {
+            Some(b?.saturating_sub(a?) as f64 / 1e9 / seconds.max(1e-9) * 100.0)
+        };
+        let cpu = report::CallCpu {
+            client: pct(client0, client1),
+            server: pct(server0, server1),
+        };
         let idle = if measure_idle && sys != SystemId::Zenoh {
             Some(peer.idle_cpu(Duration::from_secs(1)))
         } else {
@@ -394,6 +410,7 @@ impl ServiceSuite {
             seconds,
             tps: self.calls as f64 / seconds,
             rtt_us: rec.rtt(),
+            cpu_percent: Some(cpu),
             idle_cpu_percent: idle,
             note: None,
         })

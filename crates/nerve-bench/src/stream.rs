@@ -30,6 +30,9 @@ pub enum StreamSystem {
     Floor,
     /// Raw iceoryx2 publish-subscribe woken by an iceoryx2 event (its event-driven path).
     Iceoryx2,
+    /// The same, the subscriber spinning on `receive()` for [`IOX_SPIN`] before it waits on
+    /// the event listener (a spin-then-block wait, as Nerve's adaptive mode).
+    Iceoryx2SpinBlock,
     /// Zenoh publisher/subscriber in peer mode over loopback TCP.
     Zenoh,
     /// The same with Zenoh's shared-memory feature: payloads allocated from its
@@ -39,11 +42,12 @@ pub enum StreamSystem {
 
 impl StreamSystem {
     /// Every system, in report order.
-    pub const ALL: [StreamSystem; 6] = [
+    pub const ALL: [StreamSystem; 7] = [
         StreamSystem::NerveAdaptive,
         StreamSystem::NervePredictive,
         StreamSystem::Floor,
         StreamSystem::Iceoryx2,
+        StreamSystem::Iceoryx2SpinBlock,
         StreamSystem::Zenoh,
         StreamSystem::ZenohShm,
     ];
@@ -55,6 +59,7 @@ impl StreamSystem {
             StreamSystem::NervePredictive => "nerve-predictive",
             StreamSystem::Floor => "floor",
             StreamSystem::Iceoryx2 => "iceoryx2",
+            StreamSystem::Iceoryx2SpinBlock => "iceoryx2-spin-block",
             StreamSystem::Zenoh => "zenoh",
             StreamSystem::ZenohShm => "zenoh-shm",
         }
@@ -65,7 +70,7 @@ impl StreamSystem {
         match self {
             StreamSystem::NerveAdaptive | StreamSystem::NervePredictive => "nerve",
             StreamSystem::Floor => "floor",
-            StreamSystem::Iceoryx2 => "iceoryx2",
+            StreamSystem::Iceoryx2 | StreamSystem::Iceoryx2SpinBlock => "iceoryx2",
             StreamSystem::Zenoh | StreamSystem::ZenohShm => "zenoh",
         }
     }
@@ -77,6 +82,7 @@ impl StreamSystem {
             StreamSystem::NervePredictive => "predictive",
             StreamSystem::Floor => "futex",
             StreamSystem::Iceoryx2 => "event",
+            StreamSystem::Iceoryx2SpinBlock => "spin-then-block",
             StreamSystem::Zenoh => "peer-tcp",
             StreamSystem::ZenohShm => "peer-shm",
         }
@@ -99,6 +105,11 @@ pub enum Payload {
         beams: u32,
     },
 }
+
+/// How long the spin-then-block iceoryx2 subscriber spins on `receive()` before it waits
+/// on its event listener: the upper bound of Nerve's adaptive spin window (which adapts
+/// between 2 and 200 µs).
+pub const IOX_SPIN: Duration = Duration::from_micros(200);
 
 /// Bytes per point of the Ouster layout (PCL-aligned, as the Ouster ROS driver's).
 pub const OUSTER_POINT_STEP: usize = 48;
@@ -260,7 +271,7 @@ fn open_sender(spec: &StreamSpec) -> Result<Sender, PeerError> {
     match spec.system {
         StreamSystem::NerveAdaptive | StreamSystem::NervePredictive => nerve_end::sender(spec),
         StreamSystem::Floor => floor::sender(spec),
-        StreamSystem::Iceoryx2 => iox::sender(spec),
+        StreamSystem::Iceoryx2 | StreamSystem::Iceoryx2SpinBlock => iox::sender(spec),
         StreamSystem::Zenoh => zenoh_end::sender(spec, false),
         StreamSystem::ZenohShm => zenoh_end::sender(spec, true),
     }
@@ -270,7 +281,8 @@ fn open_receiver(spec: &StreamSpec) -> Result<Receiver, PeerError> {
     match spec.system {
         StreamSystem::NerveAdaptive | StreamSystem::NervePredictive => nerve_end::receiver(spec),
         StreamSystem::Floor => floor::receiver(spec),
-        StreamSystem::Iceoryx2 => iox::receiver(spec),
+        StreamSystem::Iceoryx2 => iox::receiver(spec, None),
+        StreamSystem::Iceoryx2SpinBlock => iox::receiver(spec, Some(IOX_SPIN)),
         StreamSystem::Zenoh => zenoh_end::receiver(spec, false),
         StreamSystem::ZenohShm => zenoh_end::receiver(spec, true),
     }
@@ -710,7 +722,13 @@ mod iox {
         unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut u8, w.len() * 8) }
     }
 
-    pub(super) fn receiver(spec: &StreamSpec) -> Result<Receiver, PeerError> {
+    /// The subscriber: woken by the listener, or with `spin`, first spinning on `receive()`
+    /// for that long (then the notifications of a sample taken while spinning are drained,
+    /// so they do not end the next wait at once).
+    pub(super) fn receiver(
+        spec: &StreamSpec,
+        spin: Option<Duration>,
+    ) -> Result<Receiver, PeerError> {
         let node = node(spec)?;
         let (pubsub, event) = services(&node, spec)?;
         let sub = pubsub
@@ -722,17 +740,34 @@ mod iox {
         let words = spec.payload_bytes.div_ceil(8);
         Ok(Box::new(move |timeout| {
             let _keep = (&node, &pubsub, &event);
+            let take = |s: &iceoryx2::sample::Sample<ipc::Service, [u64], ()>| {
+                let now = mono_ns();
+                let p = s.payload();
+                // SAFETY: reading the received words as bytes (see words_as_bytes_mut).
+                let bytes =
+                    unsafe { std::slice::from_raw_parts(p.as_ptr() as *const u8, p.len() * 8) };
+                match get_stamp(bytes) {
+                    Some((seq, stamp)) if p.len() == words => Ok([seq, stamp, now]),
+                    _ => Err(()),
+                }
+            };
+            if let Some(window) = spin {
+                let until = std::time::Instant::now() + window;
+                loop {
+                    if let Some(s) = sub.receive().map_err(fail)? {
+                        let got = take(&s);
+                        listener.try_wait(|_| {}).map_err(fail)?;
+                        return Ok(Some(got));
+                    }
+                    if std::time::Instant::now() >= until {
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+            }
             loop {
                 if let Some(s) = sub.receive().map_err(fail)? {
-                    let now = mono_ns();
-                    let p = s.payload();
-                    // SAFETY: reading the received words as bytes (see words_as_bytes_mut).
-                    let bytes =
-                        unsafe { std::slice::from_raw_parts(p.as_ptr() as *const u8, p.len() * 8) };
-                    return Ok(Some(match get_stamp(bytes) {
-                        Some((seq, stamp)) if p.len() == words => Ok([seq, stamp, now]),
-                        _ => Err(()),
-                    }));
+                    return Ok(Some(take(&s)));
                 }
                 if listener.timed_wait(|_| {}, timeout).map_err(fail)? == 0 {
                     return Ok(None);

@@ -9,13 +9,16 @@
 //! event-driven transport can reach on this machine.
 
 use crate::bundle::Skipped;
-use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
+use crate::bundle::{
+    json_rows, num, progress, why_missing, Measured, Section, SuiteOutput, Verdict,
+};
 use crate::child::Child;
 use crate::echo::PeerError;
 use crate::hosts::SimHosts;
 use crate::machine::{cpu_ns, memory, mono_ns, shm_bytes, Machine, Memory};
 use crate::peers::cyclone;
 use crate::plot::{bar_chart, line_chart, Axis, Series};
+use crate::published::{CYBERRT, CYBERRT_SCENARIOS};
 use crate::report::human_bytes;
 use crate::stats::{Dist, Recorder};
 use crate::stream::{Arrivals, Payload, Role, StreamSpec, StreamSystem};
@@ -28,56 +31,6 @@ use std::time::Duration;
 pub const SIZES: [usize; 7] = [16, 1024, 64 * 1024, 256 * 1024, 1 << 20, 5 << 20, 10 << 20];
 /// Rates of the rate sweep (at 1 MB).
 pub const RATES: [u32; 4] = [10, 20, 50, 100];
-
-/// CyberRT's scenarios (seeds/001, Apollo 10.0 on an i9-9900K): name, size, rate, CPU %,
-/// latency µs, loss %, memory. Published elsewhere on other hardware.
-pub const CYBERRT_SCENARIOS: [(&str, usize, u32, f64, f64, f64, &str); 4] = [
-    (
-        "functional module",
-        64 * 1024,
-        10,
-        9.14,
-        84.6,
-        0.0,
-        "250 MB",
-    ),
-    (
-        "localization",
-        64 * 1024,
-        100,
-        9.71,
-        69.54,
-        0.0,
-        "250 MB + 1 GB arena",
-    ),
-    (
-        "normal sensor",
-        1 << 20,
-        10,
-        8.47,
-        82.29,
-        0.0,
-        "250 MB + 1 GB arena",
-    ),
-    (
-        "high-end sensor",
-        10 << 20,
-        10,
-        5.55,
-        58.95,
-        0.0,
-        "250 MB + 1 GB arena",
-    ),
-];
-
-/// CyberRT's cross-machine figures (seeds/001, Fast DDS between two machines on real
-/// network hardware): name, size, rate, published average latency in µs.
-pub const CYBERRT_CROSS: [(&str, usize, u32, f64); 4] = [
-    ("functional module", 64 * 1024, 10, 391.0),
-    ("localization", 64 * 1024, 100, 369.0),
-    ("normal sensor", 1 << 20, 10, 2124.0),
-    ("high-end sensor", 10 << 20, 10, 18886.0),
-];
 
 /// Systems that can run between simulated hosts.
 pub const CROSS_HOST_SYSTEMS: [TopicSystem; 4] = [
@@ -271,8 +224,8 @@ impl TopicSuite {
             add(1 << 20, r, "rate".into());
         }
         if self.scenarios {
-            for (name, size, rate, ..) in CYBERRT_SCENARIOS {
-                add(size, rate, format!("scenario: {name}"));
+            for s in CYBERRT_SCENARIOS {
+                add(s.payload_bytes, s.rate_hz, format!("scenario: {}", s.name));
             }
         }
         points
@@ -324,7 +277,14 @@ impl TopicSuite {
             return Err("a suite across hosts runs as cross_host::CrossHostSuite".into());
         }
         let (rows, skipped) = self.measure(None);
-        Ok(output(rows, skipped, machine, self.quick))
+        Ok(output(
+            rows,
+            skipped,
+            machine,
+            self.quick,
+            &self.points(),
+            &self.systems,
+        ))
     }
 
     /// Measures every system at every point, on this host or between `hosts`.
@@ -390,7 +350,9 @@ impl TopicSuite {
                 format!("/bench/topic_{tag}")
             }
             StreamSystem::Floor => format!("nerve_bench_floor_{tag}"),
-            StreamSystem::Iceoryx2 => format!("nerve_bench/topic/{tag}"),
+            StreamSystem::Iceoryx2 | StreamSystem::Iceoryx2SpinBlock => {
+                format!("nerve_bench/topic/{tag}")
+            }
             StreamSystem::Zenoh | StreamSystem::ZenohShm => free_tcp_port().to_string(),
         };
         let spec = StreamSpec {
@@ -413,7 +375,9 @@ impl TopicSuite {
                 Some(format!("nerve{}_", self.domain))
             }
             StreamSystem::Floor => Some(endpoint.clone()),
-            StreamSystem::Iceoryx2 => Some(crate::stream::iceoryx2_prefix(self.domain)),
+            StreamSystem::Iceoryx2 | StreamSystem::Iceoryx2SpinBlock => {
+                Some(crate::stream::iceoryx2_prefix(self.domain))
+            }
             StreamSystem::Zenoh | StreamSystem::ZenohShm => None,
         };
         let place = hosts.map_or(Placement::Local, Placement::CrossHost);
@@ -681,87 +645,137 @@ fn find<'a>(
     })
 }
 
-fn checks(rows: &[TopicRow]) -> Vec<Verdict> {
+/// `system mode` at a point, or why it has no row (skipped with this reason, or not run).
+pub(crate) fn found<'a>(
+    rows: &'a [TopicRow],
+    skipped: &[Skipped],
+    (system, mode): (&str, &str),
+    size: usize,
+    rate: u32,
+) -> Result<&'a TopicRow, String> {
+    find(rows, system, mode, size, rate).ok_or_else(|| {
+        let name = format!("{system} {mode}");
+        let at = format!("{rate} Hz:");
+        why_missing(
+            skipped,
+            &format!("{name} at {} @ {rate} Hz", human_bytes(size)),
+            |k| {
+                (k.covers(&name, Some(size)) && k.reason.starts_with(&at))
+                    // across hosts without simulated hosts, nothing ran
+                    || k.system == "every system"
+            },
+        )
+    })
+}
+
+/// The targets of every Nerve mode at every point of the run: a point Nerve or the floor
+/// it is compared with did not run is judged not met, with the reason.
+fn checks(
+    rows: &[TopicRow],
+    skipped: &[Skipped],
+    points: &[Point],
+    systems: &[TopicSystem],
+) -> Vec<Verdict> {
     let mut out = Vec::new();
-    let v = |target: &str, scope: String, value: Option<f64>, ok: &dyn Fn(f64) -> bool| {
-        Verdict::new("topic", target, scope, value, ok)
+    let v = |target: &str, scope: &str, value: Measured, ok: fn(f64) -> bool| {
+        Verdict::judged("topic", target, scope, value, ok)
     };
-    for n in rows.iter().filter(|r| r.system == "nerve") {
-        let at = format!(
-            "nerve {} {} @ {} Hz",
-            n.mode,
-            human_bytes(n.payload_bytes),
-            n.rate_hz
-        );
-        let floor = find(rows, "floor", "futex", n.payload_bytes, n.rate_hz);
-        if n.mode == "adaptive" {
-            out.push(v(
-                "P50 - floor P50 <= 10 µs",
-                at.clone(),
-                floor.map(|f| n.latency_us.p50 - f.latency_us.p50),
-                &|d| d <= 10.0,
-            ));
-            out.push(v(
-                "P99 - floor P99 <= 30 µs",
-                at.clone(),
-                floor.map(|f| n.latency_us.p99 - f.latency_us.p99),
-                &|d| d <= 30.0,
-            ));
-            if n.rate_hz == 100 && n.payload_bytes <= 1 << 20 {
-                for (who, cpu) in [
-                    ("publisher", n.cpu_percent.publisher),
-                    ("subscriber", n.cpu_percent.subscriber),
-                ] {
-                    out.push(v(&format!("{who} CPU <= 1 %"), at.clone(), cpu, &|c| {
-                        c <= 1.0
-                    }));
+    let nerve_modes = systems.iter().filter_map(|s| match s {
+        TopicSystem::Stream(s) if s.system() == "nerve" => Some(s.mode()),
+        _ => None,
+    });
+    for mode in nerve_modes {
+        for p in points {
+            let (size, rate) = (p.payload_bytes, p.rate_hz);
+            let at = &format!("nerve {mode} {} @ {rate} Hz", human_bytes(size));
+            let n = found(rows, skipped, ("nerve", mode), size, rate);
+            let floor = found(rows, skipped, ("floor", "futex"), size, rate);
+            let vs_floor = |q: fn(&Dist) -> f64| -> Measured {
+                let (n, f) = (n.clone()?, floor.clone()?);
+                Ok(Some(q(&n.latency_us) - q(&f.latency_us)))
+            };
+            let of = |f: fn(&TopicRow) -> Option<f64>| n.clone().map(f);
+            if mode == "adaptive" {
+                out.push(v(
+                    "P50 - floor P50 <= 10 µs",
+                    at,
+                    vs_floor(|d| d.p50),
+                    |d| d <= 10.0,
+                ));
+                out.push(v(
+                    "P99 - floor P99 <= 30 µs",
+                    at,
+                    vs_floor(|d| d.p99),
+                    |d| d <= 30.0,
+                ));
+                if rate == 100 && size <= 1 << 20 {
+                    out.push(v(
+                        "publisher CPU <= 1 %",
+                        at,
+                        of(|n| n.cpu_percent.publisher),
+                        |c| c <= 1.0,
+                    ));
+                    out.push(v(
+                        "subscriber CPU <= 1 %",
+                        at,
+                        of(|n| n.cpu_percent.subscriber),
+                        |c| c <= 1.0,
+                    ));
                 }
-            }
-            for (who, rss) in [
-                ("publisher", n.rss_bytes.publisher),
-                ("subscriber", n.rss_bytes.subscriber),
-            ] {
                 out.push(v(
-                    &format!("{who} RSS <= 30 MB"),
-                    at.clone(),
-                    rss.map(|b| b as f64 / 1e6),
-                    &|mb| mb <= 30.0,
+                    "publisher RSS <= 30 MB",
+                    at,
+                    of(|n| n.rss_bytes.publisher.map(|b| b as f64 / 1e6)),
+                    |mb| mb <= 30.0,
                 ));
-            }
-            if n.payload_bytes >= 64 * 1024 {
-                let budget = (NERVE_DEPTH + 2) * n.payload_bytes as u64;
                 out.push(v(
-                    "publisher data segment / ((depth + 2) x size) <= 1",
-                    at.clone(),
-                    n.shm_largest_bytes.map(|b| b as f64 / budget as f64),
-                    &|r| r <= 1.0,
+                    "subscriber RSS <= 30 MB",
+                    at,
+                    of(|n| n.rss_bytes.subscriber.map(|b| b as f64 / 1e6)),
+                    |mb| mb <= 30.0,
                 ));
+                if size >= 64 * 1024 {
+                    let budget = ((NERVE_DEPTH + 2) * size as u64) as f64;
+                    out.push(v(
+                        "publisher data segment / ((depth + 2) x size) <= 1",
+                        at,
+                        n.clone()
+                            .map(|n| n.shm_largest_bytes.map(|b| b as f64 / budget)),
+                        |r| r <= 1.0,
+                    ));
+                }
+                out.push(v("loss = 0", at, of(|n| n.loss_rate), |l| l == 0.0));
+            } else if mode == "predictive" {
+                out.push(v(
+                    "P50 <= 10 µs",
+                    at,
+                    of(|n| Some(n.latency_us.p50)),
+                    |p| p <= 10.0,
+                ));
+                out.push(v(
+                    "subscriber CPU <= 2 %",
+                    at,
+                    of(|n| n.cpu_percent.subscriber),
+                    |c| c <= 2.0,
+                ));
+                out.push(v("loss = 0", at, of(|n| n.loss_rate), |l| l == 0.0));
             }
-            out.push(v("loss = 0", at.clone(), n.loss_rate, &|l| l == 0.0));
-        } else if n.mode == "predictive" {
-            out.push(v(
-                "P50 <= 10 µs",
-                at.clone(),
-                Some(n.latency_us.p50),
-                &|p| p <= 10.0,
-            ));
-            out.push(v(
-                "subscriber CPU <= 2 %",
-                at.clone(),
-                n.cpu_percent.subscriber,
-                &|c| c <= 2.0,
-            ));
-            out.push(v("loss = 0", at, n.loss_rate, &|l| l == 0.0));
         }
     }
-    let small = find(rows, "nerve", "adaptive", 16, 100);
-    let big = find(rows, "nerve", "adaptive", 10 << 20, 100);
-    if let (Some(s), Some(b)) = (small, big) {
+    let size_sweep = |size: usize| {
+        points
+            .iter()
+            .any(|p| p.payload_bytes == size && p.rate_hz == 100)
+    };
+    let adaptive = systems.contains(&TopicSystem::Stream(StreamSystem::NerveAdaptive));
+    if adaptive && size_sweep(16) && size_sweep(10 << 20) {
+        let small = found(rows, skipped, ("nerve", "adaptive"), 16, 100);
+        let big = found(rows, skipped, ("nerve", "adaptive"), 10 << 20, 100);
         out.push(v(
             "P50 at 10 MB / P50 at 16 B <= 1.5",
-            "nerve adaptive @ 100 Hz".into(),
-            Some(b.latency_us.p50 / s.latency_us.p50),
-            &|r| r <= 1.5,
+            "nerve adaptive @ 100 Hz",
+            small.and_then(|s| Ok(Some(big?.latency_us.p50 / s.latency_us.p50))),
+            |r| r <= 1.5,
         ));
     }
     out
@@ -795,6 +809,8 @@ fn output(
     skipped: Vec<Skipped>,
     machine: &Machine,
     quick: bool,
+    points: &[Point],
+    planned: &[TopicSystem],
 ) -> SuiteOutput {
     let head = [
         "system",
@@ -848,21 +864,21 @@ fn output(
         "memory",
     ];
     let mut scen_rows = Vec::new();
-    for (name, size, rate, cpu, lat, loss, mem) in CYBERRT_SCENARIOS {
-        let at = format!("{} / {rate} Hz", human_bytes(size));
+    for s in CYBERRT_SCENARIOS {
+        let at = format!("{} / {} Hz", human_bytes(s.payload_bytes), s.rate_hz);
         scen_rows.push(vec![
-            name.to_string(),
+            s.name.to_string(),
             at.clone(),
-            "CyberRT (published, i9-9900K)".into(),
-            format!("{cpu:.2}"),
-            format!("{lat:.2}"),
+            format!("{} (published)", CYBERRT.system),
+            format!("{:.2}", s.cpu_percent),
+            format!("{:.2}", s.latency_us),
             "–".into(),
-            format!("{loss:.1}"),
-            mem.into(),
+            format!("{:.1}", s.loss_percent),
+            s.memory(),
         ]);
         for r in rows
             .iter()
-            .filter(|r| r.payload_bytes == size && r.rate_hz == rate)
+            .filter(|r| r.payload_bytes == s.payload_bytes && r.rate_hz == s.rate_hz)
         {
             scen_rows.push(vec![
                 String::new(),
@@ -910,9 +926,14 @@ fn output(
              CPU from /proc (user + system over wall), memory from /proc/PID/smaps_rollup, \
              shared memory as the pages its files in /dev/shm hold. The floor is a bare futex wake-up of the other \
              core at the same rate and size: what any event-driven transport pays on this \
-             machine.",
+             machine. iceoryx2 event: raw iceoryx2 publish-subscribe, the publisher notifying \
+             an event after each send and the subscriber waiting on its listener (its \
+             event-driven path); iceoryx2 spin-then-block: the same subscriber spinning on \
+             receive() for {} µs first (the upper bound of Nerve's adaptive window) before it \
+             waits on the listener.",
             if quick { "2 s" } else { "10 s" },
-            machine.cpu
+            machine.cpu,
+            crate::stream::IOX_SPIN.as_micros()
         ),
     );
     section.figure(
@@ -947,18 +968,28 @@ fn output(
     );
     let scen_names: Vec<String> = CYBERRT_SCENARIOS
         .iter()
-        .map(|(n, s, r, ..)| format!("{n} ({} / {r} Hz)", human_bytes(*s)))
+        .map(|s| {
+            format!(
+                "{} ({} / {} Hz)",
+                s.name,
+                human_bytes(s.payload_bytes),
+                s.rate_hz
+            )
+        })
         .collect();
     let mut cpu_groups = vec![(
         "CyberRT (published)".to_string(),
-        CYBERRT_SCENARIOS.iter().map(|s| Some(s.3)).collect(),
+        CYBERRT_SCENARIOS
+            .iter()
+            .map(|s| Some(s.cpu_percent))
+            .collect(),
     )];
     let mut mem_groups = Vec::new();
     for (s, m) in &sys {
         let at = |f: &dyn Fn(&TopicRow) -> Option<f64>| -> Vec<Option<f64>> {
             CYBERRT_SCENARIOS
                 .iter()
-                .map(|(_, size, rate, ..)| find(&rows, s, m, *size, *rate).and_then(f))
+                .map(|c| find(&rows, s, m, c.payload_bytes, c.rate_hz).and_then(f))
                 .collect()
         };
         cpu_groups.push((format!("{s} {m}"), at(&|r| r.cpu_percent.subscriber)));
@@ -989,7 +1020,10 @@ fn output(
         "Resident memory of both processes (CyberRT reports 250 MB plus a 1 GB arena).",
     );
     section.table(
-        Some("CyberRT scenarios (CyberRT: published elsewhere, other hardware)"),
+        Some(&format!(
+            "CyberRT scenarios (CyberRT: published in {}; not measured here)",
+            CYBERRT.reference
+        )),
         &scen_head,
         &scen_rows,
     );
@@ -1010,7 +1044,7 @@ fn output(
             pct(r.cpu_percent.subscriber)
         ));
     }
-    let checks = checks(&rows);
+    let checks = checks(&rows, &skipped, points, planned);
     section.finish("topic", json_rows(&rows), skipped, checks, summary)
 }
 

@@ -28,8 +28,8 @@ pub enum BenchCommand {
     Paths(PathsArgs),
     /// Point clouds from a simulated Ouster driver (seeds/003): jitter and end-to-end latency.
     Lidar(LidarArgs),
-    /// One-shot timer precision in a cyclic state machine (seeds/002), beside a sleep loop
-    /// and a tokio interval.
+    /// One-shot timer precision in a cyclic state machine (seeds/002), beside a sleep loop,
+    /// a tokio interval and absolute clock_nanosleep deadlines with 1 ns timer slack.
     Timer(TimerArgs),
     /// Scheduled nodes at 1 kHz to 10 Hz (seeds/004): rate, jitter, deadline misses,
     /// overhead from 10 to 200 nodes, idle CPU.
@@ -126,8 +126,9 @@ pub struct TopicArgs {
     /// Leave out CyberRT's four scenarios.
     #[arg(long)]
     no_scenarios: bool,
-    /// Systems, comma-separated: nerve-adaptive, nerve-predictive, floor, iceoryx2, zenoh,
-    /// cyclonedds (across hosts: nerve-adaptive, zenoh, cyclonedds).
+    /// Systems, comma-separated: nerve-adaptive, nerve-predictive, floor, iceoryx2,
+    /// iceoryx2-spin-block, zenoh, zenoh-shm, cyclonedds (across hosts: nerve-adaptive,
+    /// nerve-predictive, zenoh, cyclonedds).
     #[arg(long, value_delimiter = ',')]
     systems: Option<Vec<String>>,
     /// Run publisher and subscriber on two simulated hosts (network namespaces joined by
@@ -311,7 +312,7 @@ pub struct TimerArgs {
     #[arg(long, value_delimiter = ',')]
     timeouts: Option<Vec<u32>>,
     /// Systems, comma-separated: nerve, nerve-rt, nerve-sleep-only, std-sleep,
-    /// tokio-interval.
+    /// tokio-interval, clock-nanosleep.
     #[arg(long, value_delimiter = ',')]
     systems: Option<Vec<String>>,
 }

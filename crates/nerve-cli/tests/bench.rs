@@ -69,6 +69,12 @@ fn service_suite_runs_every_system_and_writes_the_report() {
                     assert!(r["tps"].as_f64().unwrap() > 0.0);
                     if system != "cyclonedds" {
                         assert_eq!(r["calls"], 50, "{system} {mode}");
+                        // CPU of both sides while the calls ran
+                        let cpu = &r["cpu_percent"];
+                        assert!(
+                            cpu["client"].is_number() && cpu["server"].is_number(),
+                            "{system} {mode}: {r}"
+                        );
                     }
                 }
                 None => {
@@ -270,6 +276,11 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
     }
     let floor = row("topic", "floor", "futex");
     assert_eq!(floor["received"], floor["sent"]);
+    // raw iceoryx2 both ways: woken by its event, and spinning before it waits
+    for mode in ["event", "spin-then-block"] {
+        let iox = row("topic", "iceoryx2", mode);
+        assert_eq!(iox["received"], iox["sent"], "{iox}");
+    }
     for route in ["same-thread", "cross-thread", "cross-process"] {
         let p = results
             .iter()
@@ -299,7 +310,13 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
             .unwrap_or_else(|| panic!("no {what} row: {report}"))
             .clone()
     };
-    for system in ["nerve", "nerve-rt", "std-sleep", "tokio-interval"] {
+    for system in [
+        "nerve",
+        "nerve-rt",
+        "std-sleep",
+        "tokio-interval",
+        "clock-nanosleep",
+    ] {
         let t = find(&|r| r["suite"] == "timer" && r["system"] == system, system);
         assert_eq!(
             (t["timeout_ms"].as_u64(), t["cycles"].as_u64()),
@@ -394,9 +411,28 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
         "ros_transitions",
         "CyberRT",
         "ROS 2",
+        "## Summary: Nerve, the best peer and the published figure per seed",
+        "## Published figures (not measured here)",
     ] {
         assert!(md.contains(heading), "report.md lacks {heading}");
     }
+    // the summary comes first and has a line for every seed, each measured in this run
+    assert!(md.find("## Summary").unwrap() < md.find("## service").unwrap());
+    let summary = report["summary"].as_array().unwrap();
+    let seeds: Vec<&str> = summary
+        .iter()
+        .map(|r| r["seed"].as_str().unwrap())
+        .collect();
+    for seed in ["000", "001", "002", "003", "004"] {
+        assert!(
+            seeds.contains(&seed),
+            "no summary line for seed {seed}: {summary:?}"
+        );
+    }
+    assert!(
+        summary.iter().all(|r| r["nerve"] != "not_run"),
+        "{summary:?}"
+    );
 
     // the page renders in a real browser: every plot present, no script error
     let html = out_dir.join("index.html");

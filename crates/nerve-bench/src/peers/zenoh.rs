@@ -6,12 +6,19 @@
 //!
 //! Per call the client fills a fresh `Vec<u8>` (it becomes the query payload), sends it with
 //! `Session::get` (consolidation `None`, so the reply is handed over on arrival instead of at
-//! the end of the query), and checks the payload of the first reply in place. The server copies
-//! the query payload into a fresh `Vec<u8>` and replies with it. An empty query payload is the
-//! stop signal, so calls with `len == 0` are refused.
+//! the end of the query), and checks the payload of the first reply in place. The reply is
+//! taken in a callback on Zenoh's receive task and handed to the calling thread through a
+//! slot (a mutex and a condition variable), as the server answers in its callback: the
+//! default FIFO channel would add a hand-over to and from a channel per call. The server
+//! copies the query payload into a fresh `Vec<u8>` and replies with it. An empty query
+//! payload is the stop signal, so calls with `len == 0` are refused.
+//!
+//! Zenoh 1.10 with the `shared-memory` feature (enabled in this build) could carry large
+//! payloads by reference; this peer keeps it off so it measures Zenoh over TCP as a peer
+//! would run it across machines (the topic suite measures Zenoh's shared memory).
 
 use std::borrow::Cow;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use zenoh::bytes::ZBytes;
@@ -26,7 +33,7 @@ use crate::echo::{Check, EchoClient, Fill, PeerError};
 const SYSTEM: &str = "zenoh";
 /// Timeout of one call (the query's own timeout; the reply wait adds a little slack).
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// Slack on top of [`CALL_TIMEOUT`] when waiting for the reply channel.
+/// Slack on top of a query's own timeout when waiting for its reply.
 const RECV_SLACK: Duration = Duration::from_secs(1);
 /// Timeout of a readiness probe inside [`Client::connect`].
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -148,12 +155,103 @@ pub fn serve(port: u16, key: &str, ready: &mut dyn FnMut()) -> Result<(), PeerEr
     }
 }
 
+/// What one query's reply callback hands to the calling thread.
+enum Outcome {
+    /// The query is in flight.
+    Waiting,
+    /// Its first reply (an error reply as `Err` with its text).
+    Reply(Result<ZBytes, String>),
+    /// It ended without a reply (no queryable reachable, or Zenoh's own timeout).
+    Ended,
+}
+
+/// Where the reply callback of the current query leaves its outcome. Replies and ends of
+/// earlier queries (one that timed out here may still answer) carry an older number and are
+/// ignored.
+struct Slot {
+    state: Mutex<(u64, Outcome)>,
+    ready: Condvar,
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            state: Mutex::new((0, Outcome::Waiting)),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, (u64, Outcome)> {
+        // the state is a plain value, valid whatever a panicking holder left
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts query `seq`.
+    fn start(&self, seq: u64) {
+        *self.lock() = (seq, Outcome::Waiting);
+    }
+
+    /// Records `outcome` for query `seq` if it is the current one and has none yet.
+    fn settle(&self, seq: u64, outcome: Outcome) {
+        let mut s = self.lock();
+        if s.0 == seq && matches!(s.1, Outcome::Waiting) {
+            s.1 = outcome;
+            self.ready.notify_one();
+        }
+    }
+
+    /// Waits up to `timeout` for query `seq`'s outcome.
+    fn wait(&self, seq: u64, timeout: Duration) -> Outcome {
+        let deadline = Instant::now() + timeout;
+        let mut s = self.lock();
+        loop {
+            if s.0 == seq && !matches!(s.1, Outcome::Waiting) {
+                return std::mem::replace(&mut s.1, Outcome::Waiting);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Outcome::Waiting;
+            }
+            s = self
+                .ready
+                .wait_timeout(s, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+/// The reply callback's state: it settles its query on the first reply, and on being
+/// dropped (Zenoh drops a query's callback when the query ends) settles it as ended.
+struct ReplyHandler {
+    slot: Arc<Slot>,
+    seq: u64,
+}
+
+impl ReplyHandler {
+    fn reply(&self, reply: zenoh::query::Reply) {
+        let outcome = match reply.into_result() {
+            Ok(sample) => Ok(sample.payload().clone()),
+            Err(e) => Err(String::from_utf8_lossy(&e.payload().to_bytes()).into_owned()),
+        };
+        self.slot.settle(self.seq, Outcome::Reply(outcome));
+    }
+}
+
+impl Drop for ReplyHandler {
+    fn drop(&mut self) {
+        self.slot.settle(self.seq, Outcome::Ended);
+    }
+}
+
 /// Client side of the Zenoh echo: a peer session connected to the server's endpoint.
 ///
 /// Dropping it closes the session (Zenoh bounds the close by a 10 s timeout).
 pub struct Client {
     session: Session,
     key: KeyExpr<'static>,
+    slot: Arc<Slot>,
+    seq: u64,
 }
 
 impl Client {
@@ -170,7 +268,12 @@ impl Client {
                     "cannot open a session to tcp/127.0.0.1:{port}: {e}"
                 ))
             })?;
-        let client = Client { session, key };
+        let mut client = Client {
+            session,
+            key,
+            slot: Arc::new(Slot::new()),
+            seq: 0,
+        };
         let mut last = String::from("no probe sent");
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -191,38 +294,36 @@ impl Client {
         }
     }
 
-    /// Sends one query carrying `payload` and returns the payload of the first reply. No reply
-    /// within `timeout` (plus 1 s slack), a query that ended without a reply (no queryable
-    /// reachable), an error reply and a transport failure are all `Err`.
-    fn query(&self, payload: Vec<u8>, timeout: Duration) -> Result<ZBytes, PeerError> {
+    /// Sends one query carrying `payload` and returns the payload of the first reply, taken
+    /// in Zenoh's reply callback. No reply within `timeout` (plus 1 s slack), a query that
+    /// ended without a reply (no queryable reachable), an error reply and a transport failure
+    /// are all `Err`.
+    fn query(&mut self, payload: Vec<u8>, timeout: Duration) -> Result<ZBytes, PeerError> {
         let len = payload.len();
-        let replies = self
-            .session
+        self.seq += 1;
+        let seq = self.seq;
+        self.slot.start(seq);
+        let handler = ReplyHandler {
+            slot: self.slot.clone(),
+            seq,
+        };
+        self.session
             .get(&self.key)
             .payload(payload)
             .consolidation(ConsolidationMode::None)
             .timeout(timeout)
+            .callback(move |reply| handler.reply(reply))
             .wait()
             .map_err(|e| call_err(format!("get on {} failed: {e}", self.key)))?;
-        let reply = match replies.recv_timeout(timeout + RECV_SLACK) {
-            Ok(Some(reply)) => reply,
-            Ok(None) => {
-                return Err(call_err(format!(
-                    "no reply to a {len}-byte query within {timeout:?}"
-                )))
-            }
-            Err(_) => {
-                return Err(call_err(format!(
-                    "the {len}-byte query on {} ended without a reply (no queryable reachable)",
-                    self.key
-                )))
-            }
-        };
-        match reply.into_result() {
-            Ok(sample) => Ok(sample.payload().clone()),
-            Err(e) => Err(call_err(format!(
-                "error reply: {}",
-                String::from_utf8_lossy(&e.payload().to_bytes())
+        match self.slot.wait(seq, timeout + RECV_SLACK) {
+            Outcome::Reply(Ok(bytes)) => Ok(bytes),
+            Outcome::Reply(Err(text)) => Err(call_err(format!("error reply: {text}"))),
+            Outcome::Ended => Err(call_err(format!(
+                "the {len}-byte query on {} ended without a reply (no queryable reachable)",
+                self.key
+            ))),
+            Outcome::Waiting => Err(call_err(format!(
+                "no reply to a {len}-byte query within {timeout:?}"
             ))),
         }
     }
@@ -258,5 +359,46 @@ impl EchoClient for Client {
 impl Drop for Client {
     fn drop(&mut self) {
         let _ = self.session.close().wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slot_hands_over_the_current_query_only() {
+        let slot = Arc::new(Slot::new());
+        let short = Duration::from_millis(1);
+        slot.start(1);
+        // the late end of an earlier query changes nothing
+        slot.settle(0, Outcome::Ended);
+        assert!(matches!(slot.wait(1, short), Outcome::Waiting));
+        slot.settle(1, Outcome::Reply(Ok(ZBytes::from(vec![1u8, 2]))));
+        // the callback ending after its reply does not overwrite the reply
+        drop(ReplyHandler {
+            slot: slot.clone(),
+            seq: 1,
+        });
+        match slot.wait(1, short) {
+            Outcome::Reply(Ok(b)) => assert_eq!(&*b.to_bytes(), &[1u8, 2][..]),
+            _ => panic!("the reply of query 1 was lost"),
+        }
+        // a query whose callback ends without a reply has ended
+        slot.start(2);
+        drop(ReplyHandler {
+            slot: slot.clone(),
+            seq: 2,
+        });
+        assert!(matches!(slot.wait(2, short), Outcome::Ended));
+        // a reply settled on another thread wakes the waiting one
+        slot.start(3);
+        let other = slot.clone();
+        let t = std::thread::spawn(move || other.settle(3, Outcome::Reply(Err("no".into()))));
+        assert!(matches!(
+            slot.wait(3, Duration::from_secs(10)),
+            Outcome::Reply(Err(e)) if e == "no"
+        ));
+        t.join().unwrap();
     }
 }
