@@ -131,7 +131,13 @@ mod tsc {
             let b = rdtsc();
             let spread = b.wrapping_sub(a);
             if spread < best.0 {
-                best = (spread, Anchor { tsc: a + spread / 2, mono });
+                best = (
+                    spread,
+                    Anchor {
+                        tsc: a + spread / 2,
+                        mono,
+                    },
+                );
             }
         }
         best.1

@@ -8,11 +8,11 @@ use crate::message::{elems_offset, Message, NoElem, Serde, SerdeMessage, TypeInf
 use crate::qos::{Overflow, Qos};
 use crate::sys::clock::{mono_ns, stamp_ns, WallClock};
 use crate::transport::doorbell::SlotRef;
-use crate::transport::ring::{RingWriter, SlotHead};
-use crate::transport::shm_ring;
 use crate::transport::intra::{Buf, LocalLoan, LocalRoute};
 use crate::transport::remote::RemotePublisher;
+use crate::transport::ring::{RingWriter, SlotHead};
 use crate::transport::shm::{self, IoxPublisher, IoxSampleMut, TopicService};
+use crate::transport::shm_ring;
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo, LoanError as IoxLoanError, SendError};
 use iceoryx2::prelude::{AllocationStrategy, BackpressureStrategy, CallbackProgression};
@@ -165,8 +165,8 @@ impl Sender {
         let origin = node.inner.ctx.inner.origin;
         let keeps_history = service.static_config().history_size() > 0;
         let id = (id as u64) ^ ((id >> 64) as u64);
-        let inline_bytes = (!ty.is_slice() && ty.head_size <= shm_ring::INLINE_MAX)
-            .then_some(ty.head_size);
+        let inline_bytes =
+            (!ty.is_slice() && ty.head_size <= shm_ring::INLINE_MAX).then_some(ty.head_size);
         let template = SampleHeader {
             publisher_id: id,
             type_hash: ty.layout_hash,
@@ -465,7 +465,11 @@ impl Sender {
             _ => {
                 let n = self.host_subscribers();
                 self.subscribers_seen.set(Some((seq, n)));
-                if self.ring.as_ref().is_some_and(|r| r.served.get() != Some(n)) {
+                if self
+                    .ring
+                    .as_ref()
+                    .is_some_and(|r| r.served.get() != Some(n))
+                {
                     self.serve_ring_readers(n);
                 }
                 n

@@ -10,10 +10,10 @@ use crate::sys::clock::precise_timers;
 use crate::transport::doorbell::{Slot, SlotRef};
 use crate::transport::intra::{LocalQueue, LocalSample, LocalTopic, RingReader, INLINE_MAX};
 use crate::transport::remote::RemoteSubscriber;
-use crate::transport::shm_ring::{self, OpenError};
-use iceoryx2::prelude::CallbackProgression;
 use crate::transport::shm::{self, IoxSample, IoxSubscriber, TopicService};
+use crate::transport::shm_ring::{self, OpenError};
 use crate::transport::wait::{wait_for, Predictor, SpinWindow, WaitMode, MAX_SLEEP};
+use iceoryx2::prelude::CallbackProgression;
 use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
@@ -570,7 +570,12 @@ impl Receiver {
     fn try_rings(&self) -> Option<(Received, usize)> {
         self.refresh_readers();
         let readers = self.readers.borrow();
-        self.take_round_robin(readers.iter(), readers.len(), &self.next_reader, Received::Inline)
+        self.take_round_robin(
+            readers.iter(),
+            readers.len(),
+            &self.next_reader,
+            Received::Inline,
+        )
     }
 
     /// The next valid sample of the shared-memory rings of other contexts' publishers.
@@ -591,7 +596,12 @@ impl Receiver {
         wrap: fn(SampleHeader, InlineBuf) -> Received,
     ) -> Option<(Received, usize)> {
         let start = next.get().min(n);
-        for (i, r) in readers.clone().enumerate().skip(start).chain(readers.enumerate().take(start)) {
+        for (i, r) in readers
+            .clone()
+            .enumerate()
+            .skip(start)
+            .chain(readers.enumerate().take(start))
+        {
             while let Some(copied) = self.copy_out(r) {
                 next.set(i + 1);
                 let Ok((header, buf)) = copied else {

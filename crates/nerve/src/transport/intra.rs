@@ -394,7 +394,8 @@ impl LocalRoute {
     ) -> Result<(), ()> {
         if let Some(inline) = &self.inline {
             let bytes = crate::transport::shm::words_as_bytes(&buf);
-            let result = inline.deliver(&header, &bytes[..header.payload_len as usize], deadline_ns);
+            let result =
+                inline.deliver(&header, &bytes[..header.payload_len as usize], deadline_ns);
             self.keep(buf);
             return result;
         }

@@ -342,7 +342,10 @@ impl InlineRing {
         for &id in live {
             let known = (0..self.layout.readers).any(|i| {
                 matches!(self.state(i).load(Ordering::Acquire), ACTIVE | RESERVED)
-                    && self.word(self.layout.reader(i) + E_ID).load(Ordering::Relaxed) == id
+                    && self
+                        .word(self.layout.reader(i) + E_ID)
+                        .load(Ordering::Relaxed)
+                        == id
             });
             if known || self.claim(id, head, RESERVED, None).is_some() {
                 served += 1;
@@ -428,8 +431,11 @@ impl RingWriter {
         slot[0].store(2 * pos + 2, Ordering::Release);
         self.head.set(pos + 1);
         let next = idx + 1;
-        self.index
-            .set(if next == ring.layout.capacity { 0 } else { next });
+        self.index.set(if next == ring.layout.capacity {
+            0
+        } else {
+            next
+        });
         true
     }
 

@@ -22,10 +22,10 @@
 
 use crate::message::header::SampleHeader;
 use crate::sys::files::{check_owner, same_inode, Mapping, OfdLock};
+pub(crate) use crate::transport::ring::INLINE_MAX;
 use crate::transport::ring::{
     hdr, InlineRing, Layout, Memory, MAGIC, MAX_CAPACITY, WRITER_LOCK_BYTE,
 };
-pub(crate) use crate::transport::ring::INLINE_MAX;
 use rustix::fs::{Mode, OFlags};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -80,7 +80,9 @@ pub(crate) fn create(
     // the writer's lock: held by this description until the ring is dropped or the
     // process dies
     let Some(lock) = OfdLock::try_take(&fd, WRITER_LOCK_BYTE)? else {
-        return Err(io::Error::other(format!("{tmp}: locked by another process")));
+        return Err(io::Error::other(format!(
+            "{tmp}: locked by another process"
+        )));
     };
     std::mem::forget(lock);
     let ring = InlineRing::in_memory(Memory::Shared { map, fd }, layout, back_pressure, template);
@@ -137,14 +139,15 @@ pub(crate) fn open(path: &str, type_hash: u64) -> Result<InlineRing, OpenError> 
         .st_size as usize;
     let header_bytes = 16 * 8;
     if size < header_bytes {
-        return Err(refused(format!("{size} bytes: shorter than a ring's header")));
+        return Err(refused(format!(
+            "{size} bytes: shorter than a ring's header"
+        )));
     }
     let head_map = Mapping::shared(&fd, header_bytes).map_err(|e| refused(e.to_string()))?;
     // SAFETY: the mapping is page-aligned and `header_bytes` long (the file is at least
     // that long, checked above); AtomicU64 accepts any bytes.
-    let words = unsafe {
-        std::slice::from_raw_parts(head_map.ptr() as *const AtomicU64, header_bytes / 8)
-    };
+    let words =
+        unsafe { std::slice::from_raw_parts(head_map.ptr() as *const AtomicU64, header_bytes / 8) };
     // SYNC: Acquire: the creator wrote the header before linking the file into place.
     let get = |i: usize| words[i].load(Ordering::Acquire);
     if get(hdr::MAGIC) != MAGIC {
@@ -169,9 +172,7 @@ pub(crate) fn open(path: &str, type_hash: u64) -> Result<InlineRing, OpenError> 
     }
     let bytes = layout.words() * 8;
     if size < bytes {
-        return Err(refused(format!(
-            "{size} bytes, its layout needs {bytes}"
-        )));
+        return Err(refused(format!("{size} bytes, its layout needs {bytes}")));
     }
     let template = SampleHeader {
         type_hash,
@@ -310,7 +311,11 @@ mod tests {
         ring.slot_version(1).store(2 + 1, Ordering::Relaxed);
         let mut out = [0u64; 2];
         assert_eq!(reader.pop(&mut out).map(|h| h.seq), Some(1));
-        assert_eq!(reader.pop(&mut out), None, "the half-written slot stays unread");
+        assert_eq!(
+            reader.pop(&mut out),
+            None,
+            "the half-written slot stays unread"
+        );
         std::mem::forget(w); // killed: no close
     }
 
@@ -324,12 +329,18 @@ mod tests {
         let stalled = RingReader::register(r.clone(), 1, 0).unwrap();
         assert!(w.push(head(1), &[0; 16], soon()));
         assert!(w.push(head(2), &[0; 16], soon()));
-        assert!(!w.push(head(3), &[0; 16], soon()), "a live, stalled reader holds it");
+        assert!(
+            !w.push(head(3), &[0; 16], soon()),
+            "a live, stalled reader holds it"
+        );
         // the reader's process dies: the kernel drops its lock, its entry stays active
         let fd = r.fd().unwrap();
         OfdLock::release(fd, crate::transport::ring::reader_lock_byte(0)).unwrap();
         std::mem::forget(stalled);
-        assert!(w.push(head(3), &[0; 16], soon()), "the dead reader no longer counts");
+        assert!(
+            w.push(head(3), &[0; 16], soon()),
+            "the dead reader no longer counts"
+        );
         assert_eq!(r.active_readers(), 0);
     }
 }

@@ -89,7 +89,9 @@ pub(crate) fn wait_for<T, E>(
     // once it has polled 64 times, so a sample that comes at once costs no clock read
     let timeout_ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
     let mut start = (mode != WaitMode::Spin).then(stamp_ns);
-    let waited = |start: Option<u64>| Duration::from_nanos(start.map_or(0, |s| stamp_ns().saturating_sub(s)));
+    let waited = |start: Option<u64>| {
+        Duration::from_nanos(start.map_or(0, |s| stamp_ns().saturating_sub(s)))
+    };
     let spin_for = match mode {
         WaitMode::Spin => timeout,
         WaitMode::Adaptive | WaitMode::Predictive => spin.get().min(timeout),

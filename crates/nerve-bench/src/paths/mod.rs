@@ -7,6 +7,8 @@
 //! runs ahead flood the others' queues: under drop-oldest their oldest replies are lost.)
 //! Raw iceoryx2 runs beside Nerve on the cross-process 1:1 route.
 
+mod floor;
+
 use crate::bundle::Skipped;
 use crate::bundle::{json_rows, num, progress, Section, SuiteOutput, Verdict};
 use crate::child::Child;
@@ -15,6 +17,7 @@ use crate::machine::pin_to_cpu;
 use crate::pattern;
 use crate::plot::{bar_chart, Axis};
 use crate::stats::{Dist, Recorder};
+pub use floor::{spread, FloorRound};
 use nerve::{Context, Message, Qos, WaitMode};
 use nerve_msgs::{BatteryState, CmdVel, Imu, LaserScan, Odometry, PointCloud};
 use serde::{Deserialize, Serialize};
@@ -162,7 +165,8 @@ pub struct PongSpec {
     pub spin: bool,
     /// Raw iceoryx2 instead of Nerve.
     pub raw: bool,
-    /// CPU to pin to.
+    /// Whether every thread has a core of its own: ponger `i` is then pinned to CPU
+    /// `i` and pinger `j` to CPU `pongers + j` (`Some(0)`; `None`: not pinned).
     pub cpu: Option<usize>,
 }
 
@@ -267,6 +271,82 @@ impl PathsSuite {
         let raw =
             usize::from(self.iceoryx2 && one_one && self.routes.contains(&Route::CrossProcess));
         self.messages.len() * (self.routes.len() * self.topologies.len() + raw)
+            + self.floor_rounds()
+    }
+
+    /// Rounds of the alternation with the floor (none if it has nothing to compare).
+    fn floor_rounds(&self) -> usize {
+        let compared = self.messages.contains(&MessageKind::CmdVel)
+            && self.topologies.contains(&(1, 1))
+            && (self.routes.contains(&Route::CrossThread)
+                || self.routes.contains(&Route::CrossProcess))
+            && crate::machine::online_cpus() >= 2;
+        match (compared, self.quick) {
+            (false, _) => 0,
+            (true, true) => floor::ROUNDS.0,
+            (true, false) => floor::ROUNDS.1,
+        }
+    }
+
+    /// The alternation with the floor: each round measures the floor (one line, then two),
+    /// Nerve CmdVel 1:1 across threads and across processes and raw iceoryx2, one after
+    /// the other, `iterations / rounds` round trips each (at least 500).
+    fn floor_block(
+        &self,
+        bar: &indicatif::ProgressBar,
+        n: &mut usize,
+        skipped: &mut Vec<Skipped>,
+    ) -> (Vec<FloorRound>, Recorder, Recorder) {
+        let rounds = self.floor_rounds();
+        let per_round = (self.iterations / rounds.max(1)).max(500);
+        let short = PathsSuite {
+            iterations: per_round,
+            warmup: (per_round / 10).max(50),
+            ..self.clone()
+        };
+        let (mut one, mut two) = (Recorder::new(), Recorder::new());
+        let mut out = Vec::new();
+        for round in 0..rounds {
+            bar.set_message(format!("floor round {}/{rounds}", round + 1));
+            let a = floor::bounce(false, per_round, short.warmup);
+            let b = floor::bounce(true, per_round, short.warmup);
+            let mut system = |route: Route, raw: bool| {
+                if !self.routes.contains(&route) || (raw && !self.iceoryx2) {
+                    return None;
+                }
+                *n += 1;
+                match short.run_one(MessageKind::CmdVel, route, 1, 1, raw, *n) {
+                    Ok((rec, _)) => Some(floor::one_way_p50_ns(&rec)),
+                    Err(e) => {
+                        let who = if raw { "iceoryx2" } else { "nerve" };
+                        skipped.push(Skipped {
+                            system: format!(
+                                "{who} {} CmdVel 1:1 (floor round {round})",
+                                route.name()
+                            ),
+                            payload_bytes: Some(MessageKind::CmdVel.bytes()),
+                            reason: e.to_string(),
+                        });
+                        None
+                    }
+                }
+            };
+            let cross_thread_ns = system(Route::CrossThread, false);
+            let cross_process_ns = system(Route::CrossProcess, false);
+            let iceoryx2_ns = system(Route::CrossProcess, true);
+            out.push(FloorRound {
+                round,
+                floor_ns: floor::one_way_p50_ns(&a),
+                floor_two_lines_ns: floor::one_way_p50_ns(&b),
+                cross_thread_ns,
+                cross_process_ns,
+                iceoryx2_ns,
+            });
+            one.merge(&a);
+            two.merge(&b);
+            bar.inc(1);
+        }
+        (out, one, two)
     }
 
     /// Runs every combination and returns the suite's output.
@@ -319,8 +399,28 @@ impl PathsSuite {
                 bar.inc(1);
             }
         }
+        let (floor, one, two) = self.floor_block(&bar, &mut n, &mut skipped);
+        for (system, rec) in [("floor", one), ("floor (two lines)", two)] {
+            if !rec.is_empty() {
+                self.collect(
+                    Ok((rec, true)),
+                    system,
+                    MessageKind::CmdVel,
+                    Route::CrossThread,
+                    1,
+                    1,
+                    &mut rows,
+                    &mut skipped,
+                );
+                if let Some(r) = rows.last_mut() {
+                    r.route = "cross-core".into();
+                    r.message = "sequence number".into();
+                    r.payload_bytes = 8;
+                }
+            }
+        }
         bar.finish_and_clear();
-        Ok(output(rows, skipped))
+        Ok(output(self, rows, floor, skipped))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -342,7 +442,15 @@ impl PathsSuite {
                 rows.push(PathsRow {
                     suite: "paths",
                     system: system.into(),
-                    mode: if spin { "spin" } else { "adaptive" }.into(),
+                    mode: if spin {
+                        "spin".into()
+                    } else {
+                        format!(
+                            "adaptive ({} threads > {} cores)",
+                            pingers + pongers,
+                            crate::machine::online_cpus()
+                        )
+                    },
                     route: route.name().into(),
                     topology: format!("{pingers}:{pongers}"),
                     message: message.name().into(),
@@ -412,9 +520,9 @@ impl PathsSuite {
                     let (ctx, spec, stop, ready) =
                         (ctx.clone(), spec.clone(), stop.clone(), ready.clone());
                     handles.push(std::thread::spawn(move || {
-                        if let Some(cpu) = spec.cpu {
-                            // 1:1 with cores to spare: ponger and pinger on separate cores
-                            pin_to_cpu(cpu);
+                        if let Some(base) = spec.cpu {
+                            // every thread has a core: ponger i on CPU base + i
+                            pin_to_cpu(base + i);
                         }
                         dispatch!(spec.message, ponger, &ctx, &spec, i, &stop, Some(&ready))
                     }));
@@ -725,9 +833,9 @@ fn pingers_threads(
             .map(|i| {
                 let (ctx, start) = (ctx.clone(), start.clone());
                 s.spawn(move || {
-                    if spec.cpu.is_some() {
-                        // 1:1 with cores to spare: pinger and ponger on separate cores
-                        pin_to_cpu(1);
+                    if let Some(base) = spec.cpu {
+                        // every thread has a core: pinger i after the pongers' cores
+                        pin_to_cpu(base + spec.pongers + i);
                     }
                     dispatch!(spec.message, pinger, &ctx, spec, i, suite, &start)
                 })
@@ -751,11 +859,11 @@ fn pingers_threads(
 /// Runs the pongers of a ponger process until stdin closes (called by `nerve bench role
 /// ponger`). Prints `ready` once every ponger listens.
 pub fn run_pongers(spec: &PongSpec) -> Result<(), PeerError> {
-    if let Some(cpu) = spec.cpu {
-        pin_to_cpu(cpu);
-    }
     let stop = Arc::new(AtomicBool::new(false));
     if spec.raw {
+        if let Some(base) = spec.cpu {
+            pin_to_cpu(base);
+        }
         return raw::ponger(spec, &stop);
     }
     let cfg = nerve::Config::default()
@@ -767,6 +875,9 @@ pub fn run_pongers(spec: &PongSpec) -> Result<(), PeerError> {
         .map(|i| {
             let (ctx, spec, stop, ready) = (ctx.clone(), spec.clone(), stop.clone(), ready.clone());
             std::thread::spawn(move || {
+                if let Some(base) = spec.cpu {
+                    pin_to_cpu(base + i);
+                }
                 dispatch!(spec.message, ponger, &ctx, &spec, i, &stop, Some(&ready))
             })
         })
@@ -879,7 +990,9 @@ mod raw {
     }
 
     pub(super) fn pinger(spec: &PongSpec, suite: &PathsSuite) -> Result<Recorder, PeerError> {
-        pin_to_cpu(1);
+        if let Some(base) = spec.cpu {
+            pin_to_cpu(base + 1);
+        }
         let node = node(spec)?;
         let (ping_name, pong_name) = names(spec);
         let (ping, pong) = (open(&node, &ping_name)?, open(&node, &pong_name)?);
@@ -954,47 +1067,111 @@ fn find<'a>(
         .find(|r| r.system == system && r.route == route && r.topology == topo && r.message == msg)
 }
 
-fn output(rows: Vec<PathsRow>, skipped: Vec<Skipped>) -> SuiteOutput {
+fn output(
+    suite: &PathsSuite,
+    rows: Vec<PathsRow>,
+    floor: Vec<FloorRound>,
+    skipped: Vec<Skipped>,
+) -> SuiteOutput {
+    use crate::bundle::{why_missing, Measured};
+    use crate::published;
     let mut checks = Vec::new();
-    let cmd = |route: &str| find(&rows, "nerve", route, "1:1", "CmdVel");
-    if let Some(r) = cmd("same-thread") {
-        checks.push(Verdict::new(
+    let planned = |route: Route| {
+        suite.routes.contains(&route)
+            && suite.messages.contains(&MessageKind::CmdVel)
+            && suite.topologies.contains(&(1, 1))
+    };
+    let cmd = |route: Route| -> Result<&PathsRow, String> {
+        find(&rows, "nerve", route.name(), "1:1", "CmdVel").ok_or_else(|| {
+            let what = format!("nerve {} CmdVel 1:1", route.name());
+            why_missing(&skipped, &what, |k| k.system.starts_with(&what))
+        })
+    };
+    if planned(Route::SameThread) {
+        checks.push(Verdict::judged(
             "paths",
-            "same-thread one-way P50 <= 50 ns",
+            "same-thread one-way P50 <= 20 ns",
             "nerve CmdVel 1:1",
-            Some(r.one_way_us.p50 * 1000.0),
-            |ns| ns <= 50.0,
+            cmd(Route::SameThread).map(|r| Some(r.one_way_us.p50 * 1000.0)),
+            |ns| ns <= 20.0,
         ));
     }
-    if let Some(r) = cmd("cross-thread") {
-        checks.push(Verdict::new(
-            "paths",
-            "cross-thread one-way P50 <= 300 ns",
-            "nerve CmdVel 1:1",
-            Some(r.one_way_us.p50 * 1000.0),
-            |ns| ns <= 300.0,
-        ));
+    // ratios per round of the alternation with the floor, then their median
+    let per_round = |f: &dyn Fn(&FloorRound) -> Option<f64>, what: &str| -> (Measured, String) {
+        let ratios: Vec<f64> = floor.iter().filter_map(f).collect();
+        match spread(&ratios) {
+            Some((mid, lo, hi)) => (
+                Ok(Some(mid)),
+                format!("median of {} rounds, range {lo:.2}-{hi:.2}", ratios.len()),
+            ),
+            None if floor.is_empty() => (
+                Err(format!("{what}: no round with the floor ran")),
+                String::new(),
+            ),
+            None => (
+                Err(why_missing(&skipped, what, |k| {
+                    k.system.contains("floor round")
+                })),
+                String::new(),
+            ),
+        }
+    };
+    let mut ratio_check =
+        |route: Route, target: &str, f: &dyn Fn(&FloorRound) -> Option<f64>, limit: f64| {
+            if planned(route) {
+                let what = format!("nerve {} CmdVel 1:1", route.name());
+                let (value, scope) = per_round(f, &what);
+                checks.push(Verdict::judged(
+                    "paths",
+                    target,
+                    format!("{what}, {scope}"),
+                    value,
+                    move |r| r <= limit,
+                ));
+            }
+        };
+    ratio_check(
+        Route::CrossThread,
+        "cross-thread one-way P50 / floor <= 1.2 (same round)",
+        &|r| r.ratio(r.cross_thread_ns),
+        1.2,
+    );
+    ratio_check(
+        Route::CrossProcess,
+        "cross-process one-way P50 / floor <= 1.3 (same round)",
+        &|r| r.ratio(r.cross_process_ns),
+        1.3,
+    );
+    if suite.iceoryx2 {
+        ratio_check(
+            Route::CrossProcess,
+            "cross-process one-way P50 / raw iceoryx2 busy-poll <= 0.5 (same round)",
+            &|r| Some(r.cross_process_ns? / r.iceoryx2_ns?),
+            0.5,
+        );
     }
-    for m in MessageKind::ALL {
-        let n = find(&rows, "nerve", "cross-process", "1:1", m.name());
-        let i = find(&rows, "iceoryx2", "cross-process", "1:1", m.name());
-        if let (Some(n), Some(i)) = (n, i) {
-            checks.push(Verdict::new(
+    for route in Route::ALL {
+        if planned(route) {
+            checks.push(Verdict::judged(
                 "paths",
-                "cross-process one-way P50 / raw iceoryx2 <= 1.3",
-                format!("nerve {} {} 1:1", n.mode, m.name()),
-                Some(n.one_way_us.p50 / i.one_way_us.p50),
-                |r| r <= 1.3,
+                "one-way P99 <= 2x P50",
+                format!("nerve {} CmdVel 1:1", route.name()),
+                cmd(route).map(|r| Some(r.one_way_us.p99 / r.one_way_us.p50)),
+                |x| x <= 2.0,
             ));
         }
     }
-    if let Some(r) = cmd("cross-process") {
-        checks.push(Verdict::new(
+    if planned(Route::CrossProcess) {
+        checks.push(Verdict::judged(
             "paths",
-            "cross-process one-way P50 <= HORUS's 180 ns (its own filtered run here)",
+            format!(
+                "cross-process one-way P50 <= HORUS's {} ns ({})",
+                published::HORUS_HERE_CROSS_PROCESS_P50_NS,
+                published::HORUS_HERE.reference
+            ),
             "nerve CmdVel 1:1",
-            Some(r.one_way_us.p50 * 1000.0),
-            |ns| ns <= 180.0,
+            cmd(Route::CrossProcess).map(|r| Some(r.one_way_us.p50 * 1000.0)),
+            |ns| ns <= published::HORUS_HERE_CROSS_PROCESS_P50_NS,
         ));
     }
     let head = [
@@ -1096,6 +1273,41 @@ fn output(rows: Vec<PathsRow>, skipped: Vec<Skipped>) -> SuiteOutput {
         ),
         "Pingers:pongers; each ping waits for every ponger's reply.",
     );
+    if !floor.is_empty() {
+        let ns = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+        let ratio = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let floor_rows: Vec<Vec<String>> = floor
+            .iter()
+            .map(|r| {
+                vec![
+                    r.round.to_string(),
+                    format!("{:.0}", r.floor_ns),
+                    format!("{:.0}", r.floor_two_lines_ns),
+                    ns(r.cross_thread_ns),
+                    ns(r.cross_process_ns),
+                    ns(r.iceoryx2_ns),
+                    ratio(r.ratio(r.cross_thread_ns)),
+                    ratio(r.ratio(r.cross_process_ns)),
+                    ratio(r.cross_process_ns.zip(r.iceoryx2_ns).map(|(a, b)| a / b)),
+                ]
+            })
+            .collect();
+        section.table(
+            Some("CmdVel 1:1 one-way P50 (ns) in alternation with the floor, round by round"),
+            &[
+                "round",
+                "floor",
+                "floor, two lines",
+                "nerve cross-thread",
+                "nerve cross-process",
+                "raw iceoryx2",
+                "cross-thread / floor",
+                "cross-process / floor",
+                "nerve / iceoryx2",
+            ],
+            &floor_rows,
+        );
+    }
     section.table(Some("Every route, topology and message"), &head, &table);
     let mut summary = String::from("paths: CmdVel 1:1 one-way P50\n");
     for route in Route::ALL {
