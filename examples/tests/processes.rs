@@ -612,6 +612,152 @@ fn publisher_recovers_samples_held_by_a_killed_subscriber() {
     }
 }
 
+/// The Imu a peer publisher sends as message `seq`: every 8-byte word is `seq`.
+fn imu_pattern(seq: u64) -> nerve_msgs::Imu {
+    let bytes: Vec<u8> = std::iter::repeat_n(
+        seq.to_ne_bytes(),
+        std::mem::size_of::<nerve_msgs::Imu>() / 8,
+    )
+    .flatten()
+    .collect();
+    nerve::message::read_pod(&bytes).unwrap()
+}
+
+/// Small fixed-size messages cross processes in the publisher's shared-memory ring. A
+/// publisher SIGKILLed while it writes flat out (so some kills land inside a slot's write)
+/// never hands a torn sample to a reader in another process, a new publisher on the same
+/// topic is read at once, and the rings of the killed ones do not outlive the domain.
+#[test]
+fn inline_ring_writer_killed_mid_write_never_hands_out_a_torn_sample() {
+    use nerve::prelude::*;
+    let d = Domain::new();
+    let start = d.files();
+    {
+        let ctx = Context::new(d.config()).unwrap();
+        let node = ctx.node("torn_watch").create().unwrap();
+        let sub = node
+            .subscriber::<nerve_msgs::Imu>("/flood")
+            .qos(Qos::sensor().depth(256))
+            .create()
+            .unwrap();
+        let mut total = 0u64;
+        let check = |m: &nerve::Sample<nerve_msgs::Imu>| {
+            let seq = m.header().seq;
+            assert_eq!(
+                nerve::message::as_bytes(&**m),
+                nerve::message::as_bytes(&imu_pattern(seq)),
+                "a torn sample (seq {seq})"
+            );
+        };
+        for round in 0..20u64 {
+            let mut p = d.spawn(
+                PEER,
+                &[
+                    "pub", "--topic", "/flood", "--count", "0", "--qos", "sensor",
+                ],
+            );
+            p.expect_line("sending", T);
+            // read while it writes flat out (the reader is lapped: overwritten slots are
+            // skipped), then kill it at a moment that varies from round to round
+            let until = Instant::now() + Duration::from_millis(2 + 7 * round);
+            let mut got = 0u64;
+            while Instant::now() < until || got == 0 {
+                let m = sub
+                    .recv_timeout(T)
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("round {round}: the new publisher is not read"));
+                check(&m);
+                got += 1;
+            }
+            p.signal(libc::SIGKILL);
+            p.kill();
+            while let Some(m) = sub.try_recv().unwrap() {
+                check(&m);
+                got += 1;
+            }
+            total += got;
+        }
+        assert_eq!(sub.stats().malformed, 0);
+        assert!(total >= 20);
+    }
+    assert_eq!(d.files(), start, "files left once the domain emptied");
+}
+
+/// A reader of a back-pressure ring SIGKILLed while the ring is full never blocks the
+/// writer: its entry is reaped and the writer goes on with the living reader, which gets
+/// every sample in order.
+#[test]
+fn inline_ring_reader_killed_never_blocks_the_writer() {
+    use nerve::prelude::*;
+    let d = Domain::new();
+    let ctx = Context::new(d.config()).unwrap();
+    let node = ctx.node("bp_writer").create().unwrap();
+    // a generous timeout: a writer held by the dead reader would fail with it
+    let qos = Qos::reliable().depth(4).overflow(Overflow::BackPressure {
+        timeout: Duration::from_secs(30),
+    });
+    let p = node
+        .publisher::<nerve_msgs::Imu>("/bpkill")
+        .qos(qos.clone())
+        .create()
+        .unwrap();
+    let mut doomed = d.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/bpkill", "--count", "100", "--qos", "tight", "--hold", "1",
+            "--idle", "60",
+        ],
+    );
+    doomed.expect_line("ready", T);
+    assert!(p.wait_for_subscribers(1, T));
+    p.publish(&imu_pattern(1)).unwrap();
+    doomed.expect_line("holding", T);
+    // the ring fills behind the stalled reader: four more and it is full
+    for seq in 2..=5 {
+        p.publish(&imu_pattern(seq)).unwrap();
+    }
+    doomed.signal(libc::SIGKILL);
+    doomed.kill();
+    // a living reader in another context takes everything from here on
+    let n = 200u64;
+    let cfg = d.config();
+    let reader = std::thread::spawn(move || {
+        let ctx = Context::new(cfg).unwrap();
+        let node = ctx.node("bp_reader").create().unwrap();
+        let sub = node
+            .subscriber::<nerve_msgs::Imu>("/bpkill")
+            .qos(qos)
+            .create()
+            .unwrap();
+        println!("reader ready");
+        let mut seqs = Vec::new();
+        while (seqs.len() as u64) < n {
+            match sub.recv_timeout(T).unwrap() {
+                Some(m) => seqs.push(m.header().seq),
+                None => break,
+            }
+        }
+        seqs
+    });
+    assert!(p.wait_for_subscribers(1, T));
+    let mut failed = Vec::new();
+    for seq in 6..6 + n {
+        if let Err(e) = p.publish(&imu_pattern(seq)) {
+            failed.push(e.to_string());
+        }
+    }
+    assert!(
+        failed.iter().all(|e| !e.contains("back-pressure")),
+        "the dead reader held the writer: {failed:?}"
+    );
+    let seqs = reader.join().unwrap();
+    assert_eq!(seqs.len() as u64, n, "the living reader gets every sample");
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "in order: {seqs:?}"
+    );
+}
+
 #[test]
 fn service_failures_with_real_processes() {
     use nerve::{CallError, ServiceQos};

@@ -48,6 +48,8 @@ impl Context {
 
     /// Creates a context from explicit settings.
     pub fn new(config: Config) -> Result<Context, ContextError> {
+        // publishers of this process may then use light fences (see sys::membarrier)
+        crate::sys::membarrier::register();
         let iox = shm::iceoryx_config(&config)?;
         let name = doorbell_name(&config);
         let doorbell = Doorbell::open(&name, 0o600).map_err(|source| ContextError::Doorbell {

@@ -38,7 +38,9 @@ impl QosArg {
 
 #[derive(Subcommand)]
 enum Role {
-    /// Publish `count` Imu messages (seq in angular_velocity.x) after `subs` subscribers joined.
+    /// Publish `count` Imu messages (every 8-byte word of message k is k, the sequence
+    /// number) after `subs` subscribers joined; `count` 0: until killed, printing `sending`
+    /// after the first.
     Pub {
         #[arg(long)]
         topic: String,
@@ -55,7 +57,8 @@ enum Role {
         #[arg(long)]
         hold_loan: bool,
     },
-    /// Receive Imu messages until `count` arrived or `idle` seconds pass without one.
+    /// Receive Imu messages until `count` arrived or `idle` seconds pass without one;
+    /// `payload_ok` says whether every word of every message equalled its sequence number.
     Sub {
         #[arg(long)]
         topic: String,
@@ -137,13 +140,17 @@ fn main() -> anyhow::Result<()> {
             }
             let start = Instant::now();
             let mut errors = Vec::new();
-            for k in 0..count {
-                let mut m = Imu::default();
-                m.angular_velocity.x = (k + 1) as f64;
-                if let Err(e) = p.publish(&m) {
+            let mut k = 0;
+            while count == 0 || k < count {
+                if let Err(e) = p.publish(&pattern(k + 1)) {
                     errors.push(e.to_string());
                     break;
                 }
+                if count == 0 && k == 0 {
+                    println!("sending");
+                    std::io::stdout().flush()?;
+                }
+                k += 1;
                 if rate > 0.0 {
                     nerve_examples::sleep_until_tick(
                         start,
@@ -188,7 +195,8 @@ fn main() -> anyhow::Result<()> {
                 let seq = m.header().seq;
                 in_order &= seq > last;
                 last = seq;
-                payload_ok &= m.angular_velocity.x == seq as f64;
+                payload_ok &=
+                    nerve::message::as_bytes(&*m) == nerve::message::as_bytes(&pattern(seq));
                 if held.len() < hold {
                     held.push(m);
                     if held.len() == hold {
@@ -209,4 +217,13 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The Imu message number `seq` of a peer publisher: every 8-byte word is `seq`, so a
+/// sample mixing two messages (torn) is told apart from a whole one.
+fn pattern(seq: u64) -> Imu {
+    let bytes: Vec<u8> = std::iter::repeat_n(seq.to_ne_bytes(), std::mem::size_of::<Imu>() / 8)
+        .flatten()
+        .collect();
+    nerve::message::read_pod(&bytes).expect("an Imu is a whole number of words")
 }

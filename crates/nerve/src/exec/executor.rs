@@ -502,11 +502,13 @@ impl Executor {
         } else {
             deadline
         };
+        self.slots.iter().for_each(|s| s.announce());
+        crate::transport::doorbell::fence_for_waiters();
         let mut entries: Vec<WaitEntry> = self
             .slots
             .iter()
             .map(|s| WaitEntry {
-                seen: s.register(),
+                seen: s.seq(),
                 word: s.word(),
             })
             .collect();
@@ -521,7 +523,8 @@ impl Executor {
         let now = mono_ns();
         let idle = !self.stopping() && !self.entries.iter().any(|e| e.work.ready(now));
         if idle && now < wake {
-            futex::wait_any_until(&entries, wake.min(now + MAX_SLEEP.as_nanos() as u64));
+            let limit = crate::transport::doorbell::sleep_limit(MAX_SLEEP).as_nanos() as u64;
+            futex::wait_any_until(&entries, wake.min(now + limit));
             let woke = mono_ns();
             if timer_due && woke >= wake {
                 self.sleep.observe(wake, woke, deadline);

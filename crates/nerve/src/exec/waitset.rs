@@ -141,17 +141,22 @@ impl<'a> WaitSet<'a> {
             }
         }
         loop {
+            slot_refs.iter().for_each(|s| s.announce());
+            crate::transport::doorbell::fence_for_waiters();
             let entries: Vec<WaitEntry> = slot_refs
                 .iter()
                 .map(|s| WaitEntry {
-                    seen: s.register(),
+                    seen: s.seq(),
                     word: s.word(),
                 })
                 .collect();
             let ready = self.ready();
             let remaining = deadline.saturating_duration_since(Instant::now());
             if ready.is_empty() && !remaining.is_zero() {
-                futex::wait_any(&entries, remaining.min(MAX_SLEEP));
+                futex::wait_any(
+                    &entries,
+                    crate::transport::doorbell::sleep_limit(remaining.min(MAX_SLEEP)),
+                );
             }
             slot_refs.iter().for_each(|s| s.unregister());
             if !ready.is_empty() || remaining.is_zero() {

@@ -4,5 +4,6 @@
 pub(crate) mod clock;
 pub(crate) mod files;
 pub(crate) mod futex;
+pub(crate) mod membarrier;
 pub mod rt;
 pub mod signals;

@@ -26,7 +26,7 @@ use rustix::fs::{FlockOperation, Mode, OFlags};
 use std::io;
 use std::ops::Deref;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -439,16 +439,23 @@ impl SlotRef {
     }
 
     /// Announces a waiter; returns the sequence value to wait on. Check the queue after
-    /// this and before `wait`.
+    /// this and before `wait`. (Waits on several slots call [`SlotRef::announce`] on each,
+    /// then [`fence_for_waiters`] once, then [`Slot::seq`].)
     pub(crate) fn register(&self) -> u32 {
+        self.announce();
+        fence_for_waiters();
+        self.seq.load(Ordering::SeqCst)
+    }
+
+    /// Raises the slot's waiter count: the first half of `register`, for waits on several
+    /// slots.
+    pub(crate) fn announce(&self) {
         // SYNC: see `Slot::ring`; the count is raised in the slot before the record (see
-        // the module docs), and the fence orders it before the queue check.
+        // the module docs), and `fence_for_waiters` orders it before the queue check.
         self.waiters.fetch_add(1, Ordering::SeqCst);
         if let Some(e) = self.0.entry() {
             e.waiters.fetch_add(1, Ordering::Relaxed);
         }
-        fence(Ordering::SeqCst);
-        self.seq.load(Ordering::SeqCst)
     }
 
     /// Withdraws a waiter announced by `register`.
@@ -469,14 +476,41 @@ impl Deref for SlotRef {
     }
 }
 
+/// The waiter's side of the wake-up handshake, after announcing on every slot waited on
+/// and before checking queues: the heavy fence orders the announcements before the queue
+/// checks on this thread and before the light fence of every publisher's thread (see
+/// `Slot::ring`), so either a publisher sees this waiter or this waiter sees the sample.
+pub(crate) fn fence_for_waiters() {
+    if !crate::sys::membarrier::heavy() {
+        // SYNC: Relaxed: a flag that only shortens sleeps.
+        UNFENCED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Set once a waiter's heavy fence failed: from then on sleeps are capped (see
+/// `sys::membarrier`).
+static UNFENCED: AtomicBool = AtomicBool::new(false);
+
+/// `timeout`, capped at [`UNFENCED_SLEEP`](crate::sys::membarrier::UNFENCED_SLEEP) once a
+/// heavy fence failed in this process.
+pub(crate) fn sleep_limit(timeout: Duration) -> Duration {
+    // SYNC: Relaxed: a flag that only shortens sleeps.
+    if UNFENCED.load(Ordering::Relaxed) {
+        timeout.min(crate::sys::membarrier::UNFENCED_SLEEP)
+    } else {
+        timeout
+    }
+}
+
 impl Slot {
     /// Rings the slot if anyone waits. Call after the sample is visible in its queue.
     #[inline]
     pub(crate) fn ring(&self) {
-        // SYNC: SeqCst fence orders our queue write before the waiter-count load; pairs
-        // with the fence in `SlotRef::register` so either the waiter sees the sample or we
-        // see the waiter.
-        fence(Ordering::SeqCst);
+        // SYNC: the light fence (a compiler fence in a process registered for membarrier,
+        // else a full fence) orders our queue write before the waiter-count load; it pairs
+        // with the heavy fence in `SlotRef::register`, so either the waiter sees the
+        // sample or we see the waiter.
+        crate::sys::membarrier::light();
         if self.waiters.load(Ordering::Relaxed) > 0 {
             // SYNC: the new sequence value publishes "something changed" to waiters.
             self.seq.fetch_add(1, Ordering::SeqCst);
@@ -514,7 +548,7 @@ impl Slot {
 
     /// Sleeps while the sequence still equals `seen`, at most `timeout`.
     pub(crate) fn wait(&self, seen: u32, timeout: Duration) {
-        futex_wait(&self.seq, seen, timeout);
+        futex_wait(&self.seq, seen, sleep_limit(timeout));
     }
 }
 

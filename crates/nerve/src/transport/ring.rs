@@ -43,6 +43,15 @@ const SLOT_HEAD: usize = 5;
 /// never share a line (nor an adjacent-line prefetch pair).
 const AREA: usize = 16;
 
+/// Words of a cache line.
+const LINE_WORDS: usize = 8;
+
+/// One cache line of words, aligned as one: the unit a heap ring is allocated in, so its
+/// areas and slots start on line boundaries as in a (page-aligned) shared mapping.
+#[repr(C, align(64))]
+#[derive(Default)]
+pub(crate) struct Line([AtomicU64; LINE_WORDS]);
+
 /// Header words (the first area): what a reader checks before it trusts the ring.
 pub(crate) mod hdr {
     pub(crate) const MAGIC: usize = 0;
@@ -73,8 +82,10 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// Words of a slot: whole cache lines, so no two slots share one (a reader of one
+    /// slot never stalls the writer of the next).
     fn slot_words(&self) -> usize {
-        SLOT_HEAD + self.payload_bytes.div_ceil(8)
+        (SLOT_HEAD + self.payload_bytes.div_ceil(8)).next_multiple_of(LINE_WORDS)
     }
 
     /// First word of reader entry `i` (state, tail).
@@ -100,7 +111,7 @@ impl Layout {
 /// The memory a ring lives in.
 pub(crate) enum Memory {
     /// Private to the process (same-process route).
-    Heap(Box<[AtomicU64]>),
+    Heap(Box<[Line]>),
     /// A shared mapping of a file in /dev/shm, at least `words` words long.
     Shared { map: Mapping, fd: OwnedFd },
 }
@@ -152,9 +163,11 @@ impl InlineRing {
             payload_bytes,
             readers: 1,
         };
-        let words = (0..layout.words()).map(|_| AtomicU64::new(0)).collect();
+        let lines = (0..layout.words().div_ceil(LINE_WORDS))
+            .map(|_| Line::default())
+            .collect();
         let ring = InlineRing {
-            mem: Memory::Heap(words),
+            mem: Memory::Heap(lines),
             layout,
             back_pressure,
             template,
@@ -182,7 +195,13 @@ impl InlineRing {
 
     fn words(&self) -> &[AtomicU64] {
         match &self.mem {
-            Memory::Heap(w) => w,
+            // SAFETY: `Line` is `repr(C)`: exactly LINE_WORDS AtomicU64 with no padding
+            // (64 bytes, align 64), so the boxed lines are `len * LINE_WORDS` contiguous,
+            // initialized AtomicU64 that live as long as `self`; `layout.words()` fits
+            // (the lines were allocated for it).
+            Memory::Heap(lines) => unsafe {
+                std::slice::from_raw_parts(lines.as_ptr() as *const AtomicU64, self.layout.words())
+            },
             // SAFETY: the mapping is page-aligned (so aligned for AtomicU64), at least
             // `layout.words()` words long (checked against the file's size when it was
             // opened, or sized so when created) and lives as long as `self`; any bytes
@@ -231,7 +250,7 @@ impl InlineRing {
 
     /// Largest payload a slot holds, in words.
     pub(crate) fn payload_words(&self) -> usize {
-        self.layout.slot_words() - SLOT_HEAD
+        self.layout.payload_bytes.div_ceil(8)
     }
 
     /// The whole header of a sample read from this ring.

@@ -152,8 +152,13 @@ pub(crate) fn remove_domain_files(iox: &iceoryx2::config::Config) {
     for path in management_segments(iox) {
         let _ = std::fs::remove_file(path);
     }
-    // large schemas and tensor pools
-    let kinds = ["schema_", crate::tensor::FILE_KIND].map(|k| format!("{}{k}", iox.global.prefix));
+    // large schemas, tensor pools and the rings of killed publishers
+    let kinds = [
+        "schema_",
+        crate::tensor::FILE_KIND,
+        crate::transport::shm_ring::FILE_KIND,
+    ]
+    .map(|k| format!("{}{k}", iox.global.prefix));
     for e in std::fs::read_dir("/dev/shm")
         .into_iter()
         .flatten()
