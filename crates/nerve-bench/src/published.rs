@@ -383,9 +383,22 @@ pub const SEED_004: [(&str, &str, f64); 5] = [
     ("cross-process", "N:N", 187.0),
 ];
 
-/// HORUS CmdVel (16 B) 1:1 send-only latency in ns, seeds/004 "Latency by Message Size"
-/// ([`HORUS`]; one direction, no receive).
-pub const HORUS_CMDVEL_SEND_ONLY_NS: f64 = 87.0;
+/// HORUS's load figures per message type as seeds/004 publishes them ([`HORUS`]):
+/// message, send-only latency N:N and 1:1 in ns (one direction, no receive; "~"
+/// figures, the 1:1 ones partly "estimated" by the seed), throughput N:N in messages/s.
+pub const SEED_004_LOAD: [(&str, f64, f64, f64); 7] = [
+    ("CmdVel", 313.0, 87.0, 2_700_000.0),
+    ("BatteryState", 600.0, 350.0, 1_670_000.0),
+    ("Imu", 940.0, 400.0, 1_800_000.0),
+    ("Odometry", 1_100.0, 600.0, 1_300_000.0),
+    ("LaserScan", 2_200.0, 900.0, 633_000.0),
+    ("PointCloud1K", 12_000.0, f64::NAN, 83_000.0),
+    ("PointCloud10K", 360_000.0, 120_000.0, 4_700.0),
+];
+
+/// HORUS's mixed robot loop (CmdVel and Imu at 100 Hz, BatteryState at 1 Hz, run flat
+/// out): average latency N:N in ns and throughput in messages/s ([`HORUS`]).
+pub const SEED_004_MIXED: (f64, f64) = (1_000.0, 1_500_000.0);
 
 /// HORUS's own benchmark run by us on this machine kind (not in this run).
 pub const HORUS_HERE: Source = Source {
@@ -540,11 +553,40 @@ pub fn figures() -> Vec<Figure> {
             "ns",
         ));
     }
+    for (message, nn_ns, one_ns, msgs) in SEED_004_LOAD {
+        out.push(Figure::new(
+            &HORUS,
+            format!("send-only latency, {message} N:N"),
+            nn_ns,
+            "ns",
+        ));
+        if one_ns.is_finite() {
+            out.push(Figure::new(
+                &HORUS,
+                format!("send-only latency, {message} 1:1"),
+                one_ns,
+                "ns",
+            ));
+        }
+        out.push(Figure::new(
+            &HORUS,
+            format!("throughput, {message} N:N"),
+            msgs,
+            "msg/s",
+        ));
+    }
+    let (mixed_ns, mixed_msgs) = SEED_004_MIXED;
     out.push(Figure::new(
         &HORUS,
-        "send-only latency, CmdVel (16 B) 1:1".into(),
-        HORUS_CMDVEL_SEND_ONLY_NS,
+        "mixed robot loop, average latency N:N".into(),
+        mixed_ns,
         "ns",
+    ));
+    out.push(Figure::new(
+        &HORUS,
+        "mixed robot loop, throughput".into(),
+        mixed_msgs,
+        "msg/s",
     ));
     out.push(Figure::new(
         &HORUS_HERE,

@@ -8,7 +8,9 @@ use nerve_bench::control::ControlSuite;
 use nerve_bench::cross_host::CrossHostSuite;
 use nerve_bench::lidar::LidarSuite;
 use nerve_bench::machine::Machine;
-use nerve_bench::paths::{run_pongers, MessageKind, PathsSuite, PongSpec, Route};
+use nerve_bench::paths::{
+    run_pongers, run_sinks, MessageKind, PathsSuite, PongSpec, Route, SinkSpec,
+};
 use nerve_bench::python::{run_py_ponger, PyMsg, PythonSuite, ALL_SYSTEMS as PY_SYSTEMS};
 use nerve_bench::scheduler::{run_idle, run_load, LoadSpec, SchedSystem, SchedulerSuite};
 use nerve_bench::service::{ServiceSuite, SystemId};
@@ -65,7 +67,7 @@ pub enum BenchCommand {
     /// One end of a stream (started by the suites themselves).
     #[command(hide = true)]
     Role {
-        /// publisher, subscriber, ponger, timer-cycle, scheduler, idle-executor or
+        /// publisher, subscriber, ponger, sink, timer-cycle, scheduler, idle-executor or
         /// pipeline-stage.
         role: String,
         /// The stream's settings as JSON.
@@ -163,6 +165,12 @@ pub struct PathsArgs {
     /// Topologies as pingers:pongers, comma-separated, e.g. 1:1,4:4.
     #[arg(long, value_delimiter = ',')]
     topologies: Option<Vec<String>>,
+    /// Only the ping-pong latency (and the floor), no load runs.
+    #[arg(long, conflicts_with = "load_only")]
+    latency_only: bool,
+    /// Only the load runs (throughput, bursts, send-only, the mixed loop, scaling).
+    #[arg(long)]
+    load_only: bool,
 }
 
 /// Builds the paths suite from its arguments.
@@ -178,6 +186,8 @@ fn paths_suite(a: &PathsArgs) -> Result<PathsSuite, Failure> {
     if let Some(w) = a.warmup {
         suite.warmup = w;
     }
+    suite.latency = !a.load_only;
+    suite.load = !a.latency_only;
     if let Some(m) = &a.messages {
         suite.messages = m
             .iter()
@@ -681,6 +691,12 @@ pub fn run(cmd: BenchCommand) -> CmdResult {
                     let spec: nerve_bench::pipeline::StageSpec = serde_json::from_str(&spec)
                         .map_err(|e| usage(format!("bad pipeline spec: {e}")))?;
                     nerve_bench::pipeline::run_stage(&spec).map_err(anyhow::Error::msg)?;
+                    return Ok(());
+                }
+                "sink" => {
+                    let spec: SinkSpec = serde_json::from_str(&spec)
+                        .map_err(|e| usage(format!("bad sink spec: {e}")))?;
+                    run_sinks(&spec)?;
                     return Ok(());
                 }
                 "ponger" => {

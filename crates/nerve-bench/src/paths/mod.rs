@@ -40,6 +40,9 @@ macro_rules! dispatch {
     };
 }
 
+mod load;
+pub use load::{run_sinks, LoadKind, LoadRow, SinkResult, SinkSpec};
+
 /// The message types of seeds/004.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MessageKind {
@@ -219,6 +222,10 @@ pub struct PathsSuite {
     pub domain: u32,
     /// Whether this is the `--quick` variant.
     pub quick: bool,
+    /// Whether the ping-pong runs (latency by route, topology and message, the floor).
+    pub latency: bool,
+    /// Whether the load runs run (throughput, bursts, send-only, the mixed loop, scaling).
+    pub load: bool,
 }
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -237,6 +244,8 @@ impl PathsSuite {
             role_command,
             domain: 700 + std::process::id() % 90,
             quick: false,
+            latency: true,
+            load: true,
         }
     }
 
@@ -258,6 +267,9 @@ impl PathsSuite {
         if self.routes.is_empty() || self.topologies.is_empty() || self.messages.is_empty() {
             return Err("at least one route, topology and message are needed".into());
         }
+        if !self.latency && !self.load {
+            return Err("nothing to run: both the latency and the load parts are off".into());
+        }
         for &(a, b) in &self.topologies {
             if !(1..=8).contains(&a) || !(1..=8).contains(&b) {
                 return Err(format!("topology {a}:{b}: 1 to 8 pingers and pongers"));
@@ -270,8 +282,22 @@ impl PathsSuite {
         let one_one = self.topologies.contains(&(1, 1));
         let raw =
             usize::from(self.iceoryx2 && one_one && self.routes.contains(&Route::CrossProcess));
-        self.messages.len() * (self.routes.len() * self.topologies.len() + raw)
-            + self.floor_rounds()
+        let latency = if self.latency {
+            self.messages.len() * (self.routes.len() * self.topologies.len() + raw)
+                + self.floor_rounds()
+        } else {
+            0
+        };
+        latency + self.load_plans().len()
+    }
+
+    /// The load runs planned (none when the load part is off).
+    fn load_plans(&self) -> Vec<load::LoadPlan> {
+        if self.load {
+            load::plan(self)
+        } else {
+            Vec::new()
+        }
     }
 
     /// Rounds of the alternation with the floor (none if it has nothing to compare).
@@ -356,7 +382,12 @@ impl PathsSuite {
         let mut rows = Vec::new();
         let mut skipped = Vec::new();
         let mut n = 0;
-        for &message in &self.messages {
+        let messages = if self.latency {
+            self.messages.clone()
+        } else {
+            Vec::new()
+        };
+        for &message in &messages {
             for &route in &self.routes {
                 for &(pingers, pongers) in &self.topologies {
                     n += 1;
@@ -399,7 +430,11 @@ impl PathsSuite {
                 bar.inc(1);
             }
         }
-        let (floor, one, two) = self.floor_block(&bar, &mut n, &mut skipped);
+        let (floor, one, two) = if self.latency {
+            self.floor_block(&bar, &mut n, &mut skipped)
+        } else {
+            (Vec::new(), Recorder::new(), Recorder::new())
+        };
         for (system, rec) in [("floor", one), ("floor (two lines)", two)] {
             if !rec.is_empty() {
                 self.collect(
@@ -419,8 +454,9 @@ impl PathsSuite {
                 }
             }
         }
+        let load = load::run_all(self, &self.load_plans(), &bar, &mut n, &mut skipped);
         bar.finish_and_clear();
-        Ok(output(self, rows, floor, skipped))
+        Ok(output(self, rows, floor, load, skipped))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1071,13 +1107,15 @@ fn output(
     suite: &PathsSuite,
     rows: Vec<PathsRow>,
     floor: Vec<FloorRound>,
+    load: Vec<LoadRow>,
     skipped: Vec<Skipped>,
 ) -> SuiteOutput {
     use crate::bundle::{why_missing, Measured};
     use crate::published;
     let mut checks = Vec::new();
     let planned = |route: Route| {
-        suite.routes.contains(&route)
+        suite.latency
+            && suite.routes.contains(&route)
             && suite.messages.contains(&MessageKind::CmdVel)
             && suite.topologies.contains(&(1, 1))
     };
@@ -1308,7 +1346,13 @@ fn output(
             &floor_rows,
         );
     }
-    section.table(Some("Every route, topology and message"), &head, &table);
+    if suite.latency {
+        section.table(Some("Every route, topology and message"), &head, &table);
+    }
+    if suite.load {
+        checks.extend(load::checks(suite, &load, &skipped));
+        load::section(&mut section, &load);
+    }
     let mut summary = String::from("paths: CmdVel 1:1 one-way P50\n");
     for route in Route::ALL {
         if let Some(r) = find(&rows, "nerve", route.name(), "1:1", "CmdVel") {
@@ -1325,7 +1369,10 @@ fn output(
             r.one_way_us.p50 * 1000.0
         ));
     }
-    section.finish("paths", json_rows(&rows), skipped, checks, summary)
+    summary.push_str(&load::summary(&load));
+    let mut json = json_rows(&rows);
+    json.extend(json_rows(&load));
+    section.finish("paths", json, skipped, checks, summary)
 }
 
 #[cfg(test)]

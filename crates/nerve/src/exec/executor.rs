@@ -522,7 +522,9 @@ impl Executor {
         }
         let now = mono_ns();
         let idle = !self.stopping() && !self.entries.iter().any(|e| e.work.ready(now));
-        if idle && now < wake {
+        // a slot whose flag a ring cleared since it was armed: look again instead
+        let armed = self.slots.iter().all(|s| s.is_armed());
+        if idle && armed && now < wake {
             let limit = crate::transport::doorbell::sleep_limit(MAX_SLEEP).as_nanos() as u64;
             futex::wait_any_until(&entries, wake.min(now + limit));
             let woke = mono_ns();

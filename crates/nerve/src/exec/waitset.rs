@@ -152,7 +152,9 @@ impl<'a> WaitSet<'a> {
                 .collect();
             let ready = self.ready();
             let remaining = deadline.saturating_duration_since(Instant::now());
-            if ready.is_empty() && !remaining.is_zero() {
+            // a slot whose flag a ring cleared since it was armed: look again instead
+            let armed = slot_refs.iter().all(|s| s.is_armed());
+            if ready.is_empty() && armed && !remaining.is_zero() {
                 futex::wait_any(
                     &entries,
                     crate::transport::doorbell::sleep_limit(remaining.min(MAX_SLEEP)),

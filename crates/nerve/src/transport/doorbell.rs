@@ -42,15 +42,18 @@ const RECORDS: usize = 256;
 const USER_BITS: u32 = 24;
 const USERS: u64 = (1 << USER_BITS) - 1;
 
-/// One wake-up slot: a sequence word (the futex), a waiter count, an ack count and the
-/// binding (key tag and user count) on a cache line of its own. (Public only as the target
+/// One wake-up slot: a sequence word (the futex), a waiter count, an ack count, the
+/// "someone sleeps" flag and the binding (key tag and user count) on a cache line of its
+/// own. (Public only as the target
 /// of [`SlotRef`]; unreachable outside the crate, and all its methods are crate-private.)
 #[repr(C, align(64))]
 pub struct Slot {
     seq: AtomicU32,
     waiters: AtomicU32,
     acks: AtomicU32,
-    _pad: u32,
+    /// Set by every waiter as it announces itself, cleared by the first ring after it: the
+    /// rings that follow while the woken waiter has not yet looked make no system call.
+    armed: AtomicU32,
     binding: AtomicU64,
 }
 
@@ -456,6 +459,8 @@ impl SlotRef {
         if let Some(e) = self.0.entry() {
             e.waiters.fetch_add(1, Ordering::Relaxed);
         }
+        // SYNC: ordered before the queue check by `fence_for_waiters`, as the count.
+        self.armed.store(1, Ordering::Relaxed);
     }
 
     /// Withdraws a waiter announced by `register`.
@@ -511,7 +516,16 @@ impl Slot {
         // with the heavy fence in `SlotRef::register`, so either the waiter sees the
         // sample or we see the waiter.
         crate::sys::membarrier::light();
-        if self.waiters.load(Ordering::Relaxed) > 0 {
+        // only the first ring after a waiter armed the slot wakes: later ones find it
+        // cleared until a waiter announces itself again (every waiter re-arms before it
+        // checks its queue, so none sleeps on a cleared flag unseen)
+        if self.waiters.load(Ordering::Relaxed) > 0
+            && self.armed.load(Ordering::Relaxed) != 0
+            // SYNC: SeqCst: one ringer wins the flag and bumps the sequence after it;
+            // a waiter that still finds the flag set after reading the sequence (see
+            // `wait`) is sure the bump is still to come.
+            && self.armed.swap(0, Ordering::SeqCst) != 0
+        {
             // SYNC: the new sequence value publishes "something changed" to waiters.
             self.seq.fetch_add(1, Ordering::SeqCst);
             futex_wake(&self.seq);
@@ -528,7 +542,10 @@ impl Slot {
 
     /// Current sequence value (changes on every effective ring).
     pub(crate) fn seq(&self) -> u32 {
-        self.seq.load(Ordering::Acquire)
+        // SYNC: SeqCst (a plain load on x86): a waiter reads it between arming the slot
+        // and checking the flag again (see `is_armed`); Acquire pairs with the ringer's
+        // bump, so what was sent before it is visible.
+        self.seq.load(Ordering::SeqCst)
     }
 
     /// A subscriber confirms it looked after a ring (and so attached to new publishers).
@@ -546,9 +563,22 @@ impl Slot {
         &self.seq
     }
 
-    /// Sleeps while the sequence still equals `seen`, at most `timeout`.
+    /// Sleeps while the sequence still equals `seen`, at most `timeout`; returns at once
+    /// if a ring cleared the slot's flag since the waiter armed it (that ring's sample may
+    /// have been for someone else: the caller looks again and re-arms).
     pub(crate) fn wait(&self, seen: u32, timeout: Duration) {
-        futex_wait(&self.seq, seen, sleep_limit(timeout));
+        if self.is_armed() {
+            futex_wait(&self.seq, seen, sleep_limit(timeout));
+        }
+    }
+
+    /// Whether the slot is still armed. Waiters ask after reading the sequence and
+    /// checking their queues, just before they sleep: a flag cleared meanwhile means a
+    /// ring came that may have found nothing for them, and its successors would not wake
+    /// them (the flag is down), so they must not sleep on it.
+    pub(crate) fn is_armed(&self) -> bool {
+        // SYNC: SeqCst, after the SeqCst read of the sequence: see `ring`.
+        self.armed.load(Ordering::SeqCst) != 0
     }
 }
 

@@ -93,7 +93,9 @@ impl Layout {
         AREA + i * AREA
     }
 
-    /// The writer's wait area: `blocked` and `room` (32-bit futex words).
+    /// The writer's wait area: `blocked` and `room` (32-bit futex words) in its first
+    /// word, `wake_at` (the tail that should wake the writer, `u64::MAX` when none) in
+    /// its second.
     fn wait_area(&self) -> usize {
         AREA + self.readers * AREA
     }
@@ -299,6 +301,27 @@ impl InlineRing {
             .count()
     }
 
+    /// Holds the claim lock of a shared ring (none for a heap ring, whose one reader
+    /// is its own): writer reservations and reader registrations take turns under it.
+    /// An error (never expected: the file is open) leaves the caller unlocked.
+    fn claim_lock(&self) -> Option<OfdLock<'_>> {
+        OfdLock::wait(self.fd()?, CLAIM_LOCK_BYTE).ok()
+    }
+
+    /// Entries (active or reserved) held for subscriber `id`.
+    #[cfg(test)]
+    pub(crate) fn entries_of(&self, id: u64) -> usize {
+        (0..self.layout.readers)
+            .filter(|&i| {
+                matches!(self.state(i).load(Ordering::Acquire), ACTIVE | RESERVED)
+                    && self
+                        .word(self.layout.reader(i) + E_ID)
+                        .load(Ordering::Relaxed)
+                        == id
+            })
+            .count()
+    }
+
     /// Claims a free entry for subscriber `id` at `start`, in state `to`; a reader
     /// claiming for itself passes its descriptor and holds the entry's lock from then on.
     /// `None` if none is free.
@@ -342,6 +365,9 @@ impl InlineRing {
     /// it is busy elsewhere; frees reservations of subscribers no longer listed. Returns
     /// how many subscribers have an entry.
     pub(crate) fn reserve_for(&self, live: &[u64], head: u64) -> usize {
+        // checks and claims of entries by subscriber id happen under the claim lock, so
+        // a subscriber registering meanwhile never ends up with a second entry
+        let _claims = self.claim_lock();
         let mut served = 0;
         for i in 0..self.layout.readers {
             let e = self.layout.reader(i);
@@ -383,10 +409,17 @@ pub(crate) struct RingWriter {
     cached_tail: Cell<u64>,
 }
 
-/// Longest single sleep of a writer waiting for room: a reader's check for a sleeping
-/// writer is not fenced (that would cost every receive), so a wake-up can be missed;
-/// this bounds what a miss costs.
+/// Longest single sleep of a writer waiting for room: it then looks for room and for
+/// dead readers again (a reader that dies never wakes it).
 const ROOM_RECHECK: Duration = Duration::from_millis(1);
+
+/// How long a writer waiting for room spins before it sleeps: a reader busy on another
+/// core frees a slot within far less, and a sleep and its wake-up cost tens of µs.
+const ROOM_SPIN_NS: u64 = 5_000;
+
+/// A sleeping writer asks to be woken once this many slots are free (at most a quarter
+/// of the ring): one wake-up per batch, not one per taken sample.
+const ROOM_BATCH: u64 = 8;
 
 impl RingWriter {
     /// The writer of `ring` (one per ring), starting at position `head`.
@@ -479,30 +512,52 @@ impl RingWriter {
     }
 
     /// Back-pressure: waits until every active reader took the sample `capacity` places
-    /// back. Readers whose process died are found by their lock and dropped.
+    /// back: spins briefly, then sleeps until a reader freed a batch of slots (or
+    /// [`ROOM_RECHECK`] passed). Readers whose process died are found by their lock and
+    /// dropped.
     #[cold]
     fn wait_room(&self, pos: u64, deadline_ns: u64) -> bool {
         let ring = &*self.ring;
+        let capacity = ring.layout.capacity;
         let wait = ring.layout.wait_area();
         let (blocked, room) = (ring.futex_word(wait, 0), ring.futex_word(wait, 1));
+        let wake_at = ring.word(wait + 1);
+        let full = |tail: u64| pos - tail >= capacity;
+        let spin_until = crate::sys::clock::stamp_ns() + ROOM_SPIN_NS;
+        let mut polls = 0u32;
         loop {
             let tail = self.min_tail(pos);
             self.cached_tail.set(tail);
-            if pos - tail < ring.layout.capacity {
+            if !full(tail) {
                 return true;
+            }
+            polls = polls.wrapping_add(1);
+            if !polls.is_multiple_of(64) || crate::sys::clock::stamp_ns() < spin_until {
+                core::hint::spin_loop();
+                continue;
             }
             self.reap_dead_readers();
             let now = crate::sys::clock::mono_ns();
             if now >= deadline_ns {
                 return false;
             }
-            // SYNC: announce the sleeper before reading the futex word and looking again;
-            // a reader bumps `room` after a take when it sees a sleeper.
+            // SYNC: announce the sleeper and the tail to wake it at, then the heavy fence
+            // (paired with the reader's light fence in `publish_tail`): either the reader
+            // sees the request or this writer sees the reader's new tail below.
             blocked.fetch_add(1, Ordering::SeqCst);
+            let batch = (capacity / 4).clamp(1, ROOM_BATCH);
+            wake_at.store(pos - capacity + batch, Ordering::SeqCst);
+            crate::transport::doorbell::fence_for_waiters();
             let seen = room.load(Ordering::SeqCst);
-            if pos - self.min_tail(pos) >= ring.layout.capacity {
+            // SYNC: SeqCst, after the read of `room`: a request still standing means the
+            // reader that takes it bumps `room` later, so the wait below returns.
+            if full(self.min_tail(pos)) && wake_at.load(Ordering::SeqCst) != u64::MAX {
                 let left = Duration::from_nanos(deadline_ns - now).min(ROOM_RECHECK);
-                crate::sys::futex::futex_wait(room, seen, left);
+                crate::sys::futex::futex_wait(
+                    room,
+                    seen,
+                    crate::transport::doorbell::sleep_limit(left),
+                );
             }
             blocked.fetch_sub(1, Ordering::Relaxed);
         }
@@ -544,6 +599,10 @@ impl Drop for RingWriter {
 /// The byte of a shared ring's file whose lock its writer holds while it lives.
 pub(crate) const WRITER_LOCK_BYTE: u64 = 0;
 
+/// The byte of a shared ring's file locked while entries are claimed for subscribers
+/// (past every reader's byte).
+const CLAIM_LOCK_BYTE: u64 = 1 << 20;
+
 /// The byte of a shared ring's file whose lock reader `i` holds while it lives.
 pub(crate) fn reader_lock_byte(i: usize) -> u64 {
     1 + i as u64
@@ -575,6 +634,8 @@ impl RingReader {
     /// dies with this process. `None` if every entry is taken.
     pub(crate) fn register(ring: Arc<InlineRing>, id: u64, start: u64) -> Option<RingReader> {
         let fd = ring.fd()?;
+        // see `InlineRing::reserve_for`
+        let _claims = ring.claim_lock();
         let take = |i: usize| match OfdLock::try_take(fd, reader_lock_byte(i)) {
             Ok(Some(lock)) => {
                 // released by `Drop` (or by the kernel when the process dies)
@@ -687,11 +748,21 @@ impl RingReader {
         ring.word(ring.layout.reader(self.entry) + E_TAIL)
             .store(next, Ordering::Release);
         let wait = ring.layout.wait_area();
-        // SYNC: Relaxed: a sleeper missed here looks again within ROOM_RECHECK.
+        // SYNC: the light fence orders the tail's store before the loads of the writer's
+        // request; it pairs with the writer's heavy fence in `wait_room`: either the
+        // writer sees this tail or this reader sees the request.
+        crate::sys::membarrier::light();
         if ring.futex_word(wait, 0).load(Ordering::Relaxed) > 0 {
-            let room = ring.futex_word(wait, 1);
-            room.fetch_add(1, Ordering::SeqCst);
-            crate::sys::futex::futex_wake(room);
+            let wake_at = ring.word(wait + 1);
+            // SYNC: one reader takes the request; the bump of `room` after it wakes the
+            // writer (SeqCst, see `wait_room`).
+            if next >= wake_at.load(Ordering::Relaxed)
+                && wake_at.swap(u64::MAX, Ordering::SeqCst) != u64::MAX
+            {
+                let room = ring.futex_word(wait, 1);
+                room.fetch_add(1, Ordering::SeqCst);
+                crate::sys::futex::futex_wake(room);
+            }
         }
     }
 

@@ -319,6 +319,46 @@ mod tests {
         std::mem::forget(w); // killed: no close
     }
 
+    /// A writer reserving an entry for a subscriber while that subscriber registers on
+    /// its own must leave it one entry, never two: a second one would never be read and
+    /// would hold a back-pressure writer forever.
+    #[test]
+    fn a_reservation_racing_a_registration_leaves_one_entry() {
+        let p = test_path("race");
+        let (ring, _file) = create(&p, 4, 16, true, template()).unwrap();
+        let w = RingWriter::new(Arc::new(ring));
+        for round in 0..300u64 {
+            let id = 1000 + round;
+            let r = Arc::new(open(&p, 0xfeed).unwrap());
+            // both start together: the reader spins until the writer says go
+            let (ready, go) = (AtomicU64::new(0), AtomicU64::new(0));
+            let reader = std::thread::scope(|s| {
+                let registering = s.spawn(|| {
+                    ready.store(1, Ordering::SeqCst);
+                    while go.load(Ordering::SeqCst) == 0 {
+                        std::hint::spin_loop();
+                    }
+                    RingReader::register(r.clone(), id, 0)
+                });
+                while ready.load(Ordering::SeqCst) == 0 {
+                    std::hint::spin_loop();
+                }
+                go.store(1, Ordering::SeqCst);
+                w.ring().reserve_for(&[id], 0);
+                registering.join().unwrap().unwrap()
+            });
+            assert_eq!(
+                w.ring().entries_of(id),
+                1,
+                "round {round}: subscriber {id} holds more than one entry"
+            );
+            drop(reader);
+            // the subscriber left: its reservation (if any) goes too
+            w.ring().reserve_for(&[], 0);
+            assert_eq!(w.ring().active_readers(), 0);
+        }
+    }
+
     #[test]
     fn a_dead_reader_never_holds_back_pressure() {
         let p = test_path("deadreader");
