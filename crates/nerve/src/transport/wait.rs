@@ -29,6 +29,10 @@ pub enum WaitMode {
 pub(crate) const MAX_SPIN: Duration = Duration::from_micros(200);
 /// Lower bound of the adaptive spin window.
 pub(crate) const MIN_SPIN: Duration = Duration::from_micros(2);
+/// How long an adaptive or predictive subscriber spins before it starts yielding its
+/// core between looks (a yield costs a system call, so the short waits that busy traffic
+/// has do not pay it).
+const YIELD_AFTER_NS: u64 = 10_000;
 /// Longest single sleep; waiters re-check their queue after it (bounds the cost of any
 /// missed wake-up to this delay).
 pub(crate) const MAX_SLEEP: Duration = Duration::from_secs(1);
@@ -111,8 +115,15 @@ pub(crate) fn wait_for<T, E>(
             if i.is_multiple_of(64) {
                 tick()?;
                 let s = *start.get_or_insert_with(stamp_ns);
-                if stamp_ns().saturating_sub(s) >= spin_for.as_nanos() as u64 {
+                let spun = stamp_ns().saturating_sub(s);
+                if spun >= spin_for.as_nanos() as u64 {
                     break;
+                }
+                // a long spin of a waiting (not busy-polling) subscriber gives its core
+                // to other runnable threads between looks: where threads outnumber cores,
+                // the publisher it waits for may be one of them
+                if mode != WaitMode::Spin && spun >= YIELD_AFTER_NS {
+                    std::thread::yield_now();
                 }
             }
             core::hint::spin_loop();
