@@ -621,8 +621,8 @@ mod tests {
     fn every_figure_is_labelled_and_finite() {
         let all = figures();
         // 36 + 31 service figures of seeds/000, 16 + 4 of seeds/001, 18 of 002, 20 of
-        // 003, 5 + 1 + 1 of 004, 2 of rosbag2
-        assert_eq!(all.len(), 134);
+        // 003, 5 routes + 20 load + 2 mixed + 1 run here of 004, 2 of rosbag2
+        assert_eq!(all.len(), 155);
         for f in &all {
             assert!(f.value.is_finite() && !f.what.is_empty() && !f.unit.is_empty());
             assert!(!f.source.is_empty() && !f.system.is_empty());

@@ -47,6 +47,8 @@ pub enum SystemId {
     Iceoryx2,
     /// Zenoh queryable/get, peer mode over loopback TCP.
     Zenoh,
+    /// The same with Zenoh's shared memory on (payloads by reference on one host).
+    ZenohShm,
     /// Cyclone DDS ping/pong via `ddsperf`.
     CycloneDds,
     /// Unix-domain-socket echo, blocking.
@@ -55,12 +57,13 @@ pub enum SystemId {
 
 impl SystemId {
     /// Every system, in report order.
-    pub const ALL: [SystemId; 7] = [
+    pub const ALL: [SystemId; 8] = [
         SystemId::NerveAdaptive,
         SystemId::NerveSpin,
         SystemId::NerveBlock,
         SystemId::Iceoryx2,
         SystemId::Zenoh,
+        SystemId::ZenohShm,
         SystemId::CycloneDds,
         SystemId::Uds,
     ];
@@ -73,6 +76,7 @@ impl SystemId {
             SystemId::NerveBlock => "nerve-block",
             SystemId::Iceoryx2 => "iceoryx2",
             SystemId::Zenoh => "zenoh",
+            SystemId::ZenohShm => "zenoh-shm",
             SystemId::CycloneDds => "cyclonedds",
             SystemId::Uds => "uds",
         }
@@ -88,7 +92,7 @@ impl SystemId {
         match self {
             SystemId::NerveAdaptive | SystemId::NerveSpin | SystemId::NerveBlock => "nerve",
             SystemId::Iceoryx2 => "iceoryx2",
-            SystemId::Zenoh => "zenoh",
+            SystemId::Zenoh | SystemId::ZenohShm => "zenoh",
             SystemId::CycloneDds => "cyclonedds",
             SystemId::Uds => "uds",
         }
@@ -102,6 +106,7 @@ impl SystemId {
             SystemId::NerveBlock => "block",
             SystemId::Iceoryx2 => "busy-poll",
             SystemId::Zenoh => "peer-tcp",
+            SystemId::ZenohShm => "peer-shm",
             SystemId::CycloneDds => "ddsperf",
             SystemId::Uds => "blocking",
         }
@@ -320,6 +325,8 @@ impl ServiceSuite {
                 .display()
                 .to_string(),
             SystemId::Zenoh => free_tcp_port().to_string(),
+            // the server sizes its shared-memory provider for the payload
+            SystemId::ZenohShm => format!("{}:{payload}", free_tcp_port()),
             SystemId::Iceoryx2 => format!("nerve_bench/raw/{tag}"),
             _ => format!("/bench/echo_{tag}"),
         }
@@ -342,9 +349,11 @@ impl ServiceSuite {
                 std::path::Path::new(&endpoint),
                 PEER_START,
             )?),
-            SystemId::Zenoh => Box::new(peers::zenoh::Client::connect(
-                parse_port(&endpoint)?,
+            SystemId::Zenoh | SystemId::ZenohShm => Box::new(peers::zenoh::Client::connect(
+                parse_port(endpoint.split(':').next().unwrap_or_default())?,
                 ZENOH_KEY,
+                sys == SystemId::ZenohShm,
+                payload,
                 PEER_START,
             )?),
             SystemId::CycloneDds => {
@@ -395,7 +404,7 @@ impl ServiceSuite {
             client: pct(client0, client1),
             server: pct(server0, server1),
         };
-        let idle = if measure_idle && sys != SystemId::Zenoh {
+        let idle = if measure_idle && !matches!(sys, SystemId::Zenoh | SystemId::ZenohShm) {
             Some(peer.idle_cpu(Duration::from_secs(1)))
         } else {
             None
@@ -519,7 +528,17 @@ pub fn run_peer(system: &str, endpoint: &str) -> Result<(), PeerError> {
     match sys {
         SystemId::Iceoryx2 => peers::iceoryx2::serve(endpoint, &mut ready),
         SystemId::Uds => peers::uds::serve(std::path::Path::new(endpoint), &mut ready),
-        SystemId::Zenoh => peers::zenoh::serve(parse_port(endpoint)?, ZENOH_KEY, &mut ready),
+        SystemId::Zenoh => {
+            peers::zenoh::serve(parse_port(endpoint)?, ZENOH_KEY, false, 0, &mut ready)
+        }
+        SystemId::ZenohShm => {
+            let (port, payload) = endpoint.split_once(':').unwrap_or((endpoint, "0"));
+            let payload = payload.parse().map_err(|_| PeerError::Setup {
+                system: "zenoh",
+                reason: format!("bad payload size in {endpoint:?}"),
+            })?;
+            peers::zenoh::serve(parse_port(port)?, ZENOH_KEY, true, payload, &mut ready)
+        }
         SystemId::CycloneDds => Err(PeerError::Setup {
             system: "cyclonedds",
             reason: "ddsperf runs its own processes".into(),

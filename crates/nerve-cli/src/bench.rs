@@ -102,7 +102,7 @@ pub struct ServiceArgs {
     #[arg(long, value_delimiter = ',')]
     payloads: Option<Vec<usize>>,
     /// Systems to run, comma-separated: nerve-adaptive, nerve-spin, nerve-block, iceoryx2,
-    /// zenoh, cyclonedds, uds.
+    /// zenoh, zenoh-shm, cyclonedds, uds.
     #[arg(long, value_delimiter = ',')]
     systems: Option<Vec<String>>,
 }
@@ -613,6 +613,7 @@ fn run_all(a: &AllArgs) -> CmdResult {
         (cross.0.sizes, cross.0.scenarios, cross.0.seconds) = (vec![1024], false, 0.5);
         (paths.iterations, paths.warmup) = (50, 5);
         (paths.topologies, paths.messages) = (vec![(1, 1), (2, 1)], vec![MessageKind::CmdVel]);
+        paths.load_count = Some(2_000);
         (lidar.frames, lidar.modes, lidar.beams) = (5, vec![512], vec![16]);
         lidar.pipeline_frames = 5;
         (timer.cycles, timer.timeouts_ms) = (5, vec![5]);

@@ -47,6 +47,7 @@ fn service_suite_runs_every_system_and_writes_the_report() {
         ("nerve", "block"),
         ("iceoryx2", "busy-poll"),
         ("zenoh", "peer-tcp"),
+        ("zenoh", "peer-shm"),
         ("cyclonedds", "ddsperf"),
         ("uds", "blocking"),
     ] {
@@ -295,6 +296,33 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
     assert!(results
         .iter()
         .any(|r| r["suite"] == "paths" && r["system"] == "iceoryx2"));
+    // the load runs: under back-pressure every consumer got every message, in order
+    for route in ["cross-thread", "cross-process"] {
+        for topology in ["1:1", "2:2"] {
+            let t = results
+                .iter()
+                .find(|r| {
+                    r["suite"] == "paths"
+                        && r["measure"] == "throughput"
+                        && r["route"] == route
+                        && r["topology"] == topology
+                })
+                .unwrap_or_else(|| panic!("no throughput row {route} {topology}: {report}"));
+            assert_eq!(t["received"], t["expected"], "{t}");
+            assert_eq!(
+                (t["lost"].as_u64(), t["out_of_order"].as_u64()),
+                (Some(0), Some(0))
+            );
+            assert!(t["msgs_per_s"].as_f64().unwrap() > 0.0, "{t}");
+        }
+    }
+    let mixed = results
+        .iter()
+        .find(|r| r["suite"] == "paths" && r["measure"] == "mixed")
+        .unwrap_or_else(|| panic!("no mixed loop row: {report}"));
+    // half the load count in iterations: CmdVel and Imu each, a BatteryState every 100th
+    assert_eq!(mixed["sent"], 2 * 1_000 + 10, "{mixed}");
+    assert!(mixed["send_us"]["p50"].as_f64().unwrap() > 0.0, "{mixed}");
     let l = row("lidar", "nerve", "adaptive");
     assert_eq!(
         (l["lidar_mode"].as_str(), l["beams"].as_u64()),

@@ -604,9 +604,12 @@ pub(super) fn plan(suite: &PathsSuite) -> Vec<LoadPlan> {
     out
 }
 
-/// Messages per producer: the suite's budget of bytes spread over the message's size,
-/// between 2,000 and the suite's count.
+/// Messages per producer: the suite's own count, or its budget of bytes spread over the
+/// message's size, between 2,000 and 200,000 (quick) or 2,000,000.
 fn count_for(suite: &PathsSuite, message: MessageKind) -> u64 {
+    if let Some(n) = suite.load_count {
+        return n.max(1);
+    }
     let (count, budget) = if suite.quick {
         (200_000u64, 256u64 << 20)
     } else {

@@ -226,6 +226,9 @@ pub struct PathsSuite {
     pub latency: bool,
     /// Whether the load runs run (throughput, bursts, send-only, the mixed loop, scaling).
     pub load: bool,
+    /// Messages per producer of a load run (`None`: a byte budget spread over the
+    /// message's size, 200,000 or 2,000,000 at most).
+    pub load_count: Option<u64>,
 }
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -246,6 +249,7 @@ impl PathsSuite {
             quick: false,
             latency: true,
             load: true,
+            load_count: None,
         }
     }
 

@@ -13,9 +13,11 @@
 //! copies the query payload into a fresh `Vec<u8>` and replies with it. An empty query
 //! payload is the stop signal, so calls with `len == 0` are refused.
 //!
-//! Zenoh 1.10 with the `shared-memory` feature (enabled in this build) could carry large
-//! payloads by reference; this peer keeps it off so it measures Zenoh over TCP as a peer
-//! would run it across machines (the topic suite measures Zenoh's shared memory).
+//! Two configurations: plain (`shm` off), as Zenoh runs between machines, and with Zenoh
+//! 1.10's shared memory (`shm` on, as a competent user would choose on one host): both
+//! sessions enable it, the client writes its request into a buffer of its own
+//! shared-memory provider and the server its response into one of its own, so only
+//! references cross the socket.
 
 use std::borrow::Cow;
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -24,6 +26,7 @@ use std::time::{Duration, Instant};
 use zenoh::bytes::ZBytes;
 use zenoh::key_expr::KeyExpr;
 use zenoh::query::{ConsolidationMode, Query};
+use zenoh::shm::{BlockOn, GarbageCollect, ShmProvider, ShmProviderBuilder};
 use zenoh::Wait;
 use zenoh::{Config, Session};
 
@@ -80,6 +83,33 @@ fn endpoint(port: u16) -> String {
     format!(r#"["tcp/127.0.0.1:{port}"]"#)
 }
 
+/// The loopback configuration, with Zenoh's shared memory on or off.
+fn config(listen: &str, connect: &str, shm: bool) -> Result<Config, PeerError> {
+    let mut c = loopback_config(listen, connect)?;
+    c.insert_json5("transport/shared_memory/enabled", &shm.to_string())
+        .map_err(|e| setup(format!("config transport/shared_memory/enabled: {e}")))?;
+    Ok(c)
+}
+
+/// A shared-memory provider for buffers of up to `max` bytes, a few in flight.
+fn provider(max: usize) -> Result<ShmProvider<zenoh::shm::PosixShmProviderBackend>, PeerError> {
+    ShmProviderBuilder::default_backend(4 * max.max(4096))
+        .wait()
+        .map_err(|e| setup(format!("shared-memory provider of {max} bytes: {e}")))
+}
+
+/// A buffer of `len` bytes from `provider` (waiting for garbage collection when full).
+fn shm_buffer(
+    provider: &ShmProvider<zenoh::shm::PosixShmProviderBackend>,
+    len: usize,
+) -> Result<zenoh::shm::ZShmMut, String> {
+    provider
+        .alloc(len)
+        .with_policy::<BlockOn<GarbageCollect>>()
+        .wait()
+        .map_err(|e| format!("shared-memory allocation of {len} bytes: {e:?}"))
+}
+
 fn key_expr(key: &str) -> Result<KeyExpr<'static>, PeerError> {
     KeyExpr::try_from(key.to_owned()).map_err(|e| setup(format!("bad key expression {key:?}: {e}")))
 }
@@ -92,17 +122,30 @@ enum Event {
     Failed(String),
 }
 
-/// Answers one query: copies its payload into a fresh buffer and replies with it.
-fn answer(query: Query, key: &KeyExpr<'static>) -> Option<Event> {
-    let (response, stop): (Vec<u8>, bool) = match query.payload() {
-        None => (Vec::new(), true),
-        Some(p) if p.is_empty() => (Vec::new(), true),
-        Some(p) => match p.to_bytes() {
+/// Answers one query: copies its payload into a fresh buffer (from `shm` when given) and
+/// replies with it.
+fn answer(
+    query: Query,
+    key: &KeyExpr<'static>,
+    shm: Option<&ShmProvider<zenoh::shm::PosixShmProviderBackend>>,
+) -> Option<Event> {
+    let (response, stop): (ZBytes, bool) = match query.payload() {
+        None => (ZBytes::default(), true),
+        Some(p) if p.is_empty() => (ZBytes::default(), true),
+        Some(p) => match (p.to_bytes(), shm) {
+            // Shared memory: one copy into a buffer of the server's provider.
+            (bytes, Some(provider)) => match shm_buffer(provider, bytes.len()) {
+                Ok(mut buf) => {
+                    buf.copy_from_slice(&bytes);
+                    (buf.into(), false)
+                }
+                Err(e) => return Some(Event::Failed(e)),
+            },
             // Contiguous payload: one copy into the response buffer.
-            Cow::Borrowed(s) => (s.to_vec(), false),
+            (Cow::Borrowed(s), None) => (s.to_vec().into(), false),
             // Fragmented payload: `to_bytes` already copied it into a fresh buffer, which
             // becomes the response (still exactly one copy).
-            Cow::Owned(v) => (v, false),
+            (Cow::Owned(v), None) => (v.into(), false),
         },
     };
     if let Err(e) = query.reply(key.clone(), response).wait() {
@@ -124,9 +167,19 @@ fn answer(query: Query, key: &KeyExpr<'static>) -> Option<Event> {
 /// wake-up per call (measured on a 2-core VM, 64 B median round trip: callback ~306 us,
 /// channel ~452 us). Per query the payload is copied into a new `Vec<u8>` that becomes the
 /// reply payload.
-pub fn serve(port: u16, key: &str, ready: &mut dyn FnMut()) -> Result<(), PeerError> {
+///
+/// With `shm`, responses of up to `max_payload` bytes are written into the server's own
+/// shared-memory provider.
+pub fn serve(
+    port: u16,
+    key: &str,
+    shm: bool,
+    max_payload: usize,
+    ready: &mut dyn FnMut(),
+) -> Result<(), PeerError> {
     let ke = key_expr(key)?;
-    let session = zenoh::open(loopback_config(&endpoint(port), "[]")?)
+    let provider = shm.then(|| provider(max_payload)).transpose()?;
+    let session = zenoh::open(config(&endpoint(port), "[]", shm)?)
         .wait()
         .map_err(|e| {
             setup(format!(
@@ -138,7 +191,7 @@ pub fn serve(port: u16, key: &str, ready: &mut dyn FnMut()) -> Result<(), PeerEr
     let queryable = session
         .declare_queryable(&ke)
         .callback(move |query| {
-            if let Some(event) = answer(query, &reply_key) {
+            if let Some(event) = answer(query, &reply_key, provider.as_ref()) {
                 let _ = tx.send(event);
             }
         })
@@ -252,16 +305,28 @@ pub struct Client {
     key: KeyExpr<'static>,
     slot: Arc<Slot>,
     seq: u64,
+    /// The client's shared-memory provider, when the session uses shared memory.
+    shm: Option<ShmProvider<zenoh::shm::PosixShmProviderBackend>>,
 }
 
 impl Client {
     /// Opens a peer session connected to `tcp/127.0.0.1:<port>` and waits, up to `timeout`,
     /// until a probe `get` on `key` (8-byte payload) is answered, so the route to the server's
     /// queryable exists before anything is measured.
-    pub fn connect(port: u16, key: &str, timeout: Duration) -> Result<Client, PeerError> {
+    ///
+    /// With `shm`, the session uses Zenoh's shared memory and requests of up to
+    /// `max_payload` bytes are written into the client's own provider.
+    pub fn connect(
+        port: u16,
+        key: &str,
+        shm: bool,
+        max_payload: usize,
+        timeout: Duration,
+    ) -> Result<Client, PeerError> {
         let deadline = Instant::now() + timeout;
         let key = key_expr(key)?;
-        let session = zenoh::open(loopback_config("[]", &endpoint(port))?)
+        let shm = shm.then(|| provider(max_payload)).transpose()?;
+        let session = zenoh::open(config("[]", &endpoint(port), shm.is_some())?)
             .wait()
             .map_err(|e| {
                 setup(format!(
@@ -273,6 +338,7 @@ impl Client {
             key,
             slot: Arc::new(Slot::new()),
             seq: 0,
+            shm,
         };
         let mut last = String::from("no probe sent");
         loop {
@@ -284,7 +350,7 @@ impl Client {
                 )));
             }
             let probe = 0x5a5a_5a5a_5a5a_5a5a_u64.to_le_bytes().to_vec();
-            match client.query(probe, left.min(PROBE_TIMEOUT)) {
+            match client.query(probe.into(), left.min(PROBE_TIMEOUT)) {
                 Ok(payload) if payload.len() == 8 => return Ok(client),
                 Ok(payload) => last = format!("probe answered with {} bytes", payload.len()),
                 Err(PeerError::Call { reason, .. }) => last = reason,
@@ -298,7 +364,7 @@ impl Client {
     /// in Zenoh's reply callback. No reply within `timeout` (plus 1 s slack), a query that
     /// ended without a reply (no queryable reachable), an error reply and a transport failure
     /// are all `Err`.
-    fn query(&mut self, payload: Vec<u8>, timeout: Duration) -> Result<ZBytes, PeerError> {
+    fn query(&mut self, payload: ZBytes, timeout: Duration) -> Result<ZBytes, PeerError> {
         let len = payload.len();
         self.seq += 1;
         let seq = self.seq;
@@ -332,7 +398,7 @@ impl Client {
     /// acknowledgement. Best effort: failures are ignored, the server process is killed by its
     /// owner anyway.
     pub fn stop(&mut self) {
-        let _ = self.query(Vec::new(), STOP_TIMEOUT);
+        let _ = self.query(ZBytes::default(), STOP_TIMEOUT);
     }
 }
 
@@ -343,8 +409,18 @@ impl EchoClient for Client {
                 "a zero-length payload is reserved as the stop signal".into(),
             ));
         }
-        let mut request = vec![0u8; len];
-        fill(&mut request);
+        let request: ZBytes = match &self.shm {
+            Some(provider) => {
+                let mut buf = shm_buffer(provider, len).map_err(call_err)?;
+                fill(&mut buf);
+                buf.into()
+            }
+            None => {
+                let mut buf = vec![0u8; len];
+                fill(&mut buf);
+                buf.into()
+            }
+        };
         let payload = self.query(request, CALL_TIMEOUT)?;
         // Contiguous payloads are checked where they arrived; a fragmented one is first copied
         // into contiguous memory, which is part of Zenoh's cost.
