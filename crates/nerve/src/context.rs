@@ -108,7 +108,7 @@ fn next_origin() -> u64 {
 
 pub(crate) fn doorbell_name(config: &Config) -> String {
     // versioned: a file of another layout is never mapped as this one
-    format!("{}doorbell2", config.file_prefix())
+    format!("{}doorbell3", config.file_prefix())
 }
 
 /// Builds a [`Node`].
