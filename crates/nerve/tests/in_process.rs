@@ -489,3 +489,82 @@ fn without_the_net_feature_the_network_plane_is_a_named_error() {
     let e = Context::new(cfg).unwrap().node("n").create().err().unwrap();
     assert!(e.to_string().contains("cargo feature `net`"), "{e}");
 }
+
+/// Small messages reach other contexts through the publisher's shared ring; every
+/// subscriber keeps to its own depth there: a deep one loses nothing of a burst it has not
+/// read yet (however shallow the publisher's own depth), a shallow one keeps the newest
+/// and counts the rest as lost. (The ring once had only the publisher's depth of slots: a
+/// recorder with a deep queue lost samples behind a sensor publisher.)
+#[test]
+fn subscribers_of_other_contexts_keep_their_own_depth() {
+    let a = ctx("own_depth");
+    let b = Context::new(a.config().clone()).unwrap();
+    let pub_node = a.node("depth_pub").create().unwrap();
+    let p = pub_node
+        .publisher::<Point>("/own_depth")
+        .qos(Qos::sensor().depth(4))
+        .create()
+        .unwrap();
+    let sub_node = b.node("depth_sub").create().unwrap();
+    let deep = sub_node
+        .subscriber::<Point>("/own_depth")
+        .qos(Qos::sensor().depth(200))
+        .create()
+        .unwrap();
+    let shallow = sub_node
+        .subscriber::<Point>("/own_depth")
+        .qos(Qos::sensor().depth(8))
+        .create()
+        .unwrap();
+    assert!(p.wait_for_subscribers(2, Duration::from_secs(5)));
+    let xs = |s: &Subscriber<Point>| {
+        std::iter::from_fn(|| s.try_recv().unwrap().map(|m| m.x as u64)).collect::<Vec<_>>()
+    };
+    // both see the stream start (losses count from the first sample seen), then a burst
+    p.publish(&Point { x: 0.0, y: 0.0 }).unwrap();
+    assert_eq!(xs(&deep), [0]);
+    assert_eq!(xs(&shallow), [0]);
+    for i in 1..150 {
+        p.publish(&Point {
+            x: i as f64,
+            y: 0.0,
+        })
+        .unwrap();
+    }
+    assert_eq!(xs(&deep), (1..150).collect::<Vec<_>>(), "nothing lost");
+    assert_eq!(deep.stats().lost, 0);
+    assert_eq!(xs(&shallow), (142..150).collect::<Vec<_>>(), "the newest 8");
+    assert_eq!(shallow.stats().lost, 141);
+}
+
+/// A subscriber of another context that joins a stream already running reads it from then
+/// on.
+#[test]
+fn a_late_subscriber_of_another_context_reads_a_running_stream() {
+    let a = ctx("late_ring");
+    let b = Context::new(a.config().clone()).unwrap();
+    let pub_node = a.node("late_pub").create().unwrap();
+    let p = pub_node.publisher::<Point>("/late_ring").create().unwrap();
+    for i in 0..600 {
+        p.publish(&Point {
+            x: i as f64,
+            y: 0.0,
+        })
+        .unwrap();
+    }
+    let sub_node = b.node("late_sub").create().unwrap();
+    let s = sub_node.subscriber::<Point>("/late_ring").create().unwrap();
+    let mut got = Vec::new();
+    for i in 600..700 {
+        p.publish(&Point {
+            x: i as f64,
+            y: 0.0,
+        })
+        .unwrap();
+        while let Some(m) = s.try_recv().unwrap() {
+            got.push(m.x as u64);
+        }
+    }
+    assert!(!got.is_empty(), "nothing read of the running stream");
+    assert_eq!(*got.last().unwrap(), 699);
+}

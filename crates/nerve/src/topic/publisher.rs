@@ -185,13 +185,14 @@ impl Sender {
             Some(bytes) => {
                 let path = shm_ring::path(&node.inner.ctx.inner.config.file_prefix(), id);
                 let back_pressure = matches!(qos.overflow, Overflow::BackPressure { .. });
-                let (ring, file) =
-                    shm_ring::create(&path, qos.depth, bytes, back_pressure, template).map_err(
-                        |e| TopicError::Shm {
-                            topic: topic.clone(),
-                            reason: format!("cannot create the topic's ring: {e}"),
-                        },
-                    )?;
+                // as many slots as the topic's largest queue: every subscriber's own
+                // depth fits, and each reader keeps to its depth (see `ring.rs`)
+                let slots = service.static_config().subscriber_max_buffer_size();
+                let (ring, file) = shm_ring::create(&path, slots, bytes, back_pressure, template)
+                    .map_err(|e| TopicError::Shm {
+                    topic: topic.clone(),
+                    reason: format!("cannot create the topic's ring: {e}"),
+                })?;
                 Some(SharedRing {
                     writer: RingWriter::new(Arc::new(ring)),
                     _file: file,
@@ -488,7 +489,8 @@ impl Sender {
             let v = d.subscriber_id.value();
             let id = (v as u64) ^ ((v >> 64) as u64);
             if !local.contains(&id) {
-                ids.push(id);
+                // the subscriber's queue depth: its entry holds no more than that
+                ids.push((id, d.buffer_size as u64));
             }
             CallbackProgression::Continue
         });

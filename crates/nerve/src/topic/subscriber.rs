@@ -684,7 +684,12 @@ impl Receiver {
                     } else {
                         ring.head()
                     };
-                    match RingReader::register(Arc::new(ring), self.local.id, start) {
+                    match RingReader::register(
+                        Arc::new(ring),
+                        self.local.id,
+                        start,
+                        self.local.depth(),
+                    ) {
                         Some(reader) => shared.push(SharedReader { id, path, reader }),
                         // every reader entry is taken: samples of this publisher cannot
                         // reach this subscriber, which counts it as malformed input

@@ -221,6 +221,11 @@ impl LocalQueue {
         s
     }
 
+    /// The subscriber's QoS depth.
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
+    }
+
     /// Whether nothing is queued.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {

@@ -15,10 +15,15 @@
 //!   (it reads again), so a torn sample is never handed out, even when the writer died
 //!   in the middle of a write (the slot keeps an odd version).
 //! * **Back-pressure**: every reader publishes how far it has read (its `tail`, on cache
-//!   lines of its own); the writer keeps a cached minimum and reloads the tails only when
-//!   the ring looks full, then sleeps on a futex until a reader makes room or the
-//!   publish's deadline passes. A reader that died is found by its lock (shared rings)
-//!   and no longer counted, so it never blocks the writer.
+//!   lines of its own); the writer keeps a cached limit (the position at which the
+//!   fullest reader's queue is full) and reloads the tails only when it reaches it, then
+//!   sleeps on a futex until a reader makes room or the publish's deadline passes. A
+//!   reader that died is found by its lock (shared rings) and no longer counted, so it
+//!   never blocks the writer.
+//! * **Depth per reader**: a shared ring has as many slots as the topic's largest queue;
+//!   each reader's own QoS depth (in its entry) bounds what it holds: under back-pressure
+//!   the writer waits once `depth` samples of that reader are unread, under drop-oldest the
+//!   reader skips to the newest `depth` samples (the skipped ones count as lost).
 //!
 //! Every word is an atomic accessed with explicit orderings, so concurrent reads of a
 //! slot being rewritten are well defined (the sequence-lock pattern of Boehm, "Can
@@ -67,8 +72,8 @@ pub(crate) mod hdr {
     pub(crate) const CLOSED: usize = 9;
 }
 
-/// `NRVRING1`: the layout's name and version.
-pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"NRVRING1");
+/// `NRVRING2`: the layout's name and version.
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"NRVRING2");
 
 /// Most slots a ring may have.
 pub(crate) const MAX_CAPACITY: u64 = 1 << 16;
@@ -145,10 +150,11 @@ const ACTIVE: u64 = 1;
 const RESERVED: u64 = 2;
 const CLAIMING: u64 = 3;
 
-/// Words of a reader entry: state, tail, subscriber id.
+/// Words of a reader entry: state, tail, subscriber id, depth (0: the ring's capacity).
 const E_STATE: usize = 0;
 const E_TAIL: usize = 1;
 const E_ID: usize = 2;
+const E_DEPTH: usize = 3;
 
 impl InlineRing {
     /// A same-process ring of `capacity` slots for payloads of up to `payload_bytes`
@@ -308,6 +314,19 @@ impl InlineRing {
         OfdLock::wait(self.fd()?, CLAIM_LOCK_BYTE).ok()
     }
 
+    /// The depth of reader entry `i`: its own, at most the ring's capacity.
+    fn depth_of(&self, i: usize) -> u64 {
+        // SYNC: Relaxed: read after the Acquire load of the entry's state, which its
+        // claim released after writing the depth.
+        match self
+            .word(self.layout.reader(i) + E_DEPTH)
+            .load(Ordering::Relaxed)
+        {
+            0 => self.layout.capacity,
+            d => d.min(self.layout.capacity),
+        }
+    }
+
     /// Entries (active or reserved) held for subscriber `id`.
     #[cfg(test)]
     pub(crate) fn entries_of(&self, id: u64) -> usize {
@@ -325,7 +344,14 @@ impl InlineRing {
     /// Claims a free entry for subscriber `id` at `start`, in state `to`; a reader
     /// claiming for itself passes its descriptor and holds the entry's lock from then on.
     /// `None` if none is free.
-    fn claim(&self, id: u64, start: u64, to: u64, reader_fd: Option<&OwnedFd>) -> Option<usize> {
+    fn claim(
+        &self,
+        id: u64,
+        start: u64,
+        depth: u64,
+        to: u64,
+        reader_fd: Option<&OwnedFd>,
+    ) -> Option<usize> {
         for i in 0..self.layout.readers {
             let e = self.layout.reader(i);
             // SYNC: Relaxed: a hint; the exchange below decides.
@@ -349,6 +375,7 @@ impl InlineRing {
             {
                 self.word(e + E_TAIL).store(start, Ordering::Relaxed);
                 self.word(e + E_ID).store(id, Ordering::Relaxed);
+                self.word(e + E_DEPTH).store(depth, Ordering::Relaxed);
                 self.state(i).store(to, Ordering::Release);
                 return Some(i);
             }
@@ -359,12 +386,12 @@ impl InlineRing {
         None
     }
 
-    /// Writer side: keeps an entry for every subscriber of `live` (ids of subscribers in
-    /// other contexts), reserved at `head` for those that have not found the ring yet, so
-    /// a subscriber gets every sample from the moment the writer knew of it, even while
-    /// it is busy elsewhere; frees reservations of subscribers no longer listed. Returns
-    /// how many subscribers have an entry.
-    pub(crate) fn reserve_for(&self, live: &[u64], head: u64) -> usize {
+    /// Writer side: keeps an entry for every subscriber of `live` (ids and queue depths
+    /// of subscribers in other contexts), reserved at `head` for those that have not found
+    /// the ring yet, so a subscriber gets every sample from the moment the writer knew of
+    /// it, even while it is busy elsewhere; frees reservations of subscribers no longer
+    /// listed. Returns how many subscribers have an entry.
+    pub(crate) fn reserve_for(&self, live: &[(u64, u64)], head: u64) -> usize {
         // checks and claims of entries by subscriber id happen under the claim lock, so
         // a subscriber registering meanwhile never ends up with a second entry
         let _claims = self.claim_lock();
@@ -374,7 +401,7 @@ impl InlineRing {
             // SYNC: Acquire pairs with the Release that made the entry count.
             let state = self.state(i).load(Ordering::Acquire);
             let id = self.word(e + E_ID).load(Ordering::Relaxed);
-            if state == RESERVED && !live.contains(&id) {
+            if state == RESERVED && !live.iter().any(|&(l, _)| l == id) {
                 // SYNC: a subscriber claiming it exchanges RESERVED for ACTIVE: one wins.
                 let _ = self.state(i).compare_exchange(
                     RESERVED,
@@ -384,7 +411,7 @@ impl InlineRing {
                 );
             }
         }
-        for &id in live {
+        for &(id, depth) in live {
             let known = (0..self.layout.readers).any(|i| {
                 matches!(self.state(i).load(Ordering::Acquire), ACTIVE | RESERVED)
                     && self
@@ -392,7 +419,7 @@ impl InlineRing {
                         .load(Ordering::Relaxed)
                         == id
             });
-            if known || self.claim(id, head, RESERVED, None).is_some() {
+            if known || self.claim(id, head, depth, RESERVED, None).is_some() {
                 served += 1;
             }
         }
@@ -406,7 +433,9 @@ pub(crate) struct RingWriter {
     head: Cell<u64>,
     /// Slot index of `head` (kept beside it: no division on the hot path).
     index: Cell<u64>,
-    cached_tail: Cell<u64>,
+    /// The position at which the fullest reader was full when the tails were last read
+    /// (back-pressure): below it the writer need not look.
+    cached_limit: Cell<u64>,
 }
 
 /// Longest single sleep of a writer waiting for room: it then looks for room and for
@@ -428,7 +457,7 @@ impl RingWriter {
             ring,
             head: Cell::new(0),
             index: Cell::new(0),
-            cached_tail: Cell::new(0),
+            cached_limit: Cell::new(0),
         }
     }
 
@@ -448,9 +477,7 @@ impl RingWriter {
             return false;
         }
         let pos = self.head.get();
-        if ring.back_pressure
-            && pos - self.cached_tail.get() >= ring.layout.capacity
-            && !self.wait_room(pos, deadline_ns)
+        if ring.back_pressure && pos >= self.cached_limit.get() && !self.wait_room(pos, deadline_ns)
         {
             return false;
         }
@@ -496,39 +523,38 @@ impl RingWriter {
         self.head.get()
     }
 
-    /// The smallest tail of the readers served (`pos` if there are none).
-    fn min_tail(&self, pos: u64) -> u64 {
+    /// The position at which the fullest reader served is full: the smallest `tail +
+    /// depth` (`pos + capacity` if no reader is served).
+    fn limit(&self, pos: u64) -> u64 {
         let ring = &*self.ring;
-        let mut min = pos;
+        let mut limit = pos + ring.layout.capacity;
         for i in 0..ring.layout.readers {
             let e = ring.layout.reader(i);
             // SYNC: Acquire pairs with the reader's Release store of its tail after it
             // copied a slot out (and with its claim): the slot is free to reuse.
             if matches!(ring.state(i).load(Ordering::Acquire), ACTIVE | RESERVED) {
-                min = min.min(ring.word(e + E_TAIL).load(Ordering::Acquire));
+                let tail = ring.word(e + E_TAIL).load(Ordering::Acquire);
+                limit = limit.min(tail + ring.depth_of(i));
             }
         }
-        min
+        limit
     }
 
-    /// Back-pressure: waits until every active reader took the sample `capacity` places
-    /// back: spins briefly, then sleeps until a reader freed a batch of slots (or
-    /// [`ROOM_RECHECK`] passed). Readers whose process died are found by their lock and
-    /// dropped.
+    /// Back-pressure: waits until no active reader has its depth of samples unread: spins
+    /// briefly, then sleeps until a reader freed a batch of slots (or [`ROOM_RECHECK`]
+    /// passed). Readers whose process died are found by their lock and dropped.
     #[cold]
     fn wait_room(&self, pos: u64, deadline_ns: u64) -> bool {
         let ring = &*self.ring;
-        let capacity = ring.layout.capacity;
         let wait = ring.layout.wait_area();
         let (blocked, room) = (ring.futex_word(wait, 0), ring.futex_word(wait, 1));
         let wake_at = ring.word(wait + 1);
-        let full = |tail: u64| pos - tail >= capacity;
         let spin_until = crate::sys::clock::stamp_ns() + ROOM_SPIN_NS;
         let mut polls = 0u32;
         loop {
-            let tail = self.min_tail(pos);
-            self.cached_tail.set(tail);
-            if !full(tail) {
+            let limit = self.limit(pos);
+            self.cached_limit.set(limit);
+            if pos < limit {
                 return true;
             }
             polls = polls.wrapping_add(1);
@@ -541,17 +567,16 @@ impl RingWriter {
             if now >= deadline_ns {
                 return false;
             }
-            // SYNC: announce the sleeper and the tail to wake it at, then the heavy fence
-            // (paired with the reader's light fence in `publish_tail`): either the reader
-            // sees the request or this writer sees the reader's new tail below.
+            // SYNC: announce the sleeper and the position it waits to write, then the heavy
+            // fence (paired with the reader's light fence in `publish_tail`): either the
+            // reader sees the request or this writer sees the reader's new tail below.
             blocked.fetch_add(1, Ordering::SeqCst);
-            let batch = (capacity / 4).clamp(1, ROOM_BATCH);
-            wake_at.store(pos - capacity + batch, Ordering::SeqCst);
+            wake_at.store(pos, Ordering::SeqCst);
             crate::transport::doorbell::fence_for_waiters();
             let seen = room.load(Ordering::SeqCst);
             // SYNC: SeqCst, after the read of `room`: a request still standing means the
             // reader that takes it bumps `room` later, so the wait below returns.
-            if full(self.min_tail(pos)) && wake_at.load(Ordering::SeqCst) != u64::MAX {
+            if pos >= self.limit(pos) && wake_at.load(Ordering::SeqCst) != u64::MAX {
                 let left = Duration::from_nanos(deadline_ns - now).min(ROOM_RECHECK);
                 crate::sys::futex::futex_wait(
                     room,
@@ -613,6 +638,8 @@ pub(crate) struct RingReader {
     ring: Arc<InlineRing>,
     /// The reader entry this reader owns.
     entry: usize,
+    /// The reader's QoS depth, at most the ring's capacity.
+    depth: u64,
     pos: Cell<u64>,
     index: Cell<u64>,
 }
@@ -621,6 +648,7 @@ impl RingReader {
     /// The reader of a same-process ring (its one reader entry).
     pub(crate) fn new(ring: Arc<InlineRing>) -> RingReader {
         RingReader {
+            depth: ring.layout.capacity,
             ring,
             entry: 0,
             pos: Cell::new(0),
@@ -628,11 +656,17 @@ impl RingReader {
         }
     }
 
-    /// The reader of a shared ring for subscriber `id`: takes the entry the writer
-    /// reserved for it (reading from where the reservation began), or claims a free one
-    /// starting at `start`. The entry's lock is taken on the ring's own descriptor, which
-    /// dies with this process. `None` if every entry is taken.
-    pub(crate) fn register(ring: Arc<InlineRing>, id: u64, start: u64) -> Option<RingReader> {
+    /// The reader of a shared ring for subscriber `id` with queue depth `depth`: takes the
+    /// entry the writer reserved for it (reading from where the reservation began), or
+    /// claims a free one starting at `start`. The entry's lock is taken on the ring's own
+    /// descriptor, which dies with this process. `None` if every entry is taken.
+    pub(crate) fn register(
+        ring: Arc<InlineRing>,
+        id: u64,
+        start: u64,
+        depth: usize,
+    ) -> Option<RingReader> {
+        let depth = (depth as u64).clamp(1, ring.layout.capacity);
         let fd = ring.fd()?;
         // see `InlineRing::reserve_for`
         let _claims = ring.claim_lock();
@@ -646,6 +680,7 @@ impl RingReader {
         };
         let reader = |entry: usize, pos: u64| RingReader {
             entry,
+            depth,
             pos: Cell::new(pos),
             index: Cell::new(pos % ring.layout.capacity),
             ring: ring.clone(),
@@ -659,10 +694,14 @@ impl RingReader {
             {
                 continue;
             }
-            // SYNC: Acquire: the reservation's tail is the writer's.
+            // the depth is written before the exchange that makes the entry ours (under
+            // the claim lock: no other claimer; the writer reads it after the state)
+            ring.word(e + E_DEPTH).store(depth, Ordering::Relaxed);
+            // SYNC: AcqRel: Acquire, the reservation's tail is the writer's; Release, the
+            // depth above is published with the state.
             if ring
                 .state(i)
-                .compare_exchange(RESERVED, ACTIVE, Ordering::Acquire, Ordering::Relaxed)
+                .compare_exchange(RESERVED, ACTIVE, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
                 let tail = ring.word(e + E_TAIL).load(Ordering::Relaxed);
@@ -670,7 +709,7 @@ impl RingReader {
             }
             let _ = OfdLock::release(fd, reader_lock_byte(i));
         }
-        let claimed = ring.claim(id, start, ACTIVE, Some(fd))?;
+        let claimed = ring.claim(id, start, depth, ACTIVE, Some(fd))?;
         Some(reader(claimed, start))
     }
 
@@ -688,6 +727,9 @@ impl RingReader {
         let ring = &*self.ring;
         let capacity = ring.layout.capacity;
         loop {
+            if self.depth < capacity && !ring.back_pressure {
+                self.keep_depth();
+            }
             let pos = self.pos.get();
             let slot = ring.slot(self.index.get());
             // SYNC: Acquire pairs with the writer's Release store of the version.
@@ -730,6 +772,26 @@ impl RingReader {
         }
     }
 
+    /// Drop-oldest with a depth below the ring's capacity: while the writer has written
+    /// `depth` samples past this reader's position, the oldest unread one is dropped (a
+    /// gap the subscriber counts as lost), so at most `depth` stay unread.
+    #[inline]
+    fn keep_depth(&self) {
+        let ring = &*self.ring;
+        let capacity = ring.layout.capacity;
+        loop {
+            let ahead = self.pos.get() + self.depth;
+            // SYNC: Acquire, as for the version in `pop` (only compared here).
+            let version = ring.slot(ahead % capacity)[0].load(Ordering::Acquire);
+            if version < 2 * ahead + 1 {
+                return;
+            }
+            let next = self.pos.get() + 1;
+            self.pos.set(next);
+            self.index.set(next % capacity);
+        }
+    }
+
     #[inline]
     fn advance(&self, next: u64) {
         let ring = &*self.ring;
@@ -754,9 +816,14 @@ impl RingReader {
         crate::sys::membarrier::light();
         if ring.futex_word(wait, 0).load(Ordering::Relaxed) > 0 {
             let wake_at = ring.word(wait + 1);
+            // the writer waits to write at `want`: wake it once this reader has a batch
+            // of its depth free for it (a quarter, at most ROOM_BATCH)
+            let want = wake_at.load(Ordering::Relaxed);
+            let batch = (self.depth / 4).clamp(1, ROOM_BATCH);
             // SYNC: one reader takes the request; the bump of `room` after it wakes the
             // writer (SeqCst, see `wait_room`).
-            if next >= wake_at.load(Ordering::Relaxed)
+            if want != u64::MAX
+                && next + self.depth >= want.saturating_add(batch)
                 && wake_at.swap(u64::MAX, Ordering::SeqCst) != u64::MAX
             {
                 let room = ring.futex_word(wait, 1);

@@ -250,7 +250,7 @@ mod tests {
         let w = RingWriter::new(Arc::new(ring));
         let r = Arc::new(open(&p, 0xfeed).unwrap());
         assert_eq!(r.template().publisher_id, 7);
-        let reader = RingReader::register(r.clone(), 1, r.head()).unwrap();
+        let reader = RingReader::register(r.clone(), 1, r.head(), 4).unwrap();
         let payload: Vec<u8> = (0..16).collect();
         assert!(w.push(head(1), &payload, 0));
         let mut out = [0u64; 2];
@@ -305,7 +305,7 @@ mod tests {
         let ring = Arc::new(ring);
         let w = RingWriter::new(ring.clone());
         let r = Arc::new(open(&p, 0xfeed).unwrap());
-        let reader = RingReader::register(r, 1, 0).unwrap();
+        let reader = RingReader::register(r, 1, 0, 4).unwrap();
         assert!(w.push(head(1), &[1; 16], 0));
         // the writer dies after marking the next slot as being written
         ring.slot_version(1).store(2 + 1, Ordering::Relaxed);
@@ -338,13 +338,13 @@ mod tests {
                     while go.load(Ordering::SeqCst) == 0 {
                         std::hint::spin_loop();
                     }
-                    RingReader::register(r.clone(), id, 0)
+                    RingReader::register(r.clone(), id, 0, 4)
                 });
                 while ready.load(Ordering::SeqCst) == 0 {
                     std::hint::spin_loop();
                 }
                 go.store(1, Ordering::SeqCst);
-                w.ring().reserve_for(&[id], 0);
+                w.ring().reserve_for(&[(id, 4)], 0);
                 registering.join().unwrap().unwrap()
             });
             assert_eq!(
@@ -366,7 +366,7 @@ mod tests {
         let w = RingWriter::new(Arc::new(ring));
         let soon = || crate::sys::clock::mono_ns() + 2_000_000;
         let r = Arc::new(open(&p, 0xfeed).unwrap());
-        let stalled = RingReader::register(r.clone(), 1, 0).unwrap();
+        let stalled = RingReader::register(r.clone(), 1, 0, 2).unwrap();
         assert!(w.push(head(1), &[0; 16], soon()));
         assert!(w.push(head(2), &[0; 16], soon()));
         assert!(
