@@ -133,6 +133,13 @@ impl Child {
         let _ = self.child.wait();
     }
 
+    /// Sends `signal` to the child (SIGSTOP and SIGCONT to stall it, for instance).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: signalling our own child process; a signal number the kernel does not
+        // know is refused with EINVAL, nothing else happens.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+    }
+
     /// Kills the child at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -1,0 +1,240 @@
+//! T14: a mixed system under churn for a time. A publisher of small messages (the
+//! shared-memory ring) and large ones (iceoryx2 loans) at 500 Hz, a subscriber of both, a
+//! server, and a client in this process calling it at 200 Hz; every few seconds the
+//! subscriber is SIGKILLed and started again, and less often the publisher. Once a second
+//! this process samples its own resident memory and descriptors and those of the server
+//! (which lives throughout), the domain's shared memory, and the P99 round trip of that
+//! second's calls; the slopes of those series are reported per hour, beside their means.
+//! The verdict: nothing lost or torn, every call of the living server answered, nothing
+//! left behind. Flatness and the P99 against the first, quiet part of the run are figures.
+
+use super::*;
+use nerve_msgs::srv::Bytes;
+use nerve_msgs::srv::Echo;
+
+const SMALL: &str = "/stress/t14/small";
+const LARGE: &str = "/stress/t14/large";
+const SERVICE: &str = "/stress/t14/echo";
+
+/// One second of the run.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    t: f64,
+    rss: f64,
+    fds: f64,
+    server_rss: f64,
+    server_fds: f64,
+    shm: f64,
+    p99_us: f64,
+}
+
+/// Runs the scenario for `seconds`.
+pub fn run(opts: &Options) -> Result<Outcome, StressError> {
+    let name = Scenario::Soak.name();
+    let d = Domain::new(name, opts)?;
+    let mut out = Outcome::new(
+        Scenario::Soak,
+        "a mixed system under churn: nothing lost or torn, every call answered, memory, \
+         descriptors and shared memory flat, nothing left behind",
+    );
+    let spec = |node: &str| RoleSpec {
+        node: node.into(),
+        small: Some(SMALL.into()),
+        large: Some(LARGE.into()),
+        large_bytes: 256 * 1024,
+        depth: 16,
+        rate_hz: 500.0,
+        service: Some(SERVICE.into()),
+        ..RoleSpec::default()
+    };
+    let mut samples = Vec::new();
+    {
+        let mut server = d.spawn("server", spec("stress_t14_server"))?;
+        server.expect("ready", WAIT).map_err(|e| setup(name, e))?;
+        let mut publisher = d.spawn("publisher", spec("stress_t14_pub"))?;
+        let mut subscriber = d.spawn("subscriber", spec("stress_t14_sub"))?;
+        let ctx = d.context()?;
+        let node = ctx
+            .node("stress_t14_client")
+            .create()
+            .map_err(|e| setup(name, e))?;
+        let client = node
+            .client::<Echo>(SERVICE)
+            .create()
+            .map_err(|e| setup(name, e))?;
+        let payload = vec![5u8; 256];
+        let start = Instant::now();
+        let total = Duration::from_secs_f64(opts.seconds);
+        let bar = progress(opts, total.as_secs().max(1), name);
+        let (mut second, mut calls) = (0u64, 0u64);
+        let mut rec = nerve_bench::stats::Recorder::new();
+        // churn: the subscriber every 5 s, the publisher every 13 s (none in the first
+        // fifth of the run: the quiet part the P99 is compared with)
+        let quiet = total.as_secs_f64() / 5.0;
+        while start.elapsed() < total {
+            calls += 1;
+            let t = Instant::now();
+            match client.call_slice(&Bytes { tag: calls }, &payload, Duration::from_secs(1)) {
+                Ok(r) if r.tag == calls && r.elems() == &payload[..] => {
+                    rec.record(t.elapsed());
+                    out.inputs += 1;
+                }
+                Ok(_) => out.lost += 1,
+                Err(e) => out.failures.push(format!("call {calls}: {e}")),
+            }
+            let now = start.elapsed().as_secs();
+            if now > second {
+                second = now;
+                samples.push(Sample {
+                    t: start.elapsed().as_secs_f64(),
+                    rss: crate::domain::rss_bytes(std::process::id()).unwrap_or(0) as f64,
+                    fds: crate::domain::open_fds() as f64,
+                    server_rss: crate::domain::rss_bytes(server.pid()).unwrap_or(0) as f64,
+                    server_fds: crate::domain::fds_of(server.pid()).unwrap_or(0) as f64,
+                    shm: d.shm_bytes() as f64,
+                    p99_us: rec.rtt().p99,
+                });
+                rec = nerve_bench::stats::Recorder::new();
+                bar.inc(1);
+                let t = start.elapsed().as_secs_f64();
+                if t > quiet && second % 5 == 0 {
+                    churn(
+                        &d,
+                        &mut subscriber,
+                        "subscriber",
+                        spec("stress_t14_sub"),
+                        &mut out,
+                    )?;
+                }
+                if t > quiet && second % 13 == 0 {
+                    churn(
+                        &d,
+                        &mut publisher,
+                        "publisher",
+                        spec("stress_t14_pub"),
+                        &mut out,
+                    )?;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        bar.finish_and_clear();
+        let r = report_of(&mut subscriber, name)?;
+        out.inputs += r.received;
+        out.lost += r.torn + r.malformed;
+        publisher.close_stdin();
+        publisher.stop();
+        server.stop();
+    }
+    figures(&samples, opts.seconds, &mut out);
+    out.leftovers = d.leftovers();
+    Ok(out.finish())
+}
+
+/// Kills a child and starts it again; the new one must work.
+fn churn(
+    d: &Domain,
+    child: &mut nerve_bench::child::Child,
+    role: &str,
+    spec: RoleSpec,
+    out: &mut Outcome,
+) -> Result<(), StressError> {
+    child.kill();
+    out.faults += 1;
+    *child = d.spawn(role, spec)?;
+    let line = if role == "subscriber" {
+        "first"
+    } else {
+        "sending"
+    };
+    if let Err(e) = child.expect(line, WAIT) {
+        out.failures
+            .push(format!("a restarted {role} did not work: {e}"));
+    }
+    Ok(())
+}
+
+/// Least-squares slope of `y` over `x`.
+pub fn slope(points: &[(f64, f64)]) -> f64 {
+    let n = points.len() as f64;
+    if n < 2.0 {
+        return 0.0;
+    }
+    let (mx, my) = (
+        points.iter().map(|p| p.0).sum::<f64>() / n,
+        points.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx == 0.0 {
+        0.0
+    } else {
+        sxy / sxx
+    }
+}
+
+/// Slopes per hour and means of every series; the P99 of the churned part against the
+/// quiet first fifth. The first two seconds (start-up) are left out of the slopes.
+fn figures(samples: &[Sample], seconds: f64, out: &mut Outcome) {
+    let settled: Vec<&Sample> = samples.iter().filter(|s| s.t >= 2.0).collect();
+    /// A series: its label, how to read it from a sample, and its scale.
+    type Series = (&'static str, fn(&Sample) -> f64, f64);
+    let series: [Series; 6] = [
+        ("RSS of this process MiB", |s| s.rss, 1.0 / (1 << 20) as f64),
+        ("descriptors of this process", |s| s.fds, 1.0),
+        (
+            "RSS of the server MiB",
+            |s| s.server_rss,
+            1.0 / (1 << 20) as f64,
+        ),
+        ("descriptors of the server", |s| s.server_fds, 1.0),
+        (
+            "shared memory of the domain MiB",
+            |s| s.shm,
+            1.0 / (1 << 20) as f64,
+        ),
+        ("call P99 µs", |s| s.p99_us, 1.0),
+    ];
+    for (label, f, scale) in series {
+        let points: Vec<(f64, f64)> = settled.iter().map(|s| (s.t, f(s) * scale)).collect();
+        let mean = points.iter().map(|p| p.1).sum::<f64>() / points.len().max(1) as f64;
+        out.figure(&format!("{label}: mean"), mean);
+        out.figure(&format!("{label}: slope per hour"), slope(&points) * 3600.0);
+    }
+    let quiet: Vec<f64> = settled
+        .iter()
+        .filter(|s| s.t <= seconds / 5.0)
+        .map(|s| s.p99_us)
+        .collect();
+    let churned: Vec<f64> = settled
+        .iter()
+        .filter(|s| s.t > seconds / 5.0)
+        .map(|s| s.p99_us)
+        .collect();
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    if !quiet.is_empty() && !churned.is_empty() {
+        out.figure(
+            "call P99 under churn / quiet (medians of the per-second P99s)",
+            median(&churned) / median(&quiet).max(1e-9),
+        );
+    }
+    out.figure("seconds sampled", samples.len() as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slope;
+
+    #[test]
+    fn slope_of_a_line_and_of_noise() {
+        let line: Vec<(f64, f64)> = (0..10).map(|x| (x as f64, 3.0 * x as f64 + 1.0)).collect();
+        assert!((slope(&line) - 3.0).abs() < 1e-9);
+        let flat: Vec<(f64, f64)> = (0..10).map(|x| (x as f64, 5.0)).collect();
+        assert_eq!(slope(&flat), 0.0);
+        assert_eq!(slope(&[(1.0, 2.0)]), 0.0);
+    }
+}
