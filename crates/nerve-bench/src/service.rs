@@ -411,6 +411,9 @@ impl ServiceSuite {
         };
         drop(client);
         peer.stop();
+        if sys == SystemId::Iceoryx2 {
+            peers::iceoryx2::remove_leftovers();
+        }
         Ok(Entry {
             system: sys.system().into(),
             mode: sys.mode().into(),

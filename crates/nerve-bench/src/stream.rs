@@ -903,6 +903,18 @@ pub fn iceoryx2_prefix(domain: u32) -> String {
     iox::prefix(domain)
 }
 
+/// Removes what raw iceoryx2 peers of `domain` left in /dev/shm once they are gone:
+/// iceoryx2 keeps its per-prefix node counter (`…global_mgmt`) after its last node, so
+/// every run would leave one behind.
+pub fn remove_iceoryx2_leftovers(domain: u32) {
+    let prefix = iceoryx2_prefix(domain);
+    for e in std::fs::read_dir("/dev/shm").into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -388,8 +388,14 @@ impl TopicSuite {
             shm_prefix.as_deref(),
             place,
         );
-        if sys == StreamSystem::Floor {
-            let _ = std::fs::remove_file(format!("/dev/shm/{endpoint}"));
+        match sys {
+            StreamSystem::Floor => {
+                let _ = std::fs::remove_file(format!("/dev/shm/{endpoint}"));
+            }
+            StreamSystem::Iceoryx2 | StreamSystem::Iceoryx2SpinBlock if hosts.is_none() => {
+                crate::stream::remove_iceoryx2_leftovers(self.domain)
+            }
+            _ => {}
         }
         let m = m?;
         Ok(TopicRow {

@@ -594,6 +594,9 @@ impl PathsSuite {
                     pingers_threads(&ctx, &spec, pingers, self)
                 };
                 child.stop();
+                if raw {
+                    crate::stream::remove_iceoryx2_leftovers(self.domain);
+                }
                 r?
             }
         };

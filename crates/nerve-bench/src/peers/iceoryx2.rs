@@ -54,11 +54,29 @@ fn open(node: &iceoryx2::node::Node<ipc::Service>, name: &str) -> Result<RawServ
         .map_err(fail)
 }
 
+/// The file prefix of the bench's raw iceoryx2 services (not iceoryx2's default, which
+/// other iceoryx2 users of the machine share): [`remove_leftovers`] may then remove what
+/// iceoryx2 keeps after its last node.
+const PREFIX: &str = "nervebenchsvc_";
+
 fn node() -> Result<iceoryx2::node::Node<ipc::Service>, PeerError> {
+    let mut cfg = iceoryx2::config::Config::default();
+    cfg.global.prefix = FileName::new(PREFIX.as_bytes()).map_err(fail)?;
     NodeBuilder::new()
+        .config(&cfg)
         .signal_handling_mode(SignalHandlingMode::Disabled)
         .create::<ipc::Service>()
         .map_err(fail)
+}
+
+/// Removes what the raw peers left in /dev/shm once both sides are gone (iceoryx2 keeps
+/// its node counter, `…global_mgmt`, after its last node).
+pub fn remove_leftovers() {
+    for e in std::fs::read_dir("/dev/shm").into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(PREFIX) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Serves service `name` (busy-polling, copying each request into its response) until

@@ -776,10 +776,15 @@ impl Sender {
                 }
             }
             Ok(_) => Ok(()),
-            Err(SendError::UnableToDeliver) => Err(PublishError::BackPressureTimeout {
-                topic: self.topic.clone(),
-                timeout: self.timeout(),
-            }),
+            Err(SendError::UnableToDeliver) => {
+                // the subscriber that held it back may have died: reclaim dead nodes now,
+                // so its queue stops counting before the next publish, not after it
+                self.node.inner.iox.try_cleanup_dead_nodes();
+                Err(PublishError::BackPressureTimeout {
+                    topic: self.topic.clone(),
+                    timeout: self.timeout(),
+                })
+            }
             Err(e) => Err(PublishError::Shm {
                 topic: self.topic.clone(),
                 reason: format!("send failed: {e:?}"),
