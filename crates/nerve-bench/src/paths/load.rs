@@ -170,6 +170,18 @@ struct Produced {
     send: Recorder,
 }
 
+impl Produced {
+    /// Nothing sent yet; the run starts at `start_ns` (`nerve::stamp_ns`).
+    fn starting_at(start_ns: u64) -> Produced {
+        Produced {
+            sent: 0,
+            errors: 0,
+            start_ns,
+            send: Recorder::new(),
+        }
+    }
+}
+
 /// Runs the consumers of `spec` on threads of this process with `ctx`; `ready` is called
 /// once every consumer has subscribed.
 fn sinks(ctx: &Context, spec: &SinkSpec, ready: impl FnOnce()) -> Vec<SinkResult> {
@@ -333,12 +345,7 @@ fn produce<M: Message>(
     }
     let (head, elems) = prebuilt::<M>(spec.message)?;
     start.wait();
-    let mut out = Produced {
-        sent: 0,
-        errors: 0,
-        start_ns: nerve::stamp_ns(),
-        send: Recorder::new(),
-    };
+    let mut out = Produced::starting_at(nerve::stamp_ns());
     let mut lap = Lap::start();
     for _ in 0..spec.count {
         let sent = p.publish_slice(&head, &elems);
@@ -383,12 +390,7 @@ fn produce_mixed(ctx: &Context, spec: &SinkSpec, start: &Barrier) -> Result<Prod
     let (i, _) = prebuilt::<Imu>(MessageKind::Imu)?;
     let (b, _) = prebuilt::<BatteryState>(MessageKind::BatteryState)?;
     start.wait();
-    let mut out = Produced {
-        sent: 0,
-        errors: 0,
-        start_ns: nerve::stamp_ns(),
-        send: Recorder::new(),
-    };
+    let mut out = Produced::starting_at(nerve::stamp_ns());
     let mut lap = Lap::start();
     let mut timed = |r: Result<(), nerve::PublishError>, out: &mut Produced| {
         out.send.record_ns(lap.lap());
@@ -438,12 +440,7 @@ fn producers(ctx: &Context, spec: &SinkSpec) -> Result<Produced, PeerError> {
             })
             .collect()
     });
-    let mut all = Produced {
-        sent: 0,
-        errors: 0,
-        start_ns: u64::MAX,
-        send: Recorder::new(),
-    };
+    let mut all = Produced::starting_at(u64::MAX);
     for r in results {
         let r = r?;
         all.sent += r.sent;
