@@ -1,7 +1,9 @@
 //! TLS and access control between simulated hosts, through Zenoh's configuration only:
 //! certificates are generated here (a trusted CA for hosts a and b, a rogue CA for host
 //! c); links need mutual TLS. Host a's access control forbids host b (by certificate
-//! name) the `/secret/**` topics. Needs root and `ip`, as the other cross-host tests.
+//! name) the `/secret/**` topics. A second system has a default-deny host a that admits
+//! host b by name, a certified host c it does not name, and a host d whose certificate,
+//! from the trusted CA, has expired. Needs root and `ip`, as the other cross-host tests.
 
 mod common;
 
@@ -9,6 +11,10 @@ use common::{result, SECOND};
 use nerve_bench::child::Child;
 use nerve_bench::hosts::{SimHost, SimHosts, ZenohExtra};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use std::sync::Mutex;
+
+/// One system at a time: each loads both cores with its hosts.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const DOMAIN: &str = "733";
 
@@ -28,7 +34,18 @@ fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
 /// Writes `cert.pem`, `key.pem` (signed by `issuer`) and `ca.pem` (the CA it trusts)
 /// into the host's directory.
 fn certify(host: &SimHost, issuer: &Issuer<'_, KeyPair>, trusted_ca: &str) {
+    certify_with(host, issuer, trusted_ca, |_| {});
+}
+
+/// [`certify`], with the certificate's parameters changed by `adjust` (its validity, say).
+fn certify_with(
+    host: &SimHost,
+    issuer: &Issuer<'_, KeyPair>,
+    trusted_ca: &str,
+    adjust: impl FnOnce(&mut CertificateParams),
+) {
     let mut params = CertificateParams::new(vec![host.ip.clone(), host.name.clone()]).unwrap();
+    adjust(&mut params);
     params
         .distinguished_name
         .push(DnType::CommonName, host.name.as_str());
@@ -39,16 +56,21 @@ fn certify(host: &SimHost, issuer: &Issuer<'_, KeyPair>, trusted_ca: &str) {
     std::fs::write(host.dir.join("ca.pem"), trusted_ca).unwrap();
 }
 
-fn tls_extra(i: usize, h: &SimHost) -> ZenohExtra {
+/// The mutual-TLS link settings of host `h`.
+fn tls_link(h: &SimHost) -> String {
     let f = |n: &str| h.dir.join(n).display().to_string();
-    let link = format!(
+    format!(
         "tls: {{ root_ca_certificate: \"{ca}\", listen_private_key: \"{key}\", \
          listen_certificate: \"{cert}\", enable_mtls: true, connect_private_key: \"{key}\", \
          connect_certificate: \"{cert}\" }}",
         ca = f("ca.pem"),
         key = f("key.pem"),
         cert = f("cert.pem"),
-    );
+    )
+}
+
+fn tls_extra(i: usize, h: &SimHost) -> ZenohExtra {
+    let link = tls_link(h);
     let top = if i == 0 {
         "access_control: { enabled: true, default_permission: \"allow\", \
          rules: [{ id: \"no_secret\", messages: [\"put\", \"declare_subscriber\", \"query\", \
@@ -63,8 +85,29 @@ fn tls_extra(i: usize, h: &SimHost) -> ZenohExtra {
     ZenohExtra { link, top }
 }
 
+/// Host a denies by default and allows host b (by certificate name) everything.
+fn default_deny_extra(i: usize, h: &SimHost) -> ZenohExtra {
+    let top = if i == 0 {
+        "access_control: { enabled: true, default_permission: \"deny\", \
+         rules: [{ id: \"all\", messages: [\"put\", \"delete\", \"declare_subscriber\", \
+         \"query\", \"reply\", \"declare_queryable\", \"liveliness_token\", \
+         \"liveliness_query\", \"declare_liveliness_subscriber\"], \
+         flows: [\"ingress\", \"egress\"], permission: \"allow\", key_exprs: [\"**\"] }], \
+         subjects: [{ id: \"hostb\", cert_common_names: [\"hostb\"] }], \
+         policies: [{ rules: [\"all\"], subjects: [\"hostb\"] }] },"
+            .to_string()
+    } else {
+        String::new()
+    };
+    ZenohExtra {
+        link: tls_link(h),
+        top,
+    }
+}
+
 #[test]
 fn tls_admits_certified_hosts_refuses_a_rogue_one_and_access_control_applies() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let sim = SimHosts::create_with(3, 2000, "tls", tls_extra).expect("simulated hosts");
     let (good_pem, good) = ca("nerve-test-ca");
     let (_, rogue) = ca("rogue-ca");
@@ -116,4 +159,66 @@ fn tls_admits_certified_hosts_refuses_a_rogue_one_and_access_control_applies() {
         "host c's rogue certificate is refused: {r}"
     );
     drop(pubs);
+}
+
+#[test]
+fn default_deny_admits_only_named_hosts_and_an_expired_certificate_is_refused() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let sim = SimHosts::create_with(4, 2000, "tls", default_deny_extra).expect("simulated hosts");
+    let (good_pem, good) = ca("nerve-test-ca");
+    let hosts = sim.hosts();
+    certify(&hosts[0], &good, &good_pem);
+    certify(&hosts[1], &good, &good_pem);
+    certify(&hosts[2], &good, &good_pem);
+    certify_with(&hosts[3], &good, &good_pem, |p| {
+        p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    });
+    let mut subs: Vec<Child> = (1..4)
+        .map(|host| {
+            start(
+                &sim,
+                host,
+                &[
+                    "sub",
+                    "--topic",
+                    "/open/data",
+                    "--count",
+                    "50",
+                    "--seconds",
+                    "8",
+                ],
+            )
+        })
+        .collect();
+    let _pub = start(
+        &sim,
+        0,
+        &[
+            "pub",
+            "--topic",
+            "/open/data",
+            "--count",
+            "50",
+            "--hz",
+            "20",
+            "--subscribers",
+            "0",
+        ],
+    );
+    let r = result(&mut subs[0], 20 * SECOND);
+    assert!(
+        r["received"].as_u64().unwrap() >= 40,
+        "host b is named: {r}"
+    );
+    let r = result(&mut subs[1], 20 * SECOND);
+    assert_eq!(
+        r["received"], 0,
+        "default deny keeps unnamed host c out: {r}"
+    );
+    let r = result(&mut subs[2], 20 * SECOND);
+    assert_eq!(
+        r["received"], 0,
+        "host d's expired certificate is refused: {r}"
+    );
 }

@@ -477,16 +477,7 @@ fn read_ahead(
     let offset = opts.start_offset.as_nanos() as u64;
     let mut base = 0u64; // bag time of the loops before this one
     loop {
-        let stream = match mcap::MessageStream::new_with_options(
-            m.bytes(),
-            mcap::read::Options::IgnoreEndMagic | mcap::read::Options::ValidateChunkCrcs,
-        ) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = tx.send(Err(BagError::mcap(path, e)));
-                return;
-            }
-        };
+        let stream = crate::read::messages(m.bytes());
         let mut first = first;
         let mut last = 0u64;
         let mut count = 0u64;

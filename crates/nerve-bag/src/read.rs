@@ -8,7 +8,7 @@
 
 use crate::encoding::{MESSAGE_ENCODING, SCHEMA_ENCODING};
 use crate::{meta, BagError};
-use mcap::read::Options;
+use mcap::sans_io::LinearReaderOptions;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
@@ -171,6 +171,24 @@ fn finish(info: &mut BagInfo) {
     }
 }
 
+/// Longest record the readers accept: the file's length, or 1 GiB for records inside
+/// compressed chunks (which may be longer than the file).
+const RECORD_LIMIT: usize = 1 << 30;
+
+/// The messages of a bag in file order, from the start to the end or to the first damaged
+/// record (no end magic needed; chunk CRCs checked). Every record length is bounded: the
+/// mcap crate's `MessageStream` sets no limit inside chunks and panics on a length near
+/// `u64::MAX` (found by the `mcap` fuzz target; `fuzz/corpus/mcap/bad_record_length`).
+pub fn messages(bytes: &[u8]) -> mcap::io::MessageReader<std::io::Cursor<&[u8]>> {
+    mcap::io::MessageReader::new_with_options(
+        std::io::Cursor::new(bytes),
+        LinearReaderOptions::default()
+            .with_record_length_limit(bytes.len().max(RECORD_LIMIT))
+            .with_skip_end_magic(true)
+            .with_validate_chunk_crcs(true),
+    )
+}
+
 /// Reads every message from the start until the end or the first damaged record,
 /// calling `each` for each message. Returns what was read, and how many messages.
 pub fn scan(
@@ -183,11 +201,7 @@ pub fn scan(
         file_bytes: m.bytes().len() as u64,
         ..BagInfo::default()
     };
-    let stream = mcap::MessageStream::new_with_options(
-        m.bytes(),
-        Options::IgnoreEndMagic | Options::ValidateChunkCrcs,
-    )
-    .map_err(|e| BagError::mcap(path, e))?;
+    let stream = messages(m.bytes());
     let mut by_topic: BTreeMap<String, TopicSummary> = BTreeMap::new();
     let mut start = u64::MAX;
     let mut end = 0;

@@ -38,14 +38,37 @@ impl Domain {
     }
 
     /// Starts a child in `role` with `spec` (its domain filled in).
-    pub fn spawn(&self, role: &str, mut spec: RoleSpec) -> Result<Child, StressError> {
+    pub fn spawn(&self, role: &str, spec: RoleSpec) -> Result<Child, StressError> {
+        self.spawn_as(None, role, spec)
+    }
+
+    /// Starts a child in `role` with `spec` as user `uid` (its own group, no others;
+    /// through util-linux's `setpriv`, which needs root), or as this user when `None`.
+    pub fn spawn_as(
+        &self,
+        uid: Option<u32>,
+        role: &str,
+        mut spec: RoleSpec,
+    ) -> Result<Child, StressError> {
         spec.domain = self.config.domain;
         spec.state_dir = self.config.state_dir.clone();
         let json = serde_json::to_string(&spec).map_err(|e| setup(self.scenario, e))?;
-        let mut args = self.role_command.1.clone();
+        let (program, mut args) = match uid {
+            None => (self.role_command.0.clone(), Vec::new()),
+            Some(uid) => (
+                std::path::PathBuf::from("setpriv"),
+                vec![
+                    format!("--reuid={uid}"),
+                    format!("--regid={uid}"),
+                    "--clear-groups".to_string(),
+                    "--".to_string(),
+                    self.role_command.0.display().to_string(),
+                ],
+            ),
+        };
+        args.extend(self.role_command.1.iter().cloned());
         args.extend([role.to_string(), json]);
-        Child::spawn(&self.role_command.0, &args, &[], "stress role")
-            .map_err(|e| setup(self.scenario, e))
+        Child::spawn(&program, &args, &[], "stress role").map_err(|e| setup(self.scenario, e))
     }
 
     /// What is there now that was not there at the start: files of the domain in

@@ -15,8 +15,12 @@
 //!   drop-oldest and a back-pressure topic.
 //! - `restart-all` (T3): publisher, subscriber, server and client all SIGKILLed and
 //!   started again, round after round.
+//! - `users` (T4): a publisher killed as one Unix user and restarted as another; no
+//!   file writable by others; samples mapped read-only by subscribers.
 //! - `stopped` (T5): a subscriber, a server and a client stopped (SIGSTOP) while others
 //!   go on.
+//! - `discovery` (T12): many nodes in many processes started at once and restarted
+//!   after SIGKILL, round after round; discovery must converge within a bound.
 //! - `mixed-qos` (T11): a saturated back-pressure topic beside a drop-oldest ping-pong in
 //!   the same processes.
 //! - `soak` (T14): a mixed system under churn for a time; RSS, descriptors, shared memory
@@ -58,22 +62,28 @@ pub enum Scenario {
     SubscriberKill,
     /// T3: SIGKILL every process of a small system and restart it.
     RestartAll,
+    /// T4: two Unix users on one domain.
+    Users,
     /// T5: stop (SIGSTOP) a subscriber, a server and a client.
     Stopped,
     /// T11: a saturated back-pressure topic beside a drop-oldest one.
     MixedQos,
+    /// T12: many nodes in many processes started at once and restarted.
+    Discovery,
     /// T14: a mixed system under churn for a time.
     Soak,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::PublisherKill,
         Scenario::SubscriberKill,
         Scenario::RestartAll,
+        Scenario::Users,
         Scenario::Stopped,
         Scenario::MixedQos,
+        Scenario::Discovery,
         Scenario::Soak,
     ];
 
@@ -83,8 +93,10 @@ impl Scenario {
             Scenario::PublisherKill => "publisher-kill",
             Scenario::SubscriberKill => "subscriber-kill",
             Scenario::RestartAll => "restart-all",
+            Scenario::Users => "users",
             Scenario::Stopped => "stopped",
             Scenario::MixedQos => "mixed-qos",
+            Scenario::Discovery => "discovery",
             Scenario::Soak => "soak",
         }
     }
@@ -102,6 +114,8 @@ pub struct Options {
     pub rounds: u64,
     /// Seconds of the scenarios that run for a time (soak, mixed-qos).
     pub seconds: f64,
+    /// Processes of the scenarios that start many (discovery: four nodes each).
+    pub processes: usize,
     /// Domain id the scenario uses (its own: nothing else should run in it).
     pub domain: u32,
     /// State directory of the domain.
@@ -122,6 +136,11 @@ impl Options {
         if !(self.seconds.is_finite() && self.seconds > 0.0) {
             return Err(StressError::Options(
                 "--seconds must be a positive number".into(),
+            ));
+        }
+        if self.processes < 2 {
+            return Err(StressError::Options(
+                "--processes must be at least 2".into(),
             ));
         }
         Ok(())
@@ -222,8 +241,10 @@ pub fn run(scenario: Scenario, opts: &Options) -> Result<Outcome, StressError> {
         Scenario::PublisherKill => scenarios::publisher_kill::run(opts),
         Scenario::SubscriberKill => scenarios::subscriber_kill::run(opts),
         Scenario::RestartAll => scenarios::restart_all::run(opts),
+        Scenario::Users => scenarios::users::run(opts),
         Scenario::Stopped => scenarios::stopped::run(opts),
         Scenario::MixedQos => scenarios::mixed_qos::run(opts),
+        Scenario::Discovery => scenarios::discovery::run(opts),
         Scenario::Soak => scenarios::soak::run(opts),
     }
 }

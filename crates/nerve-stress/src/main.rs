@@ -15,7 +15,8 @@ use nerve_stress::{Options, Outcome, Scenario};
     about = "Nerve's reliability scenarios"
 )]
 struct Args {
-    /// publisher-kill, subscriber-kill, restart-all, stopped, mixed-qos, soak, or all.
+    /// publisher-kill, subscriber-kill, restart-all, users, stopped, mixed-qos, discovery,
+    /// soak, or all.
     scenario: String,
     /// Rounds of the scenarios that go in rounds.
     #[arg(long, default_value_t = 20)]
@@ -23,6 +24,9 @@ struct Args {
     /// Seconds of the scenarios that run for a time (soak; mixed-qos per phase).
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
+    /// Processes of the scenarios that start many (discovery: four nodes each).
+    #[arg(long, default_value_t = 50)]
+    processes: usize,
     /// Domain id (its own: nothing else may run in it).
     #[arg(long)]
     domain: Option<u32>,
@@ -80,7 +84,7 @@ fn run(args: &Args) -> anyhow::Result<bool> {
         vec![Scenario::parse(&args.scenario).ok_or_else(|| {
             nerve_stress::StressError::Options(format!(
                 "unknown scenario {:?} (publisher-kill, subscriber-kill, restart-all, \
-                 stopped, mixed-qos, soak, all)",
+                 users, stopped, mixed-qos, discovery, soak, all)",
                 args.scenario
             ))
         })?]
@@ -90,6 +94,7 @@ fn run(args: &Args) -> anyhow::Result<bool> {
     let opts = Options {
         rounds: args.rounds,
         seconds: args.seconds,
+        processes: args.processes,
         domain,
         state_dir: state_dir.clone(),
         role_command: (

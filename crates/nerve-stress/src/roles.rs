@@ -2,7 +2,9 @@
 //! scenario by lines on stdout (`ready`, `loaned`, `sending`, `holding`, `ok`, and `done
 //! <json>` with what it saw). A role runs until it is killed or its stdin closes.
 
+use nerve::action::{ActionServer, GoalState};
 use nerve::prelude::*;
+use nerve_msgs::action::Fibonacci;
 use nerve_msgs::srv::Bytes;
 use nerve_msgs::srv::Echo;
 use nerve_msgs::{Imu, PointCloud};
@@ -30,6 +32,9 @@ pub struct RoleSpec {
     pub large_bytes: usize,
     /// Service (Echo) to serve or call, if any.
     pub service: Option<String>,
+    /// Action (Fibonacci) a server also serves, if any: every goal accepted and
+    /// answered with its sequence at once.
+    pub action: Option<String>,
     /// Back-pressure (reliable) instead of drop-oldest.
     pub reliable: bool,
     /// Back-pressure timeout in ms.
@@ -42,6 +47,16 @@ pub struct RoleSpec {
     pub hold_loan: bool,
     /// Subscriber: keep this many large samples (print `holding` once it has them).
     pub hold: usize,
+    /// Subscriber: print how this process maps what it reads (`sample <perms> <path>` for
+    /// the mapping holding the first large sample, `ring <perms> <path>` for each shared
+    /// ring), once the first large sample has come.
+    pub show_mappings: bool,
+    /// Nodes of a `nodes` role (each with a publisher and a subscriber).
+    pub nodes: usize,
+    /// This process's number among the `processes` of a `nodes` role.
+    pub index: usize,
+    /// Processes of a `nodes` role; process `index` listens to process `index + 1`.
+    pub processes: usize,
 }
 
 impl RoleSpec {
@@ -109,6 +124,29 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
+/// Prints the mapping of this process that holds `addr` (`sample <perms> <path>`) and
+/// each mapped shared ring (`ring <perms> <path>`), as `/proc/self/maps` shows them.
+fn show_mappings(addr: usize) {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(range), Some(perms), Some(path)) = (f.first(), f.get(1), f.get(5)) else {
+            continue;
+        };
+        let (lo, hi) = range.split_once('-').unwrap_or(("0", "0"));
+        let (lo, hi) = (
+            usize::from_str_radix(lo, 16).unwrap_or(0),
+            usize::from_str_radix(hi, 16).unwrap_or(0),
+        );
+        if (lo..hi).contains(&addr) {
+            say(&format!("sample {perms} {path}"));
+        } else if path.starts_with("/dev/shm/") && path.contains("ring_") {
+            say(&format!("ring {perms} {path}"));
+        }
+    }
+    say("mapped");
+}
+
 /// A flag set when stdin closes (the scenario's "stop").
 fn stop_on_eof() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -135,6 +173,7 @@ pub fn run_role(role: &str, spec_json: &str) -> anyhow::Result<()> {
         "subscriber" => subscriber(&ctx, &spec, &stop),
         "server" => server(&ctx, &spec, &stop),
         "client" => client(&ctx, &spec, &stop),
+        "nodes" => nodes(&ctx, &spec, &stop),
         other => anyhow::bail!("unknown role {other:?}"),
     }
 }
@@ -212,7 +251,7 @@ fn subscriber(ctx: &Context, spec: &RoleSpec, stop: &AtomicBool) -> anyhow::Resu
     say("ready");
     let mut report = RoleReport::default();
     let mut held = Vec::new();
-    let (mut said_first, mut said_holding) = (false, false);
+    let (mut said_first, mut said_holding, mut shown) = (false, false, false);
     // SYNC: a plain flag.
     while !stop.load(Ordering::Relaxed) {
         let mut got = false;
@@ -228,6 +267,10 @@ fn subscriber(ctx: &Context, spec: &RoleSpec, stop: &AtomicBool) -> anyhow::Resu
                 got = true;
                 report.received += 1;
                 report.torn += u64::from(!cloud_whole(m.elems(), m.header().seq));
+                if spec.show_mappings && !shown {
+                    shown = true;
+                    show_mappings(m.elems().as_ptr() as usize);
+                }
                 if held.len() < spec.hold {
                     held.push(m);
                 }
@@ -264,17 +307,44 @@ fn server(ctx: &Context, spec: &RoleSpec, stop: &AtomicBool) -> anyhow::Result<(
         .ok_or_else(|| anyhow::anyhow!("server: no service"))?;
     let node = ctx.node(&spec.node).create()?;
     let server = node.service::<Echo>(&name).create()?;
+    let actions = match &spec.action {
+        Some(a) => Some(ActionServer::<Fibonacci>::builder(&node, a).create()?),
+        None => None,
+    };
+    // with an action to serve as well, requests are polled more often
+    let wait = Duration::from_millis(if actions.is_some() { 2 } else { 50 });
     say("ready");
     // SYNC: a plain flag.
     while !stop.load(Ordering::Relaxed) {
-        if let Some(req) = server.take_timeout(Duration::from_millis(50))? {
+        if let Some(req) = server.take_timeout(wait)? {
             let mut out = req.loan_reply_slice(req.elems().len())?;
             out.head_mut().tag = req.tag;
             out.elems_mut().copy_from_slice(req.elems());
             out.send()?;
         }
+        if let Some(a) = &actions {
+            a.handle_pending(|_| Ok(()))?;
+            for g in a.goals() {
+                let seq = fibonacci(g.goal().order.clamp(0, 90) as usize);
+                g.end_with(GoalState::Succeeded, seq.len(), |h, e| {
+                    h.len = seq.len() as u64;
+                    e.copy_from_slice(&seq);
+                })?;
+            }
+        }
     }
     Ok(())
+}
+
+/// The first `order + 1` Fibonacci numbers (0, 1, 1, 2, …).
+pub fn fibonacci(order: usize) -> Vec<i64> {
+    let mut seq = vec![0i64, 1];
+    while seq.len() < order + 1 {
+        let n = seq[seq.len() - 1] + seq[seq.len() - 2];
+        seq.push(n);
+    }
+    seq.truncate(order + 1);
+    seq
 }
 
 fn client(ctx: &Context, spec: &RoleSpec, stop: &AtomicBool) -> anyhow::Result<()> {
@@ -309,6 +379,64 @@ fn client(ctx: &Context, spec: &RoleSpec, stop: &AtomicBool) -> anyhow::Result<(
                 std::thread::sleep(wait);
             }
         }
+    }
+    say(&format!("done {}", serde_json::to_string(&report)?));
+    Ok(())
+}
+
+/// Many nodes in one process: node `k` of process `i` publishes Imu on `<small>/p<i>/n<k>`
+/// and subscribes to `<small>/p<i+1>/n<k>` (the next process's, in a ring); prints
+/// `ready` once its nodes exist and `first` once every subscriber has heard its peer.
+fn nodes(ctx: &Context, spec: &RoleSpec, stop: &AtomicBool) -> anyhow::Result<()> {
+    let base = spec
+        .small
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("nodes: no topic prefix (small)"))?;
+    let next = (spec.index + 1) % spec.processes.max(1);
+    let mut ends = Vec::with_capacity(spec.nodes);
+    for k in 0..spec.nodes {
+        let node = ctx
+            .node(&format!("{}_p{}_n{k}", spec.node, spec.index))
+            .create()?;
+        let p = node
+            .publisher::<Imu>(&format!("{base}/p{}/n{k}", spec.index))
+            .qos(spec.qos())
+            .create()?;
+        let s = node
+            .subscriber::<Imu>(&format!("{base}/p{next}/n{k}"))
+            .qos(spec.qos())
+            .create()?;
+        ends.push((node, p, s, false));
+    }
+    say("ready");
+    let mut report = RoleReport::default();
+    let start = Instant::now();
+    let mut said_first = false;
+    // SYNC: a plain flag.
+    while !stop.load(Ordering::Relaxed) {
+        report.sent += 1;
+        for (_, p, s, heard) in &mut ends {
+            if let Err(e) = p.publish(&imu(report.sent)) {
+                report.error(e);
+            }
+            while let Some(m) = s.try_recv()? {
+                *heard = true;
+                report.received += 1;
+                report.torn += u64::from(!imu_whole(&m, m.header().seq));
+            }
+        }
+        if !said_first && ends.iter().all(|e| e.3) {
+            said_first = true;
+            say("first");
+        }
+        let due = start + Duration::from_secs_f64(report.sent as f64 / spec.rate_hz.max(1.0));
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    for (_, _, s, _) in &ends {
+        let st = s.stats();
+        (report.lost, report.malformed) = (report.lost + st.lost, report.malformed + st.malformed);
     }
     say(&format!("done {}", serde_json::to_string(&report)?));
     Ok(())

@@ -56,6 +56,16 @@ fn restart_all() {
 }
 
 #[test]
+fn users() {
+    let o = passes("users", &[]);
+    assert_eq!(o["faults"], 2, "one crash each way round");
+    assert_eq!(
+        o["figures"]["large samples mapped read-only by the subscriber"],
+        1.0
+    );
+}
+
+#[test]
 fn stopped() {
     let o = passes("stopped", &["--rounds", "1"]);
     assert!(
@@ -78,6 +88,17 @@ fn mixed_qos() {
 }
 
 #[test]
+fn discovery() {
+    let o = passes("discovery", &["--rounds", "2", "--processes", "8"]);
+    assert_eq!(o["faults"], 16, "eight processes killed per round");
+    assert_eq!(o["figures"]["nodes"], 32.0);
+    assert!(
+        o["inputs"].as_u64().unwrap() >= 32,
+        "every node heard its peer: {o}"
+    );
+}
+
+#[test]
 fn soak() {
     let o = passes("soak", &["--seconds", "12"]);
     assert!(o["faults"].as_u64().unwrap() >= 1, "churn happened: {o}");
@@ -92,4 +113,7 @@ fn bad_arguments_are_usage_errors() {
     let (code, _, stderr) = stress(&["soak", "--seconds", "0"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--seconds"), "{stderr}");
+    let (code, _, stderr) = stress(&["discovery", "--processes", "1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--processes"), "{stderr}");
 }

@@ -116,17 +116,37 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Reads a TOML file with optional keys `domain` and `state_dir`.
+    /// Reads a TOML file with optional keys `domain`, `state_dir` and `[network]`.
     pub fn from_file(path: &Path) -> Result<Config, ContextError> {
-        let err = |reason: String| ContextError::ConfigFile {
+        let text = std::fs::read_to_string(path).map_err(|e| ContextError::ConfigFile {
             path: path.display().to_string(),
-            reason,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let f: FileConfig = toml::from_str(&text).map_err(|e| err(e.message().to_string()))?;
+            reason: e.to_string(),
+        })?;
+        Config::from_toml(&path.display().to_string(), &text)
+    }
+
+    /// Parses the TOML text of a configuration file; `path` names it in errors, which
+    /// give the line of a syntax or type error.
+    pub fn from_toml(path: &str, text: &str) -> Result<Config, ContextError> {
+        let f: FileConfig = toml::from_str(text).map_err(|e| ContextError::ConfigFile {
+            path: path.to_string(),
+            reason: match e.span() {
+                Some(s) => format!("line {}: {}", line_of(text, s.start), e.message().trim()),
+                None => e.message().trim().to_string(),
+            },
+        })?;
         let mut cfg = Config::default();
         if let Some(d) = f.domain {
-            cfg.domain = check_domain(d, &d.to_string())?;
+            cfg.domain = check_domain(d, &d.to_string()).map_err(|e| {
+                let line = text
+                    .lines()
+                    .position(|l| l.trim_start().starts_with("domain"))
+                    .map_or(String::new(), |i| format!("line {}: ", i + 1));
+                ContextError::ConfigFile {
+                    path: path.to_string(),
+                    reason: format!("{line}{e}"),
+                }
+            })?;
         }
         if let Some(dir) = f.state_dir {
             cfg.state_dir = dir;
@@ -198,6 +218,15 @@ impl Config {
     }
 }
 
+/// The line (from 1) of byte `offset` in `text`, for errors that name a line.
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+    let mut end = offset.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].matches('\n').count() + 1
+}
+
 /// Parses a domain id from text.
 pub fn parse_domain(s: &str) -> Result<u32, ContextError> {
     let d: u32 = s.trim().parse().map_err(|_| ContextError::InvalidDomain {
@@ -254,11 +283,12 @@ mod tests {
         let c = Config::from_file(&p).unwrap();
         assert_eq!(c.domain, 12);
         assert_eq!(c.state_dir, PathBuf::from("/tmp/x/"));
-        std::fs::write(&p, "domain = 5000\n").unwrap();
-        assert!(matches!(
-            Config::from_file(&p),
-            Err(ContextError::InvalidDomain { .. })
-        ));
+        std::fs::write(&p, "\ndomain = 5000\n").unwrap();
+        let e = Config::from_file(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("c.toml") && e.contains("line 2") && e.contains("5000"),
+            "{e}"
+        );
         std::fs::write(
             &p,
             "[network]\nenabled = true\nzenoh_config = \"/etc/z.json5\"\n",
@@ -273,6 +303,10 @@ mod tests {
         std::fs::write(&p, "domian = 1\n").unwrap();
         let e = Config::from_file(&p).unwrap_err().to_string();
         assert!(e.contains("domian"), "{e}");
+        // the file and the line of the mistake are named
+        std::fs::write(&p, "domain = 3\n\nstate_dir = 7\n").unwrap();
+        let e = Config::from_file(&p).unwrap_err().to_string();
+        assert!(e.contains("c.toml") && e.contains("line 3"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -52,9 +52,9 @@ impl Context {
         crate::sys::membarrier::register();
         let iox = shm::iceoryx_config(&config)?;
         let name = doorbell_name(&config);
-        let doorbell = Doorbell::open(&name, 0o600).map_err(|source| ContextError::Doorbell {
+        let doorbell = Doorbell::open(&name, 0o600).map_err(|reason| ContextError::Doorbell {
             path: format!("/dev/shm/{name}"),
-            source,
+            reason,
         })?;
         Ok(Context {
             inner: Arc::new(ContextInner {

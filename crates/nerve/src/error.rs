@@ -51,12 +51,13 @@ pub enum ContextError {
         reason: String,
     },
     /// The wake-up doorbell in shared memory could not be opened.
-    #[error("cannot open the wake-up doorbell {path}: {source}")]
+    #[error("cannot open the wake-up doorbell {path}: {reason}")]
     Doorbell {
         /// Its path in /dev/shm.
         path: String,
-        /// The system error.
-        source: std::io::Error,
+        /// The system error (in the message, so not also a `source`: printed with its
+        /// chain, the reason would show twice).
+        reason: std::io::Error,
     },
 }
 

@@ -1,14 +1,16 @@
 //! The scenarios, one module each.
 
+pub mod discovery;
 pub mod mixed_qos;
 pub mod publisher_kill;
 pub mod restart_all;
 pub mod soak;
 pub mod stopped;
 pub mod subscriber_kill;
+pub mod users;
 
 pub(crate) use crate::domain::{setup, Domain};
-pub(crate) use crate::roles::{cloud_whole, imu, imu_whole, RoleReport, RoleSpec};
+pub(crate) use crate::roles::{cloud_whole, fibonacci, imu, imu_whole, RoleReport, RoleSpec};
 pub(crate) use crate::{Options, Outcome, Scenario, StressError};
 pub(crate) use nerve::prelude::*;
 pub(crate) use nerve_msgs::{Imu, PointCloud};

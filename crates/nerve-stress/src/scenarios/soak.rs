@@ -1,20 +1,29 @@
 //! T14: a mixed system under churn for a time. A publisher of small messages (the
 //! shared-memory ring) and large ones (iceoryx2 loans) at 500 Hz, a subscriber of both, a
-//! server, and a client in this process calling it at 200 Hz; every few seconds the
-//! subscriber is SIGKILLed and started again, and less often the publisher. Once a second
-//! this process samples its own resident memory and descriptors and those of the server
-//! (which lives throughout), the domain's shared memory, and the P99 round trip of that
-//! second's calls; the slopes of those series are reported per hour, beside their means.
-//! The verdict: nothing lost or torn, every call of the living server answered, nothing
-//! left behind. Flatness and the P99 against the first, quiet part of the run are figures.
+//! server of a service and an action, and in this process a client calling the service
+//! at about 200 Hz, an action client sending a goal every second, and a recorder writing
+//! the small topic to MCAP files (split every 16 MiB, the older ones removed as it goes);
+//! every few seconds the subscriber is SIGKILLed and started again, and less often the
+//! publisher. Once a second this process samples its own resident memory and descriptors
+//! and those of the server (which lives throughout), the domain's shared memory, and the
+//! P99 round trip of that second's calls; the slopes of those series are reported per
+//! hour, beside their means. The verdict: nothing lost or torn, every call and goal of
+//! the living server answered correctly, nothing left behind. Flatness, the P99 against
+//! the first, quiet part of the run and the recorder's counts are figures.
 
 use super::*;
+use nerve::action::{ActionClient, GoalState};
+use nerve_bag::record::{RecordOptions, Recorder, Selection};
+use nerve_msgs::action::{Fibonacci, FibonacciGoal};
 use nerve_msgs::srv::Bytes;
 use nerve_msgs::srv::Echo;
 
 const SMALL: &str = "/stress/t14/small";
 const LARGE: &str = "/stress/t14/large";
 const SERVICE: &str = "/stress/t14/echo";
+const ACTION: &str = "/stress/t14/fibonacci";
+/// Size at which the recorder starts a new file.
+const SPLIT_BYTES: u64 = 16 << 20;
 
 /// One second of the run.
 #[derive(Clone, Copy, Debug, Default)]
@@ -45,9 +54,12 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
         depth: 16,
         rate_hz: 500.0,
         service: Some(SERVICE.into()),
+        action: Some(ACTION.into()),
         ..RoleSpec::default()
     };
     let mut samples = Vec::new();
+    let bag_dir = d.config.state_dir.join("soak-bags");
+    std::fs::create_dir_all(&bag_dir).map_err(|e| setup(name, e))?;
     {
         let mut server = d.spawn("server", spec("stress_t14_server"))?;
         server.expect("ready", WAIT).map_err(|e| setup(name, e))?;
@@ -62,6 +74,25 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
             .client::<Echo>(SERVICE)
             .create()
             .map_err(|e| setup(name, e))?;
+        let actions =
+            ActionClient::<Fibonacci>::create(&node, ACTION).map_err(|e| setup(name, e))?;
+        if !actions.wait_for_server(WAIT) {
+            return Err(setup(name, "the action server did not appear"));
+        }
+        let recorder = Recorder::start(
+            &ctx,
+            RecordOptions {
+                selection: Selection {
+                    topics: vec![SMALL.into()],
+                    ..Selection::default()
+                },
+                split_size: Some(SPLIT_BYTES),
+                overwrite: true,
+                ..RecordOptions::new(bag_dir.join("soak.mcap"))
+            },
+        )
+        .map_err(|e| setup(name, e))?;
+        let mut goals = 0u64;
         let payload = vec![5u8; 256];
         let start = Instant::now();
         let total = Duration::from_secs_f64(opts.seconds);
@@ -96,6 +127,9 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
                 });
                 rec = nerve_bench::stats::Recorder::new();
                 bar.inc(1);
+                goals += 1;
+                goal(&actions, goals, &mut out);
+                prune_bags(&bag_dir);
                 let t = start.elapsed().as_secs_f64();
                 if t > quiet && second % 5 == 0 {
                     churn(
@@ -119,6 +153,16 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
             std::thread::sleep(Duration::from_millis(5));
         }
         bar.finish_and_clear();
+        match recorder.stop() {
+            Ok(r) => {
+                let written: u64 = r.topics.iter().map(|t| t.written).sum();
+                out.figure("recorder: samples written", written as f64);
+                out.figure("recorder: samples lost (counted)", r.losses() as f64);
+                out.figure("recorder: files", r.files.len() as f64);
+            }
+            Err(e) => out.failures.push(format!("the recorder failed: {e}")),
+        }
+        out.figure("action goals answered", goals as f64);
         let r = report_of(&mut subscriber, name)?;
         out.inputs += r.received;
         out.lost += r.torn + r.malformed;
@@ -126,9 +170,46 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
         publisher.stop();
         server.stop();
     }
+    let _ = std::fs::remove_dir_all(&bag_dir);
     figures(&samples, opts.seconds, &mut out);
     out.leftovers = d.leftovers();
     Ok(out.finish())
+}
+
+/// Sends goal number `n` (order 10 to 29) and checks its result: the right sequence.
+fn goal(actions: &ActionClient<Fibonacci>, n: u64, out: &mut Outcome) {
+    let order = 10 + (n % 20) as i64;
+    let result = actions
+        .send_goal(&FibonacciGoal { order })
+        .and_then(|g| g.result(Duration::from_secs(2)));
+    match result {
+        Ok(r) if r.state() == GoalState::Succeeded => {
+            out.inputs += 1;
+            if r.elems() != &fibonacci(order as usize)[..] {
+                out.lost += 1;
+            }
+        }
+        Ok(r) => out
+            .failures
+            .push(format!("goal {n} ended {}", r.state().name())),
+        Err(e) => out.failures.push(format!("goal {n}: {e}")),
+    }
+}
+
+/// Removes the recorder's finished files (all but the newest), so the disk holds at most
+/// two splits.
+fn prune_bags(dir: &std::path::Path) {
+    let mut files: Vec<(std::time::SystemTime, std::path::PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    files.sort();
+    files.pop();
+    for (_, f) in files {
+        let _ = std::fs::remove_file(f);
+    }
 }
 
 /// Kills a child and starts it again; the new one must work.

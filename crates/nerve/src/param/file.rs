@@ -13,6 +13,7 @@
 
 use super::error::ParamError;
 use super::value::ParamValue;
+use crate::config::line_of;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
@@ -349,10 +350,6 @@ pub fn matches(pattern: &str, full_name: &str) -> bool {
         }
     }
     go(&p, &n)
-}
-
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
 /// The first line mentioning `key` as a key (best effort, for errors after parsing).

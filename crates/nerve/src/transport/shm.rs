@@ -198,9 +198,39 @@ pub(crate) fn create_node(iox: &iceoryx2::config::Config, name: &str) -> Result<
         .config(iox)
         .signal_handling_mode(SignalHandlingMode::Disabled)
         .create::<Ipc>()
-        .map_err(|e| format!("{e:?}"))?;
+        .map_err(|e| match unwritable_state_dir(iox) {
+            Some(why) => format!("{e:?}: {why}"),
+            None => format!("{e:?}"),
+        })?;
     restrict_management_segment(iox);
+    // iceoryx2 reclaimed the domain's dead nodes just now; their rings go with them
+    crate::transport::shm_ring::remove_orphans(&iox.global.prefix.to_string());
     Ok(node)
+}
+
+/// Why iceoryx2 could not create a node, where it is the state directory: the first of
+/// it and its `nodes` and `services` folders that this user cannot write (another user
+/// made it), by name. iceoryx2 itself says only `InternalError`.
+fn unwritable_state_dir(iox: &iceoryx2::config::Config) -> Option<String> {
+    use rustix::fs::Access;
+    use std::os::unix::fs::MetadataExt;
+    let root = std::path::PathBuf::from(iox.global.root_path().to_string());
+    [root.clone(), root.join("nodes"), root.join("services")]
+        .into_iter()
+        .find_map(|dir| {
+            let meta = std::fs::metadata(&dir).ok()?;
+            let denied = rustix::fs::access(&dir, Access::WRITE_OK | Access::EXEC_OK).is_err();
+            denied.then(|| {
+                format!(
+                    "the state directory {} is not writable by this user (uid {}): it belongs \
+                     to uid {} with mode {:o}",
+                    dir.display(),
+                    rustix::process::getuid().as_raw(),
+                    meta.uid(),
+                    meta.mode() & 0o7777
+                )
+            })
+        })
 }
 
 /// iceoryx2 creates its per-domain management segment (a node counter) readable and

@@ -13,7 +13,8 @@
 //! its free lock and stops counting for back-pressure. A writer that leaves cleanly marks
 //! the ring closed and unlinks the file (readers keep their mapping until they drained
 //! it); the file of a killed writer is unlinked by the next subscriber that finds its lock
-//! free, or with the domain's other files when the domain empties.
+//! free, by the next node created in the domain ([`remove_orphans`], as iceoryx2 reclaims
+//! dead nodes then), or with the domain's other files when the domain empties.
 //!
 //! Files are created owner-only (0600) under a temporary name and linked into place, and
 //! opened without following links; a reader checks owner, mode, size and every header
@@ -215,6 +216,58 @@ pub(crate) fn unlink_if_same(ring: &InlineRing, path: &str) {
     }
 }
 
+/// Unlinks the ring files of the domain with file prefix `prefix` whose writers died
+/// without closing them (their writer lock is free), and the temporary files of creators
+/// that died before linking theirs. Returns how many were removed. Without it, the rings
+/// of publishers killed together with all their subscribers would stay until the domain
+/// empties, piling up under churn.
+pub(crate) fn remove_orphans(prefix: &str) -> usize {
+    let kind = format!("{prefix}{FILE_KIND}");
+    let mut removed = 0;
+    for e in std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with(&kind) {
+            continue;
+        }
+        let path = format!("/dev/shm/{name}");
+        let orphan = match name.strip_suffix(".tmp") {
+            // `<ring>.<pid>.tmp`: orphaned once its creator is gone
+            Some(stem) => stem
+                .rsplit('.')
+                .next()
+                .and_then(|pid| pid.parse::<u32>().ok())
+                .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists()),
+            None => writer_gone(&path),
+        };
+        if orphan && rustix::fs::unlink(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Whether the ring file at `path` is this user's and its writer lock is free (its
+/// writer died: a live writer holds it from before the file was linked into place until
+/// it unlinks the file). Publisher ids are never reused, so no new writer can take the
+/// name between this check and an unlink.
+fn writer_gone(path: &str) -> bool {
+    let Ok(fd) = rustix::fs::open(
+        path,
+        OFlags::RDWR | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    check_owner(&fd).is_ok()
+        && matches!(OfdLock::try_take(&fd, WRITER_LOCK_BYTE), Ok(Some(_)))
+        && same_inode(&fd, path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +316,35 @@ mod tests {
         assert!(r.is_closed());
         drop(file);
         assert!(matches!(open(&p, 0xfeed), Err(OpenError::Missing)));
+    }
+
+    #[test]
+    fn rings_of_dead_writers_are_removed_and_live_ones_kept() {
+        let prefix = format!("nerve_test_orphans_{}_", std::process::id());
+        let live_path = path(&prefix, 1);
+        let dead_path = path(&prefix, 2);
+        let (_live, _live_file) = create(&live_path, 4, 16, false, template()).unwrap();
+        // a writer killed: its lock released with its descriptor, its file left behind
+        let (dead, dead_file) = create(&dead_path, 4, 16, false, template()).unwrap();
+        std::mem::forget(dead_file);
+        drop(dead);
+        // a creator killed before linking (no such pid), and one still at work (this one)
+        let gone_tmp = format!("{dead_path}.{}.tmp", u32::MAX - 1);
+        let busy_tmp = format!("{live_path}.{}.tmp", std::process::id());
+        std::fs::write(&gone_tmp, b"").unwrap();
+        std::fs::write(&busy_tmp, b"").unwrap();
+        assert_eq!(remove_orphans(&prefix), 2);
+        assert!(
+            std::fs::metadata(&live_path).is_ok(),
+            "a live writer's ring is kept"
+        );
+        assert!(
+            std::fs::metadata(&busy_tmp).is_ok(),
+            "a living creator's file is kept"
+        );
+        assert!(std::fs::metadata(&dead_path).is_err());
+        assert!(std::fs::metadata(&gone_tmp).is_err());
+        let _ = std::fs::remove_file(&busy_tmp);
     }
 
     #[test]
