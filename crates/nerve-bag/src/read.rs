@@ -176,17 +176,73 @@ fn finish(info: &mut BagInfo) {
 const RECORD_LIMIT: usize = 1 << 30;
 
 /// The messages of a bag in file order, from the start to the end or to the first damaged
-/// record (no end magic needed; chunk CRCs checked). Every record length is bounded: the
-/// mcap crate's `MessageStream` sets no limit inside chunks and panics on a length near
-/// `u64::MAX` (found by the `mcap` fuzz target; `fuzz/corpus/mcap/bad_record_length`).
-pub fn messages(bytes: &[u8]) -> mcap::io::MessageReader<std::io::Cursor<&[u8]>> {
-    mcap::io::MessageReader::new_with_options(
-        std::io::Cursor::new(bytes),
-        LinearReaderOptions::default()
-            .with_record_length_limit(bytes.len().max(RECORD_LIMIT))
-            .with_skip_end_magic(true)
-            .with_validate_chunk_crcs(true),
-    )
+/// record (no end magic needed; chunk CRCs checked), ending with an error where the file
+/// is damaged. Every record length is bounded: the mcap crate's `MessageStream` sets no
+/// limit inside chunks and panics on a length near `u64::MAX` (found by the `mcap` fuzz
+/// target; `fuzz/corpus/mcap/bad_record_length`). A panic of the mcap crate on other
+/// malformed bytes (its chunk reader subtracts a record's length from what the chunk has
+/// left without checking; debug builds panic there) ends the stream with an error too.
+pub fn messages(bytes: &[u8]) -> Messages<'_> {
+    Messages {
+        reader: Some(mcap::io::MessageReader::new_with_options(
+            std::io::Cursor::new(bytes),
+            LinearReaderOptions::default()
+                .with_record_length_limit(bytes.len().max(RECORD_LIMIT))
+                .with_skip_end_magic(true)
+                .with_validate_chunk_crcs(true),
+        )),
+    }
+}
+
+/// The messages of a bag ([`messages`]).
+pub struct Messages<'a> {
+    reader: Option<mcap::io::MessageReader<std::io::Cursor<&'a [u8]>>>,
+}
+
+impl Iterator for Messages<'_> {
+    type Item = Result<mcap::Message<'static>, mcap::McapError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let reader = self.reader.as_mut()?;
+        match quiet_catch(|| reader.next()) {
+            Ok(next) => next,
+            Err(why) => {
+                self.reader = None;
+                Some(Err(mcap::McapError::Io(std::io::Error::other(format!(
+                    "malformed record (the mcap reader failed: {why})"
+                )))))
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// Set while this thread runs the mcap reader under [`quiet_catch`].
+    static IN_READER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, turning a panic into an error carrying its message; the panic is not
+/// printed (the process's panic hook is wrapped once to stay silent for these alone, and
+/// runs as before for every other panic).
+fn quiet_catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !IN_READER.with(|r| r.get()) {
+                previous(info);
+            }
+        }));
+    });
+    IN_READER.with(|r| r.set(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    IN_READER.with(|r| r.set(false));
+    result.map_err(|p| {
+        p.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into())
+    })
 }
 
 /// Reads every message from the start until the end or the first damaged record,

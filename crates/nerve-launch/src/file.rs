@@ -276,7 +276,11 @@ impl Loader {
             Ok(r) => r,
             Err(e) => {
                 let span = e.span().unwrap_or(0..0);
-                let msg = e.message().trim().to_string();
+                // toml leaves the message of some syntax errors empty
+                let msg = match e.message().trim() {
+                    "" => "invalid TOML".to_string(),
+                    m => m.to_string(),
+                };
                 let field = backticked(&msg)
                     .or_else(|| {
                         let t = src.text.get(span.clone())?.trim();
