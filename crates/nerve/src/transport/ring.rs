@@ -952,7 +952,8 @@ mod tests {
         let ring = Arc::new(InlineRing::new(2, 64, false, SampleHeader::default()));
         let w = RingWriter::new(ring.clone());
         let r = RingReader::new(ring);
-        let n = 200_000u64;
+        // (Miri interprets: a few hundred samples explore its interleavings)
+        let n = if cfg!(miri) { 300 } else { 200_000u64 };
         std::thread::scope(|s| {
             s.spawn(move || {
                 for seq in 1..=n {
@@ -988,7 +989,7 @@ mod tests {
         let ring = Arc::new(InlineRing::new(4, 8, true, SampleHeader::default()));
         let w = RingWriter::new(ring.clone());
         let r = RingReader::new(ring);
-        let n = 100_000u64;
+        let n = if cfg!(miri) { 300 } else { 100_000u64 };
         std::thread::scope(|s| {
             s.spawn(move || {
                 for seq in 1..=n {

@@ -236,12 +236,16 @@ pub(crate) fn remove_orphans(prefix: &str) -> usize {
         }
         let path = format!("/dev/shm/{name}");
         let orphan = match name.strip_suffix(".tmp") {
-            // `<ring>.<pid>.tmp`: orphaned once its creator is gone
-            Some(stem) => stem
-                .rsplit('.')
-                .next()
-                .and_then(|pid| pid.parse::<u32>().ok())
-                .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists()),
+            // `<ring>.<pid>.tmp`: orphaned once its creator is gone (no such process here,
+            // and its lock free: a creator in another pid namespace holds it from just
+            // after creating the file)
+            Some(stem) => {
+                stem.rsplit('.')
+                    .next()
+                    .and_then(|pid| pid.parse::<u32>().ok())
+                    .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+                    && writer_gone(&path)
+            }
             None => writer_gone(&path),
         };
         if orphan && rustix::fs::unlink(&path).is_ok() {
@@ -331,8 +335,12 @@ mod tests {
         // a creator killed before linking (no such pid), and one still at work (this one)
         let gone_tmp = format!("{dead_path}.{}.tmp", u32::MAX - 1);
         let busy_tmp = format!("{live_path}.{}.tmp", std::process::id());
-        std::fs::write(&gone_tmp, b"").unwrap();
-        std::fs::write(&busy_tmp, b"").unwrap();
+        for f in [&gone_tmp, &busy_tmp] {
+            std::fs::write(f, b"").unwrap();
+            let mut perms = std::fs::metadata(f).unwrap().permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o600);
+            std::fs::set_permissions(f, perms).unwrap();
+        }
         assert_eq!(remove_orphans(&prefix), 2);
         assert!(
             std::fs::metadata(&live_path).is_ok(),
