@@ -565,7 +565,12 @@ impl RingWriter {
             self.reap_dead_readers();
             let now = crate::sys::clock::mono_ns();
             if now >= deadline_ns {
-                return false;
+                // a last look: the reap above may have freed the room (a writer slowed
+                // down past its deadline used to give up without it; found under
+                // ThreadSanitizer, `a_dead_reader_never_holds_back_pressure`)
+                let limit = self.limit(pos);
+                self.cached_limit.set(limit);
+                return pos < limit;
             }
             // SYNC: announce the sleeper and the position it waits to write, then the heavy
             // fence (paired with the reader's light fence in `publish_tail`): either the
