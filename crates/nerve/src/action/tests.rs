@@ -362,7 +362,10 @@ fn executors_run_both_sides() {
         client.send_goal_with(0, |g, _| g.steps = n).unwrap();
     }
     let deadline = std::time::Instant::now() + S5;
-    while results.borrow().len() < 3 && std::time::Instant::now() < deadline {
+    // feedback and results travel on topics of their own: a result may be dispatched
+    // before the feedback sent ahead of it, so wait for both
+    while (results.borrow().len() < 3 || feedback.get() < 3) && std::time::Instant::now() < deadline
+    {
         exec.spin_once(Duration::from_millis(50)).unwrap();
     }
     let mut got: Vec<u64> = results
