@@ -159,17 +159,20 @@ pub(crate) fn remove_domain_files(iox: &iceoryx2::config::Config) {
         crate::transport::shm_ring::FILE_KIND,
     ]
     .map(|k| format!("{}{k}", iox.global.prefix));
-    for e in std::fs::read_dir("/dev/shm")
+    for name in shm_file_names() {
+        if kinds.iter().any(|k| name.starts_with(k.as_str())) {
+            let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+        }
+    }
+}
+
+/// The names of the files in /dev/shm (none if it cannot be read).
+pub(crate) fn shm_file_names() -> impl Iterator<Item = String> {
+    std::fs::read_dir("/dev/shm")
         .into_iter()
         .flatten()
         .flatten()
-    {
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        if kinds.iter().any(|k| name.starts_with(k.as_str())) {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
+        .map(|e| e.file_name().to_string_lossy().into_owned())
 }
 
 /// The domain's iceoryx2 management segments in /dev/shm (one per iceoryx2 version that

@@ -224,13 +224,7 @@ pub(crate) fn unlink_if_same(ring: &InlineRing, path: &str) {
 pub(crate) fn remove_orphans(prefix: &str) -> usize {
     let kind = format!("{prefix}{FILE_KIND}");
     let mut removed = 0;
-    for e in std::fs::read_dir("/dev/shm")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let name = e.file_name();
-        let name = name.to_string_lossy();
+    for name in crate::transport::shm::shm_file_names() {
         if !name.starts_with(&kind) {
             continue;
         }
