@@ -22,7 +22,7 @@ pub const FEEDBACK_KEPT: usize = 12;
 /// (and, past it, in the server's result store).
 pub const RESULTS_KEPT: usize = 16;
 /// How long a waiting client trusts the push before it also asks the result service.
-const FETCH_AFTER: Duration = Duration::from_millis(500);
+pub(crate) const FETCH_AFTER: Duration = Duration::from_millis(500);
 
 /// QoS of a client's own feedback and result topics: a slow client never stalls the
 /// server (drop oldest), and it may hold what [`FEEDBACK_KEPT`] and its goals need.
@@ -361,11 +361,19 @@ impl<A: Action> ActionClient<A> {
                 Ok(None) | Err(_) => break,
             }
         }
-        // route_feedback drops the oldest beyond FEEDBACK_KEPT
+        drop(inbox);
+        self.pump_feedback();
+        Ok(())
+    }
+
+    /// Moves the feedback that arrived into the inbox (dropping the oldest beyond
+    /// [`FEEDBACK_KEPT`]).
+    fn pump_feedback(&self) {
+        let i = &self.inner;
+        let mut inbox = i.inbox.borrow_mut();
         while let Ok(Some(s)) = i.feedback_sub.try_recv() {
             inbox.route_feedback(s);
         }
-        Ok(())
     }
 
     /// Takes the next feedback of goal `id` that arrived.
@@ -426,6 +434,10 @@ impl<A: Action> ActionClient<A> {
             // short: an executor's thread waits here
             match self.fetch_within(id, Duration::from_millis(50)) {
                 Ok(Some(r)) => {
+                    // the goal's feedback was sent before its result was stored: take
+                    // it while the goal is still followed (pushed results are left:
+                    // this one is delivered here)
+                    self.pump_feedback();
                     self.inner.inbox.borrow_mut().live.remove(&id);
                     out.push((id, Ok(r)));
                 }
@@ -442,6 +454,19 @@ impl<A: Action> ActionClient<A> {
             }
         }
         out
+    }
+
+    /// Whether feedback waits to be taken: in the subscriber's queue, or already moved
+    /// into the inbox by a [`pump`](Self::pump) made for results.
+    pub(crate) fn has_feedback(&self) -> bool {
+        self.inner.feedback_sub.receiver().has_samples()
+            || !self.inner.inbox.borrow().feedback.is_empty()
+    }
+
+    /// Whether a pushed result waits to be taken, in the queue or in the inbox.
+    pub(crate) fn has_results(&self) -> bool {
+        self.inner.result_sub.receiver().has_samples()
+            || !self.inner.inbox.borrow().results.is_empty()
     }
 
     /// Whether the client follows any goal.

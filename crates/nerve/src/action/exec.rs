@@ -173,7 +173,8 @@ impl<A: Action, F: FnMut(&Feedback<A>)> Work for FeedbackPart<A, F> {
         Some(self.client.inner.feedback_sub.receiver().slot().clone())
     }
     fn ready(&self, _: u64) -> bool {
-        self.client.inner.feedback_sub.receiver().has_samples()
+        // a pump for results moves feedback into the inbox too: it waits there
+        self.client.has_feedback()
     }
     fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
         let all = self.client.poll_feedback().map_err(exec_err)?;
@@ -202,8 +203,7 @@ where
         self.client.follows_any().then(|| self.next_check.get())
     }
     fn ready(&self, now: u64) -> bool {
-        self.client.inner.result_sub.receiver().has_samples()
-            || (self.client.follows_any() && now >= self.next_check.get())
+        self.client.has_results() || (self.client.follows_any() && now >= self.next_check.get())
     }
     fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
         let mut n = 0;

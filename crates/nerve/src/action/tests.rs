@@ -427,3 +427,75 @@ fn one_client_cannot_hold_more_goals_than_its_calls_in_flight_and_nested_ends_en
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
 }
+
+/// Sends a goal of two steps to `count_step` and waits until its result is queued at the
+/// client (its feedback, sent before it, is queued too).
+fn goal_ended_and_queued(client: &ActionClient<Work>) {
+    client.send_goal_with(0, |g, _| g.steps = 2).unwrap();
+    let deadline = std::time::Instant::now() + S5;
+    while !client.inner.result_sub.receiver().has_samples() {
+        assert!(std::time::Instant::now() < deadline, "no result came");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn feedback_moved_into_the_inbox_by_a_pump_for_results_still_reaches_the_executor() {
+    let ctx = ctx();
+    let (stop, t) = serve(
+        &ctx,
+        "/act_pumped",
+        GoalPolicy::Queue { max: 4 },
+        count_step,
+    );
+    let node = ctx.node("act_pumped_c").create().unwrap();
+    let client = ActionClient::<Work>::create(&node, "/act_pumped").unwrap();
+    assert!(client.wait_for_server(S5));
+    let mut exec = Executor::new();
+    let feedback = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let results = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let (f2, r2) = (feedback.clone(), results.clone());
+    exec.action_client(
+        &client,
+        move |_| f2.set(f2.get() + 1),
+        move |_, _| r2.set(r2.get() + 1),
+    )
+    .unwrap();
+    goal_ended_and_queued(&client);
+    // what the executor's result callback does when the feedback arrives between its
+    // look at the feedback queue and its look at the result queue
+    client.pump().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while (results.get() < 1 || feedback.get() < 2) && std::time::Instant::now() < deadline {
+        exec.spin_once(Duration::from_millis(20)).unwrap();
+    }
+    assert_eq!((feedback.get(), results.get()), (2, 1));
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
+
+#[test]
+fn a_result_fetched_from_the_store_keeps_the_feedback_sent_before_it() {
+    let ctx = ctx();
+    let (stop, t) = serve(
+        &ctx,
+        "/act_fetched",
+        GoalPolicy::Queue { max: 4 },
+        count_step,
+    );
+    let node = ctx.node("act_fetched_c").create().unwrap();
+    let client = ActionClient::<Work>::create(&node, "/act_fetched").unwrap();
+    assert!(client.wait_for_server(S5));
+    client.inner.driven.set(true);
+    goal_ended_and_queued(&client);
+    // the push is not taken in time: the executor asks the result store
+    std::thread::sleep(super::client::FETCH_AFTER + Duration::from_millis(50));
+    let fetched = client.fetch_due();
+    assert_eq!(fetched.len(), 1);
+    assert!(fetched[0].1.is_ok());
+    assert_eq!(client.poll_feedback().unwrap().len(), 2);
+    // the pushed result of a goal delivered from the store is not delivered again
+    assert!(client.poll_results().unwrap().is_empty());
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
