@@ -1,10 +1,11 @@
 //! Feeds arbitrary bytes to the network plane's frame decoder, as samples of a fixed and
 //! of a slice type and as requests and responses: it must never panic, and whatever it
-//! accepts must be self-consistent.
+//! accepts must be self-consistent. Each input is tried as it is and sealed (its checksum
+//! written), so that mutations reach past the checksum.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nerve::net::{decode_call, decode_sample, Kind};
+use nerve::net::{decode_call, decode_sample, seal, Kind};
 use nerve::TypeInfo;
 
 #[derive(Clone, Copy, nerve::Message)]
@@ -16,6 +17,13 @@ struct Cloud {
 }
 
 fuzz_target!(|data: &[u8]| {
+    let mut sealed = data.to_vec();
+    seal(&mut sealed);
+    check(data);
+    check(&sealed);
+});
+
+fn check(data: &[u8]) {
     let fixed = TypeInfo::of::<nerve::TransitionEvent>();
     let slice = TypeInfo::of::<Cloud>();
     for ty in [&fixed, &slice] {
@@ -34,4 +42,4 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-});
+}

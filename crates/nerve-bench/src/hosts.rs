@@ -39,6 +39,20 @@ pub struct ZenohExtra {
     pub top: String,
 }
 
+/// Packet faults on a simulated host's link (see [`SimHosts::set_faults`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Faults {
+    /// Percent of received packets dropped.
+    pub loss_percent: u32,
+    /// Percent of sent packets sent twice.
+    pub duplicate_percent: u32,
+    /// One sent packet in this many (a power of two, chosen by IP id) is held in a slow
+    /// queue while later packets overtake it; 0: none.
+    pub reorder_one_in: u32,
+    /// Per mille of received TCP packets with a byte of their payload overwritten.
+    pub corrupt_per_mille: u32,
+}
+
 /// A set of simulated hosts joined by a switch.
 pub struct SimHosts {
     hosts: Vec<SimHost>,
@@ -262,45 +276,85 @@ impl SimHosts {
         Child::spawn(&ip, &full, &env, what)
     }
 
-    /// Drops `percent` % of the packets host `i` receives (nftables `numgen random`; this
-    /// kernel has no netem). 0 removes the rule.
+    /// Drops `percent` % of the packets host `i` receives; see [`SimHosts::set_faults`].
     pub fn set_loss(&self, i: usize, percent: u32) -> Result<(), PeerError> {
+        self.set_faults(
+            i,
+            Faults {
+                loss_percent: percent,
+                ..Faults::default()
+            },
+        )
+    }
+
+    /// Injects `faults` on host `i`'s link, replacing what was injected before
+    /// (`Faults::default()` removes them; IPv4, as the hosts' links). This kernel has no netem: loss, duplication
+    /// and corruption are nftables rules (`numgen random`, `dup`, payload mangling),
+    /// reordering is a slow HTB class that some sent packets take.
+    pub fn set_faults(&self, i: usize, faults: Faults) -> Result<(), PeerError> {
         let ns = &self.hosts[i].netns;
-        let nft = |args: &[&str]| {
+        let nft = |rule: &str| {
             let mut full = vec!["netns", "exec", ns, "nft"];
-            full.extend_from_slice(args);
+            full.extend(rule.split(' '));
             run("ip", &full)
         };
-        let _ = nft(&["delete", "table", "inet", "nerve_loss"]);
-        if percent == 0 {
-            return Ok(());
+        let _ = nft("delete table ip nerve_faults");
+        let _ = run("ip", &["-n", ns, "link", "set", "eth0", "up"]);
+        let _ = run("tc", &["-n", ns, "qdisc", "del", "dev", "eth0", "root"]);
+        let Faults {
+            loss_percent,
+            duplicate_percent,
+            reorder_one_in,
+            corrupt_per_mille,
+        } = faults;
+        if loss_percent + duplicate_percent + corrupt_per_mille > 0 {
+            nft("add table ip nerve_faults")?;
+            nft("add chain ip nerve_faults input { type filter hook prerouting priority -300 ; policy accept ; }")?;
+            nft("add chain ip nerve_faults output { type filter hook output priority 0 ; policy accept ; }")?;
         }
-        nft(&["add", "table", "inet", "nerve_loss"])?;
-        nft(&[
-            "add",
-            "chain",
-            "inet",
-            "nerve_loss",
-            "input",
-            "{ type filter hook input priority 0; policy accept; }",
-        ])?;
-        let below = percent.to_string();
-        nft(&[
-            "add",
-            "rule",
-            "inet",
-            "nerve_loss",
-            "input",
-            "iifname",
-            "eth0",
-            "numgen",
-            "random",
-            "mod",
-            "100",
-            "<",
-            &below,
-            "drop",
-        ])
+        if loss_percent > 0 {
+            nft(&format!(
+                "add rule ip nerve_faults input iifname eth0 numgen random mod 100 < {loss_percent} drop"
+            ))?;
+        }
+        if corrupt_per_mille > 0 {
+            // one byte overwritten near the start and one further in (TCP checksum
+            // updated, so the receiver's stack hands the bytes on)
+            for (at, longer) in [(60, 100), (900, 1000)] {
+                nft(&format!(
+                    "add rule ip nerve_faults input iifname eth0 meta l4proto tcp meta length > {longer} numgen random mod 1000 < {corrupt_per_mille} @th,{},8 set 0x5a",
+                    at * 8
+                ))?;
+            }
+        }
+        if duplicate_percent > 0 {
+            nft(&format!(
+                "add rule ip nerve_faults output oifname eth0 numgen random mod 100 < {duplicate_percent} dup to ip daddr device eth0"
+            ))?;
+        }
+        if reorder_one_in > 0 {
+            if !reorder_one_in.is_power_of_two() {
+                return Err(PeerError::setup(
+                    "hosts",
+                    format!("reorder_one_in must be a power of two, not {reorder_one_in}"),
+                ));
+            }
+            // packets whose IP id has its low bits zero queue behind a 4 Mbit/s class
+            // (3 ms for a full frame) while later ones pass
+            let tc = |args: &str| {
+                let mut full = vec!["-n", ns];
+                full.extend(args.split(' '));
+                run("tc", &full)
+            };
+            tc("qdisc add dev eth0 root handle 1: htb default 10 r2q 1000")?;
+            tc("class add dev eth0 parent 1: classid 1:10 htb rate 10gbit")?;
+            tc("class add dev eth0 parent 1: classid 1:20 htb rate 4mbit ceil 4mbit")?;
+            tc(&format!(
+                "filter add dev eth0 parent 1: protocol ip prio 1 u32 match u16 0 0x{:04x} at 4 flowid 1:20",
+                reorder_one_in - 1
+            ))?;
+        }
+        Ok(())
     }
 
     /// Cuts (or restores) host `i`'s link, as if its cable were pulled.

@@ -71,6 +71,24 @@ impl Domain {
         Child::spawn(&program, &args, &[], "stress role").map_err(|e| setup(self.scenario, e))
     }
 
+    /// Starts a child in `role` on simulated host `host` of `sim`, with the network
+    /// plane (the host's own shared memory, state directory and Zenoh peer).
+    pub fn spawn_on(
+        &self,
+        sim: &nerve_bench::hosts::SimHosts,
+        host: usize,
+        role: &str,
+        mut spec: RoleSpec,
+    ) -> Result<Child, StressError> {
+        spec.domain = self.config.domain;
+        spec.network = true;
+        let json = serde_json::to_string(&spec).map_err(|e| setup(self.scenario, e))?;
+        let mut args = self.role_command.1.clone();
+        args.extend([role.to_string(), json]);
+        sim.spawn(host, &self.role_command.0, &args, &[], "stress role")
+            .map_err(|e| setup(self.scenario, e))
+    }
+
     /// What is there now that was not there at the start: files of the domain in
     /// /dev/shm and the state directory, and descriptors of this process beyond its
     /// starting count (a few may be open for a moment: they are looked at twice).

@@ -57,6 +57,9 @@ pub struct RoleSpec {
     pub index: usize,
     /// Processes of a `nodes` role; process `index` listens to process `index + 1`.
     pub processes: usize,
+    /// Take the network plane's settings (Zenoh configuration, host name, state
+    /// directory) from the environment, as a process on a simulated host does.
+    pub network: bool,
 }
 
 impl RoleSpec {
@@ -163,9 +166,13 @@ fn stop_on_eof() -> Arc<AtomicBool> {
 pub fn run_role(role: &str, spec_json: &str) -> anyhow::Result<()> {
     let spec: RoleSpec = serde_json::from_str(spec_json)
         .map_err(|e| anyhow::anyhow!("bad spec for role {role}: {e}"))?;
-    let cfg = nerve::Config::default()
-        .domain(spec.domain)?
-        .state_dir(spec.state_dir.clone());
+    let cfg = if spec.network {
+        nerve::Config::from_env()?.domain(spec.domain)?
+    } else {
+        nerve::Config::default()
+            .domain(spec.domain)?
+            .state_dir(spec.state_dir.clone())
+    };
     let ctx = Context::new(cfg)?;
     let stop = stop_on_eof();
     match role {

@@ -3,7 +3,7 @@
 //! self-consistent. `cargo +nightly fuzz run decode fuzz/corpus/decode` grows the corpus.
 #![cfg(feature = "net")]
 
-use nerve::net::{decode_call, decode_sample, Kind, WireError};
+use nerve::net::{decode_call, decode_sample, seal, Kind, WireError};
 use nerve::TypeInfo;
 
 #[derive(Clone, Copy, nerve::Message)]
@@ -24,10 +24,13 @@ fn every_corpus_frame_decodes_or_is_refused_by_name() {
     let mut files = 0;
     let mut refused = std::collections::BTreeMap::<&str, usize>::new();
     for entry in std::fs::read_dir(&dir).expect("the corpus is in the repository") {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        let raw = std::fs::read(entry.unwrap().path()).unwrap();
         files += 1;
-        for ty in &types {
-            match decode_sample(&bytes, ty, 1 << 16) {
+        // as it is, and sealed (as the fuzzer tries it)
+        let mut sealed = raw.clone();
+        seal(&mut sealed);
+        for (ty, bytes) in types.iter().flat_map(|t| [(t, &raw), (t, &sealed)]) {
+            match decode_sample(bytes, ty, 1 << 16) {
                 Ok(f) => {
                     let len = f.header.payload_len as usize;
                     assert!(len >= ty.head_size && f.words.len() * 8 >= len);
@@ -36,7 +39,7 @@ fn every_corpus_frame_decodes_or_is_refused_by_name() {
                 Err(e) => *refused.entry(label(&e)).or_default() += 1,
             }
             for kind in [Kind::Request, Kind::Response] {
-                if let Ok(f) = decode_call(&bytes, kind, ty, 1 << 16) {
+                if let Ok(f) = decode_call(bytes, kind, ty, 1 << 16) {
                     assert!(f.words.len() * 8 >= f.header.payload_len as usize);
                 }
             }

@@ -291,13 +291,15 @@ fn garbage(ctx: &Context, topic: &str) -> anyhow::Result<()> {
         let mut payload = vec![0u8; ty.elems_offset()];
         payload[..8].copy_from_slice(&seq.to_le_bytes());
         payload.extend_from_slice(body);
-        let mut out = b"NRV\x01\x01\0\0\0".to_vec();
+        let mut out = b"NRV\x02\x01\0\0\0".to_vec();
         out.extend_from_slice(&0xdead_beef_u64.to_le_bytes()); // another host
+        out.extend_from_slice(&[0; 8]); // checksum and padding
         let len = (payload.len() as i64 + len_delta) as u64;
         for v in [seq, mono_ns(), 0, 77, len, hash, 1] {
             out.extend_from_slice(&v.to_le_bytes());
         }
         out.extend_from_slice(&payload);
+        nerve::net::seal(&mut out);
         out
     };
     let body: Vec<u8> = (0..16u8).map(|i| (1 + i as usize) as u8).collect();
@@ -312,6 +314,10 @@ fn garbage(ctx: &Context, topic: &str) -> anyhow::Result<()> {
     let mut kind = valid(1, &body, ty.layout_hash, 0);
     kind[4] = 3; // a response where a sample belongs
     frames.push(kind);
+    let mut corrupted = valid(1, &body, ty.layout_hash, 0);
+    let last = corrupted.len() - 1;
+    corrupted[last] ^= 0x5a; // a byte changed on the way: the checksum disagrees
+    frames.push(corrupted);
     // oversized: beyond the subscriber's 256 MiB default is too big to send; a sample
     // whose length is not a whole number of elements breaks the layout instead
     let mut rng = 0x9e37_79b9_7f4a_7c15_u64;

@@ -10,6 +10,11 @@
 //! hour, beside their means. The verdict: nothing lost or torn, every call and goal of
 //! the living server answered correctly, nothing left behind. Flatness, the P99 against
 //! the first, quiet part of the run and the recorder's counts are figures.
+//!
+//! Run as root, it adds the network plane: a publisher of small messages (back-pressure
+//! QoS) on one simulated host and a subscriber of it on another, across Zenoh; that
+//! subscriber is SIGKILLed and started again every 7 s, and what it received must be
+//! whole and without gaps; the publisher's memory and descriptors are sampled too.
 
 use super::*;
 use nerve::action::{ActionClient, GoalState};
@@ -22,6 +27,7 @@ const SMALL: &str = "/stress/t14/small";
 const LARGE: &str = "/stress/t14/large";
 const SERVICE: &str = "/stress/t14/echo";
 const ACTION: &str = "/stress/t14/fibonacci";
+const NET_SMALL: &str = "/stress/t14/net";
 /// Size at which the recorder starts a new file.
 const SPLIT_BYTES: u64 = 16 << 20;
 
@@ -35,6 +41,53 @@ struct Sample {
     server_fds: f64,
     shm: f64,
     p99_us: f64,
+    net_rss: f64,
+    net_fds: f64,
+}
+
+/// The network plane's part of the soak: a publisher on simulated host 0, a subscriber
+/// on host 1.
+struct NetPair {
+    sim: nerve_bench::hosts::SimHosts,
+    publisher: nerve_bench::child::Child,
+    subscriber: nerve_bench::child::Child,
+}
+
+/// What the network pair's roles run with.
+fn net_spec(node: &str) -> RoleSpec {
+    RoleSpec {
+        node: node.into(),
+        small: Some(NET_SMALL.into()),
+        depth: 64,
+        rate_hz: 200.0,
+        reliable: true,
+        timeout_ms: 500,
+        ..RoleSpec::default()
+    }
+}
+
+/// Starts the network pair where simulated hosts can be made (root); `None` otherwise.
+fn start_net(d: &Domain, out: &mut Outcome) -> Result<Option<NetPair>, StressError> {
+    let name = Scenario::Soak.name();
+    if nerve_bench::hosts::unavailable().is_some() {
+        out.figure("network plane part (1: run, 0: not, it needs root)", 0.0);
+        return Ok(None);
+    }
+    out.figure("network plane part (1: run, 0: not, it needs root)", 1.0);
+    let sim = nerve_bench::hosts::SimHosts::create(2, 2000).map_err(|e| setup(name, e))?;
+    let mut subscriber = d.spawn_on(&sim, 1, "subscriber", net_spec("stress_t14_net_sub"))?;
+    subscriber
+        .expect("ready", WAIT)
+        .map_err(|e| setup(name, e))?;
+    let publisher = d.spawn_on(&sim, 0, "publisher", net_spec("stress_t14_net_pub"))?;
+    subscriber
+        .expect("first", WAIT)
+        .map_err(|e| setup(name, format!("nothing crossed the network plane: {e}")))?;
+    Ok(Some(NetPair {
+        sim,
+        publisher,
+        subscriber,
+    }))
 }
 
 /// Runs the scenario for `seconds`.
@@ -92,6 +145,7 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
             },
         )
         .map_err(|e| setup(name, e))?;
+        let mut net = start_net(&d, &mut out)?;
         let mut goals = 0u64;
         let payload = vec![5u8; 256];
         let start = Instant::now();
@@ -124,6 +178,13 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
                     server_fds: crate::domain::fds_of(server.pid()).unwrap_or(0) as f64,
                     shm: d.shm_bytes() as f64,
                     p99_us: rec.rtt().p99,
+                    net_rss: net.as_ref().map_or(0, |n| {
+                        crate::domain::rss_bytes(n.publisher.pid()).unwrap_or(0)
+                    }) as f64,
+                    net_fds: net
+                        .as_ref()
+                        .map_or(0, |n| crate::domain::fds_of(n.publisher.pid()).unwrap_or(0))
+                        as f64,
                 });
                 rec = nerve_bench::stats::Recorder::new();
                 bar.inc(1);
@@ -139,6 +200,17 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
                         spec("stress_t14_sub"),
                         &mut out,
                     )?;
+                }
+                if let Some(n) = net.as_mut().filter(|_| t > quiet && second % 7 == 0) {
+                    n.subscriber.kill();
+                    out.faults += 1;
+                    n.subscriber =
+                        d.spawn_on(&n.sim, 1, "subscriber", net_spec("stress_t14_net_sub"))?;
+                    if let Err(e) = n.subscriber.expect("first", WAIT) {
+                        out.failures.push(format!(
+                            "a restarted subscriber on another host did not receive: {e}"
+                        ));
+                    }
                 }
                 if t > quiet && second % 13 == 0 {
                     churn(
@@ -169,6 +241,18 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
         publisher.close_stdin();
         publisher.stop();
         server.stop();
+        if let Some(mut n) = net.take() {
+            // reliable across hosts: a gap within one subscriber's life is a loss
+            let r = report_of(&mut n.subscriber, name)?;
+            out.figure(
+                "network plane: samples received by the last subscriber",
+                r.received as f64,
+            );
+            out.inputs += r.received;
+            out.lost += r.torn + r.malformed + r.lost;
+            n.publisher.close_stdin();
+            n.publisher.stop();
+        }
     }
     let _ = std::fs::remove_dir_all(&bag_dir);
     figures(&samples, opts.seconds, &mut out);
@@ -260,7 +344,7 @@ fn figures(samples: &[Sample], seconds: f64, out: &mut Outcome) {
     let settled: Vec<&Sample> = samples.iter().filter(|s| s.t >= 2.0).collect();
     /// A series: its label, how to read it from a sample, and its scale.
     type Series = (&'static str, fn(&Sample) -> f64, f64);
-    let series: [Series; 6] = [
+    let series: [Series; 8] = [
         ("RSS of this process MiB", |s| s.rss, 1.0 / (1 << 20) as f64),
         ("descriptors of this process", |s| s.fds, 1.0),
         (
@@ -275,8 +359,17 @@ fn figures(samples: &[Sample], seconds: f64, out: &mut Outcome) {
             1.0 / (1 << 20) as f64,
         ),
         ("call P99 µs", |s| s.p99_us, 1.0),
+        (
+            "RSS of the network publisher MiB",
+            |s| s.net_rss,
+            1.0 / (1 << 20) as f64,
+        ),
+        ("descriptors of the network publisher", |s| s.net_fds, 1.0),
     ];
     for (label, f, scale) in series {
+        if label.contains("network") && settled.iter().all(|s| f(s) == 0.0) {
+            continue; // the network plane's part did not run
+        }
         let points: Vec<(f64, f64)> = settled.iter().map(|s| (s.t, f(s) * scale)).collect();
         let mean = points.iter().map(|p| p.1).sum::<f64>() / points.len().max(1) as f64;
         out.figure(&format!("{label}: mean"), mean);

@@ -29,7 +29,7 @@ pub use discovery::{
     RemoteEntity, TopicCounters,
 };
 pub use service::{MAX_QUERIES, NET_CALL_TIMEOUT};
-pub use wire::{decode_call, decode_sample, Frame, Kind, WireError};
+pub use wire::{decode_call, decode_sample, seal, Frame, Kind, WireError};
 
 use crate::message::TypeInfo;
 use crate::qos::Qos;
@@ -356,6 +356,7 @@ fn open(config: &Config) -> Result<Plane, NetError> {
     // processes of one host meet through Nerve's own shared memory
     zc.insert_json5("transport/shared_memory/enabled", "false")
         .map_err(|e| NetError::Open(e.to_string()))?;
+    block_gives_up_within_the_lease(&mut zc)?;
     let session = match zenoh::open(zc.clone()).wait() {
         Ok(s) => s,
         Err(e) if e.to_string().contains("Address already in use") => {
@@ -399,6 +400,31 @@ fn open(config: &Config) -> Result<Plane, NetError> {
         schemas: Arc::default(),
         info: Mutex::default(),
     })
+}
+
+/// Makes a reliable (blocking) push to an unresponsive peer give up, and close that
+/// transport, within half the link lease. With Zenoh's defaults (5 s) above a shorter
+/// lease, a link that came back between the two was taken down again by the stale
+/// transport's close, and the peer that connects never reconnected: a reliable stream
+/// stopped for good after a 2 to 5 s cut with a 2 s lease (`cross_host`, a link cut;
+/// upstream: zenoh#1886).
+fn block_gives_up_within_the_lease(zc: &mut zenoh::Config) -> Result<(), NetError> {
+    let number = |key: &str| -> Option<u64> { zc.get_json(key).ok()?.trim().parse().ok() };
+    let (Some(lease_ms), Some(wait_us)) = (
+        number("transport/link/tx/lease"),
+        number("transport/link/tx/queue/congestion_control/block/wait_before_close"),
+    ) else {
+        return Ok(());
+    };
+    let limit_us = lease_ms.saturating_mul(1000) / 2;
+    if wait_us > limit_us {
+        zc.insert_json5(
+            "transport/link/tx/queue/congestion_control/block/wait_before_close",
+            &limit_us.to_string(),
+        )
+        .map_err(|e| NetError::Open(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// The endpoints of a list-valued setting (a per-mode object gives its peer list).

@@ -249,7 +249,8 @@ impl History {
 /// copy) and the buffer is released once Zenoh is done.
 fn shared_frame(host: u64, header: &SampleHeader, buf: Buf, len: usize) -> ZBytes {
     let mut w = ZBytes::writer();
-    w.append(wire::sample_header(host, header, len, 0).into());
+    let bytes = &crate::transport::shm::words_as_bytes(&buf)[..len];
+    w.append(wire::sample_header(host, header, bytes, 0).into());
     w.append(Bytes::from_owner(Payload { buf, len }).into());
     w.finish()
 }
