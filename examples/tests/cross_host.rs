@@ -217,32 +217,38 @@ fn history_reaches_a_late_joiner_on_another_host() {
     assert_eq!(u(&r, "network"), 3, "{r}");
 }
 
+/// Streams 1,000 samples of 4 KiB at 200 Hz from host 0 to host 1 on `topic`; the
+/// subscriber's result.
+fn stream_1000(sim: &SimHosts, d: &str, topic: &str, reliable: bool) -> Value {
+    let mut common = vec!["--topic", topic, "--count", "1000"];
+    if reliable {
+        common.push("--reliable");
+    }
+    let mut sub = start(
+        sim,
+        1,
+        d,
+        &[&["sub", "--seconds", "40"][..], &common].concat(),
+    );
+    let mut publisher = start(
+        sim,
+        0,
+        d,
+        &[&["pub", "--hz", "200", "--size", "4096"][..], &common].concat(),
+    );
+    let t0 = Instant::now();
+    let sent = result(&mut publisher, 40 * SECOND);
+    assert_eq!(u(&sent, "failed"), 0, "{sent}");
+    result(&mut sub, 45 * SECOND - t0.elapsed().min(40 * SECOND))
+}
+
 #[test]
 fn under_one_percent_loss_reliable_is_complete_and_best_effort_counts_its_gaps() {
     let sim = hosts(2);
     sim.set_loss(1, 1).expect("nft loss rule (needs nftables)");
     let d = domain();
     for (topic, reliable) in [("/probe/lossy_rel", true), ("/probe/lossy_be", false)] {
-        let mut common = vec!["--topic", topic, "--count", "1000"];
-        if reliable {
-            common.push("--reliable");
-        }
-        let mut sub = start(
-            &sim,
-            1,
-            &d,
-            &[&["sub", "--seconds", "40"][..], &common].concat(),
-        );
-        let mut publisher = start(
-            &sim,
-            0,
-            &d,
-            &[&["pub", "--hz", "200", "--size", "4096"][..], &common].concat(),
-        );
-        let t0 = Instant::now();
-        let sent = result(&mut publisher, 40 * SECOND);
-        assert_eq!(u(&sent, "failed"), 0, "{sent}");
-        let r = result(&mut sub, 45 * SECOND - t0.elapsed().min(40 * SECOND));
+        let r = stream_1000(&sim, &d, topic, reliable);
         assert!(r["in_order"].as_bool().unwrap(), "{topic}: {r}");
         assert_eq!(u(&r, "corrupt"), 0, "{r}");
         let (got, lost) = (u(&r, "received"), u(&r, "lost"));
@@ -297,26 +303,7 @@ fn under_duplication_reordering_and_corruption_nothing_corrupt_is_delivered_and_
     .expect("faults (needs nftables)");
     let d = domain();
     for (topic, reliable) in [("/probe/faulty_rel", true), ("/probe/faulty_be", false)] {
-        let mut common = vec!["--topic", topic, "--count", "1000"];
-        if reliable {
-            common.push("--reliable");
-        }
-        let mut sub = start(
-            &sim,
-            1,
-            &d,
-            &[&["sub", "--seconds", "40"][..], &common].concat(),
-        );
-        let mut publisher = start(
-            &sim,
-            0,
-            &d,
-            &[&["pub", "--hz", "200", "--size", "4096"][..], &common].concat(),
-        );
-        let t0 = Instant::now();
-        let sent = result(&mut publisher, 40 * SECOND);
-        assert_eq!(u(&sent, "failed"), 0, "{sent}");
-        let r = result(&mut sub, 45 * SECOND - t0.elapsed().min(40 * SECOND));
+        let r = stream_1000(&sim, &d, topic, reliable);
         complete_or_gaps_reported(&r, topic);
         assert!(u(&r, "received") > 0, "{topic}: {r}");
         eprintln!("{topic} under duplication, reordering and corruption: {r}");

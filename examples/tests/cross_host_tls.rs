@@ -22,6 +22,25 @@ fn start(sim: &SimHosts, host: usize, args: &[&str]) -> Child {
     common::start(sim, host, DOMAIN, args)
 }
 
+/// Publishes 50 samples on `topic` from host 0 at 20 Hz, waiting for nobody.
+fn publish_50(sim: &SimHosts, topic: &str) -> Child {
+    start(
+        sim,
+        0,
+        &[
+            "pub",
+            "--topic",
+            topic,
+            "--count",
+            "50",
+            "--hz",
+            "20",
+            "--subscribers",
+            "0",
+        ],
+    )
+}
+
 fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -128,23 +147,7 @@ fn tls_admits_certified_hosts_refuses_a_rogue_one_and_access_control_applies() {
     let mut open_c = sub(2, "/open/data");
     let pubs: Vec<Child> = ["/open/data", "/secret/data"]
         .iter()
-        .map(|t| {
-            start(
-                &sim,
-                0,
-                &[
-                    "pub",
-                    "--topic",
-                    t,
-                    "--count",
-                    "50",
-                    "--hz",
-                    "20",
-                    "--subscribers",
-                    "0",
-                ],
-            )
-        })
+        .map(|t| publish_50(&sim, t))
         .collect();
     let r = result(&mut open_b, 20 * SECOND);
     assert!(
@@ -191,21 +194,7 @@ fn default_deny_admits_only_named_hosts_and_an_expired_certificate_is_refused() 
             )
         })
         .collect();
-    let _pub = start(
-        &sim,
-        0,
-        &[
-            "pub",
-            "--topic",
-            "/open/data",
-            "--count",
-            "50",
-            "--hz",
-            "20",
-            "--subscribers",
-            "0",
-        ],
-    );
+    let _pub = publish_50(&sim, "/open/data");
     let r = result(&mut subs[0], 20 * SECOND);
     assert!(
         r["received"].as_u64().unwrap() >= 40,

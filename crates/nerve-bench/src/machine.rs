@@ -188,6 +188,13 @@ pub fn shm_files(prefix: &str) -> impl Iterator<Item = (String, u64)> + '_ {
         })
 }
 
+/// Removes every file in `/dev/shm` whose name starts with `prefix`.
+pub fn remove_shm_files(prefix: &str) {
+    for (name, _) in shm_files(prefix) {
+        let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    }
+}
+
 /// Monotonic clock in ns (the clock every stamp of the benchmarks uses).
 pub fn mono_ns() -> u64 {
     nerve::mono_ns()

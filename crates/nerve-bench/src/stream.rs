@@ -907,16 +907,7 @@ pub fn iceoryx2_prefix(domain: u32) -> String {
 /// iceoryx2 keeps its per-prefix node counter (`…global_mgmt`) after its last node, so
 /// every run would leave one behind.
 pub fn remove_iceoryx2_leftovers(domain: u32) {
-    let prefix = iceoryx2_prefix(domain);
-    for e in std::fs::read_dir("/dev/shm")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if e.file_name().to_string_lossy().starts_with(&prefix) {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
+    crate::machine::remove_shm_files(&iceoryx2_prefix(domain));
 }
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ impl Default for Config {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
-    domain: Option<u32>,
+    domain: Option<toml::Spanned<u32>>,
     state_dir: Option<PathBuf>,
     network: Option<NetworkConfig>,
 }
@@ -137,16 +137,12 @@ impl Config {
         })?;
         let mut cfg = Config::default();
         if let Some(d) = f.domain {
-            cfg.domain = check_domain(d, &d.to_string()).map_err(|e| {
-                let line = text
-                    .lines()
-                    .position(|l| l.trim_start().starts_with("domain"))
-                    .map_or(String::new(), |i| format!("line {}: ", i + 1));
-                ContextError::ConfigFile {
+            let value = *d.get_ref();
+            cfg.domain =
+                check_domain(value, &value.to_string()).map_err(|e| ContextError::ConfigFile {
                     path: path.to_string(),
-                    reason: format!("{line}{e}"),
-                }
-            })?;
+                    reason: format!("line {}: {e}", line_of(text, d.span().start)),
+                })?;
         }
         if let Some(dir) = f.state_dir {
             cfg.state_dir = dir;

@@ -72,15 +72,7 @@ fn node() -> Result<iceoryx2::node::Node<ipc::Service>, PeerError> {
 /// Removes what the raw peers left in /dev/shm once both sides are gone (iceoryx2 keeps
 /// its node counter, `…global_mgmt`, after its last node).
 pub fn remove_leftovers() {
-    for e in std::fs::read_dir("/dev/shm")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if e.file_name().to_string_lossy().starts_with(PREFIX) {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
+    crate::machine::remove_shm_files(PREFIX);
 }
 
 /// Serves service `name` (busy-polling, copying each request into its response) until

@@ -111,6 +111,7 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
         ..RoleSpec::default()
     };
     let mut samples = Vec::new();
+    let with_net;
     let bag_dir = d.config.state_dir.join("soak-bags");
     std::fs::create_dir_all(&bag_dir).map_err(|e| setup(name, e))?;
     {
@@ -146,6 +147,7 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
         )
         .map_err(|e| setup(name, e))?;
         let mut net = start_net(&d, &mut out)?;
+        with_net = net.is_some();
         let mut goals = 0u64;
         let payload = vec![5u8; 256];
         let start = Instant::now();
@@ -255,7 +257,7 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
         }
     }
     let _ = std::fs::remove_dir_all(&bag_dir);
-    figures(&samples, opts.seconds, &mut out);
+    figures(&samples, opts.seconds, with_net, &mut out);
     out.leftovers = d.leftovers();
     Ok(out.finish())
 }
@@ -339,8 +341,9 @@ pub fn slope(points: &[(f64, f64)]) -> f64 {
 }
 
 /// Slopes per hour and means of every series; the P99 of the churned part against the
-/// quiet first fifth. The first two seconds (start-up) are left out of the slopes.
-fn figures(samples: &[Sample], seconds: f64, out: &mut Outcome) {
+/// quiet first fifth. The first two seconds (start-up) are left out of the slopes; the
+/// network publisher's series only `with_net`.
+fn figures(samples: &[Sample], seconds: f64, with_net: bool, out: &mut Outcome) {
     let settled: Vec<&Sample> = samples.iter().filter(|s| s.t >= 2.0).collect();
     /// A series: its label, how to read it from a sample, and its scale.
     type Series = (&'static str, fn(&Sample) -> f64, f64);
@@ -366,10 +369,13 @@ fn figures(samples: &[Sample], seconds: f64, out: &mut Outcome) {
         ),
         ("descriptors of the network publisher", |s| s.net_fds, 1.0),
     ];
-    for (label, f, scale) in series {
-        if label.contains("network") && settled.iter().all(|s| f(s) == 0.0) {
-            continue; // the network plane's part did not run
-        }
+    // the last two series are the network publisher's, sampled only when it ran
+    let shown = if with_net {
+        series.len()
+    } else {
+        series.len() - 2
+    };
+    for (label, f, scale) in series.into_iter().take(shown) {
         let points: Vec<(f64, f64)> = settled.iter().map(|s| (s.t, f(s) * scale)).collect();
         let mean = points.iter().map(|p| p.1).sum::<f64>() / points.len().max(1) as f64;
         out.figure(&format!("{label}: mean"), mean);

@@ -212,8 +212,9 @@ impl<'a> Parts<'a> {
         }
     }
 
-    /// Copies bytes `at..at + out.len()` into `out` (the caller checked the length).
-    fn copy_to(&self, mut at: usize, mut out: &mut [u8]) {
+    /// Copies bytes `at..at + out.len()` into `out` (the caller checked the length),
+    /// handing each copied piece to `each` while it is still in cache.
+    fn copy_to(&self, mut at: usize, mut out: &mut [u8], mut each: impl FnMut(&[u8])) {
         for p in self.parts {
             if out.is_empty() {
                 return;
@@ -224,6 +225,7 @@ impl<'a> Parts<'a> {
             }
             let n = (p.len() - at).min(out.len());
             out[..n].copy_from_slice(&p[at..at + n]);
+            each(&out[..n]);
             out = &mut out[n..];
             at = 0;
         }
@@ -242,7 +244,7 @@ fn check_prefix<const N: usize>(
         });
     }
     let mut b = [0u8; N];
-    parts.copy_to(0, &mut b);
+    parts.copy_to(0, &mut b, |_| {});
     let magic = [b[0], b[1], b[2], b[3]];
     if magic != MAGIC {
         return Err(WireError::BadMagic(magic));
@@ -253,8 +255,9 @@ fn check_prefix<const N: usize>(
     Ok((u64_at(&b, 8), b))
 }
 
-/// Copies the payload after `at` into an aligned buffer (the only copy on receipt) after
-/// checking its length and the whole frame's checksum (`head`: the prefix and headers).
+/// Copies the payload that follows `head` (the frame's prefix and headers) into an
+/// aligned buffer, the only copy on receipt, after checking its length; the whole frame's
+/// checksum is computed as it copies and must agree before the buffer is handed out.
 fn payload(
     parts: &Parts<'_>,
     head: &[u8],
@@ -269,13 +272,20 @@ fn payload(
     if got > max {
         return Err(WireError::Oversized { len: got, max });
     }
-    let said = u32_at(head, SUM_AT.start);
-    let computed = checksum(parts.parts);
+    let mut words = vec![0u64; shm::words_for(got).max(1)];
+    // the checksum of the headers, then of the payload as it is copied (one pass)
+    let mut sum = crc32fast::Hasher::new();
+    sum.update(&head[..SUM_AT.start]);
+    sum.update(&head[SUM_AT.end..]);
+    parts.copy_to(
+        at,
+        &mut shm::words_as_bytes_mut(&mut words)[..got],
+        |piece| sum.update(piece),
+    );
+    let (said, computed) = (u32_at(head, SUM_AT.start), sum.finalize());
     if said != computed || u32_at(head, SUM_AT.start + 4) != 0 {
         return Err(WireError::Checksum { said, computed });
     }
-    let mut words = vec![0u64; shm::words_for(got).max(1)];
-    parts.copy_to(at, &mut shm::words_as_bytes_mut(&mut words)[..got]);
     Ok(Arc::new(words))
 }
 
