@@ -29,11 +29,21 @@
 //! slot being rewritten are well defined (the sequence-lock pattern of Boehm, "Can
 //! seqlocks get along with programming language memory models?", 2012).
 
+// the futex sleep and the shared-memory parts are left out of the loom models
+#![cfg_attr(nerve_loom, allow(dead_code))]
+
 use crate::message::header::SampleHeader;
 use crate::sys::files::{Mapping, OfdLock};
 use std::cell::Cell;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+// Under `--cfg nerve_loom` the ring's words are loom's atomics, so its models
+// (`loom_models` below, `scripts/concurrency`) explore every interleaving the memory
+// model allows of the real `push` and `pop` on a heap ring.
+#[cfg(nerve_loom)]
+use loom::sync::atomic::{fence, AtomicU64};
+use std::sync::atomic::Ordering;
+#[cfg(not(nerve_loom))]
+use std::sync::atomic::{fence, AtomicU32, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +66,9 @@ const LINE_WORDS: usize = 8;
 #[repr(C, align(64))]
 #[derive(Default)]
 pub(crate) struct Line([AtomicU64; LINE_WORDS]);
+
+// `InlineRing::words` reads the lines as one slice of words: no padding between them
+const _: () = assert!(std::mem::size_of::<Line>() == LINE_WORDS * std::mem::size_of::<AtomicU64>());
 
 /// Header words (the first area): what a reader checks before it trusts the ring.
 pub(crate) mod hdr {
@@ -204,7 +217,7 @@ impl InlineRing {
     fn words(&self) -> &[AtomicU64] {
         match &self.mem {
             // SAFETY: `Line` is `repr(C)`: exactly LINE_WORDS AtomicU64 with no padding
-            // (64 bytes, align 64), so the boxed lines are `len * LINE_WORDS` contiguous,
+            // (asserted at compile time beside it), so the boxed lines are `len * LINE_WORDS` contiguous,
             // initialized AtomicU64 that live as long as `self`; `layout.words()` fits
             // (the lines were allocated for it).
             Memory::Heap(lines) => unsafe {
@@ -215,9 +228,13 @@ impl InlineRing {
             // opened, or sized so when created) and lives as long as `self`; any bytes
             // are valid AtomicU64 values, and every access goes through atomics (other
             // processes write the file only through atomics too).
+            #[cfg(not(nerve_loom))]
             Memory::Shared { map, .. } => unsafe {
                 std::slice::from_raw_parts(map.ptr() as *const AtomicU64, self.layout.words())
             },
+            // loom's atomics are not plain words: the models use heap rings only
+            #[cfg(nerve_loom)]
+            Memory::Shared { .. } => unreachable!("loom models heap rings only"),
         }
     }
 
@@ -228,6 +245,7 @@ impl InlineRing {
 
     /// The 32-bit half `half` (0 or 1) of word `i`, for a futex. Such words are only ever
     /// accessed as 32-bit atomics.
+    #[cfg(not(nerve_loom))]
     fn futex_word(&self, i: usize, half: usize) -> &AtomicU32 {
         let w: &AtomicU64 = self.word(i);
         // SAFETY: an AtomicU64 is 8 bytes, 8-aligned, so both 4-byte halves are in bounds
@@ -544,6 +562,22 @@ impl RingWriter {
     /// briefly, then sleeps until a reader freed a batch of slots (or [`ROOM_RECHECK`]
     /// passed). Readers whose process died are found by their lock and dropped.
     #[cold]
+    #[cfg(nerve_loom)]
+    fn wait_room(&self, pos: u64, _deadline_ns: u64) -> bool {
+        // the model: wait for the readers' tails alone (the futex sleep and its wake-up
+        // handshake are system calls loom cannot run; Miri runs them)
+        loop {
+            let limit = self.limit(pos);
+            self.cached_limit.set(limit);
+            if pos < limit {
+                return true;
+            }
+            loom::thread::yield_now();
+        }
+    }
+
+    #[cold]
+    #[cfg(not(nerve_loom))]
     fn wait_room(&self, pos: u64, deadline_ns: u64) -> bool {
         let ring = &*self.ring;
         let wait = ring.layout.wait_area();
@@ -814,6 +848,14 @@ impl RingReader {
         // SYNC: Release: the copy is done before the writer may reuse the slot.
         ring.word(ring.layout.reader(self.entry) + E_TAIL)
             .store(next, Ordering::Release);
+        #[cfg(not(nerve_loom))]
+        self.wake_writer(next);
+    }
+
+    /// Wakes a writer sleeping for room once this reader freed a batch of its depth.
+    #[cfg(not(nerve_loom))]
+    fn wake_writer(&self, next: u64) {
+        let ring = &*self.ring;
         let wait = ring.layout.wait_area();
         // SYNC: the light fence orders the tail's store before the loads of the writer's
         // request; it pairs with the writer's heavy fence in `wait_room`: either the
@@ -1015,6 +1057,92 @@ mod tests {
                     expect += 1;
                 }
             }
+        });
+    }
+}
+
+/// Loom models of the heap ring: every interleaving (up to loom's preemption bound) of a
+/// writer thread's real `push` against a reader's real `pop`, under the C++ memory model.
+/// Run by `scripts/concurrency` (`RUSTFLAGS="--cfg nerve_loom"`).
+#[cfg(all(test, nerve_loom))]
+mod loom_models {
+    use super::*;
+
+    fn head(seq: u64) -> SlotHead {
+        SlotHead {
+            seq,
+            mono_ns: seq,
+            wall_ns: seq as i64,
+            len: 16,
+        }
+    }
+
+    /// A payload of two words that both carry `seq` (a torn copy mixes two samples).
+    fn payload(seq: u64) -> Vec<u8> {
+        [seq.to_ne_bytes(), (!seq).to_ne_bytes()].concat()
+    }
+
+    /// Checks a popped sample: whole (its head and both words agree) and newer than the
+    /// last; returns its sequence number.
+    fn check(h: SlotHead, out: &[u64], last: u64) -> u64 {
+        assert_eq!((h.mono_ns, h.wall_ns, h.len), (h.seq, h.seq as i64, 16));
+        assert_eq!((out[0], out[1]), (h.seq, !h.seq), "a torn sample");
+        assert!(h.seq > last, "{} after {last}", h.seq);
+        h.seq
+    }
+
+    #[test]
+    fn drop_oldest_never_hands_out_a_torn_or_repeated_sample() {
+        loom::model(|| {
+            // two slots, three samples: the third overwrites the first
+            let ring = Arc::new(InlineRing::new(2, 16, false, SampleHeader::default()));
+            let w = RingWriter::new(ring.clone());
+            let r = RingReader::new(ring);
+            let t = loom::thread::spawn(move || {
+                for seq in 1..=3 {
+                    assert!(w.push(head(seq), &payload(seq), u64::MAX));
+                }
+            });
+            let mut out = [0u64; 2];
+            let mut last = 0;
+            for _ in 0..3 {
+                if let Some(h) = r.pop(&mut out) {
+                    last = check(h, &out, last);
+                }
+            }
+            t.join().unwrap();
+            // once the writer is done, the newest sample is there to read
+            while let Some(h) = r.pop(&mut out) {
+                last = check(h, &out, last);
+            }
+            assert_eq!(last, 3);
+        });
+    }
+
+    #[test]
+    fn back_pressure_loses_nothing_and_reuses_no_slot_early() {
+        loom::model(|| {
+            let ring = Arc::new(InlineRing::new(2, 16, true, SampleHeader::default()));
+            let w = RingWriter::new(ring.clone());
+            let r = RingReader::new(ring);
+            let t = loom::thread::spawn(move || {
+                for seq in 1..=3 {
+                    assert!(w.push(head(seq), &payload(seq), u64::MAX));
+                }
+            });
+            let mut out = [0u64; 2];
+            let mut last = 0;
+            while last < 3 {
+                match r.pop(&mut out) {
+                    Some(h) => {
+                        // nothing skipped: every sample, in order
+                        assert_eq!(h.seq, last + 1);
+                        last = check(h, &out, last);
+                    }
+                    None => loom::thread::yield_now(),
+                }
+            }
+            t.join().unwrap();
         });
     }
 }
