@@ -3,7 +3,10 @@
 //! ping-pong runs at 1 kHz, first alone, then beside the saturated topic: every ping must
 //! be answered, the saturated topic must lose nothing, and its publisher must never wait
 //! past its timeout. The latency of the ping-pong with and without the load is reported
-//! (a target, not part of the verdict: timing belongs to the figures).
+//! (a target, not part of the verdict: timing belongs to the figures), and beside the
+//! same load carried by the standard library's bounded channel instead of Nerve (a flat
+//! out sender blocked on a channel of the same depth, a receiver taking one a ms): the
+//! control that tells what the load costs the machine from what Nerve adds to it.
 
 use super::*;
 use nerve_msgs::CmdVel;
@@ -84,6 +87,7 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
             .join()
             .map_err(|_| setup(name, "the slow reader panicked"))?
             .map_err(|e| setup(name, e))?;
+        let control = with_channel_load(|| round_trips(&ping, &pong_sub, seconds, &mut out))?;
         stop.store(true, Ordering::Relaxed);
         let _ = ponger.join();
         out.inputs += sent;
@@ -94,14 +98,18 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
         out.check(slowest <= Duration::from_millis(TIMEOUT_MS + 100), || {
             format!("a saturated publish took {slowest:?} (timeout {TIMEOUT_MS} ms)")
         });
-        let (q, l) = (quiet.rtt(), loaded.rtt());
+        let (q, l, c) = (quiet.rtt(), loaded.rtt(), control.rtt());
         out.figure("ping-pong P50 µs, quiet", q.p50);
         out.figure("ping-pong P99 µs, quiet", q.p99);
         out.figure("ping-pong max µs, quiet", q.max);
         out.figure("ping-pong P50 µs, saturated topic beside", l.p50);
         out.figure("ping-pong P99 µs, saturated topic beside", l.p99);
         out.figure("ping-pong max µs, saturated topic beside", l.max);
+        out.figure("ping-pong P50 µs, saturated std channel beside", c.p50);
+        out.figure("ping-pong P99 µs, saturated std channel beside", c.p99);
+        out.figure("ping-pong max µs, saturated std channel beside", c.max);
         out.figure("P99 saturated / quiet", l.p99 / q.p99);
+        out.figure("P99 saturated std channel / quiet", c.p99 / q.p99);
         out.figure(
             "saturated topic: messages delivered",
             taken.load(Ordering::Relaxed) as f64,
@@ -109,6 +117,42 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
     }
     out.leftovers = d.leftovers();
     Ok(out.finish())
+}
+
+/// Runs `phase` beside the control load: the saturated topic's traffic on a bounded
+/// channel of the standard library (same depth, same message, same pace of the reader).
+fn with_channel_load<T>(phase: impl FnOnce() -> Result<T, StressError>) -> Result<T, StressError> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Imu>(saturated_qos().depth);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood = std::thread::spawn(move || {
+        let mut sent = 0u64;
+        // stops when the receiver goes
+        while tx.send(imu(sent + 1)).is_ok() {
+            sent += 1;
+        }
+    });
+    let slow = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut taken = 0u64;
+            // SYNC: a plain stop flag.
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(m) = rx.try_recv() {
+                    // the same check as the saturated topic's reader (the channel keeps
+                    // order and loses nothing)
+                    taken += 1;
+                    std::hint::black_box(imu_whole(&m, taken));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let result = phase();
+    stop.store(true, Ordering::Relaxed);
+    let _ = slow.join();
+    let _ = flood.join();
+    result
 }
 
 /// Pings at 1 kHz for `t`; every ping must be answered within a second.

@@ -7,7 +7,8 @@
 //! publisher. Once a second this process samples its own resident memory and descriptors
 //! and those of the server (which lives throughout), the domain's shared memory, and the
 //! P99 round trip of that second's calls; the slopes of those series are reported per
-//! hour, beside their means. The verdict: nothing lost or torn, every call and goal of
+//! hour, over the whole run and over its second half (past the step the first churn
+//! makes), beside their means. The verdict: nothing lost or torn, every call and goal of
 //! the living server answered correctly, nothing left behind. Flatness, the P99 against
 //! the first, quiet part of the run and the recorder's counts are figures.
 //!
@@ -340,7 +341,7 @@ pub fn slope(points: &[(f64, f64)]) -> f64 {
     }
 }
 
-/// Slopes per hour and means of every series; the P99 of the churned part against the
+/// Slopes per hour (whole run and second half) and means of every series; the P99 of the churned part against the
 /// quiet first fifth. The first two seconds (start-up) are left out of the slopes; the
 /// network publisher's series only `with_net`.
 fn figures(samples: &[Sample], seconds: f64, with_net: bool, out: &mut Outcome) {
@@ -380,6 +381,17 @@ fn figures(samples: &[Sample], seconds: f64, with_net: bool, out: &mut Outcome) 
         let mean = points.iter().map(|p| p.1).sum::<f64>() / points.len().max(1) as f64;
         out.figure(&format!("{label}: mean"), mean);
         out.figure(&format!("{label}: slope per hour"), slope(&points) * 3600.0);
+        // the second half alone: a step when the churn starts (threads, arenas and code
+        // pages of the reconnection paths touched once) is warm-up, not growth
+        let late: Vec<(f64, f64)> = points
+            .iter()
+            .copied()
+            .filter(|p| p.0 > seconds / 2.0)
+            .collect();
+        out.figure(
+            &format!("{label}: slope per hour, second half"),
+            slope(&late) * 3600.0,
+        );
     }
     let quiet: Vec<f64> = settled
         .iter()

@@ -36,6 +36,8 @@ pub(crate) fn register() {
 
 /// The hot side: a full fence unless this process registered, then a compiler fence
 /// (the heavy side's barrier runs on this thread when it matters).
+// (under loom the doorbell models both sides with loom's fences instead)
+#[cfg_attr(nerve_loom, allow(dead_code))]
 #[inline]
 pub(crate) fn light() {
     // SYNC: Acquire pairs with the Release in `register`.
@@ -48,6 +50,7 @@ pub(crate) fn light() {
 
 /// The cold side: a full fence here and on every running thread of every registered
 /// process. False if the kernel refused (then sleep at most [`UNFENCED_SLEEP`]).
+#[cfg_attr(nerve_loom, allow(dead_code))]
 pub(crate) fn heavy() -> bool {
     fence(Ordering::SeqCst);
     !cfg!(miri) && membarrier(MembarrierCommand::GlobalExpedited).is_ok()

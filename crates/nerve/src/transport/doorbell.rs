@@ -21,7 +21,6 @@
 //! domain clears the whole file. `nerve clean` removes a stale file.
 
 use crate::sys::files::{check_owner, same_inode, Mapping, OfdLock};
-use crate::sys::futex::{futex_wait, futex_wake};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 use std::io;
 use std::ops::Deref;
@@ -29,6 +28,20 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+// Under `--cfg nerve_loom` the words of the wake-up handshake (a slot's sequence, waiter
+// count and flag) are loom's atomics, the futex is loom's condition variable and both
+// fences are loom's SeqCst fences, so the models (`loom_models` below,
+// `scripts/concurrency`) run the real `ring`, `register` and `wait`. Only they run in
+// such a build: a slot in the shared file cannot hold loom's atomics.
+#[cfg(not(nerve_loom))]
+use crate::sys::futex::{futex_wait, futex_wake};
+#[cfg(nerve_loom)]
+use loom::sync::atomic::AtomicU32 as HandshakeWord;
+#[cfg(nerve_loom)]
+use model_futex::{futex_wait, futex_wake};
+#[cfg(not(nerve_loom))]
+use std::sync::atomic::AtomicU32 as HandshakeWord;
 
 /// Number of slots: the most keys (topics, services, clients) bound at once in a domain.
 pub(crate) const SLOTS: usize = 4096;
@@ -48,12 +61,12 @@ const USERS: u64 = (1 << USER_BITS) - 1;
 /// of [`SlotRef`]; unreachable outside the crate, and all its methods are crate-private.)
 #[repr(C, align(64))]
 pub struct Slot {
-    seq: AtomicU32,
-    waiters: AtomicU32,
+    seq: HandshakeWord,
+    waiters: HandshakeWord,
     acks: AtomicU32,
     /// Set by every waiter as it announces itself, cleared by the first ring after it: the
     /// rings that follow while the woken waiter has not yet looked make no system call.
-    armed: AtomicU32,
+    armed: HandshakeWord,
     binding: AtomicU64,
 }
 
@@ -441,35 +454,35 @@ impl SlotRef {
         self.0.index
     }
 
-    /// Announces a waiter; returns the sequence value to wait on. Check the queue after
-    /// this and before `wait`. (Waits on several slots call [`SlotRef::announce`] on each,
-    /// then [`fence_for_waiters`] once, then [`Slot::seq`].)
+    /// [`Slot::register`], counted in this handle's record too.
     pub(crate) fn register(&self) -> u32 {
-        self.announce();
-        fence_for_waiters();
-        self.seq.load(Ordering::SeqCst)
+        let seen = (**self).register();
+        self.count_in_record();
+        seen
     }
 
-    /// Raises the slot's waiter count: the first half of `register`, for waits on several
-    /// slots.
+    /// [`Slot::announce`], counted in this handle's record too.
     pub(crate) fn announce(&self) {
-        // SYNC: see `Slot::ring`; the count is raised in the slot before the record (see
-        // the module docs), and `fence_for_waiters` orders it before the queue check.
-        self.waiters.fetch_add(1, Ordering::SeqCst);
+        (**self).announce();
+        self.count_in_record();
+    }
+
+    /// The record's half of announcing: raised after the slot's count (see the module
+    /// docs).
+    fn count_in_record(&self) {
         if let Some(e) = self.0.entry() {
+            // SYNC: Relaxed: read only by a reaper after this handle died.
             e.waiters.fetch_add(1, Ordering::Relaxed);
         }
-        // SYNC: ordered before the queue check by `fence_for_waiters`, as the count.
-        self.armed.store(1, Ordering::Relaxed);
     }
 
-    /// Withdraws a waiter announced by `register`.
+    /// Withdraws a waiter announced by `register` or `announce`.
     pub(crate) fn unregister(&self) {
         if let Some(e) = self.0.entry() {
             // SYNC: record first, then the shared count (see the module docs).
             e.waiters.fetch_sub(1, Ordering::Relaxed);
         }
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        (**self).unregister();
     }
 }
 
@@ -485,11 +498,33 @@ impl Deref for SlotRef {
 /// and before checking queues: the heavy fence orders the announcements before the queue
 /// checks on this thread and before the light fence of every publisher's thread (see
 /// `Slot::ring`), so either a publisher sees this waiter or this waiter sees the sample.
+#[cfg(not(nerve_loom))]
 pub(crate) fn fence_for_waiters() {
     if !crate::sys::membarrier::heavy() {
         // SYNC: Relaxed: a flag that only shortens sleeps.
         UNFENCED.store(true, Ordering::Relaxed);
     }
+}
+
+/// The model of the heavy fence: a SeqCst fence (what `membarrier` makes of the two
+/// sides together).
+#[cfg(nerve_loom)]
+pub(crate) fn fence_for_waiters() {
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}
+
+/// The publisher's side of the handshake: a compiler fence in a process registered for
+/// `membarrier`, else a full fence.
+#[cfg(not(nerve_loom))]
+#[inline]
+fn fence_for_ringers() {
+    crate::sys::membarrier::light();
+}
+
+/// The model of the light fence: a SeqCst fence (see [`fence_for_waiters`]).
+#[cfg(nerve_loom)]
+fn fence_for_ringers() {
+    loom::sync::atomic::fence(Ordering::SeqCst);
 }
 
 /// Set once a waiter's heavy fence failed: from then on sleeps are capped (see
@@ -508,14 +543,51 @@ pub(crate) fn sleep_limit(timeout: Duration) -> Duration {
 }
 
 impl Slot {
+    /// A slot of no file, for the loom models.
+    #[cfg(all(test, nerve_loom))]
+    pub(crate) fn new() -> Slot {
+        Slot {
+            seq: HandshakeWord::new(0),
+            waiters: HandshakeWord::new(0),
+            acks: AtomicU32::new(0),
+            armed: HandshakeWord::new(0),
+            binding: AtomicU64::new(0),
+        }
+    }
+
+    /// Announces a waiter; returns the sequence value to wait on. Check the queue after
+    /// this and before `wait`, and `unregister` after it. (Waits on several slots call
+    /// [`Slot::announce`] on each, then [`fence_for_waiters`] once, then [`Slot::seq`]
+    /// of each.)
+    pub(crate) fn register(&self) -> u32 {
+        self.announce();
+        fence_for_waiters();
+        self.seq()
+    }
+
+    /// Raises the slot's waiter count and arms it: the first half of `register`, for
+    /// waits on several slots.
+    pub(crate) fn announce(&self) {
+        // SYNC: see `Slot::ring`; `fence_for_waiters` orders the count and the flag
+        // before the queue check.
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        self.armed.store(1, Ordering::Relaxed);
+    }
+
+    /// Withdraws a waiter announced by `register` or `announce`.
+    pub(crate) fn unregister(&self) {
+        // SYNC: SeqCst as the raise; a ringer that still sees it rings once too often.
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
     /// Rings the slot if anyone waits. Call after the sample is visible in its queue.
     #[inline]
     pub(crate) fn ring(&self) {
         // SYNC: the light fence (a compiler fence in a process registered for membarrier,
         // else a full fence) orders our queue write before the waiter-count load; it pairs
-        // with the heavy fence in `SlotRef::register`, so either the waiter sees the
-        // sample or we see the waiter.
-        crate::sys::membarrier::light();
+        // with the heavy fence in `Slot::register`, so either the waiter sees the sample
+        // or we see the waiter.
+        fence_for_ringers();
         // only the first ring after a waiter armed the slot wakes: later ones find it
         // cleared until a waiter announces itself again (every waiter re-arms before it
         // checks its queue, so none sleeps on a cleared flag unseen)
@@ -558,9 +630,17 @@ impl Slot {
         self.acks.load(Ordering::Acquire)
     }
 
-    /// The futex word waiters sleep on (for [`wait_any`]).
+    /// The futex word waiters sleep on (for [`wait_any`](crate::sys::futex::wait_any)).
+    #[cfg(not(nerve_loom))]
     pub(crate) fn word(&self) -> &AtomicU32 {
         &self.seq
+    }
+
+    /// (Under loom the word is loom's: waits on several slots go through
+    /// `model_futex::wait_any` in the models.)
+    #[cfg(nerve_loom)]
+    pub(crate) fn word(&self) -> &AtomicU32 {
+        unreachable!("loom models wait on several slots through model_futex::wait_any")
     }
 
     /// Sleeps while the sequence still equals `seen`, at most `timeout`; returns at once
@@ -579,6 +659,135 @@ impl Slot {
     pub(crate) fn is_armed(&self) -> bool {
         // SYNC: SeqCst, after the SeqCst read of the sequence: see `ring`.
         self.armed.load(Ordering::SeqCst) != 0
+    }
+}
+
+/// The futex as the loom models see it: one lock and condition variable for every word
+/// (a model's kernel). A wait sleeps only while every word it watches still holds the
+/// value seen, checked under the lock a wake takes after its bump, so no wake-up between
+/// the check and the sleep is lost; a wait has no timeout, so a wake-up the protocol
+/// loses leaves the waiter asleep for good, which loom reports as a deadlock.
+#[cfg(nerve_loom)]
+pub(crate) mod model_futex {
+    use super::HandshakeWord;
+    use loom::sync::{Condvar, Mutex};
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    loom::lazy_static! {
+        static ref KERNEL: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
+    }
+
+    /// Sleeps while `word` holds `seen` (the timeout is not modelled).
+    pub(crate) fn futex_wait(word: &HandshakeWord, seen: u32, _timeout: Duration) {
+        wait_any(&[(word, seen)]);
+    }
+
+    /// Sleeps while every word holds the value paired with it (`futex_waitv`).
+    pub(crate) fn wait_any(words: &[(&HandshakeWord, u32)]) {
+        let (lock, wakeups) = &*KERNEL;
+        let held = lock.lock().unwrap_or_else(|e| e.into_inner());
+        // SYNC: Relaxed under the lock: a wake takes the lock after its bump.
+        if words
+            .iter()
+            .all(|(w, seen)| w.load(Ordering::Relaxed) == *seen)
+        {
+            drop(wakeups.wait(held).unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+
+    /// Wakes every sleeper (the models have few; a real wake may wake fewer, which the
+    /// waiters' loops absorb).
+    pub(crate) fn futex_wake(_word: &HandshakeWord) {
+        let (lock, wakeups) = &*KERNEL;
+        let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
+        wakeups.notify_all();
+    }
+}
+
+/// Loom models of the wake-up handshake: a waiter must never sleep through the ring of a
+/// sample it has not seen, whatever rings of other keys sharing its slot clear the flag
+/// in between. Each runs the real `register`/`announce`, `is_armed`, `wait` and `ring`;
+/// the waiter's loop is that of a subscriber's blocking receive (`transport::wait`) and
+/// of the executor (several slots). Run by `scripts/concurrency`.
+#[cfg(all(test, nerve_loom))]
+mod loom_models {
+    use super::model_futex::wait_any;
+    use super::*;
+    use loom::sync::atomic::AtomicU32 as Queue;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// A publisher's send: the sample into its queue, then the ring.
+    fn publish(queue: &Queue, slot: &Slot) {
+        // SYNC: Release, as a queue's publishing store.
+        queue.fetch_add(1, Ordering::Release);
+        slot.ring();
+    }
+
+    #[test]
+    fn a_blocking_receive_never_sleeps_through_its_sample() {
+        // a publisher of the waiter's topic and a ringer of another key on the same slot
+        loom::model(|| {
+            let slot = Arc::new(Slot::new());
+            let queue = Arc::new(Queue::new(0));
+            let publisher = {
+                let (slot, queue) = (slot.clone(), queue.clone());
+                thread::spawn(move || publish(&queue, &slot))
+            };
+            let other = {
+                let slot = slot.clone();
+                thread::spawn(move || slot.ring())
+            };
+            // the loop of `transport::wait::wait_for` without its timeouts
+            loop {
+                let seen = slot.register();
+                if queue.load(Ordering::Acquire) > 0 {
+                    slot.unregister();
+                    break;
+                }
+                slot.wait(seen, Duration::MAX);
+                slot.unregister();
+            }
+            publisher.join().expect("publisher");
+            other.join().expect("other ringer");
+        });
+    }
+
+    #[test]
+    fn an_executor_waiting_on_two_slots_never_sleeps_through_either() {
+        loom::model(|| {
+            let slots = Arc::new([Slot::new(), Slot::new()]);
+            let queues = Arc::new([Queue::new(0), Queue::new(0)]);
+            let publishers: Vec<_> = (0..2)
+                .map(|i| {
+                    let (slots, queues) = (slots.clone(), queues.clone());
+                    thread::spawn(move || publish(&queues[i], &slots[i]))
+                })
+                .collect();
+            // the loop of `Executor::wait` (announce all, one fence, read every sequence,
+            // look, sleep only while every slot is still armed), taking both samples
+            let mut taken = [false; 2];
+            while taken != [true; 2] {
+                slots.iter().for_each(Slot::announce);
+                fence_for_waiters();
+                let seen = [slots[0].seq(), slots[1].seq()];
+                let mut idle = true;
+                for (i, q) in queues.iter().enumerate() {
+                    if !taken[i] && q.load(Ordering::Acquire) > 0 {
+                        taken[i] = true;
+                        idle = false;
+                    }
+                }
+                if idle && slots.iter().all(Slot::is_armed) {
+                    wait_any(&[(&slots[0].seq, seen[0]), (&slots[1].seq, seen[1])]);
+                }
+                slots.iter().for_each(Slot::unregister);
+            }
+            publishers
+                .into_iter()
+                .for_each(|p| p.join().expect("publisher"));
+        });
     }
 }
 
