@@ -341,9 +341,9 @@ pub fn slope(points: &[(f64, f64)]) -> f64 {
     }
 }
 
-/// Slopes per hour (whole run and second half) and means of every series; the P99 of the churned part against the
-/// quiet first fifth. The first two seconds (start-up) are left out of the slopes; the
-/// network publisher's series only `with_net`.
+/// Slopes per hour (whole run and second half) and means of every series; the P99 of
+/// the churned part against the quiet first fifth. The first two seconds (start-up) are
+/// left out of the slopes; the network publisher's series only `with_net`.
 fn figures(samples: &[Sample], seconds: f64, with_net: bool, out: &mut Outcome) {
     let settled: Vec<&Sample> = samples.iter().filter(|s| s.t >= 2.0).collect();
     /// A series: its label, how to read it from a sample, and its scale.

@@ -668,7 +668,7 @@ impl Slot {
 /// the check and the sleep is lost; a wait has no timeout, so a wake-up the protocol
 /// loses leaves the waiter asleep for good, which loom reports as a deadlock.
 #[cfg(nerve_loom)]
-pub(crate) mod model_futex {
+mod model_futex {
     use super::HandshakeWord;
     use loom::sync::{Condvar, Mutex};
     use std::sync::atomic::Ordering;
@@ -679,12 +679,12 @@ pub(crate) mod model_futex {
     }
 
     /// Sleeps while `word` holds `seen` (the timeout is not modelled).
-    pub(crate) fn futex_wait(word: &HandshakeWord, seen: u32, _timeout: Duration) {
+    pub(super) fn futex_wait(word: &HandshakeWord, seen: u32, _timeout: Duration) {
         wait_any(&[(word, seen)]);
     }
 
     /// Sleeps while every word holds the value paired with it (`futex_waitv`).
-    pub(crate) fn wait_any(words: &[(&HandshakeWord, u32)]) {
+    pub(super) fn wait_any(words: &[(&HandshakeWord, u32)]) {
         let (lock, wakeups) = &*KERNEL;
         let held = lock.lock().unwrap_or_else(|e| e.into_inner());
         // SYNC: Relaxed under the lock: a wake takes the lock after its bump.
@@ -698,7 +698,7 @@ pub(crate) mod model_futex {
 
     /// Wakes every sleeper (the models have few; a real wake may wake fewer, which the
     /// waiters' loops absorb).
-    pub(crate) fn futex_wake(_word: &HandshakeWord) {
+    pub(super) fn futex_wake(_word: &HandshakeWord) {
         let (lock, wakeups) = &*KERNEL;
         let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
         wakeups.notify_all();
