@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
-/// An isolated domain: unique id and state directory.
+/// An isolated domain: unique id and state directory, empty when the test starts.
 struct Domain {
     id: u32,
     dir: PathBuf,
@@ -20,9 +20,17 @@ struct Domain {
 
 impl Domain {
     fn new() -> Domain {
-        let id = 100 + (std::process::id() % 80) * 10 + NEXT.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("nerve-proc-{}-{id}/", std::process::id()));
-        Domain { id, dir }
+        loop {
+            let id = 100 + (std::process::id() % 80) * 10 + NEXT.fetch_add(1, Ordering::SeqCst);
+            let dir = std::env::temp_dir().join(format!("nerve-proc-{}-{id}/", std::process::id()));
+            let d = Domain { id, dir };
+            // other suites and earlier runs use these ids too: what dead processes left
+            // goes first, and a domain that a live process uses is passed over
+            match nerve::introspect::clean(&d.config()) {
+                Ok(r) if !r.domain_in_use => return d,
+                _ => continue,
+            }
+        }
     }
 
     fn cmd(&self, exe: &str) -> Command {
@@ -61,6 +69,22 @@ impl Domain {
     fn files(&self) -> BTreeSet<String> {
         nerve::introspect::domain_files(&self.config())
     }
+
+    /// The kernel's locks on this domain's doorbell (`/proc/locks` lines: the pid that
+    /// took each), for failures that find the domain still in use.
+    fn doorbell_locks(&self) -> Vec<String> {
+        use std::os::unix::fs::MetadataExt;
+        let bell = format!("/dev/shm/nerve{}_doorbell3", self.id);
+        let Ok(ino) = std::fs::metadata(bell).map(|m| m.ino()) else {
+            return Vec::new();
+        };
+        std::fs::read_to_string("/proc/locks")
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(&format!(":{ino} ")))
+            .map(str::to_string)
+            .collect()
+    }
 }
 
 impl Drop for Domain {
@@ -93,10 +117,19 @@ impl Proc {
 
     /// Waits for a line equal to `marker`; panics with the child's stderr on timeout.
     fn expect_line(&mut self, marker: &str, timeout: Duration) {
+        self.expect_where(marker, timeout, |l| l == marker)
+    }
+
+    /// Waits for a line starting with `prefix`; panics with the child's stderr on timeout.
+    fn expect_prefix(&mut self, prefix: &str, timeout: Duration) {
+        self.expect_where(prefix, timeout, |l| l.starts_with(prefix))
+    }
+
+    fn expect_where(&mut self, marker: &str, timeout: Duration, found: impl Fn(&str) -> bool) {
         let deadline = Instant::now() + timeout;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             match self.lines.recv_timeout(left) {
-                Ok(l) if l == marker => return,
+                Ok(l) if found(&l) => return,
                 Ok(_) => {}
                 Err(_) => break,
             }
@@ -412,6 +445,63 @@ fn clean_removes_what_killed_processes_left() {
     assert_eq!(d.files(), start, "{out}");
 }
 
+/// What killed processes left goes once the domain is next used, also when their node
+/// records went with their state directory (as a test's temporary directory does), which
+/// iceoryx2's own cleanup needs to find them; a second user leaves a live one's files be.
+#[test]
+fn the_next_user_of_a_domain_removes_what_killed_processes_left() {
+    use nerve::prelude::*;
+    let d = Domain::new();
+    let mut sub = d.spawn(
+        PEER,
+        &[
+            "sub", "--topic", "/debris", "--count", "10", "--qos", "sensor", "--hold", "2",
+        ],
+    );
+    sub.expect_line("ready", T);
+    let mut publisher = d.spawn(
+        PEER,
+        &[
+            "pub",
+            "--topic",
+            "/debris",
+            "--count",
+            "5",
+            "--qos",
+            "sensor",
+            "--hold-loan",
+        ],
+    );
+    sub.expect_line("holding", T);
+    publisher.expect_line("loaned", T);
+    sub.kill();
+    publisher.kill();
+    let debris: BTreeSet<String> = d
+        .files()
+        .into_iter()
+        .filter(|f| f.starts_with("/dev/shm/") && !f.ends_with("_doorbell3"))
+        .collect();
+    assert!(!debris.is_empty(), "killed processes leave files behind");
+    std::fs::remove_dir_all(&d.dir).unwrap();
+    {
+        let first = Context::new(d.config()).unwrap();
+        let kept: Vec<_> = debris.intersection(&d.files()).cloned().collect();
+        assert!(kept.is_empty(), "the first user kept {kept:?}");
+        let _node = first.node("first").create().unwrap();
+        let live = d.files();
+        drop(Context::new(d.config()).unwrap());
+        assert!(
+            live.is_subset(&d.files()),
+            "a second user removed files of a live one"
+        );
+    }
+    assert_eq!(
+        d.files(),
+        BTreeSet::new(),
+        "files left once the domain emptied"
+    );
+}
+
 #[test]
 fn domains_are_isolated() {
     let a = Domain::new();
@@ -680,7 +770,12 @@ fn inline_ring_writer_killed_mid_write_never_hands_out_a_torn_sample() {
         assert_eq!(sub.stats().malformed, 0);
         assert!(total >= 20);
     }
-    assert_eq!(d.files(), start, "files left once the domain emptied");
+    assert_eq!(
+        d.files(),
+        start,
+        "files left once the domain emptied; locks on its doorbell: {:?}",
+        d.doorbell_locks()
+    );
 }
 
 /// A reader of a back-pressure ring SIGKILLed while the ring is full never blocks the
@@ -1244,35 +1339,28 @@ fn cli_sends_goals_and_survives_a_killed_server() {
     assert_eq!(rc, 0);
     assert!(out.contains(r#""name":"/fibonacci""#), "{out}");
 
-    // Ctrl-C cancels the goal: the server ends it canceled
-    let mut slow = d.spawn(
-        &cli,
-        &[
-            "action",
-            "send_goal",
-            "/fibonacci",
-            "Fibonacci",
-            r#"{"order": 90}"#,
-        ],
-    );
-    std::thread::sleep(Duration::from_millis(300));
+    // Ctrl-C cancels the goal: the server ends it canceled (sent once the goal runs: its
+    // first feedback came)
+    let long_goal = [
+        "action",
+        "send_goal",
+        "/fibonacci",
+        "Fibonacci",
+        r#"{"order": 90}"#,
+        "--feedback",
+        "--format",
+        "json",
+    ];
+    let mut slow = d.spawn(&cli, &long_goal);
+    slow.expect_prefix("{", T);
     slow.signal(libc::SIGINT);
     let (code, err) = slow.exit_and_stderr();
     assert_eq!(code, Some(1));
     assert!(err.contains("canceled"), "{err}");
 
     // the server dies mid-goal: the client says so at once, not at its 30 s timeout
-    let mut waiting = d.spawn(
-        &cli,
-        &[
-            "action",
-            "send_goal",
-            "/fibonacci",
-            "Fibonacci",
-            r#"{"order": 90}"#,
-        ],
-    );
-    std::thread::sleep(Duration::from_millis(300));
+    let mut waiting = d.spawn(&cli, &long_goal);
+    waiting.expect_prefix("{", T);
     node.signal(libc::SIGKILL);
     // "went away", not the "no result after 30 s" of its timeout: the liveness check
     let (code, err) = waiting.exit_and_stderr();

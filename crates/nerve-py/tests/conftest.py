@@ -1,6 +1,7 @@
 """Shared fixtures: every test gets a domain and state directory of its own, so tests
 never see each other's topics (they may run beside other Nerve processes)."""
 
+import gc
 import itertools
 import os
 import pathlib
@@ -23,9 +24,16 @@ def new_domain() -> int:
 @pytest.fixture
 def domain(tmp_path, monkeypatch):
     d = new_domain()
+    state = tmp_path / "state"
     monkeypatch.setenv("NERVE_DOMAIN", str(d))
-    monkeypatch.setenv("NERVE_STATE_DIR", str(tmp_path / "state"))
-    return d
+    monkeypatch.setenv("NERVE_STATE_DIR", str(state))
+    yield d
+    # what the test's killed children left goes now, not with the next user of the id
+    gc.collect()
+    cli = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "debug" / "nerve"
+    if cli.exists():
+        env = {**os.environ, "NERVE_DOMAIN": str(d), "NERVE_STATE_DIR": str(state)}
+        subprocess.run([cli, "clean"], env=env, capture_output=True, timeout=60)
 
 
 @pytest.fixture

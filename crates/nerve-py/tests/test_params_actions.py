@@ -56,7 +56,7 @@ def test_parameters_validate_atomically_and_serve_remote_clients(domain, node, t
         p.on_validate(lambda changes: "mode may not be 'fly'"
                       if any(new == "fly" for (_, _, new) in changes) else None)
         p.on_set(lambda changes: seen.extend(name for (name, _, _) in changes))
-        t.params, t.seen = p, seen
+        t.seen = seen
         t.ready.set()
         while not t.stop:
             p.serve(0.05)
@@ -88,7 +88,6 @@ def test_the_cli_sets_a_python_node_parameter(domain, node):
     def serve(ctx, t):
         p = ctx.node("py_cli_params").create_parameters(from_env=False)
         p.declare("rate", 10)
-        t.params = p
         t.ready.set()
         while not t.stop:
             p.serve(0.05)

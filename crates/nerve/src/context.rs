@@ -34,7 +34,7 @@ impl Drop for ContextInner {
     fn drop(&mut self) {
         crate::trace::flush();
         if self.doorbell.try_exclusive() {
-            shm::remove_domain_files(&self.iox);
+            shm::remove_domain_files(&self.config);
             self.doorbell.unlink();
         }
     }
@@ -52,10 +52,13 @@ impl Context {
         crate::sys::membarrier::register();
         let iox = shm::iceoryx_config(&config)?;
         let name = doorbell_name(&config);
-        let doorbell = Doorbell::open(&name, 0o600).map_err(|reason| ContextError::Doorbell {
-            path: format!("/dev/shm/{name}"),
-            reason,
-        })?;
+        // the domain's first user (no one else is alive) removes what dead processes left
+        // before anyone can join, so a crash's debris never outlives the next start
+        let doorbell = Doorbell::open_first(&name, 0o600, || shm::remove_domain_files(&config))
+            .map_err(|reason| ContextError::Doorbell {
+                path: format!("/dev/shm/{name}"),
+                reason,
+            })?;
         Ok(Context {
             inner: Arc::new(ContextInner {
                 config,

@@ -206,26 +206,7 @@ pub fn list_nodes(ctx: &Context) -> Result<Vec<NodeInfo>, String> {
 
 /// Files of a domain in /dev/shm and the state directory.
 pub fn domain_files(config: &Config) -> BTreeSet<String> {
-    let prefix = config.file_prefix();
-    let mut files = BTreeSet::new();
-    let mut walk = vec![
-        std::path::PathBuf::from("/dev/shm"),
-        config.state_dir.clone(),
-    ];
-    while let Some(dir) = walk.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk.push(p);
-            } else if e.file_name().to_string_lossy().starts_with(&prefix) {
-                files.insert(p.display().to_string());
-            }
-        }
-    }
-    files
+    shm::domain_files(config)
 }
 
 /// Result of [`clean`].
@@ -270,10 +251,7 @@ pub fn clean(config: &Config) -> Result<CleanReport, String> {
     if bell.try_exclusive() {
         // No live context holds the doorbell: nobody uses the domain, so every file with
         // the domain's prefix is stale, also ones whose node records are gone.
-        shm::remove_domain_files(&iox);
-        for f in domain_files(config) {
-            let _ = std::fs::remove_file(f);
-        }
+        shm::remove_domain_files(config);
         bell.unlink();
     } else {
         report.domain_in_use = true;

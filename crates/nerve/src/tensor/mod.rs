@@ -117,8 +117,6 @@ pub use dtype::DType;
 pub use handle::{Tensor, TensorMut};
 pub use pool::TensorPool;
 
-pub(crate) use pool::FILE_KIND;
-
 /// Most dimensions a tensor has.
 pub const MAX_DIMS: usize = 8;
 /// Most slots a pool has.

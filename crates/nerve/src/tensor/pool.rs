@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// File names of pools in /dev/shm: `<domain prefix>tensor_<name>` (see
 /// `transport::shm::remove_domain_files`, which removes them with the domain).
-pub(crate) const FILE_KIND: &str = "tensor_";
+const FILE_KIND: &str = "tensor_";
 
 /// The file's first 8 bytes.
 const MAGIC: [u8; 8] = *b"NRVTENS\0";

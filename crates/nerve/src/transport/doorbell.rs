@@ -146,6 +146,18 @@ fn full() -> io::Error {
 impl Doorbell {
     /// Opens (or creates) the doorbell at `/dev/shm/<name>` with the given file mode.
     pub(crate) fn open(name: &str, mode: u32) -> io::Result<Doorbell> {
+        Self::open_first(name, mode, || {})
+    }
+
+    /// [`Doorbell::open`], running `on_first` when this handle is the domain's only user,
+    /// while it still holds the lock exclusively: no other process can join before it
+    /// returns (they wait for the lock).
+    pub(crate) fn open_first(
+        name: &str,
+        mode: u32,
+        on_first: impl FnOnce(),
+    ) -> io::Result<Doorbell> {
+        let mut on_first = Some(on_first);
         let path = format!("/dev/shm/{name}");
         loop {
             let fd = rustix::fs::open(
@@ -180,6 +192,9 @@ impl Doorbell {
                 bind: Mutex::new(()),
             };
             if alone {
+                if let Some(f) = on_first.take() {
+                    f();
+                }
                 // downgrade to the shared lock every user holds
                 rustix::fs::flock(&bell.fd, FlockOperation::LockShared)?;
             }

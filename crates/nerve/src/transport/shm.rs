@@ -144,26 +144,42 @@ pub(crate) fn iceoryx_config(cfg: &Config) -> Result<iceoryx2::config::Config, C
     Ok(iox)
 }
 
-/// Removes iceoryx2's persistent per-domain management segment (a node counter in
-/// `/dev/shm/<prefix>…global_mgmt`), the large-schema files and the tensor pools, so a
-/// clean exit leaves /dev/shm as it was. Call only
-/// while holding the domain's doorbell exclusively: no live process uses the domain.
-pub(crate) fn remove_domain_files(iox: &iceoryx2::config::Config) {
-    for path in management_segments(iox) {
-        let _ = std::fs::remove_file(path);
-    }
-    // large schemas, tensor pools and the rings of killed publishers
-    let kinds = [
-        "schema_",
-        crate::tensor::FILE_KIND,
-        crate::transport::shm_ring::FILE_KIND,
-    ]
-    .map(|k| format!("{}{k}", iox.global.prefix));
-    for name in shm_file_names() {
-        if kinds.iter().any(|k| name.starts_with(k.as_str())) {
-            let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+/// Removes every file of the domain but its doorbell: iceoryx2's management segment,
+/// services, ports and node records, large schemas, tensor pools and rings, also what
+/// killed processes left (whose node records may be gone with their state directory).
+/// Call only while holding the domain's doorbell exclusively: no live process uses the
+/// domain, so nothing of it is in use (a process that joins waits for the lock).
+pub(crate) fn remove_domain_files(config: &Config) {
+    let bell = format!("/{}", crate::context::doorbell_name(config));
+    for path in domain_files(config) {
+        if !path.ends_with(&bell) {
+            let _ = std::fs::remove_file(path);
         }
     }
+}
+
+/// Files of a domain in /dev/shm and the state directory (its subdirectories too).
+pub(crate) fn domain_files(config: &Config) -> std::collections::BTreeSet<String> {
+    let prefix = config.file_prefix();
+    let mut files = std::collections::BTreeSet::new();
+    let mut walk = vec![
+        std::path::PathBuf::from("/dev/shm"),
+        config.state_dir.clone(),
+    ];
+    while let Some(dir) = walk.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk.push(p);
+            } else if e.file_name().to_string_lossy().starts_with(&prefix) {
+                files.insert(p.display().to_string());
+            }
+        }
+    }
+    files
 }
 
 /// The names of the files in /dev/shm (none if it cannot be read).
