@@ -409,14 +409,13 @@ fn sigkill_mid_loan_and_while_holding_then_restart_and_clean() {
     assert_eq!(d.files(), start);
 }
 
-#[test]
-fn clean_removes_what_killed_processes_left() {
-    let d = Domain::new();
-    let start = d.files();
+/// A subscriber holding samples and a publisher holding a loan on `topic`, both
+/// SIGKILLed: what they leave is for the next user of the domain or `nerve clean`.
+fn kill_holding_peers(d: &Domain, topic: &str) {
     let mut sub = d.spawn(
         PEER,
         &[
-            "sub", "--topic", "/left", "--count", "10", "--qos", "sensor", "--hold", "2",
+            "sub", "--topic", topic, "--count", "10", "--qos", "sensor", "--hold", "2",
         ],
     );
     sub.expect_line("ready", T);
@@ -425,7 +424,7 @@ fn clean_removes_what_killed_processes_left() {
         &[
             "pub",
             "--topic",
-            "/left",
+            topic,
             "--count",
             "5",
             "--qos",
@@ -437,6 +436,13 @@ fn clean_removes_what_killed_processes_left() {
     publisher.expect_line("loaned", T);
     sub.kill();
     publisher.kill();
+}
+
+#[test]
+fn clean_removes_what_killed_processes_left() {
+    let d = Domain::new();
+    let start = d.files();
+    kill_holding_peers(&d, "/left");
     assert_ne!(d.files(), start, "killed processes leave files behind");
     let (code, out, err) = d.run(&nerve_cli(), &["clean"]);
     assert_eq!(code, 0, "{err}");
@@ -452,30 +458,7 @@ fn clean_removes_what_killed_processes_left() {
 fn the_next_user_of_a_domain_removes_what_killed_processes_left() {
     use nerve::prelude::*;
     let d = Domain::new();
-    let mut sub = d.spawn(
-        PEER,
-        &[
-            "sub", "--topic", "/debris", "--count", "10", "--qos", "sensor", "--hold", "2",
-        ],
-    );
-    sub.expect_line("ready", T);
-    let mut publisher = d.spawn(
-        PEER,
-        &[
-            "pub",
-            "--topic",
-            "/debris",
-            "--count",
-            "5",
-            "--qos",
-            "sensor",
-            "--hold-loan",
-        ],
-    );
-    sub.expect_line("holding", T);
-    publisher.expect_line("loaned", T);
-    sub.kill();
-    publisher.kill();
+    kill_holding_peers(&d, "/debris");
     let debris: BTreeSet<String> = d
         .files()
         .into_iter()
