@@ -20,7 +20,8 @@ struct Domain {
 
 impl Domain {
     fn new() -> Domain {
-        loop {
+        let mut last = String::new();
+        for _ in 0..64 {
             let id = 100 + (std::process::id() % 80) * 10 + NEXT.fetch_add(1, Ordering::SeqCst);
             let dir = std::env::temp_dir().join(format!("nerve-proc-{}-{id}/", std::process::id()));
             let d = Domain { id, dir };
@@ -28,9 +29,11 @@ impl Domain {
             // goes first, and a domain that a live process uses is passed over
             match nerve::introspect::clean(&d.config()) {
                 Ok(r) if !r.domain_in_use => return d,
-                _ => continue,
+                Ok(_) => last = format!("domain {id} is in use"),
+                Err(e) => last = format!("domain {id}: {e}"),
             }
         }
+        panic!("no free test domain in 64 tries; the last: {last}");
     }
 
     fn cmd(&self, exe: &str) -> Command {
