@@ -77,7 +77,7 @@ impl Domain {
     /// took each), for failures that find the domain still in use.
     fn doorbell_locks(&self) -> Vec<String> {
         use std::os::unix::fs::MetadataExt;
-        let bell = format!("/dev/shm/nerve{}_doorbell3", self.id);
+        let bell = nerve::introspect::doorbell_path(&self.config());
         let Ok(ino) = std::fs::metadata(bell).map(|m| m.ino()) else {
             return Vec::new();
         };
@@ -465,7 +465,9 @@ fn the_next_user_of_a_domain_removes_what_killed_processes_left() {
     let debris: BTreeSet<String> = d
         .files()
         .into_iter()
-        .filter(|f| f.starts_with("/dev/shm/") && !f.ends_with("_doorbell3"))
+        .filter(|f| {
+            f.starts_with("/dev/shm/") && *f != nerve::introspect::doorbell_path(&d.config())
+        })
         .collect();
     assert!(!debris.is_empty(), "killed processes leave files behind");
     std::fs::remove_dir_all(&d.dir).unwrap();

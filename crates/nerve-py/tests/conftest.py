@@ -30,7 +30,7 @@ def domain(tmp_path, monkeypatch):
     yield d
     # what the test's killed children left goes now, not with the next user of the id
     gc.collect()
-    cli = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "debug" / "nerve"
+    cli = _target_path("nerve")
     if cli.exists():
         env = {**os.environ, "NERVE_DOMAIN": str(d), "NERVE_STATE_DIR": str(state)}
         subprocess.run([cli, "clean"], env=env, capture_output=True, timeout=60)
@@ -46,10 +46,13 @@ def node(ctx):
     return ctx.node("test_node")
 
 
+def _target_path(name: str) -> pathlib.Path:
+    return pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "debug" / name
+
+
 def target_bin(name: str) -> pathlib.Path:
     """A binary of the workspace (examples, the CLI) built by scripts/test."""
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-    path = target / "debug" / name
+    path = _target_path(name)
     if not path.exists():
         pytest.fail(f"{path} is missing: build it first (scripts/test builds the examples and the CLI)")
     return path

@@ -2,7 +2,7 @@
 
 use crate::config::Config;
 use crate::error::{ContextError, NetError, NodeError};
-use crate::transport::doorbell::Doorbell;
+use crate::transport::doorbell::{self, Doorbell};
 use crate::transport::remote::RemotePlane;
 use crate::transport::{intra, shm};
 use std::rc::Rc;
@@ -51,12 +51,12 @@ impl Context {
         // publishers of this process may then use light fences (see sys::membarrier)
         crate::sys::membarrier::register();
         let iox = shm::iceoryx_config(&config)?;
-        let name = doorbell_name(&config);
+        let name = doorbell::file_name(&config);
         // the domain's first user (no one else is alive) removes what dead processes left
         // before anyone can join, so a crash's debris never outlives the next start
         let doorbell = Doorbell::open_first(&name, 0o600, || shm::remove_domain_files(&config))
             .map_err(|reason| ContextError::Doorbell {
-                path: format!("/dev/shm/{name}"),
+                path: doorbell::path(&config),
                 reason,
             })?;
         Ok(Context {
@@ -107,11 +107,6 @@ impl Context {
 fn next_origin() -> u64 {
     static CONTEXTS: AtomicU32 = AtomicU32::new(1);
     (u64::from(std::process::id()) << 32) | u64::from(CONTEXTS.fetch_add(1, Ordering::Relaxed))
-}
-
-pub(crate) fn doorbell_name(config: &Config) -> String {
-    // versioned: a file of another layout is never mapped as this one
-    format!("{}doorbell3", config.file_prefix())
 }
 
 /// Builds a [`Node`].

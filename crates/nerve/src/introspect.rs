@@ -2,12 +2,12 @@
 //! and remove stale resources of dead processes.
 
 use crate::config::Config;
-use crate::context::{doorbell_name, Context, Node};
+use crate::context::{Context, Node};
 use crate::error::{ServiceError, TopicError};
 use crate::message::TypeInfo;
 use crate::qos::Qos;
 use crate::qos::ServiceQos;
-use crate::transport::doorbell::Doorbell;
+use crate::transport::doorbell::{self, Doorbell};
 use crate::transport::rpc;
 use crate::transport::shm::{self, Ipc, TOPIC_PREFIX};
 use iceoryx2::node::NodeView;
@@ -209,6 +209,12 @@ pub fn domain_files(config: &Config) -> BTreeSet<String> {
     shm::domain_files(config)
 }
 
+/// The domain's doorbell file: every live context holds a shared lock on it, so the
+/// kernel's locks on it (`/proc/locks`) name the processes that use the domain.
+pub fn doorbell_path(config: &Config) -> String {
+    doorbell::path(config)
+}
+
 /// Result of [`clean`].
 #[derive(Clone, Debug, Default)]
 pub struct CleanReport {
@@ -245,7 +251,7 @@ pub fn clean(config: &Config) -> Result<CleanReport, String> {
             report.dead_nodes.push((name, pid));
         }
     }
-    let bell_name = doorbell_name(config);
+    let bell_name = doorbell::file_name(config);
     let bell = Doorbell::open(&bell_name, 0o600)
         .map_err(|e| format!("cannot open /dev/shm/{bell_name}: {e}"))?;
     if bell.try_exclusive() {

@@ -20,6 +20,7 @@
 //! takes the exclusive lock and unlinks it. A process that finds itself alone in the
 //! domain clears the whole file. `nerve clean` removes a stale file.
 
+use crate::config::Config;
 use crate::sys::files::{check_owner, same_inode, Mapping, OfdLock};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 use std::io;
@@ -141,6 +142,17 @@ fn full() -> io::Error {
     io::Error::other(format!(
         "the domain's doorbell is full: {SLOTS} topics, services and clients are in use at once"
     ))
+}
+
+/// The name of a domain's doorbell in /dev/shm (versioned: a file of another layout is
+/// never mapped as this one).
+pub(crate) fn file_name(config: &Config) -> String {
+    format!("{}doorbell3", config.file_prefix())
+}
+
+/// The path of a domain's doorbell.
+pub(crate) fn path(config: &Config) -> String {
+    format!("/dev/shm/{}", file_name(config))
 }
 
 impl Doorbell {

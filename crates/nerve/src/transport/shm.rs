@@ -150,9 +150,9 @@ pub(crate) fn iceoryx_config(cfg: &Config) -> Result<iceoryx2::config::Config, C
 /// Call only while holding the domain's doorbell exclusively: no live process uses the
 /// domain, so nothing of it is in use (a process that joins waits for the lock).
 pub(crate) fn remove_domain_files(config: &Config) {
-    let bell = format!("/{}", crate::context::doorbell_name(config));
+    let bell = crate::transport::doorbell::path(config);
     for path in domain_files(config) {
-        if !path.ends_with(&bell) {
+        if path != bell {
             let _ = std::fs::remove_file(path);
         }
     }
@@ -171,11 +171,15 @@ pub(crate) fn domain_files(config: &Config) -> std::collections::BTreeSet<String
             continue;
         };
         for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk.push(p);
+            // the entry's own type, from the directory read: no stat per file, and a
+            // link to a folder above is not followed round in circles
+            let Ok(kind) = e.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                walk.push(e.path());
             } else if e.file_name().to_string_lossy().starts_with(&prefix) {
-                files.insert(p.display().to_string());
+                files.insert(e.path().display().to_string());
             }
         }
     }
