@@ -181,6 +181,102 @@ fn late_joiners_get_the_rest_and_a_killed_host_leaves_the_others_working() {
     assert!(r["in_order"].as_bool().unwrap(), "{r}");
 }
 
+/// T5, a remote host stopped (SIGSTOP) for longer than the 2 s lease while a reliable
+/// stream flows to it and to another host: the publisher is held back at most as long as
+/// Zenoh's blocking push waits before it gives that peer up (half the lease), the other
+/// subscriber gets everything in order, and the stopped one, once continued, goes on to
+/// the end with every sample it missed counted as lost.
+#[test]
+fn a_stopped_host_stalls_no_one_and_counts_what_it_missed() {
+    let sim = hosts(3);
+    let d = domain();
+    let common = ["--topic", "/probe/stopped", "--count", "1500", "--reliable"];
+    let sub = [&["sub", "--seconds", "60"][..], &common].concat();
+    let mut steady = start(&sim, 1, &d, &sub);
+    let mut stopped = start(&sim, 2, &d, &sub);
+    let mut publisher = start(
+        &sim,
+        0,
+        &d,
+        &[
+            &["pub", "--hz", "100", "--size", "4096", "--subscribers", "2"][..],
+            &common,
+        ]
+        .concat(),
+    );
+    std::thread::sleep(3 * SECOND);
+    stopped.signal(libc::SIGSTOP);
+    std::thread::sleep(5 * SECOND);
+    stopped.signal(libc::SIGCONT);
+    let sent = result(&mut publisher, 40 * SECOND);
+    assert_eq!(u(&sent, "failed"), 0, "{sent}");
+    let slowest = sent["slowest_send_ms"].as_f64().unwrap();
+    assert!(
+        slowest < 4000.0,
+        "no send held back past twice the 2 s lease: {sent}"
+    );
+    let r = result(&mut steady, 60 * SECOND);
+    assert_eq!((u(&r, "received"), u(&r, "lost")), (1500, 0), "{r}");
+    assert!(r["in_order"].as_bool().unwrap(), "{r}");
+    let s = result(&mut stopped, 60 * SECOND);
+    complete_or_gaps_reported(&s, "/probe/stopped, the stopped host");
+    assert_eq!(
+        u(&s, "last"),
+        1500,
+        "went on to the end once continued: {s}"
+    );
+    eprintln!("a host stopped for 5 s: publisher {sent}, the other host {r}, the stopped one {s}");
+}
+
+/// T5 for services across hosts: a server's host stopped for 3 s, and a client's host
+/// stopped for 3 s while calling flat out. Calls to the stopped server fail by name
+/// within their timeout and succeed again once it is continued; the stopped client never
+/// keeps the server from another host's client, and calls again once continued.
+#[test]
+fn a_stopped_server_or_client_host_fails_calls_by_name_and_recovers() {
+    let sim = hosts(3);
+    let d = domain();
+    let service = "/probe/stopped_srv";
+    let server = start(&sim, 0, &d, &["serve", "--service", service]);
+    let call = |count: &'static str, pause: &'static str| {
+        [
+            "call",
+            "--service",
+            service,
+            "--count",
+            count,
+            "--pause-ms",
+            pause,
+            "--timeout-ms",
+            "1000",
+        ]
+    };
+    let mut steady = start(&sim, 1, &d, &call("100", "100"));
+    let mut greedy = start(&sim, 2, &d, &call("400", "10"));
+    std::thread::sleep(SECOND);
+    greedy.signal(libc::SIGSTOP);
+    std::thread::sleep(3 * SECOND);
+    greedy.signal(libc::SIGCONT);
+    std::thread::sleep(SECOND);
+    server.signal(libc::SIGSTOP);
+    std::thread::sleep(3 * SECOND);
+    server.signal(libc::SIGCONT);
+    let r = result(&mut steady, 120 * SECOND);
+    let errors = r["errors"].to_string();
+    assert!(
+        errors.contains("no response within") || errors.contains("no server"),
+        "calls to the stopped server fail by name: {r}"
+    );
+    assert!(
+        u(&r, "ok") >= 50,
+        "answered while only the client was stopped: {r}"
+    );
+    assert_eq!(u(&r, "last_ok"), 100, "answered again once continued: {r}");
+    let g = result(&mut greedy, 120 * SECOND);
+    assert_eq!(u(&g, "last_ok"), 400, "calls again once continued: {g}");
+    eprintln!("a stopped server's host, then a stopped client's: {r}; the stopped client {g}");
+}
+
 #[test]
 fn history_reaches_a_late_joiner_on_another_host() {
     let sim = hosts(2);

@@ -123,7 +123,7 @@ fn main() -> anyhow::Result<()> {
             }
             let period = Duration::from_secs_f64(1.0 / hz);
             let t0 = Instant::now();
-            let mut failed = 0u64;
+            let (mut failed, mut slowest, mut slowest_seq) = (0u64, Duration::ZERO, 0);
             for seq in 1..=count {
                 let due = t0 + period * (seq - 1) as u32;
                 if let Some(d) = due.checked_duration_since(Instant::now()) {
@@ -134,12 +134,20 @@ fn main() -> anyhow::Result<()> {
                 for (i, b) in loan.elem_bytes_mut().iter_mut().enumerate() {
                     *b = (seq as usize + i) as u8;
                 }
+                let t = Instant::now();
                 if let Err(e) = loan.send() {
                     failed += 1;
                     eprintln!("send {seq}: {e}");
                 }
+                if t.elapsed() > slowest {
+                    (slowest, slowest_seq) = (t.elapsed(), seq);
+                }
             }
-            say(&json!({"sent": count, "failed": failed}).to_string());
+            say(&json!({
+                "sent": count, "failed": failed,
+                "slowest_send_ms": slowest.as_secs_f64() * 1e3, "slowest_seq": slowest_seq,
+            })
+            .to_string());
             // stay until killed: a reliable publisher's last samples may still travel
             loop {
                 std::thread::sleep(Duration::from_millis(100));
@@ -234,7 +242,7 @@ fn main() -> anyhow::Result<()> {
             if !client.wait_for_service(Duration::from_secs(20)) {
                 bail!("no server for {service}");
             }
-            let (mut ok, mut errors) = (0u64, Vec::new());
+            let (mut ok, mut last_ok, mut errors) = (0u64, 0u64, Vec::new());
             let mut hosts = std::collections::BTreeMap::<String, u64>::new();
             for i in 1..=count {
                 let body = i.to_le_bytes();
@@ -242,6 +250,7 @@ fn main() -> anyhow::Result<()> {
                 {
                     Ok(r) if r.tag == i && r.elems().starts_with(&body) => {
                         ok += 1;
+                        last_ok = i;
                         let h = String::from_utf8_lossy(&r.elems()[body.len()..]).into_owned();
                         *hosts.entry(h).or_default() += 1;
                     }
@@ -251,7 +260,10 @@ fn main() -> anyhow::Result<()> {
                 std::thread::sleep(Duration::from_millis(pause_ms));
             }
             errors.truncate(5);
-            say(&json!({"ok": ok, "errors": errors, "hosts": hosts}).to_string());
+            say(
+                &json!({"ok": ok, "last_ok": last_ok, "errors": errors, "hosts": hosts})
+                    .to_string(),
+            );
             Ok(())
         }
         RoleArg::Garbage { topic } => garbage(&ctx, &topic),
