@@ -356,7 +356,7 @@ fn open(config: &Config) -> Result<Plane, NetError> {
     // processes of one host meet through Nerve's own shared memory
     zc.insert_json5("transport/shared_memory/enabled", "false")
         .map_err(|e| NetError::Open(e.to_string()))?;
-    block_gives_up_within_the_lease(&mut zc)?;
+    bound_blocking_push(&mut zc)?;
     let session = match zenoh::open(zc.clone()).wait() {
         Ok(s) => s,
         Err(e) if e.to_string().contains("Address already in use") => {
@@ -402,27 +402,28 @@ fn open(config: &Config) -> Result<Plane, NetError> {
     })
 }
 
+/// Longest a reliable (blocking) push waits for room in one peer's queue before Zenoh
+/// gives that peer up: `Qos::reliable()`'s back-pressure timeout. Zenoh's own default
+/// (5 s) let a stopped host hold every publisher of reliable topics to it, and with them
+/// their local subscribers, for 5 s (`cross_host`, a stopped host).
+const MAX_BLOCKING_PUSH_US: u64 = 1_000_000;
+
 /// Makes a reliable (blocking) push to an unresponsive peer give up, and close that
-/// transport, within half the link lease. With Zenoh's defaults (5 s) above a shorter
-/// lease, a link that came back between the two was taken down again by the stale
-/// transport's close, and the peer that connects never reconnected: a reliable stream
-/// stopped for good after a 2 to 5 s cut with a 2 s lease (`cross_host`, a link cut;
-/// upstream: zenoh#1886).
-fn block_gives_up_within_the_lease(zc: &mut zenoh::Config) -> Result<(), NetError> {
+/// transport, within [`MAX_BLOCKING_PUSH_US`] and within half the link lease; a shorter
+/// setting of the configuration file is kept. Above a shorter lease, a link that came back
+/// between the two was taken down again by the stale transport's close, and the peer that
+/// connects never reconnected: a reliable stream stopped for good after a 2 to 5 s cut
+/// with a 2 s lease (`cross_host`, a link cut; upstream: zenoh#1886).
+fn bound_blocking_push(zc: &mut zenoh::Config) -> Result<(), NetError> {
+    const KEY: &str = "transport/link/tx/queue/congestion_control/block/wait_before_close";
     let number = |key: &str| -> Option<u64> { zc.get_json(key).ok()?.trim().parse().ok() };
-    let (Some(lease_ms), Some(wait_us)) = (
-        number("transport/link/tx/lease"),
-        number("transport/link/tx/queue/congestion_control/block/wait_before_close"),
-    ) else {
+    let (Some(lease_ms), Some(wait_us)) = (number("transport/link/tx/lease"), number(KEY)) else {
         return Ok(());
     };
-    let limit_us = lease_ms.saturating_mul(1000) / 2;
+    let limit_us = (lease_ms.saturating_mul(1000) / 2).min(MAX_BLOCKING_PUSH_US);
     if wait_us > limit_us {
-        zc.insert_json5(
-            "transport/link/tx/queue/congestion_control/block/wait_before_close",
-            &limit_us.to_string(),
-        )
-        .map_err(|e| NetError::Open(e.to_string()))?;
+        zc.insert_json5(KEY, &limit_us.to_string())
+            .map_err(|e| NetError::Open(e.to_string()))?;
     }
     Ok(())
 }
@@ -536,6 +537,35 @@ pub(crate) fn service_key(domain: u32, service: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_blocking_push_gives_up_within_a_second_and_half_the_lease() {
+        let wait = |lease_ms: Option<u64>, wait_us: Option<u64>| {
+            let mut zc = zenoh::Config::default();
+            let key = "transport/link/tx/queue/congestion_control/block/wait_before_close";
+            if let Some(l) = lease_ms {
+                zc.insert_json5("transport/link/tx/lease", &l.to_string())
+                    .unwrap();
+            }
+            if let Some(w) = wait_us {
+                zc.insert_json5(key, &w.to_string()).unwrap();
+            }
+            bound_blocking_push(&mut zc).unwrap();
+            zc.get_json(key).unwrap().parse::<u64>().unwrap()
+        };
+        assert_eq!(
+            wait(None, None),
+            1_000_000,
+            "Zenoh's defaults: 10 s lease, 5 s wait"
+        );
+        assert_eq!(wait(Some(2000), None), 1_000_000);
+        assert_eq!(wait(Some(1000), None), 500_000, "half a shorter lease");
+        assert_eq!(
+            wait(None, Some(200_000)),
+            200_000,
+            "a shorter setting is kept"
+        );
+    }
 
     #[test]
     fn token_maps_stop_at_their_cap_until_others_go() {
