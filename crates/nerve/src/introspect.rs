@@ -251,9 +251,8 @@ pub fn clean(config: &Config) -> Result<CleanReport, String> {
             report.dead_nodes.push((name, pid));
         }
     }
-    let bell_name = doorbell::file_name(config);
-    let bell = Doorbell::open(&bell_name, 0o600)
-        .map_err(|e| format!("cannot open /dev/shm/{bell_name}: {e}"))?;
+    let bell = Doorbell::open(&doorbell::file_name(config), 0o600)
+        .map_err(|e| format!("cannot open {}: {e}", doorbell::path(config)))?;
     if bell.try_exclusive() {
         // No live context holds the doorbell: nobody uses the domain, so every file with
         // the domain's prefix is stale, also ones whose node records are gone.
