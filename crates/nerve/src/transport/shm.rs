@@ -158,14 +158,15 @@ pub(crate) fn remove_domain_files(config: &Config) {
     }
 }
 
-/// Files of a domain in /dev/shm and the state directory (its subdirectories too).
+/// Files of a domain in /dev/shm (flat, as iceoryx2 and Nerve write them there) and in
+/// the state directory (its subdirectories too: iceoryx2's node and service records).
 pub(crate) fn domain_files(config: &Config) -> std::collections::BTreeSet<String> {
     let prefix = config.file_prefix();
-    let mut files = std::collections::BTreeSet::new();
-    let mut walk = vec![
-        std::path::PathBuf::from("/dev/shm"),
-        config.state_dir.clone(),
-    ];
+    let mut files: std::collections::BTreeSet<String> = shm_file_names()
+        .filter(|name| name.starts_with(&prefix))
+        .map(|name| format!("/dev/shm/{name}"))
+        .collect();
+    let mut walk = vec![config.state_dir.clone()];
     while let Some(dir) = walk.pop() {
         let Ok(rd) = std::fs::read_dir(&dir) else {
             continue;
