@@ -101,7 +101,9 @@ pub struct RecordOptions {
     /// Wait for room in the queue instead of dropping (the topic's QoS then decides
     /// whether its publishers slow down).
     pub backpressure: bool,
-    /// Depth of each topic's subscriber queue in shared memory.
+    /// Depth of each topic's subscriber queue in shared memory: how many samples may
+    /// arrive while the topic's receiving thread is not scheduled (256 is a quarter of a
+    /// second of a 1 kHz IMU). Capped at what the topic supports.
     pub depth: usize,
     /// How often new topics are looked for.
     pub discovery_period: Duration,
@@ -112,8 +114,9 @@ pub struct RecordOptions {
 }
 
 impl RecordOptions {
-    /// Defaults: all topics, no compression, 512 MiB of queue, depth 64, discovery
-    /// every 250 ms, 4 MiB chunks flushed at least every second.
+    /// Defaults: all topics, no compression, 512 MiB of queue, the deepest queue every
+    /// topic supports ([`Qos::GUARANTEED_DEPTH`]), discovery every 250 ms, 4 MiB chunks
+    /// flushed at least every second.
     pub fn new(output: impl Into<PathBuf>) -> RecordOptions {
         RecordOptions {
             output: output.into(),
@@ -128,7 +131,7 @@ impl RecordOptions {
             split_duration: None,
             queue_bytes: 512 << 20,
             backpressure: false,
-            depth: 64,
+            depth: Qos::GUARANTEED_DEPTH,
             discovery_period: Duration::from_millis(250),
             chunk_size: 4 << 20,
             flush_period: Duration::from_secs(1),

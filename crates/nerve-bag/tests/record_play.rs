@@ -304,9 +304,15 @@ fn selection_late_topics_splitting_clock_and_replay_errors() {
     let ctx = Context::new(config("bag-selection")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let node = ctx.node("sensors").create().unwrap();
-    let kept = node.publisher::<Imu>("/sel/kept").create().unwrap();
-    let skipped = node.publisher::<Imu>("/sel/skip").create().unwrap();
-    let other = node.publisher::<Imu>("/other").create().unwrap();
+    // topics that allow the recorder's deep queue (a topic allows 256 unless its
+    // creator asks for more)
+    let deep = Qos::sensor().depth(1024);
+    let publisher = |t: &str| node.publisher::<Imu>(t).qos(deep.clone()).create().unwrap();
+    let (kept, skipped, other) = (
+        publisher("/sel/kept"),
+        publisher("/sel/skip"),
+        publisher("/other"),
+    );
     let mut opts = RecordOptions::new(dir.path().join("split.mcap"));
     opts.selection.all = false;
     opts.selection.include = Some(regex::Regex::new("^/sel/").unwrap());
@@ -319,7 +325,7 @@ fn selection_late_topics_splitting_clock_and_replay_errors() {
     wait_recording(&rec, 1); // /sel/kept: topics left out are not listed
     assert!(kept.wait_for_subscribers(1, Duration::from_secs(5)));
     // a topic that appears after the recording started is picked up
-    let late = node.publisher::<Imu>("/sel/late").create().unwrap();
+    let late = publisher("/sel/late");
     assert!(late.wait_for_subscribers(1, Duration::from_secs(5)));
     // incompressible covariances (216 random bytes a message): over 2 MB after lz4
     let (mut x, n) = (0x2545_f491_4f6c_dd1du64, 10_000u64);
@@ -340,7 +346,8 @@ fn selection_late_topics_splitting_clock_and_replay_errors() {
         late.publish(&imu(i)).unwrap();
         skipped.publish(&imu(i)).unwrap();
         other.publish(&imu(i)).unwrap();
-        if i % 50 == 0 {
+        // 5 kHz in bursts of 10: a 1024-deep queue is 200 ms of it
+        if i % 10 == 0 {
             std::thread::sleep(Duration::from_millis(2));
         }
     }

@@ -70,6 +70,10 @@ impl Default for Qos {
 }
 
 impl Qos {
+    /// Queue depth every topic supports, whatever depth its creator asked for: a
+    /// subscriber that joins later may always ask for this many (a recorder does).
+    pub const GUARANTEED_DEPTH: usize = 256;
+
     /// Streams of sensor data: newest wins, a slow reader never slows the publisher.
     pub fn sensor() -> Self {
         Qos::default()

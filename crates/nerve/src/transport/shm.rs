@@ -495,7 +495,7 @@ pub(crate) fn open_topic(
 
 /// Queue depth every topic supports at least, so later subscribers may ask for more than
 /// the creator did.
-pub(crate) const DEFAULT_MAX_DEPTH: usize = 256;
+pub(crate) const DEFAULT_MAX_DEPTH: usize = Qos::GUARANTEED_DEPTH;
 /// Samples every subscriber may hold at least.
 pub(crate) const DEFAULT_MAX_BORROWED: usize = 4;
 
