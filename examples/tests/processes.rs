@@ -462,12 +462,11 @@ fn the_next_user_of_a_domain_removes_what_killed_processes_left() {
     use nerve::prelude::*;
     let d = Domain::new();
     kill_holding_peers(&d, "/debris");
+    let bell = nerve::introspect::doorbell_path(&d.config());
     let debris: BTreeSet<String> = d
         .files()
         .into_iter()
-        .filter(|f| {
-            f.starts_with("/dev/shm/") && *f != nerve::introspect::doorbell_path(&d.config())
-        })
+        .filter(|f| f.starts_with("/dev/shm/") && *f != bell)
         .collect();
     assert!(!debris.is_empty(), "killed processes leave files behind");
     std::fs::remove_dir_all(&d.dir).unwrap();

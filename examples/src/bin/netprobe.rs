@@ -139,8 +139,9 @@ fn main() -> anyhow::Result<()> {
                     failed += 1;
                     eprintln!("send {seq}: {e}");
                 }
-                if t.elapsed() > slowest {
-                    (slowest, slowest_seq) = (t.elapsed(), seq);
+                let took = t.elapsed();
+                if took > slowest {
+                    (slowest, slowest_seq) = (took, seq);
                 }
             }
             say(&json!({

@@ -185,14 +185,13 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
         }
         // the ping-pong's threads at SCHED_FIFO in the real-time phases, as a
         // latency-critical loop is run; those phases are skipped where the kernel refuses
-        CPUS.get_or_init(nerve::rt::current_cpus);
+        let back_to_normal = || {
+            set_realtime(false, &want_rt, &pong_rt)
+                .then_some(())
+                .ok_or_else(|| setup(name, "cannot return the ping-pong to the normal policy"))
+        };
         let realtime = set_realtime(true, &want_rt, &pong_rt);
-        if !set_realtime(false, &want_rt, &pong_rt) {
-            return Err(setup(
-                name,
-                "cannot return the ping-pong to the normal policy",
-            ));
-        }
+        back_to_normal()?;
         out.figure(
             "real-time phases run (SCHED_FIFO granted)",
             f64::from(u8::from(realtime)),
@@ -220,11 +219,8 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
                     Load::Topic => load.add(with_topic_load(&a, &b, pings)?.1),
                     Load::Channel => with_channel_load(pings)?,
                 }
-                if phase.realtime && !set_realtime(false, &want_rt, &pong_rt) {
-                    return Err(setup(
-                        name,
-                        "cannot return the ping-pong to the normal policy",
-                    ));
+                if phase.realtime {
+                    back_to_normal()?;
                 }
             }
             bar.inc(1);
