@@ -6,6 +6,8 @@ point cloud and the Imu that were published; Nerve services are offered to Foxgl
 Service Call panel and answer calls in CDR."""
 
 import json
+import os
+import pathlib
 import struct
 import subprocess
 import time
@@ -186,3 +188,113 @@ def test_a_foxglove_client_calls_a_nerve_service(domain):
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+
+
+def start_bridge(nerve: str) -> tuple[subprocess.Popen, str]:
+    bridge = subprocess.Popen([nerve, "bridge", "foxglove", "--port", "0", "--format", "json"],
+                              stdout=subprocess.PIPE, text=True)
+    line = bridge.stdout.readline()
+    assert line.startswith("listening on ws://"), line
+    return bridge, line.split()[-1]
+
+
+def stop(procs: list) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(subprocess.signal.SIGINT)
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def raw_upgrade(uri: str, protocols: str | None) -> tuple[int, str, str]:
+    """A WebSocket upgrade request by hand: (status, the answer's protocol, body)."""
+    import base64
+    import os
+    import socket
+    host, port = uri.removeprefix("ws://").split(":")
+    key = base64.b64encode(os.urandom(16)).decode()
+    head = (f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n")
+    if protocols is not None:
+        head += f"Sec-WebSocket-Protocol: {protocols}\r\n"
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall((head + "\r\n").encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(4096)
+            assert chunk, f"closed after {data!r}"
+            data += chunk
+        answer, _, body = data.partition(b"\r\n\r\n")
+        lines = answer.decode().split("\r\n")
+        status = int(lines[0].split()[1])
+        proto = next((v.strip() for k, _, v in (h.partition(":") for h in lines[1:])
+                      if k.lower() == "sec-websocket-protocol"), "")
+        if status != 101:
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                body += chunk
+        return status, proto, body.decode(errors="replace")
+
+
+def test_every_foxglove_subprotocol_name_is_answered_with_itself_and_others_by_name(domain):
+    """`foxglove.websocket.v1` (ws-protocol, Lichtblick, Studio before the SDK) is served
+    beside the SDK's names; an unknown or missing name is refused with 400 naming it."""
+    bridge, uri = start_bridge(str(target_bin("nerve")))
+    try:
+        for name in ["foxglove.websocket.v1", "foxglove.sdk.v1", "foxglove.sdk.v1.1"]:
+            status, proto, _ = raw_upgrade(uri, name)
+            assert (status, proto) == (101, name)
+            # and a real WebSocket client, which checks the answer, gets the server's info
+            with ws_client.connect(uri, subprotocols=[name], open_timeout=10) as ws:
+                assert ws.subprotocol == name
+                assert json.loads(ws.recv(timeout=10))["op"] == "serverInfo"
+        status, proto, body = raw_upgrade(uri, "mqtt, foxglove.sdk.v2")
+        assert status == 400 and proto == ""
+        assert "unsupported WebSocket subprotocol mqtt, foxglove.sdk.v2" in body, body
+        assert "foxglove.websocket.v1" in body, body
+        status, _, body = raw_upgrade(uri, None)
+        assert status == 400 and "no Sec-WebSocket-Protocol header" in body, body
+    finally:
+        stop([bridge])
+
+
+NPM_CLIENT = pathlib.Path(__file__).parent / "foxglove_npm"
+
+
+def test_foxglove_npm_client_decodes_imu_through_the_bridge(domain):
+    """Foxglove's own client, `@foxglove/ws-protocol`'s FoxgloveClient (as Lichtblick and
+    Foxglove Studio use it), connects, subscribes and decodes the Imu with
+    `@foxglove/rosmsg2-serialization`."""
+    if not (NPM_CLIENT / "node_modules" / "@foxglove" / "ws-protocol").is_dir():
+        why = (f"{NPM_CLIENT}/node_modules is missing: run `npm ci --prefix {NPM_CLIENT}` "
+               "(scripts/test does where node and npm are installed)")
+        if os.environ.get("NERVE_REQUIRE_NODE"):
+            pytest.fail(why)
+        pytest.skip(why)
+    nerve = str(target_bin("nerve"))
+    procs = [subprocess.Popen([nerve, "topic", "pub", "/imu", "Imu", json.dumps(IMU),
+                               "--rate", "50", "--wait-subscribers", "0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        bridge, uri = start_bridge(nerve)
+        procs.append(bridge)
+        out = subprocess.run(["node", str(NPM_CLIENT / "client.mjs"), uri, "/imu", "3", "30000"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        assert got["subprotocol"] == "foxglove.websocket.v1"
+        assert got["server"] == "nerve"
+        assert got["channel"] == {"topic": "/imu", "schemaName": "sensor_msgs/msg/Imu"}
+        assert len(got["messages"]) == 3
+        for imu in got["messages"]:
+            assert imu["angular_velocity"] == {"x": 0, "y": 0, "z": 0.5}
+            assert imu["linear_acceleration"]["z"] == 9.81
+            assert imu["orientation"]["w"] == 1
+            assert len(imu["orientation_covariance"]) == 9
+    finally:
+        stop(procs)

@@ -18,10 +18,18 @@
 //! at once), and its response converted back; a failed call answers with the Nerve
 //! error's message.
 //!
+//! Clients: the bridge listens itself and hands each connection to the SDK's server on a
+//! loopback port ([`gate`]), so clients offering the protocol's first name,
+//! `foxglove.websocket.v1` (`@foxglove/ws-protocol`, Lichtblick, Foxglove Studio before
+//! the SDK), are served beside those offering `foxglove.sdk.v1` or `foxglove.sdk.v1.1`,
+//! each answered with the name it offered.
+//!
 //! Slow clients: the server keeps a bounded backlog per client
 //! ([`BridgeOptions::backlog`]) and drops the oldest messages when it is full (the SDK
 //! logs it; foxglove 0.30 does not expose per-client counts). Samples the bridge itself
 //! missed (sequence gaps on a watched topic) are counted in [`BridgeTopicStats::lost`].
+
+pub mod gate;
 
 use crate::encoding::{Encoding, MESSAGE_ENCODING, SCHEMA_ENCODING};
 use crate::record::Selection;
@@ -252,6 +260,8 @@ fn forward(ctx: &Context, t: &Bridged, stop: &AtomicBool) {
 /// A running bridge; [`Bridge::stop`] (or dropping it) closes the server.
 pub struct Bridge {
     shared: Arc<Shared>,
+    /// The listening socket clients connect to.
+    gate: gate::Gate,
     port: u16,
     discovery: Option<JoinHandle<()>>,
     caller: Option<JoinHandle<()>>,
@@ -271,7 +281,7 @@ impl Bridge {
         let mut server = WebSocketServer::new()
             .name("nerve")
             .context(&fctx)
-            .bind(opts.host.clone(), opts.port)
+            .bind("127.0.0.1", 0)
             .message_backlog_size(opts.backlog.max(1))
             .listener(Arc::new(Listener(shared.clone())));
         if opts.services {
@@ -280,11 +290,24 @@ impl Bridge {
                 .supported_encodings([MESSAGE_ENCODING]);
         }
         let server = server.start_blocking().map_err(|e| BagError::Io {
-            path: format!("{}:{}", opts.host, opts.port),
+            path: "the bridge's server on 127.0.0.1".into(),
             source: std::io::Error::other(e.to_string()),
         })?;
-        let port = server.port();
+        let backend = std::net::SocketAddr::from(([127, 0, 0, 1], server.port()));
         *shared.server.lock().expect("poisoned") = Some(server);
+        let gate = match gate::Gate::start(&opts.host, opts.port, backend) {
+            Ok(g) => g,
+            Err(source) => {
+                if let Some(s) = shared.server.lock().expect("poisoned").take() {
+                    drop(s.stop());
+                }
+                return Err(BagError::Io {
+                    path: format!("{}:{}", opts.host, opts.port),
+                    source,
+                });
+            }
+        };
+        let port = gate.port();
         let (calls_tx, calls_rx) = bounded::<Call>(MAX_PENDING_CALLS);
         let caller = opts
             .services
@@ -305,6 +328,7 @@ impl Bridge {
         };
         Ok(Bridge {
             shared,
+            gate,
             port,
             discovery: Some(discovery),
             caller,
@@ -361,6 +385,7 @@ impl Bridge {
     }
 
     fn finish(&mut self) {
+        self.gate.stop();
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(d) = self.discovery.take() {
             let _ = d.join();
