@@ -170,14 +170,39 @@ impl<'a> OfdLock<'a> {
         }
     }
 
-    /// Waits for the lock.
-    pub(crate) fn wait(fd: &'a OwnedFd, byte: u64) -> io::Result<OfdLock<'a>> {
+    /// Takes the lock, waiting at most `timeout` for another file description to release
+    /// it. Past that, an error of kind `TimedOut` naming `what`, the file, the byte and the
+    /// processes holding it (with their state: a stopped holder shows as `T`), so a
+    /// process stopped inside the lock cannot stall its domain.
+    ///
+    /// The kernel's blocking wait (`F_OFD_SETLKW`) has no deadline, so this tries
+    /// (`F_OFD_SETLK`) and sleeps between tries, 20 µs at first and doubling up to 2 ms:
+    /// an uncontended lock costs one system call, as before.
+    pub(crate) fn wait_at_most(
+        fd: &'a OwnedFd,
+        byte: u64,
+        timeout: std::time::Duration,
+        what: &str,
+    ) -> io::Result<OfdLock<'a>> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut pause = std::time::Duration::from_micros(20);
         loop {
-            match Self::fcntl(fd, byte, libc::F_WRLCK, libc::F_OFD_SETLKW) {
-                Ok(()) => return Ok(OfdLock { fd, byte }),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+            if let Some(lock) = Self::try_take(fd, byte)? {
+                return Ok(lock);
             }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{what} (byte {byte} of {}) was not released within {timeout:?}: {}",
+                        fd_path(fd),
+                        describe_holders(&lock_holders(fd, byte))
+                    ),
+                ));
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(std::time::Duration::from_millis(2));
         }
     }
 
@@ -203,9 +228,167 @@ impl Drop for OfdLock<'_> {
     }
 }
 
+/// The path `fd` was opened at, for messages.
+fn fd_path(fd: &OwnedFd) -> String {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_or_else(
+        |_| format!("fd {}", fd.as_raw_fd()),
+        |p| p.display().to_string(),
+    )
+}
+
+/// A process holding a byte lock: its pid and its state letter from `/proc/<pid>/stat`
+/// (`T`: stopped, `D`: in uninterruptible sleep).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LockHolder {
+    /// The process id.
+    pub(crate) pid: u32,
+    /// Its state letter (`?` where it could not be read).
+    pub(crate) state: char,
+}
+
+/// The processes holding an open-file-description lock over `byte` of `fd`'s file.
+///
+/// `F_OFD_GETLK` and `/proc/locks` report pid -1 for such locks, so the holders are found
+/// the way `lslocks` finds them: each process's `/proc/<pid>/fdinfo/*` lists the locks
+/// held through that descriptor, with the file's device and inode and the byte range.
+/// Processes of other users are not readable and not listed.
+pub(crate) fn lock_holders(fd: &OwnedFd, byte: u64) -> Vec<LockHolder> {
+    let Ok(stat) = rustix::fs::fstat(fd) else {
+        return Vec::new();
+    };
+    let dev = stat.st_dev;
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev),
+        stat.st_ino
+    );
+    let me = std::process::id();
+    let mut holders = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return holders;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fdinfo")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|f| {
+            // this process's own descriptor is the one waiting
+            if pid == me && f.file_name().to_str() == Some(&fd.as_raw_fd().to_string()) {
+                return false;
+            }
+            std::fs::read_to_string(f.path()).is_ok_and(|info| {
+                info.lines()
+                    .filter(|l| l.starts_with("lock:"))
+                    .any(|l| covers(l, &id, byte))
+            })
+        });
+        if holds {
+            let state = std::fs::read_to_string(p.path().join("stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").and_then(|(_, r)| r.chars().next()))
+                .unwrap_or('?');
+            holders.push(LockHolder { pid, state });
+        }
+    }
+    holders
+}
+
+/// Whether an fdinfo `lock:` line (`lock:\t1: OFDLCK ADVISORY WRITE -1 00:1b:123 5 5`)
+/// is a lock of file `id` over `byte`.
+fn covers(line: &str, id: &str, byte: u64) -> bool {
+    let mut words = line.split_whitespace().skip_while(|w| *w != id).skip(1);
+    let (Some(start), Some(end)) = (words.next(), words.next()) else {
+        return false;
+    };
+    let start = start.parse::<u64>().unwrap_or(u64::MAX);
+    let end = if end == "EOF" {
+        u64::MAX
+    } else {
+        end.parse::<u64>().unwrap_or(0)
+    };
+    start <= byte && byte <= end
+}
+
+/// "held by pid 42 (stopped)" and the like, for messages.
+fn describe_holders(holders: &[LockHolder]) -> String {
+    if holders.is_empty() {
+        return "its holder could not be found (a process of another user, or it has just \
+                released it)"
+            .into();
+    }
+    let each: Vec<String> = holders
+        .iter()
+        .map(|h| {
+            let state = match h.state {
+                'T' | 't' => "stopped",
+                'D' => "in uninterruptible sleep",
+                'Z' => "a zombie",
+                'R' => "running",
+                'S' => "sleeping",
+                _ => "state unknown",
+            };
+            format!("pid {} ({state})", h.pid)
+        })
+        .collect();
+    format!("held by {}", each.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fdinfo_lock_lines_are_matched_by_file_and_byte() {
+        let line = "lock:\t1: OFDLCK ADVISORY  WRITE -1 00:1b:123 5 5";
+        assert!(covers(line, "00:1b:123", 5));
+        assert!(!covers(line, "00:1b:123", 6));
+        assert!(!covers(line, "00:1b:12", 5));
+        assert!(covers(
+            "lock:\t2: OFDLCK ADVISORY READ -1 00:1b:9 0 EOF",
+            "00:1b:9",
+            1 << 40
+        ));
+        assert!(!covers("lock:\tgarbage", "00:1b:9", 0));
+    }
+
+    #[test]
+    fn a_held_lock_times_out_naming_this_process_as_holder() {
+        let path = format!("/dev/shm/nerve_test_lock_{}", std::process::id());
+        let open = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+                .map(OwnedFd::from)
+                .unwrap()
+        };
+        let (a, b) = (open(), open());
+        let held = OfdLock::wait_at_most(&a, 7, std::time::Duration::ZERO, "test lock").unwrap();
+        let e = OfdLock::wait_at_most(&b, 7, std::time::Duration::from_millis(30), "test lock")
+            .err()
+            .expect("held through the other description");
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        let text = e.to_string();
+        // (the state is the main thread's: waiting for the test threads)
+        let me = format!("held by pid {} (", std::process::id());
+        assert!(
+            text.starts_with("test lock (byte 7 of /dev/shm/nerve_test_lock_"),
+            "{text}"
+        );
+        assert!(text.contains(&me), "{text}");
+        // another byte is free, and so is this one once released
+        drop(OfdLock::wait_at_most(&b, 8, std::time::Duration::ZERO, "other").unwrap());
+        drop(held);
+        drop(OfdLock::wait_at_most(&b, 7, std::time::Duration::ZERO, "test lock").unwrap());
+        std::fs::remove_file(&path).unwrap();
+    }
 
     #[test]
     fn private_files_are_created_once_and_read_up_to_a_limit() {

@@ -4,6 +4,7 @@ use super::handle::{Held, Tensor, TensorMut};
 use super::{DType, TensorDescriptor, MAX_DIMS, MAX_NAME, MAX_SLOTS, MAX_SLOT_BYTES, RECORDS};
 use crate::error::TensorError;
 use crate::sys::files::{check_owner, Mapping, OfdLock};
+use crate::transport::doorbell::LOCK_TIMEOUT;
 use crate::Context;
 use rustix::fs::{FallocateFlags, Mode, OFlags};
 use rustix::io::Errno;
@@ -986,7 +987,11 @@ impl PoolInner {
             {
                 continue;
             }
-            match OfdLock::wait(&self.fd, RECORD_LOCK + i as u64) {
+            // held only by a reaper flipping it: a stopped reaper fails this within the
+            // deadline, naming it
+            let byte = RECORD_LOCK + i as u64;
+            let (timeout, what) = (LOCK_TIMEOUT, "a tensor pool record's lock");
+            match OfdLock::wait_at_most(&self.fd, byte, timeout, what) {
                 Ok(lock) => {
                     // held until Drop releases it explicitly (or death does)
                     std::mem::forget(lock);

@@ -494,8 +494,15 @@ impl Sender {
             }
             CallbackProgression::Continue
         });
-        ring.writer.ring().reserve_for(&ids, ring.writer.head());
-        ring.served.set(Some(n));
+        // a busy claim lock leaves `served` as it was: done again at the next publish
+        if ring
+            .writer
+            .ring()
+            .reserve_for(&ids, ring.writer.head())
+            .is_some()
+        {
+            ring.served.set(Some(n));
+        }
     }
 
     fn check_len(&self, len: usize) -> Result<(), LoanError> {

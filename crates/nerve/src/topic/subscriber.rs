@@ -690,13 +690,17 @@ impl Receiver {
                         start,
                         self.local.depth(),
                     ) {
-                        Some(reader) => shared.push(SharedReader { id, path, reader }),
+                        Ok(Some(reader)) => shared.push(SharedReader { id, path, reader }),
                         // every reader entry is taken: samples of this publisher cannot
                         // reach this subscriber, which counts it as malformed input
-                        None => {
+                        Ok(None) => {
                             self.stats.borrow_mut().counts.malformed += 1;
                             passed_over.push(id);
                         }
+                        // its claim lock is busy (the publisher reserving, or a process
+                        // stopped inside it): tried again at the next receive, iceoryx2
+                        // read meanwhile
+                        Err(_) => ringless += 1,
                     }
                 }
                 // not there yet (the publisher creates it): looked for again at the next

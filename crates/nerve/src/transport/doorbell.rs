@@ -110,6 +110,10 @@ struct Table {
 const SIZE: usize = std::mem::size_of::<Table>();
 /// Byte locked (open-file-description lock) while binding keys to slots.
 const BIND_LOCK: u64 = 0;
+/// Longest a domain-wide lock (the bind lock, a record's lock, a ring's claim lock) is
+/// waited for when creating an entity: a process stopped while holding one (SIGSTOP, a
+/// debugger) makes creations fail with an error naming it instead of stalling them.
+pub(crate) const LOCK_TIMEOUT: Duration = Duration::from_secs(2);
 /// Byte locked by the live owner of record `i`: `RECORD_LOCK + i`.
 const RECORD_LOCK: u64 = 1;
 
@@ -240,7 +244,8 @@ impl Doorbell {
         let _in_process = self.bind.lock().unwrap_or_else(|e| e.into_inner());
         // one binder at a time in the domain, so a key never gets two slots; the lock
         // dies with its holder
-        let _in_domain = OfdLock::wait(&self.fd, BIND_LOCK)?;
+        let _in_domain =
+            OfdLock::wait_at_most(&self.fd, BIND_LOCK, LOCK_TIMEOUT, "the domain's bind lock")?;
         let slots = &self.table().slots;
         let order = || (0..SLOTS).map(|i| (home + i) % SLOTS);
         let joined = order().find(|&i| {
@@ -388,7 +393,10 @@ impl Doorbell {
             r.state
                 .compare_exchange(FREE, CLAIMED, Ordering::AcqRel, Ordering::Acquire)
                 .ok()?;
-            match OfdLock::wait(&self.fd, RECORD_LOCK + i as u64) {
+            // held only by a reaper flipping it (see `reap_dead`): past the deadline
+            // (a stopped reaper), the next free record is tried
+            let what = "a handle record's lock";
+            match OfdLock::wait_at_most(&self.fd, RECORD_LOCK + i as u64, LOCK_TIMEOUT, what) {
                 Ok(lock) => {
                     // held until Drop releases it explicitly (or death does)
                     std::mem::forget(lock);
@@ -965,5 +973,109 @@ mod tests {
         );
         std::fs::remove_file(&path).unwrap();
         std::fs::remove_file(&target).unwrap();
+    }
+
+    /// Names the doorbell file the child of the stopped-holder test locks.
+    const HOLD_CHILD: &str = "NERVE_TEST_HOLD_BIND_LOCK";
+
+    /// The child of `a_process_stopped_inside_the_bind_lock_stalls_no_creation`: takes the
+    /// bind lock of the file named in HOLD_CHILD, says so, releases it when a line
+    /// arrives on stdin, then waits to be killed. Does nothing in a plain test run.
+    #[test]
+    fn child_holds_the_bind_lock() {
+        let Ok(path) = std::env::var(HOLD_CHILD) else {
+            return;
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .expect("the doorbell");
+        let fd = OwnedFd::from(file);
+        let lock = OfdLock::wait_at_most(&fd, BIND_LOCK, Duration::from_secs(10), "bind lock")
+            .expect("the bind lock");
+        println!("CHILD-LOCKED");
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        drop(lock);
+        println!("CHILD-RELEASED");
+        std::thread::sleep(Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_process_stopped_inside_the_bind_lock_stalls_no_creation() {
+        use crate::exec::machine::SpecText;
+        use crate::{Config, Context, Serde};
+        use rustix::process::{kill_process, Pid, Signal};
+        use std::io::{BufRead, Write};
+        let domain = 700 + std::process::id() % 200;
+        let dir = std::env::temp_dir().join("nerve-tests/");
+        let config = Config::default().domain(domain).unwrap().state_dir(dir);
+        let ctx = Context::new(config.clone()).unwrap();
+        let node = ctx.node("creator").create().unwrap();
+        let spawn_holder = || {
+            let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "transport::doorbell::tests::child_holds_the_bind_lock",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(HOLD_CHILD, path(&config))
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut out = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+            assert!(
+                out.by_ref()
+                    .map_while(Result::ok)
+                    .any(|l| l.contains("CHILD-LOCKED")),
+                "the child failed before taking the lock"
+            );
+            let pid = Pid::from_child(&child);
+            (child, pid, out)
+        };
+        let create = |topic: &str| node.publisher::<Serde<SpecText>>(topic).create();
+
+        // stopped inside the lock: creation fails within the deadline, naming the holder
+        let (mut child, pid, mut out) = spawn_holder();
+        kill_process(pid, Signal::STOP).unwrap();
+        let t0 = std::time::Instant::now();
+        let e = create("/stalled").err().expect("the lock is held");
+        let waited = t0.elapsed();
+        let text = e.to_string();
+        assert!(
+            waited >= LOCK_TIMEOUT && waited < LOCK_TIMEOUT * 4,
+            "{waited:?}"
+        );
+        assert!(text.contains("/stalled"), "{text}");
+        assert!(text.contains("the domain's bind lock"), "{text}");
+        let holder = format!("held by pid {} (stopped)", child.id());
+        assert!(text.contains(&holder), "{text}");
+
+        // continued: creation goes on once the holder releases
+        let mut stdin = child.stdin.take().unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            kill_process(pid, Signal::CONT).unwrap();
+            stdin.write_all(b"release\n").unwrap();
+            stdin
+        });
+        create("/continued").expect("created once the holder released the lock");
+        drop(release.join().unwrap());
+        assert!(out
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.contains("CHILD-RELEASED")));
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        // dead: the kernel releases its lock
+        let (mut child, pid, _out) = spawn_holder();
+        kill_process(pid, Signal::STOP).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        create("/after_death").expect("created once the holder died");
     }
 }

@@ -325,11 +325,19 @@ impl InlineRing {
             .count()
     }
 
-    /// Holds the claim lock of a shared ring (none for a heap ring, whose one reader
-    /// is its own): writer reservations and reader registrations take turns under it.
-    /// An error (never expected: the file is open) leaves the caller unlocked.
-    fn claim_lock(&self) -> Option<OfdLock<'_>> {
-        OfdLock::wait(self.fd()?, CLAIM_LOCK_BYTE).ok()
+    /// Takes the claim lock of a shared ring if no other process holds it (`Ok(None)` for
+    /// a heap ring, whose one reader is its own): writer reservations and reader
+    /// registrations take turns under it. Both run on the data path (a publish that found
+    /// new subscribers, a receive that found a new ring), so neither waits: a busy lock
+    /// is an error, and the caller tries again at its next publish or receive. A process
+    /// stopped inside the lock thus stalls nobody; its rings' new subscribers read
+    /// through iceoryx2 meanwhile.
+    fn claim_lock(&self) -> std::io::Result<Option<OfdLock<'_>>> {
+        let Some(fd) = self.fd() else {
+            return Ok(None);
+        };
+        OfdLock::wait_at_most(fd, CLAIM_LOCK_BYTE, Duration::ZERO, "the ring's claim lock")
+            .map(Some)
     }
 
     /// The depth of reader entry `i`: its own, at most the ring's capacity.
@@ -409,10 +417,11 @@ impl InlineRing {
     /// the ring yet, so a subscriber gets every sample from the moment the writer knew of
     /// it, even while it is busy elsewhere; frees reservations of subscribers no longer
     /// listed. Returns how many subscribers have an entry.
-    pub(crate) fn reserve_for(&self, live: &[(u64, u64)], head: u64) -> usize {
+    /// `None` if the claim lock is busy: nothing was done, try again later.
+    pub(crate) fn reserve_for(&self, live: &[(u64, u64)], head: u64) -> Option<usize> {
         // checks and claims of entries by subscriber id happen under the claim lock, so
         // a subscriber registering meanwhile never ends up with a second entry
-        let _claims = self.claim_lock();
+        let _claims = self.claim_lock().ok()?;
         let mut served = 0;
         for i in 0..self.layout.readers {
             let e = self.layout.reader(i);
@@ -441,7 +450,7 @@ impl InlineRing {
                 served += 1;
             }
         }
-        served
+        Some(served)
     }
 }
 
@@ -703,17 +712,20 @@ impl RingReader {
     /// The reader of a shared ring for subscriber `id` with queue depth `depth`: takes the
     /// entry the writer reserved for it (reading from where the reservation began), or
     /// claims a free one starting at `start`. The entry's lock is taken on the ring's own
-    /// descriptor, which dies with this process. `None` if every entry is taken.
+    /// descriptor, which dies with this process. `Ok(None)` if every entry is taken (or
+    /// the ring is no shared one); an error if the claim lock is busy: try again later.
     pub(crate) fn register(
         ring: Arc<InlineRing>,
         id: u64,
         start: u64,
         depth: usize,
-    ) -> Option<RingReader> {
+    ) -> std::io::Result<Option<RingReader>> {
         let depth = (depth as u64).clamp(1, ring.layout.capacity);
-        let fd = ring.fd()?;
+        let Some(fd) = ring.fd() else {
+            return Ok(None);
+        };
         // see `InlineRing::reserve_for`
-        let _claims = ring.claim_lock();
+        let _claims = ring.claim_lock()?;
         let take = |i: usize| match OfdLock::try_take(fd, reader_lock_byte(i)) {
             Ok(Some(lock)) => {
                 // released by `Drop` (or by the kernel when the process dies)
@@ -749,12 +761,13 @@ impl RingReader {
                 .is_ok()
             {
                 let tail = ring.word(e + E_TAIL).load(Ordering::Relaxed);
-                return Some(reader(i, tail));
+                return Ok(Some(reader(i, tail)));
             }
             let _ = OfdLock::release(fd, reader_lock_byte(i));
         }
-        let claimed = ring.claim(id, start, depth, ACTIVE, Some(fd))?;
-        Some(reader(claimed, start))
+        Ok(ring
+            .claim(id, start, depth, ACTIVE, Some(fd))
+            .map(|claimed| reader(claimed, start)))
     }
 
     /// The ring read.

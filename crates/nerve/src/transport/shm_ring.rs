@@ -301,7 +301,9 @@ mod tests {
         let w = RingWriter::new(Arc::new(ring));
         let r = Arc::new(open(&p, 0xfeed).unwrap());
         assert_eq!(r.template().publisher_id, 7);
-        let reader = RingReader::register(r.clone(), 1, r.head(), 4).unwrap();
+        let reader = RingReader::register(r.clone(), 1, r.head(), 4)
+            .unwrap()
+            .unwrap();
         let payload: Vec<u8> = (0..16).collect();
         assert!(w.push(head(1), &payload, 0));
         let mut out = [0u64; 2];
@@ -389,7 +391,7 @@ mod tests {
         let ring = Arc::new(ring);
         let w = RingWriter::new(ring.clone());
         let r = Arc::new(open(&p, 0xfeed).unwrap());
-        let reader = RingReader::register(r, 1, 0, 4).unwrap();
+        let reader = RingReader::register(r, 1, 0, 4).unwrap().unwrap();
         assert!(w.push(head(1), &[1; 16], 0));
         // the writer dies after marking the next slot as being written
         ring.slot_version(1).store(2 + 1, Ordering::Relaxed);
@@ -422,13 +424,18 @@ mod tests {
                     while go.load(Ordering::SeqCst) == 0 {
                         std::hint::spin_loop();
                     }
-                    RingReader::register(r.clone(), id, 0, 4)
+                    // neither side waits for the claim lock: each tries until it has it
+                    loop {
+                        if let Ok(reader) = RingReader::register(r.clone(), id, 0, 4) {
+                            break reader;
+                        }
+                    }
                 });
                 while ready.load(Ordering::SeqCst) == 0 {
                     std::hint::spin_loop();
                 }
                 go.store(1, Ordering::SeqCst);
-                w.ring().reserve_for(&[(id, 4)], 0);
+                while w.ring().reserve_for(&[(id, 4)], 0).is_none() {}
                 registering.join().unwrap().unwrap()
             });
             assert_eq!(
@@ -438,7 +445,7 @@ mod tests {
             );
             drop(reader);
             // the subscriber left: its reservation (if any) goes too
-            w.ring().reserve_for(&[], 0);
+            assert_eq!(w.ring().reserve_for(&[], 0), Some(0));
             assert_eq!(w.ring().active_readers(), 0);
         }
     }
@@ -450,7 +457,7 @@ mod tests {
         let w = RingWriter::new(Arc::new(ring));
         let soon = || crate::sys::clock::mono_ns() + 2_000_000;
         let r = Arc::new(open(&p, 0xfeed).unwrap());
-        let stalled = RingReader::register(r.clone(), 1, 0, 2).unwrap();
+        let stalled = RingReader::register(r.clone(), 1, 0, 2).unwrap().unwrap();
         assert!(w.push(head(1), &[0; 16], soon()));
         assert!(w.push(head(2), &[0; 16], soon()));
         assert!(
