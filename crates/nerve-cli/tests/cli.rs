@@ -113,6 +113,17 @@ fn run_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
 }
 
 #[test]
+fn a_missing_bag_is_named_once() {
+    for verb in ["play", "info"] {
+        let (code, err) = run(&["bag", verb, "/nonexistent/run.mcap"]);
+        assert_eq!(code, 1, "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(err.contains("/nonexistent/run.mcap"), "names the file: {err}");
+        assert_eq!(err.matches("No such file").count(), 1, "the reason once: {err}");
+    }
+}
+
+#[test]
 fn bad_network_settings_are_named() {
     let (code, err) = run_env(&["topic", "list"], &[("NERVE_NETWORK", "maybe")]);
     assert_eq!(code, 2, "{err}");
