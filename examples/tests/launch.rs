@@ -171,6 +171,21 @@ impl Launcher {
         }
     }
 
+    /// Waits until `n` lines contain `text`; panics with the output so far on timeout.
+    fn expect_count(&mut self, text: &str, n: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.output().iter().filter(|l| l.contains(text)).count() < n {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "fewer than {n} lines with {text:?} within {timeout:?}; output:\n{}",
+                    self.output().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits for the launcher to exit (killing it after `timeout`), then for its output.
     fn wait(&mut self, timeout: Duration) -> i32 {
         let deadline = Instant::now() + timeout;
@@ -633,4 +648,54 @@ ready = {{ service = "fibonacci/_params" }}
     assert!(String::from_utf8_lossy(&out.stdout).contains(r#""elems":[0,1,1,2,3]"#));
     l.signal(libc::SIGINT);
     assert_eq!(l.wait(T), 0, "{}", l.output().join("\n"));
+}
+
+/// The launch file shipped in `examples/launch/` runs as its comment says: talker and
+/// listener in the robot's namespace, the listener ready once a sample arrived, started
+/// again when killed (and waited on for readiness again), everything stopped by Ctrl-C.
+#[test]
+fn the_shipped_robot_launch_file_runs() {
+    let e = Env::new();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("launch/robot.launch.toml");
+    // talker and listener are found on PATH, as the file's comment tells users to set it
+    let bins = Path::new(TALKER).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bins.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let check = ["launch", "--check", file.to_str().unwrap(), "robot:=r7"];
+    let out = e.command(&check).env("PATH", &path).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let all = ["launch", file.to_str().unwrap(), "robot:=r7"];
+    let mut l = Launcher::new(e.command(&all).env("PATH", path).spawn().unwrap());
+    l.expect("all processes ready", T);
+    l.expect("[listener] listener: ", T);
+    let listener = l.expect("listener started (pid ", T);
+    let pid: i32 = listener
+        .rsplit("(pid ")
+        .next()
+        .and_then(|r| r.trim_end_matches(')').parse().ok())
+        .unwrap_or_else(|| panic!("a pid in {listener:?}"));
+    // the talker publishes in the robot's namespace
+    let sub_on = |topic: &str| {
+        let ctx = nerve::Context::new(e.config()).unwrap();
+        let node = ctx.node("probe").create().unwrap();
+        let sub = node.subscriber::<nerve_msgs::Imu>(topic).create().unwrap();
+        sub.recv_timeout(T).unwrap().is_some()
+    };
+    assert!(sub_on("/r7/imu"), "an Imu on /r7/imu");
+    // killed, the listener is started again and becomes ready again
+    // SAFETY: kill with plain integers.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    l.expect("listener: respawn 1 in", T);
+    l.expect_count("listener started (pid ", 2, T);
+    l.expect_count("listener ready", 2, T);
+    l.signal(libc::SIGINT);
+    assert_eq!(l.wait(T), 0, "{}", l.output().join("\n"));
+    let out = l.output();
+    let readies = out.iter().filter(|x| x.ends_with("listener ready")).count();
+    assert_eq!(readies, 2, "ready after each start: {}", out.join("\n"));
+    let left = wait_gone(&l.pids(), T);
+    assert!(left.is_empty(), "{left:?}");
 }
