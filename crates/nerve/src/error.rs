@@ -579,9 +579,12 @@ pub enum ExecError {
     /// A worker thread could not start or panicked.
     #[error("executor thread: {0}")]
     Thread(String),
-    /// Serving an action or following its goals failed.
+    /// Work that a higher layer put on the executor failed: serving an action or
+    /// following its goals (an [`crate::action::ActionError`]; downcast the source to
+    /// read it). Kept as a boxed error so this enum names no error of the layers above
+    /// it: errors point down the layers only.
     #[error(transparent)]
-    Action(Box<crate::action::ActionError>),
+    Work(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 /// Defining or running a state machine failed.

@@ -13,7 +13,7 @@ use crate::LIVENESS_CHECK;
 use std::cell::Cell;
 
 fn exec_err(e: ActionError) -> ExecError {
-    ExecError::Action(Box::new(e))
+    ExecError::Work(Box::new(e))
 }
 
 impl Executor {

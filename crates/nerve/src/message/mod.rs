@@ -8,6 +8,9 @@
 pub mod header;
 pub mod json;
 pub mod schema;
+mod service_type;
+
+pub use service_type::ServiceType;
 
 use core::marker::PhantomData;
 use serde::{de::DeserializeOwned, Serialize};
@@ -133,6 +136,13 @@ pub struct TypeInfo {
     pub align: usize,
 }
 
+impl TypeInfo {
+    /// "name (layout 0123456789abcdef)", for messages.
+    pub(crate) fn describe(&self) -> String {
+        format!("{} (layout {:016x})", self.name, self.layout_hash)
+    }
+}
+
 /// Largest alignment of a message head or slice element: payloads are 8-byte aligned in
 /// shared memory, on the heap and when decoded from the network.
 pub const MAX_ALIGN: usize = 8;
@@ -223,22 +233,60 @@ pub fn elems_offset<M: Message>() -> usize {
     core::mem::size_of::<M>().div_ceil(a) * a
 }
 
-/// The `n` slice elements of an `M` whose payload is `words`.
+/// Views `words`, a payload of `M`, as its head and its `n` slice elements.
 ///
-/// # Safety
-/// `words` must hold a payload of `M` with room for `n` elements at
-/// [`elems_offset::<M>()`] (as `check_payload` against `TypeInfo::of::<M>()` or a loan of
-/// that length guarantees). The start is 8-byte aligned and `Elem` needs at most 8
-/// (asserted by `TypeInfo::of`), so the elements are aligned.
-pub(crate) unsafe fn elems_in<M: Message>(words: &[u64], n: usize) -> &[M::Elem] {
-    debug_assert!(elems_offset::<M>() + n * core::mem::size_of::<M::Elem>() <= words.len() * 8);
-    // SAFETY: the caller guarantees the range lies in `words` and holds `n` elements;
-    // alignment as stated above; Elem is Pod, so any bytes are a valid value; the
-    // borrow is tied to `words`.
+/// Checked: panics if `words` is shorter than the head and `n` elements. Payloads are
+/// loaned at their length or validated against it before anything views them, so a
+/// short one is a bug in Nerve, never bad input. Alignment is checked at compile time:
+/// `words` starts 8-byte aligned and `M` and its `Elem` need at most [`MAX_ALIGN`].
+pub(crate) fn view<M: Message>(words: &[u64], n: usize) -> (&M, &[M::Elem]) {
+    let off = check_view::<M>(words.len(), n);
+    let base = words.as_ptr().cast::<u8>();
+    // SAFETY: check_view proved that `words` holds the head (size_of::<M>() bytes at its
+    // start) and n elements at `off` (a multiple of align_of::<Elem>()), both aligned as
+    // stated above; M and Elem are Pod, so any bytes are valid values; the borrows are
+    // tied to `words`.
     unsafe {
-        let p = (words.as_ptr() as *const u8).add(elems_offset::<M>());
-        core::slice::from_raw_parts(p as *const M::Elem, n)
+        (
+            &*base.cast::<M>(),
+            core::slice::from_raw_parts(base.add(off).cast::<M::Elem>(), n),
+        )
     }
+}
+
+/// [`view`], writable: the head and the elements, both at once (they never overlap).
+pub(crate) fn view_mut<M: Message>(words: &mut [u64], n: usize) -> (&mut M, &mut [M::Elem]) {
+    let off = check_view::<M>(words.len(), n);
+    let base = words.as_mut_ptr().cast::<u8>();
+    // SAFETY: as in `view`; both come from one pointer to `words`, the head covers bytes
+    // 0..size_of::<M>() and the elements start at off >= size_of::<M>(), so the two
+    // mutable borrows never overlap; both are tied to `words`.
+    unsafe {
+        (
+            &mut *base.cast::<M>(),
+            core::slice::from_raw_parts_mut(base.add(off).cast::<M::Elem>(), n),
+        )
+    }
+}
+
+/// Checks that `len_words` words hold an `M` with `n` elements; the elements' offset.
+fn check_view<M: Message>(len_words: usize, n: usize) -> usize {
+    const {
+        assert!(
+            core::mem::align_of::<M>() <= MAX_ALIGN
+                && core::mem::align_of::<M::Elem>() <= MAX_ALIGN,
+            "a message needs at most MAX_ALIGN-byte alignment"
+        )
+    };
+    let off = elems_offset::<M>();
+    let need = slice_bytes::<M>(n);
+    assert!(
+        need.is_some_and(|b| b <= len_words.saturating_mul(8)),
+        "a payload of {} words is too short for {} with {n} elements",
+        len_words,
+        M::TYPE_NAME
+    );
+    off
 }
 
 /// Payload bytes of an `M` with `elems` slice elements (head, padding, elements); `None`

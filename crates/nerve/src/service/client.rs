@@ -502,41 +502,17 @@ pub struct RequestLoan<'c, S: Service> {
 impl<'c, S: Service> RequestLoan<'c, S> {
     /// The fixed head of the request.
     pub fn head_mut(&mut self) -> &mut S::Request {
-        // SAFETY: the payload holds at least size_of::<Request>() bytes (loaned so), is
-        // 8-byte aligned (transport words), align_of::<Request>() <= 8 is asserted at
-        // compile time by TypeInfo::of (which created this client); Request is Pod, so
-        // any bytes are valid; the borrow is tied to &mut self.
-        unsafe { &mut *(self.req.payload_mut().as_mut_ptr() as *mut S::Request) }
+        crate::message::view_mut::<S::Request>(self.req.payload_mut(), 0).0
     }
 
     /// The head and the elements, both writable at once (fill a request in one pass).
     pub fn parts_mut(&mut self) -> (&mut S::Request, &mut [<S::Request as Message>::Elem]) {
-        let n = self.elems;
-        let base = self.req.payload_mut().as_mut_ptr().cast::<u8>();
-        // SAFETY: both come from one pointer to the loaned payload: the head covers bytes
-        // 0..size_of::<Request>() (aligned, Pod: see head_mut), the n elements start at
-        // elems_offset >= size_of::<Request>() (see elems_mut), so they never overlap;
-        // both borrows are tied to &mut self.
-        unsafe {
-            let head = &mut *(base as *mut S::Request);
-            let elems = core::slice::from_raw_parts_mut(
-                base.add(elems_offset::<S::Request>()) as *mut <S::Request as Message>::Elem,
-                n,
-            );
-            (head, elems)
-        }
+        crate::message::view_mut::<S::Request>(self.req.payload_mut(), self.elems)
     }
 
     /// The elements after the head.
     pub fn elems_mut(&mut self) -> &mut [<S::Request as Message>::Elem] {
-        let n = self.elems;
-        // SAFETY: the payload was loaned with room for n elements at elems_offset, aligned
-        // for Elem (payload alignment >= align_of Elem); Elem is Pod.
-        unsafe {
-            let p =
-                (self.req.payload_mut().as_mut_ptr() as *mut u8).add(elems_offset::<S::Request>());
-            core::slice::from_raw_parts_mut(p as *mut <S::Request as Message>::Elem, n)
-        }
+        crate::message::view_mut::<S::Request>(self.req.payload_mut(), self.elems).1
     }
 
     /// The elements as raw bytes, for filling large requests with one copy.
@@ -562,10 +538,7 @@ impl<'c, S: Service> RequestLoan<'c, S> {
 impl<S: Service> Deref for RequestLoan<'_, S> {
     type Target = S::Request;
     fn deref(&self) -> &S::Request {
-        // SAFETY: the payload holds at least size_of::<Request>() bytes (loaned so), is
-        // 8-byte aligned, align_of::<Request>() <= 8 is asserted at compile time by
-        // TypeInfo::of; Request is Pod; the borrow is tied to &self.
-        unsafe { &*(self.req.payload().as_ptr() as *const S::Request) }
+        crate::message::view::<S::Request>(self.req.payload(), 0).0
     }
 }
 
@@ -816,9 +789,7 @@ impl<S: Service> Reply<S> {
 
     /// The elements after the head.
     pub fn elems(&self) -> &[<S::Response as Message>::Elem] {
-        // SAFETY: check_payload proved the payload holds `elems` elements against
-        // TypeInfo::of::<S::Response>() (from_raw's invariant).
-        unsafe { crate::message::elems_in::<S::Response>(self.raw.resp.words(), self.raw.elems) }
+        crate::message::view::<S::Response>(self.raw.resp.words(), self.raw.elems).1
     }
 
     /// The whole payload as bytes (head, padding and elements).
@@ -830,9 +801,7 @@ impl<S: Service> Reply<S> {
 impl<S: Service> Deref for Reply<S> {
     type Target = S::Response;
     fn deref(&self) -> &S::Response {
-        // SAFETY: check_payload proved the payload holds at least size_of::<Response>()
-        // bytes at an address aligned for it, and Response is Pod.
-        unsafe { &*(self.raw.resp.words().as_ptr() as *const S::Response) }
+        crate::message::view::<S::Response>(self.raw.resp.words(), 0).0
     }
 }
 

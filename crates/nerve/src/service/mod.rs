@@ -49,7 +49,7 @@ pub trait Service: 'static {
     type Response: Message;
 }
 
-pub use crate::transport::rpc::ServiceType;
+pub use crate::message::ServiceType;
 
 impl ServiceType {
     /// The type identity of service `S`.

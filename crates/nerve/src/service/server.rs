@@ -676,9 +676,7 @@ impl<'s, S: Service> Request<'s, S> {
 
     /// The elements after the request's head.
     pub fn elems(&self) -> &[<S::Request as Message>::Elem] {
-        // SAFETY: check_payload proved the payload holds `elems` elements against
-        // TypeInfo::of::<S::Request>() (from_raw's invariant).
-        unsafe { crate::message::elems_in::<S::Request>(self.raw.incoming.words(), self.raw.elems) }
+        crate::message::view::<S::Request>(self.raw.incoming.words(), self.raw.elems).1
     }
 
     /// The whole request payload as bytes (head, padding and elements).
@@ -740,10 +738,7 @@ where
 impl<S: Service> Deref for Request<'_, S> {
     type Target = S::Request;
     fn deref(&self) -> &S::Request {
-        // SAFETY: check_payload proved the payload holds at least size_of::<Request>()
-        // bytes at an address aligned for it, against TypeInfo::of::<S::Request>()
-        // (from_raw's invariant), and Request is Pod.
-        unsafe { &*(self.raw.incoming.words().as_ptr() as *const S::Request) }
+        crate::message::view::<S::Request>(self.raw.incoming.words(), 0).0
     }
 }
 
@@ -758,23 +753,12 @@ pub struct ReplyLoan<'r, 's, S: Service> {
 impl<S: Service> ReplyLoan<'_, '_, S> {
     /// The fixed head of the response.
     pub fn head_mut(&mut self) -> &mut S::Response {
-        // SAFETY: the payload holds at least size_of::<Response>() bytes (loaned so), is
-        // 8-byte aligned (transport words), align_of::<Response>() <= 8 is asserted at
-        // compile time by TypeInfo::of (which created this server); Response is Pod, so
-        // any bytes are valid; the borrow is tied to &mut self.
-        unsafe { &mut *(self.resp.words_mut().as_mut_ptr() as *mut S::Response) }
+        crate::message::view_mut::<S::Response>(self.resp.words_mut(), 0).0
     }
 
     /// The elements after the head.
     pub fn elems_mut(&mut self) -> &mut [<S::Response as Message>::Elem] {
-        let n = self.elems;
-        // SAFETY: the payload was loaned with room for n elements at elems_offset, aligned
-        // for Elem (payload alignment >= align_of Elem); Elem is Pod.
-        unsafe {
-            let p =
-                (self.resp.words_mut().as_mut_ptr() as *mut u8).add(elems_offset::<S::Response>());
-            core::slice::from_raw_parts_mut(p as *mut <S::Response as Message>::Elem, n)
-        }
+        crate::message::view_mut::<S::Response>(self.resp.words_mut(), self.elems).1
     }
 
     /// The elements as raw bytes, for filling large responses with one copy.
@@ -792,10 +776,7 @@ impl<S: Service> ReplyLoan<'_, '_, S> {
 impl<S: Service> Deref for ReplyLoan<'_, '_, S> {
     type Target = S::Response;
     fn deref(&self) -> &S::Response {
-        // SAFETY: the payload holds at least size_of::<Response>() bytes (loaned so), is
-        // 8-byte aligned, align_of::<Response>() <= 8 is asserted at compile time by
-        // TypeInfo::of; Response is Pod; the borrow is tied to &self.
-        unsafe { &*(self.resp.words().as_ptr() as *const S::Response) }
+        crate::message::view::<S::Response>(self.resp.words(), 0).0
     }
 }
 
@@ -966,17 +947,11 @@ impl<S: Service> Request<'_, S> {
 impl<M: Message> KeptRequest<M> {
     /// The head.
     pub(crate) fn head(&self) -> &M {
-        // SAFETY: the request was checked against TypeInfo::of::<M>() when it was taken
-        // by a Server whose request type is M (Request::keep is its only constructor):
-        // the payload holds at least size_of::<M>() bytes at an 8-byte aligned address
-        // (align_of::<M>() <= 8 is asserted by TypeInfo::of), and M is Pod.
-        unsafe { &*(self.raw.incoming.words().as_ptr() as *const M) }
+        crate::message::view::<M>(self.raw.incoming.words(), 0).0
     }
 
     /// The elements after the head.
     pub(crate) fn elems(&self) -> &[M::Elem] {
-        // SAFETY: as for head: check_payload proved the payload holds `elems` elements
-        // of M's layout.
-        unsafe { crate::message::elems_in::<M>(self.raw.incoming.words(), self.raw.elems) }
+        crate::message::view::<M>(self.raw.incoming.words(), self.raw.elems).1
     }
 }

@@ -846,10 +846,7 @@ impl<M: Message<Elem = NoElem>> Publisher<M> {
         }
         let len = core::mem::size_of::<M>();
         let mut b = self.tx.loan_bytes(len.max(1))?;
-        // SAFETY: the payload is at least size_of::<M>() bytes (loaned so), 8-byte aligned
-        // (transport words), align_of::<M>() <= 8 is asserted at compile time by
-        // TypeInfo::of (which created this publisher), and M is Pod.
-        unsafe { (b.words_mut().as_mut_ptr() as *mut M).write(*msg) };
+        *crate::message::view_mut::<M>(b.words_mut(), 0).0 = *msg;
         self.tx.send_loan(b, len)
     }
 }
@@ -911,47 +908,22 @@ pub struct Loan<'p, M: Message> {
 impl<M: Message> Loan<'_, M> {
     /// The fixed head of the message.
     pub fn head_mut(&mut self) -> &mut M {
-        // SAFETY: the payload holds at least size_of::<M>() bytes, is aligned for M, and
-        // M is Pod so any bytes are a valid M; the borrow is tied to &mut self.
-        unsafe { &mut *(self.buf.words_mut().as_mut_ptr() as *mut M) }
+        crate::message::view_mut::<M>(self.buf.words_mut(), 0).0
     }
 
     /// The elements after the head.
     pub fn elems_mut(&mut self) -> &mut [M::Elem] {
-        let n = self.elems;
-        // SAFETY: the payload was loaned with room for n elements at elems_offset, which
-        // is aligned for Elem (payload alignment >= align_of Elem); Elem is Pod.
-        unsafe {
-            let p = self
-                .buf
-                .words_mut()
-                .as_mut_ptr()
-                .cast::<u8>()
-                .add(elems_offset::<M>());
-            core::slice::from_raw_parts_mut(p as *mut M::Elem, n)
-        }
+        crate::message::view_mut::<M>(self.buf.words_mut(), self.elems).1
     }
 
     /// The head and the elements, both writable at once (fill a message in one pass).
     pub fn parts_mut(&mut self) -> (&mut M, &mut [M::Elem]) {
-        let n = self.elems;
-        let base = self.buf.words_mut().as_mut_ptr().cast::<u8>();
-        // SAFETY: both come from one pointer to the loaned payload: the head covers bytes
-        // 0..size_of::<M>() (aligned for M, M is Pod), the n elements start at
-        // elems_offset::<M>() >= size_of::<M>() (aligned for Elem, Elem is Pod), so the
-        // two never overlap; both borrows are tied to &mut self.
-        unsafe {
-            let head = &mut *(base as *mut M);
-            let elems =
-                core::slice::from_raw_parts_mut(base.add(elems_offset::<M>()) as *mut M::Elem, n);
-            (head, elems)
-        }
+        crate::message::view_mut::<M>(self.buf.words_mut(), self.elems)
     }
 
     /// The elements after the head, read-only.
     pub fn elems(&self) -> &[M::Elem] {
-        // SAFETY: the payload was loaned with room for `elems` elements of M.
-        unsafe { crate::message::elems_in::<M>(self.buf.words(), self.elems) }
+        crate::message::view::<M>(self.buf.words(), self.elems).1
     }
 
     /// The elements as raw bytes, for filling large payloads with one copy.
@@ -976,10 +948,7 @@ impl<M: Message> Loan<'_, M> {
 impl<M: Message> Deref for Loan<'_, M> {
     type Target = M;
     fn deref(&self) -> &M {
-        // SAFETY: the payload holds at least size_of::<M>() bytes (loaned so), is 8-byte
-        // aligned and align_of::<M>() <= 8 (asserted by TypeInfo::of); M is Pod; the
-        // borrow is tied to &self.
-        unsafe { &*(self.buf.words().as_ptr() as *const M) }
+        crate::message::view::<M>(self.buf.words(), 0).0
     }
 }
 

@@ -925,8 +925,7 @@ impl<M: Message> Sample<M> {
 
     /// The elements after the head (empty for fixed-size messages).
     pub fn elems(&self) -> &[M::Elem] {
-        // SAFETY: validate() proved the payload holds `elems` elements of M.
-        unsafe { crate::message::elems_in::<M>(self.inner.words(), self.elems) }
+        crate::message::view::<M>(self.inner.words(), self.elems).1
     }
 
     /// The whole payload as bytes (head, padding and elements).
@@ -938,9 +937,7 @@ impl<M: Message> Sample<M> {
 impl<M: Message> Deref for Sample<M> {
     type Target = M;
     fn deref(&self) -> &M {
-        // SAFETY: validate() proved the payload holds at least size_of::<M>() bytes at an
-        // address aligned for M, and M is Pod so every bit pattern is a valid M.
-        unsafe { &*(self.inner.words().as_ptr() as *const M) }
+        crate::message::view::<M>(self.inner.words(), 0).0
     }
 }
 

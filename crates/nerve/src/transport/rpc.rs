@@ -1,10 +1,11 @@
-//! Services on iceoryx2 request-response: the service's type identity (service name plus
-//! request and response layouts, checked on open) and the port types Nerve uses.
+//! Services on iceoryx2 request-response: the service's type identity
+//! ([`ServiceType`], recorded as attributes and checked on open) and the port types Nerve
+//! uses.
 
-use super::shm::{decode_type, describe, encode_type, IoxNode, Ipc, Word, MAX_ALIGN};
+use super::shm::{decode_type, encode_type, IoxNode, Ipc, Word, MAX_ALIGN};
 use crate::error::ServiceError;
 use crate::message::header::CallHeader;
-use crate::message::TypeInfo;
+use crate::message::{ServiceType, TypeInfo};
 use crate::qos::ServiceQos;
 use iceoryx2::prelude::*;
 use iceoryx2::service::attribute::{AttributeKey, AttributeSpecifier, AttributeValue};
@@ -45,41 +46,6 @@ pub(crate) const RESPONSE_ATTRIBUTE: &str = "nerve.response";
 /// Servers a service admits at once: the live one plus a dead one not yet cleaned up, so a
 /// restarted server can take over at once.
 pub(crate) const MAX_SERVERS: usize = 2;
-
-/// Type identity of a service: its type name and the layouts of its request and
-/// response, recorded on the service and compared when a server or client opens it.
-/// Typed endpoints take it from their [`crate::Service`] ([`ServiceType::of`]);
-/// type-erased ones ([`crate::RawClient`], [`crate::RawServer`]) are given it at run time,
-/// e.g. from two schemas' [`crate::message::schema::Schema::type_info`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceType {
-    /// Service type name, e.g. `nerve_msgs/Trigger`.
-    pub name: String,
-    /// The request message's type identity.
-    pub request: TypeInfo,
-    /// The response message's type identity.
-    pub response: TypeInfo,
-}
-
-impl ServiceType {
-    /// A service type named `name` with the given request and response types.
-    pub fn new(name: impl Into<String>, request: TypeInfo, response: TypeInfo) -> ServiceType {
-        ServiceType {
-            name: name.into(),
-            request,
-            response,
-        }
-    }
-
-    pub(crate) fn describe(&self) -> String {
-        format!(
-            "{} (request {}, response {})",
-            self.name,
-            describe(&self.request),
-            describe(&self.response)
-        )
-    }
-}
 
 fn attribute(service: &RpcService, key: &str) -> Option<String> {
     let key = AttributeKey::try_from(key).ok()?;

@@ -366,10 +366,6 @@ pub(crate) fn topic_schema(
     }))
 }
 
-pub(crate) fn describe(t: &TypeInfo) -> String {
-    format!("{} (layout {:016x})", t.name, t.layout_hash)
-}
-
 fn service_name(topic: &str) -> Result<ServiceName, TopicError> {
     ServiceName::new(&format!("{TOPIC_PREFIX}{topic}")).map_err(|e| TopicError::Shm {
         topic: topic.to_string(),
@@ -512,8 +508,8 @@ fn check_existing(
         if existing.name != ty.name || existing.layout_hash != ty.layout_hash {
             return Err(TopicError::TypeMismatch {
                 topic: topic.to_string(),
-                existing: describe(&existing),
-                requested: describe(ty),
+                existing: existing.describe(),
+                requested: ty.describe(),
             });
         }
     }
