@@ -1,8 +1,10 @@
 //! `nerve launch`: start a system from a launch file and supervise it until Ctrl-C.
 
 use crate::{usage, CmdResult, Failure};
-use clap::Args;
-use nerve_launch::{EndedBy, Event, Guardian, LaunchError, LaunchFile, Output, StartOptions};
+use clap::{Args, ValueEnum};
+use nerve_launch::{
+    Containment, EndedBy, Event, Guardian, LaunchError, LaunchFile, Output, StartOptions,
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -12,10 +14,26 @@ pub struct LaunchArgs {
     /// Only load and check the file (and its includes), print a summary and exit.
     #[arg(long)]
     check: bool,
+    /// How the processes and everything they start are kept together: a cgroup of the
+    /// launch's own where cgroup v2 is writable (auto), a cgroup or fail (cgroup), or
+    /// process groups with every descendant tracked (process-groups).
+    #[arg(long, value_enum, default_value_t = Contain::Auto)]
+    containment: Contain,
     /// The launch file (TOML).
     file: PathBuf,
     /// Arguments of the launch file, `name:=value`.
     args: Vec<String>,
+}
+
+/// `--containment`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Contain {
+    /// A cgroup where cgroup v2 is writable, process groups otherwise.
+    Auto,
+    /// A cgroup, or the launch does not start.
+    Cgroup,
+    /// Process groups plus the child subreaper, every descendant tracked.
+    ProcessGroups,
 }
 
 /// Runs `nerve launch`.
@@ -44,6 +62,11 @@ pub fn run(cfg: &nerve::Config, a: LaunchArgs) -> CmdResult {
     opts.handle_signals = true;
     opts.guardian = Guardian::CurrentExe;
     opts.on_event = Some(Arc::new(|e: &Event| eprintln!("launch: {e}")));
+    opts.containment = match a.containment {
+        Contain::Auto => Containment::Auto,
+        Contain::Cgroup => Containment::Cgroup,
+        Contain::ProcessGroups => Containment::ProcessGroups,
+    };
     eprintln!(
         "launch: {} ({} processes, {} containers, domain {})",
         a.file.display(),
@@ -52,6 +75,7 @@ pub fn run(cfg: &nerve::Config, a: LaunchArgs) -> CmdResult {
         cfg.domain
     );
     let running = plan.start(opts)?;
+    eprintln!("launch: containment: {}", running.containment());
     let report = running.wait();
     for p in &report.shutdown.processes {
         let how = match p.ended_by {

@@ -90,6 +90,9 @@ pub enum LaunchError {
         /// The system error.
         source: std::io::Error,
     },
+    /// [`crate::Containment::Cgroup`] was asked for, but no cgroup v2 is writable here.
+    #[error("no cgroup for the launch: {0}")]
+    CgroupUnavailable(String),
     /// The launcher's own Nerve context (for readiness checks) failed.
     #[error("nerve: {0}")]
     Nerve(String),

@@ -2,18 +2,30 @@
 //!
 //! `PR_SET_PDEATHSIG` kills the launcher's direct children when it dies, but not their own
 //! children. So the launcher starts a guardian (its own executable again, with the hidden
-//! first argument [`GUARDIAN_ARG`]) and writes it, over a pipe, each process group it
-//! starts (`+pgid`) and each that is gone (`-pgid`). When the pipe reaches end of file (the
-//! launcher exited, however it died), the guardian sends SIGTERM and then SIGKILL to every
-//! group still listed, removes the launch's scratch directory and reclaims the shared
-//! memory of the dead processes with [`nerve::introspect::clean`] for the domain.
+//! first argument [`GUARDIAN_ARG`]) and writes it, over a pipe, one line per fact:
+//!
+//! - `dir PATH`: the launch's scratch directory;
+//! - `cgroup PATH`: the launch's cgroup (cgroup mode);
+//! - `id ID`: the launch's `NERVE_LAUNCH_ID` (process-group mode);
+//! - `+PGID` / `-PGID`: a process group started / gone;
+//! - `t PID START` / `u PID`: a descendant tracked / gone (process-group mode);
+//! - `swept`: the launcher ended everything itself.
+//!
+//! When the pipe reaches end of file (the launcher exited, however it died), the guardian
+//! sends SIGTERM to everything still listed — every group, every member of the cgroup,
+//! every tracked descendant and every process whose environment carries the launch id —
+//! then SIGKILL (`cgroup.kill`) to what is left after [`GRACE`], removes the cgroup and
+//! the scratch directory and reclaims the shared memory of the dead processes with
+//! [`nerve::introspect::clean`] for the domain.
 //!
 //! A binary that starts launches with [`Guardian::CurrentExe`] must call
 //! [`run_guardian_if_requested`] first thing in `main` (the `nerve` CLI does).
 
+use crate::cgroup;
+use crate::contain::{marker_unit, LAUNCH_ID_VAR};
 use crate::error::LaunchError;
 use crate::sys;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -23,6 +35,8 @@ use std::time::{Duration, Instant};
 pub const GUARDIAN_ARG: &str = "__nerve-launch-guardian";
 /// Most groups one guardian tracks.
 const MAX_GROUPS: usize = 4096;
+/// Most single processes one guardian tracks.
+const MAX_PIDS: usize = 65_536;
 /// How long the guardian waits after SIGTERM, and again after SIGKILL.
 const GRACE: Duration = Duration::from_secs(2);
 
@@ -50,34 +64,93 @@ pub fn run_guardian_if_requested() {
     }
 }
 
-/// The guardian's work: track groups from `input` until end of file, then end them.
+/// What the guardian ends when its pipe closes.
+#[derive(Debug, Default, PartialEq)]
+struct Watch {
+    groups: BTreeSet<i32>,
+    /// Tracked descendants: pid and start time.
+    pids: BTreeMap<i32, u64>,
+    dir: Option<PathBuf>,
+    cgroup: Option<PathBuf>,
+    id: Option<String>,
+    swept: bool,
+}
+
+impl Watch {
+    /// Takes one line of the launcher (unknown or malformed lines are ignored).
+    fn take(&mut self, line: &str) {
+        let num = |s: &str| s.trim().parse::<i32>().ok().filter(|&p| p > 1);
+        if let Some(d) = line.strip_prefix("dir ") {
+            self.dir = Some(PathBuf::from(d));
+        } else if let Some(c) = line.strip_prefix("cgroup ") {
+            self.cgroup = Some(PathBuf::from(c));
+        } else if let Some(id) = line.strip_prefix("id ") {
+            self.id = Some(id.to_string());
+        } else if line == "swept" {
+            self.swept = true;
+        } else if let Some(rest) = line.strip_prefix("t ") {
+            let mut f = rest.split_whitespace();
+            let pid = f.next().and_then(num);
+            let start = f.next().and_then(|s| s.parse::<u64>().ok());
+            if let (Some(pid), Some(start)) = (pid, start) {
+                if self.pids.len() < MAX_PIDS {
+                    self.pids.insert(pid, start);
+                }
+            }
+        } else if let Some(pid) = line.strip_prefix("u ").and_then(num) {
+            self.pids.remove(&pid);
+        } else if let Some(g) = line.strip_prefix('+').and_then(num) {
+            if self.groups.len() < MAX_GROUPS {
+                self.groups.insert(g);
+            }
+        } else if let Some(g) = line.strip_prefix('-').and_then(num) {
+            self.groups.remove(&g);
+        }
+    }
+
+    /// The single processes to signal: tracked descendants still running, and every
+    /// process started with the launch id in its environment.
+    fn processes(&self) -> Vec<i32> {
+        let mut out: BTreeSet<i32> = self
+            .pids
+            .iter()
+            .filter(|(&p, &start)| sys::pid_live(p, start))
+            .map(|(&p, _)| p)
+            .collect();
+        if let Some(id) = &self.id {
+            let me = std::process::id() as i32;
+            for p in sys::all_pids() {
+                if p != me
+                    && sys::environ_var(p, LAUNCH_ID_VAR)
+                        .is_some_and(|v| marker_unit(&v, id).is_some())
+                    && sys::proc_stat(p).is_some_and(|s| !s.zombie)
+                {
+                    out.insert(p);
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+}
+
+/// The guardian's work: track the launch from `input` until end of file, then end it.
 fn guardian_main(input: impl BufRead) {
     // the terminal's Ctrl-C and hang-up are the launcher's business
     sys::ignore_signal(libc::SIGINT);
     sys::ignore_signal(libc::SIGHUP);
-    let mut groups = BTreeSet::new();
-    let mut dir = None;
+    let mut w = Watch::default();
     for line in input.lines() {
         let Ok(line) = line else { break };
-        if let Some(g) = line.strip_prefix('+').and_then(|g| g.parse::<i32>().ok()) {
-            if groups.len() < MAX_GROUPS {
-                groups.insert(g);
-            }
-        } else if let Some(g) = line.strip_prefix('-').and_then(|g| g.parse::<i32>().ok()) {
-            groups.remove(&g);
-        } else if let Some(d) = line.strip_prefix("dir ") {
-            dir = Some(PathBuf::from(d));
-        }
+        w.take(&line);
     }
-    end_groups(&groups);
-    if let Some(d) = dir {
+    let ended = end_all(&w);
+    if let Some(d) = &w.dir {
         let _ = std::fs::remove_dir_all(d);
     }
     if let Ok(cfg) = nerve::Config::from_env() {
         match nerve::introspect::clean(&cfg) {
-            Ok(r) if !groups.is_empty() => eprintln!(
-                "nerve launch guardian: ended {} process group(s), reclaimed {} node(s) and {} file(s)",
-                groups.len(),
+            Ok(r) if !ended.is_empty() => eprintln!(
+                "nerve launch guardian: ended {ended}, reclaimed {} node(s) and {} file(s)",
                 r.dead_nodes.len(),
                 r.removed_files.len()
             ),
@@ -87,24 +160,64 @@ fn guardian_main(input: impl BufRead) {
     }
 }
 
-/// SIGTERM to every group, SIGKILL to what is left after [`GRACE`], then waits (bounded)
-/// until they are gone.
-fn end_groups(groups: &BTreeSet<i32>) {
-    let mut alive: Vec<i32> = groups
+/// SIGTERM to every group, cgroup member and process of the launch, SIGKILL to what is
+/// left after [`GRACE`], then waits (bounded) until they are gone and removes the cgroup.
+/// What it found running, in words (empty: nothing).
+fn end_all(w: &Watch) -> String {
+    // after `swept` only groups can be left (none, normally)
+    let cg = w.cgroup.as_deref().filter(|_| !w.swept);
+    let procs = |w: &Watch| if w.swept { Vec::new() } else { w.processes() };
+    let mut groups: Vec<i32> = w
+        .groups
         .iter()
         .copied()
         .filter(|&g| sys::kill_group(g, libc::SIGTERM))
         .collect();
+    let mut pids = procs(w);
+    let members = cg.map_or(0, |c| cgroup::procs(c).len());
+    let mut found = Vec::new();
+    if !groups.is_empty() {
+        found.push(format!("{} process group(s)", groups.len()));
+    }
+    if members > 0 {
+        found.push(format!("{members} process(es) of the launch's cgroup"));
+    }
+    if !pids.is_empty() {
+        found.push(format!("{} tracked process(es)", pids.len()));
+    }
+    for &p in &pids {
+        sys::kill_pid(p, libc::SIGTERM);
+    }
+    if let Some(c) = cg {
+        cgroup::signal(c, libc::SIGTERM);
+    }
     for sig in [Some(libc::SIGKILL), None] {
         let until = Instant::now() + GRACE;
-        while !alive.is_empty() && Instant::now() < until {
+        loop {
+            groups.retain(|&g| sys::group_alive(g));
+            pids.retain(|&p| sys::proc_stat(p).is_some_and(|s| !s.zombie));
+            let populated = cg.is_some_and(cgroup::populated);
+            if (groups.is_empty() && pids.is_empty() && !populated) || Instant::now() >= until {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(20));
-            alive.retain(|&g| sys::group_alive(g));
         }
         if let Some(sig) = sig {
-            alive.retain(|&g| sys::kill_group(g, sig));
+            groups.retain(|&g| sys::kill_group(g, sig));
+            // processes forked meanwhile carry the id too
+            pids = procs(w);
+            for &p in &pids {
+                sys::kill_pid(p, sig);
+            }
+            if let Some(c) = cg {
+                cgroup::signal(c, sig);
+            }
         }
     }
+    if let Some(c) = &w.cgroup {
+        let _ = cgroup::remove(c);
+    }
+    found.join(", ")
 }
 
 /// The launcher's end of the pipe to its guardian.
@@ -162,6 +275,11 @@ impl GuardianLink {
         self.send(&format!("+{pgid}"))
     }
 
+    /// Passes lines of the containment on (see the module documentation).
+    pub(crate) fn tell(&mut self, lines: &[String]) -> std::io::Result<()> {
+        lines.iter().try_for_each(|l| self.send(l))
+    }
+
     /// Tells the guardian a group is gone.
     pub(crate) fn forget(&mut self, pgid: i32) -> std::io::Result<()> {
         self.send(&format!("-{pgid}"))
@@ -177,5 +295,44 @@ impl GuardianLink {
                 Ok(None) => std::thread::sleep(Duration::from_millis(10)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_build_the_watch_and_bad_ones_are_ignored() {
+        let mut w = Watch::default();
+        for l in [
+            "dir /tmp/x",
+            "cgroup /sys/fs/cgroup/a b",
+            "id 1-2-3",
+            "+100",
+            "+101",
+            "-100",
+            "+1",
+            "+-5",
+            "t 200 77",
+            "t 201 78",
+            "u 201",
+            "t 1 5",
+            "t 300",
+            "t x 5",
+            "",
+            "garbage",
+            "+99999999999999999999",
+        ] {
+            w.take(l);
+        }
+        assert_eq!(w.groups, BTreeSet::from([101]));
+        assert_eq!(w.pids, BTreeMap::from([(200, 77)]));
+        assert_eq!(w.dir, Some(PathBuf::from("/tmp/x")));
+        assert_eq!(w.cgroup, Some(PathBuf::from("/sys/fs/cgroup/a b")));
+        assert_eq!(w.id.as_deref(), Some("1-2-3"));
+        assert!(!w.swept);
+        w.take("swept");
+        assert!(w.swept);
     }
 }

@@ -1,10 +1,12 @@
 //! Running a [`Plan`]: ordered start-up with readiness, output, respawn with backoff, and
-//! shutdown by escalation (SIGINT, SIGTERM, SIGKILL to each process group).
+//! shutdown by escalation (SIGINT, SIGTERM, SIGKILL to each process: its group and its
+//! cgroup or tracked descendants, see [`crate::contain`]).
 //!
 //! One supervisor thread owns every child: it spawns them (so their parent-death signal is
 //! tied to a thread that outlives them), reaps them per process group, polls readiness and
 //! runs the shutdown. [`Running`] talks to it through a mutex and a condition variable.
 
+use crate::contain::{Contain, Containment, ContainmentMode, Unit};
 use crate::error::LaunchError;
 use crate::guardian::{Guardian, GuardianLink};
 use crate::plan::{OnExit, ParamValue, Plan, ProcessSpec, Ready};
@@ -25,6 +27,9 @@ const TICK: Duration = Duration::from_millis(10);
 const POLL: Duration = Duration::from_millis(10);
 /// How long a group gets after SIGKILL before it is reported as stuck.
 const KILL_GRACE: Duration = Duration::from_secs(5);
+/// How long what escaped every process (see [`Contain::sweep`]) gets after SIGTERM, and
+/// again after SIGKILL, at the end of a launch.
+const SWEEP_GRACE: Duration = Duration::from_secs(1);
 
 /// Where children's output goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,12 +59,17 @@ pub struct StartOptions {
     /// Whether SIGINT/SIGTERM of this process ([`nerve::shutdown::requested`]) stops the
     /// launch (install the handlers with [`nerve::shutdown::install`]).
     pub handle_signals: bool,
-    /// Whether this process becomes the subreaper of its orphaned descendants.
+    /// In process-group mode, whether this process becomes the subreaper of its
+    /// orphaned descendants (they come back to it, so it finds and reaps them).
     pub subreaper: bool,
+    /// How the processes are kept together (see [`Running::containment`] for the mode in
+    /// effect).
+    pub containment: Containment,
 }
 
 impl StartOptions {
-    /// Options for `config`: prefixed output, no guardian, no signal handling, subreaper.
+    /// Options for `config`: prefixed output, no guardian, no signal handling, a cgroup
+    /// where writable (else process groups with the subreaper).
     pub fn new(config: nerve::Config) -> StartOptions {
         StartOptions {
             config,
@@ -68,6 +78,7 @@ impl StartOptions {
             guardian: Guardian::Off,
             handle_signals: false,
             subreaper: true,
+            containment: Containment::Auto,
         }
     }
 }
@@ -280,7 +291,10 @@ pub struct ExitReport {
 
 #[derive(Default)]
 struct Status {
+    /// Every process is ready now.
     ready: bool,
+    /// Every process has been ready at once (start-up is over).
+    was_ready: bool,
     ended: Option<ExitReason>,
     finished: bool,
     stop: bool,
@@ -303,6 +317,7 @@ impl Shared {
 pub struct Running {
     shared: Arc<Shared>,
     thread: Option<std::thread::JoinHandle<ExitReport>>,
+    containment: ContainmentMode,
 }
 
 impl Plan {
@@ -310,14 +325,28 @@ impl Plan {
     /// processes in order. Start-up failures come from [`Running::wait_ready`] and
     /// [`Running::wait`].
     pub fn start(&self, opts: StartOptions) -> Result<Running, LaunchError> {
-        if opts.subreaper {
-            sys::set_child_subreaper().map_err(|source| LaunchError::Io {
-                what: "prctl(PR_SET_CHILD_SUBREAPER)".into(),
-                source,
-            })?;
-        }
+        let contain = Contain::new(opts.containment, opts.subreaper)?;
         let run_dir = make_run_dir()?;
-        let guardian = GuardianLink::start(&opts.guardian, &opts.config, &run_dir)?;
+        let guardian =
+            GuardianLink::start(&opts.guardian, &opts.config, &run_dir).and_then(|mut g| {
+                if let Some(link) = &mut g {
+                    link.tell(&contain.guardian_lines()).map_err(|source| {
+                        LaunchError::Guardian {
+                            program: format!("{:?}", opts.guardian),
+                            source,
+                        }
+                    })?;
+                }
+                Ok(g)
+            });
+        let guardian = match guardian {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&run_dir);
+                return Err(e);
+            }
+        };
+        let containment = contain.mode().clone();
         let shared = Arc::new(Shared {
             status: Mutex::new(Status {
                 pids: self
@@ -348,6 +377,7 @@ impl Plan {
             opts,
             shared: shared.clone(),
             guardian,
+            contain,
             run_dir,
             stale: Vec::new(),
             last_poll: None,
@@ -363,6 +393,7 @@ impl Plan {
         Ok(Running {
             shared,
             thread: Some(thread),
+            containment,
         })
     }
 }
@@ -396,7 +427,7 @@ impl Running {
                     },
                     ExitReason::ProcessExited { name, status }
                     | ExitReason::RespawnExhausted { name, status, .. }
-                        if !st.ready =>
+                        if !st.was_ready =>
                     {
                         LaunchError::ExitedEarly { name, status }
                     }
@@ -418,9 +449,15 @@ impl Running {
         }
     }
 
-    /// Whether every process has been ready.
+    /// Whether every process is ready now: a process that respawns is not until it is
+    /// ready again (and [`Running::wait_ready`] waits for that).
     pub fn is_ready(&self) -> bool {
         self.shared.lock().ready
+    }
+
+    /// The containment in effect: the launch's cgroup, or process groups and why.
+    pub fn containment(&self) -> &ContainmentMode {
+        &self.containment
     }
 
     /// Whether the launch has ended (every process stopped).
@@ -487,7 +524,7 @@ enum State {
     Waiting,
     /// Running.
     Up {
-        pid: i32,
+        unit: Unit,
         started: Instant,
         ready: bool,
         line_ready: Arc<AtomicBool>,
@@ -521,9 +558,11 @@ struct Supervisor {
     opts: StartOptions,
     shared: Arc<Shared>,
     guardian: Option<GuardianLink>,
+    contain: Contain,
     run_dir: PathBuf,
-    /// Groups whose leader exited but other members may live (killed, waiting to empty).
-    stale: Vec<i32>,
+    /// Processes whose main process exited but whose group, cgroup or descendants may
+    /// live on (killed, waiting to empty).
+    stale: Vec<Unit>,
     last_poll: Option<Instant>,
     seq: u64,
 }
@@ -558,8 +597,20 @@ impl Supervisor {
             .iter()
             .map(|s| (s.spec.name.clone(), s.respawns))
             .collect();
-        if let Some(g) = self.guardian.take() {
+        // what escaped every process (nothing, normally)
+        let swept = self.contain.sweep(SWEEP_GRACE);
+        self.tell_guardian();
+        if let Some(mut g) = self.guardian.take() {
+            if swept {
+                let _ = g.tell(&["swept".to_string()]);
+            }
             g.finish();
+        }
+        if !swept {
+            self.event(Event::Warning(format!(
+                "processes of the launch are left after SIGKILL ({}): the guardian retries",
+                self.contain.mode()
+            )));
         }
         let _ = std::fs::remove_dir_all(&self.run_dir);
         {
@@ -593,6 +644,7 @@ impl Supervisor {
                 return r;
             }
             self.reap_stale();
+            self.scan(false);
             if self.slots.iter().all(|s| matches!(s.state, State::Done)) {
                 return ExitReason::AllExited;
             }
@@ -610,8 +662,8 @@ impl Supervisor {
     fn publish_pids(&self) {
         let mut st = self.shared.lock();
         for (i, s) in self.slots.iter().enumerate() {
-            st.pids[i].1 = match s.state {
-                State::Up { pid, .. } => Some(pid as u32),
+            st.pids[i].1 = match &s.state {
+                State::Up { unit, .. } => Some(unit.pgid as u32),
                 _ => None,
             };
             st.respawns[i].1 = s.respawns;
@@ -621,7 +673,7 @@ impl Supervisor {
     fn reap_and_respawn(&mut self) -> Option<ExitReason> {
         let now = Instant::now();
         for i in 0..self.slots.len() {
-            let State::Up { pid, .. } = self.slots[i].state else {
+            let State::Up { ref unit, .. } = self.slots[i].state else {
                 if let State::Backoff { at } = self.slots[i].state {
                     if now >= at {
                         if let Err(r) = self.spawn(i) {
@@ -631,6 +683,7 @@ impl Supervisor {
                 }
                 continue;
             };
+            let pid = unit.pgid;
             let mut exited = None;
             while let Some((p, status)) = sys::reap_group(pid) {
                 if p == pid {
@@ -643,11 +696,14 @@ impl Supervisor {
                 name: self.slots[i].spec.name.clone(),
                 status: text.clone(),
             });
-            // whatever the process left in its group goes with it
-            if sys::kill_group(pid, libc::SIGKILL) {
-                self.stale.push(pid);
-            } else {
-                self.group_gone(pid);
+            // whatever the process left (its group, its cgroup, its descendants) goes too
+            if let State::Up { unit, .. } = std::mem::replace(&mut self.slots[i].state, State::Done)
+            {
+                if self.contain.signal(&unit, libc::SIGKILL) {
+                    self.stale.push(unit);
+                } else {
+                    self.unit_gone(unit);
+                }
             }
             let slot = &mut self.slots[i];
             slot.last_status = Some(text.clone());
@@ -702,11 +758,12 @@ impl Supervisor {
             if !matches!(self.slots[i].state, State::Waiting) {
                 continue;
             }
+            // ready now: a dependency that respawns is waited for again
             let deps_ready = self.slots[i]
                 .spec
                 .after
                 .iter()
-                .all(|a| self.slots.iter().any(|s| &s.spec.name == a && s.ready_once));
+                .all(|a| self.slots.iter().any(|s| &s.spec.name == a && ready_now(s)));
             if deps_ready {
                 if let Err(r) = self.spawn(i) {
                     return Some(r);
@@ -764,8 +821,8 @@ impl Supervisor {
             let spec = &self.slots[i].spec;
             if ok {
                 newly.push(i);
-            } else if !self.slots[i].ready_once && now.duration_since(started) > spec.ready_timeout
-            {
+            } else if now.duration_since(started) > spec.ready_timeout {
+                // every start is waited for, a respawn as the first
                 return Some(ExitReason::ReadyTimeout {
                     name: spec.name.clone(),
                     timeout: spec.ready_timeout,
@@ -777,20 +834,21 @@ impl Supervisor {
             if let State::Up { ref mut ready, .. } = self.slots[i].state {
                 *ready = true;
             }
-            if !self.slots[i].ready_once {
-                self.slots[i].ready_once = true;
-                self.event(Event::Ready {
-                    name: self.slots[i].spec.name.clone(),
-                });
-            }
+            self.slots[i].ready_once = true;
+            self.event(Event::Ready {
+                name: self.slots[i].spec.name.clone(),
+            });
         }
-        let all = self.slots.iter().all(|s| s.ready_once);
+        let all = self.slots.iter().all(ready_now);
         let mut st = self.shared.lock();
-        if all && !st.ready {
-            st.ready = true;
+        if all != st.ready {
+            st.ready = all;
+            st.was_ready |= all;
             drop(st);
             self.shared.cv.notify_all();
-            self.event(Event::AllReady);
+            if all {
+                self.event(Event::AllReady);
+            }
         }
         None
     }
@@ -834,9 +892,21 @@ impl Supervisor {
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
+        let start = self.slots[i].starts + 1;
+        let prepared = self
+            .contain
+            .prepare(&mut cmd, &spec.name, start)
+            .map_err(fail)?;
         sys::own_group_and_parent_death(&mut cmd);
-        let mut child = cmd.spawn().map_err(|e| fail(e.to_string()))?;
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                self.contain.abandon(prepared);
+                return Err(fail(e.to_string()));
+            }
+        };
         let pid = child.id() as i32;
+        let unit = self.contain.started(prepared, pid);
         if let Some(g) = &mut self.guardian {
             if let Err(e) = g.watch(pid) {
                 self.event(Event::Warning(format!("guardian: {e}")));
@@ -886,7 +956,7 @@ impl Supervisor {
         slot.last_pid = Some(pid as u32);
         slot.started_seq = Some(self.seq);
         slot.state = State::Up {
-            pid,
+            unit,
             started: Instant::now(),
             ready: false,
             line_ready,
@@ -927,52 +997,93 @@ impl Supervisor {
         Ok(files)
     }
 
+    /// Reaps what is left of exited processes, SIGKILLs what turned up since (tracked
+    /// descendants found late), and forgets what is gone.
     fn reap_stale(&mut self) {
-        let mut gone = Vec::new();
-        self.stale.retain(|&g| {
-            while sys::reap_group(g).is_some() {}
-            let alive = sys::group_alive(g);
-            if !alive {
-                gone.push(g);
+        let mut k = 0;
+        while k < self.stale.len() {
+            let u = &self.stale[k];
+            while sys::reap_group(u.pgid).is_some() {}
+            if self.contain.alive(u) {
+                self.contain.signal(u, libc::SIGKILL);
+                k += 1;
+            } else {
+                let u = self.stale.swap_remove(k);
+                self.unit_gone(u);
             }
-            alive
-        });
-        for g in gone {
-            self.group_gone(g);
         }
     }
 
-    fn group_gone(&mut self, pgid: i32) {
+    /// Forgets a process that is gone (its group, cgroup and descendants).
+    fn unit_gone(&mut self, u: Unit) {
+        // a cgroup that cannot be removed yet goes with the launch's at the end
+        let _ = self.contain.release(&u);
         if let Some(g) = &mut self.guardian {
-            let _ = g.forget(pgid);
+            let _ = g.forget(u.pgid);
+        }
+        self.tell_guardian();
+    }
+
+    /// Looks for descendants of the running processes (now, or if it is time).
+    fn scan(&mut self, now: bool) {
+        let units: Vec<&Unit> = self
+            .slots
+            .iter()
+            .filter_map(|s| match &s.state {
+                State::Up { unit, .. } => Some(unit),
+                _ => None,
+            })
+            .chain(self.stale.iter())
+            .collect();
+        if now {
+            self.contain.scan_now(&units);
+        } else {
+            self.contain.tick(&units);
+        }
+        drop(units);
+        self.tell_guardian();
+    }
+
+    /// Passes what the containment learned on to the guardian.
+    fn tell_guardian(&mut self) {
+        let news = self.contain.take_news();
+        if news.is_empty() {
+            return;
+        }
+        let failed = self.guardian.as_mut().and_then(|g| g.tell(&news).err());
+        if let Some(e) = failed {
+            self.event(Event::Warning(format!("guardian: {e}")));
         }
     }
 
-    /// Stops every running process: SIGINT to each group in reverse start order, then
-    /// SIGTERM and SIGKILL to the ones still there when their timeouts run out.
+    /// Stops every running process: SIGINT to each (its group and its cgroup or tracked
+    /// descendants) in reverse start order, then SIGTERM and SIGKILL to the ones still
+    /// there when their timeouts run out.
     fn shutdown_all(&mut self) -> ShutdownReport {
         struct Stopping {
             slot: usize,
-            pid: i32,
+            unit: Unit,
             signalled: Instant,
             stage: EndedBy,
             deadline: Instant,
             status: Option<String>,
             leader_done: bool,
         }
+        // every descendant found before the first signal
+        self.scan(true);
         let mut order: Vec<usize> = (0..self.slots.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(self.slots[i].started_seq.unwrap_or(0)));
         let mut report = ShutdownReport::default();
         let mut stopping = Vec::new();
         for &i in &order {
             let slot = &mut self.slots[i];
-            match slot.state {
-                State::Up { pid, .. } => {
-                    sys::kill_group(pid, libc::SIGINT);
+            match std::mem::replace(&mut slot.state, State::Done) {
+                State::Up { unit, .. } => {
+                    self.contain.signal(&unit, libc::SIGINT);
                     let now = Instant::now();
                     stopping.push(Stopping {
                         slot: i,
-                        pid,
+                        unit,
                         signalled: now,
                         stage: EndedBy::Sigint,
                         deadline: now + slot.spec.shutdown.sigint,
@@ -988,39 +1099,50 @@ impl Supervisor {
                     status: slot.last_status.clone(),
                 }),
             }
-            slot.state = State::Done;
         }
-        for &g in &self.stale {
-            sys::kill_group(g, libc::SIGKILL);
+        for u in &self.stale {
+            self.contain.signal(u, libc::SIGKILL);
         }
         let mut done: Vec<(usize, ProcessShutdown)> = Vec::new();
         while !stopping.is_empty() {
+            {
+                let units: Vec<&Unit> = stopping
+                    .iter()
+                    .map(|s| &s.unit)
+                    .chain(self.stale.iter())
+                    .collect();
+                self.contain.tick(&units);
+            }
+            self.tell_guardian();
             let now = Instant::now();
             let mut k = 0;
             while k < stopping.len() {
                 let s = &mut stopping[k];
-                while let Some((p, status)) = sys::reap_group(s.pid) {
-                    if p == s.pid {
+                let pid = s.unit.pgid;
+                while let Some((p, status)) = sys::reap_group(pid) {
+                    if p == pid {
                         s.status = Some(sys::describe_status(status));
                         s.leader_done = true;
                     }
                 }
-                if s.leader_done && !sys::group_alive(s.pid) {
+                if s.stage == EndedBy::Sigkill {
+                    // descendants found since the last signal
+                    self.contain.signal(&s.unit, libc::SIGKILL);
+                }
+                if s.leader_done && !self.contain.alive(&s.unit) {
                     let s = stopping.swap_remove(k);
                     let slot = &self.slots[s.slot];
                     done.push((
                         s.slot,
                         ProcessShutdown {
                             name: slot.spec.name.clone(),
-                            pid: Some(s.pid as u32),
+                            pid: Some(pid as u32),
                             ended_by: s.stage,
                             took: now.duration_since(s.signalled),
                             status: s.status,
                         },
                     ));
-                    if let Some(g) = &mut self.guardian {
-                        let _ = g.forget(s.pid);
-                    }
+                    self.unit_gone(s.unit);
                     continue;
                 }
                 if now >= s.deadline {
@@ -1036,7 +1158,7 @@ impl Supervisor {
                         Some((stage, sig, wait)) => {
                             s.stage = stage;
                             s.deadline = now + wait;
-                            sys::kill_group(s.pid, sig);
+                            self.contain.signal(&s.unit, sig);
                             let name = spec.name.clone();
                             self.event(Event::Escalated {
                                 name,
@@ -1048,19 +1170,18 @@ impl Supervisor {
                             });
                         }
                         None => {
-                            // SIGKILL did not empty the group in time (uninterruptible
-                            // sleep): report it and leave it to the guardian
+                            // SIGKILL did not empty it in time (uninterruptible sleep):
+                            // report it and leave it to the sweep and the guardian
                             let s = stopping.swap_remove(k);
                             let name = self.slots[s.slot].spec.name.clone();
                             self.event(Event::Warning(format!(
-                                "{name} (group {}) still has processes after SIGKILL",
-                                s.pid
+                                "{name} (group {pid}) still has processes after SIGKILL"
                             )));
                             done.push((
                                 s.slot,
                                 ProcessShutdown {
                                     name,
-                                    pid: Some(s.pid as u32),
+                                    pid: Some(pid as u32),
                                     ended_by: EndedBy::Sigkill,
                                     took: now.duration_since(s.signalled),
                                     status: s.status,
@@ -1077,9 +1198,10 @@ impl Supervisor {
                 std::thread::sleep(TICK);
             }
         }
-        // stale groups got SIGKILL above: wait (bounded) for them to empty
+        // stale processes got SIGKILL above: wait (bounded) for them to empty
         let until = Instant::now() + KILL_GRACE;
         while !self.stale.is_empty() && Instant::now() < until {
+            self.scan(false);
             self.reap_stale();
             std::thread::sleep(TICK);
         }
@@ -1108,6 +1230,16 @@ fn make_probe<'a>(
         *probe = Some(Probe { _ctx: ctx, node });
     }
     Ok(probe.as_ref().expect("made above"))
+}
+
+/// Whether a process is ready now: running and ready, or exited for good after it was
+/// (a one-shot step that succeeded). One that respawns is not until it is ready again.
+fn ready_now(s: &Slot) -> bool {
+    match &s.state {
+        State::Up { ready, .. } => *ready,
+        State::Done => s.ready_once,
+        State::Waiting | State::Backoff { .. } => false,
+    }
 }
 
 /// Whether a process's final exit ends the launch.
