@@ -132,16 +132,22 @@ impl<A: Action> DynGoal for ClientGoal<A> {
     }
 }
 
-trait DynServer {
+/// A goal handle handed to an acceptance callback.
+type OnAccepted<'a> = &'a mut dyn FnMut(Box<dyn DynServerGoal>);
+
+pub(crate) trait DynServer {
     fn wait(&self, t: Duration) -> Result<bool, ActionError>;
     fn handle_pending(
         &self,
         on_goal: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+        on_accepted: OnAccepted<'_>,
     ) -> Result<usize, ActionError>;
     fn goals(&self) -> Vec<Box<dyn DynServerGoal>>;
+    /// The goal, cancel and result services, for the executor's wait.
+    fn waitables(&self) -> [&dyn nerve::Waitable; 3];
 }
 
-trait DynServerGoal {
+pub(crate) trait DynServerGoal {
     fn id(&self) -> String;
     fn goal(&self) -> Vec<u8>;
     fn is_canceling(&self) -> bool;
@@ -156,8 +162,16 @@ impl<A: Action> DynServer for ActionServer<A> {
     fn handle_pending(
         &self,
         on_goal: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+        on_accepted: OnAccepted<'_>,
     ) -> Result<usize, ActionError> {
-        ActionServer::handle_pending(self, |g| on_goal(&payload::<A::Goal>(g.goal(), g.elems())))
+        ActionServer::handle_pending_with(
+            self,
+            |g| on_goal(&payload::<A::Goal>(g.goal(), g.elems())),
+            |h| on_accepted(Box::new(h)),
+        )
+    }
+    fn waitables(&self) -> [&dyn nerve::Waitable; 3] {
+        ActionServer::waitables(self)
     }
     fn goals(&self) -> Vec<Box<dyn DynServerGoal>> {
         ActionServer::goals(self)
@@ -315,7 +329,7 @@ impl GoalRaw {
 /// A server of an action (see `nerve.ActionServer`).
 #[pyclass(frozen, module = "nerve._nerve")]
 pub struct ActionServerRaw {
-    inner: Affine<Box<dyn DynServer>>,
+    pub(crate) inner: Affine<Box<dyn DynServer>>,
 }
 
 #[pymethods]
@@ -362,8 +376,16 @@ impl ActionServerRaw {
     }
 
     /// Handles waiting requests; `on_goal(payload)` returns None to accept a goal or a
-    /// reason to reject it. Returns how many requests were handled.
-    fn handle_pending(&self, py: Python<'_>, on_goal: Py<PyAny>) -> PyResult<usize> {
+    /// reason to reject it, `on_accepted(goal)` (if given) gets each accepted goal as a
+    /// ServerGoalRaw. Returns how many requests were handled. An exception of
+    /// `on_accepted` is raised once the requests are handled.
+    #[pyo3(signature = (on_goal, on_accepted=None))]
+    fn handle_pending(
+        &self,
+        py: Python<'_>,
+        on_goal: Py<PyAny>,
+        on_accepted: Option<Py<PyAny>>,
+    ) -> PyResult<usize> {
         let mut cb = |goal: &[u8]| -> Result<(), String> {
             match on_goal.call1(py, (PyBytes::new(py, goal),)) {
                 Ok(r) if r.is_none(py) => Ok(()),
@@ -373,10 +395,28 @@ impl ActionServerRaw {
                 Err(e) => Err(format!("goal callback raised: {e}")),
             }
         };
-        self.inner
+        let gy = self.inner.graveyard();
+        let mut raised: Option<PyErr> = None;
+        let mut accepted = |h: Box<dyn DynServerGoal>| {
+            let (Some(f), None) = (&on_accepted, &raised) else {
+                return;
+            };
+            let goal = ServerGoalRaw {
+                inner: Affine::new(h, gy, "ServerGoal"),
+            };
+            if let Err(e) = f.call1(py, (goal,)) {
+                raised = Some(e);
+            }
+        };
+        let n = self
+            .inner
             .get()?
-            .handle_pending(&mut cb)
-            .map_err(err::<PyActionError>)
+            .handle_pending(&mut cb, &mut accepted)
+            .map_err(err::<PyActionError>)?;
+        match raised {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
     }
 
     /// The goals being worked on (executing or canceling), oldest first.

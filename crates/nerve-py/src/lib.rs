@@ -9,6 +9,7 @@ mod action;
 mod affine;
 mod buffer;
 mod errors;
+mod exec;
 mod param;
 mod service;
 mod tensor;
@@ -21,6 +22,8 @@ use pyo3::prelude::*;
 /// The native module.
 #[pymodule(gil_used = true)]
 fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // the package's version: the crate's, which maturin also gives the wheel
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     m.add_class::<topic::Context>()?;
     m.add_class::<topic::Node>()?;
@@ -32,6 +35,8 @@ fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::View>()?;
     m.add_class::<types::MessageType>()?;
     m.add_class::<wait::Sleeper>()?;
+    m.add_class::<exec::Waiter>()?;
+    m.add_class::<exec::TimerRaw>()?;
     m.add_class::<tensor::TensorPool>()?;
     m.add_class::<service::Client>()?;
     m.add_class::<service::Pending>()?;

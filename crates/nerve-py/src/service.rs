@@ -170,7 +170,7 @@ impl Pending {
 /// Serves one service.
 #[pyclass(frozen, module = "nerve._nerve")]
 pub struct Server {
-    inner: Affine<RawServer>,
+    pub(crate) inner: Affine<RawServer>,
 }
 
 fn request_buffer(r: RawRequest, gy: &std::sync::Arc<crate::affine::Graveyard>) -> Buffer {

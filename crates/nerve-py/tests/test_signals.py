@@ -9,6 +9,9 @@ import pytest
 
 WAITS = {
     "spin": "ex = nerve.Executor(); ex.add_node(node); node.create_timer(1.0, lambda: None); ex.spin()",
+    # nothing due ever: only the wait's signal checks end it
+    "spin_idle_server": "node.create_service(nerve.srv.AddTwoInts, '/sig_add', lambda r: None); "
+                        "ex = nerve.Executor(); ex.add_node(node); ex.spin_once()",
     "recv": "sub.recv()",
     "wait_for_subscribers": "pub.wait_for_subscribers(5, timeout=3600)",
 }

@@ -24,3 +24,11 @@ def test_errors_are_named_after_the_rust_enums_under_one_base():
                  "RecvError", "ServiceError", "CallError", "ServeError", "SchemaError",
                  "TensorError", "WaitError", "ClosedError"]:
         assert issubclass(getattr(nerve, name), nerve.NerveError)
+
+
+def test_the_package_has_its_version():
+    import tomllib
+    root = pathlib.Path(__file__).resolve().parents[3]
+    cargo = tomllib.loads((root / "Cargo.toml").read_text())
+    assert nerve.__version__ == cargo["workspace"]["package"]["version"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", nerve.__version__)

@@ -136,6 +136,22 @@ def test_executor_runs_callbacks_and_timers(node):
     assert once == [1]
 
 
+def test_timers_keep_their_grid_and_count_skipped_ticks(node):
+    for precise in (False, True):
+        ticks = []
+        t = node.create_timer(0.005, lambda: ticks.append(nerve.mono_ns()))
+        start = t.next_ns - t.period_ns
+        ex = nerve.Executor(precise_timers=precise)
+        ex.add_node(node)
+        ex.spin_for(0.2)
+        node.destroy_timer(t)
+        assert t.cancelled and t.next_ns is None
+        # every deadline that passed fired or was skipped (counted), none early
+        passed = (nerve.mono_ns() - start) // t.period_ns
+        assert t.fired == len(ticks) and passed - 4 <= t.fired + t.skipped <= passed
+        assert all(tick >= start + (i + 1) * t.period_ns for i, tick in enumerate(ticks))
+
+
 def test_reliable_qos_delivers_everything(node):
     sub = node.create_subscription(msgs.CmdVel, "/rel", qos=nerve.Qos.reliable())
     pub = node.create_publisher(msgs.CmdVel, "/rel", qos=nerve.Qos.reliable())

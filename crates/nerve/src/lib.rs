@@ -96,7 +96,7 @@ pub use exec::machine::{
 };
 pub use exec::scheduler::{MissPolicy, NodeConfig, Scheduler, SchedulerReport};
 pub use exec::timer::{Overrun, Precision, Tick, Timer, TimerHandle};
-pub use exec::waitset::{WaitSet, Waitable, MAX_WAITSET_ENTRIES};
+pub use exec::waitset::{WaitSet, WaitSetWaker, Waitable, MAX_WAITSET_ENTRIES};
 pub use message::header::{CallHeader, CallStatus, SampleHeader};
 pub use message::{Message, NoElem, Pod, Serde, SerdeMessage, TypeInfo};
 pub use nerve_derive::{Message, Pod};

@@ -243,6 +243,54 @@ fn wait_set_serves_several_subscribers() {
 }
 
 #[test]
+fn wait_set_waits_to_a_deadline_and_ends_on_a_wake() {
+    let node = ctx("waitset_until").node("n1").create().unwrap();
+    let pa = node.publisher::<Point>("/wu").create().unwrap();
+    let sa = node.subscriber::<Point>("/wu").create().unwrap();
+    let waker = nerve::WaitSetWaker::new();
+    let mut ws = WaitSet::new();
+    let ia = ws.add(&sa).unwrap();
+    ws.wake_on(&waker).unwrap();
+    // to the deadline, not before it
+    let deadline = nerve::mono_ns() + 20_000_000;
+    assert!(ws.wait_until(deadline).unwrap().is_empty());
+    assert!(nerve::mono_ns() >= deadline);
+    // a wake from another thread ends a wait with no deadline
+    let w = waker.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        w.wake();
+    });
+    let start = std::time::Instant::now();
+    assert!(ws.wait_until(u64::MAX).unwrap().is_empty());
+    assert!(start.elapsed() < Duration::from_secs(10));
+    t.join().unwrap();
+    // a wake while nobody waits ends the next wait at once, once
+    waker.wake();
+    assert!(ws.wait_until(u64::MAX).unwrap().is_empty());
+    pa.publish(&Point { x: 1.0, y: 1.0 }).unwrap();
+    assert_eq!(ws.wait_until(u64::MAX).unwrap(), vec![ia]);
+}
+
+#[test]
+fn wait_set_sees_a_publisher_that_joins_while_it_waits() {
+    let sub_ctx = ctx("waitset_late");
+    let node = sub_ctx.node("n1").create().unwrap();
+    let sa = node.subscriber::<Point>("/wl").create().unwrap();
+    let mut ws = WaitSet::new();
+    let ia = ws.add(&sa).unwrap();
+    assert!(ws.wait(Duration::from_millis(10)).unwrap().is_empty());
+    // another context (another process's view): its publisher's ring is new to `sa`
+    let pub_ctx = ctx("waitset_late");
+    let pn = pub_ctx.node("n2").create().unwrap();
+    let pa = pn.publisher::<Point>("/wl").create().unwrap();
+    assert!(pa.wait_for_subscribers(1, Duration::from_secs(5)));
+    pa.publish(&Point { x: 1.0, y: 2.0 }).unwrap();
+    assert_eq!(ws.wait(Duration::from_secs(5)).unwrap(), vec![ia]);
+    assert_eq!(sa.try_recv().unwrap().map(|s| s.y), Some(2.0));
+}
+
+#[test]
 fn back_pressure_blocks_then_errors() {
     let node = ctx("bp").node("n1").create().unwrap();
     let qos = Qos::reliable().depth(4).overflow(Overflow::BackPressure {

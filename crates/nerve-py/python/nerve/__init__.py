@@ -26,10 +26,12 @@ Example::
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Iterator, List, Optional, Union
 
 from . import _nerve
 from ._messages import Message, Struct, message_class
+from ._nerve import __version__
 from ._nerve import (
     CallError, ClosedError, ContextError, Header, LoanError, MessageType, NerveError,
     NodeError, PublishError, Qos, RecvError, SchemaError, ServeError, ServiceError,
@@ -38,7 +40,7 @@ from ._nerve import (
 )
 
 __all__ = [
-    "Context", "Node", "Publisher", "Subscription", "Timer", "Executor", "Qos", "Header",
+    "__version__", "Context", "Node", "Publisher", "Subscription", "Timer", "Executor", "Qos", "Header",
     "Message", "MessageType", "message_type", "spin", "spin_once", "mono_ns",
     "NerveError", "ContextError", "NodeError", "TopicError", "LoanError", "PublishError",
     "RecvError", "ServiceError", "CallError", "ServeError", "SchemaError", "TensorError",
@@ -127,6 +129,7 @@ class Node:
         self._subscriptions: List[Subscription] = []
         self._timers: List[Timer] = []
         self._servers: List[Any] = []
+        self._action_servers: List[Any] = []
 
     @property
     def name(self) -> str:
@@ -189,13 +192,27 @@ class Node:
         return ActionClient(self, name, action_type)
 
     def create_action_server(self, name: str, action_type: str, policy: str = "queue",
-                             max: int = 8) -> "ActionServer":
-        """A server of the action ``name`` (see ``ActionServer``)."""
-        return ActionServer(self, name, action_type, policy, max)
+                             max: int = 8,
+                             on_goal: Optional[Callable[[Any], Optional[str]]] = None,
+                             on_accepted: Optional[Callable[["ServerGoal"], None]] = None,
+                             ) -> "ActionServer":
+        """A server of the action ``name`` (see ``ActionServer``). Given ``on_goal`` or
+        ``on_accepted`` it runs in an executor that spins this node; without, call its
+        ``wait`` and ``handle_pending``."""
+        server = ActionServer(self, name, action_type, policy, max, on_goal=on_goal,
+                              on_accepted=on_accepted)
+        if on_goal is not None or on_accepted is not None:
+            self._action_servers.append(server)
+        return server
 
     def destroy_service(self, server: "Server") -> None:
         if server in self._servers:
             self._servers.remove(server)
+
+    def destroy_action_server(self, server: "ActionServer") -> None:
+        """Takes an action server out of the executors that spin this node."""
+        if server in self._action_servers:
+            self._action_servers.remove(server)
 
     def destroy_subscription(self, sub: "Subscription") -> None:
         if sub in self._subscriptions:
@@ -315,7 +332,8 @@ class Subscription(_Closable):
 
 class Timer:
     """A periodic (or one-shot) timer on absolute deadlines, run by an executor; ticks
-    missed while a callback overran are skipped and counted in ``skipped``."""
+    missed while a callback overran are skipped and counted in ``skipped``. Its schedule
+    lives in Rust: the executor sleeps to its deadline there."""
 
     def __init__(self, period: float, callback: Callable[[], None], oneshot: bool,
                  owner: Optional[list] = None) -> None:
@@ -324,40 +342,56 @@ class Timer:
         # the node's timer list: a fired one-shot timer leaves it (so one-shot timers
         # made in a loop do not pile up) and reset() puts it back
         self._owner = owner
-        self.period_ns = int(period * 1e9)
+        self._raw = _nerve.TimerRaw(period, oneshot)
         self.callback = callback
         self.oneshot = oneshot
-        self.skipped = 0
-        self.fired = 0
-        self.cancelled = False
-        self.next_ns = mono_ns() + self.period_ns
+
+    @property
+    def period_ns(self) -> int:
+        return self._raw.period_ns
+
+    @property
+    def next_ns(self) -> Optional[int]:
+        """The next deadline (monotonic ns); None while cancelled or once a one-shot
+        timer fired."""
+        return self._raw.next_ns
+
+    @property
+    def fired(self) -> int:
+        return self._raw.fired
+
+    @property
+    def skipped(self) -> int:
+        return self._raw.skipped
+
+    @property
+    def cancelled(self) -> bool:
+        return self._raw.next_ns is None
 
     def cancel(self) -> None:
-        self.cancelled = True
+        self._raw.cancel()
 
     def reset(self) -> None:
         """Re-arms the timer one period from now (also a fired one-shot timer)."""
-        self.cancelled = False
-        self.next_ns = mono_ns() + self.period_ns
+        self._raw.reset()
         if self._owner is not None and self not in self._owner:
             self._owner.append(self)
 
-    def _fire(self, now: int) -> None:
-        if self.oneshot:
-            self.cancelled = True
-            if self._owner is not None and self in self._owner:
-                self._owner.remove(self)
-        else:
-            late = (now - self.next_ns) // self.period_ns
-            self.skipped += late
-            self.next_ns += (late + 1) * self.period_ns
-        self.fired += 1
+    def _fired(self) -> None:
+        """Runs the callback of a tick the executor fired."""
+        if self.oneshot and self._owner is not None and self in self._owner:
+            self._owner.remove(self)
         self.callback()
 
 
 class Executor:
-    """Runs the callbacks of its nodes (subscriptions, timers, servers) on this thread,
-    waiting on all of them at once with the GIL released; Ctrl-C stops ``spin``.
+    """Runs the callbacks of its nodes (subscriptions, timers, service servers, action
+    servers with callbacks) on this thread. Between callbacks it sleeps in Rust with the
+    GIL released, on all of them at once (their doorbells, futex_waitv) up to the next
+    timer deadline. Nothing is polled: an idle executor wakes only for the transport's
+    once-a-second re-check and, on the main thread, 5 times a second to run signal
+    handlers (Ctrl-C: KeyboardInterrupt ends ``spin``). ``shutdown()`` wakes it from any
+    thread.
 
     Timers sleep in the kernel until their deadline (a wake-up is typically 50-100 us
     late on a VM, and costs no CPU while waiting); ``precise_timers=True`` spins the last
@@ -366,8 +400,7 @@ class Executor:
 
     def __init__(self, precise_timers: bool = False) -> None:
         self._nodes: List[Node] = []
-        self._sleeper = _nerve.Sleeper(precise_timers)
-        self._precise = precise_timers
+        self._waiter = _nerve.Waiter(precise_timers)
         self._stop = False
 
     def add_node(self, node: Node) -> None:
@@ -380,30 +413,30 @@ class Executor:
         self._nodes.remove(node)
 
     def shutdown(self) -> None:
-        """Makes ``spin`` return after the current callback."""
+        """Makes ``spin`` return after the current callback (from any thread)."""
         self._stop = True
+        self._waiter.wake()
 
-    def _dispatch(self) -> int:
+    def _dispatch(self, subs: List[Subscription], servers: List[Any], actions: List[Any]) -> int:
+        """Runs the callbacks of the ready entities the native loop hands over; returns
+        how many ran."""
         ran = 0
-        now = mono_ns()
-        for node in self._nodes:
-            for t in tuple(node._timers):  # a fired one-shot timer leaves the list
-                if not t.cancelled and t.next_ns <= now:
-                    t._fire(now)
+        try:
+            for s in subs:
+                # at most a queue's worth per round: one busy topic cannot starve others
+                for _ in range(64):
+                    m = s.try_recv()
+                    if m is None:
+                        break
+                    s.callback(m)
                     ran += 1
-            try:
-                for s in node._subscriptions:
-                    # at most a queue's worth per round: one busy topic cannot starve others
-                    for _ in range(64):
-                        m = s.try_recv()
-                        if m is None:
-                            break
-                        s.callback(m)
-                        ran += 1
-                for srv in node._servers:
-                    ran += srv._handle_pending()
-            except ClosedError:
-                # an endpoint was closed: forget it (and the others closed with it)
+            for v in servers:
+                ran += v._handle_pending()
+            for a in actions:
+                ran += a._handle_pending()
+        except ClosedError:
+            # an endpoint was closed: forget it (and the others closed with it)
+            for node in self._nodes:
                 node._subscriptions = [s for s in node._subscriptions if not s.closed]
                 node._servers = [v for v in node._servers if not v.closed]
         return ran
@@ -411,43 +444,23 @@ class Executor:
     def spin_once(self, timeout: Optional[float] = None) -> int:
         """Runs what is ready, or waits up to ``timeout`` seconds (None: forever) for
         something to become ready and runs it. Returns the number of callbacks run."""
-        ran = self._dispatch()
-        if ran:
-            return ran
-        limit = None if timeout is None else mono_ns() + int(timeout * 1e9)
-        while True:
-            now = mono_ns()
-            due = min((t.next_ns for n in self._nodes for t in n._timers if not t.cancelled),
-                      default=None)
-            ends = [x for x in (due, limit) if x is not None]
-            deadline = min(ends) if ends else now + 50_000_000
-            subs = [s._sub for n in self._nodes for s in n._subscriptions]
-            if any(n._servers for n in self._nodes):
-                deadline = min(deadline, now + 1_000_000)  # servers are polled each ms
-            # wait on the subscriptions until the sleeper's spin margin before the deadline
-            wake = deadline - self._sleeper.margin_ns if self._precise else deadline
-            ready = _nerve.wait_any(subs, (wake - now) / 1e9) if subs and wake > now else []
-            if not ready and mono_ns() < deadline:
-                self._sleeper.sleep_until(deadline)
-            ran = self._dispatch()
-            if ran or self._stop or (limit is not None and mono_ns() >= limit):
-                return ran
+        limit = None if timeout is None else mono_ns() + max(0, int(timeout * 1e9))
+        return self._waiter.run(self, limit, _on_main_thread(), True)
 
     def spin(self) -> None:
         """Runs callbacks until ``shutdown()`` or Ctrl-C (KeyboardInterrupt)."""
         self._stop = False
-        while not self._stop:
-            self.spin_once(0.05)
+        self._waiter.run(self, None, _on_main_thread())
 
     def spin_for(self, seconds: float) -> None:
         """Runs callbacks for ``seconds``."""
         self._stop = False
-        end = mono_ns() + int(seconds * 1e9)
-        while not self._stop:
-            left = (end - mono_ns()) / 1e9
-            if left <= 0:
-                return
-            self.spin_once(left)
+        self._waiter.run(self, mono_ns() + max(0, int(seconds * 1e9)), _on_main_thread())
+
+
+def _on_main_thread() -> bool:
+    """Whether this is Python's main thread, the one that runs signal handlers."""
+    return threading.current_thread() is threading.main_thread()
 
 
 def spin_once(node: Node, timeout: Optional[float] = None) -> int:

@@ -118,23 +118,40 @@ class ServerGoal:
 class ActionServer:
     """Serves the action ``name`` of ``action_type``. ``policy``: reject (one goal at a
     time), queue (up to ``max`` waiting), preempt (a new goal cancels the running one) or
-    parallel (up to ``max`` at once)."""
+    parallel (up to ``max`` at once).
+
+    With ``on_goal`` or ``on_accepted`` (see ``handle_pending``) an executor spinning
+    its node serves it: it sleeps until a goal, cancel or result request arrives, then
+    handles them. Work on long goals from other callbacks (e.g. a timer) through
+    ``goals()``. Without callbacks, call ``wait`` and ``handle_pending`` yourself."""
 
     def __init__(self, node: Any, name: str, action_type: str, policy: str = "queue",
-                 max: int = 8) -> None:
+                 max: int = 8, on_goal: Optional[Callable[[Message], Optional[str]]] = None,
+                 on_accepted: Optional[Callable[["ServerGoal"], None]] = None) -> None:
         self.action_type, self.goal_type, self.feedback_type, self.result_type = _types(action_type)
         self._raw = _nerve.ActionServerRaw(node._node, name, self.action_type, policy, max)
+        self.on_goal = on_goal
+        self.on_accepted = on_accepted
 
     def wait(self, timeout: float = 1.0) -> bool:
         """Waits (GIL released) for a goal, cancel or result request."""
         return self._raw.wait(timeout)
 
-    def handle_pending(self, on_goal: Optional[Callable[[Message], Optional[str]]] = None) -> int:
+    def handle_pending(self, on_goal: Optional[Callable[[Message], Optional[str]]] = None,
+                       on_accepted: Optional[Callable[["ServerGoal"], None]] = None) -> int:
         """Handles waiting requests. ``on_goal(goal)`` returns None to accept a goal or a
-        reason (str) to reject it; without it every goal the policy admits is accepted."""
+        reason (str) to reject it; without it every goal the policy admits is accepted.
+        ``on_accepted(server_goal)`` gets each accepted goal (end quick goals there; a
+        queued goal is worked on once it shows in ``goals()``)."""
         def cb(b: bytes) -> Optional[str]:
             return None if on_goal is None else on_goal(_message(self.goal_type, b))
-        return self._raw.handle_pending(cb)
+        if on_accepted is None:
+            return self._raw.handle_pending(cb)
+        return self._raw.handle_pending(cb, lambda g: on_accepted(ServerGoal(g, self)))
+
+    def _handle_pending(self) -> int:
+        """The executor's call: handle_pending with this server's callbacks."""
+        return self.handle_pending(self.on_goal, self.on_accepted)
 
     def goals(self) -> List[ServerGoal]:
         """The goals being worked on (executing or canceling), oldest first."""

@@ -301,19 +301,42 @@ impl<A: Action> ActionServer<A> {
         Ok(got)
     }
 
+    /// What [`ActionServer::wait`] sleeps on: the goal, cancel and result services, for
+    /// a [`WaitSet`] that waits on other things too (ready when a request waits there;
+    /// [`ActionServer::handle_pending`] handles it).
+    pub fn waitables(&self) -> [&dyn crate::Waitable; 3] {
+        let i = &self.inner;
+        [&i.goal_srv, &i.cancel_srv, &i.result_srv]
+    }
+
     /// Handles every waiting request: cancels, result queries, and goals, which
     /// `on_goal` accepts (`Ok`) or rejects with a reason after the policy let them in.
     /// Returns how many requests were handled.
-    pub fn handle_pending<F>(&self, mut on_goal: F) -> Result<usize, ActionError>
+    pub fn handle_pending<F>(&self, on_goal: F) -> Result<usize, ActionError>
     where
         F: FnMut(&GoalRequest<'_, A>) -> Result<(), String>,
+    {
+        self.handle_pending_with(on_goal, |_| {})
+    }
+
+    /// Like [`ActionServer::handle_pending`], and hands every goal it accepts to
+    /// `on_accepted`, as [`crate::Executor::action_server`] does (for event loops of
+    /// their own, e.g. the Python executor).
+    pub fn handle_pending_with<F, G>(
+        &self,
+        mut on_goal: F,
+        mut on_accepted: G,
+    ) -> Result<usize, ActionError>
+    where
+        F: FnMut(&GoalRequest<'_, A>) -> Result<(), String>,
+        G: FnMut(GoalHandle<A>),
     {
         // late status readers get the current status (an executor does this on a wake-up)
         self.inner.status.update_connections();
         self.flush_status()?;
         let mut n = self.handle_cancels()?;
         n += self.handle_result_requests()?;
-        n += self.handle_goals(&mut on_goal, &mut |_| {})?;
+        n += self.handle_goals(&mut on_goal, &mut on_accepted)?;
         Ok(n)
     }
 

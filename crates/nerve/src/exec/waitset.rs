@@ -2,14 +2,20 @@
 
 use crate::error::WaitError;
 use crate::message::Message;
+use crate::service::server::RawServer;
+use crate::sys::clock::mono_ns;
 use crate::sys::futex::{self, WaitEntry};
 use crate::topic::raw::RawSubscriber;
 use crate::topic::subscriber::{Receiver, Subscriber};
 use crate::transport::doorbell::SlotRef;
 use crate::transport::wait::MAX_SLEEP;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Something a [`WaitSet`] can wait on: [`Subscriber`] and [`crate::RawSubscriber`].
+/// Something a [`WaitSet`] can wait on: [`Subscriber`], [`crate::RawSubscriber`] and the
+/// servers ([`crate::Server`], [`crate::RawServer`]; an action server's through
+/// [`crate::action::ActionServer::waitables`]).
 ///
 /// The trait is sealed: a wait set sleeps on the doorbell of what it waits for, which only
 /// Nerve's own endpoints can name, so no other type can implement it.
@@ -83,6 +89,56 @@ impl<S: crate::Service> Waitable for crate::Server<S> {
     }
 }
 
+impl sealed::Sealed for RawServer {
+    fn wake_slot(&self) -> &SlotRef {
+        RawServer::wake_slot(self)
+    }
+}
+
+/// A type-erased server is ready when requests wait.
+impl Waitable for RawServer {
+    fn is_ready(&self) -> bool {
+        self.has_requests()
+    }
+}
+
+/// Ends a [`WaitSet`]'s wait from any thread (see [`WaitSet::wake_on`]): a stop flag or
+/// new work that the entries' doorbells do not announce. A wake while nobody waits ends
+/// the next wait at once (it is kept until a wait consumes it). Cheap to clone; clones
+/// wake the same waits.
+#[derive(Clone, Debug, Default)]
+pub struct WaitSetWaker {
+    inner: Arc<WakerInner>,
+}
+
+#[derive(Debug, Default)]
+struct WakerInner {
+    word: AtomicU32,
+    pending: AtomicBool,
+}
+
+impl WaitSetWaker {
+    /// A waker no wait watches yet.
+    pub fn new() -> WaitSetWaker {
+        WaitSetWaker::default()
+    }
+
+    /// Ends the wait that watches this waker, or the next one if none is waiting.
+    pub fn wake(&self) {
+        // SYNC: SeqCst: the flag before the bump; a waiter that read the old word finds
+        // the flag once the futex returns, one that reads the new word sleeps not at all.
+        self.inner.pending.store(true, Ordering::SeqCst);
+        self.inner.word.fetch_add(1, Ordering::SeqCst);
+        futex::futex_wake(&self.inner.word);
+    }
+
+    /// Consumes a pending wake.
+    fn take(&self) -> bool {
+        // SYNC: SeqCst, after the waiter's read of the word (see `wake`).
+        self.inner.pending.swap(false, Ordering::SeqCst)
+    }
+}
+
 /// Most entries in one wait set (the kernel's futex_waitv limit).
 pub const MAX_WAITSET_ENTRIES: usize = 128;
 
@@ -90,6 +146,7 @@ pub const MAX_WAITSET_ENTRIES: usize = 128;
 #[derive(Default)]
 pub struct WaitSet<'a> {
     entries: Vec<&'a dyn Waitable>,
+    wakers: Vec<&'a WaitSetWaker>,
 }
 
 impl<'a> WaitSet<'a> {
@@ -100,13 +157,25 @@ impl<'a> WaitSet<'a> {
 
     /// Adds an entry; returns its index in the ready lists of [`WaitSet::wait`].
     pub fn add(&mut self, w: &'a dyn Waitable) -> Result<usize, WaitError> {
-        if self.entries.len() == MAX_WAITSET_ENTRIES {
+        if self.entries.len() + self.wakers.len() >= MAX_WAITSET_ENTRIES {
             return Err(WaitError::Full {
                 max: MAX_WAITSET_ENTRIES,
             });
         }
         self.entries.push(w);
         Ok(self.entries.len() - 1)
+    }
+
+    /// Makes every wait also end (with no entry ready) when `waker` is woken. A waker
+    /// takes the place of an entry ([`MAX_WAITSET_ENTRIES`] counts both).
+    pub fn wake_on(&mut self, waker: &'a WaitSetWaker) -> Result<(), WaitError> {
+        if self.entries.len() + self.wakers.len() >= MAX_WAITSET_ENTRIES {
+            return Err(WaitError::Full {
+                max: MAX_WAITSET_ENTRIES,
+            });
+        }
+        self.wakers.push(waker);
+        Ok(())
     }
 
     /// Number of entries.
@@ -166,6 +235,64 @@ impl<'a> WaitSet<'a> {
             }
             let ready = self.ready();
             if !ready.is_empty() {
+                return Ok(ready);
+            }
+        }
+    }
+
+    /// Sleeps until at least one entry has a sample, a waker of [`WaitSet::wake_on`] is
+    /// woken or the monotonic clock ([`crate::mono_ns`]) reaches `deadline_ns`
+    /// (`u64::MAX`: no deadline); returns the indices of the ready entries (empty after
+    /// a wake or at the deadline). The sleep is a single `futex_waitv` to the absolute
+    /// deadline (re-armed once a second, as every doorbell wait is), so a timer deadline
+    /// is met as precisely as the kernel wakes.
+    pub fn wait_until(&self, deadline_ns: u64) -> Result<Vec<usize>, WaitError> {
+        let ready = self.ready();
+        if !ready.is_empty() || self.wakers.iter().any(|w| w.take()) {
+            return Ok(ready);
+        }
+        let mut slot_refs: Vec<&SlotRef> = Vec::with_capacity(self.entries.len());
+        for e in &self.entries {
+            let slot = e.wake_slot();
+            if !slot_refs.iter().any(|s| s.same(slot)) {
+                slot_refs.push(slot);
+            }
+        }
+        loop {
+            slot_refs.iter().for_each(|s| s.announce());
+            if !slot_refs.is_empty() {
+                crate::transport::doorbell::fence_for_waiters();
+            }
+            let mut entries: Vec<WaitEntry> = slot_refs
+                .iter()
+                .map(|s| WaitEntry {
+                    seen: s.seq(),
+                    word: s.word(),
+                })
+                .collect();
+            for w in &self.wakers {
+                entries.push(WaitEntry {
+                    // SYNC: read the word before the flag (see `WaitSetWaker::wake`).
+                    seen: w.inner.word.load(Ordering::SeqCst),
+                    word: &w.inner.word,
+                });
+            }
+            let woken = self.wakers.iter().any(|w| w.take());
+            let ready = self.ready();
+            let now = mono_ns();
+            // a slot whose flag a ring cleared since it was armed: look again instead
+            let armed = slot_refs.iter().all(|s| s.is_armed());
+            if ready.is_empty() && !woken && armed && now < deadline_ns {
+                let limit = crate::transport::doorbell::sleep_limit(MAX_SLEEP).as_nanos() as u64;
+                futex::wait_any_until(&entries, deadline_ns.min(now.saturating_add(limit)));
+            }
+            slot_refs.iter().for_each(|s| s.unregister());
+            if !ready.is_empty() || woken || now >= deadline_ns {
+                return Ok(ready);
+            }
+            let ready = self.ready();
+            if !ready.is_empty() || self.wakers.iter().any(|w| w.take()) || mono_ns() >= deadline_ns
+            {
                 return Ok(ready);
             }
         }

@@ -825,6 +825,15 @@ impl Receiver {
 
     pub(crate) fn has_samples(&self) -> bool {
         self.refresh_readers();
+        // after a ring, look for new publishers as a receive does: the ring of one that
+        // joined from another context is read only once discovered (wait sets and
+        // executors ask this, not `try_recv`, before they sleep again)
+        if self.foreign_publishers().1 {
+            self.shm_dirty.set(true);
+            if self.ring_topic {
+                self.discover_rings();
+            }
+        }
         !self.local.is_empty()
             || self.readers.borrow().iter().any(|r| r.has_sample())
             || self.shared.borrow().iter().any(|s| s.reader.has_sample())
