@@ -118,8 +118,15 @@ fn a_missing_bag_is_named_once() {
         let (code, err) = run(&["bag", verb, "/nonexistent/run.mcap"]);
         assert_eq!(code, 1, "{err}");
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
-        assert!(err.contains("/nonexistent/run.mcap"), "names the file: {err}");
-        assert_eq!(err.matches("No such file").count(), 1, "the reason once: {err}");
+        assert!(
+            err.contains("/nonexistent/run.mcap"),
+            "names the file: {err}"
+        );
+        assert_eq!(
+            err.matches("No such file").count(),
+            1,
+            "the reason once: {err}"
+        );
     }
 }
 
