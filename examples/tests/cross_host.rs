@@ -7,7 +7,7 @@
 mod common;
 
 use common::{result, start, SECOND};
-use nerve_bench::hosts::{Faults, SimHosts};
+use nerve_bench_harness::hosts::{Faults, SimHosts};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;

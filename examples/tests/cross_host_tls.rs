@@ -8,8 +8,8 @@
 mod common;
 
 use common::{result, SECOND};
-use nerve_bench::child::Child;
-use nerve_bench::hosts::{SimHost, SimHosts, ZenohExtra};
+use nerve_bench_harness::child::Child;
+use nerve_bench_harness::hosts::{SimHost, SimHosts, ZenohExtra};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use std::sync::Mutex;
 

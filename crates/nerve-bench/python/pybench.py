@@ -5,11 +5,11 @@
                                [--pong-system S2 --pong-cmd "CMD ..."]
     python pybench.py stream   --system S --bytes B --rate HZ --seconds T
     python pybench.py tensor   --system S --mb M --count N
-    python pybench.py cpu      --system S --what idle_sub|timer_100hz --seconds T
+    python pybench.py cpu      --system S --what idle_sub|idle_srv|timer_100hz --seconds T
     python pybench.py probe    (which systems import here)
 
 Systems: nerve, zenoh, cyclonedds, iceoryx2, shm_pipe, pickle_uds (+ sleep_loop for
-`cpu --what timer_100hz`).  Each measurement starts its counterpart process itself
+`cpu --what timer_100hz`; `cpu --what idle_srv`, an idle service server, is nerve's).  Each measurement starts its counterpart process itself
 (`sys.executable pybench.py _role ...`), bounds everything by time and prints exactly ONE
 JSON object on stdout; progress goes to stderr.  A system that cannot run here is reported
 as {"skipped": "<reason>"} and never crashes the run.  Latencies are nanoseconds from
@@ -153,6 +153,19 @@ def proc_cpu_ns(pid):
     return total
 
 
+def proc_runs(pid):
+    """Times the live threads were put on a CPU (/proc/<pid>/task/*/schedstat, field 3):
+    wake-ups, for threads that sleep between them."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[2])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
 def sleep_until(t):
     dt = t - time.monotonic()
     if dt > 0:
@@ -185,7 +198,8 @@ def _val(x):
 #                           tn_recv(timeout) -> (float32 array, stamp_ns, t_recv_ns) | None
 #                           tn_release(); tn_ack(seq); tn_wait_ack(timeout) -> seq|None
 #   any:                    wait_matched(timeout) -> bool (publisher sees its subscriber)
-#   cpu:                    idle_open(); idle_wait(seconds); timer_100hz(seconds) -> ticks
+#   cpu:                    idle_open(); idle_wait(seconds); timer_100hz(seconds) -> ticks;
+#                           idle_srv(seconds) (nerve: an executor with an idle service)
 # --------------------------------------------------------------------------------------
 
 class _Fmt(dict):
@@ -259,6 +273,8 @@ class NerveBackend(Backend):
                   "CmdVel topic",
         "cpu_idle_sub": "nerve subscription wait='block', blocked in sub.recv(timeout=1.0)",
         "cpu_timer_100hz": "nerve node.create_timer(0.01, cb) + Executor.spin_for",
+        "cpu_idle_srv": "nerve node.create_service(srv.AddTwoInts, cb) + Executor.spin_for "
+                        "(main thread), no client calls",
     }
 
     def __init__(self, ident, rv=None):
@@ -401,6 +417,15 @@ class NerveBackend(Backend):
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             self.sub.recv(timeout=min(1.0, max(0.0, end - time.monotonic())))
+
+    def idle_srv(self, seconds):
+        from nerve import srv
+        self.node.create_service(srv.AddTwoInts, self.topic("idle_srv"),
+                                 lambda r: {"value": r.a + r.b})
+        ex = self.nerve.Executor()
+        ex.add(self.node)
+        emit_ready()
+        ex.spin_for(seconds)
 
     def timer_100hz(self, seconds):
         ticks = [0]
@@ -1577,6 +1602,8 @@ def measure_cpu(a, ident):
         if a.what == "timer_100hz":
             raise Skip("no timer/executor in the %s Python API; use --system sleep_loop"
                        % a.system)
+        if a.what == "idle_srv":
+            raise Skip("no idle service server point for %s (nerve only)" % a.system)
         raise Skip("%s has no idle subscriber" % a.system)
     config = b.describe(key)
     b.close()
@@ -1588,9 +1615,9 @@ def measure_cpu(a, ident):
             raise Skip(child_failure(child, child.finish(1), "cpu peer"))
         time.sleep(1.0)                                         # warm-up
         pid = child.p.pid
-        w0, c0, n0 = time.monotonic(), proc_cpu_ticks(pid), proc_cpu_ns(pid)
+        w0, c0, n0, r0 = time.monotonic(), proc_cpu_ticks(pid), proc_cpu_ns(pid), proc_runs(pid)
         time.sleep(a.seconds)
-        w1, c1, n1 = time.monotonic(), proc_cpu_ticks(pid), proc_cpu_ns(pid)
+        w1, c1, n1, r1 = time.monotonic(), proc_cpu_ticks(pid), proc_cpu_ns(pid), proc_runs(pid)
         res = child.finish(run_for + 10.0)
         hz = os.sysconf("SC_CLK_TCK")
         cpu_s, wall = (c1 - c0) / hz, w1 - w0
@@ -1599,10 +1626,11 @@ def measure_cpu(a, ident):
                "cpu_seconds": cpu_s, "wall_seconds": wall, "clock_ticks_per_s": hz,
                "resolution_percent": 100.0 / (hz * wall),
                "cpu_percent_schedstat": 100.0 * (n1 - n0) / 1e9 / wall,
+               "wakeups_per_s": (r1 - r0) / wall,
                "method": "cpu_percent: utime+stime of the peer process (all threads) from "
                          "/proc/<pid>/stat, clock-tick resolution; cpu_percent_schedstat: sum "
                          "of /proc/<pid>/task/*/schedstat on-CPU ns (threads alive at both "
-                         "reads)"}
+                         "reads); wakeups_per_s: sum of their schedstat run counts (field 3)"}
         if isinstance(res, dict):
             out["peer"] = res
         return out
@@ -1617,6 +1645,10 @@ def role_cpu(a, b):
         emit_ready()
         t0 = time.monotonic()
         b.idle_wait(a.seconds)
+        return {"idle_s": time.monotonic() - t0}
+    if a.what == "idle_srv":
+        t0 = time.monotonic()
+        b.idle_srv(a.seconds)           # emits READY once it serves
         return {"idle_s": time.monotonic() - t0}
     emit_ready()
     t0 = time.monotonic()
@@ -1700,8 +1732,9 @@ def parse_args(argv):
     q.add_argument("--mb", type=float, default=1.0)
     q.add_argument("--count", type=int, default=100)
     q.add_argument("--warmup", type=int, default=2)
-    q = sub("cpu", "CPU %% of an idle subscriber or a 100 Hz timer")
-    q.add_argument("--what", choices=["idle_sub", "timer_100hz"], default="idle_sub")
+    q = sub("cpu", "CPU %% and wake-ups of an idle subscriber, an idle service server or a "
+                   "100 Hz timer")
+    q.add_argument("--what", choices=["idle_sub", "idle_srv", "timer_100hz"], default="idle_sub")
     q.add_argument("--seconds", type=float, default=10.0)
     sub("probe", "which systems are usable here")
 

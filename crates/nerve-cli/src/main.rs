@@ -82,6 +82,9 @@ pub enum Failure {
     Usage(String),
     /// Failure while running: exit 1.
     Runtime(anyhow::Error),
+    /// Stopped by SIGINT or SIGTERM after writing what it could (the command said so):
+    /// exit 130.
+    Interrupted,
 }
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
@@ -165,6 +168,7 @@ fn main() -> ExitCode {
             eprintln!("error: {m}");
             ExitCode::from(2)
         }
+        Err(Failure::Interrupted) => ExitCode::from(nerve_bench::harness::interrupt::EXIT_STATUS),
         Err(Failure::Runtime(e)) => {
             if e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>()

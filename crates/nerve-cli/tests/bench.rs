@@ -1,8 +1,22 @@
 //! `nerve bench service` end to end: every system runs (or is listed as skipped with its
-//! reason), the report files hold the documented structure, bad arguments are refused.
+//! reason), the report files hold the documented structure, bad arguments are refused;
+//! SIGINT and SIGTERM stop a run, which leaves the report of what finished and nothing
+//! in /dev/shm.
 
 use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Held by every test that runs suites, so that runs never overlap (their Nerve domains
+/// come from their pids and could meet; two runs would also skew each other's figures).
+static SUITES: Mutex<()> = Mutex::new(());
+
+fn suites_lock() -> MutexGuard<'static, ()> {
+    SUITES.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn nerve(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_nerve"))
@@ -15,6 +29,7 @@ fn nerve(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn service_suite_runs_every_system_and_writes_the_report() {
+    let _suites = suites_lock();
     let out_dir = std::env::temp_dir().join(format!("nerve-bench-test-{}", std::process::id()));
     let out = nerve(&[
         "bench",
@@ -205,6 +220,7 @@ fn chromium() -> Option<&'static str> {
 
 #[test]
 fn all_suites_write_one_report_that_renders_in_a_browser() {
+    let _suites = suites_lock();
     let out_dir = std::env::temp_dir().join(format!("nerve-bench-all-{}", std::process::id()));
     let out = nerve(&[
         "bench",
@@ -585,4 +601,259 @@ fn the_python_ping_pong_ponger_echoes_until_stop() {
     );
     assert!(sub.try_recv().unwrap().is_none(), "STOP was answered");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `nerve bench …` run in the background, its output in files (a full pipe never
+/// blocks it); killed on drop, so a failing test leaves nothing running.
+struct Background {
+    child: std::process::Child,
+    dir: PathBuf,
+}
+
+impl Background {
+    /// Starts `nerve bench <args> --out <dir>/report`.
+    fn start(name: &str, args: &[&str]) -> Background {
+        let dir = std::env::temp_dir().join(format!("nerve-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |f: &str| std::fs::File::create(dir.join(f)).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_nerve"))
+            .arg("bench")
+            .args(args)
+            .arg("--out")
+            .arg(dir.join("report"))
+            .env_remove("NERVE_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(file("stdout"))
+            .stderr(file("stderr"))
+            .spawn()
+            .expect("start nerve bench");
+        Background { child, dir }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
+    }
+
+    fn stdout(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stdout")).unwrap_or_default()
+    }
+
+    /// Waits up to `timeout` for `ready()`, failing the test with the output if it never
+    /// holds or the run ends first.
+    fn wait_until(&mut self, what: &str, timeout: Duration, ready: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + timeout;
+        while !ready(self) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("the run ended ({status}) before {what}: {}", self.stderr());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {what} within {timeout:?}: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The pids of the processes below the run (children, theirs, …), from /proc.
+    fn descendants(&self) -> Vec<u32> {
+        let parent = |pid: u32| -> Option<u32> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            stat[stat.rfind(')')? + 1..]
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        };
+        let all: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .filter_map(|pid| Some((pid, parent(pid)?)))
+            .collect();
+        let mut out = vec![self.pid()];
+        let mut i = 0;
+        while i < out.len() {
+            let p = out[i];
+            out.extend(all.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+            i += 1;
+        }
+        out.remove(0);
+        out
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: signalling our own child process.
+        assert_eq!(unsafe { libc::kill(self.pid() as i32, signal) }, 0);
+    }
+
+    /// Waits up to `timeout` for the run to end: its status and how long it took.
+    fn wait_exit(&mut self, timeout: Duration) -> (Option<std::process::ExitStatus>, Duration) {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (Some(status), start.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (None, start.elapsed())
+    }
+
+    fn report(&self) -> Value {
+        let text = std::fs::read_to_string(self.dir.join("report/report.json"))
+            .unwrap_or_else(|e| panic!("no report.json ({e}): {}", self.stderr()));
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The files in /dev/shm.
+fn shm_files() -> BTreeSet<String> {
+    std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The /dev/shm prefixes of a run with pid `pid`: its suites' Nerve domains (`nerve<d>_`)
+/// and the bench's raw iceoryx2 files of them (`nervebench<d>_`), as the suites pick them.
+fn run_prefixes(pid: u32) -> Vec<String> {
+    let domains = [
+        900 + pid % 90,  // service
+        800 + pid % 90,  // topic
+        700 + pid % 90,  // paths, timer, idle executors
+        600 + pid % 90,  // lidar
+        850 + pid % 100, // python
+        790 + pid % 9,   // bag
+        760 + pid % 9,   // control
+    ];
+    domains
+        .iter()
+        .flat_map(|d| [format!("nerve{d}_"), format!("nervebench{d}_")])
+        .chain(["nervebenchsvc_".to_string()])
+        .collect()
+}
+
+/// Files of the run with pid `pid` that were not in /dev/shm before it started.
+fn left_in_shm(before: &BTreeSet<String>, pid: u32) -> Vec<String> {
+    let prefixes = run_prefixes(pid);
+    shm_files()
+        .difference(before)
+        .filter(|f| prefixes.iter().any(|p| f.starts_with(p.as_str())))
+        .cloned()
+        .collect()
+}
+
+/// Asserts an interrupted run: it ended within 15 s with status 130, its report (JSON,
+/// Markdown, terminal) says it was interrupted and lists what finished, and it left
+/// nothing in /dev/shm.
+fn assert_stopped(run: &mut Background, before: &BTreeSet<String>, finished: &[&str]) {
+    let (status, took) = run.wait_exit(Duration::from_secs(15));
+    let Some(status) = status else {
+        panic!("still running {took:?} after the signal: {}", run.stderr());
+    };
+    assert_eq!(status.code(), Some(130), "{status}: {}", run.stderr());
+    let report = run.report();
+    let interrupted = &report["interrupted"];
+    assert_eq!(
+        interrupted["finished"],
+        serde_json::json!(finished),
+        "{report}"
+    );
+    assert_eq!(report["suites"], serde_json::json!(finished));
+    let md = std::fs::read_to_string(run.dir.join("report/report.md")).unwrap();
+    assert!(md.contains("interrupted (SIGINT or SIGTERM)"), "{md}");
+    assert!(run.stdout().contains("interrupted (SIGINT or SIGTERM)"));
+    let left = left_in_shm(before, run.pid());
+    assert!(left.is_empty(), "left in /dev/shm: {left:?}");
+}
+
+/// `nerve bench timer --quick` stops on the first SIGINT (Ctrl-C in a terminal).
+#[test]
+fn sigint_stops_a_suite_and_leaves_its_report() {
+    let _suites = suites_lock();
+    let before = shm_files();
+    let mut run = Background::start("bench-sigint", &["timer", "--quick"]);
+    // a point is running once its Nerve domain has files
+    let domain = format!("nerve{}_", 700 + run.pid() % 90);
+    run.wait_until(
+        "files of the timer's domain",
+        Duration::from_secs(60),
+        |_| shm_files().iter().any(|f| f.starts_with(&domain)),
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let children = run.descendants();
+    run.signal(libc::SIGINT);
+    assert_stopped(&mut run, &before, &[]);
+    let report = run.report();
+    assert_eq!(report["interrupted"]["running"], "timer", "{report}");
+    assert_eq!(report["interrupted"]["not_run"], serde_json::json!([]));
+    // the children of the running point are gone with it (or dead, not yet reaped)
+    std::thread::sleep(Duration::from_millis(200));
+    for pid in children {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = state
+            .rfind(')')
+            .and_then(|i| state[i + 1..].split_whitespace().next().map(str::to_string));
+        assert!(
+            state.is_none() || state.as_deref() == Some("Z"),
+            "child {pid} of the run is still there ({state:?})"
+        );
+    }
+}
+
+/// `nerve bench all --smoke` stops on SIGTERM (`timeout`, systemd) during its third
+/// suite: the report holds the two that finished, and the simulated hosts are gone.
+#[test]
+fn sigterm_stops_bench_all_and_keeps_what_finished() {
+    let _suites = suites_lock();
+    let before = shm_files();
+    let mut run = Background::start("bench-sigterm", &["all", "--smoke"]);
+    run.wait_until("the third suite", Duration::from_secs(300), |r| {
+        r.stderr().contains("[3/10] topic-cross-host")
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    run.signal(libc::SIGTERM);
+    assert_stopped(&mut run, &before, &["service", "topic"]);
+    let report = run.report();
+    assert_eq!(report["interrupted"]["running"], "topic-cross-host");
+    assert_eq!(
+        report["interrupted"]["not_run"],
+        serde_json::json!([
+            "paths",
+            "lidar",
+            "timer",
+            "scheduler",
+            "python",
+            "bag",
+            "control"
+        ])
+    );
+    let results = report["results"].as_array().unwrap();
+    assert!(results.iter().any(|r| r["suite"] == "service"));
+    assert!(results
+        .iter()
+        .all(|r| r["suite"] == "service" || r["suite"] == "topic"));
+    // the simulated hosts of the cross-host suite are removed (network namespaces named
+    // after the run's pid)
+    if let Ok(out) = Command::new("ip").args(["netns", "list"]).output() {
+        let tag = format!("nv{}x", run.pid() % 100_000);
+        let list = String::from_utf8_lossy(&out.stdout);
+        assert!(!list.contains(&tag), "namespaces left: {list}");
+    }
 }

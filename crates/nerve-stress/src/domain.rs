@@ -3,7 +3,7 @@
 
 use crate::roles::RoleSpec;
 use crate::{Options, StressError};
-use nerve_bench::child::Child;
+use nerve_bench_harness::child::Child;
 use std::collections::BTreeSet;
 
 /// A domain of one scenario and what was there before it began.
@@ -75,7 +75,7 @@ impl Domain {
     /// plane (the host's own shared memory, state directory and Zenoh peer).
     pub fn spawn_on(
         &self,
-        sim: &nerve_bench::hosts::SimHosts,
+        sim: &nerve_bench_harness::hosts::SimHosts,
         host: usize,
         role: &str,
         mut spec: RoleSpec,

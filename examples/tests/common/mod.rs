@@ -1,8 +1,8 @@
 //! Shared by the cross-host tests: start `netprobe` roles on simulated hosts and read
 //! their one-line JSON results.
 
-use nerve_bench::child::Child;
-use nerve_bench::hosts::SimHosts;
+use nerve_bench_harness::child::Child;
+use nerve_bench_harness::hosts::SimHosts;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -32,7 +32,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::echo::PeerError;
+use crate::harness::PeerError;
 
 /// System name used in errors.
 const SYSTEM: &str = "cyclonedds";

@@ -4,7 +4,8 @@
 //! configures its services by default (16 clients, 2 servers, 8 calls in flight, pools
 //! capped alike), so the difference measured is what Nerve's layer adds.
 
-use crate::echo::{Check, EchoClient, Fill, PeerError};
+use crate::harness::PeerError;
+use crate::peers::echo::{Check, EchoClient, Fill};
 use iceoryx2::port::client::Client;
 use iceoryx2::prelude::*;
 use std::time::{Duration, Instant};
@@ -57,7 +58,7 @@ fn open(node: &iceoryx2::node::Node<ipc::Service>, name: &str) -> Result<RawServ
 /// The file prefix of the bench's raw iceoryx2 services (not iceoryx2's default, which
 /// other iceoryx2 users of the machine share): [`remove_leftovers`] may then remove what
 /// iceoryx2 keeps after its last node.
-const PREFIX: &str = "nervebenchsvc_";
+pub(crate) const PREFIX: &str = "nervebenchsvc_";
 
 fn node() -> Result<iceoryx2::node::Node<ipc::Service>, PeerError> {
     let mut cfg = iceoryx2::config::Config::default();
@@ -72,7 +73,7 @@ fn node() -> Result<iceoryx2::node::Node<ipc::Service>, PeerError> {
 /// Removes what the raw peers left in /dev/shm once both sides are gone (iceoryx2 keeps
 /// its node counter, `…global_mgmt`, after its last node).
 pub fn remove_leftovers() {
-    crate::machine::remove_shm_files(PREFIX);
+    crate::harness::machine::remove_shm_files(PREFIX);
 }
 
 /// Serves service `name` (busy-polling, copying each request into its response) until

@@ -1,7 +1,8 @@
 //! Nerve services: the `nerve_msgs/Echo` service, request and response loaned in shared
 //! memory and written in place.
 
-use crate::echo::{Check, EchoClient, Fill, PeerError};
+use crate::harness::PeerError;
+use crate::peers::echo::{Check, EchoClient, Fill};
 use nerve::{Client, Context, Node, ServiceQos, WaitMode};
 use nerve_msgs::srv::Echo;
 use std::time::Duration;

@@ -10,7 +10,8 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::echo::{Check, EchoClient, Fill, PeerError};
+use crate::harness::PeerError;
+use crate::peers::echo::{Check, EchoClient, Fill};
 
 /// System name used in errors.
 const SYSTEM: &str = "uds";

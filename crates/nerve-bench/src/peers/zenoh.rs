@@ -30,7 +30,8 @@ use zenoh::shm::{BlockOn, GarbageCollect, ShmProvider, ShmProviderBuilder};
 use zenoh::Wait;
 use zenoh::{Config, Session};
 
-use crate::echo::{Check, EchoClient, Fill, PeerError};
+use crate::harness::PeerError;
+use crate::peers::echo::{Check, EchoClient, Fill};
 
 /// System name used in errors.
 const SYSTEM: &str = "zenoh";

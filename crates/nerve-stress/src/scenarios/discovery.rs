@@ -9,9 +9,9 @@
 //! round: the nodes killed in one round are reclaimed by the next).
 
 use super::*;
-use nerve_bench::child::Child;
-use nerve_bench::machine::cpu_seconds;
-use nerve_bench::stats::Recorder;
+use nerve_bench_harness::child::Child;
+use nerve_bench_harness::machine::cpu_seconds;
+use nerve_bench_harness::stats::Recorder;
 
 const TOPICS: &str = "/stress/t12";
 const NODE: &str = "stress_t12";

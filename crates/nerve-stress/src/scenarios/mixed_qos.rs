@@ -14,7 +14,7 @@
 //!   SCHED_FIFO on one CPU, as a latency-critical loop is run (where the kernel grants it).
 
 use super::*;
-use nerve_bench::stats::Recorder;
+use nerve_bench_harness::stats::Recorder;
 use nerve_msgs::CmdVel;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

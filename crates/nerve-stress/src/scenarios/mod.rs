@@ -22,7 +22,7 @@ pub(crate) const WAIT: Duration = Duration::from_secs(10);
 /// A progress bar of `len` steps (hidden unless the options ask for one).
 pub(crate) fn progress(opts: &Options, len: u64, what: &str) -> indicatif::ProgressBar {
     if opts.progress {
-        nerve_bench::bundle::progress(len, what)
+        nerve_bench_harness::progress(len, what)
     } else {
         indicatif::ProgressBar::hidden()
     }
@@ -30,7 +30,7 @@ pub(crate) fn progress(opts: &Options, len: u64, what: &str) -> indicatif::Progr
 
 /// The `done <json>` report of a role whose stdin was closed.
 pub(crate) fn report_of(
-    child: &mut nerve_bench::child::Child,
+    child: &mut nerve_bench_harness::child::Child,
     scenario: &'static str,
 ) -> Result<RoleReport, StressError> {
     child.close_stdin();

@@ -15,7 +15,7 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
         "a publisher killed mid-loan and mid-write restarts under the same name at once; \
          no torn sample reaches the subscriber; nothing is left behind",
     );
-    let mut restart = nerve_bench::stats::Recorder::new();
+    let mut restart = nerve_bench_harness::stats::Recorder::new();
     {
         let ctx = d.context()?;
         let node = ctx

@@ -5,7 +5,7 @@
 //! as they were.
 
 use super::*;
-use nerve_bench::child::Child;
+use nerve_bench_harness::child::Child;
 
 const SMALL: &str = "/stress/t3/small";
 const LARGE: &str = "/stress/t3/large";
@@ -21,7 +21,7 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
          once the system ends cleanly /dev/shm, the state directory and descriptors are as \
          before",
     );
-    let mut restart = nerve_bench::stats::Recorder::new();
+    let mut restart = nerve_bench_harness::stats::Recorder::new();
     let bar = progress(opts, opts.rounds, name);
     for round in 0..=opts.rounds {
         let started = Instant::now();

@@ -49,9 +49,9 @@ struct Sample {
 /// The network plane's part of the soak: a publisher on simulated host 0, a subscriber
 /// on host 1.
 struct NetPair {
-    sim: nerve_bench::hosts::SimHosts,
-    publisher: nerve_bench::child::Child,
-    subscriber: nerve_bench::child::Child,
+    sim: nerve_bench_harness::hosts::SimHosts,
+    publisher: nerve_bench_harness::child::Child,
+    subscriber: nerve_bench_harness::child::Child,
 }
 
 /// What the network pair's roles run with.
@@ -70,12 +70,12 @@ fn net_spec(node: &str) -> RoleSpec {
 /// Starts the network pair where simulated hosts can be made (root); `None` otherwise.
 fn start_net(d: &Domain, out: &mut Outcome) -> Result<Option<NetPair>, StressError> {
     let name = Scenario::Soak.name();
-    if nerve_bench::hosts::unavailable().is_some() {
+    if nerve_bench_harness::hosts::unavailable().is_some() {
         out.figure("network plane part (1: run, 0: not, it needs root)", 0.0);
         return Ok(None);
     }
     out.figure("network plane part (1: run, 0: not, it needs root)", 1.0);
-    let sim = nerve_bench::hosts::SimHosts::create(2, 2000).map_err(|e| setup(name, e))?;
+    let sim = nerve_bench_harness::hosts::SimHosts::create(2, 2000).map_err(|e| setup(name, e))?;
     let mut subscriber = d.spawn_on(&sim, 1, "subscriber", net_spec("stress_t14_net_sub"))?;
     subscriber
         .expect("ready", WAIT)
@@ -155,7 +155,7 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
         let total = Duration::from_secs_f64(opts.seconds);
         let bar = progress(opts, total.as_secs().max(1), name);
         let (mut second, mut calls) = (0u64, 0u64);
-        let mut rec = nerve_bench::stats::Recorder::new();
+        let mut rec = nerve_bench_harness::stats::Recorder::new();
         // churn: the subscriber every 5 s, the publisher every 13 s (none in the first
         // fifth of the run: the quiet part the P99 is compared with)
         let quiet = total.as_secs_f64() / 5.0;
@@ -189,7 +189,7 @@ pub fn run(opts: &Options) -> Result<Outcome, StressError> {
                         .map_or(0, |n| crate::domain::fds_of(n.publisher.pid()).unwrap_or(0))
                         as f64,
                 });
-                rec = nerve_bench::stats::Recorder::new();
+                rec = nerve_bench_harness::stats::Recorder::new();
                 bar.inc(1);
                 goals += 1;
                 goal(&actions, goals, &mut out);
@@ -302,7 +302,7 @@ fn prune_bags(dir: &std::path::Path) {
 /// Kills a child and starts it again; the new one must work.
 fn churn(
     d: &Domain,
-    child: &mut nerve_bench::child::Child,
+    child: &mut nerve_bench_harness::child::Child,
     role: &str,
     spec: RoleSpec,
     out: &mut Outcome,

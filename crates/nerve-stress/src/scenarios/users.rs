@@ -11,7 +11,7 @@
 //! directory is made shared like `/tmp` (mode 1777) so that both users can reach it.
 
 use super::*;
-use nerve_bench::child::Child;
+use nerve_bench_harness::child::Child;
 
 const SMALL: &str = "/stress/t4/small";
 const LARGE: &str = "/stress/t4/large";

@@ -37,6 +37,28 @@ pub fn request() {
     crate::sys::futex::futex_wake(&WORD);
 }
 
+/// How many shutdown requests (signals and [`request`] calls) arrived so far, wrapping;
+/// pass it to [`wait`] to sleep until the next one.
+pub fn requests() -> u32 {
+    // SYNC: SeqCst, as the bump in `request` after its flag store: a caller that sees the
+    // count change also sees `requested()`.
+    WORD.load(Ordering::SeqCst)
+}
+
+/// Sleeps until a shutdown request arrives after [`requests`] returned `seen` (at once if
+/// one already did), or until `timeout` passes; returns [`requests`] then.
+pub fn wait(seen: u32, timeout: std::time::Duration) -> u32 {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let now = WORD.load(Ordering::SeqCst);
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if now != seen || left.is_zero() {
+            return now;
+        }
+        crate::sys::futex::futex_wait(&WORD, seen, left);
+    }
+}
+
 /// The word executors sleep on (changes on every request).
 pub(crate) fn word() -> &'static AtomicU32 {
     &WORD

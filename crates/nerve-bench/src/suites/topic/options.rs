@@ -1,0 +1,155 @@
+//! `nerve bench topic`: its options, its preset in `bench all`, its roles (the stream
+//! ends, which the lidar and cross-host suites start too); and the topic suite across
+//! simulated hosts, a suite of its own in `bench all` and `bench topic --cross-host`
+//! alone.
+
+use super::cross_host::CrossHostSuite;
+use super::{TopicSuite, TopicSystem};
+use crate::peers::stream::{run_role, Role as End, StreamSpec};
+use crate::report::SuiteOutput;
+use crate::suite::{self, Env, Role, Suite, SuiteError, Variant};
+use std::path::{Path, PathBuf};
+
+/// Options of `nerve bench topic`.
+#[derive(clap::Args)]
+pub struct TopicOptions {
+    /// 2 s per point instead of 10 s (every size, rate and scenario kept).
+    #[arg(long)]
+    pub quick: bool,
+    /// Output directory for report.json, report.md and index.html.
+    #[arg(long, default_value = "nerve-report")]
+    pub out: PathBuf,
+    /// Seconds per point (overrides --quick).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Sizes of the size sweep at 100 Hz, in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Option<Vec<usize>>,
+    /// Rates of the rate sweep at 1 MiB, in Hz, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub rates: Option<Vec<u32>>,
+    /// Leave out CyberRT's four scenarios.
+    #[arg(long)]
+    pub no_scenarios: bool,
+    /// Systems, comma-separated: nerve-adaptive, nerve-predictive, floor, iceoryx2,
+    /// iceoryx2-spin-block, zenoh, zenoh-shm, cyclonedds (across hosts: nerve-adaptive,
+    /// nerve-predictive, zenoh, cyclonedds).
+    #[arg(long, value_delimiter = ',')]
+    pub systems: Option<Vec<String>>,
+    /// Run publisher and subscriber on two simulated hosts (network namespaces joined by
+    /// veth, private /dev/shm each; needs root): Nerve over its network plane, raw Zenoh
+    /// and Cyclone DDS, the size sweep and CyberRT's cross-machine scenarios.
+    #[arg(long)]
+    pub cross_host: bool,
+}
+
+impl suite::Options for TopicOptions {
+    fn out(&self) -> &Path {
+        &self.out
+    }
+}
+
+fn end(role: End, args: &[String]) -> Result<(), SuiteError> {
+    let spec: StreamSpec = suite::spec(args, "stream")?;
+    Ok(run_role(role, &spec)?)
+}
+
+impl Suite for TopicSuite {
+    type Options = TopicOptions;
+    const NAME: &'static str = "topic";
+    const ABOUT: &'static str = "One-way streams (seeds/001, CyberRT): latency, CPU, memory \
+                                 and loss by size and rate";
+    const SEED: Option<&'static str> = Some("001");
+    const ROLES: &'static [Role] = &[
+        Role {
+            name: "publisher",
+            run: |args| end(End::Publisher, args),
+        },
+        Role {
+            name: "subscriber",
+            run: |args| end(End::Subscriber, args),
+        },
+    ];
+
+    fn preset(variant: Variant, env: &Env) -> TopicSuite {
+        let mut suite = if variant.quick() {
+            TopicSuite::quick(env.role_command())
+        } else {
+            TopicSuite::full(env.role_command())
+        };
+        if variant == Variant::Smoke {
+            (suite.sizes, suite.rates, suite.scenarios, suite.seconds) =
+                (vec![16], vec![], false, 0.3);
+        }
+        suite
+    }
+
+    fn from_options(o: TopicOptions, env: &Env) -> Result<TopicSuite, SuiteError> {
+        let mut suite = if o.cross_host {
+            CrossHostSuite::new(o.quick, env.role_command()).0
+        } else if o.quick {
+            TopicSuite::quick(env.role_command())
+        } else {
+            TopicSuite::full(env.role_command())
+        };
+        if let Some(s) = o.seconds {
+            suite.seconds = s;
+        }
+        if let Some(s) = o.sizes {
+            suite.sizes = s;
+        }
+        if let Some(r) = o.rates {
+            suite.rates = r;
+        }
+        suite.scenarios = !o.no_scenarios;
+        if let Some(s) = &o.systems {
+            let known: Vec<&str> = TopicSystem::all().iter().map(|s| s.id()).collect();
+            suite.systems = suite::pick(s, "topic system", TopicSystem::parse, &known)?;
+        }
+        suite.validate().map_err(SuiteError::Invalid)?;
+        Ok(suite)
+    }
+
+    fn quick(&self) -> bool {
+        self.quick
+    }
+
+    fn run(&self, env: &Env) -> Result<SuiteOutput, SuiteError> {
+        if self.cross_host {
+            CrossHostSuite(self.clone()).execute(&env.machine)
+        } else {
+            self.execute(&env.machine)
+        }
+        .map_err(SuiteError::Failed)
+    }
+}
+
+impl Suite for CrossHostSuite {
+    type Options = TopicOptions;
+    const NAME: &'static str = "topic-cross-host";
+    const ABOUT: &'static str = "One-way streams across two simulated hosts (seeds/001): \
+                                 `nerve bench topic --cross-host`";
+    const SEED: Option<&'static str> = Some("001");
+    const COMMAND: bool = false;
+
+    fn preset(variant: Variant, env: &Env) -> CrossHostSuite {
+        let mut suite = CrossHostSuite::new(variant.quick(), env.role_command());
+        if variant == Variant::Smoke {
+            (suite.0.sizes, suite.0.scenarios, suite.0.seconds) = (vec![1024], false, 0.5);
+        }
+        suite
+    }
+
+    fn from_options(mut o: TopicOptions, env: &Env) -> Result<CrossHostSuite, SuiteError> {
+        o.cross_host = true;
+        Ok(CrossHostSuite(TopicSuite::from_options(o, env)?))
+    }
+
+    fn quick(&self) -> bool {
+        self.0.quick
+    }
+
+    fn run(&self, env: &Env) -> Result<SuiteOutput, SuiteError> {
+        self.execute(&env.machine).map_err(SuiteError::Failed)
+    }
+}
