@@ -520,37 +520,41 @@ impl Executor {
         } else {
             deadline
         };
-        self.slots.iter().for_each(|s| s.announce());
-        crate::transport::doorbell::fence_for_waiters();
-        let mut entries: Vec<WaitEntry> = self
-            .slots
-            .iter()
-            .map(|s| WaitEntry {
-                seen: s.seq(),
-                word: s.word(),
-            })
-            .collect();
-        for word in [&self.control.word, crate::sys::signals::word()] {
-            entries.push(WaitEntry {
-                // SYNC: read the word before checking flags and queues below; a later
-                // bump makes the futex wait return at once.
-                seen: word.load(Ordering::SeqCst),
-                word,
-            });
-        }
-        let now = mono_ns();
-        let idle = !self.stopping() && !self.entries.iter().any(|e| e.work.ready(now));
-        // a slot whose flag a ring cleared since it was armed: look again instead
-        let armed = self.slots.iter().all(|s| s.is_armed());
-        if idle && armed && now < wake {
-            let limit = crate::transport::doorbell::sleep_limit(MAX_SLEEP).as_nanos() as u64;
-            futex::wait_any_until(&entries, wake.min(now + limit));
-            let woke = mono_ns();
-            if timer_due && woke >= wake {
-                self.sleep.observe(wake, woke, deadline);
-            }
-        }
-        self.slots.iter().for_each(|s| s.unregister());
+        let mut seen = Vec::with_capacity(self.slots.len());
+        crate::transport::doorbell::wait_round(
+            &self.slots,
+            &mut seen,
+            |seen| {
+                let mut entries: Vec<WaitEntry> = self
+                    .slots
+                    .iter()
+                    .zip(seen)
+                    .map(|(s, &seen)| WaitEntry {
+                        seen,
+                        word: s.word(),
+                    })
+                    .collect();
+                for word in [&self.control.word, crate::sys::signals::word()] {
+                    entries.push(WaitEntry {
+                        // SYNC: read the word before checking flags and queues below; a
+                        // later bump makes the futex wait return at once.
+                        seen: word.load(Ordering::SeqCst),
+                        word,
+                    });
+                }
+                let now = mono_ns();
+                let idle = !self.stopping() && !self.entries.iter().any(|e| e.work.ready(now));
+                ((), (idle && now < wake).then_some((entries, now)))
+            },
+            |(entries, now)| {
+                let limit = crate::transport::doorbell::sleep_limit(MAX_SLEEP).as_nanos() as u64;
+                futex::wait_any_until(&entries, wake.min(now + limit));
+                let woke = mono_ns();
+                if timer_due && woke >= wake {
+                    self.sleep.observe(wake, woke, deadline);
+                }
+            },
+        );
         let now = mono_ns();
         if timer_due && now >= wake && now < deadline && !self.stopping() {
             spin_until(deadline, now);

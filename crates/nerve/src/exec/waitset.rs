@@ -209,27 +209,32 @@ impl<'a> WaitSet<'a> {
                 slot_refs.push(slot);
             }
         }
+        let mut seen = Vec::with_capacity(slot_refs.len());
         loop {
-            slot_refs.iter().for_each(|s| s.announce());
-            crate::transport::doorbell::fence_for_waiters();
-            let entries: Vec<WaitEntry> = slot_refs
-                .iter()
-                .map(|s| WaitEntry {
-                    seen: s.seq(),
-                    word: s.word(),
-                })
-                .collect();
-            let ready = self.ready();
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            // a slot whose flag a ring cleared since it was armed: look again instead
-            let armed = slot_refs.iter().all(|s| s.is_armed());
-            if ready.is_empty() && armed && !remaining.is_zero() {
-                futex::wait_any(
-                    &entries,
-                    crate::transport::doorbell::sleep_limit(remaining.min(MAX_SLEEP)),
-                );
-            }
-            slot_refs.iter().for_each(|s| s.unregister());
+            let (ready, remaining) = crate::transport::doorbell::wait_round(
+                &slot_refs,
+                &mut seen,
+                |seen| {
+                    let entries: Vec<WaitEntry> = slot_refs
+                        .iter()
+                        .zip(seen)
+                        .map(|(s, &seen)| WaitEntry {
+                            seen,
+                            word: s.word(),
+                        })
+                        .collect();
+                    let ready = self.ready();
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    let idle = ready.is_empty() && !remaining.is_zero();
+                    ((ready, remaining), idle.then_some((entries, remaining)))
+                },
+                |(entries, remaining)| {
+                    futex::wait_any(
+                        &entries,
+                        crate::transport::doorbell::sleep_limit(remaining.min(MAX_SLEEP)),
+                    );
+                },
+            );
             if !ready.is_empty() || remaining.is_zero() {
                 return Ok(ready);
             }
@@ -258,35 +263,39 @@ impl<'a> WaitSet<'a> {
                 slot_refs.push(slot);
             }
         }
+        let mut seen = Vec::with_capacity(slot_refs.len());
         loop {
-            slot_refs.iter().for_each(|s| s.announce());
-            if !slot_refs.is_empty() {
-                crate::transport::doorbell::fence_for_waiters();
-            }
-            let mut entries: Vec<WaitEntry> = slot_refs
-                .iter()
-                .map(|s| WaitEntry {
-                    seen: s.seq(),
-                    word: s.word(),
-                })
-                .collect();
-            for w in &self.wakers {
-                entries.push(WaitEntry {
-                    // SYNC: read the word before the flag (see `WaitSetWaker::wake`).
-                    seen: w.inner.word.load(Ordering::SeqCst),
-                    word: &w.inner.word,
-                });
-            }
-            let woken = self.wakers.iter().any(|w| w.take());
-            let ready = self.ready();
-            let now = mono_ns();
-            // a slot whose flag a ring cleared since it was armed: look again instead
-            let armed = slot_refs.iter().all(|s| s.is_armed());
-            if ready.is_empty() && !woken && armed && now < deadline_ns {
-                let limit = crate::transport::doorbell::sleep_limit(MAX_SLEEP).as_nanos() as u64;
-                futex::wait_any_until(&entries, deadline_ns.min(now.saturating_add(limit)));
-            }
-            slot_refs.iter().for_each(|s| s.unregister());
+            let (ready, woken, now) = crate::transport::doorbell::wait_round(
+                &slot_refs,
+                &mut seen,
+                |seen| {
+                    let mut entries: Vec<WaitEntry> = slot_refs
+                        .iter()
+                        .zip(seen)
+                        .map(|(s, &seen)| WaitEntry {
+                            seen,
+                            word: s.word(),
+                        })
+                        .collect();
+                    for w in &self.wakers {
+                        entries.push(WaitEntry {
+                            // SYNC: read the word before the flag (see `WaitSetWaker::wake`).
+                            seen: w.inner.word.load(Ordering::SeqCst),
+                            word: &w.inner.word,
+                        });
+                    }
+                    let woken = self.wakers.iter().any(|w| w.take());
+                    let ready = self.ready();
+                    let now = mono_ns();
+                    let idle = ready.is_empty() && !woken && now < deadline_ns;
+                    ((ready, woken, now), idle.then_some((entries, now)))
+                },
+                |(entries, now)| {
+                    let limit =
+                        crate::transport::doorbell::sleep_limit(MAX_SLEEP).as_nanos() as u64;
+                    futex::wait_any_until(&entries, deadline_ns.min(now.saturating_add(limit)));
+                },
+            );
             if !ready.is_empty() || woken || now >= deadline_ns {
                 return Ok(ready);
             }

@@ -521,6 +521,83 @@ impl SlotRef {
     }
 }
 
+/// What a wait on several slots does to each: [`Slot`] itself (the loom models) and
+/// [`SlotRef`] (which also counts its waiters in its handle's record).
+pub(crate) trait Armable {
+    /// Raises the waiter count and arms the slot ([`Slot::announce`]).
+    fn announce(&self);
+    /// The slot ([`Slot::seq`], [`Slot::is_armed`]).
+    fn slot(&self) -> &Slot;
+    /// Withdraws the waiter ([`Slot::unregister`]).
+    fn unregister(&self);
+}
+
+impl Armable for Slot {
+    fn announce(&self) {
+        Slot::announce(self);
+    }
+    fn slot(&self) -> &Slot {
+        self
+    }
+    fn unregister(&self) {
+        Slot::unregister(self);
+    }
+}
+
+impl Armable for SlotRef {
+    fn announce(&self) {
+        SlotRef::announce(self);
+    }
+    fn slot(&self) -> &Slot {
+        self
+    }
+    fn unregister(&self) {
+        SlotRef::unregister(self);
+    }
+}
+
+impl<A: Armable> Armable for &A {
+    fn announce(&self) {
+        (**self).announce();
+    }
+    fn slot(&self) -> &Slot {
+        (**self).slot()
+    }
+    fn unregister(&self) {
+        (**self).unregister();
+    }
+}
+
+/// One round of a wait on several slots: the wake-up handshake, written once for the
+/// executor, wait sets and the loom models. Announces a waiter on every slot, fences once
+/// ([`fence_for_waiters`]), reads every sequence, then calls `look` with them: it checks
+/// the caller's queues and returns its result and, if nothing is ready, what to sleep
+/// with. The round sleeps (`sleep`) only if every slot is still armed (a ring that
+/// cleared a flag meanwhile may have found nothing for this waiter, and later rings
+/// would not wake it: look again instead), then withdraws the waiters. `seen` is the
+/// caller's buffer for the sequences (kept between rounds: no allocation).
+pub(crate) fn wait_round<A: Armable, T, P>(
+    slots: &[A],
+    seen: &mut Vec<u32>,
+    look: impl FnOnce(&[u32]) -> (T, Option<P>),
+    sleep: impl FnOnce(P),
+) -> T {
+    slots.iter().for_each(Armable::announce);
+    if !slots.is_empty() {
+        fence_for_waiters();
+    }
+    seen.clear();
+    seen.extend(slots.iter().map(|s| s.slot().seq()));
+    let (result, idle) = look(seen);
+    if let Some(p) = idle {
+        if slots.iter().all(|s| s.slot().is_armed()) {
+            sleep(p);
+        }
+    }
+    slots.iter().for_each(Armable::unregister);
+    result
+}
+
 impl Deref for SlotRef {
     type Target = Slot;
     #[inline]
@@ -743,8 +820,9 @@ mod model_futex {
 /// Loom models of the wake-up handshake: a waiter must never sleep through the ring of a
 /// sample it has not seen, whatever rings of other keys sharing its slot clear the flag
 /// in between. Each runs the real `register`/`announce`, `is_armed`, `wait` and `ring`;
-/// the waiter's loop is that of a subscriber's blocking receive (`transport::wait`) and
-/// of the executor (several slots). Run by `scripts/concurrency`.
+/// the waiter's loop is that of a subscriber's blocking receive (`transport::wait`), and
+/// the executor's and wait sets' round on several slots is theirs, `wait_round`. Run by
+/// `scripts/concurrency`.
 #[cfg(all(test, nerve_loom))]
 mod loom_models {
     use super::model_futex::wait_any;
@@ -800,24 +878,26 @@ mod loom_models {
                     thread::spawn(move || publish(&queues[i], &slots[i]))
                 })
                 .collect();
-            // the loop of `Executor::wait` (announce all, one fence, read every sequence,
-            // look, sleep only while every slot is still armed), taking both samples
+            // the executor's and the wait sets' round (`wait_round`, the real one), taking
+            // both samples
             let mut taken = [false; 2];
+            let mut seen = Vec::new();
             while taken != [true; 2] {
-                slots.iter().for_each(Slot::announce);
-                fence_for_waiters();
-                let seen = [slots[0].seq(), slots[1].seq()];
-                let mut idle = true;
-                for (i, q) in queues.iter().enumerate() {
-                    if !taken[i] && q.load(Ordering::Acquire) > 0 {
-                        taken[i] = true;
-                        idle = false;
-                    }
-                }
-                if idle && slots.iter().all(Slot::is_armed) {
-                    wait_any(&[(&slots[0].seq, seen[0]), (&slots[1].seq, seen[1])]);
-                }
-                slots.iter().for_each(Slot::unregister);
+                wait_round(
+                    &slots[..],
+                    &mut seen,
+                    |seen| {
+                        let mut idle = true;
+                        for (i, q) in queues.iter().enumerate() {
+                            if !taken[i] && q.load(Ordering::Acquire) > 0 {
+                                taken[i] = true;
+                                idle = false;
+                            }
+                        }
+                        ((), idle.then(|| [seen[0], seen[1]]))
+                    },
+                    |seen| wait_any(&[(&slots[0].seq, seen[0]), (&slots[1].seq, seen[1])]),
+                );
             }
             publishers
                 .into_iter()
