@@ -266,6 +266,9 @@ pub(crate) struct Receiver {
     passed_over: RefCell<Vec<u64>>,
     /// Publishers of other contexts seen without a ring at the last look.
     ringless: Cell<usize>,
+    /// A ring's claim lock was busy at the last look: look again at the next receive,
+    /// not only after the next ring (a last sample's ring may already have come).
+    rings_pending: Cell<bool>,
 }
 
 /// A reader of one publisher's shared-memory ring.
@@ -396,6 +399,7 @@ impl Receiver {
             next_shared: Cell::new(0),
             passed_over: RefCell::new(Vec::new()),
             ringless: Cell::new(0),
+            rings_pending: Cell::new(false),
         }
     }
 
@@ -459,7 +463,7 @@ impl Receiver {
         let polls = self.polls.get().wrapping_add(1);
         self.polls.set(polls);
         let (foreign, rang) = self.foreign_publishers();
-        if rang && self.ring_topic {
+        if (rang || self.rings_pending.get()) && self.ring_topic {
             self.discover_rings();
         }
         let foreign = self.history || foreign;
@@ -671,6 +675,7 @@ impl Receiver {
         passed_over.retain(|id| ids.contains(id));
         let prefix = self.node.inner.ctx.inner.config.file_prefix();
         let mut ringless = 0;
+        let mut pending = false;
         for id in ids {
             if passed_over.contains(&id) || shared.iter().any(|s| s.id == id) {
                 continue;
@@ -698,9 +703,11 @@ impl Receiver {
                             passed_over.push(id);
                         }
                         // its claim lock is busy (the publisher reserving, or a process
-                        // stopped inside it): tried again at the next receive, iceoryx2
-                        // read meanwhile
-                        Err(_) => ringless += 1,
+                        // stopped inside it): tried again at the next receive
+                        Err(_) => {
+                            ringless += 1;
+                            pending = true;
+                        }
                     }
                 }
                 // not there yet (the publisher creates it): looked for again at the next
@@ -715,6 +722,7 @@ impl Receiver {
             }
         }
         self.ringless.set(ringless);
+        self.rings_pending.set(pending);
     }
 
     /// Validates and counts a sample; malformed ones are counted and dropped, never

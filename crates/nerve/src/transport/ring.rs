@@ -329,9 +329,10 @@ impl InlineRing {
     /// a heap ring, whose one reader is its own): writer reservations and reader
     /// registrations take turns under it. Both run on the data path (a publish that found
     /// new subscribers, a receive that found a new ring), so neither waits: a busy lock
-    /// is an error, and the caller tries again at its next publish or receive. A process
-    /// stopped inside the lock thus stalls nobody; its rings' new subscribers read
-    /// through iceoryx2 meanwhile.
+    /// is an error, and the caller tries again at its next publish or receive (a
+    /// subscriber at every receive until it has registered). A process stopped inside
+    /// the lock thus stalls no publish or receive; a ring's new subscriber gets that
+    /// ring's samples only once the lock is free again.
     fn claim_lock(&self) -> std::io::Result<Option<OfdLock<'_>>> {
         let Some(fd) = self.fd() else {
             return Ok(None);
