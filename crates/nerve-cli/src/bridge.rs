@@ -1,4 +1,5 @@
-//! `nerve bridge foxglove`: live topics in Foxglove (see nerve_bag::bridge).
+//! `nerve bridge foxglove`: live topics in Foxglove (see nerve_bag::bridge);
+//! `nerve bridge ros2`: a Nerve domain and a ROS 2 domain in one graph (see nerve_ros2).
 
 use crate::output::{self, Format};
 use crate::{usage, CmdResult, Failure};
@@ -37,11 +38,64 @@ pub enum BridgeCommand {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Bridge the domain and a ROS 2 domain (DDS) both ways: topics with a subscriber on
+    /// the other side cross (Ctrl-C to stop).
+    Ros2 {
+        /// The ROS 2 domain (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long)]
+        domain: Option<u16>,
+        /// Only names matching one of these regular expressions cross.
+        #[arg(long, num_args = 1..)]
+        allow: Vec<String>,
+        /// Names matching one of these regular expressions do not cross.
+        #[arg(long, num_args = 1..)]
+        deny: Vec<String>,
+        /// Share directories with ROS 2 interface definitions (`<pkg>/msg/*.msg`),
+        /// searched before those of AMENT_PREFIX_PATH.
+        #[arg(long, num_args = 1..)]
+        types: Vec<std::path::PathBuf>,
+        /// Carry standard types as CDR too, instead of converting them to Nerve's own.
+        #[arg(long)]
+        cdr_only: bool,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        duration: Option<f64>,
+    },
 }
 
 /// Runs a bridge command.
 pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCommand) -> CmdResult {
-    let BridgeCommand::Foxglove {
+    let (port, host, topics, backlog, no_services, call_timeout, duration, format) = match cmd {
+        BridgeCommand::Ros2 {
+            domain,
+            allow,
+            deny,
+            types,
+            cdr_only,
+            duration,
+        } => return ros2(ctx, domain, allow, deny, types, cdr_only, duration),
+        BridgeCommand::Foxglove {
+            port,
+            host,
+            topics,
+            backlog,
+            no_services,
+            call_timeout,
+            duration,
+            format,
+        } => (
+            port,
+            host,
+            topics,
+            backlog,
+            no_services,
+            call_timeout,
+            duration,
+            format,
+        ),
+    };
+    foxglove(
+        ctx,
         port,
         host,
         topics,
@@ -50,7 +104,117 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
         call_timeout,
         duration,
         format,
-    } = cmd;
+    )
+}
+
+/// A `--duration` in seconds.
+fn duration_limit(duration: Option<f64>) -> Result<Option<Duration>, Failure> {
+    match duration {
+        Some(d) if !(d.is_finite() && d >= 0.0) => Err(usage(format!(
+            "--duration must be a non-negative number, got {d}"
+        ))),
+        d => Ok(d.map(Duration::from_secs_f64)),
+    }
+}
+
+fn ros2(
+    ctx: impl FnOnce() -> Result<nerve::Context, Failure>,
+    domain: Option<u16>,
+    allow: Vec<String>,
+    deny: Vec<String>,
+    types: Vec<std::path::PathBuf>,
+    cdr_only: bool,
+    duration: Option<f64>,
+) -> CmdResult {
+    let limit = duration_limit(duration)?;
+    let regexes = |list: Vec<String>, flag: &str| -> Result<Vec<regex::Regex>, Failure> {
+        list.iter()
+            .map(|r| {
+                regex::Regex::new(r)
+                    .map_err(|e| usage(format!("{flag} {r:?} is not a regular expression: {e}")))
+            })
+            .collect()
+    };
+    let mut config = nerve_ros2::BridgeConfig::from_env().map_err(|e| usage(e.to_string()))?;
+    // the context settles the Nerve side exactly as every other command does
+    config.nerve = ctx()?.config().clone();
+    if let Some(d) = domain {
+        if d > 232 {
+            return Err(usage(format!(
+                "--domain {d} is not a ROS 2 domain (0 to 232)"
+            )));
+        }
+        config.ros_domain = d;
+    }
+    config.allow = regexes(allow, "--allow")?;
+    config.deny = regexes(deny, "--deny")?;
+    for t in &types {
+        if !t.is_dir() {
+            return Err(usage(format!("--types {}: not a directory", t.display())));
+        }
+    }
+    config.types = types.into_iter().chain(config.types).collect();
+    config.native = !cdr_only;
+    let domain = config.ros_domain;
+    let bridge = nerve_ros2::Bridge::start(config, |e| match e {
+        nerve_ros2::Event::Bridged {
+            kind,
+            topic,
+            ros_type,
+            nerve_type,
+            to_ros,
+        } => {
+            let arrow = if to_ros {
+                "Nerve -> ROS 2"
+            } else {
+                "ROS 2 -> Nerve"
+            };
+            let what = match kind {
+                nerve_ros2::Kind::Topic => "topic",
+                nerve_ros2::Kind::Service => "service",
+            };
+            println!("{topic}: {what} {arrow} ({ros_type} as {nerve_type})");
+        }
+        nerve_ros2::Event::NotBridged { topic, reason } => {
+            eprintln!("{topic}: not bridged: {reason}")
+        }
+        nerve_ros2::Event::Malformed { topic, reason } => eprintln!("{topic}: {reason}"),
+        nerve_ros2::Event::Dropped { topic, reason } => {
+            eprintln!("{topic}: not delivered: {reason}")
+        }
+    })?;
+    // the line scripts and tests wait for
+    println!("bridging ROS 2 domain {domain}");
+    let started = Instant::now();
+    while !nerve::shutdown::requested() && limit.is_none_or(|l| started.elapsed() < l) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = bridge.stats();
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    println!(
+        "forwarded {} to Nerve, {} to ROS 2; {} malformed, {} not delivered, {} loops cut",
+        n(&s.to_nerve),
+        n(&s.to_ros),
+        n(&s.malformed),
+        n(&s.dropped),
+        n(&s.loops_cut)
+    );
+    bridge.stop();
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn foxglove(
+    ctx: impl FnOnce() -> Result<nerve::Context, Failure>,
+    port: u16,
+    host: String,
+    topics: Vec<String>,
+    backlog: usize,
+    no_services: bool,
+    call_timeout: f64,
+    duration: Option<f64>,
+    format: Format,
+) -> CmdResult {
     if !(call_timeout.is_finite() && call_timeout > 0.0 && call_timeout < 1e6) {
         return Err(usage(format!(
             "--call-timeout must be a positive number of seconds, got {call_timeout}"
@@ -62,14 +226,7 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
     if backlog == 0 {
         return Err(usage("--backlog must be at least 1"));
     }
-    let limit = match duration {
-        Some(d) if !(d.is_finite() && d >= 0.0) => {
-            return Err(usage(format!(
-                "--duration must be a non-negative number, got {d}"
-            )))
-        }
-        d => d.map(Duration::from_secs_f64),
-    };
+    let limit = duration_limit(duration)?;
     let opts = BridgeOptions {
         host,
         port,

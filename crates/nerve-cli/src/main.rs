@@ -12,6 +12,7 @@ mod node;
 mod output;
 mod param;
 mod remote;
+mod ros2;
 mod service;
 mod sm;
 mod topic;
@@ -53,7 +54,7 @@ enum Command {
     /// Record, replay and inspect bags (MCAP, readable by ROS 2 tools and Foxglove).
     #[command(subcommand)]
     Bag(bag::BagCommand),
-    /// Bridge the domain to other tools (Foxglove).
+    /// Bridge the domain to other tools (Foxglove) and to ROS 2.
     #[command(subcommand)]
     Bridge(bridge::BridgeCommand),
     /// Benchmark Nerve side by side with other middleware.

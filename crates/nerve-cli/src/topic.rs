@@ -324,13 +324,13 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                         "layout_hash": format!("{:016x}", e.type_hash)})
                     )
                     .collect::<Vec<_>>());
-                // network counters of this topic's subscribers, per process
+                // network counters of this topic's subscribers and publishers, per process
                 let counters = nerve::net::net_counters(ctx.config(), Duration::from_millis(500))?;
                 v["network"] = json!(counters
                     .iter()
                     .flat_map(|c| c.topics.iter().filter(|t| t.topic == topic).map(|t| {
                         json!({"host": c.host, "pid": c.pid, "arrived": t.arrived,
-                            "refused": t.refused})
+                            "refused": t.refused, "sent": t.sent})
                     }))
                     .collect::<Vec<_>>());
             }
@@ -362,6 +362,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             let node = cli_node(ctx)?;
             let sub = subscribe(&node, &topic, deadline)?;
             let entry = types::find(&sub.type_info().name);
+            let ros2 = crate::ros2::ros2_registry(sub.schema())?;
             let mut n = 0u64;
             while count.is_none_or(|c| n < c) && !nerve::shutdown::requested() {
                 let slice = match deadline {
@@ -375,7 +376,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                     continue;
                 };
                 n += 1;
-                print_sample(&topic, &sub, entry.as_ref(), &s, format)?;
+                print_sample(&topic, &sub, entry.as_ref(), ros2.as_ref(), &s, format)?;
             }
             if let Some(c) = count {
                 if n < c && !nerve::shutdown::requested() {
@@ -415,11 +416,20 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             let node = cli_node(ctx)?;
             let sent = match types::find(&type_name) {
                 Some(entry) => (entry.publish)(&node, &topic, &value, &opt)?,
-                None => {
+                None => match topic_schema(&node, &topic, &type_name) {
                     // not built in: the topic's recorded schema describes it
-                    let schema = topic_schema(&node, &topic, &type_name)?;
-                    types::publish_with_schema(&node, &topic, &schema, &value, &opt)?
-                }
+                    Ok(schema) => match crate::ros2::Ros2Type::of(&schema) {
+                        Some(ros2) => ros2?.publish(&node, &topic, &value, &opt)?,
+                        None => types::publish_with_schema(&node, &topic, &schema, &value, &opt)?,
+                    },
+                    // or a ROS 2 type whose definition is on AMENT_PREFIX_PATH
+                    Err(e) if type_name.matches('/').count() == 2 => {
+                        crate::ros2::Ros2Type::from_search_path(&type_name)
+                            .map_err(|_| e)?
+                            .publish(&node, &topic, &value, &opt)?
+                    }
+                    Err(e) => return Err(e),
+                },
             };
             eprintln!("published {sent} message(s) on {topic}");
             Ok(())
@@ -431,6 +441,7 @@ fn print_sample(
     topic: &str,
     sub: &RawSubscriber,
     entry: Option<&types::TypeEntry>,
+    ros2: Option<&crate::ros2::Ros2Type>,
     s: &RawSample,
     format: Format,
 ) -> CmdResult {
@@ -438,6 +449,7 @@ fn print_sample(
     let h = s.header();
     let msg = match (entry, sub.schema()) {
         (Some(e), _) => (e.to_json)(s.bytes(), s.elems()),
+        (None, _) if ros2.is_some() => ros2.map(|r| r.to_json(s.bytes())).unwrap_or_default(),
         (None, Some(Ok(schema))) => {
             nerve::message::json::to_json(schema, s.bytes(), s.elems(), types::MAX_SHOWN_ELEMS)
         }

@@ -162,7 +162,11 @@ where
             e => Failure::Runtime(e.into()),
         })?;
     publisher.wait_for_subscribers(1, opt.wait);
-    let sent = repeat(opt, || publisher.publish_slice(&head, &elems))?;
+    let sent = repeat(
+        opt,
+        || publisher.publish_slice(&head, &elems),
+        || publisher.update_connections(),
+    )?;
     // give late subscribers of a latched topic a moment to connect, and every subscriber
     // the time to attach before this publisher goes with what it sent
     publisher.update_connections();
@@ -191,19 +195,26 @@ pub fn publish_with_schema(
     let publisher = nerve::RawPublisher::create(node, topic, schema, opt.qos.clone())
         .map_err(|e| Failure::Runtime(e.into()))?;
     publisher.wait_for_subscribers(1, opt.wait);
-    let sent = repeat(opt, || publisher.publish_bytes(&bytes))?;
+    let sent = repeat(
+        opt,
+        || publisher.publish_bytes(&bytes),
+        || publisher.update_connections(),
+    )?;
     publisher.settle(SETTLE);
     Ok(sent)
 }
 
 /// Longest `topic pub` waits at the end for subscribers to attach (see
 /// [`nerve::Publisher::settle`]).
-const SETTLE: Duration = Duration::from_secs(1);
+pub(crate) const SETTLE: Duration = Duration::from_secs(1);
 
 /// Calls `publish` at the options' rate until their count or Ctrl-C; returns how many.
-fn repeat(
+/// Between sends, `idle` hands history to subscribers that joined meanwhile (a latched
+/// topic's late joiners get it at once, not at the next send).
+pub(crate) fn repeat(
     opt: &PubOptions,
     mut publish: impl FnMut() -> Result<(), nerve::PublishError>,
+    idle: impl Fn(),
 ) -> Result<u64, Failure> {
     let period = if opt.rate > 0.0 {
         Duration::from_secs_f64(1.0 / opt.rate)
@@ -223,6 +234,7 @@ fn repeat(
                 if nerve::shutdown::requested() {
                     break;
                 }
+                idle();
                 std::thread::sleep(d.min(Duration::from_millis(20)));
             }
         }

@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod ros2;
 pub mod srv;
 
 use nerve::{Message, Pod};

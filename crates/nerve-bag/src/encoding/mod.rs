@@ -51,6 +51,8 @@ pub(crate) fn layout_of<M: nerve::Message>() -> (usize, usize, usize) {
 pub struct Standard {
     /// The Nerve type.
     pub type_info: fn() -> TypeInfo,
+    /// Its schema.
+    pub schema: fn() -> Schema,
     /// The ROS 2 type, e.g. `sensor_msgs/msg/Imu`.
     pub ros_name: &'static str,
     /// Its `ros2msg` definition with dependencies.

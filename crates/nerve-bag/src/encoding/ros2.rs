@@ -425,6 +425,7 @@ macro_rules! standard {
     ($ty:ty, $walk:ident, $ros:expr, $text:expr) => {
         Standard {
             type_info: TypeInfo::of::<$ty>,
+            schema: nerve::message::schema::Schema::of::<$ty>,
             ros_name: $ros,
             text: $text,
             encode: |p, out| encode::<$ty>(p, out, |v, m, n| $walk(v, m, n)),
@@ -546,7 +547,7 @@ fn image_text() -> String {
 }
 
 /// The standard messages that need a conversion to their ROS 2 form.
-pub(crate) fn standard() -> [Standard; 8] {
+pub fn standard() -> [Standard; 8] {
     [
         standard!(Imu, imu, "sensor_msgs/msg/Imu", imu_text),
         standard!(

@@ -34,7 +34,7 @@ use std::fmt::Write as _;
 pub const SCHEMA_MAGIC: &str = "nerve-schema/1";
 /// Longest encoded schema a decoder accepts (what travels is bounded further by each
 /// transport; see the design notes).
-pub const MAX_SCHEMA_BYTES: usize = 16 * 1024;
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 /// Most nested structs in one schema.
 const MAX_STRUCTS: usize = 256;
 /// Most fields of one struct.
@@ -227,7 +227,45 @@ pub struct Schema {
     pub head: Shape,
     /// The slice element, for header + slice messages.
     pub elem: Option<Shape>,
+    /// A type of another system carried in its own encoding (see [`Foreign`]).
+    pub foreign: Option<Foreign>,
 }
+
+/// A message type of another system whose messages travel in that system's encoding
+/// as the slice of a carrier message (a ROS 2 type as CDR bytes, say): the carrier's
+/// layout is the [`Schema`]'s, and this part names the real type. Its identity is mixed
+/// into the layout hash, so two foreign types on one carrier never share a topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Foreign {
+    /// The type system and its encoding.
+    pub kind: ForeignKind,
+    /// The type's identity in its own system (a ROS 2 type's `RIHS01_…` hash).
+    pub type_hash: String,
+    /// The type's definition in its own language (ROS 2: the concatenated `ros2msg`
+    /// text, as rosbag2 writes it into MCAP schema records).
+    pub definition: String,
+}
+
+/// Which system a [`Foreign`] type comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForeignKind {
+    /// A ROS 2 message (`ros2msg` definition, XCDR1 payload with its encapsulation header).
+    Ros2Cdr,
+}
+
+impl ForeignKind {
+    /// The name in the encoded schema.
+    pub fn name(self) -> &'static str {
+        match self {
+            ForeignKind::Ros2Cdr => "ros2cdr",
+        }
+    }
+}
+
+/// Bytes the encoded definition escapes (`%XX`): everything but printable ASCII, and
+/// the schema's own separators.
+const DEFINITION_ESCAPES: &percent_encoding::AsciiSet =
+    &percent_encoding::CONTROLS.add(b'|').add(b'%').add(b' ');
 
 /// A schema that cannot be trusted: malformed, too large, or not matching its hash.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -285,17 +323,35 @@ impl Schema {
             layout_hash: info.layout_hash,
             head: M::shape(),
             elem: (core::mem::size_of::<M::Elem>() > 0).then(M::Elem::shape),
+            foreign: None,
         }
     }
 
+    /// The schema of a foreign type carried by message `M` (whose slice holds the foreign
+    /// encoding): named `name`, its identity derived from the carrier's layout and the
+    /// foreign type's hash.
+    pub fn foreign<M: Message>(name: &str, foreign: Foreign) -> Schema {
+        let mut schema = Schema {
+            name: name.to_string(),
+            foreign: Some(foreign),
+            ..Schema::of::<M>()
+        };
+        schema.layout_hash = schema.computed_hash();
+        schema
+    }
+
     /// The layout hash of what this schema describes (head and element, as
-    /// [`TypeInfo::of`] computes it).
+    /// [`TypeInfo::of`] computes it, and the foreign type's identity where there is one).
     pub fn computed_hash(&self) -> u64 {
         let elem = match &self.elem {
             Some(e) => e.layout_hash(),
             None => <super::NoElem as Pod>::LAYOUT_HASH,
         };
-        layout::hash_u64(self.head.layout_hash(), elem)
+        let layout = layout::hash_u64(self.head.layout_hash(), elem);
+        match &self.foreign {
+            None => layout,
+            Some(f) => layout::hash_str(layout::hash_str(layout, f.kind.name()), &f.type_hash),
+        }
     }
 
     /// The type identity topics compare, derived from the schema.
@@ -323,6 +379,15 @@ impl Schema {
             "{SCHEMA_MAGIC}|type={}|hash={:016x}|head={head}|elem={elem}",
             self.name, self.layout_hash
         );
+        if let Some(f) = &self.foreign {
+            let def = percent_encoding::utf8_percent_encode(&f.definition, DEFINITION_ESCAPES);
+            let _ = write!(
+                out,
+                "|foreign={}|id={}|def={def}",
+                f.kind.name(),
+                f.type_hash
+            );
+        }
         for line in table.lines {
             out.push('|');
             out.push_str(&line);
@@ -366,6 +431,34 @@ impl Schema {
             .ok_or_else(|| malformed(format!("hash {hash:?} is not 16 hex digits")))?;
         let head = field("head")?.to_string();
         let elem = field("elem")?.to_string();
+        let mut parts = parts.peekable();
+        let foreign = match parts.peek().and_then(|p| p.strip_prefix("foreign=")) {
+            None => None,
+            Some(kind) => {
+                let kind = match kind {
+                    "ros2cdr" => ForeignKind::Ros2Cdr,
+                    k => return Err(malformed(format!("unknown foreign type system {k:?}"))),
+                };
+                parts.next();
+                let mut next = |key: &str| -> Result<&str, SchemaError> {
+                    let part = parts.next().unwrap_or_default();
+                    part.strip_prefix(key)
+                        .and_then(|p| p.strip_prefix('='))
+                        .ok_or_else(|| malformed(format!("expected {key}=…, found {part:?}")))
+                };
+                let type_hash = next("id")?;
+                check_type_name(type_hash)?;
+                let definition = percent_encoding::percent_decode_str(next("def")?)
+                    .decode_utf8()
+                    .map_err(|_| malformed("the foreign definition is not UTF-8".into()))?
+                    .into_owned();
+                Some(Foreign {
+                    kind,
+                    type_hash: type_hash.to_string(),
+                    definition,
+                })
+            }
+        };
         let mut defs: BTreeMap<String, Vec<&str>> = BTreeMap::new();
         for line in parts {
             let words: Vec<&str> = line.split(' ').collect();
@@ -408,6 +501,7 @@ impl Schema {
             layout_hash,
             head,
             elem,
+            foreign,
         };
         let computed = schema.computed_hash();
         if computed != layout_hash {
@@ -642,6 +736,37 @@ mod tests {
     }
 
     #[test]
+    fn a_foreign_type_round_trips_and_its_hash_is_its_identity() {
+        let def = "# a comment | with separators %\nstring data\n".to_string();
+        let foreign = |hash: &str| Foreign {
+            kind: ForeignKind::Ros2Cdr,
+            type_hash: hash.into(),
+            definition: def.clone(),
+        };
+        let a = Schema::foreign::<Outer>("std_msgs/msg/String", foreign("RIHS01_aa"));
+        let text = a.encode();
+        assert!(text.is_ascii() && !text.contains('\n'), "{text}");
+        assert_eq!(Schema::decode(&text).unwrap(), a);
+        let b = Schema::foreign::<Outer>("std_msgs/msg/String", foreign("RIHS01_bb"));
+        assert_ne!(
+            a.layout_hash, b.layout_hash,
+            "another type hash, another identity"
+        );
+        assert_ne!(a.layout_hash, Schema::of::<Outer>().layout_hash);
+        // a schema that swaps the foreign identity but keeps the hash is refused
+        let lie = text.replace("id=RIHS01_aa", "id=RIHS01_bb");
+        assert!(matches!(
+            Schema::decode(&lie),
+            Err(SchemaError::HashMismatch { .. })
+        ));
+        let unknown = text.replace("foreign=ros2cdr", "foreign=corba");
+        assert!(matches!(
+            Schema::decode(&unknown),
+            Err(SchemaError::Malformed(_))
+        ));
+    }
+
+    #[test]
     fn lying_or_broken_schemas_are_refused_by_name() {
         let text = Schema::of::<Outer>().encode();
         // another hash than the layout's
@@ -726,6 +851,7 @@ mod tests {
             layout_hash: 0,
             head: Shape::Struct(head),
             elem: None,
+            foreign: None,
         };
         s.layout_hash = s.computed_hash();
         let text = s.encode();

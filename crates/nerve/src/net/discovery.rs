@@ -139,7 +139,7 @@ pub fn local_host(config: &Config) -> Result<Option<String>, NetError> {
     Ok(plane(config)?.map(|p| p.host_name.clone()))
 }
 
-/// The network counters of a process's subscribers, by domain and topic.
+/// The network counters of a process's subscribers and publishers, by domain and topic.
 pub(crate) type CounterMap = Mutex<HashMap<(u32, String), Arc<Counters>>>;
 
 /// Network counters of one topic in one process.
@@ -147,6 +147,7 @@ pub(crate) type CounterMap = Mutex<HashMap<(u32, String), Arc<Counters>>>;
 pub(crate) struct Counters {
     arrived: AtomicU64,
     refused: Mutex<BTreeMap<&'static str, u64>>,
+    sent: AtomicU64,
 }
 
 impl Counters {
@@ -155,8 +156,17 @@ impl Counters {
         self.arrived.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn refused(&self, e: &WireError) {
-        *lock(&self.refused).entry(e.label()).or_default() += 1;
+    /// Counts a refused frame; true if it is the topic's first refusal for that reason.
+    pub(crate) fn refused(&self, e: &WireError) -> bool {
+        let mut refused = lock(&self.refused);
+        let n = refused.entry(e.label()).or_default();
+        *n += 1;
+        *n == 1
+    }
+
+    pub(crate) fn sent(&self) {
+        // SYNC: a statistic; nothing is published through it.
+        self.sent.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn refused_total(&self) -> u64 {
@@ -172,8 +182,13 @@ pub struct TopicCounters {
     /// Valid samples that arrived from other hosts.
     pub arrived: u64,
     /// Frames refused, by reason (truncated, bad-magic, wrong-kind, length-mismatch,
-    /// oversized, wrong-type).
+    /// oversized, checksum, wrong-type), from Nerve on other hosts or any Zenoh publisher.
     pub refused: BTreeMap<String, u64>,
+    /// Frames this process's publishers handed to Zenoh (one per sample and destination:
+    /// Nerve's subscribers on other hosts, Zenoh subscribers outside Nerve). None while
+    /// nobody listens.
+    #[serde(default)]
+    pub sent: u64,
 }
 
 /// One process's network counters, answered on `nerve/<d>/info/<host id>/<pid>`.
@@ -199,6 +214,8 @@ pub(crate) fn report(counters: &CounterMap, domain: u32, host: &str) -> Vec<u8> 
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
+            // SYNC: see Counters::sent.
+            sent: c.sent.load(Ordering::Relaxed),
         })
         .collect();
     serde_json::to_vec(&NetCounters {

@@ -11,8 +11,16 @@
 //! over the network carries it, so a receiver drops what came from its own host (that
 //! reached it through shared memory already).
 //!
-//! Key expressions, for domain `d`:
-//! - `nerve/d/t/<topic>`: samples; `nerve/d/s/<service>`: queryables of servers;
+//! Key expressions, for domain `d` (the README's "The network plane's key space" is
+//! the reference for Zenoh applications outside Nerve):
+//! - `nerve/d/t/<topic>`: samples for Nerve's subscribers, which listen here (nothing else
+//!   of Nerve does): from Nerve publishers while a subscriber on another host exists, and
+//!   from any Zenoh publisher;
+//! - `nerve/d/o/<topic>`: samples for Zenoh subscribers outside Nerve, sent while one
+//!   matches (Zenoh's matching status). Nerve never subscribes here, so its subscribers on
+//!   a publisher's own host never make a publisher send;
+//! - `nerve/d/s/<service>`: queryables of servers; `nerve/d/h/<uid>/<topic>`: history of
+//!   topics that keep it, for late joiners on other hosts;
 //! - `nerve/d/live/<kind>/<host id>/<host name>/<uid>/<type hash>=<type>/<name>`: liveliness
 //!   tokens of publishers (`pub`), subscribers (`sub`), servers (`srv`), clients (`cli`)
 //!   and nodes (`node`);
@@ -65,7 +73,7 @@ pub(crate) struct Plane {
     /// Host name shown in discovery (a valid key chunk).
     pub(crate) host_name: String,
     next_uid: AtomicU64,
-    /// Network counters of this process's subscribers, by domain and topic.
+    /// Network counters of this process's subscribers and publishers, by domain and topic.
     pub(crate) counters: Arc<discovery::CounterMap>,
     /// Schemas of the types this process publishes, by domain and layout hash; an entry
     /// lives while a publisher holds its text.
@@ -165,9 +173,9 @@ impl Plane {
         Ok((seen, sub))
     }
 
-    /// The counters of network samples of `topic`, shared by its subscribers here.
-    /// Counters of topics whose subscribers have all gone are dropped here, so the map
-    /// holds the topics this process subscribes now.
+    /// The network counters of `topic`, shared by its subscribers and publishers here.
+    /// Counters of topics whose endpoints have all gone are dropped here, so the map
+    /// holds the topics this process subscribes or publishes now.
     pub(crate) fn counters(&self, domain: u32, topic: &str) -> Arc<discovery::Counters> {
         self.ensure_info(domain);
         let mut map = lock(&self.counters);
@@ -527,6 +535,11 @@ fn read_host_id(file: &str) -> std::io::Result<Option<u64>> {
 /// Key of a topic's samples.
 pub(crate) fn topic_key(domain: u32, topic: &str) -> String {
     format!("nerve/{domain}/t/{}", topic.trim_start_matches('/'))
+}
+
+/// Key of a topic's samples for Zenoh subscribers outside Nerve.
+pub(crate) fn outside_key(domain: u32, topic: &str) -> String {
+    format!("nerve/{domain}/o/{}", topic.trim_start_matches('/'))
 }
 
 /// Key of a service's queryables.

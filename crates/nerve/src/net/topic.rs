@@ -1,9 +1,10 @@
 //! Topics on the network plane: a publisher sends to Zenoh only while a subscriber on
-//! another host exists; a subscriber validates every frame and queues it for the
-//! application beside its shared-memory and same-process routes.
+//! another host exists (on `nerve/<d>/t/<topic>`) or a Zenoh subscriber outside Nerve
+//! listens (on `nerve/<d>/o/<topic>`); a subscriber validates every frame and queues it for
+//! the application beside its shared-memory and same-process routes.
 
 use super::discovery::{Counters, EntityKind};
-use super::{lock, topic_key, Plane};
+use super::{lock, outside_key, topic_key, Plane};
 use crate::error::NetError;
 use crate::message::header::SampleHeader;
 use crate::message::TypeInfo;
@@ -15,7 +16,7 @@ use crate::transport::remote::{RemotePublisher, RemoteSubscriber};
 use bytes::Bytes;
 use crossbeam_queue::ArrayQueue;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use zenoh::bytes::ZBytes;
@@ -62,12 +63,69 @@ impl RemoteWatch {
 pub(crate) struct NetPublisher {
     publisher: zenoh::pubsub::Publisher<'static>,
     subscribers: RemoteWatch,
+    /// The topic's samples for Zenoh subscribers outside Nerve.
+    outside: Outside,
+    /// This process's network counters of the topic (frames sent).
+    counters: Arc<Counters>,
     host: u64,
     /// The last frames of a topic that keeps history, for late joiners on other hosts.
     history: Option<History>,
     _token: LivelinessToken,
     /// Keeps the type's schema offered to other hosts.
     _schema: Option<Arc<str>>,
+}
+
+/// A publisher's Zenoh publisher on `nerve/<d>/o/<topic>`, the key that Zenoh
+/// applications outside Nerve subscribe to, and whether one matches it now (Zenoh's
+/// matching status). Nerve's own subscribers listen on `nerve/<d>/t/<topic>` only, so they
+/// never make this key match: a subscriber on this host never costs a frame.
+struct Outside {
+    publisher: zenoh::pubsub::Publisher<'static>,
+    matching: Arc<AtomicBool>,
+    _listener: zenoh::matching::MatchingListener<()>,
+}
+
+impl Outside {
+    fn new(
+        plane: &Plane,
+        key: String,
+        (congestion, reliability): (CongestionControl, Reliability),
+    ) -> Result<Outside, NetError> {
+        let declare = |what: &'static str, e: zenoh::Error| NetError::Declare {
+            what,
+            key: key.clone(),
+            reason: e.to_string(),
+        };
+        let publisher = plane
+            .session
+            .declare_publisher(key.clone())
+            .congestion_control(congestion)
+            .reliability(reliability)
+            .express(true)
+            .wait()
+            .map_err(|e| declare("publisher", e))?;
+        let matching = Arc::new(AtomicBool::new(false));
+        let m = matching.clone();
+        // Zenoh calls back with the current status when it is declared, then on changes
+        let listener = publisher
+            .matching_listener()
+            // SYNC: a flag only; the samples themselves travel through Zenoh.
+            .callback(move |s| m.store(s.matching(), Ordering::Relaxed))
+            .wait()
+            .map_err(|e| declare("matching listener", e))?;
+        Ok(Outside {
+            publisher,
+            matching,
+            _listener: listener,
+        })
+    }
+
+    /// Whether a Zenoh subscriber outside Nerve listens now.
+    #[inline]
+    fn listens(&self) -> bool {
+        // SYNC: see `new`.
+        self.matching.load(Ordering::Relaxed)
+    }
 }
 
 /// A publisher's last `depth` samples (headers and references to their heap buffers, no
@@ -104,19 +162,16 @@ impl NetPublisher {
         let schema = schema.map(|s| plane.offer_schema(domain, ty.layout_hash, s));
         let key = topic_key(domain, topic);
         let reliable = matches!(qos.overflow, Overflow::BackPressure { .. });
+        let (congestion, reliability) = if reliable {
+            (CongestionControl::Block, Reliability::Reliable)
+        } else {
+            (CongestionControl::Drop, Reliability::BestEffort)
+        };
         let publisher = plane
             .session
             .declare_publisher(key.clone())
-            .congestion_control(if reliable {
-                CongestionControl::Block
-            } else {
-                CongestionControl::Drop
-            })
-            .reliability(if reliable {
-                Reliability::Reliable
-            } else {
-                Reliability::BestEffort
-            })
+            .congestion_control(congestion)
+            .reliability(reliability)
             .express(true)
             .wait()
             .map_err(|e| NetError::Declare {
@@ -125,6 +180,7 @@ impl NetPublisher {
                 reason: e.to_string(),
             })?;
         let subscribers = RemoteWatch::new(plane, domain, EntityKind::Subscriber, topic)?;
+        let outside = Outside::new(plane, outside_key(domain, topic), (congestion, reliability))?;
         let host = plane.host;
         let history = if history > 0 {
             let samples: Arc<Mutex<VecDeque<Kept>>> =
@@ -166,6 +222,8 @@ impl NetPublisher {
         Ok(NetPublisher {
             publisher,
             subscribers,
+            outside,
+            counters: plane.counters(domain, topic),
             host: plane.host,
             history,
             _token: token,
@@ -173,15 +231,32 @@ impl NetPublisher {
         })
     }
 
-    /// Sends a frame; Zenoh owns it from here.
-    fn send(&self, frame: ZBytes) -> Result<(), NetError> {
-        self.publisher
-            .put(frame)
-            .wait()
-            .map_err(|e| NetError::Send {
-                key: self.publisher.key_expr().to_string(),
+    /// Where a sample goes now: to Nerve's subscribers on other hosts, to Zenoh
+    /// subscribers outside Nerve (two reads of two counters, no other work).
+    #[inline]
+    fn destinations(&self) -> (bool, bool) {
+        (self.remote_subscribers() > 0, self.outside.listens())
+    }
+
+    /// Sends a frame to the destinations asked for; Zenoh owns it from here (both read
+    /// the same bytes).
+    fn send(&self, frame: ZBytes, (nerve, outside): (bool, bool)) -> Result<(), NetError> {
+        let put = |publisher: &zenoh::pubsub::Publisher<'static>, frame: ZBytes| {
+            self.counters.sent();
+            publisher.put(frame).wait().map_err(|e| NetError::Send {
+                key: publisher.key_expr().to_string(),
                 reason: e.to_string(),
             })
+        };
+        match (nerve, outside) {
+            // both are tried, whatever the first gives
+            (true, true) => {
+                put(&self.publisher, frame.clone()).and(put(&self.outside.publisher, frame))
+            }
+            (true, false) => put(&self.publisher, frame),
+            (false, true) => put(&self.outside.publisher, frame),
+            (false, false) => Ok(()),
+        }
     }
 }
 
@@ -192,18 +267,20 @@ impl RemotePublisher for NetPublisher {
         self.subscribers.count()
     }
 
-    /// Whether frames are needed for this sample: a subscriber on another host exists,
-    /// or the topic keeps history for late joiners there.
+    /// Whether frames are needed for this sample: a subscriber on another host exists, a
+    /// Zenoh subscriber outside Nerve listens, or the topic keeps history for late joiners
+    /// on other hosts.
     #[inline]
     fn wants_frames(&self) -> bool {
-        self.history.is_some() || self.remote_subscribers() > 0
+        self.history.is_some() || self.remote_subscribers() > 0 || self.outside.listens()
     }
 
     /// Publishes a sample whose payload is in a heap buffer: kept for late joiners (a
     /// reference, if the topic keeps history) and sent, read in place by Zenoh, if a
-    /// subscriber on another host exists. No frame is built otherwise.
+    /// subscriber on another host exists or a Zenoh subscriber outside Nerve listens. No
+    /// frame is built otherwise.
     fn publish_shared(&self, header: &SampleHeader, buf: Buf, len: usize) -> Result<(), NetError> {
-        let remote = self.remote_subscribers() > 0;
+        let to = self.destinations();
         if let Some(h) = &self.history {
             h.keep(Kept {
                 header: *header,
@@ -211,19 +288,20 @@ impl RemotePublisher for NetPublisher {
                 len,
             });
         }
-        if remote {
-            self.send(shared_frame(self.host, header, buf, len))?;
+        if to.0 || to.1 {
+            self.send(shared_frame(self.host, header, buf, len), to)?;
         }
         Ok(())
     }
 
     /// Publishes a sample whose payload lives elsewhere (shared memory about to be
-    /// handed over): copied once, and only if a subscriber on another host exists or the
-    /// topic keeps history.
+    /// handed over): copied once, and only if a subscriber on another host exists, a
+    /// Zenoh subscriber outside Nerve listens or the topic keeps history.
     fn publish_copy(&self, header: &SampleHeader, payload: &[u8]) -> Result<(), NetError> {
         if self.history.is_none() {
-            if self.remote_subscribers() > 0 {
-                self.send(wire::encode_sample(self.host, header, payload).into())?;
+            let to = self.destinations();
+            if to.0 || to.1 {
+                self.send(wire::encode_sample(self.host, header, payload).into(), to)?;
             }
             return Ok(());
         }
@@ -292,6 +370,7 @@ impl NetSubscriber {
         let inbox = Arc::new(ArrayQueue::new(qos.depth.max(1)));
         let counters = plane.counters(domain, topic);
         let (q, c, ty2, own) = (inbox.clone(), counters.clone(), ty.clone(), plane.host);
+        let name = topic.to_string();
         let max = qos.max_payload;
         let accept = Arc::new(move |payload: &ZBytes| {
             // large frames come in pieces: they are copied once, into the aligned buffer
@@ -313,7 +392,12 @@ impl NetSubscriber {
                     );
                     slot.ring();
                 }
-                Err(e) => c.refused(&e),
+                Err(e) => {
+                    if c.refused(&e) {
+                        // once per topic and reason; the counters keep the count
+                        eprintln!("nerve: a network sample of {name} was refused: {e}");
+                    }
+                }
             }
         });
         let live = accept.clone();

@@ -196,6 +196,23 @@ impl RawPublisher {
         self.tx.topic()
     }
 
+    /// This publisher's id as written in every sample header.
+    pub fn id(&self) -> u64 {
+        self.tx.id()
+    }
+
+    /// Number of subscribers connected to the topic right now, on this host and (with
+    /// the network plane on) on others.
+    pub fn subscriber_count(&self) -> usize {
+        self.tx.subscriber_count()
+    }
+
+    /// Connects subscribers that joined since the last send and hands them the history
+    /// (see [`crate::Publisher::update_connections`]).
+    pub fn update_connections(&self) {
+        self.tx.update_connections()
+    }
+
     /// Waits until at least `n` subscribers are connected (see
     /// [`crate::Publisher::wait_for_subscribers`]).
     pub fn wait_for_subscribers(&self, n: usize, timeout: Duration) -> bool {

@@ -64,8 +64,9 @@ pub(crate) trait RemotePlane: Send + Sync {
 pub(crate) trait RemotePublisher {
     /// Subscribers on other hosts now.
     fn remote_subscribers(&self) -> usize;
-    /// Whether a sample must be handed over: a subscriber on another host exists, or the
-    /// topic keeps history for late joiners there.
+    /// Whether a sample must be handed over: a subscriber on another host exists, a
+    /// Zenoh subscriber outside Nerve listens, or the topic keeps history for late joiners
+    /// on other hosts.
     fn wants_frames(&self) -> bool;
     /// Publishes a sample whose payload stays in a heap buffer (read in place).
     fn publish_shared(&self, header: &SampleHeader, buf: Buf, len: usize) -> Result<(), NetError>;

@@ -667,7 +667,7 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("does not match"), "{e}");
         std::fs::remove_file(&file).unwrap();
-        crate::sys::files::create_private(&file, text.repeat(8).as_bytes()).unwrap();
+        crate::sys::files::create_private(&file, text.repeat(32).as_bytes()).unwrap();
         let e = topic_schema(&node.inner.iox, &service)
             .unwrap()
             .unwrap_err();

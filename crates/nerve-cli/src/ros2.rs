@@ -1,0 +1,110 @@
+//! ROS 2 types on Nerve topics (carried as CDR, see `nerve_msgs::ros2`): decoded for
+//! `topic echo`, built from JSON for `topic pub`.
+
+use crate::types::{repeat, PubOptions, SETTLE};
+use crate::{usage, Failure};
+use nerve::message::schema::Schema;
+use serde_json::{json, Value};
+
+/// A ROS 2 type carried as CDR ([`nerve_msgs::ros2::Ros2Cdr`]), with its definitions.
+pub struct Ros2Type {
+    name: String,
+    registry: nerve_ros2_types::Registry,
+    schema: Schema,
+}
+
+/// Bytes of the carrier's head before the CDR.
+const ROS2_HEAD: usize = std::mem::size_of::<nerve_msgs::ros2::Ros2Cdr>();
+
+impl Ros2Type {
+    /// The ROS 2 type a topic's schema describes, if it is one.
+    pub fn of(schema: &Schema) -> Option<Result<Ros2Type, Failure>> {
+        let (name, _, text) = nerve_msgs::ros2::ros2_type(schema)?;
+        Some(
+            nerve_ros2_types::Registry::from_ros2msg(name, text)
+                .map(|registry| Ros2Type {
+                    name: name.to_string(),
+                    registry,
+                    schema: schema.clone(),
+                })
+                .map_err(|e| {
+                    Failure::Runtime(anyhow::anyhow!(
+                        "the ROS 2 definition of {name} on the topic cannot be used: {e}"
+                    ))
+                }),
+        )
+    }
+
+    /// ROS 2 type `name` (`pkg/msg/Name`) from the definitions on AMENT_PREFIX_PATH.
+    pub fn from_search_path(name: &str) -> Result<Ros2Type, Failure> {
+        let search = nerve_ros2_types::SearchPath::from_env();
+        let mut registry = nerve_ros2_types::Registry::new();
+        let fail = |e: nerve_ros2_types::RegistryError| {
+            usage(format!(
+                "unknown message type {name:?}: not built in (see `nerve types`), not on an \
+                 existing topic, and not a ROS 2 type on AMENT_PREFIX_PATH: {e}"
+            ))
+        };
+        registry.load(name, &search).map_err(fail)?;
+        let hash = registry.type_hash(name).map_err(fail)?;
+        let text = registry.ros2msg_text(name).map_err(fail)?;
+        Ok(Ros2Type {
+            name: name.to_string(),
+            schema: nerve_msgs::ros2::ros2_schema(name, &hash.to_string(), &text),
+            registry,
+        })
+    }
+
+    /// A carrier payload as the ROS 2 message's fields (or why it does not decode).
+    pub fn to_json(&self, payload: &[u8]) -> Value {
+        let cdr = payload.get(ROS2_HEAD..).unwrap_or_default();
+        match nerve_ros2_types::decode(&self.registry, &self.name, cdr) {
+            Ok(v) => nerve_ros2_types::to_json(&v),
+            Err(e) => json!({"size": cdr.len(), "undecoded": e.to_string()}),
+        }
+    }
+
+    /// A carrier payload of the ROS 2 message `v` describes (fields left out take their
+    /// defaults).
+    pub fn payload(&self, v: &Value) -> Result<Vec<u8>, Failure> {
+        let value = nerve_ros2_types::from_json(&self.registry, &self.name, v)
+            .map_err(|e| usage(format!("{}: {e}", self.name)))?;
+        let mut cdr = Vec::new();
+        nerve_ros2_types::encode(&self.registry, &self.name, &value, &mut cdr)
+            .map_err(|e| usage(format!("{}: {e}", self.name)))?;
+        let mut payload = nerve::wall_ns().to_le_bytes().to_vec();
+        payload.extend_from_slice(&cdr);
+        Ok(payload)
+    }
+
+    /// Publishes `v` as this type on `topic`.
+    pub fn publish(
+        &self,
+        node: &nerve::Node,
+        topic: &str,
+        v: &Value,
+        opt: &PubOptions,
+    ) -> Result<u64, Failure> {
+        let bytes = self.payload(v)?;
+        let publisher = nerve::RawPublisher::create(node, topic, &self.schema, opt.qos.clone())
+            .map_err(|e| Failure::Runtime(e.into()))?;
+        publisher.wait_for_subscribers(1, opt.wait);
+        let sent = repeat(
+            opt,
+            || publisher.publish_bytes(&bytes),
+            || publisher.update_connections(),
+        )?;
+        publisher.settle(SETTLE);
+        Ok(sent)
+    }
+}
+
+/// The ROS 2 type of a subscriber's schema, if it carries one.
+pub fn ros2_registry(
+    schema: Option<&Result<Schema, nerve::message::schema::SchemaError>>,
+) -> Result<Option<Ros2Type>, Failure> {
+    match schema {
+        Some(Ok(s)) => Ros2Type::of(s).transpose(),
+        _ => Ok(None),
+    }
+}

@@ -1,0 +1,329 @@
+//! ROS 2 → Nerve: for every ROS 2 topic with publishers (other than bridges), a Nerve
+//! publisher of the mapped type announces the topic; the DDS reader that pulls the
+//! samples exists only while the Nerve topic has subscribers (no traffic for nobody).
+
+use crate::dds::{self, RawAdapter, RawCdr, RosQos};
+use crate::types::{ros_type_of_dds, Catalog, TypeRoute};
+use crate::{BridgeConfig, BridgeError, Event, Shared};
+use nerve::{Node, RawPublisher};
+use rustdds::mio1::{Events, Interest, Poll, Token};
+use rustdds::no_key::DataReader;
+use rustdds::{RTPSEntity, TopicKind};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a route outlives its last ROS 2 publisher (a restarting node keeps its
+/// subscribers).
+const GRACE: Duration = Duration::from_secs(2);
+
+struct Route {
+    ty: Arc<TypeRoute>,
+    publisher: RawPublisher,
+    qos: RosQos,
+    reader: Option<DataReader<RawCdr, RawAdapter>>,
+    token: usize,
+    last_seen: Instant,
+}
+
+/// The ROS 2 → Nerve half of a bridge (one thread).
+pub(crate) struct Inbound {
+    shared: Arc<Shared>,
+    config: BridgeConfig,
+    node: Node,
+    catalog: Catalog,
+    routes: BTreeMap<String, Route>,
+    tokens: HashMap<usize, String>,
+    next_token: usize,
+    poll: Poll,
+    dds_sub: rustdds::Subscriber,
+    /// Topics that failed, when (reported once, tried again after [`crate::RETRY`]).
+    failed: HashMap<String, Instant>,
+    scratch: Vec<u8>,
+}
+
+impl Inbound {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        config: BridgeConfig,
+        node: Node,
+    ) -> Result<Inbound, BridgeError> {
+        let dds_sub = shared
+            .participant
+            .create_subscriber(&rustdds::QosPolicies::qos_none())
+            .map_err(|e| BridgeError::Dds(e.to_string()))?;
+        Ok(Inbound {
+            catalog: Catalog::new(config.types.clone(), config.native),
+            shared,
+            config,
+            node,
+            routes: BTreeMap::new(),
+            tokens: HashMap::new(),
+            next_token: 0,
+            poll: Poll::new().map_err(|e| BridgeError::Dds(e.to_string()))?,
+            dds_sub,
+            failed: HashMap::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Runs until the bridge stops.
+    pub(crate) fn run(mut self) {
+        let mut events = Events::with_capacity(64);
+        let mut next_refresh = Instant::now();
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= next_refresh {
+                self.refresh();
+                next_refresh = now + self.config.refresh;
+            }
+            let wait = next_refresh.saturating_duration_since(Instant::now());
+            if self.poll.poll(&mut events, Some(wait)).is_err() {
+                std::thread::sleep(wait);
+                continue;
+            }
+            for ev in events.iter() {
+                if let Some(topic) = self.tokens.get(&ev.token().0).cloned() {
+                    self.drain(&topic);
+                }
+            }
+        }
+    }
+
+    fn drain(&mut self, topic: &str) {
+        let peers = self.shared.peers();
+        let me = self.shared.participant.guid().prefix;
+        let Some(route) = self.routes.get_mut(topic) else {
+            return;
+        };
+        let Some(reader) = route.reader.as_mut() else {
+            return;
+        };
+        loop {
+            let sample = match reader.take_next_sample() {
+                Ok(Some(s)) => s,
+                Ok(None) => break,
+                Err(e) => {
+                    self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    (self.shared.events)(Event::Malformed {
+                        topic: topic.to_string(),
+                        reason: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            let info = sample.sample_info();
+            let writer = info.writer_guid().prefix;
+            if writer == me || peers.is_bridge_participant(writer.as_ref()) {
+                self.shared.stats.loops_cut.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let stamp = info
+                .source_timestamp()
+                .map(dds::timestamp_ns)
+                .unwrap_or_else(nerve::wall_ns);
+            let RawCdr(cdr) = sample.value();
+            if let Err(reason) = route.ty.to_nerve(cdr, stamp, &mut self.scratch) {
+                let n = self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                if n < 16 || n.is_power_of_two() {
+                    (self.shared.events)(Event::Malformed {
+                        topic: topic.to_string(),
+                        reason: format!("{} message dropped: {reason}", route.ty.ros_name),
+                    });
+                }
+                continue;
+            }
+            match route.publisher.publish_bytes(&self.scratch) {
+                Ok(()) => {
+                    self.shared.stats.to_nerve.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    self.shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    (self.shared.events)(Event::Dropped {
+                        topic: topic.to_string(),
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Compares ROS 2's publishers with the routes and Nerve's subscribers with the
+    /// readers.
+    fn refresh(&mut self) {
+        let me = self.shared.participant.guid().prefix;
+        let peers = self.shared.peers();
+        // topic -> (type, combined QoS) of the ROS 2 publishers that are not bridges
+        let mut wanted: BTreeMap<String, (String, RosQos)> = BTreeMap::new();
+        // a standby bridge forwards nothing (and drops what it had at once)
+        let primary = self.shared.primary();
+        for w in self
+            .shared
+            .participant
+            .discovered_writers()
+            .into_iter()
+            .filter(|_| primary)
+        {
+            let data = &w.publication_topic_data;
+            let Some(topic) = dds::topic_ros_name(&data.topic_name) else {
+                continue;
+            };
+            if data.key.prefix == me
+                || peers.is_bridge_participant(data.key.prefix.as_ref())
+                || !self.config.admits(topic)
+            {
+                continue;
+            }
+            let Some(ty) = ros_type_of_dds(&data.type_name) else {
+                continue;
+            };
+            let q = RosQos::of(&data.qos());
+            let e = wanted.entry(topic.to_string()).or_insert((ty, q));
+            // a reader matches every writer only if it asks no more than each offers
+            e.1.reliable &= q.reliable;
+            e.1.transient_local &= q.transient_local;
+            e.1.depth = e.1.depth.max(q.depth);
+        }
+        let now = Instant::now();
+        for (topic, (ty, qos)) in &wanted {
+            if let Some(r) = self.routes.get_mut(topic) {
+                r.last_seen = now;
+                continue;
+            }
+            if self
+                .failed
+                .get(topic)
+                .is_some_and(|t| t.elapsed() < crate::RETRY)
+            {
+                continue;
+            }
+            let first_failure = !self.failed.contains_key(topic);
+            match self.open(topic, ty, *qos) {
+                Ok(route) => {
+                    self.failed.remove(topic);
+                    (self.shared.events)(Event::Bridged {
+                        kind: crate::Kind::Topic,
+                        topic: topic.clone(),
+                        ros_type: ty.clone(),
+                        nerve_type: route.ty.schema.name.clone(),
+                        to_ros: false,
+                    });
+                    self.shared
+                        .inbound_topics
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(topic.clone());
+                    self.routes.insert(topic.clone(), route);
+                }
+                Err(e) => {
+                    if first_failure {
+                        (self.shared.events)(Event::NotBridged {
+                            topic: topic.clone(),
+                            reason: e.to_string(),
+                        });
+                    }
+                    self.failed.insert(topic.clone(), Instant::now());
+                }
+            }
+        }
+        // a topic that failed is tried again once its publishers are gone and back
+        self.failed.retain(|t, _| wanted.contains_key(t));
+        let gone: Vec<String> = self
+            .routes
+            .iter()
+            .filter(|(t, r)| !wanted.contains_key(*t) && (!primary || now - r.last_seen > GRACE))
+            .map(|(t, _)| t.clone())
+            .collect();
+        for t in gone {
+            if let Some(mut r) = self.routes.remove(&t) {
+                if let Some(mut reader) = r.reader.take() {
+                    let _ = self.poll.registry().deregister(&mut reader);
+                }
+                self.tokens.remove(&r.token);
+            }
+            self.shared
+                .inbound_topics
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&t);
+        }
+        // readers only while Nerve listens
+        let topics: Vec<String> = self.routes.keys().cloned().collect();
+        for t in topics {
+            let Some(r) = self.routes.get_mut(&t) else {
+                continue;
+            };
+            let listening = r.publisher.subscriber_count() > 0;
+            if listening && r.reader.is_none() {
+                match self.shared.reader(&self.dds_sub, &t, &r.ty.ros_name, r.qos) {
+                    Ok(mut reader) => {
+                        if self
+                            .poll
+                            .registry()
+                            .register(&mut reader, Token(r.token), Interest::READABLE)
+                            .is_ok()
+                        {
+                            r.reader = Some(reader);
+                        }
+                    }
+                    Err(e) => (self.shared.events)(Event::NotBridged {
+                        topic: t.clone(),
+                        reason: e.to_string(),
+                    }),
+                }
+                // samples that came before the registration
+                self.drain(&t);
+            } else if !listening && r.reader.is_some() {
+                if let Some(mut reader) = r.reader.take() {
+                    let _ = self.poll.registry().deregister(&mut reader);
+                }
+            }
+        }
+        for r in self.routes.values() {
+            r.publisher.update_connections();
+        }
+    }
+
+    fn open(&mut self, topic: &str, ty: &str, qos: RosQos) -> Result<Route, BridgeError> {
+        let route = self.catalog.for_ros(ty)?;
+        let publisher = RawPublisher::create(&self.node, topic, &route.schema, qos.nerve())
+            .map_err(|e| BridgeError::Nerve(format!("{topic}: {e}")))?;
+        let token = self.next_token;
+        self.next_token += 1;
+        self.tokens.insert(token, topic.to_string());
+        Ok(Route {
+            ty: route,
+            publisher,
+            qos,
+            reader: None,
+            token,
+            last_seen: Instant::now(),
+        })
+    }
+}
+
+impl Shared {
+    /// A DDS reader of ROS 2 topic `topic`.
+    pub(crate) fn reader(
+        &self,
+        sub: &rustdds::Subscriber,
+        topic: &str,
+        ros_type: &str,
+        qos: RosQos,
+    ) -> Result<DataReader<RawCdr, RawAdapter>, BridgeError> {
+        let dds_type = crate::types::dds_type_of_ros(ros_type)
+            .ok_or_else(|| BridgeError::Config(format!("{ros_type} is not a ROS 2 type name")))?;
+        let t = self
+            .participant
+            .create_topic(
+                dds::topic_dds_name(topic),
+                dds_type,
+                &qos.policies(),
+                TopicKind::NoKey,
+            )
+            .map_err(|e| BridgeError::Dds(format!("{topic}: {e}")))?;
+        sub.create_datareader_no_key::<RawCdr, RawAdapter>(&t, Some(qos.policies()))
+            .map_err(|e| BridgeError::Dds(format!("{topic}: {e}")))
+    }
+}

@@ -1,0 +1,820 @@
+//! The rmw_zenoh side of a bridge: one ROS 2 node on a Zenoh session, with publishers and
+//! subscriptions that carry raw CDR and a graph read from liveliness tokens.
+
+use super::attachment::{Attachment, AttachmentError, Gid};
+use super::names::FormatError;
+use super::qos::{History, Qos, Reliability};
+use super::token::{graph_key_expr, EntityKind, EntityToken};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use zenoh::liveliness::LivelinessToken;
+use zenoh::qos::CongestionControl;
+use zenoh::sample::{Locality, SampleKind};
+use zenoh::Wait;
+
+/// The most entities a graph holds (tokens beyond are counted, not kept).
+pub const MAX_GRAPH_ENTITIES: usize = 65_536;
+
+/// The most samples a subscription queues (keep-all ones included).
+pub const MAX_QUEUE: usize = 4096;
+
+/// Node and entity ids, unique in this process (so in every session it opens).
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+fn next_id() -> u64 {
+    // SYNC: a counter only.
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// What can go wrong on the rmw_zenoh side.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ZenohError {
+    /// A name, type, hash or QoS is not valid.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// A Zenoh configuration setting was refused.
+    #[error("Zenoh configuration {key}: {reason}")]
+    Config {
+        /// The setting.
+        key: &'static str,
+        /// Zenoh's reason.
+        reason: String,
+    },
+    /// Declaring a Zenoh entity failed.
+    #[error("Zenoh: declaring the {what} {key:?}: {reason}")]
+    Declare {
+        /// What (publisher, subscriber, liveliness token, liveliness subscriber).
+        what: &'static str,
+        /// Its key expression.
+        key: String,
+        /// Zenoh's reason.
+        reason: String,
+    },
+    /// Publishing failed.
+    #[error("Zenoh: publishing on {key:?}: {reason}")]
+    Publish {
+        /// The data key expression.
+        key: String,
+        /// Zenoh's reason.
+        reason: String,
+    },
+}
+
+/// A Zenoh configuration for a peer that finds its peers only through the given
+/// endpoints (`tcp/127.0.0.1:7447`): multicast scouting off, as rmw_zenoh's default
+/// session configuration has it. `connect` is typically rmw_zenoh's router
+/// (`tcp/localhost:7447`).
+pub fn peer_config(listen: &[&str], connect: &[&str]) -> Result<zenoh::Config, ZenohError> {
+    let json = |v: &[&str]| {
+        let items: Vec<String> = v.iter().map(|e| format!("{e:?}")).collect();
+        format!("[{}]", items.join(","))
+    };
+    let mut c = zenoh::Config::default();
+    for (key, value) in [
+        ("mode", "\"peer\"".to_owned()),
+        ("scouting/multicast/enabled", "false".to_owned()),
+        ("listen/endpoints", json(listen)),
+        ("connect/endpoints", json(connect)),
+    ] {
+        c.insert_json5(key, &value)
+            .map_err(|e| ZenohError::Config {
+                key,
+                reason: e.to_string(),
+            })?;
+    }
+    Ok(c)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// One entity of the ROS 2 graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphEntity {
+    /// Its liveliness token's key expression.
+    pub key_expr: String,
+    /// Its GID (the hash of `key_expr`).
+    pub gid: Gid,
+    /// The token read.
+    pub token: EntityToken,
+}
+
+/// The ROS 2 graph of a domain as its liveliness tokens show it now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Graph {
+    /// Every entity, in key expression order.
+    pub entities: Vec<GraphEntity>,
+    /// Tokens under `@ros2_lv/<domain>` that did not read (ever seen).
+    pub malformed_tokens: u64,
+    /// What was wrong with the last of them.
+    pub last_malformed: Option<FormatError>,
+    /// Tokens not kept because the graph held [`MAX_GRAPH_ENTITIES`] (ever seen).
+    pub overflowed: u64,
+}
+
+impl Graph {
+    /// The entities of one kind.
+    pub fn of_kind(&self, kind: EntityKind) -> impl Iterator<Item = &GraphEntity> {
+        self.entities.iter().filter(move |e| e.token.kind == kind)
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> impl Iterator<Item = &GraphEntity> {
+        self.of_kind(EntityKind::Node)
+    }
+
+    /// The publishers.
+    pub fn publishers(&self) -> impl Iterator<Item = &GraphEntity> {
+        self.of_kind(EntityKind::Publisher)
+    }
+
+    /// The subscriptions.
+    pub fn subscriptions(&self) -> impl Iterator<Item = &GraphEntity> {
+        self.of_kind(EntityKind::Subscription)
+    }
+
+    /// The service servers.
+    pub fn service_servers(&self) -> impl Iterator<Item = &GraphEntity> {
+        self.of_kind(EntityKind::ServiceServer)
+    }
+
+    /// The service clients.
+    pub fn service_clients(&self) -> impl Iterator<Item = &GraphEntity> {
+        self.of_kind(EntityKind::ServiceClient)
+    }
+
+    /// The entities of one kind on the topic or service `name` (fully qualified).
+    pub fn on_topic<'a>(
+        &'a self,
+        kind: EntityKind,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a GraphEntity> {
+        self.of_kind(kind)
+            .filter(move |e| e.token.topic.as_ref().is_some_and(|t| t.name == name))
+    }
+}
+
+#[derive(Default)]
+struct GraphState {
+    entities: BTreeMap<String, GraphEntity>,
+    malformed: u64,
+    last_malformed: Option<FormatError>,
+    overflowed: u64,
+}
+
+impl GraphState {
+    fn put(&mut self, key: &str) {
+        if self.entities.contains_key(key) {
+            return;
+        }
+        match EntityToken::parse(key) {
+            Ok(token) if self.entities.len() < MAX_GRAPH_ENTITIES => {
+                let entity = GraphEntity {
+                    key_expr: key.to_owned(),
+                    gid: Gid::from_token_key(key),
+                    token,
+                };
+                self.entities.insert(key.to_owned(), entity);
+            }
+            Ok(_) => self.overflowed += 1,
+            Err(e) => {
+                self.malformed += 1;
+                self.last_malformed = Some(e);
+            }
+        }
+    }
+}
+
+/// One ROS 2 node of rmw_zenoh on a Zenoh session: it declares its node token, follows
+/// the domain's graph and makes publishers and subscriptions that carry raw CDR.
+pub struct ZenohSide {
+    session: zenoh::Session,
+    node: EntityToken,
+    graph: Arc<Mutex<GraphState>>,
+    _node_token: LivelinessToken,
+    _graph_subscriber: zenoh::pubsub::Subscriber<()>,
+}
+
+impl ZenohSide {
+    /// A node `node_name` in `namespace` (`/` or empty for the root) of ROS domain
+    /// `domain` on `session` (a peer session; see [`peer_config`]). Its graph is filled
+    /// from the tokens already there and follows them from then on.
+    pub fn new(
+        session: zenoh::Session,
+        domain: u32,
+        namespace: &str,
+        node_name: &str,
+    ) -> Result<ZenohSide, ZenohError> {
+        let node = EntityToken::node(
+            domain,
+            &session.zid().to_string(),
+            next_id(),
+            namespace,
+            node_name,
+        )?;
+        let graph: Arc<Mutex<GraphState>> = Arc::default();
+        let g = graph.clone();
+        let graph_key = graph_key_expr(domain);
+        let graph_subscriber = session
+            .liveliness()
+            .declare_subscriber(graph_key.clone())
+            .history(true)
+            .callback(move |sample| {
+                let key = sample.key_expr().as_str();
+                let mut g = lock(&g);
+                match sample.kind() {
+                    SampleKind::Put => g.put(key),
+                    SampleKind::Delete => {
+                        g.entities.remove(key);
+                    }
+                }
+            })
+            .wait()
+            .map_err(|e| ZenohError::Declare {
+                what: "liveliness subscriber",
+                key: graph_key,
+                reason: e.to_string(),
+            })?;
+        let node_token = declare_token(&session, &node)?;
+        Ok(ZenohSide {
+            session,
+            node,
+            graph,
+            _node_token: node_token,
+            _graph_subscriber: graph_subscriber,
+        })
+    }
+
+    /// The Zenoh session.
+    pub fn session(&self) -> &zenoh::Session {
+        &self.session
+    }
+
+    /// The node's token (domain, session id, node id, names).
+    pub fn node(&self) -> &EntityToken {
+        &self.node
+    }
+
+    /// The graph now: every node, publisher, subscription, service and client of the
+    /// domain whose token this session has heard (this node's own included).
+    pub fn graph(&self) -> Graph {
+        let g = lock(&self.graph);
+        Graph {
+            entities: g.entities.values().cloned().collect(),
+            malformed_tokens: g.malformed,
+            last_malformed: g.last_malformed.clone(),
+            overflowed: g.overflowed,
+        }
+    }
+
+    /// A publisher on ROS 2 topic `topic` of type `ros_type` (`std_msgs/msg/String`) with
+    /// type hash `type_hash` (`RIHS01_...`, or `TypeHashNotSupported` to meet Humble),
+    /// announced with its liveliness token. The QoS is adapted as rmw_zenoh does
+    /// ([`Qos::adapted`]); reliable keep-all publishers block when the network is
+    /// congested, the others drop. Transient local is announced but no cache of past
+    /// samples is kept for late joiners.
+    pub fn publisher(
+        &self,
+        topic: &str,
+        ros_type: &str,
+        type_hash: &str,
+        qos: Qos,
+    ) -> Result<RosPublisher, ZenohError> {
+        let qos = qos.adapted();
+        let token = EntityToken::endpoint(
+            &self.node,
+            EntityKind::Publisher,
+            next_id(),
+            topic,
+            ros_type,
+            type_hash,
+            qos,
+        )?;
+        let key = data_key_expr(&token);
+        let reliable = qos.reliability == Reliability::Reliable;
+        let congestion = if reliable && qos.history == History::KeepAll {
+            CongestionControl::Block
+        } else {
+            CongestionControl::Drop
+        };
+        let publisher = self
+            .session
+            .declare_publisher(key.clone())
+            .congestion_control(congestion)
+            .reliability(if reliable {
+                zenoh::qos::Reliability::Reliable
+            } else {
+                zenoh::qos::Reliability::BestEffort
+            })
+            .wait()
+            .map_err(|e| ZenohError::Declare {
+                what: "publisher",
+                key: key.clone(),
+                reason: e.to_string(),
+            })?;
+        let live = declare_token(&self.session, &token)?;
+        let token_key = token.key_expr();
+        Ok(RosPublisher {
+            publisher,
+            gid: Gid::from_token_key(&token_key),
+            key,
+            token_key,
+            token,
+            next_sequence: Mutex::new(1),
+            _live: live,
+        })
+    }
+
+    /// A subscription to ROS 2 topic `topic` of type `ros_type` with type hash
+    /// `type_hash`, announced with its liveliness token. Samples queue up to the QoS
+    /// depth (at most [`MAX_QUEUE`]; the oldest go first). Samples published through
+    /// this same session (the bridge's own publishers) are not heard.
+    pub fn subscriber(
+        &self,
+        topic: &str,
+        ros_type: &str,
+        type_hash: &str,
+        qos: Qos,
+    ) -> Result<RosSubscriber, ZenohError> {
+        let qos = qos.adapted();
+        let token = EntityToken::endpoint(
+            &self.node,
+            EntityKind::Subscription,
+            next_id(),
+            topic,
+            ros_type,
+            type_hash,
+            qos,
+        )?;
+        let key = data_key_expr(&token);
+        let capacity = match qos.history {
+            History::KeepAll => MAX_QUEUE,
+            _ => usize::try_from(qos.depth)
+                .unwrap_or(MAX_QUEUE)
+                .clamp(1, MAX_QUEUE),
+        };
+        let inbox = Arc::new(Inbox {
+            state: Mutex::new(InboxState {
+                samples: VecDeque::with_capacity(capacity.min(64)),
+                capacity,
+                stats: SubscriberStats::default(),
+            }),
+            ready: Condvar::new(),
+        });
+        let i = inbox.clone();
+        let subscriber = self
+            .session
+            .declare_subscriber(key.clone())
+            .allowed_origin(Locality::Remote)
+            .callback(move |sample| {
+                if sample.kind() != SampleKind::Put {
+                    return;
+                }
+                let attachment = match sample.attachment() {
+                    None => Err(AttachmentError::Missing),
+                    Some(a) => Attachment::decode(&a.to_bytes()),
+                };
+                i.push(Received {
+                    cdr: sample.payload().to_bytes().into_owned(),
+                    attachment,
+                });
+            })
+            .wait()
+            .map_err(|e| ZenohError::Declare {
+                what: "subscriber",
+                key: key.clone(),
+                reason: e.to_string(),
+            })?;
+        let live = declare_token(&self.session, &token)?;
+        Ok(RosSubscriber {
+            gid: token.gid(),
+            token_key: token.key_expr(),
+            key,
+            token,
+            inbox,
+            _subscriber: subscriber,
+            _live: live,
+        })
+    }
+}
+
+fn data_key_expr(token: &EntityToken) -> String {
+    token.data_key().map(|k| k.key_expr()).unwrap_or_default()
+}
+
+fn declare_token(
+    session: &zenoh::Session,
+    token: &EntityToken,
+) -> Result<LivelinessToken, ZenohError> {
+    let key = token.key_expr();
+    session
+        .liveliness()
+        .declare_token(key.clone())
+        .wait()
+        .map_err(|e| ZenohError::Declare {
+            what: "liveliness token",
+            key,
+            reason: e.to_string(),
+        })
+}
+
+/// A ROS 2 publisher of raw CDR on rmw_zenoh (undeclared, with its token, when dropped).
+pub struct RosPublisher {
+    publisher: zenoh::pubsub::Publisher<'static>,
+    key: String,
+    token_key: String,
+    token: EntityToken,
+    gid: Gid,
+    next_sequence: Mutex<i64>,
+    _live: LivelinessToken,
+}
+
+impl RosPublisher {
+    /// Publishes one serialized message (CDR with its 4-byte encapsulation header, as
+    /// ROS 2 serializes it) with the attachment rmw_zenoh reads: the next sequence
+    /// number (from 1), the time now and this publisher's GID. Returns the attachment.
+    pub fn publish(&self, cdr: &[u8]) -> Result<Attachment, ZenohError> {
+        let mut seq = lock(&self.next_sequence);
+        let attachment = Attachment {
+            sequence_number: *seq,
+            source_timestamp_ns: now_ns(),
+            gid: self.gid,
+        };
+        // like rmw_zenoh, a failed put still uses its sequence number
+        *seq = seq.wrapping_add(1);
+        self.publisher
+            .put(cdr.to_vec())
+            .attachment(attachment.encode().to_vec())
+            .wait()
+            .map_err(|e| ZenohError::Publish {
+                key: self.key.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(attachment)
+    }
+
+    /// Whether a Zenoh subscriber matches its data key expression now.
+    pub fn has_subscribers(&self) -> bool {
+        self.publisher
+            .matching_status()
+            .wait()
+            .is_ok_and(|s| s.matching())
+    }
+
+    /// Its GID (the hash of its token's key expression, as rmw_zenoh computes it).
+    pub fn gid(&self) -> Gid {
+        self.gid
+    }
+
+    /// Its data key expression.
+    pub fn key_expr(&self) -> &str {
+        &self.key
+    }
+
+    /// Its liveliness token's key expression.
+    pub fn token_key_expr(&self) -> &str {
+        &self.token_key
+    }
+
+    /// Its token.
+    pub fn token(&self) -> &EntityToken {
+        &self.token
+    }
+}
+
+/// One sample as a subscription hands it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The serialized message (CDR with its encapsulation header).
+    pub cdr: Vec<u8>,
+    /// Its attachment, or what was wrong with it (such samples are also counted in
+    /// [`SubscriberStats::malformed`]).
+    pub attachment: Result<Attachment, AttachmentError>,
+}
+
+/// Counters of a subscription.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubscriberStats {
+    /// Samples heard.
+    pub received: u64,
+    /// Samples whose attachment was missing or malformed.
+    pub malformed: u64,
+    /// Samples dropped because the queue was full (the oldest go).
+    pub dropped: u64,
+    /// What was wrong with the last malformed attachment.
+    pub last_malformed: Option<AttachmentError>,
+}
+
+struct InboxState {
+    samples: VecDeque<Received>,
+    capacity: usize,
+    stats: SubscriberStats,
+}
+
+struct Inbox {
+    state: Mutex<InboxState>,
+    ready: Condvar,
+}
+
+impl Inbox {
+    fn push(&self, r: Received) {
+        let mut s = lock(&self.state);
+        s.stats.received += 1;
+        if let Err(e) = &r.attachment {
+            s.stats.malformed += 1;
+            s.stats.last_malformed = Some(*e);
+        }
+        if s.samples.len() >= s.capacity {
+            s.samples.pop_front();
+            s.stats.dropped += 1;
+        }
+        s.samples.push_back(r);
+        drop(s);
+        self.ready.notify_one();
+    }
+}
+
+/// A ROS 2 subscription to raw CDR on rmw_zenoh (undeclared, with its token, when
+/// dropped).
+pub struct RosSubscriber {
+    key: String,
+    token_key: String,
+    token: EntityToken,
+    gid: Gid,
+    inbox: Arc<Inbox>,
+    _subscriber: zenoh::pubsub::Subscriber<()>,
+    _live: LivelinessToken,
+}
+
+impl RosSubscriber {
+    /// The oldest queued sample, if any.
+    pub fn try_recv(&self) -> Option<Received> {
+        lock(&self.inbox.state).samples.pop_front()
+    }
+
+    /// The oldest queued sample, waiting up to `timeout` for one.
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<Received> {
+        let deadline = Instant::now() + timeout;
+        let mut s = lock(&self.inbox.state);
+        loop {
+            if let Some(r) = s.samples.pop_front() {
+                return Some(r);
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            s = self
+                .inbox
+                .ready
+                .wait_timeout(s, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> SubscriberStats {
+        lock(&self.inbox.state).stats.clone()
+    }
+
+    /// Its data key expression.
+    pub fn key_expr(&self) -> &str {
+        &self.key
+    }
+
+    /// Its liveliness token's key expression.
+    pub fn token_key_expr(&self) -> &str {
+        &self.token_key
+    }
+
+    /// Its token.
+    pub fn token(&self) -> &EntityToken {
+        &self.token
+    }
+
+    /// Its GID.
+    pub fn gid(&self) -> Gid {
+        self.gid
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::names::TokenPart;
+    use super::*;
+
+    const STRING_HASH: &str =
+        "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18";
+    const WAIT: Duration = Duration::from_secs(15);
+
+    /// `std_msgs/msg/String` "hello" in CDR (little-endian encapsulation).
+    const HELLO: [u8; 16] = [
+        0, 1, 0, 0, 6, 0, 0, 0, b'h', b'e', b'l', b'l', b'o', 0, 0, 0,
+    ];
+
+    /// Two peer sessions on loopback only: `a` listens on a free port, `b` connects to it.
+    fn pair() -> (zenoh::Session, zenoh::Session) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let listen = format!("tcp/127.0.0.1:{port}");
+        let a = zenoh::open(peer_config(&[&listen], &[]).unwrap())
+            .wait()
+            .unwrap();
+        let b = zenoh::open(peer_config(&["tcp/127.0.0.1:0"], &[&listen]).unwrap())
+            .wait()
+            .unwrap();
+        (a, b)
+    }
+
+    fn wait_until<T>(mut f: impl FnMut() -> Option<T>) -> Option<T> {
+        let end = Instant::now() + WAIT;
+        while Instant::now() < end {
+            if let Some(v) = f() {
+                return Some(v);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    #[test]
+    fn peer_config_is_loopback_only() {
+        let c = peer_config(&["tcp/127.0.0.1:0"], &["tcp/127.0.0.1:7447"]).unwrap();
+        let s = format!("{c:?}");
+        assert!(s.contains("127.0.0.1:7447"), "{s}");
+        assert_eq!(c.get_json("scouting/multicast/enabled").unwrap(), "false");
+    }
+
+    /// Two sessions exchange a raw CDR String through a publisher and a subscription,
+    /// the attachment intact; each sees the other's tokens in its graph, and a dropped
+    /// publisher leaves it.
+    #[test]
+    fn two_sessions_exchange_a_string_with_its_attachment() {
+        let (sa, sb) = pair();
+        let a = ZenohSide::new(sa, 71, "/", "nerve_bridge").unwrap();
+        let b = ZenohSide::new(sb, 71, "/robot", "listener").unwrap();
+        let sub = b
+            .subscriber(
+                "/chatter",
+                "std_msgs/msg/String",
+                STRING_HASH,
+                Qos::keep_last(10),
+            )
+            .unwrap();
+        let publ = a
+            .publisher(
+                "chatter",
+                "std_msgs/msg/String",
+                STRING_HASH,
+                Qos::keep_last(7),
+            )
+            .unwrap();
+        assert_eq!(
+            publ.key_expr(),
+            format!("71/chatter/std_msgs::msg::dds_::String_/{STRING_HASH}")
+        );
+        assert_eq!(publ.key_expr(), sub.key_expr());
+        assert_eq!(publ.gid(), Gid::from_token_key(publ.token_key_expr()));
+
+        // b's graph: a's node and publisher, with type, hash and QoS
+        let g = wait_until(|| {
+            let g = b.graph();
+            let found = g.on_topic(EntityKind::Publisher, "/chatter").count() == 1;
+            found.then_some(g)
+        })
+        .expect("a's publisher in b's graph");
+        let p = g.publishers().next().unwrap();
+        assert_eq!(p.key_expr, publ.token_key_expr());
+        assert_eq!(p.gid, publ.gid());
+        assert_eq!(p.token.node_name, "nerve_bridge");
+        assert_eq!(p.token.zid, a.session().zid().to_string());
+        let t = p.token.topic.as_ref().unwrap();
+        assert_eq!(t.ros_type, "std_msgs/msg/String");
+        assert_eq!(t.type_hash.to_string(), STRING_HASH);
+        assert_eq!(t.qos, Qos::keep_last(7));
+        assert!(p.key_expr.ends_with("/MP/%/%/nerve_bridge/%chatter/std_msgs::msg::dds_::String_/RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18/::,7:,:,:,,"));
+        assert!(wait_until(|| b
+            .graph()
+            .nodes()
+            .any(|n| n.token.node_name == "nerve_bridge")
+            .then_some(()))
+        .is_some());
+        assert_eq!(g.malformed_tokens, 0);
+
+        // a's graph: b's node (namespaced) and subscription
+        let g = wait_until(|| {
+            let g = a.graph();
+            (g.subscriptions().count() == 1 && g.nodes().count() == 2).then_some(g)
+        })
+        .expect("b's subscription in a's graph");
+        let s = g.subscriptions().next().unwrap();
+        assert_eq!(s.key_expr, sub.token_key_expr());
+        assert_eq!(s.token.namespace, "/robot");
+        assert_eq!(s.token.topic.as_ref().unwrap().qos.depth, 10);
+
+        // the data: three samples, the attachment as rmw_zenoh writes it
+        wait_until(|| publ.has_subscribers().then_some(())).expect("matching");
+        let before = now_ns();
+        let sent: Vec<Attachment> = (0..3).map(|_| publ.publish(&HELLO).unwrap()).collect();
+        let after = now_ns();
+        for (i, want) in sent.iter().enumerate() {
+            let r = sub.recv_timeout(WAIT).expect("a sample");
+            assert_eq!(r.cdr, HELLO);
+            let got = r.attachment.unwrap();
+            assert_eq!(&got, want);
+            assert_eq!(got.sequence_number, i as i64 + 1);
+            assert!((before..=after).contains(&got.source_timestamp_ns));
+            assert_eq!(got.gid, publ.gid());
+        }
+        let stats = sub.stats();
+        assert_eq!((stats.received, stats.malformed, stats.dropped), (3, 0, 0));
+
+        // a dropped publisher's token leaves the other side's graph
+        let token_key = publ.token_key_expr().to_owned();
+        drop(publ);
+        assert!(wait_until(|| b
+            .graph()
+            .entities
+            .iter()
+            .all(|e| e.key_expr != token_key)
+            .then_some(()))
+        .is_some());
+    }
+
+    /// Samples without or with a malformed attachment are handed over with the error,
+    /// counted and named; a malformed token is counted in the graph with its part named.
+    #[test]
+    fn malformed_attachments_and_tokens_are_counted_and_named() {
+        let (sa, sb) = pair();
+        let b = ZenohSide::new(sb, 72, "", "listener").unwrap();
+        let sub = b
+            .subscriber(
+                "/chatter",
+                "std_msgs/msg/String",
+                STRING_HASH,
+                Qos::keep_last(2),
+            )
+            .unwrap();
+        let raw = sa
+            .declare_publisher(sub.key_expr().to_owned())
+            .wait()
+            .unwrap();
+        wait_until(|| raw.matching_status().wait().ok().filter(|s| s.matching()))
+            .expect("matching");
+        raw.put(HELLO.to_vec()).wait().unwrap();
+        raw.put(HELLO.to_vec())
+            .attachment(vec![1u8, 2, 3, 4, 5])
+            .wait()
+            .unwrap();
+        let r = sub.recv_timeout(WAIT).unwrap();
+        assert_eq!(r.attachment, Err(AttachmentError::Missing));
+        let r = sub.recv_timeout(WAIT).unwrap();
+        assert_eq!(r.attachment, Err(AttachmentError::Truncated { len: 5 }));
+        let stats = sub.stats();
+        assert_eq!(stats.malformed, 2);
+        assert_eq!(
+            stats.last_malformed,
+            Some(AttachmentError::Truncated { len: 5 })
+        );
+        assert!(sub.try_recv().is_none());
+
+        // the queue is bounded by the depth: the oldest go
+        for _ in 0..5 {
+            raw.put(HELLO.to_vec()).wait().unwrap();
+        }
+        wait_until(|| (sub.stats().received == 7).then_some(())).expect("all heard");
+        assert_eq!(sub.stats().dropped, 3);
+
+        let _bad = sa
+            .liveliness()
+            .declare_token("@ros2_lv/72/abc/0/1/MP/%/%/talker/%chatter/std_msgs::msg::dds_::String_/TypeHashNotSupported/::,7:,:")
+            .wait()
+            .unwrap();
+        let g = wait_until(|| {
+            let g = b.graph();
+            (g.malformed_tokens == 1).then_some(g)
+        })
+        .expect("the malformed token counted");
+        assert!(
+            matches!(
+                &g.last_malformed,
+                Some(FormatError::Token {
+                    part: TokenPart::Qos,
+                    ..
+                })
+            ),
+            "{:?}",
+            g.last_malformed
+        );
+        assert_eq!(g.publishers().count(), 0);
+    }
+}
