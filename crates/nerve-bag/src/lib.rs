@@ -5,7 +5,8 @@
 //!   to a writer thread through a bounded queue; drops are counted, never silent.
 //! - [`encoding`]: the ROS 2 form of the standard messages and the CDR of any other type.
 //! - [`read`]: summaries (`nerve bag info`), and a scan that salvages what a killed
-//!   recorder left (`nerve bag recover`).
+//!   recorder left (`nerve bag recover`); a bag is one MCAP file or a directory of them
+//!   (rosbag2's, split into several files, with or without `metadata.yaml`).
 //! - [`play`]: replay on absolute deadlines, read ahead by a second thread.
 #![warn(missing_docs)]
 
@@ -60,6 +61,15 @@ pub enum BagError {
         /// The topic.
         topic: String,
         /// Why.
+        reason: String,
+    },
+    /// A bag directory that cannot be read as one bag: its rosbag2 `metadata.yaml` is
+    /// malformed or names files that are missing or not MCAP, or it holds no MCAP file.
+    #[error("{path}: {reason}")]
+    Directory {
+        /// The directory.
+        path: String,
+        /// What is wrong.
         reason: String,
     },
     /// Bad options (regex, split size, rate, remapping).

@@ -6,8 +6,17 @@
 //! timer module's precise sleep ([`nerve::timer::PreciseSleep`]) to
 //! `start + (log_time - first) / rate` and only then sends: the error left is the sleep's
 //! and the send's. Deadlines are absolute, so a late message never delays the next.
+//!
+//! What is replayed: a bag Nerve recorded, with the exact types it recorded (the Nerve
+//! schema in each channel's metadata), and any ROS 2 bag (rosbag2's MCAP; a directory,
+//! split into several files, see [`crate::read::bag_files`]). A ROS 2 type with a Nerve
+//! equivalent is replayed as that type; every other one as the ROS 2 type itself, carried
+//! as CDR ([`nerve_msgs::ros2::Ros2Cdr`], schema from the channel's `ros2msg` definition,
+//! source stamp from the message's publish time): each message is checked against the
+//! definition, and one that does not decode is counted ([`PlayReport::undecodable`]),
+//! not published. Relative ROS 2 names (`chatter`) are published in the root namespace.
 
-use crate::encoding::Encoding;
+use crate::encoding::{ros2cdr, Encoding};
 use crate::read::Mapped;
 use crate::{meta, BagError};
 use crossbeam_channel::bounded;
@@ -17,7 +26,7 @@ use nerve::timer::PreciseSleep;
 use nerve::{Context, Precision, Qos, RawPublisher};
 use nerve_msgs::Clock;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,6 +89,9 @@ pub struct PlayReport {
     pub published: BTreeMap<String, u64>,
     /// Topics left out, with the reason.
     pub skipped: BTreeMap<String, String>,
+    /// Messages not published because they do not decode as their type, per topic (as
+    /// recorded).
+    pub undecodable: BTreeMap<String, Undecodable>,
     /// Publishing time minus deadline, ns: median.
     pub error_p50_ns: u64,
     /// 99th percentile.
@@ -92,6 +104,15 @@ pub struct PlayReport {
     pub damage: Option<String>,
     /// Clock messages published on `/clock` (with [`PlayOptions::clock_hz`]).
     pub clock_ticks: u64,
+}
+
+/// Messages of a topic that do not decode as its type (left out of the replay).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Undecodable {
+    /// How many.
+    pub count: u64,
+    /// The first one: its type, file, time and what is wrong with it.
+    pub first: String,
 }
 
 /// How often a replay sleeping through a long gap looks for a stop.
@@ -129,7 +150,40 @@ impl SimClock {
 
 struct Route {
     publisher: RawPublisher,
+    /// As published (remapped, made absolute).
     topic: String,
+    /// As recorded.
+    recorded: String,
+}
+
+/// One file of the bag.
+struct BagFile {
+    path: PathBuf,
+    mapped: Arc<Mapped>,
+    summary: Option<mcap::Summary>,
+}
+
+/// What makes two channels (of the files of a split bag) one topic.
+#[derive(PartialEq, Eq)]
+struct ChannelKey {
+    topic: String,
+    message_encoding: String,
+    schema: Option<(String, String, Vec<u8>)>,
+    nerve_schema: Option<String>,
+}
+
+impl ChannelKey {
+    fn of(ch: &mcap::Channel) -> ChannelKey {
+        ChannelKey {
+            topic: ch.topic.clone(),
+            message_encoding: ch.message_encoding.clone(),
+            schema: ch
+                .schema
+                .as_ref()
+                .map(|s| (s.name.clone(), s.encoding.clone(), s.data.to_vec())),
+            nerve_schema: ch.metadata.get(meta::SCHEMA).cloned(),
+        }
+    }
 }
 
 struct Ready {
@@ -200,49 +254,74 @@ impl Player {
                 )));
             }
         }
-        let mapped = Arc::new(Mapped::open(path)?);
+        let files: Vec<BagFile> = crate::read::bag_files(path)?
+            .into_iter()
+            .map(|p| {
+                let mapped = Arc::new(Mapped::open(&p)?);
+                let summary = match mcap::read::footer(mapped.bytes()) {
+                    Ok(_) => {
+                        mcap::Summary::read(mapped.bytes()).map_err(|e| BagError::mcap(&p, e))?
+                    }
+                    Err(_) => None,
+                };
+                Ok(BagFile {
+                    path: p,
+                    mapped,
+                    summary,
+                })
+            })
+            .collect::<Result<_, BagError>>()?;
         let node = ctx
             .node("nerve_bag_player")
             .create()
             .map_err(|e| BagError::Options(format!("cannot create the player's node: {e}")))?;
-        let summary = match mcap::read::footer(mapped.bytes()) {
-            Ok(_) => mcap::Summary::read(mapped.bytes()).map_err(|e| BagError::mcap(path, e))?,
-            Err(_) => None,
-        };
         let mut report = PlayReport::default();
         let mut routes: Vec<Route> = Vec::new();
         let mut encodings: Vec<Encoding> = Vec::new();
-        let mut by_channel: BTreeMap<u16, Option<usize>> = BTreeMap::new();
+        // a topic of several files (a split bag) has one route, shared by its channels
+        let mut keys: Vec<(ChannelKey, Option<usize>)> = Vec::new();
+        let mut by_channel: BTreeMap<(usize, u16), Option<usize>> = BTreeMap::new();
         let selected = |topic: &str| {
             opts.topics
                 .as_ref()
                 .is_none_or(|t| t.iter().any(|x| x == topic))
         };
-        let mut channels: Vec<Arc<mcap::Channel>> = match &summary {
-            Some(s) => s.channels.values().cloned().collect(),
-            None => first_channels(path, &mapped)?,
-        };
-        channels.sort_by_key(|c| c.id);
-        for ch in &channels {
-            if !selected(&ch.topic) {
-                by_channel.insert(ch.id, None);
-                continue;
-            }
-            match route(&node, ch, opts) {
-                Ok((r, e)) => {
-                    by_channel.insert(ch.id, Some(routes.len()));
-                    routes.push(r);
-                    encodings.push(e);
+        let mut all_topics: Vec<String> = Vec::new();
+        for (fi, f) in files.iter().enumerate() {
+            let mut channels: Vec<Arc<mcap::Channel>> = match &f.summary {
+                Some(s) => s.channels.values().cloned().collect(),
+                None => first_channels(&f.path, &f.mapped)?,
+            };
+            channels.sort_by_key(|c| c.id);
+            for ch in &channels {
+                all_topics.push(ch.topic.clone());
+                if !selected(&ch.topic) {
+                    by_channel.insert((fi, ch.id), None);
+                    continue;
                 }
-                Err(RouteError::Skip(why)) => {
-                    report.skipped.insert(ch.topic.clone(), why);
-                    by_channel.insert(ch.id, None);
+                let key = ChannelKey::of(ch);
+                if let Some((_, r)) = keys.iter().find(|(k, _)| *k == key) {
+                    by_channel.insert((fi, ch.id), *r);
+                    continue;
                 }
-                Err(RouteError::Fatal(e)) => return Err(e),
+                let r = match route(&node, ch, opts, &f.path) {
+                    Ok((r, e)) => {
+                        routes.push(r);
+                        encodings.push(e);
+                        Some(routes.len() - 1)
+                    }
+                    Err(RouteError::Skip(why)) => {
+                        report.skipped.insert(ch.topic.clone(), why);
+                        None
+                    }
+                    Err(RouteError::Fatal(e)) => return Err(e),
+                };
+                keys.push((key, r));
+                by_channel.insert((fi, ch.id), r);
             }
         }
         for (from, _) in &opts.remap {
-            if !channels.iter().any(|c| &c.topic == from) {
+            if !all_topics.iter().any(|t| t == from) {
                 return Err(BagError::Options(format!(
                     "--remap {from}: no such topic in {}",
                     path.display()
@@ -267,7 +346,7 @@ impl Player {
         };
         if let Some(wanted) = &opts.topics {
             for t in wanted {
-                if !channels.iter().any(|c| &c.topic == t) {
+                if !all_topics.iter().any(|x| x == t) {
                     return Err(BagError::Topic {
                         topic: t.clone(),
                         reason: format!("not in {}", path.display()),
@@ -280,35 +359,51 @@ impl Player {
                 r.publisher.wait_for_subscribers(1, opts.wait_subscribers);
             }
         }
-        let total = summary.as_ref().and_then(|s| s.stats.as_ref()).map(|st| {
-            st.channel_message_counts
-                .iter()
-                .filter(|(id, _)| by_channel.get(id).copied().flatten().is_some())
-                .map(|(_, n)| *n)
+        let stats: Option<Vec<&mcap::records::Statistics>> = files
+            .iter()
+            .map(|f| f.summary.as_ref().and_then(|s| s.stats.as_ref()))
+            .collect();
+        let routed = &by_channel;
+        let total = stats.as_ref().map(|all| {
+            all.iter()
+                .enumerate()
+                .flat_map(|(fi, st)| {
+                    st.channel_message_counts
+                        .iter()
+                        .filter(move |(id, _)| routed.get(&(fi, **id)).copied().flatten().is_some())
+                        .map(|(_, n)| *n)
+                })
                 .sum()
         });
-        let first = summary
-            .as_ref()
-            .and_then(|s| s.stats.as_ref())
-            .map(|s| s.message_start_time);
+        let first = stats.as_ref().and_then(|all| {
+            all.iter()
+                .filter(|s| s.message_count > 0)
+                .map(|s| s.message_start_time)
+                .min()
+        });
 
         let (tx, rx) = bounded::<Result<Ready, BagError>>(opts.read_ahead.max(1));
         let reader = {
-            let (mapped, stop) = (mapped.clone(), self.stop.clone());
-            let (path, opts) = (path.to_path_buf(), opts.clone());
+            let stop = self.stop.clone();
+            let opts = opts.clone();
+            let files: Vec<(PathBuf, Arc<Mapped>)> = files
+                .iter()
+                .map(|f| (f.path.clone(), f.mapped.clone()))
+                .collect();
+            let topics: Vec<String> = routes.iter().map(|r| r.recorded.clone()).collect();
             std::thread::Builder::new()
                 .name("bag-reader".into())
                 .spawn(move || {
-                    read_ahead(
-                        &path,
-                        &mapped,
-                        &encodings,
-                        &by_channel,
+                    let reader = Reader {
+                        files: &files,
+                        encodings: &encodings,
+                        topics: &topics,
+                        by_channel: &by_channel,
                         first,
-                        &opts,
-                        &stop,
-                        &tx,
-                    )
+                        opts: &opts,
+                        stop: &stop,
+                    };
+                    reader.run(&tx)
                 })
                 .map_err(|e| BagError::io(Path::new("bag-reader thread"), e))?
         };
@@ -390,7 +485,9 @@ impl Player {
         }
         self.stop.store(true, Ordering::Relaxed);
         drop(rx);
-        let _ = reader.join();
+        if let Ok(undecodable) = reader.join() {
+            report.undecodable = undecodable;
+        }
         result?;
         for (i, r) in routes.iter().enumerate() {
             *report.published.entry(r.topic.clone()).or_default() += published[i];
@@ -423,10 +520,21 @@ fn first_channels(path: &Path, m: &Mapped) -> Result<Vec<Arc<mcap::Channel<'stat
     Ok(seen.into_values().collect())
 }
 
+/// The Nerve topic name of a recorded one: ROS 2 resolves a relative name (`chatter`,
+/// as rosbag2 may record it) in the root namespace.
+fn absolute(topic: &str) -> String {
+    if topic.starts_with('/') {
+        topic.to_string()
+    } else {
+        format!("/{topic}")
+    }
+}
+
 fn route(
     node: &nerve::Node,
     ch: &mcap::Channel,
     opts: &PlayOptions,
+    file: &Path,
 ) -> Result<(Route, Encoding), RouteError> {
     if !crate::read::is_cdr(ch) {
         return Err(RouteError::Skip(format!(
@@ -434,6 +542,8 @@ fn route(
             ch.message_encoding
         )));
     }
+    let ros = ch.schema.as_ref().map(|s| s.name.as_str()).unwrap_or("");
+    let in_file = || format!("{ros} in {}", file.display());
     let schema = match ch.metadata.get(meta::SCHEMA) {
         Some(text) => Schema::decode(text).map_err(|e| {
             RouteError::Fatal(BagError::Topic {
@@ -441,91 +551,156 @@ fn route(
                 reason: format!("its recorded Nerve schema cannot be used: {e}"),
             })
         })?,
-        None => {
-            let ros = ch.schema.as_ref().map(|s| s.name.as_str()).unwrap_or("");
-            Encoding::nerve_schema_of_ros(ros).ok_or_else(|| {
-                RouteError::Skip(format!("{ros} has no Nerve equivalent and no Nerve schema"))
-            })?
-        }
+        None => match Encoding::nerve_schema_of_ros(ros) {
+            Some(s) => s,
+            // any other ROS 2 type: carried as its CDR, with its definition
+            None => {
+                let data = ch.schema.as_ref().map(|s| &s.data[..]).unwrap_or_default();
+                let text = std::str::from_utf8(data).map_err(|e| {
+                    RouteError::Skip(format!(
+                        "{}: the ros2msg schema is not UTF-8: {e}",
+                        in_file()
+                    ))
+                })?;
+                ros2cdr::schema_of(ros, text)
+                    .map_err(|e| RouteError::Skip(format!("{}: {e}", in_file())))?
+            }
+        },
     };
-    let encoding = Encoding::for_schema(&schema).map_err(RouteError::Fatal)?;
+    let encoding = Encoding::for_schema(&schema).map_err(|e| {
+        if nerve_msgs::ros2::ros2_type(&schema).is_some() {
+            RouteError::Skip(format!("{}: {e}", in_file()))
+        } else {
+            RouteError::Fatal(e)
+        }
+    })?;
     let topic = opts
         .remap
         .iter()
         .find(|(from, _)| from == &ch.topic)
-        .map_or(ch.topic.clone(), |(_, to)| to.clone());
+        .map_or_else(|| absolute(&ch.topic), |(_, to)| to.clone());
+    if let Err(e) = nerve::name::validate_topic(&topic) {
+        return Err(RouteError::Skip(format!(
+            "{e} (publish it under another name with --remap)"
+        )));
+    }
     let publisher = RawPublisher::create(node, &topic, &schema, Qos::sensor()).map_err(|e| {
         RouteError::Fatal(BagError::Topic {
             topic: topic.clone(),
             reason: format!("cannot publish the recorded {}: {e}", schema.name),
         })
     })?;
-    Ok((Route { publisher, topic }, encoding))
+    let recorded = ch.topic.clone();
+    Ok((
+        Route {
+            publisher,
+            topic,
+            recorded,
+        },
+        encoding,
+    ))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn read_ahead(
-    path: &Path,
-    m: &Mapped,
-    encodings: &[Encoding],
-    by_channel: &BTreeMap<u16, Option<usize>>,
+/// The reader thread of a replay: the files in order, each message decoded ahead of
+/// its time.
+struct Reader<'a> {
+    files: &'a [(PathBuf, Arc<Mapped>)],
+    encodings: &'a [Encoding],
+    /// Recorded topic of each route.
+    topics: &'a [String],
+    by_channel: &'a BTreeMap<(usize, u16), Option<usize>>,
     first: Option<u64>,
-    opts: &PlayOptions,
-    stop: &AtomicBool,
-    tx: &crossbeam_channel::Sender<Result<Ready, BagError>>,
-) {
-    let offset = opts.start_offset.as_nanos() as u64;
-    let mut base = 0u64; // bag time of the loops before this one
-    loop {
-        let stream = crate::read::messages(m.bytes());
-        let mut first = first;
-        let mut last = 0u64;
-        let mut count = 0u64;
-        for msg in stream {
-            if stop.load(Ordering::Relaxed) {
-                return;
-            }
-            let msg = match msg {
-                Ok(m) => m,
-                // a damaged tail: what could be read is replayed, the damage reported
-                Err(e) => {
-                    let _ = tx.send(Err(BagError::mcap(path, format!("damaged: {e}"))));
-                    return;
+    opts: &'a PlayOptions,
+    stop: &'a AtomicBool,
+}
+
+impl Reader<'_> {
+    /// Reads until the end (of the last loop), a stop, damage, or a player that went
+    /// away; returns the messages left out because they do not decode.
+    fn run(
+        &self,
+        tx: &crossbeam_channel::Sender<Result<Ready, BagError>>,
+    ) -> BTreeMap<String, Undecodable> {
+        let mut undecodable: BTreeMap<String, Undecodable> = BTreeMap::new();
+        let offset = self.opts.start_offset.as_nanos() as u64;
+        let several = self.files.len() > 1;
+        let mut base = 0u64; // bag time of the loops before this one
+        loop {
+            let mut first = self.first;
+            let mut last = 0u64;
+            let mut count = 0u64;
+            for (fi, (path, m)) in self.files.iter().enumerate() {
+                for msg in crate::read::messages(m.bytes()) {
+                    if self.stop.load(Ordering::Relaxed) {
+                        return undecodable;
+                    }
+                    let msg = match msg {
+                        Ok(m) => m,
+                        // a damaged tail: what could be read is replayed, the damage
+                        // reported
+                        Err(e) => {
+                            let why = if several {
+                                format!("damaged: {}: {e}", path.display())
+                            } else {
+                                format!("damaged: {e}")
+                            };
+                            let _ = tx.send(Err(BagError::mcap(path, why)));
+                            return undecodable;
+                        }
+                    };
+                    let t0 = *first.get_or_insert(msg.log_time);
+                    let rel = msg.log_time.saturating_sub(t0);
+                    if rel < offset {
+                        continue;
+                    }
+                    let Some(Some(route)) = self.by_channel.get(&(fi, msg.channel.id)).copied()
+                    else {
+                        continue;
+                    };
+                    // the source's stamp: rosbag2 writes it as the publish time (older
+                    // versions wrote the receive time, or nothing)
+                    let stamp = if msg.publish_time > 0 {
+                        msg.publish_time
+                    } else {
+                        msg.log_time
+                    };
+                    let mut payload = Vec::new();
+                    if let Err(e) = self.encodings[route].decode_stamped(
+                        &msg.data,
+                        stamp.min(i64::MAX as u64) as i64,
+                        &mut payload,
+                    ) {
+                        let u = undecodable.entry(self.topics[route].clone()).or_default();
+                        if u.count == 0 {
+                            u.first = format!(
+                                "{} in {} at {} ns: {e}",
+                                self.encodings[route].schema_name,
+                                path.display(),
+                                msg.log_time
+                            );
+                        }
+                        u.count += 1;
+                        continue;
+                    }
+                    last = last.max(rel - offset);
+                    count += 1;
+                    let ready = Ready {
+                        route,
+                        at_ns: base + rel - offset,
+                        log_time: msg.log_time,
+                        payload,
+                    };
+                    if tx.send(Ok(ready)).is_err() {
+                        return undecodable;
+                    }
                 }
-            };
-            let t0 = *first.get_or_insert(msg.log_time);
-            let rel = msg.log_time.saturating_sub(t0);
-            if rel < offset {
-                continue;
             }
-            let Some(Some(route)) = by_channel.get(&msg.channel.id).copied() else {
-                continue;
-            };
-            last = last.max(rel - offset);
-            count += 1;
-            let mut payload = Vec::new();
-            if let Err(e) = encodings[route].decode(&msg.data, &mut payload) {
-                let _ = tx.send(Err(BagError::Convert {
-                    what: format!("a message on {} at {} ns", msg.channel.topic, msg.log_time),
-                    reason: e.to_string(),
-                }));
-                return;
+            if !self.opts.looped || count == 0 {
+                return undecodable;
             }
-            let ready = Ready {
-                route,
-                at_ns: base + rel - offset,
-                log_time: msg.log_time,
-                payload,
-            };
-            if tx.send(Ok(ready)).is_err() {
-                return;
-            }
+            // the next loop starts one mean gap after this one's last message (1 ms for
+            // a single message)
+            base += last + (last / count.saturating_sub(1).max(1)).max(1_000_000);
         }
-        if !opts.looped || count == 0 {
-            return;
-        }
-        // the next loop starts one mean gap after this one's last message (1 ms for a
-        // single message)
-        base += last + (last / count.saturating_sub(1).max(1)).max(1_000_000);
     }
 }

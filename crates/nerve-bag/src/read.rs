@@ -5,13 +5,17 @@
 //! recorder's closing metadata), without reading the messages. A file without one (a
 //! recorder killed mid-run, a copy cut short) is scanned from the start up to the first
 //! record that cannot be read; what was read is reported, and where and why it stopped.
+//!
+//! A bag is a file or a directory ([`bag_files`]): a rosbag2 bag directory lists its
+//! files in `metadata.yaml` (`relative_file_paths`), a directory without one holds its
+//! files as `*.mcap`, read in name order (numbers by value: `b_2` before `b_10`).
 
 use crate::encoding::{MESSAGE_ENCODING, SCHEMA_ENCODING};
 use crate::{meta, BagError};
 use mcap::sans_io::LinearReaderOptions;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A bag file mapped into memory.
 pub struct Mapped {
@@ -21,6 +25,13 @@ pub struct Mapped {
 impl Mapped {
     /// Maps `path` read-only; refuses what is not an MCAP file.
     pub fn open(path: &Path) -> Result<Mapped, BagError> {
+        if path.is_dir() {
+            return Err(BagError::mcap(
+                path,
+                "it is a directory (a bag of several files is described and replayed as a \
+                 whole; give its files one by one here)",
+            ));
+        }
         let f = File::open(path).map_err(|e| BagError::io(path, e))?;
         // SAFETY: the map is read-only and private to this process. Another process
         // truncating the file while it is mapped would make reads fault (SIGBUS); bags
@@ -64,9 +75,11 @@ pub struct TopicSummary {
 /// What a bag holds.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct BagInfo {
-    /// The file.
+    /// The file, or the directory of a bag of several files.
     pub path: String,
-    /// File size in bytes.
+    /// The files, in order (one for a single file).
+    pub files: Vec<String>,
+    /// File size in bytes (all files together).
     pub file_bytes: u64,
     /// Messages.
     pub messages: u64,
@@ -86,8 +99,178 @@ pub struct BagInfo {
     pub topics: Vec<TopicSummary>,
 }
 
-/// Describes the bag at `path`: from its summary when it is complete, else by scanning.
+/// The name of a rosbag2 bag directory's description.
+pub const ROSBAG2_METADATA: &str = "metadata.yaml";
+
+/// What this reader needs of a rosbag2 `metadata.yaml`.
+#[derive(serde::Deserialize)]
+struct Rosbag2Metadata {
+    rosbag2_bagfile_information: Rosbag2Info,
+}
+
+#[derive(serde::Deserialize)]
+struct Rosbag2Info {
+    #[serde(default)]
+    storage_identifier: String,
+    #[serde(default)]
+    compression_mode: String,
+    #[serde(default)]
+    relative_file_paths: Vec<String>,
+}
+
+/// The files of the bag at `path`, in order: `path` itself when it is a file; for a
+/// directory, the files its rosbag2 `metadata.yaml` lists (`relative_file_paths`), or
+/// without one every `*.mcap` in it, in name order (runs of digits compared by value, so
+/// `bag_2.mcap` comes before `bag_10.mcap`).
+pub fn bag_files(path: &Path) -> Result<Vec<PathBuf>, BagError> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let fail = |reason: String| BagError::Directory {
+        path: path.display().to_string(),
+        reason,
+    };
+    let yaml = path.join(ROSBAG2_METADATA);
+    if yaml.is_file() {
+        let text = std::fs::read_to_string(&yaml).map_err(|e| BagError::io(&yaml, e))?;
+        let meta: Rosbag2Metadata = serde_yaml_ng::from_str(&text)
+            .map_err(|e| fail(format!("{ROSBAG2_METADATA} is not a rosbag2 bag's: {e}")))?;
+        let info = meta.rosbag2_bagfile_information;
+        if !info.storage_identifier.is_empty() && info.storage_identifier != "mcap" {
+            return Err(fail(format!(
+                "its files are stored as {:?}: only MCAP bags are read (`ros2 bag convert` \
+                 writes one)",
+                info.storage_identifier
+            )));
+        }
+        if info.compression_mode.eq_ignore_ascii_case("file") {
+            return Err(fail(
+                "its files are compressed whole (rosbag2 --compression-mode file): \
+                 decompress them first (zstd -d), or record with chunk compression"
+                    .into(),
+            ));
+        }
+        if info.relative_file_paths.is_empty() {
+            return Err(fail(format!("{ROSBAG2_METADATA} lists no files")));
+        }
+        return info
+            .relative_file_paths
+            .iter()
+            .map(|rel| {
+                let direct = path.join(rel);
+                if direct.is_file() {
+                    return Ok(direct);
+                }
+                // old rosbag2 versions wrote the paths with the bag directory in front
+                let beside = Path::new(rel).file_name().map(|n| path.join(n));
+                beside.filter(|p| p.is_file()).ok_or_else(|| {
+                    fail(format!(
+                        "{ROSBAG2_METADATA} lists {rel}, which is not there"
+                    ))
+                })
+            })
+            .collect();
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| BagError::io(path, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "mcap"))
+        .collect();
+    if files.is_empty() {
+        return Err(fail(format!(
+            "no {ROSBAG2_METADATA} and no *.mcap file in it"
+        )));
+    }
+    files.sort_by(|a, b| natural_order(&a.to_string_lossy(), &b.to_string_lossy()));
+    Ok(files)
+}
+
+/// Compares names with runs of digits by their value (`b_2` before `b_10`).
+fn natural_order(a: &str, b: &str) -> std::cmp::Ordering {
+    fn parts(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let (pa, pb) = (parts(a), parts(b));
+    for (x, y) in pa.iter().zip(&pb) {
+        let o = match (x, y) {
+            ((true, x), (true, y)) => {
+                let (x, y) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+                x.len().cmp(&y.len()).then_with(|| x.cmp(y))
+            }
+            ((_, x), (_, y)) => x.cmp(y),
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    pa.len().cmp(&pb.len()).then_with(|| a.cmp(b))
+}
+
+/// Describes the bag at `path` (a file or a directory, see [`bag_files`]): each file
+/// from its summary when it is complete, else by scanning; the files of a directory
+/// together.
 pub fn info(path: &Path) -> Result<BagInfo, BagError> {
+    let files = bag_files(path)?;
+    if let [one] = files.as_slice() {
+        if one == path {
+            return info_file(path);
+        }
+    }
+    let mut all = BagInfo {
+        path: path.display().to_string(),
+        complete: true,
+        start_ns: u64::MAX,
+        ..BagInfo::default()
+    };
+    let mut by_topic: BTreeMap<String, TopicSummary> = BTreeMap::new();
+    for f in &files {
+        let i = info_file(f)?;
+        all.files.push(i.path.clone());
+        all.file_bytes += i.file_bytes;
+        if i.messages > 0 {
+            all.start_ns = all.start_ns.min(i.start_ns);
+            all.end_ns = all.end_ns.max(i.end_ns);
+        }
+        all.messages += i.messages;
+        all.compression.extend(i.compression);
+        all.complete &= i.complete;
+        if let (None, Some(d)) = (&all.damage, i.damage) {
+            all.damage = Some(format!("{}: {d}", i.path));
+        }
+        for t in i.topics {
+            match by_topic.get_mut(&t.topic) {
+                None => {
+                    by_topic.insert(t.topic.clone(), t);
+                }
+                Some(had) => {
+                    had.count += t.count;
+                    had.bytes = had.bytes.zip(t.bytes).map(|(a, b)| a + b);
+                    had.losses = had.losses.zip(t.losses).map(|(a, b)| a + b);
+                }
+            }
+        }
+    }
+    if all.messages == 0 {
+        all.start_ns = 0;
+    }
+    all.compression.sort();
+    all.compression.dedup();
+    all.topics = by_topic.into_values().collect();
+    finish(&mut all);
+    Ok(all)
+}
+
+/// Describes one bag file.
+fn info_file(path: &Path) -> Result<BagInfo, BagError> {
     let m = Mapped::open(path)?;
     let summary = match mcap::read::footer(m.bytes()) {
         Ok(_) => mcap::Summary::read(m.bytes()).map_err(|e| BagError::mcap(path, e))?,
@@ -100,6 +283,7 @@ pub fn info(path: &Path) -> Result<BagInfo, BagError> {
     let recorder = recorder_counts(&m, &summary);
     let mut info = BagInfo {
         path: path.display().to_string(),
+        files: vec![path.display().to_string()],
         file_bytes: m.bytes().len() as u64,
         messages: stats.message_count,
         start_ns: stats.message_start_time,
@@ -254,6 +438,7 @@ pub fn scan(
 ) -> Result<(BagInfo, u64), BagError> {
     let mut info = BagInfo {
         path: path.display().to_string(),
+        files: vec![path.display().to_string()],
         file_bytes: m.bytes().len() as u64,
         ..BagInfo::default()
     };
@@ -354,6 +539,7 @@ pub fn recover(input: &Path, output: &Path) -> Result<BagInfo, BagError> {
     })?;
     w.finish().map_err(|e| BagError::mcap(output, e))?;
     info.path = output.display().to_string();
+    info.files = vec![info.path.clone()];
     Ok(info)
 }
 
@@ -364,4 +550,17 @@ pub fn is_cdr(ch: &mcap::Channel) -> bool {
             .schema
             .as_ref()
             .is_some_and(|s| s.encoding == SCHEMA_ENCODING)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn split_files_are_read_in_the_order_of_their_numbers() {
+        let mut names = vec!["b_10.mcap", "b_2.mcap", "b_0.mcap", "a.mcap", "b_1.mcap"];
+        names.sort_by(|a, b| super::natural_order(a, b));
+        assert_eq!(
+            names,
+            ["a.mcap", "b_0.mcap", "b_1.mcap", "b_2.mcap", "b_10.mcap"]
+        );
+    }
 }

@@ -621,6 +621,10 @@ fn receive_loop(
             lost_seen = lost;
         }
         let h = *sample.header();
+        // a ROS 2 message keeps its source's stamp as the publish time, as rosbag2 writes
+        let publish_time = enc
+            .source_stamp(sample.bytes())
+            .unwrap_or(h.publish_wall_ns.max(0) as u64);
         let mut data = topic.spare.1.try_recv().unwrap_or_default();
         if let Err(e) = enc.encode(sample.bytes(), &mut data) {
             if c.failed.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -639,7 +643,7 @@ fn receive_loop(
             topic: topic.clone(),
             seq: h.seq as u32,
             log_time,
-            publish_time: h.publish_wall_ns.max(0) as u64,
+            publish_time,
             data,
         };
         if tx.send(item).is_err() {

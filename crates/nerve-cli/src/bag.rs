@@ -60,7 +60,8 @@ pub enum BagCommand {
     },
     /// Replay a bag on the recorded timing.
     Play {
-        /// The bag.
+        /// The bag: an MCAP file, or a directory of them (a rosbag2 bag, split or not,
+        /// with or without metadata.yaml).
         path: PathBuf,
         /// Speed factor.
         #[arg(long, default_value_t = 1.0)]
@@ -90,7 +91,8 @@ pub enum BagCommand {
     },
     /// Describe a bag: duration, topics, types, counts, rates, sizes.
     Info {
-        /// The bag.
+        /// The bag: an MCAP file, or a directory of them (a rosbag2 bag, split or not,
+        /// with or without metadata.yaml).
         path: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Human)]
@@ -328,10 +330,13 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
                 let Some((from, to)) = r.split_once(":=") else {
                     return Err(usage(format!("--remap {r:?}: expected FROM:=TO")));
                 };
-                for t in [from, to] {
-                    nerve::name::validate_topic(t)
-                        .map_err(|e| usage(format!("--remap {r:?}: {e}")))?;
+                // FROM is a name as recorded (the player checks the bag has it; a ROS 2
+                // bag may hold names Nerve does not accept, which is why one remaps)
+                if from.is_empty() {
+                    return Err(usage(format!("--remap {r:?}: FROM is empty")));
                 }
+                nerve::name::validate_topic(to)
+                    .map_err(|e| usage(format!("--remap {r:?}: {e}")))?;
                 opts.remap.push((from.to_string(), to.to_string()));
             }
             let ctx = ctx()?;
@@ -361,6 +366,12 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
                     output::table(&["TOPIC", "PUBLISHED"], &rows)?;
                     for (t, why) in &report.skipped {
                         println!("skipped {t}: {why}");
+                    }
+                    for (t, u) in &report.undecodable {
+                        println!(
+                            "{t}: {} messages do not decode, left out (the first: {})",
+                            u.count, u.first
+                        );
                     }
                     if let Some(d) = &report.damage {
                         println!("the bag is damaged; replayed up to: {d}");
@@ -445,6 +456,9 @@ fn print_info(info: &nerve_bag::read::BagInfo, format: Format) -> CmdResult {
         Format::Human => {
             let t = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
             println!("{:>12}: {}", "path", info.path);
+            if info.files.len() > 1 {
+                println!("{:>12}: {}", "files", info.files.len());
+            }
             println!("{:>12}: {:.1} MB", "size", info.file_bytes as f64 / 1e6);
             println!("{:>12}: {:.3} s", "duration", info.duration_s);
             println!("{:>12}: {}", "start", t(info.start_ns));

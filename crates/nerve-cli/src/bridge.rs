@@ -38,8 +38,8 @@ pub enum BridgeCommand {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
-    /// Bridge the domain and a ROS 2 domain (DDS) both ways: topics with a subscriber on
-    /// the other side cross (Ctrl-C to stop).
+    /// Bridge the domain and a ROS 2 domain (DDS, or rmw_zenoh with `--rmw zenoh`) both
+    /// ways: topics with a subscriber on the other side cross (Ctrl-C to stop).
     Ros2 {
         /// The ROS 2 domain (default: ROS_DOMAIN_ID, else 0).
         #[arg(long)]
@@ -60,8 +60,34 @@ pub enum BridgeCommand {
         /// Stop after this many seconds.
         #[arg(long)]
         duration: Option<f64>,
+        /// The ROS 2 middleware the nodes use: DDS (Fast DDS, Cyclone DDS) or rmw_zenoh
+        /// (`rmw_zenoh_cpp`; topics only).
+        #[arg(long, value_enum, default_value_t = Rmw::Dds)]
+        rmw: Rmw,
+        /// With `--rmw zenoh`: Zenoh endpoints to listen on, e.g. tcp/127.0.0.1:7448
+        /// (default: tcp/127.0.0.1:0, as rmw_zenoh's nodes do).
+        #[arg(long)]
+        zenoh_listen: Vec<String>,
+        /// With `--rmw zenoh`: Zenoh endpoints to connect to (default: rmw_zenoh's router,
+        /// tcp/127.0.0.1:7447).
+        #[arg(long)]
+        zenoh_connect: Vec<String>,
     },
 }
+
+/// The ROS 2 middleware a bridge speaks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Rmw {
+    /// DDS (RTPS): Fast DDS and Cyclone DDS, the default RMWs.
+    Dds,
+    /// rmw_zenoh (`rmw_zenoh_cpp`): a Zenoh session, usually through its router.
+    Zenoh,
+}
+
+/// Where the rmw_zenoh mode's session listens when no `--zenoh-listen` is given.
+const ZENOH_LISTEN: &str = "tcp/127.0.0.1:0";
+/// Where it connects when no `--zenoh-connect` is given: rmw_zenoh's router.
+const ZENOH_CONNECT: &str = "tcp/127.0.0.1:7447";
 
 /// Runs a bridge command.
 pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCommand) -> CmdResult {
@@ -73,7 +99,21 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
             types,
             cdr_only,
             duration,
-        } => return ros2(ctx, domain, allow, deny, types, cdr_only, duration),
+            rmw,
+            zenoh_listen,
+            zenoh_connect,
+        } => {
+            let zenoh = match rmw {
+                Rmw::Dds => {
+                    if !zenoh_listen.is_empty() || !zenoh_connect.is_empty() {
+                        return Err(usage("--zenoh-listen and --zenoh-connect need --rmw zenoh"));
+                    }
+                    None
+                }
+                Rmw::Zenoh => Some((zenoh_listen, zenoh_connect)),
+            };
+            return ros2(ctx, domain, allow, deny, types, cdr_only, duration, zenoh);
+        }
         BridgeCommand::Foxglove {
             port,
             host,
@@ -117,6 +157,62 @@ fn duration_limit(duration: Option<f64>) -> Result<Option<Duration>, Failure> {
     }
 }
 
+/// What a ROS 2 event prints.
+fn print_event(e: nerve_ros2::Event) {
+    match e {
+        nerve_ros2::Event::Bridged {
+            kind,
+            topic,
+            ros_type,
+            nerve_type,
+            to_ros,
+        } => {
+            let arrow = if to_ros {
+                "Nerve -> ROS 2"
+            } else {
+                "ROS 2 -> Nerve"
+            };
+            let what = match kind {
+                nerve_ros2::Kind::Topic => "topic",
+                nerve_ros2::Kind::Service => "service",
+            };
+            println!("{topic}: {what} {arrow} ({ros_type} as {nerve_type})");
+        }
+        nerve_ros2::Event::NotBridged { topic, reason } => {
+            eprintln!("{topic}: not bridged: {reason}")
+        }
+        nerve_ros2::Event::Malformed { topic, reason } => eprintln!("{topic}: {reason}"),
+        nerve_ros2::Event::Dropped { topic, reason } => {
+            eprintln!("{topic}: not delivered: {reason}")
+        }
+    }
+}
+
+/// A running ROS 2 bridge of either mode.
+enum Ros2Bridge {
+    Dds(Box<nerve_ros2::Bridge>),
+    Zenoh(nerve_ros2::rmw_zenoh::ZenohBridge),
+}
+
+impl Ros2Bridge {
+    fn stats(&self) -> &nerve_ros2::BridgeStats {
+        match self {
+            Ros2Bridge::Dds(b) => b.stats(),
+            Ros2Bridge::Zenoh(b) => b.stats(),
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Ros2Bridge::Dds(b) => b.stop(),
+            Ros2Bridge::Zenoh(b) => b.stop(),
+        }
+    }
+}
+
+/// `nerve bridge ros2`; `zenoh`: the rmw_zenoh mode's listen and connect endpoints
+/// (`None`: DDS).
+#[allow(clippy::too_many_arguments)]
 fn ros2(
     ctx: impl FnOnce() -> Result<nerve::Context, Failure>,
     domain: Option<u16>,
@@ -125,8 +221,29 @@ fn ros2(
     types: Vec<std::path::PathBuf>,
     cdr_only: bool,
     duration: Option<f64>,
+    zenoh: Option<(Vec<String>, Vec<String>)>,
 ) -> CmdResult {
     let limit = duration_limit(duration)?;
+    // the Zenoh settings are checked before anything starts
+    let zenoh = match zenoh {
+        None => None,
+        Some((listen, connect)) => {
+            let or = |v: Vec<String>, default: &str| {
+                if v.is_empty() {
+                    vec![default.to_owned()]
+                } else {
+                    v
+                }
+            };
+            let (listen, connect) = (or(listen, ZENOH_LISTEN), or(connect, ZENOH_CONNECT));
+            fn refs(v: &[String]) -> Vec<&str> {
+                v.iter().map(String::as_str).collect()
+            }
+            let c = nerve_ros2::rmw_zenoh::peer_config(&refs(&listen), &refs(&connect))
+                .map_err(|e| usage(format!("--zenoh-listen/--zenoh-connect: {e}")))?;
+            Some((c, connect))
+        }
+    };
     let regexes = |list: Vec<String>, flag: &str| -> Result<Vec<regex::Regex>, Failure> {
         list.iter()
             .map(|r| {
@@ -156,33 +273,18 @@ fn ros2(
     config.types = types.into_iter().chain(config.types).collect();
     config.native = !cdr_only;
     let domain = config.ros_domain;
-    let bridge = nerve_ros2::Bridge::start(config, |e| match e {
-        nerve_ros2::Event::Bridged {
-            kind,
-            topic,
-            ros_type,
-            nerve_type,
-            to_ros,
-        } => {
-            let arrow = if to_ros {
-                "Nerve -> ROS 2"
-            } else {
-                "ROS 2 -> Nerve"
-            };
-            let what = match kind {
-                nerve_ros2::Kind::Topic => "topic",
-                nerve_ros2::Kind::Service => "service",
-            };
-            println!("{topic}: {what} {arrow} ({ros_type} as {nerve_type})");
+    let bridge = match zenoh {
+        None => Ros2Bridge::Dds(Box::new(nerve_ros2::Bridge::start(config, print_event)?)),
+        Some((zenoh, connect)) => {
+            let b = nerve_ros2::rmw_zenoh::ZenohBridge::start(config, zenoh, print_event)?;
+            println!(
+                "rmw_zenoh: session {}, connecting to {}",
+                b.zid(),
+                connect.join(", ")
+            );
+            Ros2Bridge::Zenoh(b)
         }
-        nerve_ros2::Event::NotBridged { topic, reason } => {
-            eprintln!("{topic}: not bridged: {reason}")
-        }
-        nerve_ros2::Event::Malformed { topic, reason } => eprintln!("{topic}: {reason}"),
-        nerve_ros2::Event::Dropped { topic, reason } => {
-            eprintln!("{topic}: not delivered: {reason}")
-        }
-    })?;
+    };
     // the line scripts and tests wait for
     println!("bridging ROS 2 domain {domain}");
     let started = Instant::now();

@@ -55,6 +55,11 @@ pub fn run(ctx: &nerve::Context, cmd: NodeCommand) -> CmdResult {
                 .into_iter()
                 .filter(|e| e.kind == nerve::net::EntityKind::Node)
                 .collect();
+            // ROS 2's nodes, where a bridge runs
+            let cli = ctx
+                .node(&format!("nerve_cli_{}", std::process::id()))
+                .create()?;
+            let ros2 = crate::ros2::graph(&cli).unwrap_or_default().nodes;
             match f.format {
                 Format::Json => output::json(&json!({
                     "nodes": nodes
@@ -63,6 +68,8 @@ pub fn run(ctx: &nerve::Context, cmd: NodeCommand) -> CmdResult {
                             "executable": n.executable, "host": host}))
                         .chain(remote.iter().map(|e| json!({"name": e.name, "host": e.host,
                             "state": "alive", "remote": true})))
+                        .chain(ros2.iter().map(|n| json!({"name": n, "host": crate::ros2::ROS2,
+                            "state": "alive", "ros2": true})))
                         .collect::<Vec<_>>(),
                     "schedulers": schedulers,
                 }))?,
@@ -83,6 +90,15 @@ pub fn run(ctx: &nerve::Context, cmd: NodeCommand) -> CmdResult {
                         vec![
                             e.name.clone(),
                             e.host.clone(),
+                            "-".into(),
+                            "alive".into(),
+                            "-".into(),
+                        ]
+                    }));
+                    rows.extend(ros2.iter().map(|n| {
+                        vec![
+                            n.clone(),
+                            crate::ros2::ROS2.into(),
                             "-".into(),
                             "alive".into(),
                             "-".into(),

@@ -108,3 +108,24 @@ pub fn ros2_registry(
         _ => Ok(None),
     }
 }
+
+/// The ROS 2 graph a running `nerve bridge ros2` publishes (`None` when no bridge runs).
+pub fn graph(node: &nerve::Node) -> Option<nerve_ros2::graph::RosGraph> {
+    use nerve_ros2::graph::GRAPH_TOPIC;
+    let names = nerve::introspect::topic_names(node).ok()?;
+    if !names.contains(GRAPH_TOPIC) {
+        return None;
+    }
+    let sub = node
+        .subscriber::<nerve_msgs::srv::Bytes>(GRAPH_TOPIC)
+        .qos(nerve::Qos::latched())
+        .create()
+        .ok()?;
+    let sample = sub
+        .recv_timeout(std::time::Duration::from_millis(1500))
+        .ok()??;
+    serde_json::from_slice(sample.elems()).ok()
+}
+
+/// The marker of ROS 2 entities in listings (where the HOST column is).
+pub const ROS2: &str = "ROS 2";

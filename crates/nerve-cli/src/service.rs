@@ -40,6 +40,8 @@ pub fn run(ctx: &nerve::Context, cmd: ServiceCommand) -> CmdResult {
             let list = nerve::introspect::list_services(&node).map_err(anyhow::Error::msg)?;
             let (host, remote) = remote::discover(ctx)?;
             let remote = remote::group(&remote, EntityKind::Server, EntityKind::Client);
+            // ROS 2's services, where a bridge runs
+            let ros2 = crate::ros2::graph(&node).unwrap_or_default().services;
             match f.format {
                 Format::Json => {
                     let mut all: Vec<serde_json::Value> = list
@@ -54,6 +56,9 @@ pub fn run(ctx: &nerve::Context, cmd: ServiceCommand) -> CmdResult {
                         })
                         .collect();
                     all.extend(remote::json_rows(&remote, ("servers", "clients")));
+                    all.extend(ros2.iter().map(|(name, ty)| {
+                        json!({"name": name, "type": ty, "host": crate::ros2::ROS2, "ros2": true})
+                    }));
                     output::json(&json!(all))?
                 }
                 Format::Human => {
@@ -70,6 +75,15 @@ pub fn run(ctx: &nerve::Context, cmd: ServiceCommand) -> CmdResult {
                         })
                         .collect();
                     rows.extend(remote::table_rows(&remote));
+                    rows.extend(ros2.iter().map(|(name, ty)| {
+                        vec![
+                            name.clone(),
+                            ty.clone(),
+                            crate::ros2::ROS2.into(),
+                            "1+".into(),
+                            "-".into(),
+                        ]
+                    }));
                     output::table(&["NAME", "TYPE", "HOST", "SERVERS", "CLIENTS"], &rows)?
                 }
             }

@@ -266,6 +266,12 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             let topics = introspect::list_topics(&node).map_err(anyhow::Error::msg)?;
             let (host, remote) = remote::discover(ctx)?;
             let remote = remote::group(&remote, EntityKind::Publisher, EntityKind::Subscriber);
+            // ROS 2's topics, where a bridge runs
+            let ros2 = crate::ros2::graph(&node).unwrap_or_default();
+            let ros2_rows = ros2.topics.iter().map(|(name, t)| {
+                let types: Vec<&str> = t.types.iter().map(String::as_str).collect();
+                (name, types.join(","), t.publishers, t.subscriptions)
+            });
             match f.format {
                 Format::Json => {
                     let mut list: Vec<Value> = topics
@@ -277,6 +283,10 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                         })
                         .collect();
                     list.extend(remote::json_rows(&remote, ("publishers", "subscribers")));
+                    list.extend(ros2_rows.map(|(name, ty, p, s)| {
+                        json!({"name": name, "type": ty, "host": crate::ros2::ROS2,
+                            "ros2": true, "publishers": p, "subscribers": s})
+                    }));
                     output::json(&Value::Array(list))?
                 }
                 Format::Human => {
@@ -293,6 +303,15 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                         })
                         .collect();
                     rows.extend(remote::table_rows(&remote));
+                    rows.extend(ros2_rows.map(|(name, ty, p, s)| {
+                        vec![
+                            name.clone(),
+                            ty,
+                            crate::ros2::ROS2.to_string(),
+                            p.to_string(),
+                            s.to_string(),
+                        ]
+                    }));
                     output::table(&["TOPIC", "TYPE", "HOST", "PUBS", "SUBS"], &rows)?
                 }
             }

@@ -62,3 +62,12 @@ def run_python(code: str, timeout: float = 60, **kw) -> subprocess.CompletedProc
     """Runs Python code in a child process with this interpreter."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=timeout, **kw)
+
+
+@pytest.fixture
+def ros2(domain):
+    """Real ROS 2 (rclpy) peers and `nerve bridge ros2` in a ROS 2 domain of the test's own,
+    on loopback only (see ros2/harness.py)."""
+    from ros2.harness import ros2_fixture
+
+    yield from ros2_fixture(domain)

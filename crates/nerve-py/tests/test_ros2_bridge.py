@@ -1,164 +1,16 @@
-"""ROS 2 in the loop: real rclpy nodes (ROS 2 Kilted over Fast DDS, from PyPI wheels in a
-virtual environment of their own) and Nerve nodes through `nerve bridge ros2`.
+"""ROS 2 in the loop: real rclpy nodes (ROS 2 Kilted over Fast DDS) and Nerve nodes through
+`nerve bridge ros2`; the harness is tests/ros2/harness.py, nothing here mocks ROS 2."""
 
-The rclpy side runs `tests/ros2/peer.py` with the ROS 2 environment's python; nothing
-here mocks ROS 2. Where the ROS 2 environment is missing the tests are skipped with the
-reason, unless NERVE_REQUIRE_ROS2=1 (set by .ci/run), which fails them instead."""
-
-import itertools
 import json
 import os
-import pathlib
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import REPO, target_bin
-
-PEER = pathlib.Path(__file__).parent / "ros2" / "peer.py"
-_ros_domains = itertools.count(20 + (os.getpid() * 11) % 150)
-
-
-def ros2_venv() -> pathlib.Path:
-    env = os.environ.get("NERVE_ROS2_VENV")
-    if env:
-        return pathlib.Path(env)
-    return pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "ros2-venv"
-
-
-def _require_ros2() -> pathlib.Path:
-    venv = ros2_venv()
-    py = venv / "bin" / "python"
-    why = None
-    if not py.exists():
-        why = f"no ROS 2 environment at {venv} (scripts/test installs it with python3.11)"
-    else:
-        r = subprocess.run([py, "-c", "import rclpy"], capture_output=True, text=True, timeout=60)
-        if r.returncode != 0:
-            why = f"rclpy does not import in {venv}: {r.stderr.strip()[-300:]}"
-    if why:
-        if os.environ.get("NERVE_REQUIRE_ROS2") == "1":
-            pytest.fail(why)
-        print(f"skipped: {why}", file=sys.stderr)
-        pytest.skip(why)
-    return venv
-
-
-class Proc:
-    """A child whose stdout lines are collected as they come."""
-
-    def __init__(self, args, env, name):
-        self.name = name
-        self.p = subprocess.Popen(
-            args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        self.lines: list[str] = []
-        self.err: list[str] = []
-        self._t = threading.Thread(target=self._read, args=(self.p.stdout, self.lines), daemon=True)
-        self._e = threading.Thread(target=self._read, args=(self.p.stderr, self.err), daemon=True)
-        self._t.start()
-        self._e.start()
-
-    @staticmethod
-    def _read(stream, into):
-        for line in stream:
-            into.append(line.rstrip("\n"))
-
-    def wait_line(self, pred, timeout=30.0):
-        end = time.monotonic() + timeout
-        seen = 0
-        while time.monotonic() < end:
-            while seen < len(self.lines):
-                line = self.lines[seen]
-                seen += 1
-                if pred(line):
-                    return line
-            if self.p.poll() is not None and seen >= len(self.lines):
-                time.sleep(0.2)
-                if seen >= len(self.lines):
-                    break
-            time.sleep(0.02)
-        raise AssertionError(
-            f"{self.name}: no expected line in {timeout}s; stdout={self.lines[-20:]} "
-            f"stderr={self.err[-20:]} rc={self.p.poll()}"
-        )
-
-    def json_events(self, kind):
-        out = []
-        for line in self.lines:
-            try:
-                v = json.loads(line)
-            except ValueError:
-                continue
-            if v.get("event") == kind:
-                out.append(v)
-        return out
-
-    def wait(self, timeout=60.0):
-        try:
-            self.p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-            raise AssertionError(f"{self.name} did not finish in {timeout}s; stderr={self.err[-20:]}")
-        self._t.join(5)
-        self._e.join(5)
-        return self.p.returncode
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-
-
-@pytest.fixture
-def ros2(domain):
-    """The ROS 2 environment and a ROS 2 domain of this test's own, on loopback only."""
-    venv = _require_ros2()
-    ros_domain = next(_ros_domains) % 200 + 1
-    env = {
-        **os.environ,
-        "ROS_DOMAIN_ID": str(ros_domain),
-        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-        "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp",
-    }
-    procs: list[Proc] = []
-
-    class Ros2:
-        share = venv / "share"
-        environ = env
-
-        def peer(self, *args, name="rclpy"):
-            p = Proc([venv / "bin" / "python", PEER, *map(str, args)], env, name)
-            procs.append(p)
-            return p
-
-        def bridge(self, *args):
-            p = Proc(
-                [target_bin("nerve"), "bridge", "ros2", "--types", self.share, *map(str, args)],
-                env,
-                "bridge",
-            )
-            procs.append(p)
-            p.wait_line(lambda l: l.startswith("bridging ROS 2 domain"), timeout=30)
-            return p
-
-        def nerve(self, *args, name="nerve"):
-            p = Proc([target_bin("nerve"), *map(str, args)], env, name)
-            procs.append(p)
-            return p
-
-    yield Ros2()
-    for p in reversed(procs):
-        p.stop()
-
+from conftest import target_bin
+from ros2.harness import Proc
 
 def test_rclpy_talker_reaches_nerve_echo_as_its_own_ros2_type(ros2):
     bridge = ros2.bridge()
@@ -379,3 +231,63 @@ def test_a_bridge_killed_with_sigkill_is_replaced_and_leaves_nothing(ros2, domai
     clean = subprocess.run([target_bin("nerve"), "clean"], env=ros2.environ, capture_output=True, text=True, timeout=60)
     assert clean.returncode == 0, clean.stderr
     assert _domain_files(domain) == []
+
+
+def test_a_ros2_server_that_dies_mid_call_ends_the_nerve_call_with_server_gone(ros2, domain):
+    import signal
+
+    import nerve
+    from nerve import srv
+
+    bridge = ros2.bridge()
+    server = ros2.peer("server", "/dying", "std_srvs/srv/SetBool", 60, "--hang")
+    server.wait_line(lambda l: '"ready"' in l)
+    bridge.wait_line(lambda l: l.startswith("/dying: service ROS 2 -> Nerve"))
+    node = nerve.Context(domain).node("caller")
+    client = node.create_client(srv.SetBool, "/dying")
+    killer = threading.Timer(2.0, lambda: server.p.send_signal(signal.SIGINT))
+    killer.start()
+    started = time.monotonic()
+    with pytest.raises(nerve.CallError) as e:
+        client.call(data=1, timeout=25.0)
+    assert "went away before responding" in str(e.value), str(e.value)
+    # ended by the server's departure, not by the call's timeout
+    assert time.monotonic() - started < 20.0
+
+
+def test_each_graph_shows_the_other_sides_nodes_topics_and_services(ros2, domain):
+    import nerve
+    from nerve import msgs
+
+    bridge = ros2.bridge()
+    talker = ros2.peer("talker", "/ros_topic", "std_msgs/msg/String", 1000, "--rate", "5", "--wait", "0",
+                       "--json", '{"data": "g"}')
+    server = ros2.peer("server", "/ros_service", "std_srvs/srv/SetBool", 60)
+    server.wait_line(lambda l: '"ready"' in l)
+    node = nerve.Context(domain).node("nerve_side_node")
+    pub = node.create_publisher(msgs.Imu, "/nerve_imu")
+    bridge.wait_line(lambda l: l.startswith("/nerve_imu: topic Nerve -> ROS 2"))
+
+    def cli_json(*args):
+        r = subprocess.run([target_bin("nerve"), *args, "--format", "json"], env=ros2.environ,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    deadline = time.monotonic() + 20
+    while True:
+        topics = {t["name"]: t for t in cli_json("topic", "list") if t.get("ros2")}
+        nodes = {n["name"] for n in cli_json("node", "list")["nodes"] if n.get("ros2")}
+        services = {s["name"]: s for s in cli_json("service", "list") if s.get("ros2")}
+        if ("/ros_topic" in topics and "/ros2_talker" in nodes and "/ros_service" in services) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert topics["/ros_topic"]["type"] == "std_msgs/msg/String" and topics["/ros_topic"]["publishers"] == 1
+    assert {"/ros2_talker", "/ros2_server"} <= nodes, nodes
+    assert services["/ros_service"]["type"] == "std_srvs/srv/SetBool"
+    # and ROS 2 sees Nerve's node and topic
+    graph = ros2.peer("graph", 3)
+    g = json.loads(graph.wait_line(lambda l: '"graph"' in l, timeout=40))
+    assert "nerve_side_node" in g["nodes"], g["nodes"]
+    assert g["topics"].get("/nerve_imu") == ["sensor_msgs/msg/Imu"], g["topics"]
+    del pub

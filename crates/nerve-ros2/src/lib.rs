@@ -13,10 +13,13 @@
 //! - Only topics with a subscriber on the other side carry traffic; samples from bridges
 //!   are never forwarded again ([`peers`]).
 
+mod actions;
 mod config;
 pub mod dds;
+pub mod graph;
 mod inbound;
 mod outbound;
+mod params;
 pub mod peers;
 pub mod rmw_zenoh;
 pub mod services;
@@ -44,6 +47,9 @@ pub enum BridgeError {
     /// The Nerve side failed.
     #[error("Nerve: {0}")]
     Nerve(String),
+    /// The rmw_zenoh side failed.
+    #[error("Zenoh: {0}")]
+    Zenoh(String),
     /// A ROS 2 type cannot be bridged.
     #[error("ROS 2 type {ros_type}: {reason}")]
     Type {
@@ -138,6 +144,8 @@ pub(crate) struct Shared {
     inbound_topics: Mutex<HashSet<String>>,
     peers: Mutex<(Instant, Arc<Peers>)>,
     nerve: nerve::Context,
+    /// The ROS 2 side's context (nodes that stand for Nerve's in ROS 2's graph).
+    ros: ros2_client::Context,
 }
 
 impl Shared {
@@ -205,9 +213,16 @@ impl Bridge {
             inbound_topics: Mutex::new(HashSet::new()),
             peers: Mutex::new((Instant::now() - Duration::from_secs(10), Arc::default())),
             nerve: nerve_ctx.clone(),
+            ros: ros_context.clone(),
         });
         let mut threads = Vec::new();
-        for half in ["ros2-to-nerve", "nerve-to-ros2", "services"] {
+        for half in [
+            "ros2-to-nerve",
+            "nerve-to-ros2",
+            "services",
+            "actions",
+            "params",
+        ] {
             let (for_half, config, ctx, name) = (
                 shared.clone(),
                 config.clone(),
@@ -235,6 +250,20 @@ impl Bridge {
                             }
                         },
                         "nerve-to-ros2" => match outbound::Outbound::new(for_half, config, node) {
+                            Ok(h) => Box::new(move || h.run()),
+                            Err(e) => {
+                                let _ = tx.send(Err(e));
+                                return;
+                            }
+                        },
+                        "actions" => match actions::Actions::new(for_half, config, node) {
+                            Ok(h) => Box::new(move || h.run()),
+                            Err(e) => {
+                                let _ = tx.send(Err(e));
+                                return;
+                            }
+                        },
+                        "params" => match params::Params::new(for_half, config, node) {
                             Ok(h) => Box::new(move || h.run()),
                             Err(e) => {
                                 let _ = tx.send(Err(e));

@@ -30,6 +30,7 @@ pub(crate) struct Outbound {
     dds_pub: rustdds::Publisher,
     reported: HashSet<String>,
     scratch: Vec<u8>,
+    graph: crate::graph::GraphSync,
 }
 
 impl Outbound {
@@ -42,7 +43,9 @@ impl Outbound {
             .participant
             .create_publisher(&rustdds::QosPolicies::qos_none())
             .map_err(|e| BridgeError::Dds(e.to_string()))?;
+        let graph = crate::graph::GraphSync::new(&shared, &node);
         Ok(Outbound {
+            graph,
             catalog: Catalog::new(config.types.clone(), config.native),
             shared,
             config,
@@ -131,6 +134,7 @@ impl Outbound {
     }
 
     fn refresh(&mut self) {
+        self.graph.tick(&self.shared);
         let me = self.shared.participant.guid().prefix;
         let peers = self.shared.peers();
         let inbound = self
@@ -148,7 +152,9 @@ impl Outbound {
         let mut wanted = HashSet::new();
         for t in topics {
             let ours = usize::from(inbound.contains(&t.name));
-            if t.publishers <= ours || !self.config.admits(&t.name) {
+            // the bridges' own topics (`/_ros2/graph`) stay in Nerve
+            if t.publishers <= ours || !self.config.admits(&t.name) || t.name.starts_with("/_ros2/")
+            {
                 continue;
             }
             let Some(Ok(schema)) = &t.schema else {

@@ -538,7 +538,11 @@ impl Services {
                 service_of_request_topic(d.topic_name()),
                 service_type_of_request(d.type_name()),
             ) {
-                if self.config.admits(name) {
+                // parameter services cross in params.rs, actions' in actions.rs
+                if self.config.admits(name)
+                    && !crate::params::is_param_service(name)
+                    && !name.contains("/_action/")
+                {
                     ros_servers.insert(name.to_string(), ty);
                 }
             }
@@ -553,6 +557,8 @@ impl Services {
                     primary
                         && s.servers > usize::from(ours.contains(&s.name))
                         && self.config.admits(&s.name)
+                        && !crate::params::is_param_service(&s.name)
+                        && !s.name.contains("/_action/")
                         && !ros_servers.contains_key(&s.name)
                 })
                 .collect();
@@ -584,7 +590,7 @@ impl Services {
         for n in gone {
             if let Some(s) = self.to_ros.remove(&n) {
                 for (_, (req, _)) in s.pending {
-                    let _ = req.fail(&format!("server gone: the ROS 2 server of {n} went away"));
+                    let _ = req.server_gone(&format!("the ROS 2 server of {n} went away"));
                 }
             }
         }

@@ -8,12 +8,18 @@
 //!   conversion, since a Nerve head without padding is already laid out as CDR (see
 //!   [`plain`]).
 //!
+//! - ROS 2 types carried as CDR ([`nerve_msgs::ros2::Ros2Cdr`], what the ROS 2 bridge
+//!   and `nerve topic pub` use for types Nerve has no native form of) are written as the
+//!   ROS 2 type itself: its name, its `ros2msg` definition, the CDR bytes unchanged (see
+//!   [`ros2cdr`]). Any rosbag2 bag is replayed the same way.
+//!
 //! Each channel also carries the Nerve schema in its metadata, so a bag is replayed with
 //! the exact type it was recorded with.
 
 pub mod foxglove;
 pub mod plain;
 pub mod ros2;
+pub mod ros2cdr;
 
 use crate::BagError;
 use nerve::message::schema::Schema;
@@ -67,6 +73,7 @@ enum Conversion {
     Standard(Standard),
     Plain(Box<plain::Plain>),
     Foxglove(foxglove::Form),
+    Ros2(Box<ros2cdr::Ros2Pass>),
 }
 
 /// How one topic's type is written: schema name and text, and the payload conversion.
@@ -83,9 +90,20 @@ pub struct Encoding {
 }
 
 impl Encoding {
-    /// The encoding of the type `schema` describes: its ROS 2 form for a standard
-    /// message (matched by layout hash, never by name alone), else CDR of its own layout.
+    /// The encoding of the type `schema` describes: the ROS 2 type itself for a ROS 2
+    /// type carried as CDR, its ROS 2 form for a standard message (matched by layout
+    /// hash, never by name alone), else CDR of its own layout.
     pub fn for_schema(schema: &Schema) -> Result<Encoding, BagError> {
+        if let Some((name, _, definition)) = nerve_msgs::ros2::ros2_type(schema) {
+            let pass = ros2cdr::Ros2Pass::new(name, definition)?;
+            return Ok(Encoding {
+                schema_name: pass.name().to_string(),
+                schema_data: definition.as_bytes().to_vec(),
+                schema_encoding: SCHEMA_ENCODING,
+                message_encoding: MESSAGE_ENCODING,
+                conversion: Conversion::Ros2(Box::new(pass)),
+            });
+        }
         if let Some(std) = ros2::standard()
             .into_iter()
             .find(|s| (s.type_info)().layout_hash == schema.layout_hash)
@@ -151,20 +169,43 @@ impl Encoding {
         matches!(self.conversion, Conversion::Plain(_))
     }
 
+    /// The time a payload's source stamped it, where the type carries one (a ROS 2 type
+    /// carried as CDR; rosbag2 writes it as the MCAP publish time).
+    pub fn source_stamp(&self, payload: &[u8]) -> Option<u64> {
+        match &self.conversion {
+            Conversion::Ros2(_) => ros2cdr::source_stamp(payload),
+            _ => None,
+        }
+    }
+
     /// Writes the CDR form of a Nerve payload into `out` (cleared first).
     pub fn encode(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), BagError> {
         match &self.conversion {
             Conversion::Standard(s) => (s.encode)(payload, out),
             Conversion::Plain(p) => p.encode(payload, out),
             Conversion::Foxglove(f) => f.encode(payload, out),
+            Conversion::Ros2(r) => r.encode(payload, out),
         }
     }
 
-    /// Writes the Nerve payload a CDR message holds into `out` (cleared first).
+    /// Writes the Nerve payload a CDR message holds into `out` (cleared first); a ROS 2
+    /// type carried as CDR gets no source time stamp (see [`Encoding::decode_stamped`]).
     pub fn decode(&self, cdr: &[u8], out: &mut Vec<u8>) -> Result<(), BagError> {
+        self.decode_stamped(cdr, 0, out)
+    }
+
+    /// Like [`Encoding::decode`], with the message's source time stamp (ns since the Unix
+    /// epoch), which a ROS 2 type carried as CDR holds in its head.
+    pub fn decode_stamped(
+        &self,
+        cdr: &[u8],
+        source_stamp_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), BagError> {
         match &self.conversion {
             Conversion::Standard(s) => (s.decode)(cdr, out),
             Conversion::Plain(p) => p.decode(cdr, out),
+            Conversion::Ros2(r) => r.decode(cdr, source_stamp_ns, out),
             Conversion::Foxglove(f) => Err(BagError::Convert {
                 what: f.name.clone(),
                 reason: "a Foxglove schema is written, not read back (record with ROS 2 \

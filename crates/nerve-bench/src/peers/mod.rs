@@ -9,6 +9,7 @@ pub mod echo;
 pub mod iceoryx2;
 pub mod nerve;
 pub mod pattern;
+pub mod rclpy;
 pub mod stream;
 pub mod uds;
 pub mod zenoh;

@@ -37,6 +37,12 @@ pub enum StreamSystem {
     /// The same with Zenoh's shared-memory feature: payloads allocated from its
     /// shared-memory provider, only a reference crosses the socket.
     ZenohShm,
+    /// ROS 2: rclpy over Fast DDS, rclpy's default `SingleThreadedExecutor` on both ends
+    /// (Python processes, [`crate::peers::rclpy`]; not in [`StreamSystem::ALL`]: the
+    /// topic suite starts its ends from the ROS 2 environment).
+    Rclpy,
+    /// The same with rclpy's `EventsExecutor` on both ends.
+    RclpyEvents,
 }
 
 impl StreamSystem {
@@ -61,6 +67,20 @@ impl StreamSystem {
             StreamSystem::Iceoryx2SpinBlock => "iceoryx2-spin-block",
             StreamSystem::Zenoh => "zenoh",
             StreamSystem::ZenohShm => "zenoh-shm",
+            StreamSystem::Rclpy => "rclpy-single-threaded",
+            StreamSystem::RclpyEvents => "rclpy-events",
+        }
+    }
+
+    /// The rclpy systems, in report order.
+    pub const RCLPY: [StreamSystem; 2] = [StreamSystem::Rclpy, StreamSystem::RclpyEvents];
+
+    /// The rclpy executor, for the rclpy systems.
+    pub fn rclpy(self) -> Option<crate::peers::rclpy::Executor> {
+        match self {
+            StreamSystem::Rclpy => Some(crate::peers::rclpy::Executor::SingleThreaded),
+            StreamSystem::RclpyEvents => Some(crate::peers::rclpy::Executor::Events),
+            _ => None,
         }
     }
 
@@ -71,6 +91,7 @@ impl StreamSystem {
             StreamSystem::Floor => "floor",
             StreamSystem::Iceoryx2 | StreamSystem::Iceoryx2SpinBlock => "iceoryx2",
             StreamSystem::Zenoh | StreamSystem::ZenohShm => "zenoh",
+            StreamSystem::Rclpy | StreamSystem::RclpyEvents => "rclpy",
         }
     }
 
@@ -84,6 +105,8 @@ impl StreamSystem {
             StreamSystem::Iceoryx2SpinBlock => "spin-then-block",
             StreamSystem::Zenoh => "peer-tcp",
             StreamSystem::ZenohShm => "peer-shm",
+            StreamSystem::Rclpy => "single-threaded",
+            StreamSystem::RclpyEvents => "events",
         }
     }
 }
@@ -255,7 +278,16 @@ fn open_sender(spec: &StreamSpec) -> Result<Sender, PeerError> {
         StreamSystem::Iceoryx2 | StreamSystem::Iceoryx2SpinBlock => iox::sender(spec),
         StreamSystem::Zenoh => zenoh_end::sender(spec, false),
         StreamSystem::ZenohShm => zenoh_end::sender(spec, true),
+        StreamSystem::Rclpy | StreamSystem::RclpyEvents => Err(in_python()),
     }
+}
+
+/// The rclpy ends run in Python ([`crate::peers::rclpy`]), not in this process.
+fn in_python() -> PeerError {
+    PeerError::setup(
+        "rclpy",
+        "the rclpy ends run in Python (rclpy_bench.py), started by the topic suite",
+    )
 }
 
 fn open_receiver(spec: &StreamSpec) -> Result<Receiver, PeerError> {
@@ -266,6 +298,7 @@ fn open_receiver(spec: &StreamSpec) -> Result<Receiver, PeerError> {
         StreamSystem::Iceoryx2SpinBlock => iox::receiver(spec, Some(IOX_SPIN)),
         StreamSystem::Zenoh => zenoh_end::receiver(spec, false),
         StreamSystem::ZenohShm => zenoh_end::receiver(spec, true),
+        StreamSystem::Rclpy | StreamSystem::RclpyEvents => Err(in_python()),
     }
 }
 

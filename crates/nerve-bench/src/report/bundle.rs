@@ -153,8 +153,10 @@ impl Bundle {
                  configured by default; the best peer is the fastest other system measured in \
                  this run at the same point (the futex floor and Nerve's other modes are not \
                  peers); the published figure is the best the seed reports for that point, \
-                 measured elsewhere on other hardware (see the table of published figures at \
-                 the end). The full tables follow.",
+                 quoted as published: measured elsewhere on other hardware (see the table of \
+                 published figures at the end). ROS 2 measured: rclpy over Fast DDS run on \
+                 this machine in the same run (its faster executor), where the suite runs it \
+                 (service and topic). The full tables follow.",
                 self.machine_line()
             ),
         );
@@ -322,13 +324,16 @@ impl Bundle {
         for suite in &self.suites {
             s.push_str(&suite.summary);
         }
-        s.push_str("seeds: Nerve, best peer (Nerve / peer), published (Nerve / published)\n");
+        s.push_str(
+            "seeds: Nerve, best peer (Nerve / peer), published, quoted (Nerve / published), \
+             ROS 2 measured here (Nerve / ROS 2)\n",
+        );
         let (_, rows) = summary::table(&self.seed_summary());
         for r in rows {
             let _ = writeln!(
                 s,
-                "  {} {}: {}; {} ({}); {} ({})",
-                r[0], r[1], r[2], r[3], r[4], r[5], r[6]
+                "  {} {}: {}; {} ({}); {} ({}); {} ({})",
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]
             );
         }
         let _ = writeln!(s, "targets met: {}", self.tally());

@@ -1,5 +1,6 @@
 //! The report's summary: for every seed, Nerve beside the best peer measured in the same
-//! run and the best figure the seed publishes, as ratios. Rows are picked from the suites'
+//! run, ROS 2 measured in the same run (rclpy, where the suite runs it) and the best figure
+//! the seed publishes (quoted, measured elsewhere), as ratios. Rows are picked from the suites'
 //! JSON rows (`report.json`'s `results`), so the summary says exactly what the tables below
 //! it say; a suite that did not run shows "not run".
 //!
@@ -65,6 +66,8 @@ pub struct SummaryRow {
     pub nerve: Cell,
     /// The best (lowest) peer of the same run at the same point.
     pub peer: Cell,
+    /// ROS 2 measured in the same run at the same point (rclpy, its faster executor).
+    pub ros2: Cell,
     /// The best (lowest) figure the seed publishes for that point, measured elsewhere.
     pub published: Cell,
 }
@@ -73,6 +76,11 @@ impl SummaryRow {
     /// Nerve's figure over the best peer's.
     pub fn vs_peer(&self) -> Option<f64> {
         ratio(self.nerve.value()?, self.peer.value()?)
+    }
+
+    /// Nerve's figure over ROS 2's, measured in the same run.
+    pub fn vs_ros2(&self) -> Option<f64> {
+        ratio(self.nerve.value()?, self.ros2.value()?)
     }
 
     /// Nerve's figure over the published one.
@@ -105,6 +113,8 @@ struct Measure {
     not_peer: RowTest,
     /// The figure of a row.
     figure: RowFigure,
+    /// Whether the suite runs ROS 2 (rclpy rows).
+    ros2: bool,
     /// The published figures (the best is taken), each with whose it is.
     published: Vec<(String, f64)>,
 }
@@ -159,6 +169,7 @@ fn measures() -> Vec<Measure> {
             nerve: Box::new(|r| is(r, "nerve", "adaptive")),
             not_peer: Box::new(|r| str_of(r, "system") == "nerve"),
             figure: Box::new(|r| f64_of(r, &["rtt_us", "avg"])),
+            ros2: true,
             published,
         });
     }
@@ -183,6 +194,7 @@ fn measures() -> Vec<Measure> {
             nerve: Box::new(|r| is(r, "nerve", "adaptive")),
             not_peer: Box::new(|r| matches!(str_of(r, "system"), "nerve" | "floor")),
             figure: Box::new(|r| f64_of(r, &["latency_us", "avg"])),
+            ros2: true,
             published: vec![(published::CYBERRT.system.into(), s.latency_us)],
         });
     }
@@ -211,6 +223,7 @@ fn measures() -> Vec<Measure> {
             nerve: Box::new(|r| str_of(r, "system") == "nerve"),
             not_peer: Box::new(|r| str_of(r, "system").starts_with("nerve")),
             figure: Box::new(figure),
+            ros2: false,
             published,
         };
     out.push(timer(
@@ -236,6 +249,7 @@ fn measures() -> Vec<Measure> {
         nerve: Box::new(|r| is(r, "nerve", "adaptive")),
         not_peer: Box::new(|r| matches!(str_of(r, "system"), "nerve" | "floor")),
         figure: Box::new(|r| f64_of(r, &["e2e_latency_us", "median"])),
+        ros2: false,
         published: vec![(
             format!("{}, {}", published::OUSTER_ROS2.system, tuned.case),
             tuned.e2e_median_ms * 1e3,
@@ -258,6 +272,7 @@ fn measures() -> Vec<Measure> {
         nerve: Box::new(|r| str_of(r, "system") == "nerve"),
         not_peer: Box::new(|r| str_of(r, "system") == "nerve"),
         figure: Box::new(|r| f64_of(r, &["one_way_us", "p50"]).map(|us| us * 1e3)),
+        ros2: false,
         published: horus
             .map(|ns| (published::HORUS.system.to_string(), ns))
             .into_iter()
@@ -295,6 +310,7 @@ pub fn summarize(results: &[&Value]) -> Vec<SummaryRow> {
                     unit: m.unit,
                     nerve: Cell::NotRun,
                     peer: Cell::NotRun,
+                    ros2: Cell::NotRun,
                     published,
                 };
             }
@@ -318,6 +334,19 @@ pub fn summarize(results: &[&Value]) -> Vec<SummaryRow> {
                     Cell::Missing("no peer measured".into()),
                     |(label, value)| Cell::Figure(Labelled { label, value }),
                 );
+            let ros2 = if !m.ros2 {
+                Cell::Missing(format!("not run by the {} suite", m.suite))
+            } else {
+                point
+                    .iter()
+                    .filter(|r| str_of(r, "system") == "rclpy")
+                    .filter_map(|r| Some((label(r), (m.figure)(r)?)))
+                    .min_by(|a, b| a.1.total_cmp(&b.1))
+                    .map_or(
+                        Cell::Missing("rclpy not measured".into()),
+                        |(label, value)| Cell::Figure(Labelled { label, value }),
+                    )
+            };
             SummaryRow {
                 seed: m.seed,
                 suite: m.suite,
@@ -325,6 +354,7 @@ pub fn summarize(results: &[&Value]) -> Vec<SummaryRow> {
                 unit: m.unit,
                 nerve,
                 peer,
+                ros2,
                 published,
             }
         })
@@ -332,7 +362,7 @@ pub fn summarize(results: &[&Value]) -> Vec<SummaryRow> {
 }
 
 /// The summary as table cells: seed, measure, Nerve, best peer, Nerve / peer, published,
-/// Nerve / published.
+/// Nerve / published, then ROS 2 measured in the same run and Nerve / ROS 2.
 pub fn table(rows: &[SummaryRow]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let head = vec![
         "seed",
@@ -340,8 +370,10 @@ pub fn table(rows: &[SummaryRow]) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "Nerve",
         "best peer, same run",
         "Nerve / peer",
-        "seed's best published",
+        "seed's best published (quoted, other hardware)",
         "Nerve / published",
+        "ROS 2 measured, same run (rclpy)",
+        "Nerve / ROS 2",
     ];
     let x = |r: Option<f64>| r.map_or("–".into(), |r| format!("{}×", num(r)));
     let cells = rows
@@ -355,6 +387,8 @@ pub fn table(rows: &[SummaryRow]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 x(r.vs_peer()),
                 r.published.text(),
                 x(r.vs_published()),
+                r.ros2.text(),
+                x(r.vs_ros2()),
             ]
         })
         .collect();

@@ -7,6 +7,8 @@ virtual environment's python. One role per run; every line it prints is JSON.
   cloud TOPIC COUNT BYTES [--rate HZ]   (sensor_msgs/PointCloud2, data[i] = i % 251)
   server SERVICE TYPE SECONDS       (std_srvs SetBool/Trigger: answers success=data, message)
   client SERVICE TYPE JSON COUNT [--timeout S]
+  action_server NAME SECONDS [--step S] [--max-order N]   (test_msgs/action/Fibonacci)
+  action_client NAME ORDER [--cancel-after N] [--timeout S]
 """
 
 import argparse
@@ -145,12 +147,16 @@ def server(a):
 
     def handle(req, resp):
         calls.append(to_json(req))
+        out(event="call", request=to_json(req))
+        if a.hang:
+            # never answers: the test ends this node mid-call
+            while True:
+                time.sleep(1)
         if hasattr(resp, "success"):
             resp.success = bool(getattr(req, "data", True))
             resp.message = f"rclpy got {to_json(req)}"
         if hasattr(resp, "sum"):
             resp.sum = req.a + req.b
-        out(event="call", request=to_json(req))
         return resp
 
     node.create_service(cls, a.service, handle)
@@ -191,6 +197,194 @@ def graph(a):
     )
 
 
+def plain(v):
+    """A parameter value as JSON (arrays as lists)."""
+    if isinstance(v, (str, bytes)):
+        return list(v) if isinstance(v, bytes) else v
+    return [plain(x) for x in v] if hasattr(v, "__iter__") else v
+
+
+def param_node(a):
+    """A node with parameters: speed=1.5, name='robot', enabled=True, gains=[1, 2, 3]."""
+    node = rclpy.create_node(a.name)
+    node.declare_parameter("speed", 1.5)
+    node.declare_parameter("name", "robot")
+    node.declare_parameter("enabled", True)
+    node.declare_parameter("gains", [1, 2, 3])
+    if a.hang:
+        def hang(params):
+            # never answers a set: the test ends this node mid-call
+            out(event="set_called")
+            while True:
+                time.sleep(1)
+
+        node.add_on_set_parameters_callback(hang)
+    out(event="ready", node=node.get_fully_qualified_name())
+    end = time.monotonic() + a.seconds
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    out(event="done", values={n: plain(node.get_parameter(n).value) for n in ("speed", "name", "enabled", "gains")})
+
+
+def param_client(a):
+    """get NAME..., set NAME JSON [NAME JSON...] [--atomic], list, describe NAME...,
+    types NAME... on NODE's parameters with rclpy's AsyncParameterClient."""
+    from rclpy.parameter import Parameter, parameter_value_to_python
+    from rclpy.parameter_client import AsyncParameterClient
+
+    node = rclpy.create_node("param_client")
+    cli = AsyncParameterClient(node, a.node)
+    if not cli.wait_for_services(timeout_sec=a.timeout):
+        out(event="no_service")
+        return
+    args = a.args
+    if a.op == "get":
+        fut = cli.get_parameters(args)
+    elif a.op == "set":
+        params = [Parameter(args[i], value=json.loads(args[i + 1])) for i in range(0, len(args), 2)]
+        fut = cli.set_parameters_atomically(params) if a.atomic else cli.set_parameters(params)
+    elif a.op == "list":
+        fut = cli.list_parameters(args)
+    elif a.op == "describe":
+        fut = cli.describe_parameters(args)
+    else:
+        fut = cli.get_parameter_types(args)
+    rclpy.spin_until_future_complete(node, fut, timeout_sec=a.timeout)
+    if not fut.done():
+        out(event="timeout")
+        return
+    r = fut.result()
+    if a.op == "get":
+        out(event="response", values=[plain(parameter_value_to_python(v)) for v in r.values],
+            types=[v.type for v in r.values])
+    elif a.op == "set":
+        results = [r.result] if a.atomic else r.results
+        out(event="response", results=[{"successful": x.successful, "reason": x.reason} for x in results])
+    elif a.op == "list":
+        out(event="response", names=list(r.result.names), prefixes=list(r.result.prefixes))
+    elif a.op == "describe":
+        out(event="response", descriptors=[to_json(d) for d in r.descriptors])
+    else:
+        out(event="response", types=list(r.types))
+
+
+
+def action_server(a):
+    """Serves test_msgs/action/Fibonacci on NAME: feedback each step, cancels accepted."""
+    from rclpy.action import ActionServer, CancelResponse, GoalResponse
+    from rclpy.callback_groups import ReentrantCallbackGroup
+    from rclpy.executors import MultiThreadedExecutor
+    from test_msgs.action import Fibonacci
+
+    node = rclpy.create_node("ros2_action_server")
+
+    def result(seq):
+        r = Fibonacci.Result()
+        r.sequence = seq
+        return r
+
+    def execute(gh):
+        order = gh.request.order
+        out(event="goal", order=order)
+        seq = [0, 1]
+        fb = Fibonacci.Feedback()
+        while len(seq) <= order:
+            if gh.is_cancel_requested:
+                gh.canceled()
+                out(event="canceled", sequence=seq)
+                return result(seq)
+            seq.append(seq[-1] + seq[-2])
+            fb.sequence = seq
+            gh.publish_feedback(fb)
+            time.sleep(a.step)
+        gh.succeed()
+        out(event="succeeded", sequence=seq[: order + 1])
+        return result(seq[: order + 1])
+
+    def on_goal(req):
+        ok = req.order <= a.max_order
+        out(event="goal_request", order=req.order, accepted=ok)
+        return GoalResponse.ACCEPT if ok else GoalResponse.REJECT
+
+    def on_cancel(_gh):
+        out(event="cancel_request")
+        return CancelResponse.ACCEPT
+
+    ActionServer(node, Fibonacci, a.name, execute, callback_group=ReentrantCallbackGroup(),
+                 goal_callback=on_goal, cancel_callback=on_cancel)
+    ex = MultiThreadedExecutor()
+    ex.add_node(node)
+    out(event="ready")
+    end = time.monotonic() + a.seconds
+    while time.monotonic() < end:
+        ex.spin_once(timeout_sec=0.05)
+    out(event="done")
+
+
+def action_client(a):
+    """Sends one test_msgs/action/Fibonacci goal to NAME; prints accepted, feedback,
+    cancel (after N feedbacks with --cancel-after), result and the goal's statuses."""
+    from action_msgs.msg import GoalStatusArray
+    from rclpy.action import ActionClient
+    from test_msgs.action import Fibonacci
+
+    node = rclpy.create_node("ros2_action_client")
+    cli = ActionClient(node, Fibonacci, a.name)
+    seen = []
+    node.create_subscription(
+        GoalStatusArray, a.name + "/_action/status",
+        lambda m: seen.extend((bytes(s.goal_info.goal_id.uuid), s.status) for s in m.status_list),
+        QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                   durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    out(event="ready")
+    if not cli.wait_for_server(timeout_sec=a.timeout):
+        out(event="no_server")
+        return
+    feedback = []
+
+    def on_feedback(m):
+        feedback.append(list(m.feedback.sequence))
+        out(event="feedback", sequence=feedback[-1])
+
+    fut = cli.send_goal_async(Fibonacci.Goal(order=a.order), feedback_callback=on_feedback)
+    rclpy.spin_until_future_complete(node, fut, timeout_sec=a.timeout)
+    gh = fut.result() if fut.done() else None
+    if gh is None:
+        out(event="timeout", what="send_goal")
+        return
+    out(event="accepted" if gh.accepted else "rejected")
+    if not gh.accepted:
+        out(event="done")
+        return
+    res = gh.get_result_async()
+    canceled = False
+    deadline = time.monotonic() + a.timeout
+    while not res.done() and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+        if a.cancel_after is not None and not canceled and len(feedback) >= a.cancel_after:
+            canceled = True
+            cf = gh.cancel_goal_async()
+            rclpy.spin_until_future_complete(node, cf, timeout_sec=a.timeout)
+            r = cf.result() if cf.done() else None
+            out(event="cancel", return_code=None if r is None else r.return_code,
+                canceling=0 if r is None else len(r.goals_canceling))
+    if res.done():
+        r = res.result()
+        out(event="result", status=r.status, sequence=list(r.result.sequence))
+    else:
+        out(event="timeout", what="result")
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    mine = bytes(gh.goal_id.uuid)
+    statuses = []
+    for uuid, st in seen:
+        if uuid == mine and (not statuses or statuses[-1] != st):
+            statuses.append(st)
+    out(event="statuses", statuses=statuses)
+    out(event="done")
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="role", required=True)
@@ -222,6 +416,7 @@ def main():
     sv.add_argument("service")
     sv.add_argument("type")
     sv.add_argument("seconds", type=float)
+    sv.add_argument("--hang", action="store_true", help="never answer")
     sv.set_defaults(run=server)
     cl = sub.add_parser("client")
     cl.add_argument("service")
@@ -233,6 +428,30 @@ def main():
     g = sub.add_parser("graph")
     g.add_argument("seconds", type=float)
     g.set_defaults(run=graph)
+    pn = sub.add_parser("param_node")
+    pn.add_argument("seconds", type=float)
+    pn.add_argument("--name", default="param_node")
+    pn.add_argument("--hang", action="store_true", help="never answer a set")
+    pn.set_defaults(run=param_node)
+    pc = sub.add_parser("param_client")
+    pc.add_argument("node")
+    pc.add_argument("op", choices=["get", "set", "list", "describe", "types"])
+    pc.add_argument("args", nargs="*")
+    pc.add_argument("--atomic", action="store_true")
+    pc.add_argument("--timeout", type=float, default=20.0)
+    pc.set_defaults(run=param_client)
+    asv = sub.add_parser("action_server")
+    asv.add_argument("name")
+    asv.add_argument("seconds", type=float)
+    asv.add_argument("--step", type=float, default=0.05, help="seconds per feedback")
+    asv.add_argument("--max-order", type=int, default=40, help="larger orders are rejected")
+    asv.set_defaults(run=action_server)
+    acl = sub.add_parser("action_client")
+    acl.add_argument("name")
+    acl.add_argument("order", type=int)
+    acl.add_argument("--cancel-after", type=int, default=None, help="feedbacks before a cancel")
+    acl.add_argument("--timeout", type=float, default=30.0)
+    acl.set_defaults(run=action_client)
     a = p.parse_args()
     rclpy.init()
     try:

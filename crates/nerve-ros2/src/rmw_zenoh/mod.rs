@@ -3,7 +3,9 @@
 //!
 //! The formats are those of `rmw_zenoh_cpp` (its `docs/design.md`), checked byte for
 //! byte against captures of a real Humble `rmw_zenoh_cpp` publisher
-//! (`/work/shared/ros2/rmw_zenoh/`) and against the examples of that document:
+//! (`/work/shared/ros2/rmw_zenoh/`; the GID in its captured attachment is the XXH3-128 of
+//! its captured token, as [`Gid::from_token_key`] computes it) and against the examples of
+//! that document:
 //!
 //! - [`names`]: data key expressions `<domain>/<name>/<DDS type>/<type hash>`
 //!   ([`DataKey`]), ROS 2 ↔ DDS type names, [`TypeHash`] (`RIHS01_<hex>` or Humble's
@@ -19,6 +21,9 @@
 //! and returns plain Rust types (topic names, ROS 2 type names such as
 //! `std_msgs/msg/String`, type hash strings, CDR bytes) and nothing else of this crate.
 //!
+//! [`ZenohBridge`] is the bridge's rmw_zenoh mode on a [`ZenohSide`]: Nerve topics and
+//! rmw_zenoh topics both ways, demand-driven, with loop prevention.
+//!
 //! The formats are written here rather than taken from `ros2-client`'s `zenoh` feature:
 //! that one serializes typed messages through its own node and executor, where the bridge
 //! needs raw CDR on a session it shares; and its QoS encoding always writes the depth
@@ -26,16 +31,18 @@
 #![warn(missing_docs)]
 
 pub mod attachment;
+mod bridge;
 pub mod names;
 pub mod qos;
 mod side;
 pub mod token;
 
 pub use attachment::{Attachment, AttachmentError, Gid};
+pub use bridge::{ZenohBridge, BRIDGE_NODE_PREFIX, MAX_PENDING};
 pub use names::{DataKey, FormatError, TokenPart, TypeHash};
 pub use qos::{Durability, History, Liveliness, Qos, QosDuration, QosError, Reliability};
 pub use side::{
-    peer_config, Graph, GraphEntity, Received, RosPublisher, RosSubscriber, SubscriberStats,
-    ZenohError, ZenohSide, MAX_GRAPH_ENTITIES, MAX_QUEUE,
+    peer_config, Graph, GraphEntity, Received, RosPublisher, RosSubscriber, RosSubscription,
+    SubscriberStats, ZenohError, ZenohSide, MAX_GRAPH_ENTITIES, MAX_QUEUE,
 };
 pub use token::{EntityKind, EntityToken, TopicInfo};

@@ -421,6 +421,13 @@ impl DataKey {
             key: bounded(key),
             reason,
         };
+        if key.len() > 4 * MAX_NAME_LEN {
+            return Err(FormatError::TooLong {
+                what: "data key expression",
+                len: key.len(),
+                max: 4 * MAX_NAME_LEN,
+            });
+        }
         let chunks: Vec<&str> = key.split('/').collect();
         if chunks.len() < 4 {
             return Err(err(format!(
@@ -463,7 +470,7 @@ impl fmt::Display for DataKey {
 mod tests {
     use super::*;
 
-    pub(crate) const STRING_HASH: &str =
+    const STRING_HASH: &str =
         "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18";
     const ADD_TWO_INTS_HASH: &str =
         "RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c81a";
@@ -609,6 +616,18 @@ mod tests {
             assert!(matches!(e, FormatError::DataKey { .. }), "{bad}");
             assert!(e.to_string().contains(says), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn long_data_keys_are_refused() {
+        let key = format!(
+            "0/{}/std_msgs::msg::dds_::String_/TypeHashNotSupported",
+            "a/".repeat(3000)
+        );
+        assert!(matches!(
+            DataKey::parse(&key),
+            Err(FormatError::TooLong { .. })
+        ));
     }
 
     #[test]

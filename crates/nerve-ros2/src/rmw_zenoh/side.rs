@@ -276,6 +276,16 @@ impl ZenohSide {
         }
     }
 
+    /// The entity of the graph with GID `gid`, if its token has been heard (a scan of
+    /// the graph, without copying it).
+    pub fn entity(&self, gid: Gid) -> Option<GraphEntity> {
+        lock(&self.graph)
+            .entities
+            .values()
+            .find(|e| e.gid == gid)
+            .cloned()
+    }
+
     /// A publisher on ROS 2 topic `topic` of type `ros_type` (`std_msgs/msg/String`) with
     /// type hash `type_hash` (`RIHS01_...`, or `TypeHashNotSupported` to meet Humble),
     /// announced with its liveliness token. The QoS is adapted as rmw_zenoh does
@@ -346,16 +356,6 @@ impl ZenohSide {
         qos: Qos,
     ) -> Result<RosSubscriber, ZenohError> {
         let qos = qos.adapted();
-        let token = EntityToken::endpoint(
-            &self.node,
-            EntityKind::Subscription,
-            next_id(),
-            topic,
-            ros_type,
-            type_hash,
-            qos,
-        )?;
-        let key = data_key_expr(&token);
         let capacity = match qos.history {
             History::KeepAll => MAX_QUEUE,
             _ => usize::try_from(qos.depth)
@@ -371,6 +371,40 @@ impl ZenohSide {
             ready: Condvar::new(),
         });
         let i = inbox.clone();
+        let inner =
+            self.subscription(topic, ros_type, type_hash, qos, false, move |r| i.push(r))?;
+        Ok(RosSubscriber { inner, inbox })
+    }
+
+    /// A subscription like [`ZenohSide::subscriber`] that hands every sample to
+    /// `on_sample` (called on Zenoh's threads: it must not block) instead of queueing it.
+    /// With `any_hash` the data key's hash chunk is `*`: publishers of the type with any
+    /// type hash are heard, Humble's `TypeHashNotSupported` included (the token still
+    /// announces `type_hash`).
+    pub fn subscription(
+        &self,
+        topic: &str,
+        ros_type: &str,
+        type_hash: &str,
+        qos: Qos,
+        any_hash: bool,
+        on_sample: impl Fn(Received) + Send + Sync + 'static,
+    ) -> Result<RosSubscription, ZenohError> {
+        let qos = qos.adapted();
+        let token = EntityToken::endpoint(
+            &self.node,
+            EntityKind::Subscription,
+            next_id(),
+            topic,
+            ros_type,
+            type_hash,
+            qos,
+        )?;
+        let key = data_key_expr(&token);
+        let key = match key.rsplit_once('/') {
+            Some((head, _)) if any_hash => format!("{head}/*"),
+            _ => key,
+        };
         let subscriber = self
             .session
             .declare_subscriber(key.clone())
@@ -383,7 +417,7 @@ impl ZenohSide {
                     None => Err(AttachmentError::Missing),
                     Some(a) => Attachment::decode(&a.to_bytes()),
                 };
-                i.push(Received {
+                on_sample(Received {
                     cdr: sample.payload().to_bytes().into_owned(),
                     attachment,
                 });
@@ -395,12 +429,11 @@ impl ZenohSide {
                 reason: e.to_string(),
             })?;
         let live = declare_token(&self.session, &token)?;
-        Ok(RosSubscriber {
+        Ok(RosSubscription {
             gid: token.gid(),
             token_key: token.key_expr(),
             key,
             token,
-            inbox,
             _subscriber: subscriber,
             _live: live,
         })
@@ -543,16 +576,44 @@ impl Inbox {
     }
 }
 
-/// A ROS 2 subscription to raw CDR on rmw_zenoh (undeclared, with its token, when
-/// dropped).
-pub struct RosSubscriber {
+/// A ROS 2 subscription on rmw_zenoh whose samples go to a callback (undeclared, with
+/// its token, when dropped); see [`ZenohSide::subscription`].
+pub struct RosSubscription {
     key: String,
     token_key: String,
     token: EntityToken,
     gid: Gid,
-    inbox: Arc<Inbox>,
     _subscriber: zenoh::pubsub::Subscriber<()>,
     _live: LivelinessToken,
+}
+
+impl RosSubscription {
+    /// Its data key expression (its last chunk `*` when it hears any type hash).
+    pub fn key_expr(&self) -> &str {
+        &self.key
+    }
+
+    /// Its liveliness token's key expression.
+    pub fn token_key_expr(&self) -> &str {
+        &self.token_key
+    }
+
+    /// Its token.
+    pub fn token(&self) -> &EntityToken {
+        &self.token
+    }
+
+    /// Its GID.
+    pub fn gid(&self) -> Gid {
+        self.gid
+    }
+}
+
+/// A ROS 2 subscription to raw CDR on rmw_zenoh (undeclared, with its token, when
+/// dropped).
+pub struct RosSubscriber {
+    inner: RosSubscription,
+    inbox: Arc<Inbox>,
 }
 
 impl RosSubscriber {
@@ -586,22 +647,22 @@ impl RosSubscriber {
 
     /// Its data key expression.
     pub fn key_expr(&self) -> &str {
-        &self.key
+        self.inner.key_expr()
     }
 
     /// Its liveliness token's key expression.
     pub fn token_key_expr(&self) -> &str {
-        &self.token_key
+        self.inner.token_key_expr()
     }
 
     /// Its token.
     pub fn token(&self) -> &EntityToken {
-        &self.token
+        self.inner.token()
     }
 
     /// Its GID.
     pub fn gid(&self) -> Gid {
-        self.gid
+        self.inner.gid()
     }
 }
 

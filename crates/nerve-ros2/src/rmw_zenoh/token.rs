@@ -159,9 +159,9 @@ impl EntityToken {
     ) -> Result<EntityToken, FormatError> {
         if kind == EntityKind::Node {
             return Err(FormatError::Token {
-                key: String::new(),
+                key: node.key_expr(),
                 part: TokenPart::EntityKind,
-                reason: "an endpoint is not a node".to_owned(),
+                reason: "NN is a node, not a publisher, subscription, service or client".to_owned(),
             });
         }
         let key = DataKey::new(node.domain, topic, ros_type, type_hash)?;

@@ -52,4 +52,7 @@ pub enum CallStatus {
     /// The server rejected the request (malformed, or no response was produced); the
     /// payload is the UTF-8 reason.
     Rejected = 2,
+    /// The server answers for another that went away before responding (a bridged
+    /// server on another system); the payload is the UTF-8 reason.
+    ServerGone = 3,
 }

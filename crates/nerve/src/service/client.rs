@@ -395,6 +395,9 @@ impl ClientInner {
                 service: self.name.clone(),
                 reason: text(),
             }),
+            s if s == CallStatus::ServerGone as u32 => Err(CallError::ServerGone {
+                service: self.name.clone(),
+            }),
             s => Err(CallError::Malformed {
                 service: self.name.clone(),
                 reason: format!("unknown status {s}"),

@@ -495,6 +495,17 @@ impl RawRequest {
         )
     }
 
+    /// Answers that the server this one stands for (a bridged server on another system)
+    /// went away before responding: the client's call fails with
+    /// [`crate::CallError::ServerGone`], as when a Nerve server dies, not with a timeout.
+    pub fn server_gone(&self, reason: &str) -> Result<(), ServeError> {
+        if self.replied.replace(true) {
+            return Err(self.already_replied());
+        }
+        self.server
+            .send_status(&self.incoming, self.header, CallStatus::ServerGone, reason)
+    }
+
     /// Loans a response of at least `len` bytes, unless the request was answered.
     fn loan_reply(&self, len: usize) -> Result<Outgoing, ServeError> {
         if self.replied.get() {

@@ -1004,7 +1004,7 @@ struct Prepared {
 }
 
 /// A spinner for one setup step.
-fn spinner(msg: String) -> indicatif::ProgressBar {
+pub(crate) fn spinner(msg: String) -> indicatif::ProgressBar {
     let s = indicatif::ProgressBar::new_spinner();
     s.set_style(
         indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
@@ -1232,7 +1232,7 @@ impl PythonSuite {
 }
 
 /// The lines that say why pip (or another setup tool) failed.
-fn pip_reason(f: &Finished) -> String {
+pub(crate) fn pip_reason(f: &Finished) -> String {
     let errors: Vec<&str> = f
         .stderr_tail
         .split(" | ")
@@ -1250,15 +1250,15 @@ fn pip_reason(f: &Finished) -> String {
 // ----------------------------------------------------------------------------------------
 
 /// How a bounded command ended.
-struct Finished {
+pub(crate) struct Finished {
     /// Its exit status, as words.
-    status: String,
+    pub(crate) status: String,
     /// Everything it printed on stdout.
-    stdout: String,
+    pub(crate) stdout: String,
     /// The last lines of its stderr, joined by ` | `.
-    stderr_tail: String,
+    pub(crate) stderr_tail: String,
     /// Whether it was stopped at its limit.
-    timed_out: bool,
+    pub(crate) timed_out: bool,
 }
 
 /// Whether the process has exited, without reaping it (so its process group id cannot be
@@ -1287,7 +1287,7 @@ fn signal_group(pgid: i32, sig: libc::c_int) {
 
 /// Runs `cmd` in a process group of its own, stdin closed, for at most `limit`; then
 /// stops whatever of the group is left (SIGTERM, then SIGKILL).
-fn run_bounded(mut cmd: Command, limit: Duration) -> Result<Finished, String> {
+pub(crate) fn run_bounded(mut cmd: Command, limit: Duration) -> Result<Finished, String> {
     use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())

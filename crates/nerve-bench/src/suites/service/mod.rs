@@ -12,6 +12,7 @@ use crate::harness::stats::Recorder;
 use crate::harness::PeerError;
 use crate::peers::echo::EchoClient;
 use crate::peers::pattern;
+use crate::peers::rclpy::{self, Ros2};
 use crate::peers::{self, cyclone};
 use crate::report::{human_bytes, Skipped};
 use crate::suite::SuiteError;
@@ -33,6 +34,14 @@ pub const PAYLOADS: [usize; 8] = [
     256 * 1024,
     1024 * 1024,
 ];
+
+/// The payloads rclpy runs at in the quick run: four of the eight, the summary's two
+/// (256 B, 1 MiB) among them.
+pub const RCLPY_QUICK_PAYLOADS: [usize; 4] = [256, 4096, 64 * 1024, 1024 * 1024];
+/// At most this many measured calls (and warm-up calls) per rclpy point in the quick run.
+pub const RCLPY_QUICK_CALLS: (usize, usize) = (1_000, 100);
+/// The payload of the reported rclpy target.
+pub const RCLPY_TARGET_PAYLOAD: usize = 256;
 
 /// How long a peer process may take to start.
 const PEER_START: Duration = Duration::from_secs(20);
@@ -61,11 +70,15 @@ pub enum SystemId {
     CycloneDds,
     /// Unix-domain-socket echo, blocking.
     Uds,
+    /// ROS 2: rclpy over Fast DDS, rclpy's default `SingleThreadedExecutor` on both ends.
+    RclpySingleThreaded,
+    /// ROS 2: rclpy over Fast DDS, rclpy's `EventsExecutor` on both ends.
+    RclpyEvents,
 }
 
 impl SystemId {
     /// Every system, in report order.
-    pub const ALL: [SystemId; 8] = [
+    pub const ALL: [SystemId; 10] = [
         SystemId::NerveAdaptive,
         SystemId::NerveSpin,
         SystemId::NerveBlock,
@@ -74,6 +87,8 @@ impl SystemId {
         SystemId::ZenohShm,
         SystemId::CycloneDds,
         SystemId::Uds,
+        SystemId::RclpySingleThreaded,
+        SystemId::RclpyEvents,
     ];
 
     /// Name used on the command line and in peers' arguments.
@@ -87,6 +102,17 @@ impl SystemId {
             SystemId::ZenohShm => "zenoh-shm",
             SystemId::CycloneDds => "cyclonedds",
             SystemId::Uds => "uds",
+            SystemId::RclpySingleThreaded => "rclpy-single-threaded",
+            SystemId::RclpyEvents => "rclpy-events",
+        }
+    }
+
+    /// The rclpy executor, for the rclpy systems.
+    pub fn rclpy(self) -> Option<rclpy::Executor> {
+        match self {
+            SystemId::RclpySingleThreaded => Some(rclpy::Executor::SingleThreaded),
+            SystemId::RclpyEvents => Some(rclpy::Executor::Events),
+            _ => None,
         }
     }
 
@@ -103,6 +129,7 @@ impl SystemId {
             SystemId::Zenoh | SystemId::ZenohShm => "zenoh",
             SystemId::CycloneDds => "cyclonedds",
             SystemId::Uds => "uds",
+            SystemId::RclpySingleThreaded | SystemId::RclpyEvents => "rclpy",
         }
     }
 
@@ -117,6 +144,8 @@ impl SystemId {
             SystemId::ZenohShm => "peer-shm",
             SystemId::CycloneDds => "ddsperf",
             SystemId::Uds => "blocking",
+            SystemId::RclpySingleThreaded => "single-threaded",
+            SystemId::RclpyEvents => "events",
         }
     }
 
@@ -153,6 +182,12 @@ pub struct ServiceSuite {
     /// Whether this is `nerve bench service` alone: its report.json and report.md in
     /// `out` are the report (no bundle beside them).
     pub own_report: bool,
+    /// The ROS 2 environment of the rclpy systems.
+    pub ros2: rclpy::Settings,
+    /// The payloads the rclpy systems run at; `None`: every payload.
+    pub rclpy_payloads: Option<Vec<usize>>,
+    /// At most this many measured and warm-up calls per rclpy point; `None`: as the others.
+    pub rclpy_calls: Option<(usize, usize)>,
 }
 
 impl ServiceSuite {
@@ -168,17 +203,38 @@ impl ServiceSuite {
             domain: crate::harness::interrupt::domain(900, 90),
             quick: false,
             own_report: false,
+            ros2: rclpy::Settings::default(),
+            rclpy_payloads: None,
+            rclpy_calls: None,
         }
     }
 
-    /// The quick run: 2,000 calls after 200 warm-up, every payload kept.
+    /// The quick run: 2,000 calls after 200 warm-up, every payload kept; rclpy at
+    /// [`RCLPY_QUICK_PAYLOADS`] with at most [`RCLPY_QUICK_CALLS`].
     pub fn quick(peer_command: (PathBuf, Vec<String>)) -> ServiceSuite {
         ServiceSuite {
             calls: 2_000,
             warmup: 200,
             quick: true,
+            rclpy_payloads: Some(RCLPY_QUICK_PAYLOADS.to_vec()),
+            rclpy_calls: Some(RCLPY_QUICK_CALLS),
             ..ServiceSuite::full(peer_command)
         }
+    }
+
+    /// Measured and warm-up calls of an rclpy point.
+    fn rclpy_calls(&self) -> (usize, usize) {
+        match self.rclpy_calls {
+            Some((c, w)) => (self.calls.min(c), self.warmup.min(w)),
+            None => (self.calls, self.warmup),
+        }
+    }
+
+    /// Whether rclpy runs at `payload`.
+    fn rclpy_at(&self, payload: usize) -> bool {
+        self.rclpy_payloads
+            .as_ref()
+            .is_none_or(|p| p.contains(&payload))
     }
 
     fn validate(&self) -> Result<(), SuiteError> {
@@ -227,16 +283,29 @@ impl ServiceSuite {
                     .insert("cyclonedds".into(), cyclone_version());
             }
         }
+        let ros2 = self.prepare_ros2(&mut report, &mut skipped_systems);
+        // the idle CPU of rclpy's server is measured at the first payload rclpy runs at
+        let rclpy_first = self.payloads.iter().copied().find(|&p| self.rclpy_at(p));
         let mut done = 0u64;
         for (pi, &payload) in self.payloads.iter().enumerate() {
             for &sys in &self.systems {
                 bar.set_message(format!("{} {}", sys.id(), human_bytes(payload)));
-                if skipped_systems.contains(&sys) {
+                if skipped_systems.contains(&sys)
+                    || (sys.rclpy().is_some() && !self.rclpy_at(payload))
+                {
                     done += (self.calls + self.warmup) as u64;
                     continue;
                 }
-                let result = match (sys, &ddsperf) {
-                    (SystemId::CycloneDds, Ok(exe)) => self.run_ddsperf(exe, payload, pinned),
+                let result = match (sys, &ddsperf, sys.rclpy(), &ros2) {
+                    (_, _, Some(exec), Some(ros)) => {
+                        self.run_rclpy(ros, exec, payload, rclpy_first == Some(payload))
+                    }
+                    (_, _, Some(_), None) => {
+                        Err(PeerError::setup("rclpy", "no ROS 2 environment"))
+                    }
+                    (SystemId::CycloneDds, Ok(exe), _, _) => {
+                        self.run_ddsperf(exe, payload, pinned)
+                    }
                     _ => self.run_peer_system(sys, payload, pi == 0, &bar),
                 };
                 match result {
@@ -259,6 +328,107 @@ impl ServiceSuite {
                 source,
             })?;
         Ok(report)
+    }
+
+    /// Prepares ROS 2's environment when an rclpy system is planned; where it cannot be
+    /// had (or has no events executor), the systems are skipped with the reason.
+    fn prepare_ros2(
+        &self,
+        report: &mut Report,
+        skipped_systems: &mut Vec<SystemId>,
+    ) -> Option<Ros2> {
+        let planned: Vec<SystemId> = self
+            .systems
+            .iter()
+            .copied()
+            .filter(|s| s.rclpy().is_some())
+            .collect();
+        if planned.is_empty() {
+            return None;
+        }
+        match self.ros2.prepare() {
+            Ok(ros) => {
+                for (k, v) in &ros.versions {
+                    report.versions.insert(k.clone(), v.clone());
+                }
+                if !ros.events_executor && planned.contains(&SystemId::RclpyEvents) {
+                    skipped_systems.push(SystemId::RclpyEvents);
+                    report.skipped.push(Skipped {
+                        system: "rclpy events".into(),
+                        payload_bytes: None,
+                        reason: "this rclpy has no rclpy.experimental.EventsExecutor".into(),
+                    });
+                }
+                Some(ros)
+            }
+            Err(reason) => {
+                for s in planned {
+                    skipped_systems.push(s);
+                    report.skipped.push(Skipped {
+                        system: format!("{} {}", s.system(), s.mode()),
+                        payload_bytes: None,
+                        reason: reason.clone(),
+                    });
+                }
+                None
+            }
+        }
+    }
+
+    /// One rclpy point: server and client in Python processes of the ROS 2 environment,
+    /// pinned as the other systems' are.
+    fn run_rclpy(
+        &self,
+        ros: &Ros2,
+        executor: rclpy::Executor,
+        payload: usize,
+        measure_idle: bool,
+    ) -> Result<Entry, PeerError> {
+        let (calls, warmup) = self.rclpy_calls();
+        let service = format!(
+            "/nerve_bench/echo_{}_{}_{payload}",
+            std::process::id(),
+            executor.id().replace('-', "_")
+        );
+        let r = ros.service(&rclpy::ServiceRun {
+            executor,
+            service: &service,
+            domain: self.domain,
+            payload_bytes: payload,
+            calls,
+            warmup,
+            cpus: Machine::detect().pinned.then_some((SERVER_CPU, CLIENT_CPU)),
+            measure_idle,
+        })?;
+        let mut rec = Recorder::new();
+        for &ns in &r.samples_ns {
+            rec.record_ns(ns);
+        }
+        let mut note = rclpy::service_config(ros, executor);
+        if Some((calls, warmup)) != Some((self.calls, self.warmup)) {
+            note.push_str(&format!(
+                "; {calls} calls after {} warm-up (the quick run's cap for rclpy)",
+                r.warmup
+            ));
+        }
+        Ok(Entry {
+            system: "rclpy".into(),
+            mode: executor.id().into(),
+            payload_bytes: payload,
+            calls: calls as u64,
+            seconds: r.seconds,
+            tps: calls as f64 / r.seconds.max(1e-9),
+            rtt_us: rec.rtt(),
+            cpu_percent: Some(report::CallCpu {
+                client: r.client_cpu,
+                server: r.server_cpu,
+            }),
+            idle_cpu_percent: measure_idle.then_some(report::IdleCpu {
+                server: r.idle_server_cpu,
+                client: None,
+            }),
+            note: Some(note),
+        })
     }
 
     fn run_ddsperf(
@@ -547,6 +717,10 @@ pub fn run_peer(system: &str, endpoint: &str) -> Result<(), PeerError> {
         SystemId::CycloneDds => Err(PeerError::Setup {
             system: "cyclonedds",
             reason: "ddsperf runs its own processes".into(),
+        }),
+        SystemId::RclpySingleThreaded | SystemId::RclpyEvents => Err(PeerError::Setup {
+            system: "rclpy",
+            reason: "the rclpy ends run in Python (rclpy_bench.py)".into(),
         }),
         nerve_sys => {
             let ctx = nerve::Context::from_env().map_err(|e| PeerError::Setup {

@@ -24,9 +24,13 @@ pub struct ServiceOptions {
     #[arg(long, value_delimiter = ',')]
     payloads: Option<Vec<usize>>,
     /// Systems to run, comma-separated: nerve-adaptive, nerve-spin, nerve-block, iceoryx2,
-    /// zenoh, zenoh-shm, cyclonedds, uds.
+    /// zenoh, zenoh-shm, cyclonedds, uds, rclpy-single-threaded, rclpy-events.
     #[arg(long, value_delimiter = ',')]
     systems: Option<Vec<String>>,
+    /// ROS 2 environment of the rclpy systems, created with python3.11 and filled from
+    /// PyPI if needed (default: $NERVE_ROS2_VENV, else ros2-venv in the target directory).
+    #[arg(long)]
+    ros2_venv: Option<PathBuf>,
 }
 
 impl suite::Options for ServiceOptions {
@@ -71,6 +75,8 @@ impl Suite for ServiceSuite {
         let mut suite = ServiceSuite::variant(variant.quick(), env);
         if variant == Variant::Smoke {
             (suite.calls, suite.warmup, suite.payloads) = (20, 2, vec![64]);
+            // a pipeline test: no ROS 2 environment to prepare
+            suite.systems.retain(|s| s.rclpy().is_none());
         }
         suite.out = env.out.join("service");
         suite
@@ -88,6 +94,11 @@ impl Suite for ServiceSuite {
         }
         if let Some(p) = o.payloads {
             suite.payloads = p;
+            // payloads asked for: rclpy runs at every one
+            suite.rclpy_payloads = None;
+        }
+        if let Some(v) = o.ros2_venv {
+            suite.ros2.venv = v;
         }
         if let Some(s) = &o.systems {
             let known = SystemId::ALL.map(|s| s.id());

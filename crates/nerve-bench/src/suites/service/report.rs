@@ -275,6 +275,19 @@ impl Report {
                     &|r| r >= 5.0,
                 );
             }
+            // ROS 2 measured beside Nerve (reported; seeds/000 compares with ROS 2): rclpy's
+            // median round trip over Nerve's
+            if p == super::RCLPY_TARGET_PAYLOAD {
+                for mode in ["single-threaded", "events"] {
+                    push(
+                        format!("rclpy {mode} median RTT / adaptive median RTT >= 20"),
+                        ratio_of(&self.found("rclpy", mode, p), n.clone(), &|e| {
+                            Some(e.rtt_us.p50)
+                        }),
+                        &|r| r >= 20.0,
+                    );
+                }
+            }
             // idle CPU is measured after the first payload only
             if idle_at == Some(p) {
                 let idle = n.clone().map(|n| n.idle_cpu_percent.unwrap_or_default());
@@ -540,8 +553,10 @@ impl Report {
             .collect();
         section.table(Some("Throughput (calls/s)"), &head, &throughput);
         section.paragraph(&format!(
-            "Segar* and ROS 2*: {} and {}, published in {}; measured elsewhere, not on this \
-             machine.",
+            "Segar* and ROS 2*: {} and {}, quoted as published in {}; measured elsewhere, \
+             not on this machine. ROS 2 measured here: the rclpy rows (rclpy over Fast DDS \
+             from ROS 2's PyPI wheels, both ends in Python processes pinned as the others; \
+             see the notes for their configuration).",
             published::SEGAR.system,
             published::ROS2_SERVICE.system,
             published::SEGAR.reference

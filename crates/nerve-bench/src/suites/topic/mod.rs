@@ -22,6 +22,7 @@ use crate::harness::PeerError;
 use crate::harness::hosts::SimHosts;
 use crate::harness::machine::{cpu_ns, memory, mono_ns, shm_bytes, Machine, Memory};
 use crate::peers::cyclone;
+use crate::peers::rclpy::{self, Ros2};
 use crate::report::plot::{bar_chart, line_chart, Axis, Series};
 use crate::report::published::{CYBERRT, CYBERRT_SCENARIOS};
 use crate::report::human_bytes;
@@ -36,6 +37,18 @@ use std::time::Duration;
 pub const SIZES: [usize; 7] = [16, 1024, 64 * 1024, 256 * 1024, 1 << 20, 5 << 20, 10 << 20];
 /// Rates of the rate sweep (at 1 MB).
 pub const RATES: [u32; 4] = [10, 20, 50, 100];
+/// The points rclpy runs at in the quick run (size, rate): four sizes of the size sweep
+/// and CyberRT's two sensor scenarios (the summary's points).
+pub const RCLPY_QUICK_POINTS: [(usize, u32); 6] = [
+    (16, 100),
+    (64 * 1024, 100),
+    (1 << 20, 100),
+    (10 << 20, 100),
+    (1 << 20, 10),
+    (10 << 20, 10),
+];
+/// The point of the reported rclpy target: 1 MiB at 100 Hz.
+pub const RCLPY_TARGET_POINT: (usize, u32) = (1 << 20, 100);
 
 /// Systems that can run between simulated hosts.
 pub const CROSS_HOST_SYSTEMS: [TopicSystem; 4] = [
@@ -62,14 +75,23 @@ pub enum TopicSystem {
 }
 
 impl TopicSystem {
-    /// Every system, in report order.
+    /// Every system, in report order (ROS 2 through rclpy last).
     pub fn all() -> Vec<TopicSystem> {
         let mut v: Vec<TopicSystem> = StreamSystem::ALL
             .iter()
             .map(|s| TopicSystem::Stream(*s))
             .collect();
         v.push(TopicSystem::CycloneDds);
+        v.extend(StreamSystem::RCLPY.map(TopicSystem::Stream));
         v
+    }
+
+    /// The rclpy executor, for the rclpy systems.
+    pub fn rclpy(self) -> Option<rclpy::Executor> {
+        match self {
+            TopicSystem::Stream(s) => s.rclpy(),
+            TopicSystem::CycloneDds => None,
+        }
     }
 
     /// Command-line name.
@@ -181,6 +203,10 @@ pub struct TopicSuite {
     /// Whether publisher and subscriber run on two simulated hosts (network namespaces
     /// joined by a veth link, private /dev/shm each; see [`crate::harness::hosts`]).
     pub cross_host: bool,
+    /// The ROS 2 environment of the rclpy systems.
+    pub ros2: rclpy::Settings,
+    /// The points the rclpy systems run at (size, rate); `None`: every point.
+    pub rclpy_points: Option<Vec<(usize, u32)>>,
 }
 
 impl TopicSuite {
@@ -196,16 +222,27 @@ impl TopicSuite {
             domain: crate::harness::interrupt::domain(800, 90),
             quick: false,
             cross_host: false,
+            ros2: rclpy::Settings::default(),
+            rclpy_points: None,
         }
     }
 
-    /// The quick run: every point, 2 s each.
+    /// The quick run: every point, 2 s each; rclpy at [`RCLPY_QUICK_POINTS`] only.
     pub fn quick(role_command: (PathBuf, Vec<String>)) -> TopicSuite {
         TopicSuite {
             seconds: 2.0,
             quick: true,
+            rclpy_points: Some(RCLPY_QUICK_POINTS.to_vec()),
             ..TopicSuite::full(role_command)
         }
+    }
+
+    /// Whether rclpy runs at `point`.
+    fn rclpy_at(&self, point: &Point) -> bool {
+        self.rclpy_points.as_ref().is_none_or(|pts| {
+            pts.iter()
+                .any(|&(b, r)| b == point.payload_bytes && r == point.rate_hz)
+        })
     }
 
     /// The points to measure, each once, with the sweeps it belongs to.
@@ -281,7 +318,7 @@ impl TopicSuite {
         if self.cross_host {
             return Err("a suite across hosts runs as cross_host::CrossHostSuite".into());
         }
-        let (rows, skipped) = self.measure(None);
+        let (rows, skipped, ros2) = self.measure_all(None);
         Ok(output(
             rows,
             skipped,
@@ -289,11 +326,21 @@ impl TopicSuite {
             self.quick,
             &self.points(),
             &self.systems,
+            ros2.as_ref().map(|r| &r.versions),
         ))
     }
 
     /// Measures every system at every point, on this host or between `hosts`.
     pub(crate) fn measure(&self, hosts: Option<&SimHosts>) -> (Vec<TopicRow>, Vec<Skipped>) {
+        let (rows, skipped, _) = self.measure_all(hosts);
+        (rows, skipped)
+    }
+
+    /// [`TopicSuite::measure`], and the ROS 2 environment the rclpy systems ran in.
+    fn measure_all(
+        &self,
+        hosts: Option<&SimHosts>,
+    ) -> (Vec<TopicRow>, Vec<Skipped>, Option<Ros2>) {
         let points = self.points();
         let bar = progress(
             (points.len() * self.systems.len()) as u64,
@@ -306,8 +353,54 @@ impl TopicSuite {
         let ddsperf = cyclone::locate();
         let mut rows = Vec::new();
         let mut skipped = Vec::new();
+        let rclpy_planned: Vec<TopicSystem> = self
+            .systems
+            .iter()
+            .copied()
+            .filter(|s| s.rclpy().is_some())
+            .collect();
+        // ROS 2's environment, prepared once; a system that cannot run is skipped with why
+        let mut rclpy_out: Vec<TopicSystem> = Vec::new();
+        let ros2 = if rclpy_planned.is_empty() {
+            None
+        } else if hosts.is_some() {
+            rclpy_out = rclpy_planned.clone();
+            None
+        } else {
+            match self.ros2.prepare() {
+                Ok(r) => Some(r),
+                Err(reason) => {
+                    for s in &rclpy_planned {
+                        let (system, mode) = s.names();
+                        skipped.push(Skipped {
+                            system: format!("{system} {mode}"),
+                            payload_bytes: None,
+                            reason: reason.clone(),
+                        });
+                    }
+                    rclpy_out = rclpy_planned.clone();
+                    None
+                }
+            }
+        };
+        if let Some(r) = &ros2 {
+            if !r.events_executor
+                && rclpy_planned.contains(&TopicSystem::Stream(StreamSystem::RclpyEvents))
+            {
+                skipped.push(Skipped {
+                    system: "rclpy events".into(),
+                    payload_bytes: None,
+                    reason: "this rclpy has no rclpy.experimental.EventsExecutor".into(),
+                });
+                rclpy_out.push(TopicSystem::Stream(StreamSystem::RclpyEvents));
+            }
+        }
         for (i, point) in points.iter().enumerate() {
             for &sys in &self.systems {
+                if sys.rclpy().is_some() && (rclpy_out.contains(&sys) || !self.rclpy_at(point)) {
+                    bar.inc(1);
+                    continue;
+                }
                 bar.set_message(format!(
                     "{} {} @ {} Hz",
                     sys.id(),
@@ -320,7 +413,7 @@ impl TopicSuite {
                         .run_ddsperf(exe, point, hosts)
                         .map_err(|e| e.to_string()),
                     (TopicSystem::Stream(s), _) => self
-                        .run_stream(s, point, i, hosts)
+                        .run_stream(s, point, i, hosts, ros2.as_ref())
                         .map_err(|e| e.to_string()),
                 };
                 match result {
@@ -338,7 +431,7 @@ impl TopicSuite {
             }
         }
         bar.finish_and_clear();
-        (rows, skipped)
+        (rows, skipped, ros2)
     }
 
     fn run_stream(
@@ -347,6 +440,7 @@ impl TopicSuite {
         point: &Point,
         index: usize,
         hosts: Option<&SimHosts>,
+        ros2: Option<&Ros2>,
     ) -> Result<TopicRow, PeerError> {
         let count = ((self.seconds * point.rate_hz as f64).round() as u64).max(2);
         let tag = format!("{}_{index}", std::process::id());
@@ -359,6 +453,17 @@ impl TopicSuite {
                 format!("nerve_bench/topic/{tag}")
             }
             StreamSystem::Zenoh | StreamSystem::ZenohShm => free_tcp_port().to_string(),
+            StreamSystem::Rclpy | StreamSystem::RclpyEvents => {
+                format!("/nerve_bench/rclpy_{tag}")
+            }
+        };
+        // the rclpy ends are Python processes of the ROS 2 environment
+        let role_command = match (sys.rclpy(), ros2) {
+            (None, _) => self.role_command.clone(),
+            (Some(_), Some(ros)) => ros.stream_command(),
+            (Some(_), None) => {
+                return Err(PeerError::setup("rclpy", "no ROS 2 environment"));
+            }
         };
         let spec = StreamSpec {
             system: sys,
@@ -383,11 +488,15 @@ impl TopicSuite {
             StreamSystem::Iceoryx2 | StreamSystem::Iceoryx2SpinBlock => {
                 Some(crate::peers::stream::iceoryx2_prefix(self.domain))
             }
-            StreamSystem::Zenoh | StreamSystem::ZenohShm => None,
+            // Fast DDS's segments are not told apart from other ROS 2 processes' here
+            StreamSystem::Zenoh
+            | StreamSystem::ZenohShm
+            | StreamSystem::Rclpy
+            | StreamSystem::RclpyEvents => None,
         };
         let place = hosts.map_or(Placement::Local, Placement::CrossHost);
         let m = measure_stream(
-            &self.role_command,
+            &role_command,
             &spec,
             count,
             shm_prefix.as_deref(),
@@ -773,6 +882,32 @@ fn checks(
             }
         }
     }
+    // ROS 2 measured beside Nerve (reported, seeds/001's comparison): rclpy's latency
+    // over Nerve's at 1 MiB @ 100 Hz
+    let (size, rate) = RCLPY_TARGET_POINT;
+    if points
+        .iter()
+        .any(|p| p.payload_bytes == size && p.rate_hz == rate)
+    {
+        for sys in systems.iter().filter(|s| s.rclpy().is_some()) {
+            let (system, mode) = sys.names();
+            let nerve = found(rows, skipped, ("nerve", "adaptive"), size, rate);
+            let ros = find(rows, system, mode, size, rate).ok_or_else(|| {
+                let name = format!("{system} {mode}");
+                why_missing(
+                    skipped,
+                    &format!("{name} at {} @ {rate} Hz", human_bytes(size)),
+                    |k| k.covers(&name, Some(size)) || k.covers(&name, None),
+                )
+            });
+            out.push(v(
+                &format!("{system} {mode} P50 / nerve adaptive P50 >= 10"),
+                &format!("ROS 2 vs nerve {} @ {rate} Hz", human_bytes(size)),
+                nerve.and_then(|n| Ok(Some(ros?.latency_us.p50 / n.latency_us.p50))),
+                |r| r >= 10.0,
+            ));
+        }
+    }
     let size_sweep = |size: usize| {
         points
             .iter()
@@ -788,6 +923,46 @@ fn checks(
             small.and_then(|s| Ok(Some(big?.latency_us.p50 / s.latency_us.p50))),
             |r| r <= 1.5,
         ));
+    }
+    out
+}
+
+/// Every rclpy row beside Nerve adaptive at the same point.
+fn rclpy_rows(rows: &[TopicRow]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut points: Vec<(usize, u32)> = rows
+        .iter()
+        .filter(|r| r.system == "rclpy")
+        .map(|r| (r.payload_bytes, r.rate_hz))
+        .collect();
+    points.sort_unstable_by_key(|&(b, r)| (std::cmp::Reverse(r), b));
+    points.dedup();
+    for (size, rate) in points {
+        let nerve = find(rows, "nerve", "adaptive", size, rate);
+        for r in rows.iter().filter(|r| {
+            (r.system == "rclpy" || (r.system == "nerve" && r.mode == "adaptive"))
+                && r.payload_bytes == size
+                && r.rate_hz == rate
+        }) {
+            let vs = (r.system == "rclpy")
+                .then(|| nerve.map(|n| r.latency_us.p50 / n.latency_us.p50))
+                .flatten();
+            out.push(vec![
+                human_bytes(size),
+                rate.to_string(),
+                label(r),
+                num(r.latency_us.avg),
+                num(r.latency_us.p50),
+                num(r.latency_us.p99),
+                num(r.latency_us.p999),
+                num(r.latency_us.max),
+                pct(r.cpu_percent.publisher),
+                pct(r.cpu_percent.subscriber),
+                r.loss_rate
+                    .map_or("–".into(), |l| format!("{:.2}", l * 100.0)),
+                vs.map_or("–".into(), |x| format!("{}×", num(x))),
+            ]);
+        }
     }
     out
 }
@@ -822,6 +997,7 @@ fn output(
     quick: bool,
     points: &[Point],
     planned: &[TopicSystem],
+    rclpy_versions: Option<&std::collections::BTreeMap<String, String>>,
 ) -> SuiteOutput {
     let head = [
         "system",
@@ -947,6 +1123,36 @@ fn output(
             crate::peers::stream::IOX_SPIN.as_micros()
         ),
     );
+    if let Some(v) = rclpy_versions {
+        section.paragraph(&format!(
+            "ROS 2, measured here (not quoted): {}. {}",
+            rclpy::topic_config(v),
+            if quick {
+                "In the quick run rclpy runs at 16 B, 64 KiB, 1 MiB and 10 MiB at 100 Hz and \
+                 at 1 MiB and 10 MiB at 10 Hz only."
+            } else {
+                ""
+            }
+        ));
+        section.table(
+            Some("ROS 2 (rclpy) beside Nerve, one-way latency (µs)"),
+            &[
+                "size",
+                "rate Hz",
+                "system",
+                "avg",
+                "P50",
+                "P99",
+                "P99.9",
+                "max",
+                "CPU pub %",
+                "CPU sub %",
+                "loss %",
+                "rclpy P50 / nerve adaptive P50",
+            ],
+            &rclpy_rows(&rows),
+        );
+    }
     section.figure(
         &line_chart(
             "Latency P50 vs message size at 100 Hz",

@@ -32,10 +32,14 @@ pub struct TopicOptions {
     #[arg(long)]
     pub no_scenarios: bool,
     /// Systems, comma-separated: nerve-adaptive, nerve-predictive, floor, iceoryx2,
-    /// iceoryx2-spin-block, zenoh, zenoh-shm, cyclonedds (across hosts: nerve-adaptive,
-    /// nerve-predictive, zenoh, cyclonedds).
+    /// iceoryx2-spin-block, zenoh, zenoh-shm, cyclonedds, rclpy-single-threaded,
+    /// rclpy-events (across hosts: nerve-adaptive, nerve-predictive, zenoh, cyclonedds).
     #[arg(long, value_delimiter = ',')]
     pub systems: Option<Vec<String>>,
+    /// ROS 2 environment of the rclpy systems, created with python3.11 and filled from
+    /// PyPI if needed (default: $NERVE_ROS2_VENV, else ros2-venv in the target directory).
+    #[arg(long)]
+    pub ros2_venv: Option<PathBuf>,
     /// Run publisher and subscriber on two simulated hosts (network namespaces joined by
     /// veth, private /dev/shm each; needs root): Nerve over its network plane, raw Zenoh
     /// and Cyclone DDS, the size sweep and CyberRT's cross-machine scenarios.
@@ -80,6 +84,8 @@ impl Suite for TopicSuite {
         if variant == Variant::Smoke {
             (suite.sizes, suite.rates, suite.scenarios, suite.seconds) =
                 (vec![16], vec![], false, 0.3);
+            // a pipeline test: no ROS 2 environment to prepare
+            suite.systems.retain(|s| s.rclpy().is_none());
         }
         suite
     }
@@ -97,6 +103,11 @@ impl Suite for TopicSuite {
         }
         if let Some(s) = o.sizes {
             suite.sizes = s;
+            // sizes asked for: rclpy runs at every point
+            suite.rclpy_points = None;
+        }
+        if let Some(v) = o.ros2_venv {
+            suite.ros2.venv = v;
         }
         if let Some(r) = o.rates {
             suite.rates = r;

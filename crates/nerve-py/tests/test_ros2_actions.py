@@ -1,0 +1,121 @@
+"""Actions across `nerve bridge ros2`: a real rclpy ActionClient (ROS 2 Kilted over Fast DDS)
+sends test_msgs/action/Fibonacci goals to a Nerve action server, and a Nerve action client
+sends goals to an rclpy ActionServer: goals, feedback, results, cancels and statuses, with
+nothing mocked (see ros2/harness.py and the action roles of ros2/peer.py)."""
+
+import time
+
+import numpy as np
+import pytest
+
+import nerve
+from test_params_actions import Thread
+
+ROS_STATUS = {"accepted": 1, "executing": 2, "canceling": 3, "succeeded": 4, "canceled": 5, "aborted": 6}
+
+
+def nerve_fibonacci(name, step):
+    """A Nerve Fibonacci server: one number per `step` seconds, feedback each time,
+    cancels honored at the next step."""
+
+    def body(ctx, t):
+        server = ctx.node("nerve_fib_server").create_action_server(name, "Fibonacci")
+        t.ready.set()
+        progress, due = {}, {}
+        while not t.stop:
+            server.wait(0.01)
+            server.handle_pending(lambda g: None if g.order <= 40 else f"order {g.order} is too large")
+            for g in server.goals():
+                seq = progress.setdefault(g.id, [0, 1])
+                order = g.goal.order
+                if g.is_canceling:
+                    g.canceled(len=len(seq), data=np.array(seq, dtype=np.int64))
+                elif len(seq) > order:
+                    done = seq[: order + 1]
+                    g.succeed(len=len(done), data=np.array(done, dtype=np.int64))
+                elif time.monotonic() >= due.get(g.id, 0.0):
+                    seq.append(seq[-1] + seq[-2])
+                    g.feedback(len=len(seq), data=np.array(seq, dtype=np.int64))
+                    due[g.id] = time.monotonic() + step
+
+    return body
+
+
+def fib(n):
+    seq = [0, 1]
+    while len(seq) <= n:
+        seq.append(seq[-1] + seq[-2])
+    return seq[: n + 1]
+
+
+def test_an_rclpy_action_client_gets_feedback_results_and_cancels_from_a_nerve_server(ros2, domain):
+    server = Thread(domain, nerve_fibonacci("/nerve_fib", 0.05))
+    try:
+        bridge = ros2.bridge()
+        bridge.wait_line(lambda l: l.startswith(
+            "/nerve_fib: service Nerve -> ROS 2 (test_msgs/action/Fibonacci as nerve_msgs/Fibonacci)"))
+        c = ros2.peer("action_client", "/nerve_fib", 6)
+        c.wait_line(lambda l: '"done"' in l or '"no_server"' in l, timeout=60)
+        assert c.json_events("accepted"), (c.lines, bridge.err)
+        feedback = [e["sequence"] for e in c.json_events("feedback")]
+        assert feedback == [fib(n) for n in range(2, 7)], (c.lines, bridge.err)
+        assert c.json_events("result") == [{"event": "result", "status": 4, "sequence": fib(6)}]
+        statuses = c.json_events("statuses")[0]["statuses"]
+        assert statuses[-1] == ROS_STATUS["succeeded"], statuses
+
+        # a rejection is accepted = false
+        c = ros2.peer("action_client", "/nerve_fib", 99)
+        c.wait_line(lambda l: '"done"' in l, timeout=60)
+        assert c.json_events("rejected"), c.lines
+
+        # a cancel after three feedbacks
+        c = ros2.peer("action_client", "/nerve_fib", 40, "--cancel-after", "3")
+        c.wait_line(lambda l: '"done"' in l or '"no_server"' in l, timeout=60)
+        assert c.json_events("cancel") == [{"event": "cancel", "return_code": 0, "canceling": 1}], c.lines
+        (result,) = c.json_events("result")
+        assert result["status"] == ROS_STATUS["canceled"], c.lines
+        assert 3 <= len(result["sequence"]) < 41 and result["sequence"] == fib(len(result["sequence"]) - 1)
+        statuses = c.json_events("statuses")[0]["statuses"]
+        assert ROS_STATUS["canceling"] in statuses and statuses[-1] == ROS_STATUS["canceled"], statuses
+    finally:
+        server.join()
+
+
+def test_a_nerve_action_client_gets_feedback_results_and_cancels_from_an_rclpy_server(ros2, domain):
+    bridge = ros2.bridge()
+    server = ros2.peer("action_server", "/ros_fib", 120, "--step", "0.05", "--max-order", "40")
+    server.wait_line(lambda l: '"ready"' in l)
+    bridge.wait_line(lambda l: l.startswith(
+        "/ros_fib: service ROS 2 -> Nerve (test_msgs/action/Fibonacci as nerve_msgs/Fibonacci)"), timeout=60)
+    node = nerve.Context(domain).node("nerve_fib_client")
+    client = node.create_action_client("/ros_fib", "Fibonacci")
+    assert client.wait_for_server(20)
+
+    goal = client.send_goal(order=5)
+    state, result = goal.result(30)
+    assert state == "succeeded", bridge.err
+    assert list(result._elems) == fib(5)
+    assert [list(f._elems) for f in goal.feedbacks()] == [fib(n) for n in range(2, 6)]
+
+    # the ROS 2 server's rejection is the Nerve rejection
+    with pytest.raises(nerve.ActionError, match="rejected"):
+        client.send_goal(order=99)
+
+    # a cancel once feedback flows
+    goal = client.send_goal(order=40)
+    deadline = time.monotonic() + 20
+    got = []
+    while len(got) < 2 and time.monotonic() < deadline:
+        f = goal.feedback()
+        if f is None:
+            time.sleep(0.01)
+        else:
+            got.append(list(f._elems))
+    assert len(got) == 2, bridge.err
+    assert goal.cancel() in ("canceling", "canceled")
+    state, result = goal.result(30)
+    assert state == "canceled", bridge.err
+    seq = list(result._elems)
+    assert 3 <= len(seq) < 41 and seq == fib(len(seq) - 1)
+    server.wait_line(lambda l: '"canceled"' in l)
+    assert [e["order"] for e in server.json_events("goal")] == [5, 40]

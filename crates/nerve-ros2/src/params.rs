@@ -1,0 +1,1926 @@
+//! Parameters both ways across the bridge.
+//!
+//! - A ROS 2 node (seen by the readers of its `rq/<node>/get_parametersRequest` topic) is
+//!   offered to Nerve as `<node>/_params`, the service every Nerve node with parameters
+//!   serves: `nerve param list|get|set|describe` and [`nerve::param::ParamClient`] work on
+//!   it unchanged. Each Nerve request becomes one or two calls of ROS 2's parameter
+//!   services (`list_parameters`, `get_parameters`, `describe_parameters`,
+//!   `set_parameters`, `set_parameters_atomically`) over DDS, answered when their
+//!   replies are in. A set first reads the current values so that an integer sets a
+//!   double parameter, as it does on a Nerve node.
+//! - A Nerve node with a `<node>/_params` service is offered to ROS 2: the bridge answers
+//!   `<node>/get_parameters`, `set_parameters`, `set_parameters_atomically`,
+//!   `list_parameters`, `describe_parameters` and `get_parameter_types` by calling the
+//!   node's parameter service, so that rclpy's `AsyncParameterClient` (or `ros2 param`)
+//!   reads and sets a Nerve node's parameters.
+//!
+//! The ROS 2 side is `rcl_interfaces` in CDR (written and read here); the Nerve side is
+//! [`ParamRequest`]/[`ParamResponse`] in postcard, the encoding of `Serde<T>` messages
+//! (written and read here, over raw service ports, so that calls wait without blocking
+//! the thread). Calls in flight are bounded; a ROS 2 node that goes away ends the calls
+//! it had with [`RawRequest::server_gone`].
+
+use crate::dds::{RawAdapter, RawCdr, RosQos};
+use crate::types::dds_type_of_ros;
+use crate::{BridgeConfig, BridgeError, Event, Shared};
+use nerve::param::{
+    ParamDescriptor, ParamInfo, ParamRange, ParamRequest, ParamResponse, ParamService, ParamType,
+    ParamValue, SERVICE_SUFFIX,
+};
+use nerve::service::ServiceType;
+use nerve::{Node, RawClient, RawPendingCall, RawRequest, RawServer, ServiceQos, WaitMode};
+use rustdds::no_key::{DataReader, DataWriter};
+use rustdds::{RTPSEntity, SampleIdentity, Timestamp, TopicKind, WriteOptionsBuilder};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a bridged parameter call may take before the bridge gives up on it.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Nerve calls in flight per ROS 2 node before new ones are refused.
+const MAX_PENDING: usize = 64;
+/// How often the thread looks at requests and replies while parameters cross.
+const TICK: Duration = Duration::from_millis(2);
+
+/// The names of ROS 2's parameter services under a node's name (and the type
+/// description service every node has): the generic service bridge leaves them alone.
+pub(crate) const ROS_PARAM_SERVICES: [&str; 7] = [
+    "get_parameters",
+    "set_parameters",
+    "set_parameters_atomically",
+    "list_parameters",
+    "describe_parameters",
+    "get_parameter_types",
+    "get_type_description",
+];
+
+/// Whether service `name` is a parameter service of either side (a ROS 2 node's
+/// `/<node>/get_parameters` and the like, or a Nerve node's `<node>/_params`): these
+/// cross here, never as plain services.
+pub(crate) fn is_param_service(name: &str) -> bool {
+    name.ends_with(SERVICE_SUFFIX)
+        || ROS_PARAM_SERVICES.iter().any(|s| {
+            name.strip_suffix(s)
+                .is_some_and(|node| node.ends_with('/') && node.len() > 1)
+        })
+}
+
+/// One of ROS 2's parameter services.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Op {
+    Get,
+    Set,
+    SetAtomically,
+    List,
+    Describe,
+    Types,
+}
+
+impl Op {
+    const ALL: [Op; 6] = [
+        Op::Get,
+        Op::Set,
+        Op::SetAtomically,
+        Op::List,
+        Op::Describe,
+        Op::Types,
+    ];
+
+    /// The service's name under the node's.
+    fn service(self) -> &'static str {
+        match self {
+            Op::Get => "get_parameters",
+            Op::Set => "set_parameters",
+            Op::SetAtomically => "set_parameters_atomically",
+            Op::List => "list_parameters",
+            Op::Describe => "describe_parameters",
+            Op::Types => "get_parameter_types",
+        }
+    }
+
+    /// The service's ROS 2 type.
+    fn ros_type(self) -> &'static str {
+        match self {
+            Op::Get => "rcl_interfaces/srv/GetParameters",
+            Op::Set => "rcl_interfaces/srv/SetParameters",
+            Op::SetAtomically => "rcl_interfaces/srv/SetParametersAtomically",
+            Op::List => "rcl_interfaces/srv/ListParameters",
+            Op::Describe => "rcl_interfaces/srv/DescribeParameters",
+            Op::Types => "rcl_interfaces/srv/GetParameterTypes",
+        }
+    }
+}
+
+/// The node whose `get_parameters` request topic is `dds` (`rq/ns/n/get_parametersRequest`
+/// → `/ns/n`).
+fn node_of_request_topic(dds: &str) -> Option<&str> {
+    dds.strip_prefix("rq")
+        .and_then(|s| s.strip_suffix("/get_parametersRequest"))
+        .filter(|s| s.starts_with('/') && s.len() > 1)
+}
+
+/// postcard, the encoding of `Serde<T>` messages, for the parameter service's types, and
+/// the `Serde<T>` payload around it (an 8-byte length, then the bytes).
+mod wire {
+    use super::*;
+
+    /// Writes postcard.
+    #[derive(Default)]
+    pub(super) struct W(pub(super) Vec<u8>);
+
+    impl W {
+        fn varint(&mut self, mut v: u64) {
+            while v >= 0x80 {
+                self.0.push((v as u8) | 0x80);
+                v >>= 7;
+            }
+            self.0.push(v as u8);
+        }
+        fn i64(&mut self, v: i64) {
+            self.varint(((v << 1) ^ (v >> 63)) as u64);
+        }
+        fn f64(&mut self, v: f64) {
+            self.0.extend_from_slice(&v.to_le_bytes());
+        }
+        fn bool(&mut self, v: bool) {
+            self.0.push(u8::from(v));
+        }
+        fn str(&mut self, s: &str) {
+            self.bytes(s.as_bytes());
+        }
+        fn bytes(&mut self, b: &[u8]) {
+            self.varint(b.len() as u64);
+            self.0.extend_from_slice(b);
+        }
+        fn strs(&mut self, v: &[String]) {
+            self.varint(v.len() as u64);
+            v.iter().for_each(|s| self.str(s));
+        }
+        fn value(&mut self, v: &ParamValue) {
+            self.varint(ty_index(v.ty()));
+            match v {
+                ParamValue::Bool(b) => self.bool(*b),
+                ParamValue::Int(i) => self.i64(*i),
+                ParamValue::Float(f) => self.f64(*f),
+                ParamValue::Str(s) => self.str(s),
+                ParamValue::Bytes(b) => self.bytes(b),
+                ParamValue::BoolArray(v) => {
+                    self.varint(v.len() as u64);
+                    v.iter().for_each(|b| self.bool(*b));
+                }
+                ParamValue::IntArray(v) => {
+                    self.varint(v.len() as u64);
+                    v.iter().for_each(|i| self.i64(*i));
+                }
+                ParamValue::FloatArray(v) => {
+                    self.varint(v.len() as u64);
+                    v.iter().for_each(|f| self.f64(*f));
+                }
+                ParamValue::StrArray(v) => self.strs(v),
+            }
+        }
+        fn info(&mut self, i: &ParamInfo) {
+            self.str(&i.name);
+            self.varint(ty_index(i.ty));
+            self.value(&i.value);
+            self.str(&i.descriptor.description);
+            match &i.descriptor.range {
+                None => self.0.push(0),
+                Some(r) => {
+                    self.0.push(1);
+                    self.f64(r.min);
+                    self.f64(r.max);
+                    self.f64(r.step);
+                }
+            }
+            self.bool(i.descriptor.read_only);
+            self.bool(i.descriptor.dynamic_typing);
+        }
+    }
+
+    const TYPES: [ParamType; 9] = [
+        ParamType::Bool,
+        ParamType::Int,
+        ParamType::Float,
+        ParamType::Str,
+        ParamType::Bytes,
+        ParamType::BoolArray,
+        ParamType::IntArray,
+        ParamType::FloatArray,
+        ParamType::StrArray,
+    ];
+
+    fn ty_index(t: ParamType) -> u64 {
+        TYPES.iter().position(|x| *x == t).unwrap_or(0) as u64
+    }
+
+    /// Reads postcard, refusing what runs past the end.
+    pub(super) struct R<'a>(&'a [u8]);
+
+    impl<'a> R<'a> {
+        fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+            if n > self.0.len() {
+                return Err(format!("needs {n} bytes, has {}", self.0.len()));
+            }
+            let (a, b) = self.0.split_at(n);
+            self.0 = b;
+            Ok(a)
+        }
+        fn u8(&mut self) -> Result<u8, String> {
+            Ok(self.take(1)?[0])
+        }
+        fn varint(&mut self) -> Result<u64, String> {
+            let mut v = 0u64;
+            for shift in (0..70).step_by(7) {
+                let b = self.u8()?;
+                if shift == 63 && b > 1 {
+                    return Err("a varint overflows 64 bits".into());
+                }
+                v |= u64::from(b & 0x7f) << shift;
+                if b & 0x80 == 0 {
+                    return Ok(v);
+                }
+            }
+            Err("a varint overflows 64 bits".into())
+        }
+        /// A length, checked against the bytes left (each element takes one at least).
+        fn len(&mut self) -> Result<usize, String> {
+            let n = self.varint()?;
+            usize::try_from(n)
+                .ok()
+                .filter(|n| *n <= self.0.len())
+                .ok_or_else(|| format!("a length of {n} runs past the end"))
+        }
+        fn i64(&mut self) -> Result<i64, String> {
+            let v = self.varint()?;
+            Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+        }
+        fn f64(&mut self) -> Result<f64, String> {
+            let b = self.take(8)?;
+            Ok(f64::from_le_bytes(b.try_into().map_err(|_| "8 bytes")?))
+        }
+        fn bool(&mut self) -> Result<bool, String> {
+            match self.u8()? {
+                0 => Ok(false),
+                1 => Ok(true),
+                b => Err(format!("{b} is not a bool")),
+            }
+        }
+        fn str(&mut self) -> Result<String, String> {
+            let n = self.len()?;
+            String::from_utf8(self.take(n)?.to_vec()).map_err(|e| e.to_string())
+        }
+        fn strs(&mut self) -> Result<Vec<String>, String> {
+            (0..self.len()?).map(|_| self.str()).collect()
+        }
+        fn option(&mut self) -> Result<bool, String> {
+            self.bool()
+        }
+        fn ty(&mut self) -> Result<ParamType, String> {
+            let i = self.varint()?;
+            TYPES
+                .get(i as usize)
+                .copied()
+                .ok_or_else(|| format!("no parameter type {i}"))
+        }
+        fn value(&mut self) -> Result<ParamValue, String> {
+            Ok(match self.ty()? {
+                ParamType::Bool => ParamValue::Bool(self.bool()?),
+                ParamType::Int => ParamValue::Int(self.i64()?),
+                ParamType::Float => ParamValue::Float(self.f64()?),
+                ParamType::Str => ParamValue::Str(self.str()?),
+                ParamType::Bytes => {
+                    let n = self.len()?;
+                    ParamValue::Bytes(self.take(n)?.to_vec())
+                }
+                ParamType::BoolArray => ParamValue::BoolArray(
+                    (0..self.len()?)
+                        .map(|_| self.bool())
+                        .collect::<Result<_, _>>()?,
+                ),
+                ParamType::IntArray => ParamValue::IntArray(
+                    (0..self.len()?)
+                        .map(|_| self.i64())
+                        .collect::<Result<_, _>>()?,
+                ),
+                ParamType::FloatArray => ParamValue::FloatArray(
+                    (0..self.len()?)
+                        .map(|_| self.f64())
+                        .collect::<Result<_, _>>()?,
+                ),
+                ParamType::StrArray => ParamValue::StrArray(self.strs()?),
+            })
+        }
+        fn info(&mut self) -> Result<ParamInfo, String> {
+            let name = self.str()?;
+            let ty = self.ty()?;
+            let value = self.value()?;
+            let description = self.str()?;
+            let range = match self.option()? {
+                false => None,
+                true => Some(ParamRange {
+                    min: self.f64()?,
+                    max: self.f64()?,
+                    step: self.f64()?,
+                }),
+            };
+            Ok(ParamInfo {
+                name,
+                ty,
+                value,
+                descriptor: ParamDescriptor {
+                    description,
+                    range,
+                    read_only: self.bool()?,
+                    dynamic_typing: self.bool()?,
+                },
+            })
+        }
+    }
+
+    /// A `Serde<T>` payload around postcard bytes.
+    fn framed(body: Vec<u8>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + body.len());
+        out.extend_from_slice(&(body.len() as u64).to_ne_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// The postcard bytes of a `Serde<T>` payload.
+    fn unframed(payload: &[u8]) -> Result<R<'_>, String> {
+        let head = payload
+            .get(..8)
+            .ok_or("a parameter payload shorter than its head")?;
+        let len = u64::from_ne_bytes(head.try_into().map_err(|_| "8 bytes")?);
+        let body = &payload[8..];
+        let len = usize::try_from(len).unwrap_or(usize::MAX).min(body.len());
+        Ok(R(&body[..len]))
+    }
+
+    /// A request to a node's parameter service, as its payload.
+    pub(super) fn encode_request(req: &ParamRequest) -> Vec<u8> {
+        let mut w = W::default();
+        match req {
+            ParamRequest::List { prefix } => {
+                w.varint(0);
+                w.str(prefix);
+            }
+            ParamRequest::Get { names } => {
+                w.varint(1);
+                w.strs(names);
+            }
+            ParamRequest::Describe { names } => {
+                w.varint(2);
+                w.strs(names);
+            }
+            ParamRequest::Set { values, atomic } => {
+                w.varint(3);
+                w.varint(values.len() as u64);
+                for (n, v) in values {
+                    w.str(n);
+                    w.value(v);
+                }
+                w.bool(*atomic);
+            }
+        }
+        framed(w.0)
+    }
+
+    /// A request from its payload.
+    pub(super) fn decode_request(payload: &[u8]) -> Result<ParamRequest, String> {
+        let mut r = unframed(payload)?;
+        Ok(match r.varint()? {
+            0 => ParamRequest::List { prefix: r.str()? },
+            1 => ParamRequest::Get { names: r.strs()? },
+            2 => ParamRequest::Describe { names: r.strs()? },
+            3 => {
+                let values = (0..r.len()?)
+                    .map(|_| Ok((r.str()?, r.value()?)))
+                    .collect::<Result<_, String>>()?;
+                ParamRequest::Set {
+                    values,
+                    atomic: r.bool()?,
+                }
+            }
+            k => return Err(format!("no parameter request of kind {k}")),
+        })
+    }
+
+    /// A response of a node's parameter service, as its payload.
+    pub(super) fn encode_response(resp: &ParamResponse) -> Vec<u8> {
+        let mut w = W::default();
+        match resp {
+            ParamResponse::List(names) => {
+                w.varint(0);
+                w.strs(names);
+            }
+            ParamResponse::Get(values) => {
+                w.varint(1);
+                w.varint(values.len() as u64);
+                for v in values {
+                    match v {
+                        None => w.0.push(0),
+                        Some(v) => {
+                            w.0.push(1);
+                            w.value(v);
+                        }
+                    }
+                }
+            }
+            ParamResponse::Describe(infos) => {
+                w.varint(2);
+                w.varint(infos.len() as u64);
+                for i in infos {
+                    match i {
+                        None => w.0.push(0),
+                        Some(i) => {
+                            w.0.push(1);
+                            w.info(i);
+                        }
+                    }
+                }
+            }
+            ParamResponse::Set(results) => {
+                w.varint(3);
+                w.varint(results.len() as u64);
+                for r in results {
+                    match r {
+                        Ok(()) => w.varint(0),
+                        Err(e) => {
+                            w.varint(1);
+                            w.str(e);
+                        }
+                    }
+                }
+            }
+        }
+        framed(w.0)
+    }
+
+    /// A response from its payload.
+    pub(super) fn decode_response(payload: &[u8]) -> Result<ParamResponse, String> {
+        let mut r = unframed(payload)?;
+        Ok(match r.varint()? {
+            0 => ParamResponse::List(r.strs()?),
+            1 => ParamResponse::Get(
+                (0..r.len()?)
+                    .map(|_| match r.option()? {
+                        false => Ok(None),
+                        true => r.value().map(Some),
+                    })
+                    .collect::<Result<_, String>>()?,
+            ),
+            2 => ParamResponse::Describe(
+                (0..r.len()?)
+                    .map(|_| match r.option()? {
+                        false => Ok(None),
+                        true => r.info().map(Some),
+                    })
+                    .collect::<Result<_, String>>()?,
+            ),
+            3 => ParamResponse::Set(
+                (0..r.len()?)
+                    .map(|_| match r.varint()? {
+                        0 => Ok(Ok(())),
+                        1 => Ok(Err(r.str()?)),
+                        k => Err(format!("no result variant {k}")),
+                    })
+                    .collect::<Result<_, String>>()?,
+            ),
+            k => return Err(format!("no parameter response of kind {k}")),
+        })
+    }
+}
+
+/// `rcl_interfaces` in CDR: ParameterValue, Parameter, ParameterDescriptor,
+/// SetParametersResult, ListParametersResult and the services' requests and responses.
+mod cdr {
+    use super::*;
+    use nerve_bag::cdr::{CdrReader, CdrWriter};
+
+    /// `ParameterType` constants.
+    pub(super) const NOT_SET: u8 = 0;
+    const BOOL: u8 = 1;
+    const INTEGER: u8 = 2;
+    const DOUBLE: u8 = 3;
+    const STRING: u8 = 4;
+    const BYTE_ARRAY: u8 = 5;
+    const BOOL_ARRAY: u8 = 6;
+    const INTEGER_ARRAY: u8 = 7;
+    const DOUBLE_ARRAY: u8 = 8;
+    const STRING_ARRAY: u8 = 9;
+
+    fn err(e: nerve_bag::BagError) -> String {
+        e.to_string()
+    }
+
+    /// The ROS 2 `ParameterType` of a Nerve type.
+    pub(super) fn ros_type(t: ParamType) -> u8 {
+        match t {
+            ParamType::Bool => BOOL,
+            ParamType::Int => INTEGER,
+            ParamType::Float => DOUBLE,
+            ParamType::Str => STRING,
+            ParamType::Bytes => BYTE_ARRAY,
+            ParamType::BoolArray => BOOL_ARRAY,
+            ParamType::IntArray => INTEGER_ARRAY,
+            ParamType::FloatArray => DOUBLE_ARRAY,
+            ParamType::StrArray => STRING_ARRAY,
+        }
+    }
+
+    /// The Nerve type of a ROS 2 `ParameterType` (`None`: not set).
+    fn nerve_type(t: u8) -> Result<Option<ParamType>, String> {
+        Ok(Some(match t {
+            NOT_SET => return Ok(None),
+            BOOL => ParamType::Bool,
+            INTEGER => ParamType::Int,
+            DOUBLE => ParamType::Float,
+            STRING => ParamType::Str,
+            BYTE_ARRAY => ParamType::Bytes,
+            BOOL_ARRAY => ParamType::BoolArray,
+            INTEGER_ARRAY => ParamType::IntArray,
+            DOUBLE_ARRAY => ParamType::FloatArray,
+            STRING_ARRAY => ParamType::StrArray,
+            t => {
+                return Err(format!(
+                    "ROS 2 parameter type {t} is not one Nerve has (bool, integer, double, \
+                     string, byte/bool/integer/double/string arrays)"
+                ))
+            }
+        }))
+    }
+
+    /// Writes CDR.
+    pub(super) struct W<'a>(CdrWriter<'a>);
+
+    impl<'a> W<'a> {
+        pub(super) fn new(buf: &'a mut Vec<u8>) -> W<'a> {
+            W(CdrWriter::new(buf))
+        }
+        /// A sequence length.
+        pub(super) fn len(&mut self, n: usize) -> Result<(), String> {
+            self.0.len(n).map_err(err)
+        }
+        fn i64(&mut self, v: i64) {
+            self.0.align(8);
+            self.0.bytes(&v.to_le_bytes());
+        }
+        fn u64(&mut self, v: u64) {
+            self.0.align(8);
+            self.0.bytes(&v.to_le_bytes());
+        }
+        pub(super) fn u8(&mut self, v: u8) {
+            self.0.u8(v);
+        }
+        fn bool(&mut self, v: bool) {
+            self.0.u8(u8::from(v));
+        }
+        pub(super) fn str(&mut self, s: &str) {
+            self.0.string(s.as_bytes());
+        }
+        pub(super) fn strs(&mut self, v: &[String]) -> Result<(), String> {
+            self.len(v.len())?;
+            v.iter().for_each(|s| self.str(s));
+            Ok(())
+        }
+        pub(super) fn u8s(&mut self, v: &[u8]) -> Result<(), String> {
+            self.len(v.len())?;
+            self.0.bytes(v);
+            Ok(())
+        }
+        fn i64s(&mut self, v: &[i64]) -> Result<(), String> {
+            self.len(v.len())?;
+            // an empty sequence has no elements, so no padding for them either
+            v.iter().for_each(|x| self.i64(*x));
+            Ok(())
+        }
+        fn f64s(&mut self, v: &[f64]) -> Result<(), String> {
+            self.len(v.len())?;
+            if !v.is_empty() {
+                self.0.f64s(v);
+            }
+            Ok(())
+        }
+
+        /// A `ParameterValue` (`None`: not set).
+        pub(super) fn value(&mut self, v: Option<&ParamValue>) -> Result<(), String> {
+            self.u8(v.map_or(NOT_SET, |v| ros_type(v.ty())));
+            self.bool(matches!(v, Some(ParamValue::Bool(true))));
+            self.i64(match v {
+                Some(ParamValue::Int(i)) => *i,
+                _ => 0,
+            });
+            self.0.f64(match v {
+                Some(ParamValue::Float(f)) => *f,
+                _ => 0.0,
+            });
+            self.str(match v {
+                Some(ParamValue::Str(s)) => s,
+                _ => "",
+            });
+            self.u8s(match v {
+                Some(ParamValue::Bytes(b)) => b,
+                _ => &[],
+            })?;
+            match v {
+                Some(ParamValue::BoolArray(b)) => {
+                    self.len(b.len())?;
+                    b.iter().for_each(|x| self.bool(*x));
+                }
+                _ => self.len(0)?,
+            }
+            self.i64s(match v {
+                Some(ParamValue::IntArray(x)) => x,
+                _ => &[],
+            })?;
+            self.f64s(match v {
+                Some(ParamValue::FloatArray(x)) => x,
+                _ => &[],
+            })?;
+            self.strs(match v {
+                Some(ParamValue::StrArray(x)) => x,
+                _ => &[],
+            })
+        }
+
+        /// A `Parameter`.
+        pub(super) fn parameter(&mut self, name: &str, v: &ParamValue) -> Result<(), String> {
+            self.str(name);
+            self.value(Some(v))
+        }
+
+        /// A `SetParametersResult`.
+        pub(super) fn set_result(&mut self, r: &Result<(), String>) {
+            self.bool(r.is_ok());
+            self.str(r.as_ref().err().map_or("", String::as_str));
+        }
+
+        /// A `ParameterDescriptor` of `name` (not declared: type not set).
+        pub(super) fn descriptor(&mut self, name: &str, info: Option<&ParamInfo>) {
+            self.str(name);
+            self.u8(info.map_or(NOT_SET, |i| ros_type(i.ty)));
+            let d = info.map(|i| &i.descriptor);
+            self.str(d.map_or("", |d| d.description.as_str()));
+            self.str(""); // additional_constraints
+            self.bool(d.is_some_and(|d| d.read_only));
+            self.bool(d.is_some_and(|d| d.dynamic_typing));
+            let range = d.and_then(|d| d.range);
+            let int = info.is_some_and(|i| matches!(i.ty, ParamType::Int | ParamType::IntArray));
+            // floating_point_range, integer_range: sequences of at most one
+            match range {
+                Some(r) if !int => {
+                    self.0.u32(1);
+                    self.0.f64(r.min);
+                    self.0.f64(r.max);
+                    self.0.f64(r.step);
+                    self.0.u32(0);
+                }
+                Some(r) => {
+                    self.0.u32(0);
+                    self.0.u32(1);
+                    self.i64(r.min as i64);
+                    self.i64(r.max as i64);
+                    self.u64(r.step.max(0.0) as u64);
+                }
+                None => {
+                    self.0.u32(0);
+                    self.0.u32(0);
+                }
+            }
+        }
+    }
+
+    /// Reads CDR.
+    pub(super) struct R<'a>(CdrReader<'a>);
+
+    impl<'a> R<'a> {
+        pub(super) fn new(data: &'a [u8]) -> Result<R<'a>, String> {
+            CdrReader::new(data).map(R).map_err(err)
+        }
+        fn len(&mut self, elem: usize) -> Result<usize, String> {
+            self.0.len(elem).map_err(err)
+        }
+        pub(super) fn u8(&mut self) -> Result<u8, String> {
+            self.0.u8().map_err(err)
+        }
+        fn bool(&mut self) -> Result<bool, String> {
+            Ok(self.u8()? != 0)
+        }
+        fn i64(&mut self) -> Result<i64, String> {
+            self.0.align(8).map_err(err)?;
+            let b = self.0.take(8).map_err(err)?;
+            Ok(i64::from_le_bytes(b.try_into().map_err(|_| "8 bytes")?))
+        }
+        pub(super) fn u64(&mut self) -> Result<u64, String> {
+            self.i64().map(|v| v as u64)
+        }
+        fn f64(&mut self) -> Result<f64, String> {
+            self.0.f64().map_err(err)
+        }
+        pub(super) fn str(&mut self) -> Result<String, String> {
+            let b = self.0.string().map_err(err)?;
+            String::from_utf8(b.to_vec()).map_err(|e| format!("a string: {e}"))
+        }
+        pub(super) fn strs(&mut self) -> Result<Vec<String>, String> {
+            (0..self.len(4)?).map(|_| self.str()).collect()
+        }
+        pub(super) fn u8s(&mut self) -> Result<Vec<u8>, String> {
+            let n = self.len(1)?;
+            Ok(self.0.take(n).map_err(err)?.to_vec())
+        }
+        fn i64s(&mut self) -> Result<Vec<i64>, String> {
+            (0..self.len(8)?).map(|_| self.i64()).collect()
+        }
+        fn f64s(&mut self) -> Result<Vec<f64>, String> {
+            (0..self.len(8)?).map(|_| self.f64()).collect()
+        }
+
+        /// A `ParameterValue` (`None`: not set); an unknown type is an error naming it.
+        pub(super) fn value(&mut self) -> Result<Option<ParamValue>, String> {
+            let ty = self.u8()?;
+            let b = self.bool()?;
+            let i = self.i64()?;
+            let f = self.f64()?;
+            let s = self.str()?;
+            let bytes = self.u8s()?;
+            let bools = self.u8s()?;
+            let ints = self.i64s()?;
+            let floats = self.f64s()?;
+            let strs = self.strs()?;
+            Ok(nerve_type(ty)?.map(|t| match t {
+                ParamType::Bool => ParamValue::Bool(b),
+                ParamType::Int => ParamValue::Int(i),
+                ParamType::Float => ParamValue::Float(f),
+                ParamType::Str => ParamValue::Str(s),
+                ParamType::Bytes => ParamValue::Bytes(bytes),
+                ParamType::BoolArray => {
+                    ParamValue::BoolArray(bools.iter().map(|b| *b != 0).collect())
+                }
+                ParamType::IntArray => ParamValue::IntArray(ints),
+                ParamType::FloatArray => ParamValue::FloatArray(floats),
+                ParamType::StrArray => ParamValue::StrArray(strs),
+            }))
+        }
+
+        /// `ParameterValue[]`.
+        pub(super) fn values(&mut self) -> Result<Vec<Option<ParamValue>>, String> {
+            (0..self.len(1)?).map(|_| self.value()).collect()
+        }
+
+        /// `Parameter[]`: names and values (`None`: not set, an undeclare).
+        pub(super) fn parameters(&mut self) -> Result<Vec<(String, Option<ParamValue>)>, String> {
+            (0..self.len(1)?)
+                .map(|_| Ok((self.str()?, self.value()?)))
+                .collect()
+        }
+
+        /// A `SetParametersResult`.
+        pub(super) fn set_result(&mut self) -> Result<Result<(), String>, String> {
+            let ok = self.bool()?;
+            let reason = self.str()?;
+            Ok(if ok { Ok(()) } else { Err(reason) })
+        }
+
+        /// `SetParametersResult[]`.
+        pub(super) fn set_results(&mut self) -> Result<Vec<Result<(), String>>, String> {
+            (0..self.len(1)?).map(|_| self.set_result()).collect()
+        }
+
+        /// A `ParameterDescriptor`: name, type, description, read-only, dynamic typing,
+        /// range.
+        pub(super) fn descriptor(&mut self) -> Result<(String, u8, ParamDescriptor), String> {
+            let name = self.str()?;
+            let ty = self.u8()?;
+            let description = self.str()?;
+            let _constraints = self.str()?;
+            let read_only = self.bool()?;
+            let dynamic_typing = self.bool()?;
+            let mut range = None;
+            for _ in 0..self.len(24)?.min(1) {
+                range = Some(ParamRange {
+                    min: self.f64()?,
+                    max: self.f64()?,
+                    step: self.f64()?,
+                });
+            }
+            for _ in 0..self.len(24)?.min(1) {
+                range = Some(ParamRange {
+                    min: self.i64()? as f64,
+                    max: self.i64()? as f64,
+                    step: self.u64()? as f64,
+                });
+            }
+            Ok((
+                name,
+                ty,
+                ParamDescriptor {
+                    description,
+                    range,
+                    read_only,
+                    dynamic_typing,
+                },
+            ))
+        }
+
+        /// `ParameterDescriptor[]`.
+        pub(super) fn descriptors(&mut self) -> Result<Vec<(String, u8, ParamDescriptor)>, String> {
+            (0..self.len(1)?).map(|_| self.descriptor()).collect()
+        }
+    }
+
+    /// A request of service `op` with `names` (get, describe, get types).
+    pub(super) fn names_request(names: &[String]) -> Result<Vec<u8>, String> {
+        let mut buf = Vec::new();
+        W::new(&mut buf).strs(names)?;
+        Ok(buf)
+    }
+
+    /// A `list_parameters` request for every name.
+    pub(super) fn list_all_request() -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut w = W::new(&mut buf);
+        let _ = w.strs(&[]);
+        w.u64(0); // DEPTH_RECURSIVE
+        buf
+    }
+
+    /// A `set_parameters(_atomically)` request.
+    pub(super) fn set_request(values: &[(String, ParamValue)]) -> Result<Vec<u8>, String> {
+        let mut buf = Vec::new();
+        let mut w = W::new(&mut buf);
+        w.len(values.len())?;
+        for (n, v) in values {
+            w.parameter(n, v)?;
+        }
+        Ok(buf)
+    }
+}
+
+/// A DDS reader of raw CDR.
+type Reader = DataReader<RawCdr, RawAdapter>;
+/// A DDS writer of raw CDR.
+type Writer = DataWriter<RawCdr, RawAdapter>;
+
+/// What a Nerve request to a ROS 2 node asks.
+enum Kind {
+    /// Names starting with the prefix (ROS 2's prefixes are namespaces: filtered here).
+    List { prefix: String },
+    /// Values.
+    Get,
+    /// Declarations and values.
+    Describe,
+    /// A set: first the current values (for their types), then the set.
+    Set {
+        values: Vec<(String, ParamValue)>,
+        atomic: bool,
+    },
+}
+
+/// What the bridge does for a Nerve request to a ROS 2 node, between the DDS calls it
+/// makes.
+struct Job {
+    kind: Kind,
+    names: Vec<String>,
+    /// Values are asked name by name: rclpy answers nothing at all for a list of names
+    /// where one is not declared.
+    split: bool,
+    /// The set was sent (its results are next).
+    setting: bool,
+}
+
+/// DDS calls to make (or their replies): the service and the CDR.
+type Calls = Vec<(Op, Vec<u8>)>;
+
+/// What comes of a step of a [`Job`].
+enum Step {
+    /// The answer to the Nerve client.
+    Reply(ParamResponse),
+    /// More DDS calls to make.
+    Call(Calls),
+}
+
+impl Job {
+    /// The job for a Nerve request and the DDS calls it starts with.
+    fn start(req: ParamRequest) -> Result<(Job, Calls), String> {
+        let (kind, names) = match req {
+            ParamRequest::List { prefix } => (Kind::List { prefix }, Vec::new()),
+            ParamRequest::Get { names } => (Kind::Get, names),
+            ParamRequest::Describe { names } => (Kind::Describe, names),
+            ParamRequest::Set { values, atomic } => {
+                let names = values.iter().map(|(n, _)| n.clone()).collect();
+                (Kind::Set { values, atomic }, names)
+            }
+        };
+        let job = Job {
+            kind,
+            names,
+            split: false,
+            setting: false,
+        };
+        let calls = match job.kind {
+            Kind::List { .. } => vec![(Op::List, cdr::list_all_request())],
+            _ => job.fetch()?,
+        };
+        Ok((job, calls))
+    }
+
+    /// The calls that read the values (and for a describe the declarations) of the names.
+    fn fetch(&self) -> Result<Calls, String> {
+        let describe = matches!(self.kind, Kind::Describe);
+        let mut calls = Vec::new();
+        let groups: Vec<&[String]> = if self.split {
+            self.names.chunks(1).collect()
+        } else {
+            vec![&self.names[..]]
+        };
+        for names in groups {
+            let req = cdr::names_request(names)?;
+            if describe {
+                calls.push((Op::Describe, req.clone()));
+            }
+            calls.push((Op::Get, req));
+        }
+        Ok(calls)
+    }
+
+    /// The next step, given the replies (CDR) of the calls the last step made, in the
+    /// order they were made.
+    fn step(&mut self, answers: &[(Op, Vec<u8>)]) -> Result<Step, String> {
+        let answer = |op: Op| {
+            answers
+                .iter()
+                .find(|(o, _)| *o == op)
+                .map(|(_, cdr)| cdr.as_slice())
+                .ok_or_else(|| format!("no {} reply", op.service()))
+        };
+        if let Kind::List { prefix } = &self.kind {
+            let mut r = cdr::R::new(answer(Op::List)?)?;
+            let mut names: Vec<String> = r
+                .strs()?
+                .into_iter()
+                .filter(|n| n.starts_with(prefix.as_str()))
+                .collect();
+            names.sort();
+            names.dedup();
+            return Ok(Step::Reply(ParamResponse::List(names)));
+        }
+        if self.setting {
+            let n = self.names.len();
+            return Ok(Step::Reply(ParamResponse::Set(match self.kind {
+                Kind::Set { atomic: true, .. } => {
+                    vec![cdr::R::new(answer(Op::SetAtomically)?)?.set_result()?; n]
+                }
+                _ => {
+                    let r = cdr::R::new(answer(Op::Set)?)?.set_results()?;
+                    if r.len() != n {
+                        return Err(format!(
+                            "set_parameters answered {} results for {n} values",
+                            r.len()
+                        ));
+                    }
+                    r
+                }
+            })));
+        }
+        // values (and declarations) of the names
+        let mut values: Vec<Option<ParamValue>> = Vec::new();
+        let mut descs: HashMap<String, ParamDescriptor> = HashMap::new();
+        for (op, cdr) in answers {
+            let mut r = cdr::R::new(cdr)?;
+            match op {
+                Op::Get => values.extend(match r.values()? {
+                    v if self.split && v.len() <= 1 => vec![v.into_iter().next().flatten()],
+                    v if v.len() == self.names.len() => v,
+                    v if v.is_empty() && self.names.len() == 1 => vec![None],
+                    v if v.is_empty() => {
+                        self.split = true;
+                        return Ok(Step::Call(self.fetch()?));
+                    }
+                    v => {
+                        return Err(format!(
+                            "get_parameters answered {} values for {} names",
+                            v.len(),
+                            self.names.len()
+                        ))
+                    }
+                }),
+                Op::Describe => descs.extend(r.descriptors()?.into_iter().map(|(n, _, d)| (n, d))),
+                op => return Err(format!("an unexpected {} reply", op.service())),
+            }
+        }
+        if values.len() != self.names.len() {
+            return Err(format!(
+                "{} values for {} names",
+                values.len(),
+                self.names.len()
+            ));
+        }
+        match &mut self.kind {
+            Kind::Get => Ok(Step::Reply(ParamResponse::Get(values))),
+            Kind::Describe => Ok(Step::Reply(ParamResponse::Describe(
+                self.names
+                    .iter()
+                    .zip(values)
+                    .map(|(name, v)| {
+                        v.map(|value| ParamInfo {
+                            name: name.clone(),
+                            ty: value.ty(),
+                            descriptor: descs.get(name).cloned().unwrap_or_default(),
+                            value,
+                        })
+                    })
+                    .collect(),
+            ))),
+            Kind::Set {
+                values: to_set,
+                atomic,
+            } => {
+                // an integer sets a double parameter, as on a Nerve node
+                for ((_, v), now) in to_set.iter_mut().zip(values) {
+                    if let Some(c) = now.and_then(|now| v.clone().coerce(now.ty())) {
+                        *v = c;
+                    }
+                }
+                let op = if *atomic { Op::SetAtomically } else { Op::Set };
+                let req = cdr::set_request(to_set)?;
+                self.setting = true;
+                Ok(Step::Call(vec![(op, req)]))
+            }
+            Kind::List { .. } => Err("a list has no values".into()),
+        }
+    }
+}
+
+/// A Nerve request to a ROS 2 node, in flight.
+struct Pending {
+    req: RawRequest,
+    job: Job,
+    since: Instant,
+    /// The DDS calls of this step, in the order they were made.
+    waiting: Vec<(SampleIdentity, Op)>,
+    /// Their replies so far.
+    answers: HashMap<SampleIdentity, Vec<u8>>,
+}
+
+/// A ROS 2 node whose parameters are offered to Nerve as `<node>/_params`.
+struct RosNode {
+    server: RawServer,
+    /// Per service: requests written, replies read.
+    ends: HashMap<Op, (Writer, Reader)>,
+    pending: HashMap<u64, Pending>,
+    /// Which pending request a DDS call belongs to, and to which service.
+    calls: HashMap<SampleIdentity, (u64, Op)>,
+    next: u64,
+}
+
+/// What the ROS 2 answer to a Nerve node's response needs of the request.
+enum Ask {
+    Get,
+    Types,
+    Describe(Vec<String>),
+    List {
+        prefixes: Vec<String>,
+        depth: u64,
+    },
+    /// Per parameter: refused here (a reason) or sent to the node.
+    Set {
+        refused: Vec<Option<String>>,
+        atomic: bool,
+    },
+}
+
+/// A ROS 2 request to a Nerve node, in flight.
+struct Asked {
+    call: RawPendingCall,
+    op: Op,
+    ask: Ask,
+    id: SampleIdentity,
+    since: Instant,
+}
+
+/// A Nerve node whose parameters are offered to ROS 2.
+struct NerveNode {
+    client: RawClient,
+    /// Per service: requests read, replies written.
+    ends: Vec<(Op, Reader, Writer)>,
+    pending: Vec<Asked>,
+}
+
+/// The params part of a bridge (one thread).
+pub(crate) struct Params {
+    shared: Arc<Shared>,
+    config: BridgeConfig,
+    node: Node,
+    dds_pub: rustdds::Publisher,
+    dds_sub: rustdds::Subscriber,
+    /// ROS 2 nodes offered to Nerve, by full name.
+    ros: BTreeMap<String, RosNode>,
+    /// Nerve nodes offered to ROS 2, by full name.
+    nerve: BTreeMap<String, NerveNode>,
+    failed: HashMap<String, Instant>,
+    reported: HashSet<String>,
+}
+
+impl Params {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        config: BridgeConfig,
+        node: Node,
+    ) -> Result<Params, BridgeError> {
+        let qos = rustdds::QosPolicies::qos_none();
+        let dds = |e: rustdds::dds::CreateError| BridgeError::Dds(e.to_string());
+        Ok(Params {
+            dds_pub: shared.participant.create_publisher(&qos).map_err(dds)?,
+            dds_sub: shared.participant.create_subscriber(&qos).map_err(dds)?,
+            shared,
+            config,
+            node,
+            ros: BTreeMap::new(),
+            nerve: BTreeMap::new(),
+            failed: HashMap::new(),
+            reported: HashSet::new(),
+        })
+    }
+
+    /// Runs until the bridge stops.
+    pub(crate) fn run(mut self) {
+        let mut next_refresh = Instant::now();
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            if Instant::now() >= next_refresh {
+                self.refresh();
+                next_refresh = Instant::now() + self.config.refresh;
+            }
+            if self.ros.is_empty() && self.nerve.is_empty() {
+                std::thread::sleep(next_refresh.saturating_duration_since(Instant::now()));
+                continue;
+            }
+            self.pump_ros();
+            self.pump_nerve();
+            std::thread::sleep(TICK);
+        }
+        for (name, n) in std::mem::take(&mut self.ros) {
+            for (_, p) in n.pending {
+                let _ = p
+                    .req
+                    .server_gone(&format!("the bridge to ROS 2 node {name} stopped"));
+            }
+        }
+    }
+
+    fn report(&mut self, name: &str, reason: String) {
+        self.failed.insert(name.to_string(), Instant::now());
+        if self.reported.insert(name.to_string()) {
+            (self.shared.events)(Event::NotBridged {
+                topic: name.to_string(),
+                reason,
+            });
+        }
+    }
+
+    fn failed_lately(&self, name: &str) -> bool {
+        self.failed
+            .get(name)
+            .is_some_and(|t| t.elapsed() < crate::RETRY)
+    }
+
+    /// Compares both graphs: offers new nodes, withdraws those gone.
+    fn refresh(&mut self) {
+        let me = self.shared.participant.guid().prefix;
+        let peers = self.shared.peers();
+        let primary = self.shared.primary();
+        // ROS 2 nodes: readers of get_parameters requests, neither ours nor bridges'
+        let mut ros_nodes: BTreeSet<String> = BTreeSet::new();
+        if primary {
+            for r in self.shared.participant.discovered_readers() {
+                let d = &r.subscription_topic_data;
+                if d.key().prefix == me || peers.is_bridge_participant(d.key().prefix.as_ref()) {
+                    continue;
+                }
+                if let Some(node) = node_of_request_topic(d.topic_name()) {
+                    if self.config.admits(&format!("{node}{SERVICE_SUFFIX}")) {
+                        ros_nodes.insert(node.to_string());
+                    }
+                }
+            }
+        }
+        // Nerve nodes with parameters, not served by us
+        let mut nerve_nodes: BTreeSet<String> = BTreeSet::new();
+        if primary {
+            for s in nerve::introspect::list_services(&self.node).unwrap_or_default() {
+                let Some(node) = s.name.strip_suffix(SERVICE_SUFFIX) else {
+                    continue;
+                };
+                let ours = usize::from(self.ros.contains_key(node));
+                if s.servers > ours
+                    && !node.is_empty()
+                    && !ros_nodes.contains(node)
+                    && self.config.admits(&s.name)
+                {
+                    nerve_nodes.insert(node.to_string());
+                }
+            }
+        }
+        for name in &ros_nodes {
+            if self.ros.contains_key(name) || self.failed_lately(name) {
+                continue;
+            }
+            match self.offer_to_nerve(name) {
+                Ok(n) => {
+                    self.bridged(name, false);
+                    self.ros.insert(name.clone(), n);
+                }
+                Err(e) => self.report(name, e.to_string()),
+            }
+        }
+        let gone: Vec<String> = self
+            .ros
+            .keys()
+            .filter(|n| !ros_nodes.contains(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(n) = self.ros.remove(&name) {
+                for (_, p) in n.pending {
+                    let _ = p
+                        .req
+                        .server_gone(&format!("the ROS 2 node {name} went away"));
+                }
+            }
+        }
+        for name in &nerve_nodes {
+            if self.nerve.contains_key(name) || self.failed_lately(name) {
+                continue;
+            }
+            match self.offer_to_ros(name) {
+                Ok(n) => {
+                    self.bridged(name, true);
+                    self.nerve.insert(name.clone(), n);
+                }
+                Err(e) => self.report(name, e.to_string()),
+            }
+        }
+        self.nerve.retain(|n, _| nerve_nodes.contains(n));
+        let live = |n: &String| ros_nodes.contains(n) || nerve_nodes.contains(n);
+        self.reported.retain(live);
+        self.failed.retain(|n, _| live(n));
+    }
+
+    fn bridged(&self, node: &str, to_ros: bool) {
+        (self.shared.events)(Event::Bridged {
+            kind: crate::Kind::Service,
+            topic: format!("{node}{SERVICE_SUFFIX}"),
+            ros_type: "rcl_interfaces/srv/*Parameters".into(),
+            nerve_type: <ParamService as nerve::Service>::TYPE_NAME.into(),
+            to_ros,
+        });
+    }
+
+    /// A DDS reader and writer for service `op` of `node`: a server reads requests and
+    /// writes replies, a client the reverse.
+    fn endpoints(&self, node: &str, op: Op, server: bool) -> Result<(Reader, Writer), BridgeError> {
+        let name = format!("{node}/{}", op.service());
+        let qos = RosQos::default().policies();
+        let dds_err = |e: &dyn std::fmt::Display| BridgeError::Dds(format!("{name}: {e}"));
+        let ty = |suffix: &str| {
+            dds_type_of_ros(&format!("{}{suffix}", op.ros_type())).ok_or_else(|| {
+                BridgeError::Config(format!("{} is not a ROS 2 type", op.ros_type()))
+            })
+        };
+        let p = &self.shared.participant;
+        let rq = p
+            .create_topic(
+                format!("rq{name}Request"),
+                ty("_Request")?,
+                &qos,
+                TopicKind::NoKey,
+            )
+            .map_err(|e| dds_err(&e))?;
+        let rr = p
+            .create_topic(
+                format!("rr{name}Reply"),
+                ty("_Response")?,
+                &qos,
+                TopicKind::NoKey,
+            )
+            .map_err(|e| dds_err(&e))?;
+        let (read, write) = if server { (&rq, &rr) } else { (&rr, &rq) };
+        let reader = self
+            .dds_sub
+            .create_datareader_no_key::<RawCdr, RawAdapter>(read, Some(qos.clone()))
+            .map_err(|e| dds_err(&e))?;
+        let writer = self
+            .dds_pub
+            .create_datawriter_no_key::<RawCdr, RawAdapter>(write, Some(qos))
+            .map_err(|e| dds_err(&e))?;
+        Ok((reader, writer))
+    }
+
+    fn offer_to_nerve(&self, node: &str) -> Result<RosNode, BridgeError> {
+        let server = RawServer::create(
+            &self.node,
+            &format!("{node}{SERVICE_SUFFIX}"),
+            &ServiceType::of::<ParamService>(),
+            ServiceQos::default(),
+            WaitMode::Block,
+        )
+        .map_err(|e| BridgeError::Nerve(e.to_string()))?;
+        let mut ends = HashMap::new();
+        for op in [Op::Get, Op::Set, Op::SetAtomically, Op::List, Op::Describe] {
+            let (reader, writer) = self.endpoints(node, op, false)?;
+            ends.insert(op, (writer, reader));
+        }
+        Ok(RosNode {
+            server,
+            ends,
+            pending: HashMap::new(),
+            calls: HashMap::new(),
+            next: 0,
+        })
+    }
+
+    fn offer_to_ros(&self, node: &str) -> Result<NerveNode, BridgeError> {
+        let client = RawClient::create(
+            &self.node,
+            &format!("{node}{SERVICE_SUFFIX}"),
+            &ServiceType::of::<ParamService>(),
+            ServiceQos::default(),
+            WaitMode::Block,
+        )
+        .map_err(|e| BridgeError::Nerve(e.to_string()))?;
+        let ends = Op::ALL
+            .into_iter()
+            .map(|op| {
+                self.endpoints(node, op, true)
+                    .map(|(reader, writer)| (op, reader, writer))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(NerveNode {
+            client,
+            ends,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Nerve clients → ROS 2 nodes.
+    fn pump_ros(&mut self) {
+        for (name, n) in self.ros.iter_mut() {
+            while let Ok(Some(req)) = n.server.try_take() {
+                if n.pending.len() >= MAX_PENDING {
+                    let _ = req.fail(&format!(
+                        "the bridge has {MAX_PENDING} parameter calls to {name} in flight"
+                    ));
+                    continue;
+                }
+                let started = wire::decode_request(req.bytes())
+                    .map_err(|e| format!("not a parameter request: {e}"))
+                    .and_then(Job::start);
+                match started {
+                    Ok((job, calls)) => {
+                        let token = n.next;
+                        n.next += 1;
+                        let mut p = Pending {
+                            req,
+                            job,
+                            since: Instant::now(),
+                            waiting: Vec::new(),
+                            answers: HashMap::new(),
+                        };
+                        match send(&n.ends, &mut n.calls, token, &mut p, calls) {
+                            Ok(()) => {
+                                n.pending.insert(token, p);
+                            }
+                            Err(e) => {
+                                let _ = p.req.fail(&e);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let _ = req.fail(&e);
+                    }
+                }
+            }
+            // replies
+            let mut done: Vec<u64> = Vec::new();
+            for (_, reader) in n.ends.values_mut() {
+                while let Ok(Some(sample)) = reader.take_next_sample() {
+                    let Some(id) = sample.sample_info().related_sample_identity() else {
+                        continue;
+                    };
+                    // replies to other clients' requests are not ours
+                    let Some((token, _)) = n.calls.remove(&id) else {
+                        continue;
+                    };
+                    if let Some(p) = n.pending.get_mut(&token) {
+                        p.answers.insert(id, sample.value().0.clone());
+                        if p.answers.len() == p.waiting.len() {
+                            done.push(token);
+                        }
+                    }
+                }
+            }
+            for token in done {
+                let Some(mut p) = n.pending.remove(&token) else {
+                    continue;
+                };
+                let mut got = std::mem::take(&mut p.answers);
+                let answers: Calls = std::mem::take(&mut p.waiting)
+                    .into_iter()
+                    .filter_map(|(id, op)| got.remove(&id).map(|cdr| (op, cdr)))
+                    .collect();
+                match p.job.step(&answers) {
+                    Ok(Step::Reply(resp)) => {
+                        if p.req.reply_bytes(&wire::encode_response(&resp)).is_ok() {
+                            self.shared.stats.calls.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Ok(Step::Call(calls)) => {
+                        match send(&n.ends, &mut n.calls, token, &mut p, calls) {
+                            Ok(()) => {
+                                n.pending.insert(token, p);
+                            }
+                            Err(e) => {
+                                let _ = p.req.fail(&e);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                        let _ = p.req.fail(&format!("ROS 2 node {name}: {e}"));
+                    }
+                }
+            }
+            let calls = &mut n.calls;
+            n.pending.retain(|_, p| {
+                let keep = p.since.elapsed() < CALL_TIMEOUT && p.req.client_waits();
+                if !keep {
+                    if p.req.client_waits() {
+                        let _ = p.req.fail(&format!(
+                            "the ROS 2 node {name} did not answer in {CALL_TIMEOUT:?}"
+                        ));
+                    }
+                    for (id, _) in &p.waiting {
+                        calls.remove(id);
+                    }
+                }
+                keep
+            });
+        }
+    }
+
+    /// ROS 2 clients → Nerve nodes.
+    fn pump_nerve(&mut self) {
+        let me = self.shared.participant.guid().prefix;
+        let peers = self.shared.peers();
+        for (name, n) in self.nerve.iter_mut() {
+            for (op, reader, _) in n.ends.iter_mut() {
+                while let Ok(Some(sample)) = reader.take_next_sample() {
+                    let info = sample.sample_info();
+                    let writer = info.writer_guid().prefix;
+                    if writer == me || peers.is_bridge_participant(writer.as_ref()) {
+                        continue;
+                    }
+                    let id = info.sample_identity();
+                    let (req, ask) = match ros_request(*op, &sample.value().0) {
+                        Ok(r) => r,
+                        Err(reason) => {
+                            self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                            (self.shared.events)(Event::Malformed {
+                                topic: format!("{name}/{}", op.service()),
+                                reason: format!("{} request dropped: {reason}", op.ros_type()),
+                            });
+                            continue;
+                        }
+                    };
+                    match n.client.send_bytes(&wire::encode_request(&req)) {
+                        Ok(call) => n.pending.push(Asked {
+                            call,
+                            op: *op,
+                            ask,
+                            id,
+                            since: Instant::now(),
+                        }),
+                        Err(e) => (self.shared.events)(Event::Dropped {
+                            topic: format!("{name}/{}", op.service()),
+                            reason: e.to_string(),
+                        }),
+                    }
+                }
+            }
+            let mut i = 0;
+            while i < n.pending.len() {
+                let a = &n.pending[i];
+                let outcome = match a.call.try_take() {
+                    Ok(None) if a.since.elapsed() < CALL_TIMEOUT => {
+                        i += 1;
+                        continue;
+                    }
+                    Ok(None) => Err(format!("no answer in {CALL_TIMEOUT:?}")),
+                    Ok(Some(reply)) => wire::decode_response(reply.bytes())
+                        .and_then(|resp| ros_response(&a.ask, resp)),
+                    Err(e) => match &a.ask {
+                        // a set is answered with the reason; others have no error reply
+                        Ask::Set { refused, atomic } => {
+                            let why = Err(e.to_string());
+                            set_response(*atomic, vec![why; refused.len()])
+                        }
+                        _ => Err(e.to_string()),
+                    },
+                };
+                let topic = format!("{name}/{}", a.op.service());
+                match outcome {
+                    Ok(cdr) => {
+                        let opts = WriteOptionsBuilder::new()
+                            .source_timestamp(Timestamp::now())
+                            .related_sample_identity(a.id)
+                            .build();
+                        let writer = n.ends.iter().find(|(o, _, _)| *o == a.op).map(|e| &e.2);
+                        if let Some(w) = writer {
+                            if w.write_with_options(RawCdr(cdr), opts).is_ok() {
+                                self.shared.stats.calls.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    Err(reason) => (self.shared.events)(Event::Dropped { topic, reason }),
+                }
+                n.pending.swap_remove(i);
+            }
+        }
+    }
+}
+
+/// Writes the DDS calls of a step of `p` (known as `token`).
+fn send(
+    ends: &HashMap<Op, (Writer, Reader)>,
+    calls: &mut HashMap<SampleIdentity, (u64, Op)>,
+    token: u64,
+    p: &mut Pending,
+    what: Calls,
+) -> Result<(), String> {
+    for (op, body) in what {
+        let (writer, _) = ends
+            .get(&op)
+            .ok_or_else(|| format!("no {} client", op.service()))?;
+        let opts = WriteOptionsBuilder::new()
+            .source_timestamp(Timestamp::now())
+            .build();
+        let id = writer
+            .write_with_options(RawCdr(body), opts)
+            .map_err(|e| format!("ROS 2 {} request not sent: {e}", op.service()))?;
+        calls.insert(id, (token, op));
+        p.waiting.push((id, op));
+    }
+    Ok(())
+}
+
+/// The Nerve request for a ROS 2 request of service `op`, and what its answer needs.
+fn ros_request(op: Op, cdr: &[u8]) -> Result<(ParamRequest, Ask), String> {
+    let mut r = cdr::R::new(cdr)?;
+    Ok(match op {
+        Op::Get => (ParamRequest::Get { names: r.strs()? }, Ask::Get),
+        Op::Types => (ParamRequest::Get { names: r.strs()? }, Ask::Types),
+        Op::Describe => {
+            let names = r.strs()?;
+            (
+                ParamRequest::Describe {
+                    names: names.clone(),
+                },
+                Ask::Describe(names),
+            )
+        }
+        Op::List => {
+            let prefixes = r.strs()?;
+            let depth = r.u64()?;
+            (
+                ParamRequest::List {
+                    prefix: String::new(),
+                },
+                Ask::List { prefixes, depth },
+            )
+        }
+        Op::Set | Op::SetAtomically => {
+            let atomic = op == Op::SetAtomically;
+            let mut refused = Vec::new();
+            let mut values = Vec::new();
+            for (name, v) in r.parameters()? {
+                match v {
+                    Some(v) => {
+                        refused.push(None);
+                        values.push((name, v));
+                    }
+                    None => refused.push(Some(format!(
+                        "parameter {name:?}: Nerve parameters cannot be undeclared"
+                    ))),
+                }
+            }
+            if atomic && refused.iter().any(Option::is_some) {
+                // nothing is set: ask for nothing
+                values.clear();
+            }
+            (
+                ParamRequest::Set { values, atomic },
+                Ask::Set { refused, atomic },
+            )
+        }
+    })
+}
+
+/// `set_parameters(_atomically)`'s response from the outcomes.
+fn set_response(atomic: bool, results: Vec<Result<(), String>>) -> Result<Vec<u8>, String> {
+    let mut buf = Vec::new();
+    let mut w = cdr::W::new(&mut buf);
+    if atomic {
+        let first = results.into_iter().find(Result::is_err).unwrap_or(Ok(()));
+        w.set_result(&first);
+    } else {
+        w.len(results.len())?;
+        for r in &results {
+            w.set_result(r);
+        }
+    }
+    Ok(buf)
+}
+
+/// The ROS 2 response (CDR) for a Nerve node's answer.
+fn ros_response(ask: &Ask, resp: ParamResponse) -> Result<Vec<u8>, String> {
+    let mut buf = Vec::new();
+    let mut w = cdr::W::new(&mut buf);
+    let wrong = || "the node answered with another kind of response".to_string();
+    match (ask, resp) {
+        (Ask::Get, ParamResponse::Get(values)) => {
+            w.len(values.len())?;
+            for v in &values {
+                w.value(v.as_ref())?;
+            }
+        }
+        (Ask::Types, ParamResponse::Get(values)) => {
+            let types: Vec<u8> = values
+                .iter()
+                .map(|v| v.as_ref().map_or(cdr::NOT_SET, |v| cdr::ros_type(v.ty())))
+                .collect();
+            w.u8s(&types)?;
+        }
+        (Ask::Describe(names), ParamResponse::Describe(infos)) => {
+            w.len(names.len())?;
+            for (i, name) in names.iter().enumerate() {
+                w.descriptor(name, infos.get(i).and_then(Option::as_ref));
+            }
+        }
+        (Ask::List { prefixes, depth }, ParamResponse::List(all)) => {
+            let (names, found) = list_filter(&all, prefixes, *depth);
+            w.strs(&names)?;
+            w.strs(&found)?;
+        }
+        (Ask::Set { refused, atomic }, ParamResponse::Set(results)) => {
+            let mut results = results.into_iter();
+            let merged: Vec<Result<(), String>> = refused
+                .iter()
+                .map(|r| match r {
+                    Some(why) => Err(why.clone()),
+                    None if *atomic && refused.iter().any(Option::is_some) => {
+                        Err("not set: another parameter of the atomic set was refused".into())
+                    }
+                    None => results.next().unwrap_or(Ok(())),
+                })
+                .collect();
+            return set_response(*atomic, merged);
+        }
+        _ => return Err(wrong()),
+    }
+    Ok(buf)
+}
+
+/// ROS 2's `list_parameters`: names under `prefixes` (all when empty), at most `depth`
+/// levels deep (0: all), and the namespaces of the names returned.
+fn list_filter(all: &[String], prefixes: &[String], depth: u64) -> (Vec<String>, Vec<String>) {
+    let dots = |s: &str| s.bytes().filter(|b| *b == b'.').count() as u64;
+    let mut names = Vec::new();
+    let mut found: Vec<String> = Vec::new();
+    for name in all {
+        let get_all = prefixes.is_empty() && (depth == 0 || dots(name) < depth);
+        let under = prefixes.iter().any(|p| {
+            name == p
+                || name
+                    .strip_prefix(p.as_str())
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    .is_some_and(|rest| depth == 0 || dots(rest) + 1 < depth)
+        });
+        if get_all || under {
+            names.push(name.clone());
+            if let Some((ns, _)) = name.rsplit_once('.') {
+                if !found.iter().any(|f| f == ns) {
+                    found.push(ns.to_string());
+                }
+            }
+        }
+    }
+    (names, found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_service_names_are_recognized() {
+        assert!(is_param_service("/talker/get_parameters"));
+        assert!(is_param_service("/ns/talker/set_parameters_atomically"));
+        assert!(is_param_service("/talker/get_type_description"));
+        assert!(is_param_service("/driver/_params"));
+        assert!(!is_param_service("/get_parameters"));
+        assert!(!is_param_service("/add_two_ints"));
+        assert_eq!(
+            node_of_request_topic("rq/ns/talker/get_parametersRequest"),
+            Some("/ns/talker")
+        );
+        assert_eq!(node_of_request_topic("rq/get_parametersRequest"), None);
+    }
+
+    fn all_values() -> Vec<ParamValue> {
+        vec![
+            ParamValue::Bool(true),
+            ParamValue::Int(-300),
+            ParamValue::Int(i64::MIN),
+            ParamValue::Float(1.5),
+            ParamValue::Str("rover".into()),
+            ParamValue::Bytes(vec![0, 255]),
+            ParamValue::BoolArray(vec![true, false]),
+            ParamValue::IntArray(vec![]),
+            ParamValue::IntArray(vec![1, i64::MAX]),
+            ParamValue::FloatArray(vec![0.5, -2.0]),
+            ParamValue::StrArray(vec!["a".into(), String::new()]),
+        ]
+    }
+
+    #[test]
+    fn nerve_requests_and_responses_round_trip() {
+        let values: Vec<(String, ParamValue)> = all_values()
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (format!("p{i}"), v))
+            .collect();
+        for req in [
+            ParamRequest::List {
+                prefix: "a.".into(),
+            },
+            ParamRequest::Get {
+                names: vec!["x".into(), "y".into()],
+            },
+            ParamRequest::Describe { names: vec![] },
+            ParamRequest::Set {
+                values: values.clone(),
+                atomic: true,
+            },
+        ] {
+            assert_eq!(wire::decode_request(&wire::encode_request(&req)), Ok(req));
+        }
+        let info = ParamInfo {
+            name: "speed".into(),
+            ty: ParamType::Float,
+            value: ParamValue::Float(2.0),
+            descriptor: ParamDescriptor::new()
+                .description("m/s")
+                .range(0.0, 3.0, 0.5)
+                .read_only(),
+        };
+        for resp in [
+            ParamResponse::List(vec!["a".into(), "b.c".into()]),
+            ParamResponse::Get(all_values().into_iter().map(Some).chain([None]).collect()),
+            ParamResponse::Describe(vec![Some(info), None]),
+            ParamResponse::Set(vec![Ok(()), Err("no".into())]),
+        ] {
+            let bytes = wire::encode_response(&resp);
+            assert_eq!(wire::decode_response(&bytes), Ok(resp));
+            // cut anywhere: an error, never a panic
+            for n in 0..bytes.len() {
+                let _ = wire::decode_response(&bytes[..n]);
+            }
+        }
+        // a length the bytes cannot hold is refused before anything is allocated
+        let mut lying = 9u64.to_ne_bytes().to_vec();
+        lying.extend_from_slice(&[1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0]);
+        assert!(wire::decode_request(&lying).is_err());
+    }
+
+    #[test]
+    fn parameter_values_cross_cdr_both_ways() {
+        let mut buf = Vec::new();
+        for v in all_values().into_iter().map(Some).chain([None]) {
+            cdr::W::new(&mut buf).value(v.as_ref()).unwrap();
+            assert_eq!(cdr::R::new(&buf).unwrap().value().unwrap(), v);
+            for n in 0..buf.len() {
+                let _ = cdr::R::new(&buf[..n]).and_then(|mut r| r.value());
+            }
+        }
+        // an unknown ParameterType is an error naming it
+        cdr::W::new(&mut buf).value(None).unwrap();
+        buf[4] = 42;
+        let e = cdr::R::new(&buf).unwrap().value().unwrap_err();
+        assert!(e.contains("type 42"), "{e}");
+    }
+
+    /// A `GetParameters` response of `values`.
+    fn get_response(values: &[Option<ParamValue>]) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut w = cdr::W::new(&mut buf);
+        w.len(values.len()).unwrap();
+        for v in values {
+            w.value(v.as_ref()).unwrap();
+        }
+        buf
+    }
+
+    #[test]
+    fn a_get_of_an_undeclared_name_asks_name_by_name() {
+        let names = vec!["speed".to_string(), "nope".to_string()];
+        let (mut job, calls) = Job::start(ParamRequest::Get {
+            names: names.clone(),
+        })
+        .unwrap();
+        assert_eq!(calls.len(), 1);
+        // rclpy answers nothing when one name is not declared
+        let Step::Call(calls) = job.step(&[(Op::Get, get_response(&[]))]).unwrap() else {
+            panic!("expected calls name by name");
+        };
+        assert_eq!(calls.len(), 2);
+        let speed = Some(ParamValue::Float(1.5));
+        let answers = [
+            (Op::Get, get_response(std::slice::from_ref(&speed))),
+            (Op::Get, get_response(&[])),
+        ];
+        let Step::Reply(ParamResponse::Get(v)) = job.step(&answers).unwrap() else {
+            panic!("expected values");
+        };
+        assert_eq!(v, vec![speed, None]);
+    }
+
+    #[test]
+    fn a_set_widens_integers_to_the_parameters_type() {
+        let (mut job, _) = Job::start(ParamRequest::Set {
+            values: vec![("speed".into(), ParamValue::Int(2))],
+            atomic: false,
+        })
+        .unwrap();
+        let now = [Some(ParamValue::Float(1.5))];
+        let Step::Call(calls) = job.step(&[(Op::Get, get_response(&now))]).unwrap() else {
+            panic!("expected the set");
+        };
+        assert_eq!(calls[0].0, Op::Set);
+        let mut r = cdr::R::new(&calls[0].1).unwrap();
+        assert_eq!(
+            r.parameters().unwrap(),
+            vec![("speed".to_string(), Some(ParamValue::Float(2.0)))]
+        );
+        let mut buf = Vec::new();
+        let mut w = cdr::W::new(&mut buf);
+        w.len(1).unwrap();
+        w.set_result(&Err("too fast".into()));
+        let Step::Reply(resp) = job.step(&[(Op::Set, buf)]).unwrap() else {
+            panic!("expected results");
+        };
+        assert_eq!(resp, ParamResponse::Set(vec![Err("too fast".into())]));
+    }
+
+    #[test]
+    fn list_follows_ros2_prefixes_and_depth() {
+        let all: Vec<String> = ["a", "b.c", "b.d.e", "bx"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            list_filter(&all, &[], 0),
+            (all.clone(), vec!["b".to_string(), "b.d".to_string()])
+        );
+        assert_eq!(list_filter(&all, &[], 1).0, vec!["a", "bx"]);
+        assert_eq!(list_filter(&all, &["b".into()], 0).0, vec!["b.c", "b.d.e"]);
+        assert_eq!(list_filter(&all, &["b".into()], 2).0, vec!["b.c"]);
+    }
+
+    #[test]
+    fn ros2_requests_become_nerve_requests() {
+        let mut buf = Vec::new();
+        let mut w = cdr::W::new(&mut buf);
+        w.len(2).unwrap();
+        w.parameter("speed", &ParamValue::Float(2.0)).unwrap();
+        w.str("gone");
+        w.value(None).unwrap();
+        let (req, ask) = ros_request(Op::Set, &buf).unwrap();
+        assert_eq!(
+            req,
+            ParamRequest::Set {
+                values: vec![("speed".into(), ParamValue::Float(2.0))],
+                atomic: false
+            }
+        );
+        let cdr = ros_response(&ask, ParamResponse::Set(vec![Ok(())])).unwrap();
+        let results = cdr::R::new(&cdr).unwrap().set_results().unwrap();
+        assert_eq!(results[0], Ok(()));
+        assert!(results[1].as_ref().unwrap_err().contains("undeclared"));
+        // a wrong kind of answer is an error, and truncated requests are errors
+        assert!(ros_response(&ask, ParamResponse::List(vec![])).is_err());
+        for n in 0..buf.len() {
+            assert!(ros_request(Op::Set, &buf[..n]).is_err());
+        }
+    }
+}
