@@ -115,6 +115,10 @@ pub struct Undecodable {
     pub first: String,
 }
 
+/// Longest a replay waits at its end for subscribers to attach to its publishers (see
+/// [`nerve::RawPublisher::settle`]).
+const SETTLE: Duration = Duration::from_secs(1);
+
 /// How often a replay sleeping through a long gap looks for a stop.
 const STOP_CHECK: Duration = Duration::from_millis(50);
 
@@ -489,6 +493,15 @@ impl Player {
             report.undecodable = undecodable;
         }
         result?;
+        if !report.interrupted {
+            // what was sent last survives the publishers' departure only once every
+            // subscriber has attached to them (a short bag may be over before that)
+            for (i, r) in routes.iter().enumerate() {
+                if published[i] > 0 {
+                    r.publisher.settle(SETTLE);
+                }
+            }
+        }
         for (i, r) in routes.iter().enumerate() {
             *report.published.entry(r.topic.clone()).or_default() += published[i];
         }

@@ -59,26 +59,49 @@ fn recorded(file: &Path, topic: &str) -> (Vec<Recorded>, (String, String, String
     (out, schema.expect("the topic has messages"))
 }
 
-fn play(tag: &str, bag: &Path, opts: PlayOptions) -> std::thread::JoinHandle<PlayReport> {
+fn play(tag: &str, bag: &Path, opts: PlayOptions) -> Playing {
     let (tag, bag) = (tag.to_string(), bag.to_path_buf());
     std::thread::spawn(move || {
         let ctx = Context::new(config(&tag)).unwrap();
-        Player::new().play(&ctx, &bag, &opts, |_| {}).unwrap()
+        Player::new()
+            .play(&ctx, &bag, &opts, |_| {})
+            .map_err(|e| e.to_string())
     })
 }
 
-/// Takes `n` samples from `sub` within 20 s.
-fn take(sub: &mut RawSubscriber, n: usize) -> Vec<Vec<u8>> {
+type Playing = std::thread::JoinHandle<Result<PlayReport, String>>;
+
+/// Takes `n` samples from `sub` within 20 s while `player` replays; returns them and
+/// what the replay did.
+fn take(sub: &mut RawSubscriber, n: usize, player: Playing) -> (Vec<Vec<u8>>, PlayReport) {
     let mut got = Vec::new();
     let end = Instant::now() + Duration::from_secs(20);
     while got.len() < n {
-        assert!(Instant::now() < end, "{} of {n} samples arrived", got.len());
-        match sub.recv_timeout(Duration::from_millis(50)).unwrap() {
-            Some(s) => got.push(s.bytes().to_vec()),
-            None => continue,
+        if Instant::now() > end
+            || (player.is_finished() && got.len() < n && {
+                // what was sent before the replay ended is already here
+                while let Some(s) = sub.try_recv().unwrap() {
+                    got.push(s.bytes().to_vec());
+                }
+                got.len() < n
+            })
+        {
+            let result = if player.is_finished() {
+                format!("{:?}", player.join().unwrap())
+            } else {
+                "still playing".into()
+            };
+            panic!(
+                "{} of {n} samples arrived ({:?}); the replay: {result}",
+                got.len(),
+                sub.stats()
+            );
+        }
+        if let Some(s) = sub.recv_timeout(Duration::from_millis(50)).unwrap() {
+            got.push(s.bytes().to_vec());
         }
     }
-    got
+    (got, player.join().unwrap().unwrap())
 }
 
 #[test]
@@ -173,8 +196,7 @@ fn played_strings_arrive_as_their_recorded_cdr() {
         ..PlayOptions::default()
     };
     let player = play(tag, &fixture("talker"), opts);
-    let got = take(&mut sub, msgs.len());
-    let report = player.join().unwrap();
+    let (got, report) = take(&mut sub, msgs.len(), player);
     assert_eq!(report.published["/topic"], 10);
     let registry = Registry::from_ros2msg(&name, &text).unwrap();
     for (i, (payload, (log_time, publish_time, cdr))) in got.iter().zip(&msgs).enumerate() {
@@ -268,11 +290,13 @@ fn a_ros2_topic_is_recorded_as_its_ros2_type_and_replays_exactly() {
             .unwrap();
     let opts = PlayOptions {
         remap: vec![("/chatter".into(), "/chatter_again".into())],
+        // the five messages were sent within microseconds: the replay starts once the
+        // publisher is connected
+        wait_subscribers: Duration::from_secs(5),
         ..PlayOptions::default()
     };
     let player = play(tag, &path, opts);
-    let got = take(&mut sub, 5);
-    player.join().unwrap();
+    let (got, _) = take(&mut sub, 5, player);
     for (g, (_, _, payload)) in got.iter().zip(&sent) {
         assert_eq!(g, payload);
     }

@@ -11,6 +11,7 @@ mod buffer;
 mod errors;
 mod exec;
 mod param;
+mod ros2;
 mod service;
 mod tensor;
 mod topic;
@@ -55,5 +56,6 @@ fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(wait::wait_any, m)?)?;
     m.add_function(wrap_pyfunction!(wait::mono_ns, m)?)?;
     m.add_function(wrap_pyfunction!(buffer::heap_buffer, m)?)?;
+    m.add_function(wrap_pyfunction!(ros2::ros2_decode, m)?)?;
     Ok(())
 }

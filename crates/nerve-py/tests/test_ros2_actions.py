@@ -16,7 +16,7 @@ ROS_STATUS = {"accepted": 1, "executing": 2, "canceling": 3, "succeeded": 4, "ca
 
 def nerve_fibonacci(name, step):
     """A Nerve Fibonacci server: one number per `step` seconds, feedback each time,
-    cancels honored at the next step."""
+    cancels honored at once."""
 
     def body(ctx, t):
         server = ctx.node("nerve_fib_server").create_action_server(name, "Fibonacci")
@@ -30,10 +30,14 @@ def nerve_fibonacci(name, step):
                 order = g.goal.order
                 if g.is_canceling:
                     g.canceled(len=len(seq), data=np.array(seq, dtype=np.int64))
+                elif time.monotonic() < due.get(g.id, 0.0):
+                    continue
                 elif len(seq) > order:
+                    # a step after the last feedback: rclpy drops feedback that it takes
+                    # after the result
                     done = seq[: order + 1]
                     g.succeed(len=len(done), data=np.array(done, dtype=np.int64))
-                elif time.monotonic() >= due.get(g.id, 0.0):
+                else:
                     seq.append(seq[-1] + seq[-2])
                     g.feedback(len=len(seq), data=np.array(seq, dtype=np.int64))
                     due[g.id] = time.monotonic() + step
@@ -82,7 +86,11 @@ def test_an_rclpy_action_client_gets_feedback_results_and_cancels_from_a_nerve_s
 
 
 def test_a_nerve_action_client_gets_feedback_results_and_cancels_from_an_rclpy_server(ros2, domain):
-    bridge = ros2.bridge()
+    # the topics half would bridge the rclpy server's `_action/status` and `_action/feedback`
+    # as plain topics, taking the Nerve action server's status topic with another type;
+    # the deny keeps them out until the topics half skips `/_action/` names itself
+    # (action names themselves do not match it: the action crosses)
+    bridge = ros2.bridge("--deny", "/_action/")
     server = ros2.peer("action_server", "/ros_fib", 120, "--step", "0.05", "--max-order", "40")
     server.wait_line(lambda l: '"ready"' in l)
     bridge.wait_line(lambda l: l.startswith(

@@ -291,3 +291,96 @@ def test_each_graph_shows_the_other_sides_nodes_topics_and_services(ros2, domain
     assert "nerve_side_node" in g["nodes"], g["nodes"]
     assert g["topics"].get("/nerve_imu") == ["sensor_msgs/msg/Imu"], g["topics"]
     del pub
+
+
+def test_a_type_without_a_definition_is_reported_once_naming_where_it_looked(ros2, tmp_path):
+    empty = tmp_path / "no_types"
+    empty.mkdir()
+    env = {k: v for k, v in ros2.environ.items() if k != "AMENT_PREFIX_PATH"}
+    bridge = ros2.bridge("--types", empty, types=False, environ=env)
+    talker = ros2.peer("talker", "/strings", "test_msgs/msg/Strings", 100, "--rate", "10", "--wait", "0")
+    end = time.monotonic() + 20
+    while time.monotonic() < end and not any("/strings" in l for l in bridge.err):
+        time.sleep(0.1)
+    time.sleep(3)  # several refreshes and retries later: still one report
+    reports = [l for l in bridge.err if l.startswith("/strings")]
+    assert len(reports) == 1, bridge.err
+    assert "test_msgs/msg/Strings" in reports[0] and str(empty) in reports[0], reports[0]
+    talker.stop()
+
+
+def test_the_same_type_name_with_another_definition_is_refused_naming_both_hashes(ros2, tmp_path):
+    prefix = tmp_path / "other"
+    (prefix / "share" / "std_msgs" / "msg").mkdir(parents=True)
+    (prefix / "share" / "std_msgs" / "msg" / "String.msg").write_text("string data\nint32 extra\n")
+    env = {**ros2.environ, "AMENT_PREFIX_PATH": str(prefix)}
+    other = Proc([target_bin("nerve"), "topic", "pub", "/versioned", "std_msgs/msg/String",
+                  '{"data": "v2", "extra": 1}', "--rate", "1", "--count", "100"], env, "pub")
+    try:
+        time.sleep(1.0)
+        bridge = ros2.bridge()
+        ros2.peer("talker", "/versioned", "std_msgs/msg/String", 100, "--rate", "10", "--wait", "0")
+        end = time.monotonic() + 20
+        while time.monotonic() < end and not any(l.startswith("/versioned") for l in bridge.err):
+            time.sleep(0.1)
+        report = next(l for l in bridge.err if l.startswith("/versioned"))
+        hashes = [w.strip(",.") for w in report.split() if w.startswith("RIHS01_")]
+        assert len(set(hashes)) == 2, report
+        assert "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18" in hashes, report
+    finally:
+        other.stop()
+
+
+def test_a_malformed_nerve_message_is_dropped_and_named_not_sent(ros2, domain):
+    import nerve
+
+    bridge = ros2.bridge()
+    env = {**ros2.environ, "AMENT_PREFIX_PATH": str(ros2.share.parent)}
+    good = Proc([target_bin("nerve"), "topic", "pub", "/garbled", "std_msgs/msg/String", '{"data": "ok"}',
+                 "--rate", "2", "--count", "100"], env, "pub")
+    listener = ros2.peer("listener", "/garbled", "std_msgs/msg/String", 3, "--timeout", "30")
+    try:
+        bridge.wait_line(lambda l: l.startswith("/garbled: topic Nerve -> ROS 2"))
+        node = nerve.Context(domain).node("garbler")
+        sub = node.create_subscription(None, "/garbled")
+        pub = node.create_publisher(sub.message_class._type, "/garbled")
+        for _ in range(5):
+            # a valid carrier head, then a string length far past the end
+            pub.publish_bytes(b"\0" * 8 + b"\x00\x01\x00\x00\xff\xff\xff\x7f")
+            time.sleep(0.1)
+        listener.wait_line(lambda l: '"done"' in l, timeout=40)
+        got = [e["msg"]["data"] for e in listener.json_events("msg")]
+        assert got == ["ok", "ok", "ok"], got
+        bad = [l for l in bridge.err if "/garbled" in l and "dropped" in l]
+        assert bad and "std_msgs/msg/String" in bad[0], bridge.err
+        assert bridge.p.poll() is None, "the bridge survives"
+    finally:
+        good.stop()
+
+
+def test_python_reads_a_bridged_ros2_type_by_field_name_with_numpy_arrays(ros2, domain):
+    import numpy as np
+
+    import nerve
+
+    ros2.bridge()
+    ty = "test_msgs/msg/UnboundedSequences"
+    ros2.peer("talker", "/seq_py", ty, 100, "--rate", "10", "--json", json.dumps(SEQUENCES))
+    node = nerve.Context(domain).node("py_reader")
+    end = time.monotonic() + 30
+    sub = None
+    while sub is None and time.monotonic() < end:
+        try:
+            sub = node.create_subscription(None, "/seq_py")
+        except nerve.NerveError:
+            time.sleep(0.2)
+    assert sub is not None
+    m = sub.recv(timeout=30.0)
+    assert m is not None
+    fields = m._ros2()
+    check_sequences({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in fields.items()})
+    assert isinstance(fields["float64_values"], np.ndarray) and fields["float64_values"].dtype == np.float64
+    assert fields["basic_types_values"][0]["int32_value"] == -7
+    # a type that is not a ROS 2 carrier is refused by name
+    with pytest.raises(ValueError, match="not a ROS 2 type"):
+        nerve.msgs.Imu()._ros2()

@@ -701,10 +701,12 @@ impl Actions {
             status: self.writer(
                 &format!("rt{name}/_action/status"),
                 "action_msgs/msg/GoalStatusArray",
+                // deeper than ROS 2's own (1): a quick cancel's `canceling` is not
+                // overwritten by the `canceled` that follows before it was delivered
                 RosQos {
                     reliable: true,
                     transient_local: true,
-                    depth: 1,
+                    depth: 10,
                 },
             )?,
             goals: HashMap::new(),
@@ -763,6 +765,9 @@ impl OfferedToRos {
             wire::send_goal_response(scratch, accepted.is_some(), accepted.unwrap_or_default());
             let _ = write(&self.goal_rr, std::mem::take(scratch), Some(call));
         }
+        if std::mem::take(&mut changed) {
+            self.publish_status(&[], scratch);
+        }
         // cancels
         while let Ok(Some(s)) = self.cancel_rq.take_next_sample() {
             let info = s.sample_info();
@@ -781,6 +786,10 @@ impl OfferedToRos {
             if wire::cancel_response(scratch, code, &canceling).is_ok() {
                 let _ = write(&self.cancel_rr, std::mem::take(scratch), Some(call));
             }
+        }
+        // each change is published as it happens (a goal may end in this same pump)
+        if std::mem::take(&mut changed) {
+            self.publish_status(&[], scratch);
         }
         // result requests: answered when the goal ends (at once if it has)
         self.done.retain(|d| d.at.elapsed() < DONE_TTL);
@@ -840,6 +849,9 @@ impl OfferedToRos {
                     ended.push((*id, GoalState::Aborted, Vec::new()));
                 }
             }
+        }
+        if std::mem::take(&mut changed) {
+            self.publish_status(&[], scratch);
         }
         for (id, state, seq) in ended {
             if let Some(stamp) = self.finish(ctx, id, state, seq, scratch) {

@@ -177,7 +177,7 @@ impl GraphSync {
         // participant's endpoints are discovered: it gets a grace period)
         let now = Instant::now();
         self.participants.retain(|gid, (_, seen)| {
-            if alive.contains(&gid.as_bytes()[..12].to_vec()) {
+            if alive.contains(&gid.as_bytes()[..12]) {
                 *seen = now;
             }
             now.duration_since(*seen) < PARTICIPANT_GRACE

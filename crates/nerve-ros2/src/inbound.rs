@@ -288,7 +288,18 @@ impl Inbound {
     fn open(&mut self, topic: &str, ty: &str, qos: RosQos) -> Result<Route, BridgeError> {
         let route = self.catalog.for_ros(ty)?;
         let publisher = RawPublisher::create(&self.node, topic, &route.schema, qos.nerve())
-            .map_err(|e| BridgeError::Nerve(format!("{topic}: {e}")))?;
+            .map_err(|e| match self.other_version(topic, &route) {
+                // the same ROS 2 type name, another definition: both hashes named
+                Some(theirs) => BridgeError::Type {
+                    ros_type: ty.to_string(),
+                    reason: format!(
+                        "the Nerve topic {topic} carries {ty} with hash {theirs}, the ROS 2 \
+                         publishers' definition hashes to {}",
+                        nerve_msgs::ros2::ros2_type(&route.schema).map_or("?", |t| t.1)
+                    ),
+                },
+                None => BridgeError::Nerve(format!("{topic}: {e}")),
+            })?;
         let token = self.next_token;
         self.next_token += 1;
         self.tokens.insert(token, topic.to_string());
@@ -300,6 +311,18 @@ impl Inbound {
             token,
             last_seen: Instant::now(),
         })
+    }
+}
+
+impl Inbound {
+    /// The RIHS01 hash of the same-named ROS 2 type a Nerve topic already carries, when
+    /// it differs from the route's.
+    fn other_version(&self, topic: &str, route: &TypeRoute) -> Option<String> {
+        let info = nerve::introspect::topic_info(&self.node, topic).ok()?;
+        let schema = info.schema?.ok()?;
+        let (name, theirs, _) = nerve_msgs::ros2::ros2_type(&schema)?;
+        let (ours_name, ours, _) = nerve_msgs::ros2::ros2_type(&route.schema)?;
+        (name == ours_name && theirs != ours).then(|| theirs.to_string())
     }
 }
 

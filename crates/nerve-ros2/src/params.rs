@@ -120,376 +120,51 @@ fn node_of_request_topic(dds: &str) -> Option<&str> {
         .filter(|s| s.starts_with('/') && s.len() > 1)
 }
 
-/// postcard, the encoding of `Serde<T>` messages, for the parameter service's types, and
-/// the `Serde<T>` payload around it (an 8-byte length, then the bytes).
+/// The parameter service's payloads: `Serde<T>` messages (an 8-byte length in native
+/// byte order, then the postcard bytes of [`ParamRequest`]/[`ParamResponse`]).
 mod wire {
     use super::*;
+    use serde::de::DeserializeOwned;
 
-    /// Writes postcard.
-    #[derive(Default)]
-    pub(super) struct W(pub(super) Vec<u8>);
-
-    impl W {
-        fn varint(&mut self, mut v: u64) {
-            while v >= 0x80 {
-                self.0.push((v as u8) | 0x80);
-                v >>= 7;
-            }
-            self.0.push(v as u8);
-        }
-        fn i64(&mut self, v: i64) {
-            self.varint(((v << 1) ^ (v >> 63)) as u64);
-        }
-        fn f64(&mut self, v: f64) {
-            self.0.extend_from_slice(&v.to_le_bytes());
-        }
-        fn bool(&mut self, v: bool) {
-            self.0.push(u8::from(v));
-        }
-        fn str(&mut self, s: &str) {
-            self.bytes(s.as_bytes());
-        }
-        fn bytes(&mut self, b: &[u8]) {
-            self.varint(b.len() as u64);
-            self.0.extend_from_slice(b);
-        }
-        fn strs(&mut self, v: &[String]) {
-            self.varint(v.len() as u64);
-            v.iter().for_each(|s| self.str(s));
-        }
-        fn value(&mut self, v: &ParamValue) {
-            self.varint(ty_index(v.ty()));
-            match v {
-                ParamValue::Bool(b) => self.bool(*b),
-                ParamValue::Int(i) => self.i64(*i),
-                ParamValue::Float(f) => self.f64(*f),
-                ParamValue::Str(s) => self.str(s),
-                ParamValue::Bytes(b) => self.bytes(b),
-                ParamValue::BoolArray(v) => {
-                    self.varint(v.len() as u64);
-                    v.iter().for_each(|b| self.bool(*b));
-                }
-                ParamValue::IntArray(v) => {
-                    self.varint(v.len() as u64);
-                    v.iter().for_each(|i| self.i64(*i));
-                }
-                ParamValue::FloatArray(v) => {
-                    self.varint(v.len() as u64);
-                    v.iter().for_each(|f| self.f64(*f));
-                }
-                ParamValue::StrArray(v) => self.strs(v),
-            }
-        }
-        fn info(&mut self, i: &ParamInfo) {
-            self.str(&i.name);
-            self.varint(ty_index(i.ty));
-            self.value(&i.value);
-            self.str(&i.descriptor.description);
-            match &i.descriptor.range {
-                None => self.0.push(0),
-                Some(r) => {
-                    self.0.push(1);
-                    self.f64(r.min);
-                    self.f64(r.max);
-                    self.f64(r.step);
-                }
-            }
-            self.bool(i.descriptor.read_only);
-            self.bool(i.descriptor.dynamic_typing);
-        }
+    fn framed<T: serde::Serialize>(v: &T) -> Vec<u8> {
+        // postcard into a Vec fails only without memory
+        let body = postcard::to_allocvec(v).unwrap_or_default();
+        let mut p = (body.len() as u64).to_ne_bytes().to_vec();
+        p.extend_from_slice(&body);
+        p
     }
 
-    const TYPES: [ParamType; 9] = [
-        ParamType::Bool,
-        ParamType::Int,
-        ParamType::Float,
-        ParamType::Str,
-        ParamType::Bytes,
-        ParamType::BoolArray,
-        ParamType::IntArray,
-        ParamType::FloatArray,
-        ParamType::StrArray,
-    ];
-
-    fn ty_index(t: ParamType) -> u64 {
-        TYPES.iter().position(|x| *x == t).unwrap_or(0) as u64
-    }
-
-    /// Reads postcard, refusing what runs past the end.
-    pub(super) struct R<'a>(&'a [u8]);
-
-    impl<'a> R<'a> {
-        fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-            if n > self.0.len() {
-                return Err(format!("needs {n} bytes, has {}", self.0.len()));
-            }
-            let (a, b) = self.0.split_at(n);
-            self.0 = b;
-            Ok(a)
-        }
-        fn u8(&mut self) -> Result<u8, String> {
-            Ok(self.take(1)?[0])
-        }
-        fn varint(&mut self) -> Result<u64, String> {
-            let mut v = 0u64;
-            for shift in (0..70).step_by(7) {
-                let b = self.u8()?;
-                if shift == 63 && b > 1 {
-                    return Err("a varint overflows 64 bits".into());
-                }
-                v |= u64::from(b & 0x7f) << shift;
-                if b & 0x80 == 0 {
-                    return Ok(v);
-                }
-            }
-            Err("a varint overflows 64 bits".into())
-        }
-        /// A length, checked against the bytes left (each element takes one at least).
-        fn len(&mut self) -> Result<usize, String> {
-            let n = self.varint()?;
-            usize::try_from(n)
-                .ok()
-                .filter(|n| *n <= self.0.len())
-                .ok_or_else(|| format!("a length of {n} runs past the end"))
-        }
-        fn i64(&mut self) -> Result<i64, String> {
-            let v = self.varint()?;
-            Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
-        }
-        fn f64(&mut self) -> Result<f64, String> {
-            let b = self.take(8)?;
-            Ok(f64::from_le_bytes(b.try_into().map_err(|_| "8 bytes")?))
-        }
-        fn bool(&mut self) -> Result<bool, String> {
-            match self.u8()? {
-                0 => Ok(false),
-                1 => Ok(true),
-                b => Err(format!("{b} is not a bool")),
-            }
-        }
-        fn str(&mut self) -> Result<String, String> {
-            let n = self.len()?;
-            String::from_utf8(self.take(n)?.to_vec()).map_err(|e| e.to_string())
-        }
-        fn strs(&mut self) -> Result<Vec<String>, String> {
-            (0..self.len()?).map(|_| self.str()).collect()
-        }
-        fn option(&mut self) -> Result<bool, String> {
-            self.bool()
-        }
-        fn ty(&mut self) -> Result<ParamType, String> {
-            let i = self.varint()?;
-            TYPES
-                .get(i as usize)
-                .copied()
-                .ok_or_else(|| format!("no parameter type {i}"))
-        }
-        fn value(&mut self) -> Result<ParamValue, String> {
-            Ok(match self.ty()? {
-                ParamType::Bool => ParamValue::Bool(self.bool()?),
-                ParamType::Int => ParamValue::Int(self.i64()?),
-                ParamType::Float => ParamValue::Float(self.f64()?),
-                ParamType::Str => ParamValue::Str(self.str()?),
-                ParamType::Bytes => {
-                    let n = self.len()?;
-                    ParamValue::Bytes(self.take(n)?.to_vec())
-                }
-                ParamType::BoolArray => ParamValue::BoolArray(
-                    (0..self.len()?)
-                        .map(|_| self.bool())
-                        .collect::<Result<_, _>>()?,
-                ),
-                ParamType::IntArray => ParamValue::IntArray(
-                    (0..self.len()?)
-                        .map(|_| self.i64())
-                        .collect::<Result<_, _>>()?,
-                ),
-                ParamType::FloatArray => ParamValue::FloatArray(
-                    (0..self.len()?)
-                        .map(|_| self.f64())
-                        .collect::<Result<_, _>>()?,
-                ),
-                ParamType::StrArray => ParamValue::StrArray(self.strs()?),
-            })
-        }
-        fn info(&mut self) -> Result<ParamInfo, String> {
-            let name = self.str()?;
-            let ty = self.ty()?;
-            let value = self.value()?;
-            let description = self.str()?;
-            let range = match self.option()? {
-                false => None,
-                true => Some(ParamRange {
-                    min: self.f64()?,
-                    max: self.f64()?,
-                    step: self.f64()?,
-                }),
-            };
-            Ok(ParamInfo {
-                name,
-                ty,
-                value,
-                descriptor: ParamDescriptor {
-                    description,
-                    range,
-                    read_only: self.bool()?,
-                    dynamic_typing: self.bool()?,
-                },
-            })
-        }
-    }
-
-    /// A `Serde<T>` payload around postcard bytes.
-    fn framed(body: Vec<u8>) -> Vec<u8> {
-        let mut out = Vec::with_capacity(8 + body.len());
-        out.extend_from_slice(&(body.len() as u64).to_ne_bytes());
-        out.extend_from_slice(&body);
-        out
-    }
-
-    /// The postcard bytes of a `Serde<T>` payload.
-    fn unframed(payload: &[u8]) -> Result<R<'_>, String> {
+    fn unframed<T: DeserializeOwned>(payload: &[u8], what: &str) -> Result<T, String> {
         let head = payload
             .get(..8)
-            .ok_or("a parameter payload shorter than its head")?;
+            .ok_or_else(|| format!("a {what} payload shorter than its head"))?;
         let len = u64::from_ne_bytes(head.try_into().map_err(|_| "8 bytes")?);
         let body = &payload[8..];
-        let len = usize::try_from(len).unwrap_or(usize::MAX).min(body.len());
-        Ok(R(&body[..len]))
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        let body = body
+            .get(..len)
+            .ok_or_else(|| format!("a {what} of {len} bytes in a payload of {}", body.len()))?;
+        postcard::from_bytes(body).map_err(|e| format!("a malformed {what}: {e}"))
     }
 
     /// A request to a node's parameter service, as its payload.
     pub(super) fn encode_request(req: &ParamRequest) -> Vec<u8> {
-        let mut w = W::default();
-        match req {
-            ParamRequest::List { prefix } => {
-                w.varint(0);
-                w.str(prefix);
-            }
-            ParamRequest::Get { names } => {
-                w.varint(1);
-                w.strs(names);
-            }
-            ParamRequest::Describe { names } => {
-                w.varint(2);
-                w.strs(names);
-            }
-            ParamRequest::Set { values, atomic } => {
-                w.varint(3);
-                w.varint(values.len() as u64);
-                for (n, v) in values {
-                    w.str(n);
-                    w.value(v);
-                }
-                w.bool(*atomic);
-            }
-        }
-        framed(w.0)
+        framed(req)
     }
 
     /// A request from its payload.
     pub(super) fn decode_request(payload: &[u8]) -> Result<ParamRequest, String> {
-        let mut r = unframed(payload)?;
-        Ok(match r.varint()? {
-            0 => ParamRequest::List { prefix: r.str()? },
-            1 => ParamRequest::Get { names: r.strs()? },
-            2 => ParamRequest::Describe { names: r.strs()? },
-            3 => {
-                let values = (0..r.len()?)
-                    .map(|_| Ok((r.str()?, r.value()?)))
-                    .collect::<Result<_, String>>()?;
-                ParamRequest::Set {
-                    values,
-                    atomic: r.bool()?,
-                }
-            }
-            k => return Err(format!("no parameter request of kind {k}")),
-        })
+        unframed(payload, "parameter request")
     }
 
     /// A response of a node's parameter service, as its payload.
     pub(super) fn encode_response(resp: &ParamResponse) -> Vec<u8> {
-        let mut w = W::default();
-        match resp {
-            ParamResponse::List(names) => {
-                w.varint(0);
-                w.strs(names);
-            }
-            ParamResponse::Get(values) => {
-                w.varint(1);
-                w.varint(values.len() as u64);
-                for v in values {
-                    match v {
-                        None => w.0.push(0),
-                        Some(v) => {
-                            w.0.push(1);
-                            w.value(v);
-                        }
-                    }
-                }
-            }
-            ParamResponse::Describe(infos) => {
-                w.varint(2);
-                w.varint(infos.len() as u64);
-                for i in infos {
-                    match i {
-                        None => w.0.push(0),
-                        Some(i) => {
-                            w.0.push(1);
-                            w.info(i);
-                        }
-                    }
-                }
-            }
-            ParamResponse::Set(results) => {
-                w.varint(3);
-                w.varint(results.len() as u64);
-                for r in results {
-                    match r {
-                        Ok(()) => w.varint(0),
-                        Err(e) => {
-                            w.varint(1);
-                            w.str(e);
-                        }
-                    }
-                }
-            }
-        }
-        framed(w.0)
+        framed(resp)
     }
 
     /// A response from its payload.
     pub(super) fn decode_response(payload: &[u8]) -> Result<ParamResponse, String> {
-        let mut r = unframed(payload)?;
-        Ok(match r.varint()? {
-            0 => ParamResponse::List(r.strs()?),
-            1 => ParamResponse::Get(
-                (0..r.len()?)
-                    .map(|_| match r.option()? {
-                        false => Ok(None),
-                        true => r.value().map(Some),
-                    })
-                    .collect::<Result<_, String>>()?,
-            ),
-            2 => ParamResponse::Describe(
-                (0..r.len()?)
-                    .map(|_| match r.option()? {
-                        false => Ok(None),
-                        true => r.info().map(Some),
-                    })
-                    .collect::<Result<_, String>>()?,
-            ),
-            3 => ParamResponse::Set(
-                (0..r.len()?)
-                    .map(|_| match r.varint()? {
-                        0 => Ok(Ok(())),
-                        1 => Ok(Err(r.str()?)),
-                        k => Err(format!("no result variant {k}")),
-                    })
-                    .collect::<Result<_, String>>()?,
-            ),
-            k => return Err(format!("no parameter response of kind {k}")),
-        })
+        unframed(payload, "parameter response")
     }
 }
 

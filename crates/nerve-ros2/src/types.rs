@@ -55,9 +55,12 @@ impl TypeRoute {
         out.clear();
         match &self.carrier {
             Carrier::Native(s) => (s.encode)(payload, out).map_err(|e| e.to_string()),
-            Carrier::Cdr { .. } => {
+            Carrier::Cdr { registry } => {
                 let head = std::mem::size_of::<Ros2Cdr>();
                 let cdr = payload.get(head..).unwrap_or_default();
+                // a Nerve publisher's bytes are checked before ROS 2 sees them
+                nerve_ros2_types::validate(registry, &self.ros_name, cdr)
+                    .map_err(|e| format!("{} message dropped: {e}", self.ros_name))?;
                 out.extend_from_slice(cdr);
                 Ok(())
             }

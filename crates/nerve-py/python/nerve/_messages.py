@@ -311,6 +311,12 @@ class Message(_Fields):
         """A copy of the payload bytes."""
         return self._buf.tobytes()
 
+    def _ros2(self) -> Any:
+        """A ROS 2 message carried as CDR (a topic bridged from ROS 2, a played rosbag2
+        bag): its fields by name, numeric arrays as numpy arrays. ValueError for other
+        types and for bytes that do not decode."""
+        return _nerve.ros2_decode(type(self)._type.schema_text, self._buf.tobytes())
+
     def _copy(self) -> "Message":
         """A writable heap copy."""
         buf = _nerve.heap_buffer(self._buf.nbytes)

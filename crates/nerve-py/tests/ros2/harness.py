@@ -138,10 +138,11 @@ def ros2_fixture(domain):
             procs.append(p)
             return p
 
-        def bridge(self, *args):
+        def bridge(self, *args, types=True, environ=None):
+            types_args = ["--types", self.share] if types else []
             p = Proc(
-                [target_bin("nerve"), "bridge", "ros2", "--types", self.share, *map(str, args)],
-                env,
+                [target_bin("nerve"), "bridge", "ros2", *types_args, *map(str, args)],
+                environ or env,
                 "bridge",
             )
             procs.append(p)

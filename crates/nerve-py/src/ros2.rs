@@ -1,0 +1,112 @@
+//! ROS 2 messages carried as CDR on Nerve topics (`nerve_msgs/Ros2Cdr`, see
+//! `nerve_msgs::ros2`): their fields by name, numeric arrays as numpy arrays.
+
+use nerve::message::schema::Schema;
+use nerve_ros2_types::{Array, Registry, Value};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use std::sync::{Arc, Mutex};
+
+/// A ROS 2 type's name and definitions.
+type Definitions = Arc<(String, Registry)>;
+
+/// Definitions already parsed, by schema text (bounded: a process sees few types).
+static REGISTRIES: Mutex<Vec<(String, Definitions)>> = Mutex::new(Vec::new());
+const MAX_CACHED: usize = 64;
+
+fn registry(schema_text: &str) -> PyResult<Definitions> {
+    let mut cache = REGISTRIES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, r)) = cache.iter().find(|(t, _)| t == schema_text) {
+        return Ok(r.clone());
+    }
+    let schema = Schema::decode(schema_text).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let (name, _, text) = nerve_msgs::ros2::ros2_type(&schema).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "{} is not a ROS 2 type carried as CDR",
+            schema.name
+        ))
+    })?;
+    let reg = Registry::from_ros2msg(name, text)
+        .map_err(|e| PyValueError::new_err(format!("{name}: {e}")))?;
+    let entry = Arc::new((name.to_string(), reg));
+    if cache.len() >= MAX_CACHED {
+        cache.remove(0);
+    }
+    cache.push((schema_text.to_string(), entry.clone()));
+    Ok(entry)
+}
+
+fn numpy<'py, T: Copy>(py: Python<'py>, v: &[T], dtype: &str) -> PyResult<Bound<'py, PyAny>> {
+    let n = std::mem::size_of_val(v);
+    // SAFETY: `v` is a slice of plain numbers (no padding, every bit pattern valid); its
+    // `n` bytes are read once, as bytes, while the borrow keeps them alive.
+    let bytes = unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), n) };
+    let np = py.import("numpy")?;
+    np.getattr("frombuffer")?
+        .call1((PyBytes::new(py, bytes), dtype))
+}
+
+fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
+        Value::Int8(x) => x.into_pyobject(py)?.into_any(),
+        Value::UInt8(x) => x.into_pyobject(py)?.into_any(),
+        Value::Int16(x) => x.into_pyobject(py)?.into_any(),
+        Value::UInt16(x) => x.into_pyobject(py)?.into_any(),
+        Value::Int32(x) => x.into_pyobject(py)?.into_any(),
+        Value::UInt32(x) => x.into_pyobject(py)?.into_any(),
+        Value::Int64(x) => x.into_pyobject(py)?.into_any(),
+        Value::UInt64(x) => x.into_pyobject(py)?.into_any(),
+        Value::Float32(x) => x.into_pyobject(py)?.into_any(),
+        Value::Float64(x) => x.into_pyobject(py)?.into_any(),
+        Value::String(s) | Value::WString(s) => s.into_pyobject(py)?.into_any(),
+        Value::Array(a) => match a {
+            Array::Bool(x) => PyList::new(py, x)?.into_any(),
+            Array::Int8(x) => numpy(py, x, "int8")?,
+            Array::UInt8(x) => numpy(py, x, "uint8")?,
+            Array::Int16(x) => numpy(py, x, "<i2")?,
+            Array::UInt16(x) => numpy(py, x, "<u2")?,
+            Array::Int32(x) => numpy(py, x, "<i4")?,
+            Array::UInt32(x) => numpy(py, x, "<u4")?,
+            Array::Int64(x) => numpy(py, x, "<i8")?,
+            Array::UInt64(x) => numpy(py, x, "<u8")?,
+            Array::Float32(x) => numpy(py, x, "<f4")?,
+            Array::Float64(x) => numpy(py, x, "<f8")?,
+            Array::String(x) | Array::WString(x) => PyList::new(py, x)?.into_any(),
+            Array::Struct(x) => {
+                let items = x
+                    .iter()
+                    .map(|s| struct_to_py(py, s))
+                    .collect::<PyResult<Vec<_>>>()?;
+                PyList::new(py, items)?.into_any()
+            }
+        },
+        Value::Struct(s) => struct_to_py(py, s)?,
+    })
+}
+
+fn struct_to_py<'py>(py: Python<'py>, s: &nerve_ros2_types::Struct) -> PyResult<Bound<'py, PyAny>> {
+    let d = PyDict::new(py);
+    for (k, v) in &s.fields {
+        d.set_item(&**k, to_py(py, v)?)?;
+    }
+    Ok(d.into_any())
+}
+
+/// The fields of a ROS 2 message carried as CDR, by name: `schema_text` is its topic's
+/// schema, `payload` the message's bytes (carrier head, then CDR). Numeric arrays come
+/// as numpy arrays; a message that does not decode is a ValueError naming why.
+#[pyfunction]
+pub fn ros2_decode<'py>(
+    py: Python<'py>,
+    schema_text: &str,
+    payload: &[u8],
+) -> PyResult<Bound<'py, PyAny>> {
+    let reg = registry(schema_text)?;
+    let head = std::mem::size_of::<nerve_msgs::ros2::Ros2Cdr>();
+    let cdr = payload.get(head..).unwrap_or_default();
+    let value = nerve_ros2_types::decode(&reg.1, &reg.0, cdr)
+        .map_err(|e| PyValueError::new_err(format!("{}: {e}", reg.0)))?;
+    to_py(py, &value)
+}
