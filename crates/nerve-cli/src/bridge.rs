@@ -175,6 +175,7 @@ fn print_event(e: nerve_ros2::Event) {
             let what = match kind {
                 nerve_ros2::Kind::Topic => "topic",
                 nerve_ros2::Kind::Service => "service",
+                nerve_ros2::Kind::Action => "action",
             };
             println!("{topic}: {what} {arrow} ({ros_type} as {nerve_type})");
         }

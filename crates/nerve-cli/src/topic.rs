@@ -335,6 +335,12 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                 .as_ref()
                 .map_or_else(|| json!({"name": topic}), info_json);
             v["host"] = json!(host);
+            // a ROS 2 subscription the bridge cannot serve, by name
+            if let Some(why) =
+                crate::ros2::graph(&node).and_then(|g| g.qos_mismatches.get(&topic).cloned())
+            {
+                v["ros2_qos_mismatch"] = json!(why);
+            }
             if nerve::net::local_host(ctx.config())?.is_some() {
                 v["remote"] = json!(remote
                     .iter()

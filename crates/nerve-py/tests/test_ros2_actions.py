@@ -3,6 +3,8 @@ sends test_msgs/action/Fibonacci goals to a Nerve action server, and a Nerve act
 sends goals to an rclpy ActionServer: goals, feedback, results, cancels and statuses, with
 nothing mocked (see ros2/harness.py and the action roles of ros2/peer.py)."""
 
+import json
+import signal
 import time
 
 import numpy as np
@@ -57,7 +59,7 @@ def test_an_rclpy_action_client_gets_feedback_results_and_cancels_from_a_nerve_s
     try:
         bridge = ros2.bridge()
         bridge.wait_line(lambda l: l.startswith(
-            "/nerve_fib: service Nerve -> ROS 2 (test_msgs/action/Fibonacci as nerve_msgs/Fibonacci)"))
+            "/nerve_fib: action Nerve -> ROS 2 (test_msgs/action/Fibonacci as nerve_msgs/Fibonacci)"))
         c = ros2.peer("action_client", "/nerve_fib", 6)
         c.wait_line(lambda l: '"done"' in l or '"no_server"' in l, timeout=60)
         assert c.json_events("accepted"), (c.lines, bridge.err)
@@ -86,15 +88,13 @@ def test_an_rclpy_action_client_gets_feedback_results_and_cancels_from_a_nerve_s
 
 
 def test_a_nerve_action_client_gets_feedback_results_and_cancels_from_an_rclpy_server(ros2, domain):
-    # the topics half would bridge the rclpy server's `_action/status` and `_action/feedback`
-    # as plain topics, taking the Nerve action server's status topic with another type;
-    # the deny keeps them out until the topics half skips `/_action/` names itself
-    # (action names themselves do not match it: the action crosses)
-    bridge = ros2.bridge("--deny", "/_action/")
+    # the action's own topics (`_action/status`, `_action/feedback`) cross with the action,
+    # never as plain topics that would take the Nerve action server's status topic
+    bridge = ros2.bridge()
     server = ros2.peer("action_server", "/ros_fib", 120, "--step", "0.05", "--max-order", "40")
     server.wait_line(lambda l: '"ready"' in l)
     bridge.wait_line(lambda l: l.startswith(
-        "/ros_fib: service ROS 2 -> Nerve (test_msgs/action/Fibonacci as nerve_msgs/Fibonacci)"), timeout=60)
+        "/ros_fib: action ROS 2 -> Nerve (test_msgs/action/Fibonacci as nerve_msgs/Fibonacci)"), timeout=60)
     node = nerve.Context(domain).node("nerve_fib_client")
     client = node.create_action_client("/ros_fib", "Fibonacci")
     assert client.wait_for_server(20)
@@ -127,3 +127,17 @@ def test_a_nerve_action_client_gets_feedback_results_and_cancels_from_an_rclpy_s
     assert 3 <= len(seq) < 41 and seq == fib(len(seq) - 1)
     server.wait_line(lambda l: '"canceled"' in l)
     assert [e["order"] for e in server.json_events("goal")] == [5, 40]
+
+    # the CLI: feedback and result, then Ctrl-C cancels
+    send = ros2.nerve("action", "send_goal", "/ros_fib", "Fibonacci", '{"order": 4}', "--feedback",
+                      "--format", "json")
+    assert send.wait(60) == 0, send.err
+    out = [json.loads(l) for l in send.lines if l.startswith("{")]
+    assert [o["state"] for o in out] == ["executing"] * 3 + ["succeeded"], out
+    send = ros2.nerve("action", "send_goal", "/ros_fib", "Fibonacci", '{"order": 40}', "--feedback",
+                      "--format", "json")
+    send.wait_line(lambda l: '"feedback"' in l, timeout=30)
+    send.p.send_signal(signal.SIGINT)
+    assert send.wait(60) != 0
+    out = [json.loads(l) for l in send.lines if l.startswith("{")]
+    assert out[-1]["state"] == "canceled", (out, send.err)

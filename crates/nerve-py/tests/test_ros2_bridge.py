@@ -384,3 +384,25 @@ def test_python_reads_a_bridged_ros2_type_by_field_name_with_numpy_arrays(ros2, 
     # a type that is not a ROS 2 carrier is refused by name
     with pytest.raises(ValueError, match="not a ROS 2 type"):
         nerve.msgs.Imu()._ros2()
+
+
+def test_a_qos_mismatch_that_starves_a_ros2_subscription_is_named_in_topic_info(ros2):
+    bridge = ros2.bridge()
+    env = {**ros2.environ, "AMENT_PREFIX_PATH": str(ros2.share.parent)}
+    pub = Proc([target_bin("nerve"), "topic", "pub", "/nolatch", "std_msgs/msg/String", '{"data": "x"}',
+                "--rate", "5", "--count", "200"], env, "pub")
+    try:
+        bridge.wait_line(lambda l: l.startswith("/nolatch: topic Nerve -> ROS 2"))
+        ros2.peer("listener", "/nolatch", "std_msgs/msg/String", 1, "--latched", "--timeout", "30")
+        end = time.monotonic() + 20
+        info = {}
+        while time.monotonic() < end and "ros2_qos_mismatch" not in info:
+            r = subprocess.run([target_bin("nerve"), "topic", "info", "/nolatch", "--format", "json"],
+                               env=ros2.environ, capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            info = json.loads(r.stdout)
+            time.sleep(0.3)
+        assert "transient local" in info.get("ros2_qos_mismatch", ""), info
+        assert any("/nolatch" in l and "transient local" in l for l in bridge.err), bridge.err
+    finally:
+        pub.stop()

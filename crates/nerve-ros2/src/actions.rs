@@ -574,7 +574,7 @@ impl Actions {
             match self.offer_to_nerve(name, ty) {
                 Ok(a) => {
                     (self.shared.events)(Event::Bridged {
-                        kind: crate::Kind::Service,
+                        kind: crate::Kind::Action,
                         topic: name.clone(),
                         ros_type: ty.clone(),
                         nerve_type: <Fibonacci as nerve::action::Action>::TYPE_NAME.to_string(),
@@ -616,7 +616,7 @@ impl Actions {
             match self.offer_to_ros(name) {
                 Ok(a) => {
                     (self.shared.events)(Event::Bridged {
-                        kind: crate::Kind::Service,
+                        kind: crate::Kind::Action,
                         topic: name.clone(),
                         ros_type: OFFERED_FIBONACCI.to_string(),
                         nerve_type: ty.name.clone(),
@@ -1071,7 +1071,9 @@ impl OfferedToNerve {
                     };
                     let sent = g.handle.feedback_with(seq.len(), |head, elems| {
                         head.len = seq.len() as u64;
-                        elems.copy_from_slice(&seq);
+                        for (to, from) in elems.iter_mut().zip(&seq) {
+                            *to = *from;
+                        }
                     });
                     match sent {
                         Ok(()) => {
@@ -1111,7 +1113,9 @@ impl OfferedToNerve {
             if let Some(g) = self.goals.remove(&id) {
                 let ended = g.handle.end_with(state, seq.len(), |head, elems| {
                     head.len = seq.len() as u64;
-                    elems.copy_from_slice(&seq);
+                    for (to, from) in elems.iter_mut().zip(&seq) {
+                        *to = *from;
+                    }
                 });
                 match ended {
                     Ok(()) => {

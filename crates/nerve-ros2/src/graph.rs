@@ -32,6 +32,10 @@ pub struct RosGraph {
     pub topics: BTreeMap<String, RosTopic>,
     /// Service name → type.
     pub services: BTreeMap<String, String>,
+    /// Topic → why a ROS 2 subscription on it receives nothing (QoS asked above what
+    /// the Nerve side offers).
+    #[serde(default)]
+    pub qos_mismatches: BTreeMap<String, String>,
 }
 
 /// One ROS 2 topic.
@@ -57,6 +61,7 @@ pub(crate) struct GraphSync {
     last: Option<RosGraph>,
     mirrored: HashMap<String, ros2_client::Node>,
     next: Instant,
+    mismatches: BTreeMap<String, String>,
 }
 
 impl GraphSync {
@@ -101,7 +106,13 @@ impl GraphSync {
             last: None,
             mirrored: HashMap::new(),
             next: Instant::now(),
+            mismatches: BTreeMap::new(),
         }
+    }
+
+    /// The QoS mismatches found now (published with the graph).
+    pub(crate) fn set_mismatches(&mut self, m: BTreeMap<String, String>) {
+        self.mismatches = m;
     }
 
     /// Compares the graphs once a period.
@@ -131,7 +142,10 @@ impl GraphSync {
                 }
             }
         }
-        let mut g = RosGraph::default();
+        let mut g = RosGraph {
+            qos_mismatches: self.mismatches.clone(),
+            ..RosGraph::default()
+        };
         let mut alive = BTreeSet::new();
         let foreign =
             |g: &rustdds::GUID| g.prefix != me && !peers.is_bridge_participant(g.prefix.as_ref());

@@ -172,6 +172,8 @@ impl Inbound {
             if data.key.prefix == me
                 || peers.is_bridge_participant(data.key.prefix.as_ref())
                 || !self.config.admits(topic)
+                // an action's own topics cross with the action (actions.rs)
+                || topic.contains("/_action/")
             {
                 continue;
             }

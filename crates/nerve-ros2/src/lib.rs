@@ -107,6 +107,8 @@ pub enum Kind {
     Topic,
     /// A service (offered by a server on the side it comes from).
     Service,
+    /// An action (offered by a server on the side it comes from).
+    Action,
 }
 
 /// Counters of a running bridge.

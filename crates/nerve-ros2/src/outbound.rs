@@ -31,6 +31,8 @@ pub(crate) struct Outbound {
     reported: HashSet<String>,
     scratch: Vec<u8>,
     graph: crate::graph::GraphSync,
+    /// Topics whose QoS mismatch was reported (once until it ends).
+    mismatched: HashSet<String>,
 }
 
 impl Outbound {
@@ -46,6 +48,7 @@ impl Outbound {
         let graph = crate::graph::GraphSync::new(&shared, &node);
         Ok(Outbound {
             graph,
+            mismatched: HashSet::new(),
             catalog: Catalog::new(config.types.clone(), config.native),
             shared,
             config,
@@ -153,7 +156,12 @@ impl Outbound {
         for t in topics {
             let ours = usize::from(inbound.contains(&t.name));
             // the bridges' own topics (`/_ros2/graph`) stay in Nerve
-            if t.publishers <= ours || !self.config.admits(&t.name) || t.name.starts_with("/_ros2/")
+            // the bridges' own topics (`/_ros2/graph`) stay in Nerve; an action's topics
+            // cross with the action (actions.rs)
+            if t.publishers <= ours
+                || !self.config.admits(&t.name)
+                || t.name.starts_with("/_ros2/")
+                || t.name.contains("/_action/")
             {
                 continue;
             }
@@ -234,6 +242,7 @@ impl Outbound {
         self.reported.retain(|t| wanted.contains(t));
         // ROS 2 subscriptions (not bridges) per topic
         let mut readers: HashMap<String, usize> = HashMap::new();
+        let mut mismatches = std::collections::BTreeMap::new();
         for r in self.shared.participant.discovered_readers() {
             let data = &r.subscription_topic_data;
             let key = data.key();
@@ -242,8 +251,29 @@ impl Outbound {
             }
             if let Some(topic) = dds::topic_ros_name(data.topic_name()) {
                 *readers.entry(topic.to_string()).or_default() += 1;
+                // a subscription that asks more than the Nerve topic offers gets nothing:
+                // say so, by name, instead of starving it silently
+                let asked = RosQos::of(&data.qos());
+                if let Some(route) = self.routes.get(topic) {
+                    if asked.transient_local && route.nerve_qos.history == 0 {
+                        let why = format!(
+                            "a ROS 2 subscription asks for transient local, but the Nerve \
+                             topic {topic} keeps no history for late joiners: it receives \
+                             nothing (publish with history, e.g. Qos::latched())"
+                        );
+                        if self.mismatched.insert(topic.to_string()) {
+                            (self.shared.events)(Event::NotBridged {
+                                topic: topic.to_string(),
+                                reason: why.clone(),
+                            });
+                        }
+                        mismatches.insert(topic.to_string(), why);
+                    }
+                }
             }
         }
+        self.mismatched.retain(|t| mismatches.contains_key(t));
+        self.graph.set_mismatches(mismatches);
         for (t, r) in self.routes.iter_mut() {
             let listening = readers.get(t).copied().unwrap_or(0) > 0;
             if listening && r.subscriber.is_none() {

@@ -375,7 +375,16 @@ pub fn table(rows: &[SummaryRow]) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "ROS 2 measured, same run (rclpy)",
         "Nerve / ROS 2",
     ];
-    let x = |r: Option<f64>| r.map_or("–".into(), |r| format!("{}×", num(r)));
+    // a ratio far below 1 also as "1/n": Nerve n times faster
+    let x = |r: Option<f64>| {
+        r.map_or("–".into(), |r| {
+            if r > 0.0 && r < 0.1 {
+                format!("{r:.4}× (1/{})", num(1.0 / r))
+            } else {
+                format!("{}×", num(r))
+            }
+        })
+    };
     let cells = rows
         .iter()
         .map(|r| {
@@ -493,5 +502,49 @@ mod tests {
         assert_eq!(cells[0][4], "2.00×");
         assert_eq!(cells[2][2], "not run");
         assert_eq!(cells[1][3], "no peer measured");
+    }
+
+    #[test]
+    fn ros2_measured_in_the_run_stands_beside_nerve_and_the_quotes() {
+        let topic = |system: &str, mode: &str, bytes: u64, rate: u64, avg: f64| {
+            json!({"suite": "topic", "system": system, "mode": mode, "payload_bytes": bytes,
+                   "rate_hz": rate, "cross_host": false, "latency_us": {"avg": avg}})
+        };
+        let rows = [
+            service("nerve", "adaptive", 256, 10.0),
+            service("rclpy", "single-threaded", 256, 300.0),
+            service("rclpy", "events", 256, 250.0),
+            topic("nerve", "adaptive", 1 << 20, 10, 80.0),
+            topic("rclpy", "events", 1 << 20, 10, 12_000.0),
+            json!({"suite": "timer", "system": "nerve", "timeout_ms": 10,
+                   "delta_us": {"mean": 1.0, "max": 4.0}}),
+        ];
+        let refs: Vec<&Value> = rows.iter().collect();
+        let s = summarize(&refs);
+        assert_eq!(
+            s[0].ros2,
+            Cell::Figure(Labelled {
+                label: "rclpy events".into(),
+                value: 250.0
+            })
+        );
+        assert_eq!(s[0].vs_ros2(), Some(0.04));
+        // rclpy is a peer too, but never the best one here
+        assert_eq!(s[0].peer.value(), Some(250.0));
+        assert_eq!(s[1].ros2, Cell::Missing("rclpy not measured".into()));
+        assert_eq!(s[2].vs_ros2(), Some(80.0 / 12_000.0));
+        assert_eq!(s[3].ros2, Cell::Missing("rclpy not measured".into()));
+        assert_eq!(
+            s[4].ros2,
+            Cell::Missing("not run by the timer suite".into())
+        );
+        assert_eq!(s[6].ros2, Cell::NotRun);
+        let (head, cells) = table(&s);
+        assert_eq!(head[7], "ROS 2 measured, same run (rclpy)");
+        assert!(head[5].contains("quoted"));
+        assert_eq!(cells[0][7], "250 (rclpy events)");
+        assert_eq!(cells[0][8], "0.0400× (1/25.0)");
+        // the published figure stays a quote of the seed
+        assert_eq!(cells[0][5], "91.2 (ROS 2 Humble)");
     }
 }

@@ -895,4 +895,34 @@ mod tests {
         assert!(standalone.contains(throughput));
         assert!(standalone.ends_with(&out.markdown));
     }
+
+    #[test]
+    fn rclpy_is_judged_at_256_b_and_shown_beside_the_quotes() {
+        let mut report = Report::new("service", Machine::detect(), true, 1000, 10);
+        report.results = vec![
+            entry("nerve", "adaptive", 12.5),
+            entry("rclpy", "events", 250.0),
+        ];
+        report.skipped = vec![Skipped {
+            system: "rclpy single-threaded".into(),
+            payload_bytes: None,
+            reason: "python3.11 not found".into(),
+        }];
+        let checks = report.checks();
+        let find = |t: &str| {
+            checks
+                .iter()
+                .find(|c| c.target.starts_with(t))
+                .unwrap_or_else(|| panic!("no {t}: {checks:?}"))
+        };
+        let ev = find("rclpy events median RTT / adaptive median RTT >= 20");
+        assert_eq!((ev.value, ev.met, ev.payload_bytes), (Some(20.0), Some(true), 256));
+        let st = find("rclpy single-threaded median RTT");
+        assert_eq!((st.value, st.met), (None, Some(false)));
+        assert!(st.target.ends_with("skipped: python3.11 not found)"), "{}", st.target);
+        let md = report.to_suite_output().markdown;
+        assert!(md.contains("| rclpy | events | 10000 |"), "{md}");
+        assert!(md.contains("| ROS 2* | published |"), "{md}");
+        assert!(md.contains("ROS 2 measured here: the rclpy rows"), "{md}");
+    }
 }

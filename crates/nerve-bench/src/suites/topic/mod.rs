@@ -1294,4 +1294,96 @@ mod tests {
         let bad = TopicSuite { seconds: 0.0, ..s };
         assert!(bad.validate().is_err());
     }
+
+    fn row(system: &str, mode: &str, size: usize, rate: u32, p50: f64) -> TopicRow {
+        TopicRow {
+            suite: "topic",
+            system: system.into(),
+            mode: mode.into(),
+            payload_bytes: size,
+            rate_hz: rate,
+            sweeps: vec!["size".into()],
+            cross_host: false,
+            sent: 10,
+            received: 10,
+            loss_rate: Some(0.0),
+            malformed: 0,
+            latency_us: Dist {
+                count: 10,
+                p50,
+                avg: p50,
+                ..Dist::default()
+            },
+            cpu_percent: PerProcess::default(),
+            rss_bytes: PerProcess::default(),
+            pss_bytes: PerProcess::default(),
+            shm_bytes: None,
+            shm_largest_bytes: None,
+            seconds: 0.1,
+            note: None,
+        }
+    }
+
+    #[test]
+    fn rclpy_runs_at_fewer_points_when_quick_and_is_judged_at_1_mib() {
+        let quick = TopicSuite::quick((PathBuf::from("x"), vec![]));
+        let at = |s: &TopicSuite, b: usize, r: u32| {
+            s.rclpy_at(&Point {
+                payload_bytes: b,
+                rate_hz: r,
+                sweeps: vec![],
+            })
+        };
+        assert!(at(&quick, 16, 100) && at(&quick, 1 << 20, 10));
+        assert!(!at(&quick, 1024, 100) && !at(&quick, 1 << 20, 50));
+        let full = TopicSuite::full((PathBuf::from("x"), vec![]));
+        assert!(at(&full, 1024, 100));
+        assert_eq!(
+            TopicSystem::parse("rclpy-events"),
+            Some(TopicSystem::Stream(StreamSystem::RclpyEvents))
+        );
+        assert!(full.systems.iter().filter(|s| s.rclpy().is_some()).count() == 2);
+
+        let points = quick.points();
+        let rows = vec![
+            row("nerve", "adaptive", 1 << 20, 100, 50.0),
+            row("rclpy", "events", 1 << 20, 100, 2_500.0),
+        ];
+        let skipped = vec![Skipped {
+            system: "rclpy single-threaded".into(),
+            payload_bytes: None,
+            reason: "pip install failed".into(),
+        }];
+        let v = checks(&rows, &skipped, &points, &TopicSystem::all());
+        let ev = v
+            .iter()
+            .find(|c| c.target.starts_with("rclpy events P50 / nerve adaptive P50"))
+            .unwrap();
+        assert_eq!((ev.value, ev.met), (Some(50.0), Some(true)));
+        let st = v
+            .iter()
+            .find(|c| c.target.starts_with("rclpy single-threaded P50"))
+            .unwrap();
+        assert_eq!(st.met, Some(false));
+        assert!(st.target.contains("pip install failed"), "{}", st.target);
+
+        let out = output(
+            rows,
+            skipped,
+            &Machine::detect(),
+            true,
+            &points,
+            &TopicSystem::all(),
+            Some(&std::collections::BTreeMap::from([(
+                "rclpy".to_string(),
+                "9.1.2".to_string(),
+            )])),
+        );
+        assert!(out.markdown.contains("ROS 2, measured here (not quoted): rclpy 9.1.2"));
+        assert!(
+            out.markdown.contains("| 1 MiB | 100 | rclpy events | 2500 | 2500 |"),
+            "{}",
+            out.markdown
+        );
+    }
 }
