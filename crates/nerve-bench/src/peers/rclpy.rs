@@ -138,7 +138,10 @@ fn on_path(name: &str) -> Option<PathBuf> {
 fn step(cmd: Command, limit: Duration, what: &str) -> Result<String, String> {
     let f = run_bounded(cmd, limit)?;
     if f.timed_out {
-        return Err(format!("{what}: stopped after {:.0} s", limit.as_secs_f64()));
+        return Err(format!(
+            "{what}: stopped after {:.0} s",
+            limit.as_secs_f64()
+        ));
     }
     if f.status != "exit status: 0" {
         return Err(format!("{what} failed ({}): {}", f.status, pip_reason(&f)));
@@ -207,7 +210,11 @@ impl Settings {
                 .args(PACKAGES)
                 .env("PYTHONNOUSERSITE", "1")
                 .env_remove("PYTHONPATH");
-            let r = step(cmd, PIP_LIMIT, &format!("pip install {}", PACKAGES.join(" ")));
+            let r = step(
+                cmd,
+                PIP_LIMIT,
+                &format!("pip install {}", PACKAGES.join(" ")),
+            );
             s.finish_and_clear();
             r?;
             probe = self.probe(&script)?;
@@ -425,7 +432,10 @@ mod tests {
         if std::env::var_os("NERVE_ROS2_VENV").is_none() {
             assert_eq!(d, Path::new("/t/ros2-venv"));
         }
-        assert_eq!(Executor::ALL.map(Executor::id), ["single-threaded", "events"]);
+        assert_eq!(
+            Executor::ALL.map(Executor::id),
+            ["single-threaded", "events"]
+        );
         assert_eq!(
             serde_json::to_string(&Executor::SingleThreaded).unwrap(),
             "\"single-threaded\""
@@ -443,6 +453,9 @@ mod tests {
             setup: false,
         };
         let why = s.prepare().unwrap_err();
-        assert!(why.contains("no ROS 2 environment") && why.contains("setup is off"), "{why}");
+        assert!(
+            why.contains("no ROS 2 environment") && why.contains("setup is off"),
+            "{why}"
+        );
     }
 }
