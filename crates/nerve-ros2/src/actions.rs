@@ -428,9 +428,8 @@ pub(crate) struct Actions {
     to_ros: BTreeMap<String, OfferedToRos>,
     /// ROS 2 servers offered to Nerve, by action name.
     to_nerve: BTreeMap<String, OfferedToNerve>,
-    /// Names that failed, when; each is reported once and tried again after [`crate::RETRY`].
-    failed: HashMap<String, Instant>,
-    reported: HashSet<String>,
+    /// Names that failed (reported once, tried again later).
+    failures: crate::worker::Failures,
     scratch: Vec<u8>,
 }
 
@@ -440,37 +439,23 @@ impl Actions {
         config: BridgeConfig,
         node: Node,
     ) -> Result<Actions, BridgeError> {
-        let qos = rustdds::QosPolicies::qos_none();
-        let dds = |e: rustdds::dds::CreateError| BridgeError::Dds(e.to_string());
+        let (dds_pub, dds_sub) = crate::worker::dds_endpoints(&shared)?;
         Ok(Actions {
-            dds_pub: shared.participant.create_publisher(&qos).map_err(dds)?,
-            dds_sub: shared.participant.create_subscriber(&qos).map_err(dds)?,
+            dds_pub,
+            dds_sub,
             shared,
             config,
             node,
             to_ros: BTreeMap::new(),
             to_nerve: BTreeMap::new(),
-            failed: HashMap::new(),
-            reported: HashSet::new(),
+            failures: Default::default(),
             scratch: Vec::new(),
         })
     }
 
     /// Runs until the bridge stops.
     pub(crate) fn run(mut self) {
-        let mut next_refresh = Instant::now();
-        while !self.shared.stop.load(Ordering::Relaxed) {
-            if Instant::now() >= next_refresh {
-                self.refresh();
-                next_refresh = Instant::now() + self.config.refresh;
-            }
-            if self.to_ros.is_empty() && self.to_nerve.is_empty() {
-                std::thread::sleep(next_refresh.saturating_duration_since(Instant::now()));
-                continue;
-            }
-            self.pump();
-            std::thread::sleep(TICK);
-        }
+        crate::worker::run(&mut self, TICK);
     }
 
     fn ctx(&self) -> Ctx<'_> {
@@ -496,22 +481,14 @@ impl Actions {
     }
 
     fn report(&mut self, name: &str, reason: String) {
-        self.failed.insert(name.to_string(), Instant::now());
-        if self.reported.insert(name.to_string()) {
-            (self.shared.events)(Event::NotBridged {
-                topic: name.to_string(),
-                reason,
-            });
-        }
+        self.failures.report(&self.shared, name, reason);
     }
 
     fn failed_lately(&self, name: &str) -> bool {
-        self.failed
-            .get(name)
-            .is_some_and(|t| t.elapsed() < crate::RETRY)
+        self.failures.lately(name)
     }
 
-    fn refresh(&mut self) {
+    fn sync(&mut self) {
         let ctx = self.ctx();
         let (me, peers) = (ctx.me, ctx.peers.clone());
         // a standby bridge forwards nothing
@@ -640,10 +617,8 @@ impl Actions {
                 a.abort_all(&mut self.scratch);
             }
         }
-        self.reported
-            .retain(|n| live.contains(n.as_str()) || ros_servers.contains_key(n));
-        self.failed
-            .retain(|n, _| live.contains(n.as_str()) || ros_servers.contains_key(n));
+        self.failures
+            .retain(|n| live.contains(n) || ros_servers.contains_key(n));
     }
 
     fn topic(&self, name: &str, ros_type: &str) -> Result<rustdds::Topic, BridgeError> {
@@ -1172,6 +1147,24 @@ impl OfferedToNerve {
         for (_, g) in self.goals {
             let _ = g.handle.end_with(GoalState::Aborted, 0, |_, _| {});
         }
+    }
+}
+
+impl crate::worker::Worker for Actions {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn config(&self) -> &BridgeConfig {
+        &self.config
+    }
+    fn refresh(&mut self) {
+        self.sync();
+    }
+    fn busy(&self) -> bool {
+        !(self.to_ros.is_empty() && self.to_nerve.is_empty())
+    }
+    fn pump(&mut self) {
+        Actions::pump(self);
     }
 }
 

@@ -24,6 +24,7 @@ pub mod peers;
 pub mod rmw_zenoh;
 pub mod services;
 pub mod types;
+mod worker;
 
 pub use config::BridgeConfig;
 

@@ -31,7 +31,7 @@ use nerve::service::ServiceType;
 use nerve::{Node, RawClient, RawPendingCall, RawRequest, RawServer, ServiceQos, WaitMode};
 use rustdds::no_key::{DataReader, DataWriter};
 use rustdds::{RTPSEntity, SampleIdentity, Timestamp, TopicKind, WriteOptionsBuilder};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -794,8 +794,8 @@ pub(crate) struct Params {
     ros: BTreeMap<String, RosNode>,
     /// Nerve nodes offered to ROS 2, by full name.
     nerve: BTreeMap<String, NerveNode>,
-    failed: HashMap<String, Instant>,
-    reported: HashSet<String>,
+    /// Names that failed (reported once, tried again later).
+    failures: crate::worker::Failures,
 }
 
 impl Params {
@@ -804,37 +804,22 @@ impl Params {
         config: BridgeConfig,
         node: Node,
     ) -> Result<Params, BridgeError> {
-        let qos = rustdds::QosPolicies::qos_none();
-        let dds = |e: rustdds::dds::CreateError| BridgeError::Dds(e.to_string());
+        let (dds_pub, dds_sub) = crate::worker::dds_endpoints(&shared)?;
         Ok(Params {
-            dds_pub: shared.participant.create_publisher(&qos).map_err(dds)?,
-            dds_sub: shared.participant.create_subscriber(&qos).map_err(dds)?,
+            dds_pub,
+            dds_sub,
             shared,
             config,
             node,
             ros: BTreeMap::new(),
             nerve: BTreeMap::new(),
-            failed: HashMap::new(),
-            reported: HashSet::new(),
+            failures: Default::default(),
         })
     }
 
     /// Runs until the bridge stops.
     pub(crate) fn run(mut self) {
-        let mut next_refresh = Instant::now();
-        while !self.shared.stop.load(Ordering::Relaxed) {
-            if Instant::now() >= next_refresh {
-                self.refresh();
-                next_refresh = Instant::now() + self.config.refresh;
-            }
-            if self.ros.is_empty() && self.nerve.is_empty() {
-                std::thread::sleep(next_refresh.saturating_duration_since(Instant::now()));
-                continue;
-            }
-            self.pump_ros();
-            self.pump_nerve();
-            std::thread::sleep(TICK);
-        }
+        crate::worker::run(&mut self, TICK);
         for (name, n) in std::mem::take(&mut self.ros) {
             for (_, p) in n.pending {
                 let _ = p
@@ -845,23 +830,15 @@ impl Params {
     }
 
     fn report(&mut self, name: &str, reason: String) {
-        self.failed.insert(name.to_string(), Instant::now());
-        if self.reported.insert(name.to_string()) {
-            (self.shared.events)(Event::NotBridged {
-                topic: name.to_string(),
-                reason,
-            });
-        }
+        self.failures.report(&self.shared, name, reason);
     }
 
     fn failed_lately(&self, name: &str) -> bool {
-        self.failed
-            .get(name)
-            .is_some_and(|t| t.elapsed() < crate::RETRY)
+        self.failures.lately(name)
     }
 
     /// Compares both graphs: offers new nodes, withdraws those gone.
-    fn refresh(&mut self) {
+    fn sync(&mut self) {
         let me = self.shared.participant.guid().prefix;
         let peers = self.shared.peers();
         let primary = self.shared.primary();
@@ -937,9 +914,8 @@ impl Params {
             }
         }
         self.nerve.retain(|n, _| nerve_nodes.contains(n));
-        let live = |n: &String| ros_nodes.contains(n) || nerve_nodes.contains(n);
-        self.reported.retain(live);
-        self.failed.retain(|n, _| live(n));
+        self.failures
+            .retain(|n| ros_nodes.contains(n) || nerve_nodes.contains(n));
     }
 
     fn bridged(&self, node: &str, to_ros: bool) {
@@ -1391,6 +1367,25 @@ fn list_filter(all: &[String], prefixes: &[String], depth: u64) -> (Vec<String>,
         }
     }
     (names, found)
+}
+
+impl crate::worker::Worker for Params {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn config(&self) -> &BridgeConfig {
+        &self.config
+    }
+    fn refresh(&mut self) {
+        self.sync();
+    }
+    fn busy(&self) -> bool {
+        !(self.ros.is_empty() && self.nerve.is_empty())
+    }
+    fn pump(&mut self) {
+        self.pump_ros();
+        self.pump_nerve();
+    }
 }
 
 #[cfg(test)]

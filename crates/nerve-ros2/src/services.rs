@@ -319,9 +319,8 @@ pub(crate) struct Services {
     to_ros: BTreeMap<String, ToRos>,
     dds_pub: rustdds::Publisher,
     dds_sub: rustdds::Subscriber,
-    /// Names that failed, when; each is reported once and tried again after [`RETRY`].
-    failed: HashMap<String, Instant>,
-    reported: HashSet<String>,
+    /// Names that failed (reported once, tried again later).
+    failures: crate::worker::Failures,
     scratch: Vec<u8>,
 }
 
@@ -331,54 +330,32 @@ impl Services {
         config: BridgeConfig,
         node: Node,
     ) -> Result<Services, BridgeError> {
-        let qos = rustdds::QosPolicies::qos_none();
-        let dds = |e: rustdds::dds::CreateError| BridgeError::Dds(e.to_string());
+        let (dds_pub, dds_sub) = crate::worker::dds_endpoints(&shared)?;
         Ok(Services {
             catalog: Catalog::new(config.types.clone(), config.native),
-            dds_pub: shared.participant.create_publisher(&qos).map_err(dds)?,
-            dds_sub: shared.participant.create_subscriber(&qos).map_err(dds)?,
+            dds_pub,
+            dds_sub,
             shared,
             config,
             node,
             to_nerve: BTreeMap::new(),
             to_ros: BTreeMap::new(),
-            failed: HashMap::new(),
-            reported: HashSet::new(),
+            failures: Default::default(),
             scratch: Vec::new(),
         })
     }
 
     /// Runs until the bridge stops.
     pub(crate) fn run(mut self) {
-        let mut next_refresh = Instant::now();
-        while !self.shared.stop.load(Ordering::Relaxed) {
-            if Instant::now() >= next_refresh {
-                self.refresh();
-                next_refresh = Instant::now() + self.config.refresh;
-            }
-            if self.to_nerve.is_empty() && self.to_ros.is_empty() {
-                std::thread::sleep(next_refresh.saturating_duration_since(Instant::now()));
-                continue;
-            }
-            self.pump();
-            std::thread::sleep(TICK);
-        }
+        crate::worker::run(&mut self, TICK);
     }
 
     fn report(&mut self, name: &str, reason: String) {
-        self.failed.insert(name.to_string(), Instant::now());
-        if self.reported.insert(name.to_string()) {
-            (self.shared.events)(Event::NotBridged {
-                topic: name.to_string(),
-                reason,
-            });
-        }
+        self.failures.report(&self.shared, name, reason);
     }
 
     fn failed_lately(&self, name: &str) -> bool {
-        self.failed
-            .get(name)
-            .is_some_and(|t| t.elapsed() < crate::RETRY)
+        self.failures.lately(name)
     }
 
     fn pump(&mut self) {
@@ -516,7 +493,7 @@ impl Services {
         }
     }
 
-    fn refresh(&mut self) {
+    fn sync(&mut self) {
         let me = self.shared.participant.guid().prefix;
         let peers = self.shared.peers();
         // ROS 2 servers: readers of request topics that are neither ours nor bridges'
@@ -627,10 +604,8 @@ impl Services {
         }
         let live: HashSet<&str> = nerve_servers.iter().map(|s| s.name.as_str()).collect();
         self.to_nerve.retain(|n, _| live.contains(n.as_str()));
-        self.reported
-            .retain(|n| live.contains(n.as_str()) || ros_servers.contains_key(n));
-        self.failed
-            .retain(|n, _| live.contains(n.as_str()) || ros_servers.contains_key(n));
+        self.failures
+            .retain(|n| live.contains(n) || ros_servers.contains_key(n));
     }
 
     fn endpoints(
@@ -711,6 +686,24 @@ impl Services {
             replies,
             pending: HashMap::new(),
         })
+    }
+}
+
+impl crate::worker::Worker for Services {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn config(&self) -> &BridgeConfig {
+        &self.config
+    }
+    fn refresh(&mut self) {
+        self.sync();
+    }
+    fn busy(&self) -> bool {
+        !(self.to_nerve.is_empty() && self.to_ros.is_empty())
+    }
+    fn pump(&mut self) {
+        Services::pump(self);
     }
 }
 

@@ -1,0 +1,86 @@
+//! What the services, actions and parameters threads share: their DDS publisher and
+//! subscriber, the names that failed (reported once, tried again later), and the loop
+//! that compares the graphs every refresh and looks at calls in flight every tick.
+
+use crate::{BridgeConfig, BridgeError, Event, Shared};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The DDS publisher and subscriber of one thread.
+pub(crate) fn dds_endpoints(
+    shared: &Shared,
+) -> Result<(rustdds::Publisher, rustdds::Subscriber), BridgeError> {
+    let qos = rustdds::QosPolicies::qos_none();
+    let dds = |e: rustdds::dds::CreateError| BridgeError::Dds(e.to_string());
+    Ok((
+        shared.participant.create_publisher(&qos).map_err(dds)?,
+        shared.participant.create_subscriber(&qos).map_err(dds)?,
+    ))
+}
+
+/// Names that could not be bridged: each is reported once (until it goes away) and
+/// tried again after [`crate::RETRY`] (another bridge may have held it).
+#[derive(Default)]
+pub(crate) struct Failures {
+    when: HashMap<String, Instant>,
+    reported: HashSet<String>,
+}
+
+impl Failures {
+    /// Records that `name` failed; the first time, reports why.
+    pub(crate) fn report(&mut self, shared: &Shared, name: &str, reason: String) {
+        self.when.insert(name.to_string(), Instant::now());
+        if self.reported.insert(name.to_string()) {
+            (shared.events)(Event::NotBridged {
+                topic: name.to_string(),
+                reason,
+            });
+        }
+    }
+
+    /// Whether `name` failed too recently to try again.
+    pub(crate) fn lately(&self, name: &str) -> bool {
+        self.when
+            .get(name)
+            .is_some_and(|t| t.elapsed() < crate::RETRY)
+    }
+
+    /// Forgets the names that are gone (a name that comes back is reported again).
+    pub(crate) fn retain(&mut self, live: impl Fn(&str) -> bool) {
+        self.reported.retain(|n| live(n));
+        self.when.retain(|n, _| live(n));
+    }
+}
+
+/// A thread that compares the graphs and moves calls.
+pub(crate) trait Worker {
+    /// The state shared with the other threads.
+    fn shared(&self) -> &Shared;
+    /// The bridge's settings.
+    fn config(&self) -> &BridgeConfig;
+    /// Compares both graphs: offers what is new, withdraws what is gone.
+    fn refresh(&mut self);
+    /// Whether anything is bridged (else the thread sleeps until the next refresh).
+    fn busy(&self) -> bool;
+    /// Moves requests and answers.
+    fn pump(&mut self);
+}
+
+/// Runs a worker until the bridge stops: a refresh every `config.refresh`, a pump every
+/// `tick` while it is busy.
+pub(crate) fn run(w: &mut impl Worker, tick: Duration) {
+    let mut next_refresh = Instant::now();
+    while !w.shared().stop.load(Ordering::Relaxed) {
+        if Instant::now() >= next_refresh {
+            w.refresh();
+            next_refresh = Instant::now() + w.config().refresh;
+        }
+        if !w.busy() {
+            std::thread::sleep(next_refresh.saturating_duration_since(Instant::now()));
+            continue;
+        }
+        w.pump();
+        std::thread::sleep(tick);
+    }
+}
