@@ -406,3 +406,20 @@ def test_a_qos_mismatch_that_starves_a_ros2_subscription_is_named_in_topic_info(
         assert any("/nolatch" in l and "transient local" in l for l in bridge.err), bridge.err
     finally:
         pub.stop()
+
+
+def test_a_rosbag2_bag_played_into_nerve_reaches_an_rclpy_subscriber(ros2):
+    from conftest import REPO
+
+    bag = REPO / "crates" / "nerve-bag" / "tests" / "fixtures" / "rosbag2" / "talker"
+    bridge = ros2.bridge()
+    listener = ros2.peer("listener", "/topic", "std_msgs/msg/String", 3, "--timeout", "40")
+    listener.wait_line(lambda l: '"ready"' in l)
+    # the bag's /topic appears in Nerve as std_msgs/msg/String; the bridge offers it to
+    # ROS 2 while it plays (looped, so the listener's match comes in time)
+    play = ros2.nerve("bag", "play", bag, "--loop", name="play")
+    bridge.wait_line(lambda l: l.startswith("/topic: topic Nerve -> ROS 2 (std_msgs/msg/String"), timeout=60)
+    listener.wait_line(lambda l: '"done"' in l, timeout=60)
+    got = [e["msg"]["data"] for e in listener.json_events("msg")]
+    assert len(got) == 3 and all(g.startswith("Hello, world! ") for g in got), got
+    play.stop()
