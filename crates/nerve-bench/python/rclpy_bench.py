@@ -10,6 +10,10 @@ PyPI wheels, CPython 3.11). One process per end, one JSON spec as the argument:
     rclpy_bench.py publisher <spec>    # one-way stream publisher (seeds/001)
     rclpy_bench.py subscriber <spec>   # one-way stream subscriber (seeds/001)
 
+A stream's spec may name its message ("message": "bytes", the default, a
+std_msgs/UInt8MultiArray; "pointcloud", a sensor_msgs/PointCloud2 whose data is the
+payload; "imu", a sensor_msgs/Imu, publisher only): the topic suite's bridge rows.
+
 The stream ends speak the protocol of crates/nerve-bench/src/peers/stream.rs on stdout:
 `ready`, then for a publisher `start` before the first message and `done <n>` after the
 last; a subscriber prints one JSON line of arrivals ({"arrivals": [[seq, publish stamp,
@@ -315,16 +319,84 @@ def stream_body(n):
     return array.array("B", (pattern * reps)[:n])
 
 
-def publisher(spec):
-    ros = Ros(spec, "bench_stream_pub")
+def message_kind(spec):
+    """What a stream carries: "bytes" (UInt8MultiArray, the default), "pointcloud"
+    (sensor_msgs/PointCloud2: the payload is its data, 16-byte points x, y, z, intensity)
+    or "imu" (sensor_msgs/Imu, the bridge rows of the topic suite)."""
+    return spec.get("message") or "bytes"
+
+
+def make_message(kind, n):
+    """(message, set(msg, seq, data)): a fresh message of `kind` and how one is filled."""
+    if kind == "pointcloud":
+        from sensor_msgs.msg import PointCloud2, PointField
+
+        msg = PointCloud2()
+        msg.header.frame_id = "bench"
+        msg.height = 1
+        msg.width = n // 16
+        msg.point_step = 16
+        msg.row_step = n
+        msg.is_dense = True
+        msg.fields = [
+            PointField(name=f, offset=4 * i, datatype=PointField.FLOAT32, count=1)
+            for i, f in enumerate(("x", "y", "z", "intensity"))
+        ]
+
+        def fill(m, seq, data):
+            m.data = data
+            # the ROS header stamp: the wall clock at publish (the bridge keeps it)
+            now = time.time_ns()
+            m.header.stamp.sec, m.header.stamp.nanosec = now // 10**9, now % 10**9
+
+        return msg, fill
+    if kind == "imu":
+        from sensor_msgs.msg import Imu
+
+        msg = Imu()
+        msg.header.frame_id = "imu"
+        msg.orientation.w = 1.0
+
+        def fill_imu(m, seq, _data):
+            m.linear_acceleration.z = 9.81
+            m.angular_velocity.x = float(seq)
+            now = time.time_ns()
+            m.header.stamp.sec, m.header.stamp.nanosec = now // 10**9, now % 10**9
+
+        return msg, fill_imu
     from std_msgs.msg import UInt8MultiArray
 
+    def fill_bytes(m, _seq, data):
+        m.data = data
+
+    return UInt8MultiArray(), fill_bytes
+
+
+def message_type(kind):
+    if kind == "pointcloud":
+        from sensor_msgs.msg import PointCloud2
+
+        return PointCloud2
+    if kind == "imu":
+        from sensor_msgs.msg import Imu
+
+        return Imu
+    from std_msgs.msg import UInt8MultiArray
+
+    return UInt8MultiArray
+
+
+def publisher(spec):
+    ros = Ros(spec, "bench_stream_pub")
+
+    kind = message_kind(spec)
     n = int(spec["payload_bytes"])
-    if n < HEADER.size:
+    if n < HEADER.size and kind != "imu":
         fail(f"payload {n} B is below the {HEADER.size}-byte header")
     count = int(spec["count"])
     period = 1.0 / max(float(spec["rate_hz"]), 0.001)
-    pub = ros.node.create_publisher(UInt8MultiArray, stream_topic(spec), reliable(10))
+    msg, fill = make_message(kind, n)
+    pub = ros.node.create_publisher(type(msg), stream_topic(spec), reliable(10))
     deadline = time.monotonic() + CONNECT_S
     while pub.get_subscription_count() < 1:
         if time.monotonic() > deadline:
@@ -333,8 +405,7 @@ def publisher(spec):
     # the subscriber's side of the match settles too (a user waits for it once)
     time.sleep(0.2)
     say("ready")
-    body = stream_body(n)
-    msg = UInt8MultiArray()
+    body = stream_body(max(n, HEADER.size))
     seq = [0]
     from rclpy.task import Future
 
@@ -344,10 +415,12 @@ def publisher(spec):
         if seq[0] >= count:
             return
         seq[0] += 1
-        data = array.array("B", body)  # the whole payload written
-        stamp = time.monotonic_ns()
-        data[0:HEADER.size] = array.array("B", HEADER.pack(seq[0], stamp))
-        msg.data = data
+        data = None
+        if kind != "imu":
+            data = array.array("B", body)  # the whole payload written
+            stamp = time.monotonic_ns()
+            data[0:HEADER.size] = array.array("B", HEADER.pack(seq[0], stamp))
+        fill(msg, seq[0], data)
         pub.publish(msg)
         if seq[0] >= count:
             timer.cancel()
@@ -365,7 +438,6 @@ def publisher(spec):
 def subscriber(spec):
     ros = Ros(spec, "bench_stream_sub")
     from rclpy.task import Future
-    from std_msgs.msg import UInt8MultiArray
 
     n = int(spec["payload_bytes"])
     count = int(spec["count"])
@@ -390,7 +462,9 @@ def subscriber(spec):
         if seq >= count and not finished.done():
             finished.set_result(True)
 
-    ros.node.create_subscription(UInt8MultiArray, stream_topic(spec), on_message, reliable(10))
+    ros.node.create_subscription(
+        message_type(message_kind(spec)), stream_topic(spec), on_message, reliable(10)
+    )
     say("ready")
     ros.spin_until(finished)
     say(json.dumps({"arrivals": arrivals, "malformed": malformed[0]}))

@@ -41,9 +41,10 @@ pub enum BridgeCommand {
     /// Bridge the domain and a ROS 2 domain (DDS, or rmw_zenoh with `--rmw zenoh`) both
     /// ways: topics with a subscriber on the other side cross (Ctrl-C to stop).
     Ros2 {
-        /// The ROS 2 domain (default: ROS_DOMAIN_ID, else 0).
+        /// The ROS 2 domain (default: ROS_DOMAIN_ID, else 0); `--domain` is the Nerve
+        /// domain, as for every command.
         #[arg(long)]
-        domain: Option<u16>,
+        ros_domain: Option<u16>,
         /// Only names matching one of these regular expressions cross.
         #[arg(long, num_args = 1..)]
         allow: Vec<String>,
@@ -93,7 +94,7 @@ const ZENOH_CONNECT: &str = "tcp/127.0.0.1:7447";
 pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCommand) -> CmdResult {
     let (port, host, topics, backlog, no_services, call_timeout, duration, format) = match cmd {
         BridgeCommand::Ros2 {
-            domain,
+            ros_domain: domain,
             allow,
             deny,
             types,
@@ -259,7 +260,7 @@ fn ros2(
     if let Some(d) = domain {
         if d > 232 {
             return Err(usage(format!(
-                "--domain {d} is not a ROS 2 domain (0 to 232)"
+                "--ros-domain {d} is not a ROS 2 domain (0 to 232)"
             )));
         }
         config.ros_domain = d;

@@ -54,8 +54,9 @@ const DONE_TTL: Duration = Duration::from_secs(60);
 const ACCEPT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a ROS 2 goal waits for the Nerve server's acceptance.
 const NERVE_ACCEPT_TIMEOUT: Duration = Duration::from_secs(3);
-/// How often the thread looks at both sides while actions cross.
-const TICK: Duration = Duration::from_millis(1);
+/// How often the thread looks at both sides while actions cross (feedback and results
+/// wait at most this long in the bridge).
+const TICK: Duration = Duration::from_millis(5);
 /// `get_result` requests one goal holds at most.
 const WAITERS_PER_GOAL: usize = 16;
 

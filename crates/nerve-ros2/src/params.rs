@@ -40,8 +40,10 @@ use std::time::{Duration, Instant};
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Nerve calls in flight per ROS 2 node before new ones are refused.
 const MAX_PENDING: usize = 64;
-/// How often the thread looks at requests and replies while parameters cross.
-const TICK: Duration = Duration::from_millis(2);
+/// How often the thread looks at requests and replies while parameters cross: a
+/// parameter call is not latency-bound, and every ROS 2 node has parameter services, so
+/// a short tick would cost CPU for every node in the graph.
+const TICK: Duration = Duration::from_millis(10);
 
 /// The names of ROS 2's parameter services under a node's name (and the type
 /// description service every node has): the generic service bridge leaves them alone.

@@ -8,6 +8,7 @@
 //! The `floor` row is a bare futex wake-up at the same rate and size: what any
 //! event-driven transport can reach on this machine.
 
+pub mod bridge;
 pub mod cross_host;
 mod options;
 pub use options::TopicOptions;
@@ -207,6 +208,10 @@ pub struct TopicSuite {
     pub ros2: rclpy::Settings,
     /// The points the rclpy systems run at (size, rate); `None`: every point.
     pub rclpy_points: Option<Vec<(usize, u32)>>,
+    /// Whether the ROS 2 bridge's rows ([`bridge`]) are measured (on this host only).
+    pub bridge: bool,
+    /// Only the bridge's rows: no point of the sweeps.
+    pub bridge_only: bool,
 }
 
 impl TopicSuite {
@@ -224,6 +229,8 @@ impl TopicSuite {
             cross_host: false,
             ros2: rclpy::Settings::default(),
             rclpy_points: None,
+            bridge: true,
+            bridge_only: false,
         }
     }
 
@@ -318,13 +325,18 @@ impl TopicSuite {
         if self.cross_host {
             return Err("a suite across hosts runs as cross_host::CrossHostSuite".into());
         }
-        let (rows, skipped, ros2) = self.measure_all(None);
+        let (rows, skipped, ros2, bridge_rows) = self.measure_all(None);
         Ok(output(
-            rows,
+            (rows, bridge_rows),
             skipped,
             machine,
             self.quick,
-            &self.points(),
+            // only the bridge's rows: no point of the sweeps is judged
+            &if self.bridge_only {
+                Vec::new()
+            } else {
+                self.points()
+            },
             &self.systems,
             ros2.as_ref().map(|r| &r.versions),
         ))
@@ -332,7 +344,7 @@ impl TopicSuite {
 
     /// Measures every system at every point, on this host or between `hosts`.
     pub(crate) fn measure(&self, hosts: Option<&SimHosts>) -> (Vec<TopicRow>, Vec<Skipped>) {
-        let (rows, skipped, _) = self.measure_all(hosts);
+        let (rows, skipped, _, _) = self.measure_all(hosts);
         (rows, skipped)
     }
 
@@ -340,7 +352,12 @@ impl TopicSuite {
     fn measure_all(
         &self,
         hosts: Option<&SimHosts>,
-    ) -> (Vec<TopicRow>, Vec<Skipped>, Option<Ros2>) {
+    ) -> (
+        Vec<TopicRow>,
+        Vec<Skipped>,
+        Option<Ros2>,
+        Vec<bridge::BridgeRow>,
+    ) {
         let points = self.points();
         let bar = progress(
             (points.len() * self.systems.len()) as u64,
@@ -361,7 +378,9 @@ impl TopicSuite {
             .collect();
         // ROS 2's environment, prepared once; a system that cannot run is skipped with why
         let mut rclpy_out: Vec<TopicSystem> = Vec::new();
-        let ros2 = if rclpy_planned.is_empty() {
+        let with_bridge = self.bridge && hosts.is_none();
+        let mut ros2_failed: Option<String> = None;
+        let ros2 = if rclpy_planned.is_empty() && !with_bridge {
             None
         } else if hosts.is_some() {
             rclpy_out = rclpy_planned.clone();
@@ -370,6 +389,7 @@ impl TopicSuite {
             match self.ros2.prepare() {
                 Ok(r) => Some(r),
                 Err(reason) => {
+                    ros2_failed = Some(reason.clone());
                     for s in &rclpy_planned {
                         let (system, mode) = s.names();
                         skipped.push(Skipped {
@@ -395,7 +415,8 @@ impl TopicSuite {
                 rclpy_out.push(TopicSystem::Stream(StreamSystem::RclpyEvents));
             }
         }
-        for (i, point) in points.iter().enumerate() {
+        let sweeps: &[Point] = if self.bridge_only { &[] } else { &points };
+        for (i, point) in sweeps.iter().enumerate() {
             for &sys in &self.systems {
                 if sys.rclpy().is_some() && (rclpy_out.contains(&sys) || !self.rclpy_at(point)) {
                     bar.inc(1);
@@ -431,7 +452,22 @@ impl TopicSuite {
             }
         }
         bar.finish_and_clear();
-        (rows, skipped, ros2)
+        let mut bridge_rows = Vec::new();
+        if with_bridge {
+            let s = crate::suites::python::spinner(
+                "topic: rclpy → nerve bridge ros2 → nerve, beside rclpy → rclpy".to_string(),
+            );
+            let ros = match (&ros2, ros2_failed) {
+                (Some(r), _) => Ok(r),
+                (None, Some(why)) => Err(why),
+                (None, None) => Err("no ROS 2 environment".to_string()),
+            };
+            let (r, k) = bridge::measure(ros, &self.ros2.venv, self.domain, self.quick);
+            s.finish_and_clear();
+            bridge_rows = r;
+            skipped.extend(k);
+        }
+        (rows, skipped, ros2, bridge_rows)
     }
 
     fn run_stream(
@@ -991,7 +1027,7 @@ fn pct(p: Option<f64>) -> String {
 }
 
 fn output(
-    rows: Vec<TopicRow>,
+    (rows, bridge_rows): (Vec<TopicRow>, Vec<bridge::BridgeRow>),
     skipped: Vec<Skipped>,
     machine: &Machine,
     quick: bool,
@@ -1245,6 +1281,17 @@ fn output(
         &scen_rows,
     );
     section.table(Some("Every point"), &head, &table_rows);
+    let with_bridge = !bridge_rows.is_empty()
+        || skipped.iter().any(|k| k.system.starts_with("ros2 bridge"));
+    if with_bridge {
+        section.paragraph(&bridge::describe(quick));
+        let (head, cells) = bridge::table(&bridge_rows);
+        section.table(
+            Some("What the ROS 2 bridge adds: rclpy → nerve bridge ros2 → Nerve vs rclpy → rclpy"),
+            &head,
+            &cells,
+        );
+    }
 
     let mut summary = String::from("topic: one-way latency P50 / P99 µs, subscriber CPU %\n");
     for r in rows
@@ -1261,8 +1308,14 @@ fn output(
             pct(r.cpu_percent.subscriber)
         ));
     }
-    let checks = checks(&rows, &skipped, points, planned);
-    section.finish("topic", json_rows(&rows), skipped, checks, summary)
+    let mut checks = checks(&rows, &skipped, points, planned);
+    if with_bridge {
+        checks.extend(bridge::checks(&bridge_rows, &skipped));
+        summary.push_str(&bridge::summary(&bridge_rows));
+    }
+    let mut json = json_rows(&rows);
+    json.extend(json_rows(&bridge_rows));
+    section.finish("topic", json, skipped, checks, summary)
 }
 
 #[cfg(test)]
@@ -1368,7 +1421,7 @@ mod tests {
         assert!(st.target.contains("pip install failed"), "{}", st.target);
 
         let out = output(
-            rows,
+            (rows, Vec::new()),
             skipped,
             &Machine::detect(),
             true,

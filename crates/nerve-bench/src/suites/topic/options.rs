@@ -45,6 +45,13 @@ pub struct TopicOptions {
     /// and Cyclone DDS, the size sweep and CyberRT's cross-machine scenarios.
     #[arg(long)]
     pub cross_host: bool,
+    /// Leave out the ROS 2 bridge's rows (rclpy → `nerve bridge ros2` → Nerve beside
+    /// rclpy → rclpy; measured when an rclpy system runs).
+    #[arg(long, conflicts_with = "bridge_only")]
+    pub no_bridge: bool,
+    /// Only the ROS 2 bridge's rows, none of the sweeps.
+    #[arg(long)]
+    pub bridge_only: bool,
 }
 
 impl suite::Options for TopicOptions {
@@ -87,6 +94,7 @@ impl Suite for TopicSuite {
             // a pipeline test: no ROS 2 environment to prepare
             suite.systems.retain(|s| s.rclpy().is_none());
         }
+        suite.bridge = suite.systems.iter().any(|s| s.rclpy().is_some());
         suite
     }
 
@@ -116,6 +124,16 @@ impl Suite for TopicSuite {
         if let Some(s) = &o.systems {
             let known: Vec<&str> = TopicSystem::all().iter().map(|s| s.id()).collect();
             suite.systems = suite::pick(s, "topic system", TopicSystem::parse, &known)?;
+        }
+        // the bridge's rows come with rclpy, or alone when asked for
+        suite.bridge = !o.no_bridge
+            && !suite.cross_host
+            && (o.bridge_only || suite.systems.iter().any(|s| s.rclpy().is_some()));
+        suite.bridge_only = o.bridge_only;
+        if o.bridge_only && suite.cross_host {
+            return Err(SuiteError::Invalid(
+                "the ROS 2 bridge's rows run on one host only".into(),
+            ));
         }
         suite.validate().map_err(SuiteError::Invalid)?;
         Ok(suite)
