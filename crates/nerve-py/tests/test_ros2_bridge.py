@@ -247,12 +247,10 @@ def test_a_ros2_server_that_dies_mid_call_ends_the_nerve_call_with_server_gone(r
     client = node.create_client(srv.SetBool, "/dying")
     killer = threading.Timer(2.0, lambda: server.p.send_signal(signal.SIGINT))
     killer.start()
-    started = time.monotonic()
     with pytest.raises(nerve.CallError) as e:
         client.call(data=1, timeout=25.0)
+    # ended by the server's departure (ServerGone), not by the call's timeout
     assert "went away before responding" in str(e.value), str(e.value)
-    # ended by the server's departure, not by the call's timeout
-    assert time.monotonic() - started < 20.0
 
 
 def test_each_graph_shows_the_other_sides_nodes_topics_and_services(ros2, domain):
@@ -423,3 +421,26 @@ def test_a_rosbag2_bag_played_into_nerve_reaches_an_rclpy_subscriber(ros2):
     got = [e["msg"]["data"] for e in listener.json_events("msg")]
     assert len(got) == 3 and all(g.startswith("Hello, world! ") for g in got), got
     play.stop()
+
+
+def test_sigterm_stops_the_bridge_cleanly(ros2):
+    import signal
+
+    bridge = ros2.bridge()
+    bridge.p.send_signal(signal.SIGTERM)
+    assert bridge.wait(30) == 0, bridge.err
+    assert any(l.startswith("forwarded ") for l in bridge.lines), bridge.lines
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--ros-domain", "300"], "--ros-domain 300"),
+    (["--allow", "("], "--allow"),
+    (["--deny", "[x"], "--deny"),
+    (["--types", "/nonexistent/share"], "/nonexistent/share"),
+    (["--zenoh-connect", "tcp/127.0.0.1:7447"], "--zenoh"),
+])
+def test_bad_bridge_arguments_are_usage_errors_naming_them(args, named, domain):
+    r = subprocess.run([target_bin("nerve"), "bridge", "ros2", *args, "--duration", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert named in r.stderr, r.stderr

@@ -149,10 +149,8 @@ def test_a_ros2_node_that_goes_away_mid_call_ends_the_nerve_call(ros2):
     bridge.wait_line(lambda l: l.startswith("/hang_node/_params:"), timeout=60)
     setter = ros2.nerve("param", "set", "/hang_node", "speed", "2.0", "--timeout", "30000")
     node.wait_line(lambda l: '"set_called"' in l)
-    t0 = time.monotonic()
     node.p.send_signal(signal.SIGINT)
     assert setter.wait(60) != 0
-    took = time.monotonic() - t0
+    # "went away", not the 30 s timeout's message: ended by the node's departure
     err = "".join(setter.err)
     assert "went away" in err, (setter.lines, setter.err)
-    assert took < 25, took

@@ -68,6 +68,9 @@ impl TypeRoute {
     }
 }
 
+/// Most types a catalog remembers.
+const MAX_TYPES: usize = 4096;
+
 /// Resolves ROS 2 types once each and remembers the answer (also a failure, so it is
 /// reported once per type, not once per message).
 pub struct Catalog {
@@ -91,6 +94,15 @@ impl Catalog {
         }
     }
 
+    /// Keeps an answer; a graph with more types than [`MAX_TYPES`] starts the cache anew
+    /// (routes in use hold their own `Arc`).
+    fn remember(&mut self, key: String, route: Result<Arc<TypeRoute>, BridgeError>) {
+        if self.routes.len() >= MAX_TYPES {
+            self.routes.clear();
+        }
+        self.routes.insert(key, route);
+    }
+
     /// Whether standard types become Nerve's own.
     pub fn native(&self) -> bool {
         self.native
@@ -103,7 +115,7 @@ impl Catalog {
             return r.clone();
         }
         let route = self.resolve(ros_name).map(Arc::new);
-        self.routes.insert(ros_name.to_string(), route.clone());
+        self.remember(ros_name.to_string(), route.clone());
         route
     }
 
@@ -156,7 +168,7 @@ impl Catalog {
                         },
                     })
                 });
-            self.routes.insert(key, route.clone());
+            self.remember(key, route.clone());
             return Some(route);
         }
         let s = standard()
