@@ -7,6 +7,7 @@ mod bag;
 mod bench;
 mod bridge;
 mod clean;
+mod gen_cpp;
 mod launch;
 mod node;
 mod output;
@@ -73,8 +74,9 @@ enum Command {
     Launch(launch::LaunchArgs),
     /// Remove shared memory and state left by dead processes.
     Clean(clean::CleanArgs),
-    /// List the message and service types the tool can decode, publish and call.
-    Types(output::FormatArg),
+    /// List the message and service types the tool can decode, publish and call;
+    /// `types gen-cpp` generates C++ headers of message types.
+    Types(types::TypesArgs),
 }
 
 /// An error with the exit code it maps to.
@@ -129,7 +131,11 @@ fn run(cli: Cli) -> CmdResult {
         Command::Clean(a) => clean::run(&cfg, a),
         // no context either: the launcher makes one only for readiness checks
         Command::Launch(a) => launch::run(&cfg, a),
-        Command::Types(f) => types::list(&ctx()?, f.format),
+        Command::Types(a) => match a.command {
+            None => types::list(&ctx()?, a.format.format),
+            // a context only for --topic: it would count as a live user of the domain
+            Some(types::TypesCommand::GenCpp(g)) => gen_cpp::run(&g, || Ok(ctx()?)),
+        },
     }
 }
 

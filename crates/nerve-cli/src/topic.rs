@@ -174,7 +174,7 @@ fn subscribe(
 }
 
 /// The type of a topic published on other hosts only.
-enum Remote {
+pub(crate) enum Remote {
     /// A type this tool is built with.
     Known(nerve::TypeInfo),
     /// Another type, described by the schema its publishers offer.
@@ -183,7 +183,7 @@ enum Remote {
 
 /// The type of a topic that has publishers on other hosts: one this tool knows, or the
 /// schema their processes offer (checked against the layout hash they announce).
-fn remote_type(ctx: &nerve::Context, topic: &str) -> Result<Option<Remote>, Failure> {
+pub(crate) fn remote_type(ctx: &nerve::Context, topic: &str) -> Result<Option<Remote>, Failure> {
     let (_, remote) = remote::discover(ctx)?;
     let publishers: Vec<_> = remote
         .iter()

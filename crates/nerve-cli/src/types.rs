@@ -12,6 +12,26 @@ use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+/// `nerve types`: lists the types, or runs a subcommand.
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct TypesArgs {
+    /// What to do instead of listing.
+    #[command(subcommand)]
+    pub command: Option<TypesCommand>,
+    /// Options of the listing.
+    #[command(flatten)]
+    pub format: output::FormatArg,
+}
+
+/// Subcommands of `nerve types`.
+#[derive(clap::Subcommand)]
+pub enum TypesCommand {
+    /// Generate C++ headers (structs with static_asserted layouts and nerve::message_traits)
+    /// of the built-in types, or of the types in schema files or on topics.
+    GenCpp(crate::gen_cpp::GenCppArgs),
+}
+
 /// Most slice elements shown by `echo`.
 pub const MAX_SHOWN_ELEMS: usize = 64;
 

@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod erased;
 pub mod ros2;
 pub mod srv;
 

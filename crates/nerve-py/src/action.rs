@@ -7,68 +7,18 @@ use crate::affine::Affine;
 use crate::errors::{err, ActionError as PyActionError};
 use crate::topic::Node;
 use crate::wait::{blocking, duration};
-use nerve::action::{
-    Action, ActionClient, ActionError, ActionServer, ClientGoal, GoalHandle, GoalPolicy, GoalState,
-};
-use nerve::message::{as_bytes, elems_offset, read_pod, Message};
-use nerve_msgs::action::{EchoAction, Fibonacci};
+use nerve::action::{GoalPolicy, GoalState};
+use nerve_msgs::erased::{ErasedClient as DynClient, ErasedGoal as DynGoal};
+pub(crate) use nerve_msgs::erased::{ErasedServer as DynServer, ErasedServerGoal as DynServerGoal};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use std::time::Duration;
 
-/// A message's payload (head, padding, elements), as Python messages hold it.
-fn payload<M: Message>(head: &M, elems: &[M::Elem]) -> Vec<u8> {
-    let off = elems_offset::<M>();
-    let esize = std::mem::size_of::<M::Elem>();
-    let mut out = vec![
-        0u8;
-        if esize == 0 {
-            std::mem::size_of::<M>()
-        } else {
-            off + std::mem::size_of_val(elems)
-        }
-    ];
-    out[..std::mem::size_of::<M>()].copy_from_slice(as_bytes(head));
-    for (i, e) in elems.iter().enumerate() {
-        out[off + i * esize..off + (i + 1) * esize].copy_from_slice(as_bytes(e));
-    }
-    out
-}
-
-/// The head and element count of a payload of `M`, or why it does not fit.
-fn parse<M: Message>(bytes: &[u8]) -> Result<(M, usize), String> {
-    let head = read_pod::<M>(bytes).ok_or_else(|| {
-        format!(
-            "{} bytes are too short for a {} ({} bytes)",
-            bytes.len(),
-            M::TYPE_NAME,
-            std::mem::size_of::<M>()
-        )
-    })?;
-    let esize = std::mem::size_of::<M::Elem>();
-    if esize == 0 {
-        return Ok((head, 0));
-    }
-    let rest = bytes.len().saturating_sub(elems_offset::<M>());
-    if !rest.is_multiple_of(esize) {
-        return Err(format!(
-            "{} bytes do not hold whole {} elements",
-            bytes.len(),
-            M::TYPE_NAME
-        ));
-    }
-    Ok((head, rest / esize))
-}
-
-/// Copies the elements of a payload into `dst`.
-fn fill_elems<M: Message>(bytes: &[u8], dst: &mut [M::Elem]) {
-    let off = elems_offset::<M>();
-    for (i, d) in dst.iter_mut().enumerate() {
-        let esize = std::mem::size_of::<M::Elem>();
-        if let Some(e) = bytes.get(off + i * esize..).and_then(read_pod::<M::Elem>) {
-            *d = e;
-        }
+/// An unknown action type is a ValueError; every other failure an ActionError.
+fn erased_err(e: nerve_msgs::erased::ErasedError) -> PyErr {
+    match e {
+        nerve_msgs::erased::ErasedError::UnknownType { .. } => PyValueError::new_err(e.to_string()),
+        other => err::<PyActionError>(other),
     }
 }
 
@@ -83,143 +33,6 @@ fn state_of(name: &str) -> PyResult<GoalState> {
             )))
         }
     })
-}
-
-trait DynClient {
-    fn wait_for_server(&self, t: Duration) -> bool;
-    fn send_goal(&self, goal: &[u8]) -> Result<Box<dyn DynGoal>, String>;
-}
-
-trait DynGoal {
-    fn id(&self) -> String;
-    fn try_feedback(&self) -> Option<Vec<u8>>;
-    fn result(&self, t: Duration) -> Result<Option<(GoalState, Vec<u8>)>, ActionError>;
-    fn cancel(&self) -> Result<GoalState, ActionError>;
-}
-
-impl<A: Action> DynClient for ActionClient<A> {
-    fn wait_for_server(&self, t: Duration) -> bool {
-        ActionClient::wait_for_server(self, t)
-    }
-    fn send_goal(&self, goal: &[u8]) -> Result<Box<dyn DynGoal>, String> {
-        let (head, n) = parse::<A::Goal>(goal)?;
-        let g = self
-            .send_goal_with(n, |h, e| {
-                *h = head;
-                fill_elems::<A::Goal>(goal, e);
-            })
-            .map_err(|e| e.to_string())?;
-        Ok(Box::new(g))
-    }
-}
-
-impl<A: Action> DynGoal for ClientGoal<A> {
-    fn id(&self) -> String {
-        ClientGoal::id(self).to_string()
-    }
-    fn try_feedback(&self) -> Option<Vec<u8>> {
-        ClientGoal::try_feedback(self).map(|f| payload::<A::Feedback>(&f, f.elems()))
-    }
-    fn result(&self, t: Duration) -> Result<Option<(GoalState, Vec<u8>)>, ActionError> {
-        match ClientGoal::result(self, t) {
-            Ok(r) => Ok(Some((r.state(), payload::<A::Result>(&r, r.elems())))),
-            Err(ActionError::Timeout { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-    fn cancel(&self) -> Result<GoalState, ActionError> {
-        ClientGoal::cancel(self)
-    }
-}
-
-/// A goal handle handed to an acceptance callback.
-type OnAccepted<'a> = &'a mut dyn FnMut(Box<dyn DynServerGoal>);
-
-pub(crate) trait DynServer {
-    fn wait(&self, t: Duration) -> Result<bool, ActionError>;
-    fn handle_pending(
-        &self,
-        on_goal: &mut dyn FnMut(&[u8]) -> Result<(), String>,
-        on_accepted: OnAccepted<'_>,
-    ) -> Result<usize, ActionError>;
-    fn goals(&self) -> Vec<Box<dyn DynServerGoal>>;
-    /// The goal, cancel and result services, for the executor's wait.
-    fn waitables(&self) -> [&dyn nerve::Waitable; 3];
-}
-
-pub(crate) trait DynServerGoal {
-    fn id(&self) -> String;
-    fn goal(&self) -> Vec<u8>;
-    fn is_canceling(&self) -> bool;
-    fn feedback(&self, bytes: &[u8]) -> Result<(), String>;
-    fn end(&self, state: GoalState, bytes: &[u8]) -> Result<(), String>;
-}
-
-impl<A: Action> DynServer for ActionServer<A> {
-    fn wait(&self, t: Duration) -> Result<bool, ActionError> {
-        ActionServer::wait(self, t)
-    }
-    fn handle_pending(
-        &self,
-        on_goal: &mut dyn FnMut(&[u8]) -> Result<(), String>,
-        on_accepted: OnAccepted<'_>,
-    ) -> Result<usize, ActionError> {
-        ActionServer::handle_pending_with(
-            self,
-            |g| on_goal(&payload::<A::Goal>(g.goal(), g.elems())),
-            |h| on_accepted(Box::new(h)),
-        )
-    }
-    fn waitables(&self) -> [&dyn nerve::Waitable; 3] {
-        ActionServer::waitables(self)
-    }
-    fn goals(&self) -> Vec<Box<dyn DynServerGoal>> {
-        ActionServer::goals(self)
-            .into_iter()
-            .map(|g| Box::new(g) as Box<dyn DynServerGoal>)
-            .collect()
-    }
-}
-
-impl<A: Action> DynServerGoal for GoalHandle<A> {
-    fn id(&self) -> String {
-        GoalHandle::id(self).to_string()
-    }
-    fn goal(&self) -> Vec<u8> {
-        payload::<A::Goal>(GoalHandle::goal(self), self.elems())
-    }
-    fn is_canceling(&self) -> bool {
-        GoalHandle::is_canceling(self)
-    }
-    fn feedback(&self, bytes: &[u8]) -> Result<(), String> {
-        let (head, n) = parse::<A::Feedback>(bytes)?;
-        self.feedback_with(n, |h, e| {
-            *h = head;
-            fill_elems::<A::Feedback>(bytes, e);
-        })
-        .map_err(|e| e.to_string())
-    }
-    fn end(&self, state: GoalState, bytes: &[u8]) -> Result<(), String> {
-        let (head, n) = parse::<A::Result>(bytes)?;
-        self.end_with(state, n, |h, e| {
-            *h = head;
-            fill_elems::<A::Result>(bytes, e);
-        })
-        .map_err(|e| e.to_string())
-    }
-}
-
-/// Opens `open::<A>` for the built-in action type named `ty`.
-macro_rules! by_type {
-    ($ty:expr, $open:ident, $($a:ty),*) => {
-        match $ty {
-            $(t if t == <$a as Action>::TYPE_NAME => $open::<$a>(),)*
-            other => Err(PyValueError::new_err(format!(
-                "unknown action type {other:?}; built in: {}",
-                [$(<$a as Action>::TYPE_NAME),*].join(", ")
-            ))),
-        }
-    };
 }
 
 /// The built-in action types: (name, goal, feedback, result) message type names.
@@ -242,13 +55,8 @@ pub struct ActionClientRaw {
 impl ActionClientRaw {
     #[new]
     fn new(node: &Node, name: &str, action_type: &str) -> PyResult<Self> {
-        let n = node.inner.get()?;
-        type Open = fn(&nerve::Node, &str) -> Result<Box<dyn DynClient>, ActionError>;
-        fn open<A: Action>() -> PyResult<Open> {
-            Ok(|n, name| Ok(Box::new(ActionClient::<A>::create(n, name)?) as Box<dyn DynClient>))
-        }
-        let f = by_type!(action_type, open, Fibonacci, EchoAction)?;
-        let c = f(n, name).map_err(err::<PyActionError>)?;
+        let c = nerve_msgs::erased::client(node.inner.get()?, name, action_type)
+            .map_err(erased_err)?;
         Ok(ActionClientRaw {
             inner: Affine::new(c, node.inner.graveyard(), "ActionClient"),
         })
@@ -348,18 +156,8 @@ impl ActionServerRaw {
                 )))
             }
         };
-        type Open = fn(&nerve::Node, &str, GoalPolicy) -> Result<Box<dyn DynServer>, ActionError>;
-        fn open<A: Action>() -> PyResult<Open> {
-            Ok(|n, name, policy| {
-                Ok(Box::new(
-                    ActionServer::<A>::builder(n, name)
-                        .policy(policy)
-                        .create()?,
-                ) as Box<dyn DynServer>)
-            })
-        }
-        let f = by_type!(action_type, open, Fibonacci, EchoAction)?;
-        let s = f(node.inner.get()?, name, policy).map_err(err::<PyActionError>)?;
+        let s = nerve_msgs::erased::server(node.inner.get()?, name, action_type, policy)
+            .map_err(erased_err)?;
         Ok(ActionServerRaw {
             inner: Affine::new(s, node.inner.graveyard(), "ActionServer"),
         })

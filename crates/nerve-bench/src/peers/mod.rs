@@ -4,6 +4,7 @@
 //! of the topic, lidar and cross-host suites (a publisher and a subscriber per system, in
 //! child processes) are in [`stream`].
 
+pub mod cpp;
 pub mod cyclone;
 pub mod echo;
 pub mod iceoryx2;

@@ -192,7 +192,10 @@ fn measures() -> Vec<Measure> {
                     && r.get("cross_host").and_then(Value::as_bool) != Some(true)
             }),
             nerve: Box::new(|r| is(r, "nerve", "adaptive")),
-            not_peer: Box::new(|r| matches!(str_of(r, "system"), "nerve" | "floor")),
+            not_peer: Box::new(|r| {
+            let s = str_of(r, "system");
+            s == "floor" || s.starts_with("nerve")
+        }),
             figure: Box::new(|r| f64_of(r, &["latency_us", "avg"])),
             ros2: true,
             published: vec![(published::CYBERRT.system.into(), s.latency_us)],
@@ -247,7 +250,10 @@ fn measures() -> Vec<Measure> {
             str_of(r, "lidar_mode") == mode && r.get("beams").and_then(Value::as_u64) == Some(64)
         }),
         nerve: Box::new(|r| is(r, "nerve", "adaptive")),
-        not_peer: Box::new(|r| matches!(str_of(r, "system"), "nerve" | "floor")),
+        not_peer: Box::new(|r| {
+            let s = str_of(r, "system");
+            s == "floor" || s.starts_with("nerve")
+        }),
         figure: Box::new(|r| f64_of(r, &["e2e_latency_us", "median"])),
         ros2: false,
         published: vec![(
@@ -270,7 +276,8 @@ fn measures() -> Vec<Measure> {
                 && str_of(r, "message") == "CmdVel"
         }),
         nerve: Box::new(|r| str_of(r, "system") == "nerve"),
-        not_peer: Box::new(|r| str_of(r, "system") == "nerve"),
+        // Nerve's own C++ API is Nerve, not a peer
+        not_peer: Box::new(|r| str_of(r, "system").starts_with("nerve")),
         figure: Box::new(|r| f64_of(r, &["one_way_us", "p50"]).map(|us| us * 1e3)),
         ros2: false,
         published: horus

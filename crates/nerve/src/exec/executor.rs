@@ -35,6 +35,9 @@ use std::time::Duration;
 /// Items (samples, requests, replies, ticks) one entity handles before the scan restarts
 /// at the highest priority.
 pub(crate) const BATCH: usize = 16;
+/// The error of a fallible callback (`subscribe_raw`, `try_timer`): the spin that ran
+/// it returns it as [`ExecError::Work`], and the executor stays usable.
+pub type CallbackError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Default bound of the drain after a stop or a signal.
 pub const DEFAULT_DRAIN: Duration = Duration::from_millis(500);
 
@@ -337,6 +340,35 @@ impl Executor {
         self.add_work(&name, Box::new(Serving { server, handler }))
     }
 
+    /// Calls `callback` with every sample of a type-erased subscriber (bindings); an
+    /// error from it ends the spin with [`ExecError::Work`] (that sample is consumed).
+    pub fn subscribe_raw<F>(
+        &mut self,
+        sub: crate::RawSubscriber,
+        callback: F,
+    ) -> Result<EntityId, ExecError>
+    where
+        F: FnMut(&crate::RawSample) -> Result<(), CallbackError> + 'static,
+    {
+        let name = sub.topic().to_string();
+        self.add_work(&name, Box::new(RawSubscription { sub, callback }))
+    }
+
+    /// Hands every request of a type-erased server to `handler`, which answers it
+    /// (`reply_bytes`, `fail`); a request it returns an error for is failed with that
+    /// error's message, so the caller learns why, and the executor goes on.
+    pub fn serve_raw<F>(
+        &mut self,
+        server: crate::RawServer,
+        handler: F,
+    ) -> Result<EntityId, ExecError>
+    where
+        F: FnMut(&crate::RawRequest) -> Result<(), CallbackError> + 'static,
+    {
+        let name = server.name().to_string();
+        self.add_work(&name, Box::new(RawServing { server, handler }))
+    }
+
     /// Makes `client`'s calls asynchronous: [`Calls::call`] sends, and `on_reply` runs on
     /// this executor with each response, or with the error that ended the call (timeout,
     /// server gone).
@@ -401,6 +433,25 @@ impl Executor {
     where
         F: FnMut(&Tick) + 'static,
     {
+        let mut callback = callback;
+        self.try_timer(name, period, overrun, move |t| {
+            callback(t);
+            Ok(())
+        })
+    }
+
+    /// [`Executor::timer`] with a fallible callback: an error ends the spin with
+    /// [`ExecError::Work`]; the timer keeps its grid.
+    pub fn try_timer<F>(
+        &mut self,
+        name: &str,
+        period: Duration,
+        overrun: Overrun,
+        callback: F,
+    ) -> Result<(EntityId, TimerHandle), ExecError>
+    where
+        F: FnMut(&Tick) -> Result<(), CallbackError> + 'static,
+    {
         let first = mono_ns() + period.as_nanos() as u64;
         self.add_timer(name, Schedule::periodic(first, period, overrun), callback)
     }
@@ -415,6 +466,23 @@ impl Executor {
     ) -> Result<(EntityId, TimerHandle), ExecError>
     where
         F: FnMut(&Tick) + 'static,
+    {
+        let mut callback = callback;
+        self.try_one_shot(name, after, move |t| {
+            callback(t);
+            Ok(())
+        })
+    }
+
+    /// [`Executor::one_shot`] with a fallible callback (see [`Executor::try_timer`]).
+    pub fn try_one_shot<F>(
+        &mut self,
+        name: &str,
+        after: Option<Duration>,
+        callback: F,
+    ) -> Result<(EntityId, TimerHandle), ExecError>
+    where
+        F: FnMut(&Tick) -> Result<(), CallbackError> + 'static,
     {
         let at = after.map(|a| mono_ns() + a.as_nanos() as u64);
         self.add_timer(name, Schedule::one_shot(at), callback)
@@ -441,7 +509,7 @@ impl Executor {
         callback: F,
     ) -> Result<(EntityId, TimerHandle), ExecError>
     where
-        F: FnMut(&Tick) + 'static,
+        F: FnMut(&Tick) -> Result<(), CallbackError> + 'static,
     {
         let handle = TimerHandle {
             schedule: Rc::new(schedule),
@@ -726,6 +794,63 @@ impl<M: Message, F: FnMut(&Sample<M>)> Work for Subscription<M, F> {
     }
 }
 
+struct RawSubscription<F> {
+    sub: crate::RawSubscriber,
+    callback: F,
+}
+
+impl<F: FnMut(&crate::RawSample) -> Result<(), CallbackError>> Work for RawSubscription<F> {
+    fn slot(&self) -> Option<SlotRef> {
+        Some(self.sub.rx.slot().clone())
+    }
+    fn ready(&self, _: u64) -> bool {
+        self.sub.rx.has_samples()
+    }
+    fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
+        let before = self.sub.stats().malformed;
+        let mut n = 0;
+        while budget.more(n) {
+            let Some(s) = self.sub.try_recv()? else {
+                break;
+            };
+            n += 1;
+            (self.callback)(&s).map_err(ExecError::Work)?;
+        }
+        stats.rejected += self.sub.stats().malformed - before;
+        Ok(n)
+    }
+}
+
+struct RawServing<F> {
+    server: crate::RawServer,
+    handler: F,
+}
+
+impl<F: FnMut(&crate::RawRequest) -> Result<(), CallbackError>> Work for RawServing<F> {
+    fn slot(&self) -> Option<SlotRef> {
+        Some(self.server.wake_slot().clone())
+    }
+    fn ready(&self, _: u64) -> bool {
+        self.server.has_requests()
+    }
+    fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
+        let before = self.server.rejected();
+        let mut n = 0;
+        while budget.more(n) {
+            let Some(req) = self.server.try_take()? else {
+                break;
+            };
+            if let Err(e) = (self.handler)(&req) {
+                // answered already (then this fails and is moot) or failed here
+                let _ = req.fail(&e.to_string());
+            }
+            n += 1;
+        }
+        stats.rejected += self.server.rejected() - before;
+        Ok(n)
+    }
+}
+
 struct Serving<S: Service, F> {
     server: Server<S>,
     handler: F,
@@ -900,7 +1025,7 @@ struct TimerWork<F> {
     callback: F,
 }
 
-impl<F: FnMut(&Tick)> Work for TimerWork<F> {
+impl<F: FnMut(&Tick) -> Result<(), CallbackError>> Work for TimerWork<F> {
     fn deadline(&self) -> Option<u64> {
         self.schedule.next()
     }
@@ -913,7 +1038,7 @@ impl<F: FnMut(&Tick)> Work for TimerWork<F> {
             let Some(tick) = self.schedule.fire(mono_ns()) else {
                 break;
             };
-            (self.callback)(&tick);
+            (self.callback)(&tick).map_err(ExecError::Work)?;
             n += 1;
         }
         Ok(n)

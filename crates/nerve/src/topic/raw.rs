@@ -90,6 +90,11 @@ impl RawSubscriber {
         })
     }
 
+    /// The topic name.
+    pub fn topic(&self) -> &str {
+        self.rx.topic()
+    }
+
     /// The topic's schema (see [`crate::message::schema`]): `None` when the topic has none
     /// recorded, an error when the recorded one cannot be trusted.
     pub fn schema(&self) -> Option<&Result<Schema, SchemaError>> {

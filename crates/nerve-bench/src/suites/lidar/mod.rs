@@ -169,33 +169,39 @@ impl LidarSuite {
                 }
             }
         }
-        let pipeline = if self.pipeline_frames > 0 {
-            bar.set_message("traced pipeline");
+        let mut pipelines = Vec::new();
+        for lang in [pipeline::FilterLang::Rust, pipeline::FilterLang::Cpp] {
+            if self.pipeline_frames == 0 {
+                break;
+            }
+            bar.set_message(format!("traced pipeline, {}", lang.name()));
             // 1024x10 OS1-64: the seed's tuned case
             let dir =
                 std::env::temp_dir().join(format!("nerve-bench-trace-{}", std::process::id()));
-            match pipeline::run_pipeline(
-                &self.role_command,
-                self.domain,
-                self.pipeline_frames,
-                1024 * 64,
-                &dir,
-            ) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    skipped.push(Skipped {
-                        system: "nerve traced pipeline".into(),
-                        payload_bytes: None,
-                        reason: e,
-                    });
-                    None
+            let result = match lang {
+                pipeline::FilterLang::Cpp if crate::peers::cpp::unavailable().is_some() => {
+                    Err(crate::peers::cpp::unavailable().unwrap_or_default().to_string())
                 }
+                _ => pipeline::run_pipeline(
+                    &self.role_command,
+                    lang,
+                    self.domain,
+                    self.pipeline_frames,
+                    1024 * 64,
+                    &dir,
+                ),
+            };
+            match result {
+                Ok(p) => pipelines.push(p),
+                Err(e) => skipped.push(Skipped {
+                    system: format!("nerve traced pipeline, {}", lang.name()),
+                    payload_bytes: None,
+                    reason: e,
+                }),
             }
-        } else {
-            None
-        };
+        }
         bar.finish_and_clear();
-        Ok(output(rows, skipped, machine, self, pipeline))
+        Ok(output(rows, skipped, machine, self, pipelines))
     }
 
     fn run_one(
@@ -362,7 +368,7 @@ fn output(
     skipped: Vec<Skipped>,
     machine: &Machine,
     suite: &LidarSuite,
-    pipeline: Option<pipeline::PipelineResult>,
+    pipelines: Vec<pipeline::PipelineResult>,
 ) -> SuiteOutput {
     let frames = suite.frames;
     let checks = checks(&rows, &skipped, suite);
@@ -503,9 +509,9 @@ fn output(
         &seed_rows,
     );
     let mut json = json_rows(&rows);
-    if let Some(p) = &pipeline {
+    for p in &pipelines {
         section.table(
-            Some("Three-stage pipeline, traced (driver -> filter -> application, 1024x10 OS1-64, three processes)"),
+            Some(&format!("Three-stage pipeline, traced (driver -> filter -> application, 1024x10 OS1-64, three processes), {}", p.filter.name())),
             &["part", "hop", "count", "P50 µs", "P99 µs", "max µs"],
             &pipeline::rows(&p.report),
         );
@@ -515,7 +521,7 @@ fn output(
              from then to delivery; callback: take to the publish it caused; end to end: the \
              driver's publish to the application's take.",
         );
-        json.push(serde_json::json!({"suite": "lidar", "kind": "pipeline", "trace": p.report.clone(), "frames": p.frames}));
+        json.push(serde_json::json!({"suite": "lidar", "kind": "pipeline", "filter": p.filter.name(), "trace": p.report.clone(), "frames": p.frames}));
     }
     let mut summary = String::from("lidar: end-to-end median / MAD µs\n");
     for r in &rows {
@@ -528,10 +534,11 @@ fn output(
             num(r.e2e_latency_us.mad)
         ));
     }
-    if let Some(p) = &pipeline {
+    for p in &pipelines {
         for (path, total) in &p.report.paths {
             summary.push_str(&format!(
-                "  traced pipeline {path}: median {} µs, P99 {} µs, max {} µs\n",
+                "  traced pipeline ({}) {path}: median {} µs, P99 {} µs, max {} µs\n",
+                p.filter.name(),
                 num(total.p50 as f64 / 1e3),
                 num(total.p99 as f64 / 1e3),
                 num(total.max as f64 / 1e3)

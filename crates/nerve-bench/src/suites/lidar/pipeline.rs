@@ -16,7 +16,7 @@ use std::time::Duration;
 /// One stage's settings (the hidden `nerve bench role pipeline-stage` takes it as JSON).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StageSpec {
-    /// driver, filter or app.
+    /// driver, filter, filter-cpp (the filter written in C++) or app.
     pub stage: String,
     /// Domain.
     pub domain: u32,
@@ -33,6 +33,20 @@ pub struct StageSpec {
 /// Runs one stage; prints `ready` once its endpoints exist, `done` at the end.
 pub fn run_stage(spec: &StageSpec) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
+    if spec.stage == "filter-cpp" {
+        let (input, output) = (
+            spec.input.as_deref().ok_or("no input topic")?,
+            spec.output.as_deref().ok_or("no output topic")?,
+        );
+        crate::peers::cpp::lidar_filter(input, output, spec.frames, OUSTER_POINT_STEP, &mut || {
+            use std::io::Write;
+            println!("ready");
+            let _ = std::io::stdout().flush();
+        })?;
+        nerve::trace::flush();
+        println!("done");
+        return Ok(());
+    }
     let cfg = nerve::Config::default()
         .domain(spec.domain)
         .map_err(|e| err(&e))?;
@@ -135,8 +149,29 @@ pub fn run_stage(spec: &StageSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// The language of the pipeline's filter stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterLang {
+    /// Rust (`nerve::Subscriber`, `nerve::Publisher`).
+    Rust,
+    /// C++ (`nerve.hpp`, the C ABI).
+    Cpp,
+}
+
+impl FilterLang {
+    /// Name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FilterLang::Rust => "Rust filter",
+            FilterLang::Cpp => "C++ filter",
+        }
+    }
+}
+
 /// The pipeline's result: the trace's report and where it was written.
 pub struct PipelineResult {
+    /// The filter stage's language.
+    pub filter: FilterLang,
     /// Per hop, stage and path.
     pub report: Report,
     /// Frames the application took.
@@ -147,6 +182,7 @@ pub struct PipelineResult {
 /// into `dir`, and analyses the trace.
 pub fn run_pipeline(
     role_command: &(PathBuf, Vec<String>),
+    filter_lang: FilterLang,
     domain: u32,
     frames: u64,
     points: usize,
@@ -182,7 +218,11 @@ pub fn run_pipeline(
         Ok(c)
     };
     let mut app = start(spec("app", Some(&filtered), None))?;
-    let mut filter = start(spec("filter", Some(&raw), Some(&filtered)))?;
+    let filter_stage = match filter_lang {
+        FilterLang::Rust => "filter",
+        FilterLang::Cpp => "filter-cpp",
+    };
+    let mut filter = start(spec(filter_stage, Some(&raw), Some(&filtered)))?;
     let mut driver = start(spec("driver", None, Some(&raw)))?;
     let limit = Duration::from_secs(frames / 10 + 30);
     for c in [&mut driver, &mut filter, &mut app] {
@@ -193,7 +233,11 @@ pub fn run_pipeline(
     let report = nerve::trace::analyze(&events, 10);
     let frames = report.paths.first().map_or(0, |p| p.1.count as u64);
     let _ = std::fs::remove_dir_all(dir);
-    Ok(PipelineResult { report, frames })
+    Ok(PipelineResult {
+        filter: filter_lang,
+        report,
+        frames,
+    })
 }
 
 /// Rows of the pipeline table: part, where, count, P50, P99, max (µs).

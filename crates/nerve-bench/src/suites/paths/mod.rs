@@ -7,6 +7,7 @@
 //! runs ahead flood the others' queues: under drop-oldest their oldest replies are lost.)
 //! Raw iceoryx2 runs beside Nerve on the cross-process 1:1 route.
 
+pub mod cpp;
 mod floor;
 mod options;
 pub use options::PathsOptions;
@@ -218,6 +219,9 @@ pub struct PathsSuite {
     pub warmup: usize,
     /// Whether raw iceoryx2 runs beside Nerve (cross-process 1:1).
     pub iceoryx2: bool,
+    /// Whether the C++ API runs beside Rust (cross-process 1:1, CmdVel, Imu,
+    /// PointCloud 10K: C++ ↔ C++ and Rust ↔ C++), with the C ABI's own cost.
+    pub cpp: bool,
     /// Program and arguments that start a ponger process: `<program> <args…> ponger
     /// <spec-json>` must call [`run_pongers`].
     pub role_command: (PathBuf, Vec<String>),
@@ -247,6 +251,7 @@ impl PathsSuite {
             iterations: 10_000,
             warmup: 1_000,
             iceoryx2: true,
+            cpp: true,
             role_command,
             domain: crate::harness::interrupt::domain(700, 90),
             quick: false,
@@ -292,6 +297,8 @@ impl PathsSuite {
         let latency = if self.latency {
             self.messages.len() * (self.routes.len() * self.topologies.len() + raw)
                 + self.floor_rounds()
+                + 2 * self.cpp_messages().len()
+                + usize::from(self.cpp)
         } else {
             0
         };
@@ -299,6 +306,19 @@ impl PathsSuite {
     }
 
     /// The load runs planned (none when the load part is off).
+    /// The messages the C++ rows run for.
+    fn cpp_messages(&self) -> Vec<MessageKind> {
+        let planned = self.cpp
+            && self.latency
+            && self.topologies.contains(&(1, 1))
+            && self.routes.contains(&Route::CrossProcess);
+        self.messages
+            .iter()
+            .copied()
+            .filter(|m| planned && cpp::MESSAGES.contains(m))
+            .collect()
+    }
+
     fn load_plans(&self) -> Vec<load::LoadPlan> {
         if self.load {
             load::plan(self)
@@ -437,6 +457,42 @@ impl PathsSuite {
                 bar.inc(1);
             }
         }
+        for message in self.cpp_messages() {
+            for ends in [cpp::Ends::CppCpp, cpp::Ends::RustCpp] {
+                n += 1;
+                bar.set_message(format!("{} {}", message.name(), ends.system()));
+                let res = cpp::run(self, message, ends, n).map(|r| (r, true));
+                self.collect(
+                    res,
+                    ends.system(),
+                    message,
+                    Route::CrossProcess,
+                    1,
+                    1,
+                    &mut rows,
+                    &mut skipped,
+                );
+                bar.inc(1);
+            }
+        }
+        let abi = if self.cpp && self.latency {
+            bar.set_message("C ABI cost");
+            let r = cpp::abi_cost(self);
+            bar.inc(1);
+            match r {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    skipped.push(Skipped {
+                        system: "C ABI cost".into(),
+                        payload_bytes: Some(MessageKind::CmdVel.bytes()),
+                        reason: e.to_string(),
+                    });
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let (floor, one, two) = if self.latency {
             self.floor_block(&bar, &mut n, &mut skipped)
         } else {
@@ -463,7 +519,7 @@ impl PathsSuite {
         }
         let load = load::run_all(self, &self.load_plans(), &bar, &mut n, &mut skipped);
         bar.finish_and_clear();
-        Ok(output(self, rows, floor, load, skipped))
+        Ok(output(self, rows, floor, load, abi, skipped))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1124,6 +1180,7 @@ fn output(
     rows: Vec<PathsRow>,
     floor: Vec<FloorRound>,
     load: Vec<LoadRow>,
+    abi: Option<cpp::AbiCost>,
     skipped: Vec<Skipped>,
 ) -> SuiteOutput {
     use crate::report::{why_missing, Measured};
@@ -1362,6 +1419,7 @@ fn output(
             &floor_rows,
         );
     }
+    cpp_section(suite, &rows, abi.as_ref(), &skipped, &mut section, &mut checks);
     if suite.latency {
         section.table(Some("Every route, topology and message"), &head, &table);
     }
@@ -1389,6 +1447,124 @@ fn output(
     let mut json = json_rows(&rows);
     json.extend(json_rows(&load));
     section.finish("paths", json, skipped, checks, summary)
+}
+
+/// The C++ rows beside Rust's, their targets, and the C ABI's own cost.
+fn cpp_section(
+    suite: &PathsSuite,
+    rows: &[PathsRow],
+    abi: Option<&cpp::AbiCost>,
+    skipped: &[Skipped],
+    section: &mut Section,
+    checks: &mut Vec<Verdict>,
+) {
+    use crate::report::why_missing;
+    let messages = suite.cpp_messages();
+    if messages.is_empty() {
+        return;
+    }
+    let p50 = |system: &str, m: MessageKind| {
+        find(rows, system, "cross-process", "1:1", m.name()).map(|r| r.one_way_us.p50 * 1000.0)
+    };
+    let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    let ratio = |a: Option<f64>, b: Option<f64>| {
+        a.zip(b).map_or("-".to_string(), |(a, b)| format!("{:.2}", a / b))
+    };
+    let table: Vec<Vec<String>> = messages
+        .iter()
+        .map(|&m| {
+            let (rust, cpp, mixed) = (
+                p50("nerve", m),
+                p50(cpp::Ends::CppCpp.system(), m),
+                p50(cpp::Ends::RustCpp.system(), m),
+            );
+            let p99 = find(rows, cpp::Ends::CppCpp.system(), "cross-process", "1:1", m.name())
+                .map(|r| r.one_way_us.p99 * 1000.0);
+            vec![
+                m.name().to_string(),
+                cell(rust),
+                cell(cpp),
+                cell(mixed),
+                ratio(cpp, rust),
+                ratio(mixed, rust),
+                cell(p99),
+            ]
+        })
+        .collect();
+    section.table(
+        Some("C++ beside Rust: cross-process 1:1 one-way P50 (ns), same run"),
+        &[
+            "message",
+            "Rust ↔ Rust",
+            "C++ ↔ C++",
+            "Rust ↔ C++",
+            "C++ / Rust",
+            "Rust↔C++ / Rust",
+            "C++ ↔ C++ P99",
+        ],
+        &table,
+    );
+    if messages.contains(&MessageKind::CmdVel) {
+        let what = "nerve C++ cross-process CmdVel 1:1";
+        let value = match (p50("nerve", MessageKind::CmdVel), p50(cpp::Ends::CppCpp.system(), MessageKind::CmdVel)) {
+            (Some(r), Some(c)) => Ok(Some(c / r)),
+            _ => Err(why_missing(skipped, what, |k| {
+                k.system.starts_with("nerve C++") || k.system.starts_with("nerve cross-process")
+            })),
+        };
+        checks.push(Verdict::judged(
+            "paths",
+            "C++ one-way P50 <= 1.1x Rust's (cross-process CmdVel, same run)",
+            what,
+            value,
+            |r| r <= 1.1,
+        ));
+    }
+    match abi {
+        Some(a) => {
+            section.table(
+                Some(&format!(
+                    "The C ABI's own cost: median ns per operation, one thread, CmdVel, {} \
+                     rounds of {} operations alternating the APIs",
+                    a.rounds, a.ops
+                )),
+                &["operation", "Rust API", "C ABI", "added by the C ABI"],
+                &[
+                    vec![
+                        "publish (loan, write, send)".into(),
+                        format!("{:.0}", a.rust_publish_ns),
+                        format!("{:.0}", a.c_publish_ns),
+                        format!("{:+.0}", a.publish_added()),
+                    ],
+                    vec![
+                        "receive (take, release)".into(),
+                        format!("{:.0}", a.rust_receive_ns),
+                        format!("{:.0}", a.c_receive_ns),
+                        format!("{:+.0}", a.receive_added()),
+                    ],
+                ],
+            );
+            for (target, v) in [
+                ("the C ABI adds <= 10 ns per publish", a.publish_added()),
+                ("the C ABI adds <= 10 ns per receive", a.receive_added()),
+            ] {
+                checks.push(Verdict::judged(
+                    "paths",
+                    target,
+                    "CmdVel, one thread, median of op-by-op timings",
+                    Ok(Some(v)),
+                    |ns| ns <= 10.0,
+                ));
+            }
+        }
+        None => checks.push(Verdict::judged(
+            "paths",
+            "the C ABI adds <= 10 ns per publish and per receive",
+            "CmdVel, one thread",
+            Err(why_missing(skipped, "C ABI cost", |k| k.system == "C ABI cost")),
+            |ns| ns <= 10.0,
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,13 @@ impl Suite for PathsSuite {
             },
         },
         Role {
+            name: "cpp-ponger",
+            run: |args| {
+                let spec: PongSpec = suite::spec(args, "cpp-ponger")?;
+                Ok(super::cpp::run_cpp_ponger(&spec)?)
+            },
+        },
+        Role {
             name: "sink",
             run: |args| {
                 let spec: SinkSpec = suite::spec(args, "sink")?;

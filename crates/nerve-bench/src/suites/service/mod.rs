@@ -70,6 +70,8 @@ pub enum SystemId {
     CycloneDds,
     /// Unix-domain-socket echo, blocking.
     Uds,
+    /// Nerve's C++ API (`nerve.hpp` over the C ABI) at both ends, adaptive waiting.
+    NerveCpp,
     /// ROS 2: rclpy over Fast DDS, rclpy's default `SingleThreadedExecutor` on both ends.
     RclpySingleThreaded,
     /// ROS 2: rclpy over Fast DDS, rclpy's `EventsExecutor` on both ends.
@@ -78,10 +80,11 @@ pub enum SystemId {
 
 impl SystemId {
     /// Every system, in report order.
-    pub const ALL: [SystemId; 10] = [
+    pub const ALL: [SystemId; 11] = [
         SystemId::NerveAdaptive,
         SystemId::NerveSpin,
         SystemId::NerveBlock,
+        SystemId::NerveCpp,
         SystemId::Iceoryx2,
         SystemId::Zenoh,
         SystemId::ZenohShm,
@@ -97,6 +100,7 @@ impl SystemId {
             SystemId::NerveAdaptive => "nerve-adaptive",
             SystemId::NerveSpin => "nerve-spin",
             SystemId::NerveBlock => "nerve-block",
+            SystemId::NerveCpp => "nerve-cpp",
             SystemId::Iceoryx2 => "iceoryx2",
             SystemId::Zenoh => "zenoh",
             SystemId::ZenohShm => "zenoh-shm",
@@ -125,6 +129,7 @@ impl SystemId {
     pub fn system(self) -> &'static str {
         match self {
             SystemId::NerveAdaptive | SystemId::NerveSpin | SystemId::NerveBlock => "nerve",
+            SystemId::NerveCpp => "nerve C++",
             SystemId::Iceoryx2 => "iceoryx2",
             SystemId::Zenoh | SystemId::ZenohShm => "zenoh",
             SystemId::CycloneDds => "cyclonedds",
@@ -139,6 +144,7 @@ impl SystemId {
             SystemId::NerveAdaptive => "adaptive",
             SystemId::NerveSpin => "spin",
             SystemId::NerveBlock => "block",
+            SystemId::NerveCpp => "adaptive",
             SystemId::Iceoryx2 => "busy-poll",
             SystemId::Zenoh => "peer-tcp",
             SystemId::ZenohShm => "peer-shm",
@@ -528,6 +534,11 @@ impl ServiceSuite {
                     "ddsperf runs its own processes, not this client",
                 ))
             }
+            SystemId::NerveCpp => Box::new(peers::cpp::CppEchoClient::connect(
+                &endpoint,
+                self.domain,
+                PEER_START,
+            )?),
             nerve_sys => Box::new(peers::nerve::NerveClient::connect(
                 &self.context()?,
                 &endpoint,
@@ -722,6 +733,7 @@ pub fn run_peer(system: &str, endpoint: &str) -> Result<(), PeerError> {
             system: "rclpy",
             reason: "the rclpy ends run in Python (rclpy_bench.py)".into(),
         }),
+        SystemId::NerveCpp => peers::cpp::serve(endpoint, &mut ready),
         nerve_sys => {
             let ctx = nerve::Context::from_env().map_err(|e| PeerError::Setup {
                 system: "nerve",

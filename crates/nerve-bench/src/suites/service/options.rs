@@ -23,7 +23,7 @@ pub struct ServiceOptions {
     /// Payload sizes in bytes, comma-separated (multiples of 8), e.g. 64,4096,1048576.
     #[arg(long, value_delimiter = ',')]
     payloads: Option<Vec<usize>>,
-    /// Systems to run, comma-separated: nerve-adaptive, nerve-spin, nerve-block, iceoryx2,
+    /// Systems to run, comma-separated: nerve-adaptive, nerve-spin, nerve-block, nerve-cpp, iceoryx2,
     /// zenoh, zenoh-shm, cyclonedds, uds, rclpy-single-threaded, rclpy-events.
     #[arg(long, value_delimiter = ',')]
     systems: Option<Vec<String>>,

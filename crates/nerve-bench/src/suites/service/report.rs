@@ -234,6 +234,19 @@ impl Report {
                 ),
                 &|r| r <= 1.0,
             );
+            // the C++ API beside Rust's, both adaptive (the target is at 256 B)
+            let cpp_planned = self.systems().iter().any(|(s, _)| s == "nerve C++")
+                || self.skipped.iter().any(|k| k.system.starts_with("nerve C++"));
+            if p == 256 && cpp_planned {
+                judge(
+                    "nerve C++",
+                    "C++ median RTT / Rust adaptive median RTT <= 1.1".into(),
+                    ratio_of(&self.found("nerve C++", "adaptive", p), n.clone(), &|e| {
+                        Some(e.rtt_us.p50)
+                    }),
+                    &|r| r <= 1.1,
+                );
+            }
             let mut push = |target: String, value: Measured, ok: &dyn Fn(f64) -> bool| {
                 judge("nerve adaptive", target, value, ok)
             };

@@ -1,0 +1,311 @@
+//! Mapping Nerve names to C++: namespaces, identifiers and header paths.
+
+use super::CodegenError;
+use std::path::PathBuf;
+
+/// Where a type goes in C++: its namespace, its name there and its header.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct CppName {
+    /// Namespace segments (`["nerve", "msgs"]`).
+    pub ns: Vec<String>,
+    /// The type's name in its namespace.
+    pub name: String,
+}
+
+impl CppName {
+    /// The namespace as C++ writes it (`nerve::msgs`).
+    pub fn namespace(&self) -> String {
+        self.ns.join("::")
+    }
+
+    /// The fully qualified name (`::nerve::msgs::Imu`).
+    pub fn qualified(&self) -> String {
+        format!("::{}::{}", self.namespace(), self.name)
+    }
+
+    /// The relative path of its header (`nerve/msgs/imu.hpp`).
+    pub fn path(&self) -> PathBuf {
+        let mut p: PathBuf = self.ns.iter().collect();
+        p.push(format!("{}.hpp", snake_case(&self.name)));
+        p
+    }
+
+    /// The same namespace with another type name in it.
+    pub fn sibling(&self, name: &str) -> CppName {
+        CppName {
+            ns: self.ns.clone(),
+            name: name.to_string(),
+        }
+    }
+}
+
+/// Maps a Nerve type name (`pkg/Name`, or `pkg/sub/Name` as ROS 2 names are) to C++:
+/// `nerve_msgs` becomes namespace `nerve::msgs`, any other package keeps its name
+/// (`my_pkg/Pose2D` → `my_pkg::Pose2D`, `std_msgs/msg/String` → `std_msgs::msg::String`).
+/// Every segment must be a C++ identifier; the namespaces `nerve` (the library's own) and
+/// `std` are refused.
+pub(crate) fn cpp_name(type_name: &str) -> Result<CppName, CodegenError> {
+    let bad = |reason: String| CodegenError::BadName {
+        name: type_name.to_string(),
+        context: "type name".to_string(),
+        reason,
+    };
+    let mut segments: Vec<&str> = type_name.split('/').collect();
+    let name = segments.pop().unwrap_or_default();
+    if segments.is_empty() {
+        return Err(bad("expected pkg/Name".into()));
+    }
+    let mut ns = Vec::with_capacity(segments.len() + 1);
+    for (i, seg) in segments.iter().enumerate() {
+        if i == 0 && *seg == "nerve_msgs" {
+            ns.extend(["nerve".to_string(), "msgs".to_string()]);
+            continue;
+        }
+        check_identifier(seg).map_err(|r| bad(format!("package segment {seg:?}: {r}")))?;
+        if RESERVED_NAMESPACES.contains(seg) {
+            return Err(bad(format!("namespace {seg:?} is reserved")));
+        }
+        ns.push(seg.to_string());
+    }
+    check_type_identifier(name).map_err(|r| bad(format!("{name:?}: {r}")))?;
+    Ok(CppName {
+        ns,
+        name: name.to_string(),
+    })
+}
+
+/// Names no generated namespace may have: the library's and the standard library's.
+const RESERVED_NAMESPACES: [&str; 2] = ["nerve", "std"];
+
+/// Checks a name that becomes a C++ type (a message, a struct, a service or an action).
+pub(crate) fn check_type_identifier(name: &str) -> Result<(), String> {
+    check_identifier(name)?;
+    if RESERVED_NAMESPACES.contains(&name) {
+        return Err("the name of a namespace generated code refers to".into());
+    }
+    Ok(())
+}
+
+/// The C++ name of a struct field: the Rust name, or `_0`, `_1`, … for the fields of a
+/// tuple struct (whose Rust names are digits).
+pub(crate) fn field_name(name: &str) -> Result<String, String> {
+    let cpp = if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
+        format!("_{name}")
+    } else {
+        name.to_string()
+    };
+    check_identifier(&cpp)?;
+    Ok(cpp)
+}
+
+/// A C++ identifier that is neither a keyword nor reserved to the implementation, and no
+/// common macro of the C library.
+pub(crate) fn check_identifier(s: &str) -> Result<(), String> {
+    let mut bytes = s.bytes();
+    let first_ok = bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
+    if !first_ok || !bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err("not a C++ identifier".into());
+    }
+    if s.contains("__")
+        || (s.starts_with('_') && s[1..].starts_with(|c: char| c.is_ascii_uppercase()))
+    {
+        return Err("reserved to the C++ implementation (`__` or `_` and a capital)".into());
+    }
+    if CPP_KEYWORDS.binary_search(&s).is_ok() {
+        return Err("a C++ keyword".into());
+    }
+    if C_MACROS.contains(&s) {
+        return Err("a macro of the C library or the compiler".into());
+    }
+    Ok(())
+}
+
+/// C++20 keywords and alternative tokens, sorted (for binary search).
+const CPP_KEYWORDS: &[&str] = &[
+    "alignas",
+    "alignof",
+    "and",
+    "and_eq",
+    "asm",
+    "atomic_cancel",
+    "atomic_commit",
+    "atomic_noexcept",
+    "auto",
+    "bitand",
+    "bitor",
+    "bool",
+    "break",
+    "case",
+    "catch",
+    "char",
+    "char16_t",
+    "char32_t",
+    "char8_t",
+    "class",
+    "co_await",
+    "co_return",
+    "co_yield",
+    "compl",
+    "concept",
+    "const",
+    "const_cast",
+    "consteval",
+    "constexpr",
+    "constinit",
+    "continue",
+    "decltype",
+    "default",
+    "delete",
+    "do",
+    "double",
+    "dynamic_cast",
+    "else",
+    "enum",
+    "explicit",
+    "export",
+    "extern",
+    "false",
+    "final",
+    "float",
+    "for",
+    "friend",
+    "goto",
+    "if",
+    "import",
+    "inline",
+    "int",
+    "long",
+    "module",
+    "mutable",
+    "namespace",
+    "new",
+    "noexcept",
+    "not",
+    "not_eq",
+    "nullptr",
+    "operator",
+    "or",
+    "or_eq",
+    "override",
+    "private",
+    "protected",
+    "public",
+    "reflexpr",
+    "register",
+    "reinterpret_cast",
+    "requires",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "static_assert",
+    "static_cast",
+    "struct",
+    "switch",
+    "synchronized",
+    "template",
+    "this",
+    "thread_local",
+    "throw",
+    "true",
+    "try",
+    "typedef",
+    "typeid",
+    "typename",
+    "union",
+    "unsigned",
+    "using",
+    "virtual",
+    "void",
+    "volatile",
+];
+
+/// Object-like macros of the C library and of compilers in GNU modes that would replace a
+/// field or type of that name.
+const C_MACROS: &[&str] = &[
+    "NULL", "EOF", "errno", "stdin", "stdout", "stderr", "unix", "linux", "offsetof", "assert",
+];
+
+/// `CamelCase` to `snake_case`, as ROS 2's rosidl names its headers: an underscore goes
+/// before a capital that follows a lower-case letter or a digit, and before a capital
+/// that starts a word after an acronym (followed by a lower-case letter); never next to
+/// an underscore. `Imu` → `imu`, `PointCloud` → `point_cloud`, `Vector3` → `vector3`,
+/// `Pose2D` → `pose2_d`, `HTTPServer` → `http_server`.
+pub fn snake_case(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            let prev = chars[i - 1];
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+            let after_word = prev.is_ascii_lowercase() || prev.is_ascii_digit();
+            let ends_acronym = prev.is_ascii_uppercase() && next_lower;
+            if prev != '_' && (after_word || ends_acronym) {
+                out.push('_');
+            }
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keywords_are_sorted() {
+        let mut sorted = CPP_KEYWORDS.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, CPP_KEYWORDS);
+    }
+
+    #[test]
+    fn snake_case_follows_rosidl() {
+        for (camel, snake) in [
+            ("Imu", "imu"),
+            ("PointCloud", "point_cloud"),
+            ("Vector3", "vector3"),
+            ("Pose2D", "pose2_d"),
+            ("HTTPServer", "http_server"),
+            ("AddTwoInts", "add_two_ints"),
+            ("My_Type", "my_type"),
+            ("already_snake", "already_snake"),
+            ("A", "a"),
+        ] {
+            assert_eq!(snake_case(camel), snake, "{camel}");
+        }
+    }
+
+    #[test]
+    fn type_names_map_to_namespaces_and_paths() {
+        let n = cpp_name("nerve_msgs/Imu").unwrap();
+        assert_eq!(n.qualified(), "::nerve::msgs::Imu");
+        assert_eq!(n.path(), PathBuf::from("nerve/msgs/imu.hpp"));
+        let n = cpp_name("std_msgs/msg/String").unwrap();
+        assert_eq!(n.qualified(), "::std_msgs::msg::String");
+        assert_eq!(n.path(), PathBuf::from("std_msgs/msg/string.hpp"));
+        for bad in [
+            "Imu",
+            "/Imu",
+            "pkg/",
+            "nerve/Imu",
+            "std/Vector",
+            "my-pkg/X",
+            "pkg/class",
+            "pkg/2D",
+            "pkg/__X",
+        ] {
+            assert!(
+                matches!(cpp_name(bad), Err(CodegenError::BadName { .. })),
+                "{bad}"
+            );
+        }
+        assert_eq!(field_name("0").unwrap(), "_0");
+        assert!(field_name("new").is_err());
+        assert!(field_name("_Upper").is_err());
+    }
+}

@@ -1,0 +1,241 @@
+//! Status codes, the thread-local error message and the guard every entry point runs in.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// What a call did. `NERVE_OK` and `NERVE_NOTHING` are not errors; every other code
+/// leaves a message naming the thing and the reason in `nerve_last_error()`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub enum nerve_status_t {
+    /// Done.
+    NERVE_OK = 0,
+    /// Nothing was there: no sample queued, no reply yet, nothing within the timeout.
+    NERVE_NOTHING = 1,
+    /// A required pointer argument was null.
+    NERVE_ERR_NULL = 2,
+    /// An argument is out of range or malformed (names, sizes, QoS, UTF-8).
+    NERVE_ERR_INVALID_ARGUMENT = 3,
+    /// The handle is null or was never issued.
+    NERVE_ERR_BAD_HANDLE = 4,
+    /// The handle was released (double free, use after free, a loan after send) or
+    /// belongs to another thread's table.
+    NERVE_ERR_STALE_HANDLE = 5,
+    /// The handle is of another kind than the call expects.
+    NERVE_ERR_WRONG_KIND = 6,
+    /// Two handles of one call come from different contexts.
+    NERVE_ERR_WRONG_CONTEXT = 7,
+    /// A type does not match (a struct's layout hash differs from the topic's, a
+    /// payload's size does not fit the type).
+    NERVE_ERR_TYPE_MISMATCH = 8,
+    /// A schema text is malformed or claims another layout.
+    NERVE_ERR_SCHEMA = 9,
+    /// The context could not be opened (configuration, domain, state directory).
+    NERVE_ERR_CONTEXT = 10,
+    /// The node could not be created.
+    NERVE_ERR_NODE = 11,
+    /// The topic could not be opened.
+    NERVE_ERR_TOPIC = 12,
+    /// No sample could be loaned (pool exhausted, too large, too many loans).
+    NERVE_ERR_LOAN = 13,
+    /// A sample could not be sent.
+    NERVE_ERR_PUBLISH = 14,
+    /// A sample could not be received.
+    NERVE_ERR_RECV = 15,
+    /// A service endpoint could not be opened.
+    NERVE_ERR_SERVICE = 16,
+    /// A call failed (no server, timeout, the handler's error, malformed reply).
+    NERVE_ERR_CALL = 17,
+    /// The server left while the call was in flight.
+    NERVE_ERR_SERVER_GONE = 18,
+    /// A request could not be taken or answered.
+    NERVE_ERR_SERVE = 19,
+    /// Executor or wait set failure.
+    NERVE_ERR_EXEC = 20,
+    /// A callback reported failure (its message is kept).
+    NERVE_ERR_CALLBACK = 21,
+    /// A parameter call failed (unknown, read-only, wrong type, out of range).
+    NERVE_ERR_PARAM = 22,
+    /// An action call failed.
+    NERVE_ERR_ACTION = 23,
+    /// A tensor pool call failed.
+    NERVE_ERR_TENSOR = 24,
+    /// The object is in use by a call further up this thread's stack (an executor
+    /// spun from its own callback).
+    NERVE_ERR_BUSY = 25,
+    /// A caller's buffer is too small; the size needed is reported.
+    NERVE_ERR_BUFFER_TOO_SMALL = 26,
+    /// A call timed out.
+    NERVE_ERR_TIMEOUT = 27,
+    /// A bug in Nerve: a Rust panic was caught at the ABI.
+    NERVE_ERR_PANIC = 28,
+}
+
+use nerve_status_t::*;
+
+/// A failed call: its code and message.
+#[derive(Debug)]
+pub(crate) struct Error {
+    pub(crate) code: nerve_status_t,
+    pub(crate) message: String,
+}
+
+impl Error {
+    /// An error with `code` and `message`.
+    pub(crate) fn new(code: nerve_status_t, message: impl Into<String>) -> Error {
+        Error {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// The result of the body of an entry point.
+pub(crate) type Result<T> = std::result::Result<T, Error>;
+
+/// Maps a library error to `code`, keeping its message.
+pub(crate) fn err<E: std::fmt::Display>(code: nerve_status_t) -> impl FnOnce(E) -> Error {
+    move |e| Error::new(code, e.to_string())
+}
+
+thread_local! {
+    /// The message of the last failed call on this thread.
+    static LAST: RefCell<Option<CString>> = const { RefCell::new(None) };
+}
+
+fn set_last(message: &str) {
+    // an interior NUL would end the C string early; show it instead
+    let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
+    LAST.with(|l| *l.borrow_mut() = Some(text));
+}
+
+/// Runs an entry point's body: catches panics, records the message of a failure and
+/// returns the status code. Nothing unwinds across the ABI.
+pub(crate) fn guard<F: FnOnce() -> Result<nerve_status_t>>(f: F) -> nerve_status_t {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
+            set_last(&e.message);
+            e.code
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_string());
+            set_last(&format!("internal error (a bug in Nerve, please report): {what}"));
+            NERVE_ERR_PANIC
+        }
+    }
+}
+
+/// Reads a C string argument named `what`.
+pub(crate) fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
+    if p.is_null() {
+        return Err(Error::new(NERVE_ERR_NULL, format!("{what} is null")));
+    }
+    // SAFETY: the caller passes a NUL-terminated string that lives for the call (the
+    // documented contract of every `const char*` parameter).
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str().map_err(|e| {
+        Error::new(
+            NERVE_ERR_INVALID_ARGUMENT,
+            format!("{what} is not UTF-8: {e}"),
+        )
+    })
+}
+
+/// Checks an out-pointer argument named `what` and returns it as a reference.
+pub(crate) fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T> {
+    // SAFETY: non-null out-pointers point to writable, aligned storage of `T` for the
+    // call's duration (the documented contract of every out parameter).
+    unsafe { p.as_mut() }.ok_or_else(|| Error::new(NERVE_ERR_NULL, format!("{what} is null")))
+}
+
+/// A byte range argument (`data`, `len`) named `what`; null is allowed when `len` is 0.
+pub(crate) fn bytes<'a>(data: *const u8, len: usize, what: &str) -> Result<&'a [u8]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if data.is_null() {
+        return Err(Error::new(
+            NERVE_ERR_NULL,
+            format!("{what} is null but its length is {len}"),
+        ));
+    }
+    // SAFETY: the caller passes `len` readable bytes at `data` that stay unchanged for
+    // the call (the documented contract of every (pointer, length) parameter).
+    Ok(unsafe { std::slice::from_raw_parts(data, len) })
+}
+
+/// The message of the last failed call on this thread ("" if none). Valid until the
+/// next failing call on this thread.
+#[no_mangle]
+pub extern "C" fn nerve_last_error() -> *const c_char {
+    LAST.with(|l| l.borrow().as_ref().map_or(c"".as_ptr(), |s| s.as_ptr()))
+}
+
+/// The name of a status code (`"NERVE_ERR_TOPIC"`), a static string.
+#[no_mangle]
+pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
+    // an int from C, not the enum: any value may arrive
+    const ALL: [nerve_status_t; 29] = [
+        NERVE_OK, NERVE_NOTHING, NERVE_ERR_NULL, NERVE_ERR_INVALID_ARGUMENT,
+        NERVE_ERR_BAD_HANDLE, NERVE_ERR_STALE_HANDLE, NERVE_ERR_WRONG_KIND,
+        NERVE_ERR_WRONG_CONTEXT, NERVE_ERR_TYPE_MISMATCH, NERVE_ERR_SCHEMA,
+        NERVE_ERR_CONTEXT, NERVE_ERR_NODE, NERVE_ERR_TOPIC, NERVE_ERR_LOAN,
+        NERVE_ERR_PUBLISH, NERVE_ERR_RECV, NERVE_ERR_SERVICE, NERVE_ERR_CALL,
+        NERVE_ERR_SERVER_GONE, NERVE_ERR_SERVE, NERVE_ERR_EXEC, NERVE_ERR_CALLBACK,
+        NERVE_ERR_PARAM, NERVE_ERR_ACTION, NERVE_ERR_TENSOR, NERVE_ERR_BUSY,
+        NERVE_ERR_BUFFER_TOO_SMALL, NERVE_ERR_TIMEOUT, NERVE_ERR_PANIC,
+    ];
+    let Some(&known) = ALL.iter().find(|c| **c as i32 == code) else {
+        return c"(unknown status)".as_ptr();
+    };
+    let name: &'static CStr = match known {
+        NERVE_OK => c"NERVE_OK",
+        NERVE_NOTHING => c"NERVE_NOTHING",
+        NERVE_ERR_NULL => c"NERVE_ERR_NULL",
+        NERVE_ERR_INVALID_ARGUMENT => c"NERVE_ERR_INVALID_ARGUMENT",
+        NERVE_ERR_BAD_HANDLE => c"NERVE_ERR_BAD_HANDLE",
+        NERVE_ERR_STALE_HANDLE => c"NERVE_ERR_STALE_HANDLE",
+        NERVE_ERR_WRONG_KIND => c"NERVE_ERR_WRONG_KIND",
+        NERVE_ERR_WRONG_CONTEXT => c"NERVE_ERR_WRONG_CONTEXT",
+        NERVE_ERR_TYPE_MISMATCH => c"NERVE_ERR_TYPE_MISMATCH",
+        NERVE_ERR_SCHEMA => c"NERVE_ERR_SCHEMA",
+        NERVE_ERR_CONTEXT => c"NERVE_ERR_CONTEXT",
+        NERVE_ERR_NODE => c"NERVE_ERR_NODE",
+        NERVE_ERR_TOPIC => c"NERVE_ERR_TOPIC",
+        NERVE_ERR_LOAN => c"NERVE_ERR_LOAN",
+        NERVE_ERR_PUBLISH => c"NERVE_ERR_PUBLISH",
+        NERVE_ERR_RECV => c"NERVE_ERR_RECV",
+        NERVE_ERR_SERVICE => c"NERVE_ERR_SERVICE",
+        NERVE_ERR_CALL => c"NERVE_ERR_CALL",
+        NERVE_ERR_SERVER_GONE => c"NERVE_ERR_SERVER_GONE",
+        NERVE_ERR_SERVE => c"NERVE_ERR_SERVE",
+        NERVE_ERR_EXEC => c"NERVE_ERR_EXEC",
+        NERVE_ERR_CALLBACK => c"NERVE_ERR_CALLBACK",
+        NERVE_ERR_PARAM => c"NERVE_ERR_PARAM",
+        NERVE_ERR_ACTION => c"NERVE_ERR_ACTION",
+        NERVE_ERR_TENSOR => c"NERVE_ERR_TENSOR",
+        NERVE_ERR_BUSY => c"NERVE_ERR_BUSY",
+        NERVE_ERR_BUFFER_TOO_SMALL => c"NERVE_ERR_BUFFER_TOO_SMALL",
+        NERVE_ERR_TIMEOUT => c"NERVE_ERR_TIMEOUT",
+        NERVE_ERR_PANIC => c"NERVE_ERR_PANIC",
+    };
+    name.as_ptr()
+}
+
+/// Sets the message a callback's failure reports (call it before returning non-zero
+/// from a callback); the executor's error then carries it.
+///
+/// # Safety
+/// `message` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn nerve_callback_fail(message: *const c_char) {
+    let text = c_str(message, "message").unwrap_or("(no message)");
+    crate::exec::set_callback_message(text);
+}
