@@ -44,6 +44,8 @@ fn cpp_peers() {
         .try_compile("nerve_bench_cpp");
     match built {
         Ok(()) => println!("cargo:rustc-cfg=nerve_bench_cpp"),
-        Err(e) => println!("cargo:warning=C++ bench peers not built (the C++ rows will be skipped): {e}"),
+        Err(e) => {
+            println!("cargo:warning=C++ bench peers not built (the C++ rows will be skipped): {e}")
+        }
     }
 }

@@ -75,10 +75,18 @@ else()
     gtest_discover_tests(nerve_cpp_tests
       DISCOVERY_MODE PRE_TEST
       DISCOVERY_TIMEOUT 60
+      TEST_LIST nerve_cpp_tests_TESTS
       PROPERTIES
-        ENVIRONMENT "${NERVE_TEST_ENVIRONMENT}"
         TIMEOUT 120
         LABELS "cpp")
+    # gtest_discover_tests (CMake < 3.29) splits a list-valued property such as
+    # ENVIRONMENT: a ctest include file that runs after the discovered tests' sets it
+    set(_nerve_env_file "${CMAKE_CURRENT_BINARY_DIR}/nerve_cpp_tests_environment.cmake")
+    file(WRITE "${_nerve_env_file}" "foreach(_t IN LISTS nerve_cpp_tests_TESTS)
+  set_tests_properties(\"\${_t}\" PROPERTIES ENVIRONMENT [==[${NERVE_TEST_ENVIRONMENT}]==])
+endforeach()
+")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${_nerve_env_file}")
   endif()
 endif()
 

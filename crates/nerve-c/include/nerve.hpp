@@ -15,25 +15,37 @@
 //       nerve::Executor exec(ctx);
 //       exec.add(nerve::Subscriber<CmdVel>(node, "/cmd_vel"),
 //                [](nerve::SampleRef<CmdVel> s) { std::printf("%f\n", s->linear); });
-//       exec.add_timer("tick", std::chrono::milliseconds(10),
-//                      [&] { pub.publish(CmdVel{}); });
+//       nerve::Timer tick = exec.add_timer("tick", std::chrono::milliseconds(10),
+//                                          [&] { pub.publish(CmdVel{}); });
 //       exec.spin();                                         // until Ctrl-C or exec.stop()
 //     }
+//
+// What is here: Error and Result (errors), span, Qos, Context and Node; Publisher, Loan,
+// Subscriber, Sample and SampleRef (topics); Client, Pending, Reply, Server, Request and
+// ResponseWriter (services); Parameters; Executor and Timer; ActionClient, Goal,
+// ActionServer, ServerGoal and Payload (actions); TensorPool, Tensor and
+// TensorDescriptor (tensors).
 //
 // Rules:
 // - Every object is RAII and move-only; a moved-from object holds no handle, and using
 //   it throws nerve::Error (never undefined behaviour).
 // - Objects are thread-affine: use them on the thread that created their Context (a
 //   handle used on another thread fails with NERVE_ERR_STALE_HANDLE; an object destroyed
-//   on another thread leaks its handle).
+//   on another thread leaks its handle). Use one Context per thread.
 // - Throwing calls throw nerve::Error (code() and what(): the status name and the C
 //   ABI's message). The `try_*` forms are noexcept and return nerve::Result: use them in
 //   real-time loops. Loan/send, take/release, publish and call do not allocate in this
 //   layer (a std::string is built only when an error happened).
+// - Callbacks are any callable. An exception from a subscriber or timer callback ends
+//   the spin and is rethrown by it (the executor stays usable); one from a server
+//   callback fails that call, the client getting its message. No exception crosses the
+//   C ABI.
 // - Timeouts are std::chrono durations: zero checks without waiting, nerve::forever
 //   (or any negative duration, where an ABI call accepts "until it comes") waits on.
-// - Messages are generated headers (<nerve/msgs/*.hpp>, `nerve types gen-cpp`): a fixed
-//   head T, optionally followed by a slice of `message_traits<T>::elem_type` elements.
+// - Messages are generated headers (<nerve/msgs/*.hpp>, `nerve types gen-cpp`) or
+//   hand-written structs declared with NERVE_MESSAGE (<nerve/message.hpp>; their schema
+//   is sealed by the C ABI at creation): a fixed head T, optionally followed by a slice
+//   of `message_traits<T>::elem_type` elements.
 #pragma once
 
 #include "nerve.h"
@@ -87,6 +99,7 @@ using span = std::span<T>;
 template <class T>
 class span {
  public:
+  /// std::span's member types.
   using element_type = T;
   using value_type = std::remove_cv_t<T>;
   using size_type = std::size_t;
@@ -407,6 +420,18 @@ struct has_head_size<T, std::void_t<decltype(message_traits<T>::head_size)>> : s
 
 template <class>
 inline constexpr bool dependent_false = false;
+
+/// T, in a non-deduced context (std::type_identity_t of C++20).
+template <class T>
+struct type_identity {
+  using type = T;
+};
+template <class T>
+using type_identity_t = typename type_identity<T>::type;
+
+/// Whether E is a slice element type (not nerve::no_elem).
+template <class E>
+inline constexpr bool is_elem = !std::is_same_v<E, no_elem>;
 
 /// The layout of message type T on the wire: head bytes, slice offset and element size.
 template <class T>
@@ -731,11 +756,12 @@ class SampleRef {
     return std::launder(reinterpret_cast<const T*>(v_.data));
   }
   /// The slice elements that follow the head.
-  span<const elem_type> elems() const noexcept {
-    static_assert(L::has_slice, "nerve: this message type has no slice (elem_type is no_elem)");
-    if (v_.elems == 0) return span<const elem_type>();
+  template <class E = elem_type>
+  span<const detail::type_identity_t<E>> elems() const noexcept {
+    static_assert(detail::is_elem<E>, "nerve: this message type has no slice (elem_type is no_elem)");
+    if (v_.data == nullptr) return span<const E>();
     const auto* p = static_cast<const unsigned char*>(v_.data) + L::elems_offset;
-    return span<const elem_type>(std::launder(reinterpret_cast<const elem_type*>(p)), v_.elems);
+    return span<const E>(std::launder(reinterpret_cast<const E*>(p)), v_.elems);
   }
   /// Sequence number per publisher, from 1.
   std::uint64_t seq() const noexcept { return v_.seq; }
@@ -766,7 +792,9 @@ class OwnedView {
   /// The slice element type (nerve::no_elem when there is none).
   using elem_type = typename message_traits<T>::elem_type;
 
+  /// Takes the payload over (`o` holds nothing after).
   OwnedView(OwnedView&& o) noexcept : h_(std::exchange(o.h_, H{})), v_(o.v_) {}
+  /// Releases the held payload, then takes `o`'s over.
   OwnedView& operator=(OwnedView&& o) noexcept {
     if (this != &o) {
       reset();
@@ -777,6 +805,7 @@ class OwnedView {
   }
   OwnedView(const OwnedView&) = delete;
   OwnedView& operator=(const OwnedView&) = delete;
+  /// Releases the payload.
   ~OwnedView() { reset(); }
 
   /// The head.
@@ -786,7 +815,10 @@ class OwnedView {
   /// The head.
   const T* get() const { return ref().get(); }
   /// The slice elements that follow the head.
-  span<const elem_type> elems() const { return ref().elems(); }
+  template <class E = elem_type>
+  span<const type_identity_t<E>> elems() const {
+    return ref().template elems<E>();
+  }
   /// Sequence number (per publisher, or per client).
   std::uint64_t seq() const { return ref().seq(); }
   /// Publish (send) time, monotonic clock, nanoseconds.
@@ -861,11 +893,13 @@ class Loan {
 
   /// An empty loan (holds nothing).
   Loan() noexcept = default;
+  /// Takes the loan over (`o` holds nothing after).
   Loan(Loan&& o) noexcept
       : h_(std::exchange(o.h_, nerve_loan_t{})),
         pub_(o.pub_),
         data_(std::exchange(o.data_, nullptr)),
         n_(std::exchange(o.n_, 0)) {}
+  /// Discards the held loan, then takes `o`'s over.
   Loan& operator=(Loan&& o) noexcept {
     if (this != &o) {
       reset();
@@ -891,12 +925,12 @@ class Loan {
     return std::launder(reinterpret_cast<T*>(data_));
   }
   /// The slice elements (as many as loaned; not zeroed).
-  span<elem_type> elems() {
-    static_assert(L::has_slice, "nerve: this message type has no slice (elem_type is no_elem)");
+  template <class E = elem_type>
+  span<detail::type_identity_t<E>> elems() {
+    static_assert(detail::is_elem<E>, "nerve: this message type has no slice (elem_type is no_elem)");
     check();
-    if (n_ == 0) return span<elem_type>();
     auto* p = static_cast<unsigned char*>(data_) + L::elems_offset;
-    return span<elem_type>(std::launder(reinterpret_cast<elem_type*>(p)), n_);
+    return span<E>(std::launder(reinterpret_cast<E*>(p)), n_);
   }
   /// The payload's size in bytes.
   std::size_t size_bytes() const noexcept {
@@ -1008,18 +1042,22 @@ class Publisher {
   /// Copies `msg` into a new sample and sends it (a slice type: with no elements).
   void publish(const T& msg) { try_publish(msg).check(); }
   /// Copies `head` and `elems` into a new sample and sends it.
-  void publish(const T& head, span<const elem_type> elems) { try_publish(head, elems).check(); }
+  template <class E = elem_type>
+  void publish(const T& head, span<const detail::type_identity_t<E>> elems) {
+    try_publish<E>(head, elems).check();
+  }
   /// Copies `msg` into a new sample and sends it, without throwing.
   Result<void> try_publish(const T& msg) noexcept {
     if constexpr (L::has_slice) {
-      return try_publish(msg, span<const elem_type>());
+      return try_publish<elem_type>(msg, span<const elem_type>());
     } else {
       return detail::void_result(nerve_publisher_publish(h_.get(), &msg, L::head_size));
     }
   }
   /// Copies `head` and `elems` into a new sample and sends it, without throwing.
-  Result<void> try_publish(const T& head, span<const elem_type> elems) noexcept {
-    static_assert(L::has_slice, "nerve: this message type has no slice (elem_type is no_elem)");
+  template <class E = elem_type>
+  Result<void> try_publish(const T& head, span<const detail::type_identity_t<E>> elems) noexcept {
+    static_assert(detail::is_elem<E>, "nerve: this message type has no slice (elem_type is no_elem)");
     Result<Loan<T>> r = try_loan(elems.size());
     if (!r.ok()) return detail::ResultAccess::error<Result<void>>(r.code(), r.error_message());
     Loan<T>& l = *r;
@@ -1216,9 +1254,12 @@ class Client {
   /// Calls the service without throwing.
   template <class Rep, class Period>
   Result<Reply<S>> try_call(const request& req, std::chrono::duration<Rep, Period> timeout) noexcept {
-    static_assert(!detail::layout<request>::has_slice || detail::layout<request>::elems_offset == detail::layout<request>::head_size,
-                  "nerve: use call(head, elems, timeout) for this request type");
-    return call_raw(&req, detail::layout<request>::head_size, timeout);
+    try {
+      auto [data, len] = packer_.pack(req, static_cast<const span<const request_elem>*>(nullptr));
+      return call_raw(data, len, timeout);
+    } catch (const std::exception& e) {  // out of memory growing the request buffer
+      return detail::ResultAccess::error<Result<Reply<S>>>(NERVE_ERR_CALL, e.what());
+    }
   }
   /// Sends a request; the reply comes through the returned Pending.
   Pending<S> send(const request& req);
@@ -1354,12 +1395,16 @@ class Request : public detail::OwnedView<typename service_traits<S>::request, ne
     auto [data, len] = p.pack(head, &elems);
     answer(data, len);
   }
-  /// Answers with `resp` without throwing (a response without a slice).
+  /// Answers with `resp` without throwing (a slice type: with no elements).
   Result<void> try_reply(const response& resp) noexcept {
-    static_assert(!detail::layout<response>::has_slice,
-                  "nerve: use reply(head, elems) for this response type");
     if (!this->valid()) return detail::ResultAccess::stale<Result<void>>("the request", service_traits<S>::type_name);
-    return detail::void_result(nerve_request_reply(this->release(), &resp, detail::layout<response>::head_size));
+    try {
+      detail::packer<response> p;
+      auto [data, len] = p.pack(resp, static_cast<const span<const response_elem>*>(nullptr));
+      return detail::void_result(nerve_request_reply(this->release(), data, len));
+    } catch (const std::exception& e) {  // out of memory packing the response
+      return detail::ResultAccess::error<Result<void>>(NERVE_ERR_SERVE, e.what());
+    }
   }
   /// Fails the call: the caller gets an error with `message`.
   void fail(std::string_view message) {
@@ -1833,6 +1878,7 @@ class Executor {
     detail::check(nerve_executor_create(ctx.handle(), &h));
     h_ = Handle(h);
   }
+  /// Takes the executor over (the callbacks stay with it).
   Executor(Executor&&) noexcept = default;
   /// Destroys the held executor (its callbacks are dropped), then takes over `o`'s.
   Executor& operator=(Executor&& o) noexcept {
@@ -1975,7 +2021,10 @@ class Payload {
   /// The head.
   const T* get() const noexcept { return std::launder(reinterpret_cast<const T*>(words_.data())); }
   /// The slice elements.
-  span<const elem_type> elems() const noexcept { return ref().elems(); }
+  template <class E = elem_type>
+  span<const detail::type_identity_t<E>> elems() const noexcept {
+    return ref().template elems<E>();
+  }
   /// The payload's size in bytes.
   std::size_t size_bytes() const noexcept { return len_; }
   /// A view of it (valid while this object lives).
@@ -2373,16 +2422,16 @@ constexpr DType dtype_of() noexcept {
 /// on a topic (Publisher<TensorDescriptor>), open the tensor on the other side
 /// (Tensor::open). Its fields are the Rust struct's.
 struct TensorDescriptor {
-  std::uint8_t pool[32];
-  std::uint64_t pool_id;
-  std::uint32_t slot;
-  std::uint32_t generation;
-  std::uint8_t dtype;
-  std::uint8_t ndim;
-  std::uint8_t reserved[6];
-  std::uint64_t shape[8];
-  std::uint64_t len_bytes;
-  std::uint64_t user;
+  std::uint8_t pool[32];     ///< The pool's name (NUL-padded).
+  std::uint64_t pool_id;     ///< The pool's identity.
+  std::uint32_t slot;        ///< The slot of the tensor.
+  std::uint32_t generation;  ///< The slot's generation (a stale descriptor fails to open).
+  std::uint8_t dtype;        ///< The element type (DType).
+  std::uint8_t ndim;         ///< Dimensions in use.
+  std::uint8_t reserved[6];  ///< Zero.
+  std::uint64_t shape[8];    ///< The dimensions (C order).
+  std::uint64_t len_bytes;   ///< Bytes in use.
+  std::uint64_t user;        ///< Free for the application.
 };
 static_assert(sizeof(TensorDescriptor) == 136 && alignof(TensorDescriptor) == 8);
 static_assert(offsetof(TensorDescriptor, shape) == 56 && offsetof(TensorDescriptor, user) == 128);

@@ -4,15 +4,15 @@
 
 use crate::context::{copy_str, NodeObj};
 use crate::handle::{self, Kind};
-use crate::status::{
-    bytes, c_str, guard, nerve_status_t, nerve_status_t::*, out, Error, Result,
-};
+use crate::status::{bytes, c_str, guard, nerve_status_t, nerve_status_t::*, out, Error, Result};
 use crate::topic::wait_loop;
 use crate::types::{
     nerve_action_client_t, nerve_action_server_t, nerve_goal_t, nerve_node_t, nerve_server_goal_t,
 };
 use nerve::action::{GoalPolicy, GoalState};
-use nerve_msgs::erased::{self, ErasedClient, ErasedError, ErasedGoal, ErasedServer, ErasedServerGoal};
+use nerve_msgs::erased::{
+    self, ErasedClient, ErasedError, ErasedGoal, ErasedServer, ErasedServerGoal,
+};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_void};
@@ -76,8 +76,14 @@ fn action_err(e: ErasedError) -> Error {
 
 #[derive(Clone)]
 struct ClientObj(Rc<dyn ErasedClient>);
+/// A goal and what it delivered that the caller's buffer could not take yet (kept for
+/// the next call, so a small buffer loses nothing).
 #[derive(Clone)]
-struct GoalObj(Rc<dyn ErasedGoal>);
+struct GoalObj {
+    goal: Rc<dyn ErasedGoal>,
+    feedback: Rc<RefCell<Option<Vec<u8>>>>,
+    result: Rc<RefCell<Option<(GoalState, Vec<u8>)>>>,
+}
 /// A server and the goals it accepted that the caller has not taken yet.
 #[derive(Clone)]
 struct ServerObj {
@@ -99,7 +105,10 @@ fn copy_out(data: &[u8], buf: *mut c_void, cap: usize, len: *mut usize) -> Resul
     if data.len() > cap {
         return Err(Error::new(
             NERVE_ERR_BUFFER_TOO_SMALL,
-            format!("the payload has {} bytes; the buffer holds {cap}", data.len()),
+            format!(
+                "the payload has {} bytes; the buffer holds {cap}",
+                data.len()
+            ),
         ));
     }
     if !data.is_empty() {
@@ -174,7 +183,12 @@ pub unsafe extern "C" fn nerve_action_client_send_goal(
         let payload = bytes(goal.cast(), len, "goal")?;
         let (c, ctx) = handle::get::<ClientObj>(client.id, Kind::ActionClient)?;
         let g = c.0.send_goal(payload).map_err(action_err)?;
-        slot.id = handle::insert(Kind::Goal, ctx, GoalObj(Rc::from(g)))?;
+        let g = GoalObj {
+            goal: Rc::from(g),
+            feedback: Rc::default(),
+            result: Rc::default(),
+        };
+        slot.id = handle::insert(Kind::Goal, ctx, g)?;
         Ok(NERVE_OK)
     })
 }
@@ -191,13 +205,15 @@ pub unsafe extern "C" fn nerve_goal_id(
     needed: *mut usize,
 ) -> nerve_status_t {
     guard(|| {
-        let id = handle::with(goal.id, Kind::Goal, |g: &GoalObj, _| g.0.id())?;
+        let id = handle::with(goal.id, Kind::Goal, |g: &GoalObj, _| g.goal.id())?;
         // SAFETY: forwarded contract.
         unsafe { copy_str(&id, buf, cap, needed) }
     })
 }
 
-/// The next feedback that arrived, copied into `buf`: `NERVE_OK`, or `NERVE_NOTHING`.
+/// The next feedback that arrived, copied into `buf`: `NERVE_OK`, or `NERVE_NOTHING`. A
+/// buffer too small is `NERVE_ERR_BUFFER_TOO_SMALL` with the size in `len`, and the
+/// feedback stays for the next call.
 ///
 /// # Safety
 /// `buf` holds `cap` writable bytes; `len` is writable.
@@ -209,16 +225,23 @@ pub unsafe extern "C" fn nerve_goal_try_feedback(
     len: *mut usize,
 ) -> nerve_status_t {
     guard(|| {
-        let f = handle::with(goal.id, Kind::Goal, |g: &GoalObj, _| g.0.try_feedback())?;
-        match f {
-            Some(f) => copy_out(&f, buf, cap, len).map(|_| NERVE_OK),
-            None => Ok(NERVE_NOTHING),
+        let (g, _) = handle::get::<GoalObj>(goal.id, Kind::Goal)?;
+        let kept = g.feedback.borrow_mut().take();
+        let Some(f) = kept.or_else(|| g.goal.try_feedback()) else {
+            return Ok(NERVE_NOTHING);
+        };
+        if let Err(e) = copy_out(&f, buf, cap, len) {
+            *g.feedback.borrow_mut() = Some(f);
+            return Err(e);
         }
+        Ok(NERVE_OK)
     })
 }
 
 /// Waits up to `timeout_ns` (negative: until it ends) for the goal's result: `NERVE_OK`
-/// with its final state and payload copied into `buf`, or `NERVE_NOTHING`.
+/// with its final state and payload copied into `buf`, or `NERVE_NOTHING`. A buffer too
+/// small is `NERVE_ERR_BUFFER_TOO_SMALL` with the size in `len`; the result stays for the
+/// next call.
 ///
 /// # Safety
 /// `state` and `len` are writable; `buf` holds `cap` writable bytes.
@@ -234,17 +257,24 @@ pub unsafe extern "C" fn nerve_goal_result(
     guard(|| {
         let st = out(state, "state")?;
         let (g, _) = handle::get::<GoalObj>(goal.id, Kind::Goal)?;
-        let got = wait_loop(timeout_ns, |d| {
-            g.0.result(d).map_err(|e| Error::new(NERVE_ERR_ACTION, e.to_string()))
-        })?;
-        match got {
-            Some((s, payload)) => {
-                *st = state_out(s);
-                copy_out(&payload, buf, cap, len)?;
-                Ok(NERVE_OK)
-            }
-            None => Ok(NERVE_NOTHING),
+        let kept = g.result.borrow_mut().take();
+        let got = match kept {
+            Some(r) => Some(r),
+            None => wait_loop(timeout_ns, |d| {
+                g.goal
+                    .result(d)
+                    .map_err(|e| Error::new(NERVE_ERR_ACTION, e.to_string()))
+            })?,
+        };
+        let Some((s, payload)) = got else {
+            return Ok(NERVE_NOTHING);
+        };
+        *st = state_out(s);
+        if let Err(e) = copy_out(&payload, buf, cap, len) {
+            *g.result.borrow_mut() = Some((s, payload));
+            return Err(e);
         }
+        Ok(NERVE_OK)
     })
 }
 
@@ -261,7 +291,8 @@ pub unsafe extern "C" fn nerve_goal_cancel(
         let st = out(state, "state")?;
         let (g, _) = handle::get::<GoalObj>(goal.id, Kind::Goal)?;
         *st = state_out(
-            g.0.cancel()
+            g.goal
+                .cancel()
                 .map_err(|e| Error::new(NERVE_ERR_ACTION, e.to_string()))?,
         );
         Ok(NERVE_OK)
@@ -404,7 +435,10 @@ pub unsafe extern "C" fn nerve_action_server_take_goal(
     })
 }
 
-fn with_goal<R>(goal: nerve_server_goal_t, f: impl FnOnce(&dyn ErasedServerGoal) -> Result<R>) -> Result<R> {
+fn with_goal<R>(
+    goal: nerve_server_goal_t,
+    f: impl FnOnce(&dyn ErasedServerGoal) -> Result<R>,
+) -> Result<R> {
     let (g, _) = handle::get::<ServerGoalObj>(goal.id, Kind::ServerGoal)?;
     f(&*g.0)
 }
@@ -420,7 +454,11 @@ pub unsafe extern "C" fn nerve_server_goal_data(
     cap: usize,
     len: *mut usize,
 ) -> nerve_status_t {
-    guard(|| with_goal(goal, |g| copy_out(&g.goal(), buf, cap, len).map(|_| NERVE_OK)))
+    guard(|| {
+        with_goal(goal, |g| {
+            copy_out(&g.goal(), buf, cap, len).map(|_| NERVE_OK)
+        })
+    })
 }
 
 /// Copies an accepted goal's id into `buf`.

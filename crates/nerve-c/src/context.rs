@@ -113,7 +113,7 @@ pub unsafe extern "C" fn nerve_context_domain(
     })
 }
 
-/// Creates a node named `name` (unique among this process's nodes).
+/// Creates a node named `name` (a valid node name, optionally with a namespace).
 ///
 /// # Safety
 /// `name` is a NUL-terminated string; `out_node` points to writable storage.

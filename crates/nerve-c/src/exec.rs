@@ -101,7 +101,9 @@ impl std::error::Error for CallbackFailed {}
 
 fn failed(what: &str, code: i32) -> CallbackError {
     let msg = take_callback_message().unwrap_or_else(|| format!("returned {code}"));
-    Box::new(CallbackFailed(format!("the callback of {what} failed: {msg}")))
+    Box::new(CallbackFailed(format!(
+        "the callback of {what} failed: {msg}"
+    )))
 }
 
 /// A callback's `user` pointer and its destructor: dropped with the callback.
@@ -142,7 +144,9 @@ boxed!(ExecObj, TimerObj);
 
 fn exec_err(e: ExecError) -> Error {
     match e {
-        ExecError::Work(w) if w.is::<CallbackFailed>() => Error::new(NERVE_ERR_CALLBACK, w.to_string()),
+        ExecError::Work(w) if w.is::<CallbackFailed>() => {
+            Error::new(NERVE_ERR_CALLBACK, w.to_string())
+        }
         other => Error::new(NERVE_ERR_EXEC, other.to_string()),
     }
 }
@@ -214,11 +218,14 @@ pub unsafe extern "C" fn nerve_executor_add_subscriber(
         let user = User { ptr: user, drop };
         let cb = callback.ok_or_else(|| Error::new(NERVE_ERR_NULL, "callback is null"))?;
         with_exec(exec, |ex, ctx| {
-            handle::same_context(ctx, handle::context_of(sub.id, Kind::Subscriber)?, "adding a subscriber to an executor")?;
+            handle::same_context(
+                ctx,
+                handle::context_of(sub.id, Kind::Subscriber)?,
+                "adding a subscriber to an executor",
+            )?;
             let (s, _) = handle::remove::<Sub>(sub.id, Kind::Subscriber)?;
-            let s = Rc::try_unwrap(s.0).map_err(|_| {
-                Error::new(NERVE_ERR_BUSY, "the subscriber is in use")
-            })?;
+            let s = Rc::try_unwrap(s.0)
+                .map_err(|_| Error::new(NERVE_ERR_BUSY, "the subscriber is in use"))?;
             let topic = s.topic().to_string();
             ex.subscribe_raw(s, move |sample| {
                 let view = view_of(sample.bytes(), sample.elems(), sample.header());
@@ -254,7 +261,11 @@ pub unsafe extern "C" fn nerve_executor_add_server(
         let user = User { ptr: user, drop };
         let cb = callback.ok_or_else(|| Error::new(NERVE_ERR_NULL, "callback is null"))?;
         with_exec(exec, |ex, ctx| {
-            handle::same_context(ctx, handle::context_of(server.id, Kind::Server)?, "adding a server to an executor")?;
+            handle::same_context(
+                ctx,
+                handle::context_of(server.id, Kind::Server)?,
+                "adding a server to an executor",
+            )?;
             let (s, _) = handle::remove::<ServerObj>(server.id, Kind::Server)?;
             let s = Rc::try_unwrap(s.0)
                 .map_err(|_| Error::new(NERVE_ERR_BUSY, "the server is in use"))?;
@@ -353,10 +364,13 @@ pub unsafe extern "C" fn nerve_executor_add_timer(
     guard(|| {
         let user = User { ptr: user, drop };
         if period_ns == 0 {
-            return Err(Error::new(NERVE_ERR_INVALID_ARGUMENT, "period_ns must be > 0"));
+            return Err(Error::new(
+                NERVE_ERR_INVALID_ARGUMENT,
+                "period_ns must be > 0",
+            ));
         }
         add_timer(exec, name, callback, user, out_timer, |ex, name, cb| {
-            ex.try_timer(name, Duration::from_nanos(period_ns), Overrun::Skip, cb)
+            ex.try_timer(name, bounded(period_ns), Overrun::Skip, cb)
         })
     })
 }
@@ -378,7 +392,7 @@ pub unsafe extern "C" fn nerve_executor_add_one_shot(
 ) -> nerve_status_t {
     guard(|| {
         let user = User { ptr: user, drop };
-        let after = (after_ns > 0).then(|| Duration::from_nanos(after_ns));
+        let after = (after_ns > 0).then(|| bounded(after_ns));
         add_timer(exec, name, callback, user, out_timer, |ex, name, cb| {
             ex.try_one_shot(name, after, cb)
         })
@@ -390,7 +404,7 @@ pub unsafe extern "C" fn nerve_executor_add_one_shot(
 pub extern "C" fn nerve_timer_arm(timer: nerve_timer_t, after_ns: u64) -> nerve_status_t {
     guard(|| {
         handle::with(timer.id, Kind::Timer, |t: &TimerObj, _| {
-            t.0.arm_after(Duration::from_nanos(after_ns))
+            t.0.arm_after(bounded(after_ns))
         })?;
         Ok(NERVE_OK)
     })
@@ -454,6 +468,11 @@ pub extern "C" fn nerve_executor_add_params(
     })
 }
 
+/// A duration from C, capped at a century (the executor adds it to the clock).
+fn bounded(ns: u64) -> Duration {
+    Duration::from_nanos(ns.min(100 * 365 * 86_400 * 1_000_000_000))
+}
+
 /// Waits up to `timeout_ns` for work and runs what is ready; `ran` (nullable) gets the
 /// callbacks run.
 ///
@@ -467,7 +486,7 @@ pub unsafe extern "C" fn nerve_executor_spin_once(
 ) -> nerve_status_t {
     guard(|| {
         let n = with_exec(exec, |ex, _| {
-            ex.spin_once(Duration::from_nanos(timeout_ns)).map_err(exec_err)
+            ex.spin_once(bounded(timeout_ns)).map_err(exec_err)
         })?;
         // SAFETY: null or writable (the documented contract).
         if let Some(r) = unsafe { ran.as_mut() } {
@@ -479,10 +498,13 @@ pub unsafe extern "C" fn nerve_executor_spin_once(
 
 /// Runs callbacks for `duration_ns` (or until stopped).
 #[no_mangle]
-pub extern "C" fn nerve_executor_spin_for(exec: nerve_executor_t, duration_ns: u64) -> nerve_status_t {
+pub extern "C" fn nerve_executor_spin_for(
+    exec: nerve_executor_t,
+    duration_ns: u64,
+) -> nerve_status_t {
     guard(|| {
         with_exec(exec, |ex, _| {
-            ex.spin_for(Duration::from_nanos(duration_ns)).map_err(exec_err)
+            ex.spin_for(bounded(duration_ns)).map_err(exec_err)
         })?;
         Ok(NERVE_OK)
     })

@@ -94,116 +94,194 @@ impl Kind {
         }
     }
 
+    #[inline]
     fn of(byte: u8) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| *k as u8 == byte)
+        // the discriminants run 1..=20 in `ALL`'s order
+        Kind::ALL.get(usize::from(byte).wrapping_sub(1)).copied()
     }
 }
 
-/// One object of the table: per-message objects (loans, samples, requests, replies)
-/// inline, so taking and releasing them allocates nothing; the others boxed.
-pub(crate) enum Value {
-    Loan(crate::topic::Loan),
-    Sample(nerve::RawSample),
-    Request(nerve::RawRequest),
-    Reply(nerve::RawReply),
-    Boxed(Box<dyn std::any::Any>),
+/// A slot of a slab: the generation its handle carries, the kind and context of its
+/// object, and the object while it lives.
+struct Slot<T> {
+    generation: u32,
+    kind: Kind,
+    ctx: u32,
+    value: Option<T>,
 }
 
-/// A type the table can hold (see [`Value`]); [`boxed!`] implements it for the rest.
+/// Objects of one Rust type (or the boxed ones), reused slot by slot.
+pub(crate) struct Slab<T> {
+    slots: Vec<Slot<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Slab<T> {
+    const fn new() -> Slab<T> {
+        Slab {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// The slot `h` names, if it is live with `h`'s generation and of kind `want`.
+    fn live(&self, h: u64, want: Kind) -> Result<usize> {
+        let (_, slot, generation) = unpack(h);
+        match self.slots.get(slot as usize) {
+            Some(s) if s.generation == generation && s.kind == want && s.value.is_some() => {
+                Ok(slot as usize)
+            }
+            _ => Err(stale(want)),
+        }
+    }
+
+    fn insert(&mut self, kind: Kind, ctx: u32, generation: u32, value: T) -> Result<u32> {
+        if let Some(i) = self.free.pop() {
+            let s = &mut self.slots[i as usize];
+            s.generation = generation;
+            s.kind = kind;
+            s.ctx = ctx;
+            s.value = Some(value);
+            return Ok(i);
+        }
+        if self.slots.len() >= MAX_SLOTS {
+            return Err(Error::new(
+                NERVE_ERR_INVALID_ARGUMENT,
+                format!("this thread holds {MAX_SLOTS} live handles of one kind: release some"),
+            ));
+        }
+        self.slots.push(Slot {
+            generation,
+            kind,
+            ctx,
+            value: Some(value),
+        });
+        Ok((self.slots.len() - 1) as u32)
+    }
+
+    fn take(&mut self, i: usize) -> Option<(T, u32)> {
+        let s = &mut self.slots[i];
+        let v = s.value.take()?;
+        self.free.push(i as u32);
+        Some((v, s.ctx))
+    }
+
+    fn live_count(&self) -> usize {
+        self.slots.iter().filter(|s| s.value.is_some()).count()
+    }
+}
+
+/// A thread's objects: per-message objects (loans, samples, requests, replies) in slabs
+/// of their own type, so taking and releasing one moves it once and allocates nothing;
+/// the others boxed in one slab.
+pub(crate) struct Tables {
+    next_generation: u32,
+    loans: Slab<crate::topic::Loan>,
+    samples: Slab<nerve::RawSample>,
+    requests: Slab<nerve::RawRequest>,
+    replies: Slab<nerve::RawReply>,
+    boxed: Slab<Box<dyn std::any::Any>>,
+}
+
+/// A type the table can hold: which slab keeps it and how. [`boxed!`] implements it for
+/// the types kept boxed.
 pub(crate) trait Stored: Sized + 'static {
-    fn wrap(self) -> Value;
-    fn view(v: &Value) -> Option<&Self>;
-    fn unwrap(v: Value) -> Option<Self>;
+    /// What the slab stores.
+    type Cell: 'static;
+    fn slab(t: &Tables) -> &Slab<Self::Cell>;
+    fn slab_mut(t: &mut Tables) -> &mut Slab<Self::Cell>;
+    fn into_cell(self) -> Self::Cell;
+    fn view(c: &Self::Cell) -> Option<&Self>;
+    fn from_cell(c: Self::Cell) -> Option<Self>;
 }
 
 macro_rules! inline {
-    ($variant:ident, $t:ty) => {
+    ($field:ident, $t:ty) => {
         impl Stored for $t {
-            fn wrap(self) -> Value {
-                Value::$variant(self)
+            type Cell = $t;
+            fn slab(t: &Tables) -> &Slab<$t> {
+                &t.$field
             }
-            fn view(v: &Value) -> Option<&Self> {
-                match v {
-                    Value::$variant(x) => Some(x),
-                    _ => None,
-                }
+            fn slab_mut(t: &mut Tables) -> &mut Slab<$t> {
+                &mut t.$field
             }
-            fn unwrap(v: Value) -> Option<Self> {
-                match v {
-                    Value::$variant(x) => Some(x),
-                    _ => None,
-                }
+            fn into_cell(self) -> $t {
+                self
+            }
+            fn view(c: &$t) -> Option<&Self> {
+                Some(c)
+            }
+            fn from_cell(c: $t) -> Option<Self> {
+                Some(c)
             }
         }
     };
 }
-inline!(Loan, crate::topic::Loan);
-inline!(Sample, nerve::RawSample);
-inline!(Request, nerve::RawRequest);
-inline!(Reply, nerve::RawReply);
+inline!(loans, crate::topic::Loan);
+inline!(samples, nerve::RawSample);
+inline!(requests, nerve::RawRequest);
+inline!(replies, nerve::RawReply);
 
 /// Implements [`Stored`] for types kept boxed in the table.
 macro_rules! boxed {
     ($($t:ty),* $(,)?) => {$(
         impl $crate::handle::Stored for $t {
-            fn wrap(self) -> $crate::handle::Value {
-                $crate::handle::Value::Boxed(Box::new(self))
+            type Cell = Box<dyn std::any::Any>;
+            fn slab(t: &$crate::handle::Tables) -> &$crate::handle::Slab<Self::Cell> {
+                $crate::handle::boxed_slab(t)
             }
-            fn view(v: &$crate::handle::Value) -> Option<&Self> {
-                match v {
-                    $crate::handle::Value::Boxed(b) => b.downcast_ref(),
-                    _ => None,
-                }
+            fn slab_mut(t: &mut $crate::handle::Tables) -> &mut $crate::handle::Slab<Self::Cell> {
+                $crate::handle::boxed_slab_mut(t)
             }
-            fn unwrap(v: $crate::handle::Value) -> Option<Self> {
-                match v {
-                    $crate::handle::Value::Boxed(b) => b.downcast().ok().map(|b| *b),
-                    _ => None,
-                }
+            fn into_cell(self) -> Self::Cell {
+                Box::new(self)
+            }
+            fn view(c: &Self::Cell) -> Option<&Self> {
+                c.downcast_ref()
+            }
+            fn from_cell(c: Self::Cell) -> Option<Self> {
+                c.downcast().ok().map(|b| *b)
             }
         }
     )*};
 }
 
+pub(crate) fn boxed_slab(t: &Tables) -> &Slab<Box<dyn std::any::Any>> {
+    &t.boxed
+}
+
+pub(crate) fn boxed_slab_mut(t: &mut Tables) -> &mut Slab<Box<dyn std::any::Any>> {
+    &mut t.boxed
+}
 
 #[cfg(test)]
 boxed!(u32);
 
-/// One live object and the context it belongs to (its id, see [`crate::context`]).
-struct Object {
-    ctx: u32,
-    value: Value,
-}
-
-struct Entry {
-    generation: u32,
-    kind: Kind,
-    object: Option<Object>,
-}
-
-/// A thread's objects.
-struct Table {
-    entries: Vec<Entry>,
-    free: Vec<u32>,
-    next_generation: u32,
-}
-
-/// Live handles one thread may hold (the slot field's width).
+/// Live handles one thread may hold per slab (the slot field's width).
 const MAX_SLOTS: usize = 1 << 24;
 
 /// Spreads each thread's first generation over the 32-bit space.
 static THREAD_SEED: AtomicU32 = AtomicU32::new(0x9E37_79B9);
 
 thread_local! {
-    static TABLE: RefCell<Table> = const {
-        RefCell::new(Table { entries: Vec::new(), free: Vec::new(), next_generation: 0 })
+    static TABLE: RefCell<Tables> = const {
+        RefCell::new(Tables {
+            next_generation: 0,
+            loans: Slab::new(),
+            samples: Slab::new(),
+            requests: Slab::new(),
+            replies: Slab::new(),
+            boxed: Slab::new(),
+        })
     };
 }
 
+#[inline]
 fn pack(kind: Kind, slot: u32, generation: u32) -> u64 {
     (u64::from(kind as u8) << 56) | (u64::from(slot) << 32) | u64::from(generation)
 }
 
+#[inline]
 fn unpack(h: u64) -> (u8, u32, u32) {
     ((h >> 56) as u8, ((h >> 32) & 0xFF_FFFF) as u32, h as u32)
 }
@@ -234,10 +312,10 @@ fn stale(want: Kind) -> Error {
     )
 }
 
-/// Checks `h` against the table; returns the slot index.
-fn check(t: &Table, h: u64, want: Kind) -> Result<usize> {
-    let (kind, slot, generation) = unpack(h);
-    let Some(kind) = Kind::of(kind) else {
+/// Checks `h`'s kind byte against `want`.
+#[inline]
+fn check_kind(h: u64, want: Kind) -> Result<()> {
+    let Some(kind) = Kind::of(unpack(h).0) else {
         return Err(bad(h, want));
     };
     if kind != want {
@@ -250,114 +328,151 @@ fn check(t: &Table, h: u64, want: Kind) -> Result<usize> {
             ),
         ));
     }
-    match t.entries.get(slot as usize) {
-        Some(e) if e.generation == generation && e.object.is_some() => Ok(slot as usize),
-        _ => Err(stale(want)),
-    }
+    Ok(())
+}
+
+fn busy() -> Error {
+    Error::new(NERVE_ERR_BUSY, "the handle table is in use")
 }
 
 /// Stores `value` of `kind` (belonging to context `ctx`) and returns its handle.
+#[inline]
 pub(crate) fn insert<T: Stored>(kind: Kind, ctx: u32, value: T) -> Result<u64> {
     TABLE.with(|t| {
-        let mut t = t
-            .try_borrow_mut()
-            .map_err(|_| Error::new(NERVE_ERR_BUSY, "the handle table is in use"))?;
+        let mut t = t.try_borrow_mut().map_err(|_| busy())?;
         if t.next_generation == 0 {
             // SYNC: Relaxed: a seed, publishing nothing.
             t.next_generation = THREAD_SEED.fetch_add(0x9E37_79B9, Ordering::Relaxed) | 1;
         }
         let generation = t.next_generation;
-        t.next_generation = t.next_generation.wrapping_add(1).max(1);
-        let object = Some(Object {
-            ctx,
-            value: value.wrap(),
-        });
-        let slot = match t.free.pop() {
-            Some(s) => {
-                let e = &mut t.entries[s as usize];
-                e.generation = generation;
-                e.kind = kind;
-                e.object = object;
-                s
-            }
-            None => {
-                if t.entries.len() >= MAX_SLOTS {
-                    return Err(Error::new(
-                        NERVE_ERR_INVALID_ARGUMENT,
-                        format!("this thread holds {MAX_SLOTS} live handles: release some"),
-                    ));
-                }
-                t.entries.push(Entry {
-                    generation,
-                    kind,
-                    object,
-                });
-                (t.entries.len() - 1) as u32
-            }
-        };
+        t.next_generation = generation.wrapping_add(1).max(1);
+        let slot = T::slab_mut(&mut t).insert(kind, ctx, generation, value.into_cell())?;
         Ok(pack(kind, slot, generation))
     })
 }
 
 /// Runs `f` on the object named by `h` (of `kind`, with value type `T`) and its
 /// context id. `f` must not call back into C: the table stays borrowed meanwhile.
+#[inline]
 pub(crate) fn with<T: Stored, R>(h: u64, kind: Kind, f: impl FnOnce(&T, u32) -> R) -> Result<R> {
+    check_kind(h, kind)?;
     TABLE.with(|t| {
-        let t = t
-            .try_borrow()
-            .map_err(|_| Error::new(NERVE_ERR_BUSY, "the handle table is in use"))?;
-        let slot = check(&t, h, kind)?;
-        let o = t.entries[slot].object.as_ref().ok_or_else(|| stale(kind))?;
-        let v = T::view(&o.value).ok_or_else(|| stale(kind))?;
-        Ok(f(v, o.ctx))
+        let t = t.try_borrow().map_err(|_| busy())?;
+        let slab = T::slab(&t);
+        let i = slab.live(h, kind)?;
+        let s = &slab.slots[i];
+        let v = s
+            .value
+            .as_ref()
+            .and_then(T::view)
+            .ok_or_else(|| stale(kind))?;
+        Ok(f(v, s.ctx))
     })
 }
 
 /// Clones the object named by `h` out of the table (an `Rc`, a handle), so the caller
 /// may run callbacks while using it.
+#[inline]
 pub(crate) fn get<T: Stored + Clone>(h: u64, kind: Kind) -> Result<(T, u32)> {
     with(h, kind, |v: &T, ctx| (v.clone(), ctx))
 }
 
 /// The context id of the object named by `h`.
 pub(crate) fn context_of(h: u64, kind: Kind) -> Result<u32> {
+    check_kind(h, kind)?;
     TABLE.with(|t| {
-        let t = t
-            .try_borrow()
-            .map_err(|_| Error::new(NERVE_ERR_BUSY, "the handle table is in use"))?;
-        let slot = check(&t, h, kind)?;
-        Ok(t.entries[slot].object.as_ref().map_or(0, |o| o.ctx))
+        let t = t.try_borrow().map_err(|_| busy())?;
+        let slab = slab_of(&t, kind);
+        let i = slab.live(h, kind)?;
+        Ok(slab.ctx(i))
     })
 }
 
+/// The boxed slab or the slot metadata of an inline one, by kind (for calls that do not
+/// know the Rust type).
+fn slab_of(t: &Tables, kind: Kind) -> SlabRef<'_> {
+    match kind {
+        Kind::Loan => SlabRef::Loan(&t.loans),
+        Kind::Sample => SlabRef::Sample(&t.samples),
+        Kind::Request => SlabRef::Request(&t.requests),
+        Kind::Reply => SlabRef::Reply(&t.replies),
+        _ => SlabRef::Boxed(&t.boxed),
+    }
+}
+
+/// A slab of any type, for its slot metadata.
+enum SlabRef<'a> {
+    Loan(&'a Slab<crate::topic::Loan>),
+    Sample(&'a Slab<nerve::RawSample>),
+    Request(&'a Slab<nerve::RawRequest>),
+    Reply(&'a Slab<nerve::RawReply>),
+    Boxed(&'a Slab<Box<dyn std::any::Any>>),
+}
+
+impl SlabRef<'_> {
+    fn live(&self, h: u64, want: Kind) -> Result<usize> {
+        match self {
+            SlabRef::Loan(s) => s.live(h, want),
+            SlabRef::Sample(s) => s.live(h, want),
+            SlabRef::Request(s) => s.live(h, want),
+            SlabRef::Reply(s) => s.live(h, want),
+            SlabRef::Boxed(s) => s.live(h, want),
+        }
+    }
+
+    /// The context of live slot `i`.
+    fn ctx(&self, i: usize) -> u32 {
+        match self {
+            SlabRef::Loan(s) => s.slots[i].ctx,
+            SlabRef::Sample(s) => s.slots[i].ctx,
+            SlabRef::Request(s) => s.slots[i].ctx,
+            SlabRef::Reply(s) => s.slots[i].ctx,
+            SlabRef::Boxed(s) => s.slots[i].ctx,
+        }
+    }
+}
+
 /// Takes the object named by `h` out of the table: the handle is released.
+#[inline]
 pub(crate) fn remove<T: Stored>(h: u64, kind: Kind) -> Result<(T, u32)> {
-    let (value, ctx) = TABLE.with(|t| {
-        let mut t = t
-            .try_borrow_mut()
-            .map_err(|_| Error::new(NERVE_ERR_BUSY, "the handle table is in use"))?;
-        let slot = check(&t, h, kind)?;
-        let o = t.entries[slot].object.take().ok_or_else(|| stale(kind))?;
-        t.free.push(slot as u32);
-        let ctx = o.ctx;
-        T::unwrap(o.value).map(|v| (v, ctx)).ok_or_else(|| stale(kind))
+    check_kind(h, kind)?;
+    let (cell, ctx) = TABLE.with(|t| {
+        let mut t = t.try_borrow_mut().map_err(|_| busy())?;
+        let slab = T::slab_mut(&mut t);
+        let i = slab.live(h, kind)?;
+        slab.take(i).ok_or_else(|| stale(kind))
     })?;
-    Ok((value, ctx))
+    T::from_cell(cell)
+        .map(|v| (v, ctx))
+        .ok_or_else(|| stale(kind))
 }
 
 /// Releases the object named by `h` (dropped after the table is released, so its drop
 /// may use the table).
 pub(crate) fn release(h: u64, kind: Kind) -> Result<()> {
-    let object = TABLE.with(|t| {
-        let mut t = t
-            .try_borrow_mut()
-            .map_err(|_| Error::new(NERVE_ERR_BUSY, "the handle table is in use"))?;
-        let slot = check(&t, h, kind)?;
-        let o = t.entries[slot].object.take();
-        t.free.push(slot as u32);
-        Ok::<_, Error>(o)
+    check_kind(h, kind)?;
+    fn take<T>(t: &mut Slab<T>, h: u64, kind: Kind) -> Result<T> {
+        let i = t.live(h, kind)?;
+        t.take(i).map(|(v, _)| v).ok_or_else(|| stale(kind))
+    }
+    enum Dropped {
+        Loan(#[allow(dead_code)] crate::topic::Loan),
+        Sample(#[allow(dead_code)] nerve::RawSample),
+        Request(#[allow(dead_code)] nerve::RawRequest),
+        Reply(#[allow(dead_code)] nerve::RawReply),
+        Boxed(#[allow(dead_code)] Box<dyn std::any::Any>),
+    }
+    let dropped = TABLE.with(|t| {
+        let mut t = t.try_borrow_mut().map_err(|_| busy())?;
+        Ok::<_, Error>(match kind {
+            Kind::Loan => Dropped::Loan(take(&mut t.loans, h, kind)?),
+            Kind::Sample => Dropped::Sample(take(&mut t.samples, h, kind)?),
+            Kind::Request => Dropped::Request(take(&mut t.requests, h, kind)?),
+            Kind::Reply => Dropped::Reply(take(&mut t.replies, h, kind)?),
+            _ => Dropped::Boxed(take(&mut t.boxed, h, kind)?),
+        })
     })?;
-    drop(object);
+    drop(dropped);
     Ok(())
 }
 
@@ -378,7 +493,11 @@ pub(crate) fn same_context(a: u32, b: u32, what: &str) -> Result<()> {
 pub extern "C" fn nerve_live_handles() -> usize {
     TABLE.with(|t| {
         t.try_borrow().map_or(0, |t| {
-            t.entries.iter().filter(|e| e.object.is_some()).count()
+            t.loans.live_count()
+                + t.samples.live_count()
+                + t.requests.live_count()
+                + t.replies.live_count()
+                + t.boxed.live_count()
         })
     })
 }
@@ -400,7 +519,10 @@ mod tests {
         );
         assert_eq!(remove::<u32>(h, Kind::Node).unwrap(), (42, 1));
         // double free and use after free
-        assert_eq!(release(h, Kind::Node).unwrap_err().code, NERVE_ERR_STALE_HANDLE);
+        assert_eq!(
+            release(h, Kind::Node).unwrap_err().code,
+            NERVE_ERR_STALE_HANDLE
+        );
         assert_eq!(
             with(h, Kind::Node, |_: &u32, _| ()).unwrap_err().code,
             NERVE_ERR_STALE_HANDLE
@@ -409,14 +531,20 @@ mod tests {
         let h2 = insert(Kind::Node, 1, 7u32).unwrap();
         assert_ne!(h, h2);
         assert_eq!(unpack(h).1, unpack(h2).1);
+        // another kind in a reused boxed slot is refused by kind, not by generation
+        assert_eq!(
+            with(h2, Kind::Context, |_: &u32, _| ()).unwrap_err().code,
+            NERVE_ERR_WRONG_KIND
+        );
         assert_eq!(
             with(h, Kind::Node, |_: &u32, _| ()).unwrap_err().code,
             NERVE_ERR_STALE_HANDLE
         );
         // another thread's table does not know it
-        let code = std::thread::spawn(move || with(h2, Kind::Node, |_: &u32, _| ()).unwrap_err().code)
-            .join()
-            .unwrap();
+        let code =
+            std::thread::spawn(move || with(h2, Kind::Node, |_: &u32, _| ()).unwrap_err().code)
+                .join()
+                .unwrap();
         assert_eq!(code, NERVE_ERR_STALE_HANDLE);
         release(h2, Kind::Node).unwrap();
     }

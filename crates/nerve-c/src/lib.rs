@@ -28,7 +28,7 @@ pub use exec::*;
 pub use handle::nerve_live_handles;
 pub use param::*;
 pub use service::*;
-pub use tensor::*;
 pub use status::{nerve_callback_fail, nerve_last_error, nerve_status_name, nerve_status_t};
+pub use tensor::*;
 pub use topic::*;
 pub use types::*;

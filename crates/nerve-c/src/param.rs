@@ -64,14 +64,12 @@ fn declare(
 fn value(params: nerve_params_t, name: *const c_char) -> Result<(String, ParamValue)> {
     let name = c_str(name, "name")?;
     with_params(params, |p| {
-        p.value(name)
-            .map(|v| (name.to_string(), v))
-            .ok_or_else(|| {
-                crate::status::Error::new(
-                    NERVE_ERR_PARAM,
-                    format!("parameter {name} is not declared on {}", p.node_path()),
-                )
-            })
+        p.value(name).map(|v| (name.to_string(), v)).ok_or_else(|| {
+            crate::status::Error::new(
+                NERVE_ERR_PARAM,
+                format!("parameter {name} is not declared on {}", p.node_path()),
+            )
+        })
     })
 }
 
@@ -134,7 +132,11 @@ fn declare_typed<T: Typed>(
     })
 }
 
-fn get_typed<T: Typed>(params: nerve_params_t, name: *const c_char, value: *mut T) -> nerve_status_t {
+fn get_typed<T: Typed>(
+    params: nerve_params_t,
+    name: *const c_char,
+    value: *mut T,
+) -> nerve_status_t {
     guard(|| {
         let o = out(value, "value")?;
         let (n, v) = self::value(params, name)?;

@@ -6,11 +6,13 @@ use crate::status::{
     bytes, c_str, err, guard, nerve_status_t, nerve_status_t::*, out, Error, Result,
 };
 use crate::topic::{check_hash, nerve_sample_view_t, schema_arg, wait_loop};
-use crate::types::{nerve_client_t, nerve_node_t, nerve_pending_t, nerve_reply_t, nerve_request_t, nerve_server_t};
+use crate::types::{
+    nerve_client_t, nerve_node_t, nerve_pending_t, nerve_reply_t, nerve_request_t, nerve_server_t,
+};
 use nerve::message::header::CallHeader;
 use nerve::{
-    CallError, RawClient, RawPendingCall, RawReply, RawRequest, RawServer, ServiceQos,
-    ServiceType, WaitMode,
+    CallError, RawClient, RawPendingCall, RawReply, RawRequest, RawServer, ServiceQos, ServiceType,
+    WaitMode,
 };
 use std::ffi::{c_char, c_void};
 use std::rc::Rc;
@@ -48,9 +50,8 @@ fn service_type(t: *const nerve_service_type_t) -> Result<(ServiceType, ServiceQ
     let qos = match t.max_payload {
         0 => ServiceQos::default(),
         m => {
-            let m = usize::try_from(m).map_err(|_| {
-                Error::new(NERVE_ERR_INVALID_ARGUMENT, "max_payload is too large")
-            })?;
+            let m = usize::try_from(m)
+                .map_err(|_| Error::new(NERVE_ERR_INVALID_ARGUMENT, "max_payload is too large"))?;
             ServiceQos::default().max_payload(m, m)
         }
     };
@@ -374,7 +375,9 @@ pub unsafe extern "C" fn nerve_request_view(
 ) -> nerve_status_t {
     guard(|| {
         let v = out(view, "view")?;
-        *v = handle::with(request.id, Kind::Request, |r: &RawRequest, _| request_view(r))?;
+        *v = handle::with(request.id, Kind::Request, |r: &RawRequest, _| {
+            request_view(r)
+        })?;
         Ok(NERVE_OK)
     })
 }

@@ -126,7 +126,9 @@ pub(crate) fn guard<F: FnOnce() -> Result<nerve_status_t>>(f: F) -> nerve_status
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic without a message".to_string());
-            set_last(&format!("internal error (a bug in Nerve, please report): {what}"));
+            set_last(&format!(
+                "internal error (a bug in Nerve, please report): {what}"
+            ));
             NERVE_ERR_PANIC
         }
     }
@@ -183,14 +185,35 @@ pub extern "C" fn nerve_last_error() -> *const c_char {
 pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
     // an int from C, not the enum: any value may arrive
     const ALL: [nerve_status_t; 29] = [
-        NERVE_OK, NERVE_NOTHING, NERVE_ERR_NULL, NERVE_ERR_INVALID_ARGUMENT,
-        NERVE_ERR_BAD_HANDLE, NERVE_ERR_STALE_HANDLE, NERVE_ERR_WRONG_KIND,
-        NERVE_ERR_WRONG_CONTEXT, NERVE_ERR_TYPE_MISMATCH, NERVE_ERR_SCHEMA,
-        NERVE_ERR_CONTEXT, NERVE_ERR_NODE, NERVE_ERR_TOPIC, NERVE_ERR_LOAN,
-        NERVE_ERR_PUBLISH, NERVE_ERR_RECV, NERVE_ERR_SERVICE, NERVE_ERR_CALL,
-        NERVE_ERR_SERVER_GONE, NERVE_ERR_SERVE, NERVE_ERR_EXEC, NERVE_ERR_CALLBACK,
-        NERVE_ERR_PARAM, NERVE_ERR_ACTION, NERVE_ERR_TENSOR, NERVE_ERR_BUSY,
-        NERVE_ERR_BUFFER_TOO_SMALL, NERVE_ERR_TIMEOUT, NERVE_ERR_PANIC,
+        NERVE_OK,
+        NERVE_NOTHING,
+        NERVE_ERR_NULL,
+        NERVE_ERR_INVALID_ARGUMENT,
+        NERVE_ERR_BAD_HANDLE,
+        NERVE_ERR_STALE_HANDLE,
+        NERVE_ERR_WRONG_KIND,
+        NERVE_ERR_WRONG_CONTEXT,
+        NERVE_ERR_TYPE_MISMATCH,
+        NERVE_ERR_SCHEMA,
+        NERVE_ERR_CONTEXT,
+        NERVE_ERR_NODE,
+        NERVE_ERR_TOPIC,
+        NERVE_ERR_LOAN,
+        NERVE_ERR_PUBLISH,
+        NERVE_ERR_RECV,
+        NERVE_ERR_SERVICE,
+        NERVE_ERR_CALL,
+        NERVE_ERR_SERVER_GONE,
+        NERVE_ERR_SERVE,
+        NERVE_ERR_EXEC,
+        NERVE_ERR_CALLBACK,
+        NERVE_ERR_PARAM,
+        NERVE_ERR_ACTION,
+        NERVE_ERR_TENSOR,
+        NERVE_ERR_BUSY,
+        NERVE_ERR_BUFFER_TOO_SMALL,
+        NERVE_ERR_TIMEOUT,
+        NERVE_ERR_PANIC,
     ];
     let Some(&known) = ALL.iter().find(|c| **c as i32 == code) else {
         return c"(unknown status)".as_ptr();

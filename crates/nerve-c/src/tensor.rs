@@ -139,7 +139,13 @@ fn info_of(s: &mut State) -> nerve_tensor_info_t {
             let p = t.as_mut_ptr().cast();
             (p, t.len_bytes(), t.dtype(), t.shape(), false)
         }
-        State::Frozen(t) => (t.as_ptr().cast_mut().cast(), t.len_bytes(), t.dtype(), t.shape(), true),
+        State::Frozen(t) => (
+            t.as_ptr().cast_mut().cast(),
+            t.len_bytes(),
+            t.dtype(),
+            t.shape(),
+            true,
+        ),
         State::Moving => (std::ptr::null_mut(), 0, DType::U8, &[], true),
     };
     let mut dims = [0usize; 8];
@@ -183,7 +189,9 @@ pub unsafe extern "C" fn nerve_tensor_alloc(
         let dt = u8::try_from(dtype)
             .ok()
             .and_then(DType::from_code)
-            .ok_or_else(|| Error::new(NERVE_ERR_INVALID_ARGUMENT, format!("unknown dtype {dtype}")))?;
+            .ok_or_else(|| {
+                Error::new(NERVE_ERR_INVALID_ARGUMENT, format!("unknown dtype {dtype}"))
+            })?;
         let (p, ctx) = handle::get::<PoolObj>(pool.id, Kind::TensorPool)?;
         let t = p.0.alloc(dims, dt).map_err(tensor_err)?;
         let mut state = State::Writing(t);
@@ -240,12 +248,14 @@ pub unsafe extern "C" fn nerve_tensor_descriptor(
     len: *mut usize,
 ) -> nerve_status_t {
     guard(|| {
-        let d = handle::with(tensor.id, Kind::Tensor, |t: &TensorObj, _| match &*t.0.borrow() {
-            State::Frozen(f) => Ok(f.descriptor()),
-            _ => Err(Error::new(
-                NERVE_ERR_TENSOR,
-                "the tensor is still being written: freeze it before sending its descriptor",
-            )),
+        let d = handle::with(tensor.id, Kind::Tensor, |t: &TensorObj, _| {
+            match &*t.0.borrow() {
+                State::Frozen(f) => Ok(f.descriptor()),
+                _ => Err(Error::new(
+                    NERVE_ERR_TENSOR,
+                    "the tensor is still being written: freeze it before sending its descriptor",
+                )),
+            }
         })??;
         let l = out(len, "len")?;
         let b = as_bytes(&d);
@@ -279,15 +289,17 @@ pub unsafe extern "C" fn nerve_tensor_open(
         let slot = out(out_tensor, "out_tensor")?;
         let info = out(info, "info")?;
         let raw = bytes(descriptor.cast(), len, "descriptor")?;
-        let d: TensorDescriptor = read_pod(raw).filter(|_| raw.len() == std::mem::size_of::<TensorDescriptor>()).ok_or_else(|| {
-            Error::new(
-                NERVE_ERR_INVALID_ARGUMENT,
-                format!(
-                    "a tensor descriptor has {} bytes, not {len}",
-                    std::mem::size_of::<TensorDescriptor>()
-                ),
-            )
-        })?;
+        let d: TensorDescriptor = read_pod(raw)
+            .filter(|_| raw.len() == std::mem::size_of::<TensorDescriptor>())
+            .ok_or_else(|| {
+                Error::new(
+                    NERVE_ERR_INVALID_ARGUMENT,
+                    format!(
+                        "a tensor descriptor has {} bytes, not {len}",
+                        std::mem::size_of::<TensorDescriptor>()
+                    ),
+                )
+            })?;
         let (c, id) = handle::get::<Ctx>(ctx.id, Kind::Context)?;
         let t = TensorPool::open_descriptor(&c.0, &d).map_err(tensor_err)?;
         let mut state = State::Frozen(t);
@@ -308,10 +320,8 @@ pub extern "C" fn nerve_tensor_destroy(tensor: nerve_tensor_t) -> nerve_status_t
 #[no_mangle]
 pub extern "C" fn nerve_tensor_descriptor_schema() -> *const c_char {
     static TEXT: OnceLock<CString> = OnceLock::new();
-    TEXT.get_or_init(|| {
-        CString::new(Schema::of::<TensorDescriptor>().encode()).unwrap_or_default()
-    })
-    .as_ptr()
+    TEXT.get_or_init(|| CString::new(Schema::of::<TensorDescriptor>().encode()).unwrap_or_default())
+        .as_ptr()
 }
 
 /// The layout hash of `nerve/TensorDescriptor`.

@@ -5,7 +5,9 @@ use crate::handle::{self, Kind};
 use crate::status::{
     bytes, c_str, err, guard, nerve_status_t, nerve_status_t::*, out, Error, Result,
 };
-use crate::types::{nerve_loan_t, nerve_node_t, nerve_publisher_t, nerve_sample_t, nerve_subscriber_t};
+use crate::types::{
+    nerve_loan_t, nerve_node_t, nerve_publisher_t, nerve_sample_t, nerve_subscriber_t,
+};
 use nerve::message::schema::Schema;
 use nerve::{Overflow, RawLoan, RawPublisher, RawSample, RawSubscriber, SampleHeader};
 use std::ffi::{c_char, c_void};
@@ -74,9 +76,8 @@ fn qos_of(q: *const nerve_qos_t) -> Result<nerve::Qos> {
         });
     }
     if q.max_payload > 0 {
-        let m = usize::try_from(q.max_payload).map_err(|_| {
-            Error::new(NERVE_ERR_INVALID_ARGUMENT, "qos.max_payload is too large")
-        })?;
+        let m = usize::try_from(q.max_payload)
+            .map_err(|_| Error::new(NERVE_ERR_INVALID_ARGUMENT, "qos.max_payload is too large"))?;
         let initial = r.initial_payload.min(m);
         r = r.payload(initial, m);
     }
@@ -305,11 +306,15 @@ pub extern "C" fn nerve_publisher_wait_for_subscribers(
 ) -> nerve_status_t {
     guard(|| {
         let (p, _) = handle::get::<Pub>(publisher.id, Kind::Publisher)?;
-        Ok(if p.0.wait_for_subscribers(n, Duration::from_nanos(timeout_ns)) {
-            NERVE_OK
-        } else {
-            NERVE_NOTHING
-        })
+        Ok(
+            if p.0
+                .wait_for_subscribers(n, Duration::from_nanos(timeout_ns))
+            {
+                NERVE_OK
+            } else {
+                NERVE_NOTHING
+            },
+        )
     })
 }
 
@@ -430,22 +435,17 @@ pub unsafe extern "C" fn nerve_subscriber_take(
     guard(|| {
         let slot = out(out_sample, "out_sample")?;
         let view = out(view, "view")?;
-        // a queued sample costs one table lookup; a wait clones the subscriber out first
-        let first = handle::with(sub.id, Kind::Subscriber, |s: &Sub, ctx| {
-            s.0.try_recv().map(|r| (r, ctx))
-        })?;
-        let (sample, ctx) = match first.map_err(err(NERVE_ERR_RECV))? {
-            (Some(s), ctx) => (s, ctx),
-            (None, ctx) if timeout_ns != 0 => {
-                let (s, _) = handle::get::<Sub>(sub.id, Kind::Subscriber)?;
-                match wait_loop(timeout_ns, |d| {
-                    s.0.recv_timeout(d).map_err(err(NERVE_ERR_RECV))
-                })? {
-                    Some(x) => (x, ctx),
-                    None => return Ok(NERVE_NOTHING),
-                }
-            }
-            (None, _) => return Ok(NERVE_NOTHING),
+        let (s, ctx) = handle::get::<Sub>(sub.id, Kind::Subscriber)?;
+        let got = match s.0.try_recv() {
+            Ok(Some(x)) => Some(x),
+            Ok(None) if timeout_ns != 0 => wait_loop(timeout_ns, |d| {
+                s.0.recv_timeout(d).map_err(err(NERVE_ERR_RECV))
+            })?,
+            Ok(None) => None,
+            Err(e) => return Err(err(NERVE_ERR_RECV)(e)),
+        };
+        let Some(sample) = got else {
+            return Ok(NERVE_NOTHING);
         };
         *view = view_of(sample.bytes(), sample.elems(), sample.header());
         slot.id = handle::insert(Kind::Sample, ctx, sample)?;

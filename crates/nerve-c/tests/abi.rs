@@ -53,7 +53,14 @@ fn publisher<M: nerve::Message>(n: nerve_node_t, topic: &str) -> nerve_publisher
     let s = schema_of::<M>();
     // SAFETY: valid strings and out-pointer; null QoS is the default.
     ok(unsafe {
-        nerve_publisher_create(n, t.as_ptr(), s.as_ptr(), Schema::of::<M>().layout_hash, null(), &mut p)
+        nerve_publisher_create(
+            n,
+            t.as_ptr(),
+            s.as_ptr(),
+            Schema::of::<M>().layout_hash,
+            null(),
+            &mut p,
+        )
     });
     p
 }
@@ -64,7 +71,14 @@ fn subscriber<M: nerve::Message>(n: nerve_node_t, topic: &str) -> nerve_subscrib
     let sc = schema_of::<M>();
     // SAFETY: as above.
     ok(unsafe {
-        nerve_subscriber_create(n, t.as_ptr(), sc.as_ptr(), Schema::of::<M>().layout_hash, null(), &mut s)
+        nerve_subscriber_create(
+            n,
+            t.as_ptr(),
+            sc.as_ptr(),
+            Schema::of::<M>().layout_hash,
+            null(),
+            &mut s,
+        )
     });
     s
 }
@@ -96,7 +110,10 @@ fn loan_send_take_release_and_handle_errors() {
     let n = node(ctx, "abi_pubsub");
     let sub = subscriber::<CmdVel>(n, "/abi/cmd");
     let p = publisher::<CmdVel>(n, "/abi/cmd");
-    assert_eq!(nerve_publisher_wait_for_subscribers(p, 1, 2_000_000_000), nerve_status_t::NERVE_OK);
+    assert_eq!(
+        nerve_publisher_wait_for_subscribers(p, 1, 2_000_000_000),
+        nerve_status_t::NERVE_OK
+    );
     send_cmd(p, 1.5);
     let (sample, view) = take(sub, 2_000_000_000).expect("a sample");
     assert_eq!(view.len, std::mem::size_of::<CmdVel>());
@@ -109,29 +126,55 @@ fn loan_send_take_release_and_handle_errors() {
     assert_eq!(unsafe { (*view.data.cast::<CmdVel>()).linear }, 1.5);
     ok(nerve_sample_release(sample));
     // double release, use after destroy, wrong kind, null
-    assert_eq!(nerve_sample_release(sample), nerve_status_t::NERVE_ERR_STALE_HANDLE);
-    assert!(last_error().contains("sample handle is no longer valid"), "{}", last_error());
-    assert_eq!(nerve_subscriber_destroy(sub), nerve_status_t::NERVE_ERR_STALE_HANDLE);
+    assert_eq!(
+        nerve_sample_release(sample),
+        nerve_status_t::NERVE_ERR_STALE_HANDLE
+    );
+    assert!(
+        last_error().contains("sample handle is no longer valid"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(
+        nerve_subscriber_destroy(sub),
+        nerve_status_t::NERVE_ERR_STALE_HANDLE
+    );
     assert_eq!(
         nerve_sample_release(nerve_sample_t { id: p.id }),
         nerve_status_t::NERVE_ERR_WRONG_KIND
     );
-    assert!(last_error().contains("a publisher handle was passed where a sample"), "{}", last_error());
-    assert_eq!(nerve_publisher_destroy(nerve_publisher_t::default()), nerve_status_t::NERVE_ERR_BAD_HANDLE);
+    assert!(
+        last_error().contains("a publisher handle was passed where a sample"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(
+        nerve_publisher_destroy(nerve_publisher_t::default()),
+        nerve_status_t::NERVE_ERR_BAD_HANDLE
+    );
     // a loan used after send
     let mut loan = nerve_loan_t::default();
     let mut data: *mut c_void = null_mut();
     // SAFETY: valid out-pointers.
     ok(unsafe { nerve_publisher_loan(p, 16, &mut loan, &mut data) });
     ok(nerve_sample_send(loan));
-    assert_eq!(nerve_sample_send(loan), nerve_status_t::NERVE_ERR_STALE_HANDLE);
+    assert_eq!(
+        nerve_sample_send(loan),
+        nerve_status_t::NERVE_ERR_STALE_HANDLE
+    );
     // a payload of the wrong size
     // SAFETY: valid out-pointers.
     let code = unsafe { nerve_publisher_loan(p, 3, &mut loan, &mut data) };
     assert_eq!(code, nerve_status_t::NERVE_ERR_LOAN);
-    assert!(last_error().contains("nerve_msgs/CmdVel"), "{}", last_error());
+    assert!(
+        last_error().contains("nerve_msgs/CmdVel"),
+        "{}",
+        last_error()
+    );
     // a handle used on another thread
-    let code = std::thread::spawn(move || nerve_publisher_destroy(p)).join().unwrap();
+    let code = std::thread::spawn(move || nerve_publisher_destroy(p))
+        .join()
+        .unwrap();
     assert_eq!(code, nerve_status_t::NERVE_ERR_STALE_HANDLE);
     ok(nerve_publisher_destroy(p));
     ok(nerve_node_destroy(n));
@@ -151,7 +194,10 @@ fn wrong_type_names_both_types_and_layouts() {
     let code = unsafe { nerve_subscriber_create(n, t.as_ptr(), sc.as_ptr(), 0, null(), &mut s) };
     assert_eq!(code, nerve_status_t::NERVE_ERR_TOPIC);
     let e = last_error();
-    assert!(e.contains("nerve_msgs/CmdVel") && e.contains("nerve_msgs/Imu"), "{e}");
+    assert!(
+        e.contains("nerve_msgs/CmdVel") && e.contains("nerve_msgs/Imu"),
+        "{e}"
+    );
     // a struct compiled against another layout than its schema says
     // SAFETY: as above.
     let code = unsafe { nerve_subscriber_create(n, t.as_ptr(), sc.as_ptr(), 42, null(), &mut s) };
@@ -210,10 +256,19 @@ fn executor_callbacks_failures_and_services() {
     let sub = subscriber::<CmdVel>(n, "/abi/exec");
     // SAFETY: the callback reads `count` (alive for the test) and the view.
     ok(unsafe {
-        nerve_executor_add_subscriber(exec, sub, Some(failing_sample), &*count as *const _ as *mut c_void, None)
+        nerve_executor_add_subscriber(
+            exec,
+            sub,
+            Some(failing_sample),
+            &*count as *const _ as *mut c_void,
+            None,
+        )
     });
     // moved into the executor: the handle is released
-    assert_eq!(nerve_subscriber_destroy(sub), nerve_status_t::NERVE_ERR_STALE_HANDLE);
+    assert_eq!(
+        nerve_subscriber_destroy(sub),
+        nerve_status_t::NERVE_ERR_STALE_HANDLE
+    );
     let p = publisher::<CmdVel>(n, "/abi/exec");
     send_cmd(p, -1.0);
     send_cmd(p, 2.0);
@@ -221,7 +276,11 @@ fn executor_callbacks_failures_and_services() {
     // SAFETY: valid out-pointer.
     let code = unsafe { nerve_executor_spin_once(exec, 2_000_000_000, &mut ran) };
     assert_eq!(code, nerve_status_t::NERVE_ERR_CALLBACK);
-    assert!(last_error().contains("negative speed") && last_error().contains("/abi/exec"), "{}", last_error());
+    assert!(
+        last_error().contains("negative speed") && last_error().contains("/abi/exec"),
+        "{}",
+        last_error()
+    );
     // the executor is still usable: the next sample reaches the callback
     // SAFETY: as above.
     ok(unsafe { nerve_executor_spin_once(exec, 2_000_000_000, &mut ran) });
@@ -245,15 +304,30 @@ fn executor_callbacks_failures_and_services() {
     // SAFETY: valid strings, type and out-pointers.
     unsafe {
         ok(nerve_server_create(n, name.as_ptr(), &ty, &mut server));
-        ok(nerve_executor_add_server(exec, server, 8, Some(add_two_ints), null_mut(), None));
+        ok(nerve_executor_add_server(
+            exec,
+            server,
+            8,
+            Some(add_two_ints),
+            null_mut(),
+            None,
+        ));
         ok(nerve_client_create(n, name.as_ptr(), &ty, &mut client));
     }
-    assert_eq!(nerve_client_wait_for_service(client, 2_000_000_000), nerve_status_t::NERVE_OK);
+    assert_eq!(
+        nerve_client_wait_for_service(client, 2_000_000_000),
+        nerve_status_t::NERVE_OK
+    );
     let call = srv::TwoInts { a: 2, b: 3 };
     let mut pending = nerve_pending_t::default();
     // SAFETY: `call` is a TwoInts payload.
     ok(unsafe {
-        nerve_client_send(client, (&call as *const srv::TwoInts).cast(), std::mem::size_of_val(&call), &mut pending)
+        nerve_client_send(
+            client,
+            (&call as *const srv::TwoInts).cast(),
+            std::mem::size_of_val(&call),
+            &mut pending,
+        )
     });
     let mut reply = nerve_reply_t::default();
     let mut view = std::mem::MaybeUninit::<nerve_sample_view_t>::zeroed();
@@ -269,13 +343,21 @@ fn executor_callbacks_failures_and_services() {
     }
     ok(got);
     // SAFETY: a reply's view points to its Int payload until released.
-    assert_eq!(unsafe { (*view.assume_init().data.cast::<srv::Int>()).value }, 5);
+    assert_eq!(
+        unsafe { (*view.assume_init().data.cast::<srv::Int>()).value },
+        5
+    );
     ok(nerve_reply_release(reply));
     // the server callback's failure reaches the caller with its message
     let bad = srv::TwoInts { a: 0, b: 3 };
     // SAFETY: as above.
     ok(unsafe {
-        nerve_client_send(client, (&bad as *const srv::TwoInts).cast(), std::mem::size_of_val(&bad), &mut pending)
+        nerve_client_send(
+            client,
+            (&bad as *const srv::TwoInts).cast(),
+            std::mem::size_of_val(&bad),
+            &mut pending,
+        )
     });
     for _ in 0..200 {
         // SAFETY: valid out-pointers.
@@ -301,14 +383,23 @@ fn schema_seal_fills_in_the_derived_hash() {
     let mut needed = 0usize;
     let mut h = 0u64;
     // SAFETY: valid string, buffer of its length, out-pointers.
-    ok(unsafe { nerve_schema_seal(unsealed.as_ptr(), buf.as_mut_ptr(), buf.len(), &mut needed, &mut h) });
+    ok(unsafe {
+        nerve_schema_seal(
+            unsealed.as_ptr(),
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut needed,
+            &mut h,
+        )
+    });
     assert_eq!(h, Schema::of::<CmdVel>().layout_hash);
     // SAFETY: NUL-terminated by the call.
     let sealed = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
     assert_eq!(sealed, text);
     // too small a buffer says how much is needed
     // SAFETY: as above.
-    let code = unsafe { nerve_schema_seal(unsealed.as_ptr(), buf.as_mut_ptr(), 4, &mut needed, &mut h) };
+    let code =
+        unsafe { nerve_schema_seal(unsealed.as_ptr(), buf.as_mut_ptr(), 4, &mut needed, &mut h) };
     assert_eq!(code, nerve_status_t::NERVE_ERR_BUFFER_TOO_SMALL);
     assert_eq!(needed, text.len() + 1);
 }

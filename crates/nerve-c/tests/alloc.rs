@@ -25,7 +25,11 @@ unsafe impl GlobalAlloc for Counting {
             COUNT.with(|c| c.set(c.get() + 1));
             if TRACE.load(std::sync::atomic::Ordering::Relaxed) {
                 COUNTING.with(|c| c.set(false));
-                eprintln!("ALLOC {} bytes\n{}", layout.size(), std::backtrace::Backtrace::force_capture());
+                eprintln!(
+                    "ALLOC {} bytes\n{}",
+                    layout.size(),
+                    std::backtrace::Backtrace::force_capture()
+                );
                 COUNTING.with(|c| c.set(true));
             }
         }
@@ -82,7 +86,12 @@ fn round_trip(p: nerve_publisher_t, s: nerve_subscriber_t, i: u32) {
     let mut data: *mut c_void = null_mut();
     // SAFETY: valid out-pointers; the loan is a writable CmdVel.
     unsafe {
-        ok(nerve_publisher_loan(p, std::mem::size_of::<CmdVel>(), &mut loan, &mut data));
+        ok(nerve_publisher_loan(
+            p,
+            std::mem::size_of::<CmdVel>(),
+            &mut loan,
+            &mut data,
+        ));
         (*data.cast::<CmdVel>()).linear = i as f32;
     }
     ok(nerve_sample_send(loan));
@@ -95,7 +104,10 @@ fn round_trip(p: nerve_publisher_t, s: nerve_subscriber_t, i: u32) {
 
 #[test]
 fn hot_paths_allocate_nothing_after_warm_up() {
-    TRACE.store(std::env::var_os("NERVE_ALLOC_TRACE").is_some(), std::sync::atomic::Ordering::Relaxed);
+    TRACE.store(
+        std::env::var_os("NERVE_ALLOC_TRACE").is_some(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let dir = std::env::temp_dir().join(format!("nerve-c-alloc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let dir = dir.to_str().unwrap().to_string();
@@ -106,8 +118,22 @@ fn hot_paths_allocate_nothing_after_warm_up() {
     let (mut p, mut s) = (nerve_publisher_t::default(), nerve_subscriber_t::default());
     // SAFETY: valid strings and out-pointers.
     unsafe {
-        ok(nerve_subscriber_create(n, topic.as_ptr(), schema.as_ptr(), 0, null(), &mut s));
-        ok(nerve_publisher_create(n, topic.as_ptr(), schema.as_ptr(), 0, null(), &mut p));
+        ok(nerve_subscriber_create(
+            n,
+            topic.as_ptr(),
+            schema.as_ptr(),
+            0,
+            null(),
+            &mut s,
+        ));
+        ok(nerve_publisher_create(
+            n,
+            topic.as_ptr(),
+            schema.as_ptr(),
+            0,
+            null(),
+            &mut p,
+        ));
     }
     for i in 0..100 {
         round_trip(p, s, i);
@@ -117,7 +143,10 @@ fn hot_paths_allocate_nothing_after_warm_up() {
             round_trip(p, s, i);
         }
     });
-    assert_eq!(n_allocs, 0, "1000 loan/send/take/release round trips allocated");
+    assert_eq!(
+        n_allocs, 0,
+        "1000 loan/send/take/release round trips allocated"
+    );
 
     // a service call: the server answers on a thread (and context) of its own
     let ty_name = CString::new("nerve_msgs/AddTwoInts").unwrap();
@@ -175,14 +204,24 @@ fn hot_paths_allocate_nothing_after_warm_up() {
     let mut client = nerve_client_t::default();
     // SAFETY: valid strings, type and out-pointer.
     ok(unsafe { nerve_client_create(n, name.as_ptr(), &ty, &mut client) });
-    assert_eq!(nerve_client_wait_for_service(client, 5_000_000_000), nerve_status_t::NERVE_OK);
+    assert_eq!(
+        nerve_client_wait_for_service(client, 5_000_000_000),
+        nerve_status_t::NERVE_OK
+    );
     let call = |i: i64| {
         let q = srv::TwoInts { a: i, b: 1 };
         let mut reply = nerve_reply_t::default();
         let mut view = std::mem::MaybeUninit::<nerve_sample_view_t>::zeroed();
         // SAFETY: `q` is a TwoInts payload; valid out-pointers.
         unsafe {
-            ok(nerve_client_call(client, (&q as *const srv::TwoInts).cast(), 16, 5_000_000_000, &mut reply, view.as_mut_ptr()));
+            ok(nerve_client_call(
+                client,
+                (&q as *const srv::TwoInts).cast(),
+                16,
+                5_000_000_000,
+                &mut reply,
+                view.as_mut_ptr(),
+            ));
             assert_eq!((*view.assume_init().data.cast::<srv::Int>()).value, i + 1);
         }
         ok(nerve_reply_release(reply));
@@ -199,7 +238,10 @@ fn hot_paths_allocate_nothing_after_warm_up() {
     // `Rc` per request loan (`ChunkMutSharedState`), on every path; the C ABI must add
     // nothing to it.
     let rust_ctx = nerve::Context::new(
-        nerve::Config::default().domain(874).unwrap().state_dir(&dir),
+        nerve::Config::default()
+            .domain(874)
+            .unwrap()
+            .state_dir(&dir),
     )
     .unwrap();
     let rust_node = rust_ctx.node("alloc_rust_client").create().unwrap();
@@ -237,6 +279,9 @@ fn hot_paths_allocate_nothing_after_warm_up() {
         c_allocs, rust_allocs,
         "1000 calls through the C ABI allocated {c_allocs} times, through Rust {rust_allocs}"
     );
-    assert!(c_allocs <= 1000, "more than one allocation per call: {c_allocs}");
+    assert!(
+        c_allocs <= 1000,
+        "more than one allocation per call: {c_allocs}"
+    );
     server.join().unwrap();
 }

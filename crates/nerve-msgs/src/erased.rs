@@ -109,12 +109,10 @@ impl<A: Action> ErasedClient for ActionClient<A> {
     }
     fn send_goal(&self, goal: &[u8]) -> Result<Box<dyn ErasedGoal>, ErasedError> {
         let (head, n) = parse::<A::Goal>(goal)?;
-        let g = self
-            .send_goal_with(n, |h, e| {
-                *h = head;
-                fill_elems::<A::Goal>(goal, e);
-            })
-            ?;
+        let g = self.send_goal_with(n, |h, e| {
+            *h = head;
+            fill_elems::<A::Goal>(goal, e);
+        })?;
         Ok(Box::new(g))
     }
 }
@@ -227,7 +225,6 @@ impl<A: Action> ErasedServerGoal for GoalHandle<A> {
     }
 }
 
-
 /// Opens `open::<A>` for the built-in action type named `ty`.
 macro_rules! by_type {
     ($ty:expr, $open:ident, $($a:ty),*) => {
@@ -269,7 +266,9 @@ pub fn server(
         policy: GoalPolicy,
     ) -> Result<Box<dyn ErasedServer>, ErasedError> {
         Ok(Box::new(
-            ActionServer::<A>::builder(n, name).policy(policy).create()?,
+            ActionServer::<A>::builder(n, name)
+                .policy(policy)
+                .create()?,
         ))
     }
     let f = by_type!(action_type, open, Fibonacci, EchoAction);

@@ -55,8 +55,8 @@ pub struct ActionClientRaw {
 impl ActionClientRaw {
     #[new]
     fn new(node: &Node, name: &str, action_type: &str) -> PyResult<Self> {
-        let c = nerve_msgs::erased::client(node.inner.get()?, name, action_type)
-            .map_err(erased_err)?;
+        let c =
+            nerve_msgs::erased::client(node.inner.get()?, name, action_type).map_err(erased_err)?;
         Ok(ActionClientRaw {
             inner: Affine::new(c, node.inner.graveyard(), "ActionClient"),
         })

@@ -215,3 +215,75 @@ def test_the_cpp_timer_node_publishes_on_its_grid(node):
     fired = int(out.strip().splitlines()[-1].split()[-2])  # "timer_node: control fired N times"
     assert 60 <= fired <= 80, out  # 1.5 s at 50 Hz, with slack for a loaded machine
     assert got and all(m.linear == 0.5 for m in got), len(got)
+
+
+# --- actions: the C++ Fibonacci server and client ----------------------------------------
+
+def test_python_calls_the_cpp_fibonacci_server(node):
+    server = subprocess.Popen([str(cpp_bin("fibonacci_server")), "--name", "/fib_cpp", "--step-ms", "2"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        client = node.create_action_client("/fib_cpp", "nerve_msgs/Fibonacci")
+        assert client.wait_for_server(30), server.stderr.read() if server.poll() is not None else "no server"
+        goal = client.send_goal(order=10)
+        state, result = goal.result(30)
+        assert state == "succeeded"
+        assert list(result._elems) == [0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55] and result.len == 11
+        assert [f.len for f in goal.feedbacks()] == list(range(3, 12))
+        # the C++ decider's exception is the reason the client gets
+        with pytest.raises(nerve.ActionError, match="order 99 is outside 0 to 90"):
+            client.send_goal(order=99)
+        # a long goal canceled while running
+        slow = client.send_goal(order=90)
+        time.sleep(0.05)
+        assert slow.cancel() in ("canceling", "canceled")
+        assert slow.result(30)[0] == "canceled"
+    finally:
+        stop(server)
+
+
+def test_the_cpp_fibonacci_client_of_the_rust_server(domain):
+    server = subprocess.Popen([str(target_bin("fibonacci"))], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        assert "serving" in server.stdout.readline()
+        out = subprocess.run([str(cpp_bin("fibonacci_client")), "--order", "10", "--timeout", "30"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "result: succeeded [0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55]" in out.stdout, out.stdout
+        assert "feedback: [0, 1, 1]" in out.stdout, out.stdout
+    finally:
+        stop(server)
+
+
+def test_the_cpp_fibonacci_pair_with_a_cancel(domain):
+    server = subprocess.Popen([str(cpp_bin("fibonacci_server")), "--name", "/fib_pair", "--step-ms", "20"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out = subprocess.run([str(cpp_bin("fibonacci_client")), "--name", "/fib_pair", "--order", "50",
+                              "--cancel-after", "2", "--timeout", "30"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "cancel:" in out.stdout and "result: canceled [0, 1, 1, 2" in out.stdout, out.stdout
+    finally:
+        stop(server)
+
+
+# --- tensors: produced in C++, opened zero-copy by Python and Rust ------------------------
+
+def test_python_opens_the_cpp_tensors(domain):
+    out = run_pair([sys.executable, str(REPO_EXAMPLES / "python" / "tensor_consumer.py"), "--count", "3",
+                    "--topic", "/t_cpp", "--pool", f"cpp{domain}"],
+                   [str(cpp_bin("tensor_producer")), "--topic", "/t_cpp", "--pool", f"cpp{domain}",
+                    "--shape", "64,32,3", "--rate", "50"])
+    lines = [l for l in out.splitlines() if l.startswith("tensor ")]
+    assert len(lines) == 3 and all("(64, 32, 3) float32" in l and l.endswith("uniform") for l in lines), out
+    assert "torn 0" in out, out
+
+
+def test_rust_opens_the_cpp_tensors(domain):
+    out = run_pair([str(target_bin("tensor_consumer")), "--count", "3", "--topic", "/t_cpp_rs"],
+                   [str(cpp_bin("tensor_producer")), "--topic", "/t_cpp_rs", "--pool", f"cpprs{domain}",
+                    "--shape", "32,8", "--rate", "50"])
+    lines = [l for l in out.splitlines() if l.startswith("tensor ")]
+    assert len(lines) == 3 and all("[32, 8] f32" in l or "[32, 8] float32" in l for l in lines), out

@@ -242,7 +242,9 @@ pub fn serve(name: &str, ready: &mut dyn FnMut()) -> Result<(), PeerError> {
                         err.len(),
                     )
                 };
-                (rc == 0).then_some(()).ok_or_else(|| call_err(message(&err)))
+                (rc == 0)
+                    .then_some(())
+                    .ok_or_else(|| call_err(message(&err)))
             });
             // SYNC: Acquire pairs with the server's release store once it serves.
             while flag.load(Ordering::Acquire) == 0 && !server.is_finished() {

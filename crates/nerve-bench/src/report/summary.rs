@@ -193,9 +193,9 @@ fn measures() -> Vec<Measure> {
             }),
             nerve: Box::new(|r| is(r, "nerve", "adaptive")),
             not_peer: Box::new(|r| {
-            let s = str_of(r, "system");
-            s == "floor" || s.starts_with("nerve")
-        }),
+                let s = str_of(r, "system");
+                s == "floor" || s.starts_with("nerve")
+            }),
             figure: Box::new(|r| f64_of(r, &["latency_us", "avg"])),
             ros2: true,
             published: vec![(published::CYBERRT.system.into(), s.latency_us)],
