@@ -82,8 +82,11 @@ struct ClientObj(Rc<dyn ErasedClient>);
 struct GoalObj {
     goal: Rc<dyn ErasedGoal>,
     feedback: Rc<RefCell<Option<Vec<u8>>>>,
-    result: Rc<RefCell<Option<(GoalState, Vec<u8>)>>>,
+    result: Rc<RefCell<Option<Outcome>>>,
 }
+
+/// A goal's final state and result payload.
+type Outcome = (GoalState, Vec<u8>);
 /// A server and the goals it accepted that the caller has not taken yet.
 #[derive(Clone)]
 struct ServerObj {
