@@ -426,14 +426,18 @@ nerve_status_t nerve_action_client_send_goal(nerve_action_client_t client,
 // `buf` holds `cap` writable bytes (or is null with `cap` 0); `needed` null or writable.
 nerve_status_t nerve_goal_id(nerve_goal_t goal, char *buf, size_t cap, size_t *needed);
 
-// The next feedback that arrived, copied into `buf`: `NERVE_OK`, or `NERVE_NOTHING`.
+// The next feedback that arrived, copied into `buf`: `NERVE_OK`, or `NERVE_NOTHING`. A
+// buffer too small is `NERVE_ERR_BUFFER_TOO_SMALL` with the size in `len`, and the
+// feedback stays for the next call.
 //
 // # Safety
 // `buf` holds `cap` writable bytes; `len` is writable.
 nerve_status_t nerve_goal_try_feedback(nerve_goal_t goal, void *buf, size_t cap, size_t *len);
 
 // Waits up to `timeout_ns` (negative: until it ends) for the goal's result: `NERVE_OK`
-// with its final state and payload copied into `buf`, or `NERVE_NOTHING`.
+// with its final state and payload copied into `buf`, or `NERVE_NOTHING`. A buffer too
+// small is `NERVE_ERR_BUFFER_TOO_SMALL` with the size in `len`; the result stays for the
+// next call.
 //
 // # Safety
 // `state` and `len` are writable; `buf` holds `cap` writable bytes.
@@ -547,7 +551,7 @@ nerve_status_t nerve_context_destroy(nerve_context_t ctx);
 // `out_domain` points to writable storage.
 nerve_status_t nerve_context_domain(nerve_context_t ctx, uint32_t *out_domain);
 
-// Creates a node named `name` (unique among this process's nodes).
+// Creates a node named `name` (a valid node name, optionally with a namespace).
 //
 // # Safety
 // `name` is a NUL-terminated string; `out_node` points to writable storage.
