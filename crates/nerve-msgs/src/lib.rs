@@ -145,6 +145,37 @@ impl Default for Quaternion {
     }
 }
 
+/// Where a child frame is in its parent (like geometry_msgs/Transform): a point `p` of the
+/// child is `rotation * p + translation` in the parent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Serialize, Deserialize)]
+#[repr(C)]
+pub struct Transform {
+    /// The child's origin in the parent, m.
+    pub translation: Vector3,
+    /// The child's orientation in the parent (a unit quaternion).
+    pub rotation: Quaternion,
+}
+
+/// A child frame's transform in its parent at a time (like
+/// geometry_msgs/TransformStamped): `header.frame_id` is the parent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Serialize, Deserialize)]
+#[repr(C)]
+pub struct TransformStamped {
+    /// When, and the parent frame.
+    pub header: Header,
+    /// The child frame.
+    pub child_frame_id: FrameId,
+    /// The child in the parent.
+    pub transform: Transform,
+}
+
+/// Transforms broadcast together on `/tf` or `/tf_static` (like tf2_msgs/TFMessage):
+/// the slice holds the `TransformStamped`s.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Message, Serialize, Deserialize)]
+#[repr(C)]
+#[message(name = "nerve_msgs/TfMessage", elem = TransformStamped)]
+pub struct TfMessage {}
+
 /// Position and orientation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Serialize, Deserialize)]
 #[repr(C)]
@@ -435,6 +466,7 @@ const _: () = {
     assert!(std::mem::size_of::<Imu>() == 304);
     assert!(std::mem::size_of::<Odometry>() == 736);
     assert!(std::mem::size_of::<Header>() == 32);
+    assert!(std::mem::size_of::<TransformStamped>() == 112);
 };
 
 /// The schema of every standard message (and of the service payloads in [`srv`]), for
@@ -451,6 +483,7 @@ pub fn schemas() -> Vec<nerve::message::schema::Schema> {
         Schema::of::<LaserScan>(),
         Schema::of::<PointCloud>(),
         Schema::of::<Image>(),
+        Schema::of::<TfMessage>(),
         Schema::of::<srv::Empty>(),
         Schema::of::<srv::Outcome>(),
         Schema::of::<srv::Bool>(),

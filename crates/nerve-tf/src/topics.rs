@@ -1,0 +1,216 @@
+//! Transforms on topics: broadcasters publish `nerve_msgs/TfMessage` on `/tf` (dynamic)
+//! and `/tf_static` (static, latched: late joiners get them), a listener feeds a
+//! [`TfTree`] from both.
+
+use crate::error::TfError;
+use crate::math::{Quat, Transform, Vec3};
+use crate::tree::{TfTree, TreeLimits};
+use nerve::{Node, Publisher, Qos, Subscriber};
+use nerve_msgs::{FrameId, Header, Quaternion, TfMessage, Time, TransformStamped, Vector3};
+
+/// The topic of dynamic transforms.
+pub const TF_TOPIC: &str = "/tf";
+/// The topic of static transforms.
+pub const TF_STATIC_TOPIC: &str = "/tf_static";
+
+/// Static transforms one broadcaster keeps (each message carries them all).
+pub const MAX_STATIC: usize = 1024;
+
+/// Why a broadcaster or listener failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TfTopicError {
+    /// The topic could not be opened.
+    #[error(transparent)]
+    Topic(#[from] nerve::TopicError),
+    /// A message could not be sent.
+    #[error(transparent)]
+    Publish(#[from] nerve::PublishError),
+    /// A message could not be received.
+    #[error(transparent)]
+    Recv(#[from] nerve::RecvError),
+    /// A transform was refused.
+    #[error(transparent)]
+    Transform(#[from] TfError),
+    /// A frame name does not fit a message's frame field.
+    #[error("frame name {name:?} is longer than {max} bytes")]
+    NameTooLong {
+        /// The name.
+        name: String,
+        /// The field's size.
+        max: usize,
+    },
+}
+
+fn frame_id(name: &str) -> Result<FrameId, TfTopicError> {
+    FrameId::new(name).map_err(|_| TfTopicError::NameTooLong {
+        name: name.to_string(),
+        max: std::mem::size_of::<FrameId>(),
+    })
+}
+
+/// A transform as a message.
+pub fn to_msg(
+    parent: &str,
+    child: &str,
+    stamp_ns: i64,
+    t: Transform,
+) -> Result<TransformStamped, TfTopicError> {
+    let (v, q) = (t.translation, t.rotation);
+    Ok(TransformStamped {
+        header: Header {
+            stamp: Time { nanos: stamp_ns },
+            frame_id: frame_id(parent)?,
+        },
+        child_frame_id: frame_id(child)?,
+        transform: nerve_msgs::Transform {
+            translation: Vector3 {
+                x: v.x,
+                y: v.y,
+                z: v.z,
+            },
+            rotation: Quaternion {
+                x: q.x,
+                y: q.y,
+                z: q.z,
+                w: q.w,
+            },
+        },
+    })
+}
+
+/// A message as (parent, child, stamp, transform).
+pub fn from_msg(m: &TransformStamped) -> (String, String, i64, Transform) {
+    let (v, q) = (m.transform.translation, m.transform.rotation);
+    (
+        m.header.frame_id.as_str().into_owned(),
+        m.child_frame_id.as_str().into_owned(),
+        m.header.stamp.nanos,
+        Transform::new(Vec3::new(v.x, v.y, v.z), Quat::new(q.x, q.y, q.z, q.w)),
+    )
+}
+
+/// Publishes dynamic transforms on `/tf`.
+pub struct Broadcaster {
+    publisher: Publisher<TfMessage>,
+}
+
+impl Broadcaster {
+    /// A broadcaster of `node`.
+    pub fn new(node: &Node) -> Result<Broadcaster, TfTopicError> {
+        let publisher = node
+            .publisher::<TfMessage>(TF_TOPIC)
+            .qos(Qos::default().depth(100))
+            .create()?;
+        Ok(Broadcaster { publisher })
+    }
+
+    /// Sends transforms (one message).
+    pub fn send(&self, transforms: &[TransformStamped]) -> Result<(), TfTopicError> {
+        Ok(self.publisher.publish_slice(&TfMessage {}, transforms)?)
+    }
+}
+
+/// Publishes static transforms on `/tf_static`, latched: every message carries all of this
+/// broadcaster's static transforms, so a late joiner gets them in one.
+pub struct StaticBroadcaster {
+    publisher: Publisher<TfMessage>,
+    kept: Vec<TransformStamped>,
+}
+
+impl StaticBroadcaster {
+    /// A static broadcaster of `node`.
+    pub fn new(node: &Node) -> Result<StaticBroadcaster, TfTopicError> {
+        let publisher = node
+            .publisher::<TfMessage>(TF_STATIC_TOPIC)
+            .qos(Qos::latched().depth(8))
+            .create()?;
+        Ok(StaticBroadcaster {
+            publisher,
+            kept: Vec::new(),
+        })
+    }
+
+    /// Adds (or replaces, by child frame) static transforms and sends them all.
+    pub fn send(&mut self, transforms: &[TransformStamped]) -> Result<(), TfTopicError> {
+        for t in transforms {
+            let at = self
+                .kept
+                .iter()
+                .position(|k| k.child_frame_id == t.child_frame_id);
+            match at {
+                Some(i) => self.kept[i] = *t,
+                None if self.kept.len() < MAX_STATIC => self.kept.push(*t),
+                None => {
+                    return Err(TfTopicError::Transform(TfError::TooManyFrames {
+                        frame: t.child_frame_id.as_str().into_owned(),
+                        max: MAX_STATIC,
+                    }))
+                }
+            }
+        }
+        Ok(self.publisher.publish_slice(&TfMessage {}, &self.kept)?)
+    }
+
+    /// Hands the static transforms to subscribers that joined since the last send.
+    pub fn update_connections(&self) {
+        self.publisher.update_connections();
+    }
+}
+
+/// Subscribes to `/tf` and `/tf_static` and keeps a [`TfTree`] of what arrived.
+pub struct Listener {
+    dynamic: Subscriber<TfMessage>,
+    fixed: Subscriber<TfMessage>,
+    tree: TfTree,
+    refused: u64,
+}
+
+impl Listener {
+    /// A listener of `node` keeping `limits`.
+    pub fn new(node: &Node, limits: TreeLimits) -> Result<Listener, TfTopicError> {
+        Ok(Listener {
+            dynamic: node
+                .subscriber::<TfMessage>(TF_TOPIC)
+                .qos(Qos::default().depth(100))
+                .create()?,
+            fixed: node
+                .subscriber::<TfMessage>(TF_STATIC_TOPIC)
+                .qos(Qos::latched().depth(8))
+                .create()?,
+            tree: TfTree::new(limits),
+            refused: 0,
+        })
+    }
+
+    /// Takes what arrived into the tree; returns the transforms stored. A refused
+    /// transform (bad rotation, second parent) is counted ([`Listener::refused`]) and
+    /// the rest go on.
+    pub fn update(&mut self) -> Result<usize, TfTopicError> {
+        let mut n = 0;
+        for (sub, is_static) in [(&self.fixed, true), (&self.dynamic, false)] {
+            while let Some(m) = sub.try_recv()? {
+                for t in m.elems() {
+                    let (parent, child, stamp, tf) = from_msg(t);
+                    match self
+                        .tree
+                        .set_transform(&parent, &child, stamp, tf, is_static)
+                    {
+                        Ok(_) => n += 1,
+                        Err(_) => self.refused += 1,
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Transforms refused so far.
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// The tree (look up with [`TfTree::lookup`]).
+    pub fn tree(&self) -> &TfTree {
+        &self.tree
+    }
+}

@@ -1,0 +1,75 @@
+//! Broadcasters and a listener over real topics: a small robot's tree, the static part
+//! reaching a listener that joined late.
+
+use nerve::{Config, Context};
+use nerve_tf::*;
+
+fn context(dir: &std::path::Path) -> Context {
+    Context::new(Config::default().domain(876).unwrap().state_dir(dir)).unwrap()
+}
+
+fn xyz(x: f64, y: f64, z: f64) -> Transform {
+    Transform::new(Vec3::new(x, y, z), Quat::IDENTITY)
+}
+
+#[test]
+fn a_robot_tree_over_tf_and_tf_static() {
+    let dir = std::env::temp_dir().join(format!("nerve-tf-topics-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ctx = context(&dir);
+    let node = ctx.node("tf_robot").create().unwrap();
+    let mut statics = StaticBroadcaster::new(&node).unwrap();
+    statics
+        .send(&[
+            to_msg("base", "lidar", 0, xyz(0.2, 0.0, 0.5)).unwrap(),
+            to_msg("base", "camera", 0, xyz(0.3, 0.0, 0.4)).unwrap(),
+        ])
+        .unwrap();
+    // the listener joins after the static transforms were sent
+    let listener_node = ctx.node("tf_listener").create().unwrap();
+    let mut listener = Listener::new(&listener_node, TreeLimits::default()).unwrap();
+    statics.update_connections();
+    let dynamic = Broadcaster::new(&node).unwrap();
+    for k in 0..=10 {
+        let stamp = k * 100_000_000;
+        dynamic
+            .send(&[
+                to_msg("map", "odom", stamp, xyz(1.0, 2.0, 0.0)).unwrap(),
+                to_msg("odom", "base", stamp, xyz(k as f64 * 0.1, 0.0, 0.0)).unwrap(),
+            ])
+            .unwrap();
+    }
+    let mut stored = 0;
+    for _ in 0..200 {
+        stored += listener.update().unwrap();
+        if listener.tree().can_transform("map", "lidar", 500_000_000) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(stored >= 4, "stored {stored}");
+    let t = listener.tree().lookup("map", "lidar", 500_000_000).unwrap();
+    let p = t.translation;
+    assert!(
+        (p.x - 1.7).abs() < 1e-9 && (p.y - 2.0).abs() < 1e-9 && (p.z - 0.5).abs() < 1e-9,
+        "{p:?}"
+    );
+    let frames = listener.tree().frames();
+    let lidar = frames.iter().find(|f| f.name == "lidar").unwrap();
+    assert!(lidar.is_static && lidar.parent.as_deref() == Some("base"));
+    // a bad transform is refused and counted, the rest go on
+    let mut bad = to_msg("base", "imu", 0, xyz(0.0, 0.0, 0.0)).unwrap();
+    bad.transform.rotation.w = f64::NAN;
+    dynamic.send(&[bad]).unwrap();
+    for _ in 0..200 {
+        listener.update().unwrap();
+        if listener.refused() > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(listener.refused(), 1);
+    // a frame name too long for the message's field is an error naming it
+    let e = to_msg("base", &"x".repeat(40), 0, Transform::IDENTITY).unwrap_err();
+    assert!(e.to_string().contains("longer than 24 bytes"), "{e}");
+}
