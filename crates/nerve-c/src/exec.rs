@@ -8,7 +8,7 @@
 //! (`NERVE_ERR_BUSY`).
 
 use crate::context::Ctx;
-use crate::handle::{self, Kind};
+use crate::handle::{self, Kind, Stored};
 use crate::param::ParamsObj;
 use crate::service::ServerObj;
 use crate::status::{c_str, guard, nerve_status_t, nerve_status_t::*, out, Error, Result};
@@ -200,6 +200,24 @@ pub extern "C" fn nerve_executor_destroy(exec: nerve_executor_t) -> nerve_status
     guard(|| handle::release(exec.id, Kind::Executor).map(|_| NERVE_OK))
 }
 
+/// Takes the object `h` (of `kind`, from context `ctx`) out of the table for an executor
+/// to own: its handle is released.
+fn move_in<T: Stored, U>(
+    h: u64,
+    kind: Kind,
+    ctx: u32,
+    inner: impl FnOnce(T) -> Rc<U>,
+) -> Result<U> {
+    handle::same_context(
+        ctx,
+        handle::context_of(h, kind)?,
+        &format!("adding a {} to an executor", kind.name()),
+    )?;
+    let (v, _) = handle::remove::<T>(h, kind)?;
+    Rc::try_unwrap(inner(v))
+        .map_err(|_| Error::new(NERVE_ERR_BUSY, format!("the {} is in use", kind.name())))
+}
+
 /// Moves a subscriber into the executor: `callback` runs with each sample. The
 /// subscriber handle is released (the executor owns it now).
 ///
@@ -218,14 +236,7 @@ pub unsafe extern "C" fn nerve_executor_add_subscriber(
         let user = User { ptr: user, drop };
         let cb = callback.ok_or_else(|| Error::new(NERVE_ERR_NULL, "callback is null"))?;
         with_exec(exec, |ex, ctx| {
-            handle::same_context(
-                ctx,
-                handle::context_of(sub.id, Kind::Subscriber)?,
-                "adding a subscriber to an executor",
-            )?;
-            let (s, _) = handle::remove::<Sub>(sub.id, Kind::Subscriber)?;
-            let s = Rc::try_unwrap(s.0)
-                .map_err(|_| Error::new(NERVE_ERR_BUSY, "the subscriber is in use"))?;
+            let s = move_in(sub.id, Kind::Subscriber, ctx, |s: Sub| s.0)?;
             let topic = s.topic().to_string();
             ex.subscribe_raw(s, move |sample| {
                 let view = view_of(sample.bytes(), sample.elems(), sample.header());
@@ -261,14 +272,7 @@ pub unsafe extern "C" fn nerve_executor_add_server(
         let user = User { ptr: user, drop };
         let cb = callback.ok_or_else(|| Error::new(NERVE_ERR_NULL, "callback is null"))?;
         with_exec(exec, |ex, ctx| {
-            handle::same_context(
-                ctx,
-                handle::context_of(server.id, Kind::Server)?,
-                "adding a server to an executor",
-            )?;
-            let (s, _) = handle::remove::<ServerObj>(server.id, Kind::Server)?;
-            let s = Rc::try_unwrap(s.0)
-                .map_err(|_| Error::new(NERVE_ERR_BUSY, "the server is in use"))?;
+            let s = move_in(server.id, Kind::Server, ctx, |s: ServerObj| s.0)?;
             let name = s.name().to_string();
             let mut buf = vec![0u64; response_capacity.div_ceil(8).max(1)];
             ex.serve_raw(s, move |req| {

@@ -101,6 +101,27 @@ fn call_err(e: CallError) -> Error {
     Error::new(code, e.to_string())
 }
 
+/// Opens a client or server (`create`) of the service `name` of type `ty` on `node`;
+/// returns its handle.
+fn open<T: handle::Stored>(
+    node: nerve_node_t,
+    name: *const c_char,
+    ty: *const nerve_service_type_t,
+    kind: Kind,
+    create: impl FnOnce(
+        &nerve::Node,
+        &str,
+        &ServiceType,
+        ServiceQos,
+    ) -> std::result::Result<T, nerve::ServiceError>,
+) -> Result<u64> {
+    let name = c_str(name, "name")?;
+    let (ty, qos) = service_type(ty)?;
+    let (n, ctx) = handle::get::<NodeObj>(node.id, Kind::Node)?;
+    let endpoint = create(&n.0, name, &ty, qos).map_err(err(NERVE_ERR_SERVICE))?;
+    handle::insert(kind, ctx, endpoint)
+}
+
 /// Creates a client of the service `name`.
 ///
 /// # Safety
@@ -114,12 +135,9 @@ pub unsafe extern "C" fn nerve_client_create(
 ) -> nerve_status_t {
     guard(|| {
         let slot = out(out_client, "out_client")?;
-        let name = c_str(name, "name")?;
-        let (ty, qos) = service_type(ty)?;
-        let (n, ctx) = handle::get::<NodeObj>(node.id, Kind::Node)?;
-        let c = RawClient::create(&n.0, name, &ty, qos, WaitMode::Adaptive)
-            .map_err(err(NERVE_ERR_SERVICE))?;
-        slot.id = handle::insert(Kind::Client, ctx, ClientObj(Rc::new(c)))?;
+        slot.id = open(node, name, ty, Kind::Client, |n, name, ty, qos| {
+            RawClient::create(n, name, ty, qos, WaitMode::Adaptive).map(|c| ClientObj(Rc::new(c)))
+        })?;
         Ok(NERVE_OK)
     })
 }
@@ -278,12 +296,9 @@ pub unsafe extern "C" fn nerve_server_create(
 ) -> nerve_status_t {
     guard(|| {
         let slot = out(out_server, "out_server")?;
-        let name = c_str(name, "name")?;
-        let (ty, qos) = service_type(ty)?;
-        let (n, ctx) = handle::get::<NodeObj>(node.id, Kind::Node)?;
-        let s = RawServer::create(&n.0, name, &ty, qos, WaitMode::Adaptive)
-            .map_err(err(NERVE_ERR_SERVICE))?;
-        slot.id = handle::insert(Kind::Server, ctx, ServerObj(Rc::new(s)))?;
+        slot.id = open(node, name, ty, Kind::Server, |n, name, ty, qos| {
+            RawServer::create(n, name, ty, qos, WaitMode::Adaptive).map(|s| ServerObj(Rc::new(s)))
+        })?;
         Ok(NERVE_OK)
     })
 }

@@ -4,47 +4,15 @@
 use nerve::message::schema::Schema;
 use nerve_c::*;
 use nerve_msgs::{srv, CmdVel, Imu};
+mod common;
+
+use common::{last_error, node, ok, schema_of, AddTwoInts};
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::{null, null_mut};
 
-fn last_error() -> String {
-    // SAFETY: nerve_last_error returns a valid NUL-terminated string.
-    unsafe { CStr::from_ptr(nerve_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn ok(code: nerve_status_t) {
-    assert_eq!(code, nerve_status_t::NERVE_OK, "{}", last_error());
-}
-
 fn context(domain: u32) -> (nerve_context_t, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("nerve-c-abi-{}-{domain}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let state = CString::new(dir.to_str().unwrap()).unwrap();
-    let opts = nerve_context_options_t {
-        config_path: null(),
-        domain,
-        set_domain: true,
-        state_dir: state.as_ptr(),
-        network: 0,
-    };
-    let mut ctx = nerve_context_t::default();
-    // SAFETY: valid options and out-pointer.
-    ok(unsafe { nerve_context_create(&opts, &mut ctx) });
-    (ctx, dir)
-}
-
-fn node(ctx: nerve_context_t, name: &str) -> nerve_node_t {
-    let mut n = nerve_node_t::default();
-    let name = CString::new(name).unwrap();
-    // SAFETY: valid strings and out-pointer.
-    ok(unsafe { nerve_node_create(ctx, name.as_ptr(), &mut n) });
-    n
-}
-
-fn schema_of<M: nerve::Message>() -> CString {
-    CString::new(Schema::of::<M>().encode()).unwrap()
+    (common::context(domain, &dir), dir)
 }
 
 fn publisher<M: nerve::Message>(n: nerve_node_t, topic: &str) -> nerve_publisher_t {
@@ -287,17 +255,8 @@ fn executor_callbacks_failures_and_services() {
     assert_eq!(count.get(), 2);
 
     // a service served by the executor, called with a timeout
-    let ty_name = CString::new("nerve_msgs/AddTwoInts").unwrap();
-    let req = schema_of::<srv::TwoInts>();
-    let resp = schema_of::<srv::Int>();
-    let ty = nerve_service_type_t {
-        type_name: ty_name.as_ptr(),
-        request_schema: req.as_ptr(),
-        request_hash: 0,
-        response_schema: resp.as_ptr(),
-        response_hash: 0,
-        max_payload: 0,
-    };
+    let add = AddTwoInts::new();
+    let ty = add.ty();
     let name = CString::new("/abi/add").unwrap();
     let mut server = nerve_server_t::default();
     let mut client = nerve_client_t::default();

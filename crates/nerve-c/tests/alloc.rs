@@ -7,6 +7,9 @@ use nerve_msgs::{srv, CmdVel};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::ffi::{c_void, CString};
+
+mod common;
+use common::{node, ok, AddTwoInts};
 use std::ptr::{null, null_mut};
 
 struct Counting;
@@ -54,33 +57,6 @@ fn allocations(f: impl FnOnce()) -> u64 {
     COUNT.with(Cell::get)
 }
 
-fn ok(code: nerve_status_t) {
-    assert_eq!(code, nerve_status_t::NERVE_OK);
-}
-
-fn context(domain: u32, dir: &str) -> nerve_context_t {
-    let state = CString::new(dir).unwrap();
-    let opts = nerve_context_options_t {
-        config_path: null(),
-        domain,
-        set_domain: true,
-        state_dir: state.as_ptr(),
-        network: 0,
-    };
-    let mut ctx = nerve_context_t::default();
-    // SAFETY: valid options and out-pointer.
-    ok(unsafe { nerve_context_create(&opts, &mut ctx) });
-    ctx
-}
-
-fn node(ctx: nerve_context_t, name: &str) -> nerve_node_t {
-    let name = CString::new(name).unwrap();
-    let mut n = nerve_node_t::default();
-    // SAFETY: valid strings and out-pointer.
-    ok(unsafe { nerve_node_create(ctx, name.as_ptr(), &mut n) });
-    n
-}
-
 fn round_trip(p: nerve_publisher_t, s: nerve_subscriber_t, i: u32) {
     let mut loan = nerve_loan_t::default();
     let mut data: *mut c_void = null_mut();
@@ -109,9 +85,7 @@ fn hot_paths_allocate_nothing_after_warm_up() {
         std::sync::atomic::Ordering::Relaxed,
     );
     let dir = std::env::temp_dir().join(format!("nerve-c-alloc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let dir = dir.to_str().unwrap().to_string();
-    let ctx = context(874, &dir);
+    let ctx = common::context(874, &dir);
     let n = node(ctx, "alloc_pubsub");
     let topic = CString::new("/alloc/cmd").unwrap();
     let schema = CString::new(Schema::of::<CmdVel>().encode()).unwrap();
@@ -149,35 +123,17 @@ fn hot_paths_allocate_nothing_after_warm_up() {
     );
 
     // a service call: the server answers on a thread (and context) of its own
-    let ty_name = CString::new("nerve_msgs/AddTwoInts").unwrap();
-    let req = CString::new(Schema::of::<srv::TwoInts>().encode()).unwrap();
-    let resp = CString::new(Schema::of::<srv::Int>().encode()).unwrap();
-    let ty = nerve_service_type_t {
-        type_name: ty_name.as_ptr(),
-        request_schema: req.as_ptr(),
-        request_hash: 0,
-        response_schema: resp.as_ptr(),
-        response_hash: 0,
-        max_payload: 0,
-    };
+    let add = AddTwoInts::new();
+    let ty = add.ty();
     let name = CString::new("/alloc/add").unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let server_dir = dir.clone();
     let server = std::thread::spawn(move || {
-        let ctx = context(874, &server_dir);
+        let ctx = common::context(874, &server_dir);
         let n = node(ctx, "alloc_server");
         let name = CString::new("/alloc/add").unwrap();
-        let ty_name = CString::new("nerve_msgs/AddTwoInts").unwrap();
-        let req = CString::new(Schema::of::<srv::TwoInts>().encode()).unwrap();
-        let resp = CString::new(Schema::of::<srv::Int>().encode()).unwrap();
-        let ty = nerve_service_type_t {
-            type_name: ty_name.as_ptr(),
-            request_schema: req.as_ptr(),
-            request_hash: 0,
-            response_schema: resp.as_ptr(),
-            response_hash: 0,
-            max_payload: 0,
-        };
+        let add = AddTwoInts::new();
+        let ty = add.ty();
         let mut server = nerve_server_t::default();
         // SAFETY: valid strings, type and out-pointer.
         ok(unsafe { nerve_server_create(n, name.as_ptr(), &ty, &mut server) });
