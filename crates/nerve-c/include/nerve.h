@@ -14,6 +14,19 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+// A transition callback's answer: the transition reaches its goal.
+#define NERVE_LIFECYCLE_SUCCESS 0
+
+// A transition callback's answer: refused, back to the state it started from.
+#define NERVE_LIFECYCLE_FAILURE 1
+
+// A transition callback's answer (and any other value): error processing
+// (`on_error`), then unconfigured or finalized.
+#define NERVE_LIFECYCLE_ERROR 2
+
+// The time of a lookup that means "the newest time the whole chain has".
+#define NERVE_TF_LATEST INT64_MIN
+
 // What a call did. `NERVE_OK` and `NERVE_NOTHING` are not errors; every other code
 // leaves a message naming the thing and the reason in `nerve_last_error()`.
 typedef enum {
@@ -135,6 +148,9 @@ typedef enum {
   // bool (one byte)
   NERVE_DTYPE_BOOL = 12,
 } nerve_dtype_t;
+
+// A transform buffer shared by threads (opaque; see `nerve_tf_buffer_create`).
+typedef struct nerve_tf_buffer_t nerve_tf_buffer_t;
 
 // A node of a context.
 typedef struct {
@@ -270,6 +286,17 @@ typedef struct {
   uint64_t id;
 } nerve_params_t;
 
+// A managed (lifecycle) node.
+typedef struct {
+  // The handle's bits (0: none); opaque to callers.
+  uint64_t id;
+} nerve_managed_t;
+
+// A transition callback: gets `user` and the id of the state the transition started
+// from (ROS 2's `lifecycle_msgs/State` ids); returns `NERVE_LIFECYCLE_SUCCESS`,
+// `NERVE_LIFECYCLE_FAILURE` or `NERVE_LIFECYCLE_ERROR`.
+typedef int32_t (*nerve_lifecycle_callback_t)(void *user, uint8_t previous_state);
+
 // A service's type: its name and the schemas of request and response (with the layout
 // hashes the caller compiled against, 0 to skip that check).
 typedef struct {
@@ -338,6 +365,39 @@ typedef struct {
   // Whether it is frozen (read-only).
   bool frozen;
 } nerve_tensor_info_t;
+
+// A rigid transform: `p_parent = rotation * p_child + translation`; rotation as a unit
+// quaternion x, y, z, w.
+typedef struct {
+  // x, y, z (m).
+  double translation[3];
+  // x, y, z, w.
+  double rotation[4];
+} nerve_tf_transform_t;
+
+// A thread feeding a buffer from /tf and /tf_static.
+typedef struct {
+  // The handle's bits (0: none); opaque to callers.
+  uint64_t id;
+} nerve_tf_listener_t;
+
+// A broadcaster of transforms on /tf (dynamic) or /tf_static (static, latched).
+typedef struct {
+  // The handle's bits (0: none); opaque to callers.
+  uint64_t id;
+} nerve_tf_broadcaster_t;
+
+// One transform to broadcast: `child` in `parent` at `stamp_ns`.
+typedef struct {
+  // The parent frame (NUL-terminated, at most 24 bytes).
+  const char *parent;
+  // The child frame (NUL-terminated, at most 24 bytes).
+  const char *child;
+  // When (ns).
+  int64_t stamp_ns;
+  // The child in the parent.
+  nerve_tf_transform_t transform;
+} nerve_tf_stamped_t;
 
 // A topic's quality of service (see the Rust `nerve::Qos`). Fill it with
 // `nerve_qos_default` (or `_sensor`, `_reliable`, `_latched`), then adjust.
@@ -678,6 +738,60 @@ bool nerve_shutdown_requested(void);
 // Installs Nerve's SIGINT/SIGTERM handlers (the first signal requests a shutdown).
 void nerve_shutdown_install_handlers(void);
 
+// Makes `node` managed: opens `<node>/change_state`, `get_state`,
+// `get_available_states`, `get_available_transitions` and `<node>/transition_event`.
+// It starts unconfigured.
+//
+// # Safety
+// `out_managed` is writable.
+nerve_status_t nerve_managed_create(nerve_node_t node, nerve_managed_t *out_managed);
+
+// Releases a managed node handle (its services go when nothing else holds them: an
+// executor it was added to keeps serving it).
+nerve_status_t nerve_managed_destroy(nerve_managed_t managed);
+
+// Sets the callback of `hook` (`configure`, `activate`, `deactivate`, `cleanup`,
+// `shutdown` or `error`), replacing the one before (whose `drop` runs). A null
+// callback means success.
+//
+// # Safety
+// `hook` is NUL-terminated; `callback` and `drop` are called on this thread with `user`.
+nerve_status_t nerve_managed_on(nerve_managed_t managed,
+                                const char *hook,
+                                nerve_lifecycle_callback_t callback,
+                                void *user,
+                                nerve_drop_callback_t drop);
+
+// The node's state (ROS 2's `lifecycle_msgs/State` id: 1 unconfigured, 2 inactive,
+// 3 active, 4 finalized, 10-15 while a transition runs).
+//
+// # Safety
+// `out_state` is writable.
+nerve_status_t nerve_managed_state(nerve_managed_t managed, uint8_t *out_state);
+
+// Runs the transition `label` (`configure`, `activate`, `deactivate`, `cleanup`,
+// `shutdown`) now; `out_state` (nullable) gets the state reached. Invalid from the
+// current state: `NERVE_ERR_INVALID_ARGUMENT`; asked from inside a transition:
+// `NERVE_ERR_BUSY`; its callback failed or erred: `NERVE_ERR_CALLBACK` (the state is
+// still written). The message names the node, the state and the transition.
+//
+// # Safety
+// `label` is NUL-terminated; `out_state` null or writable.
+nerve_status_t nerve_managed_trigger(nerve_managed_t managed,
+                                     const char *label,
+                                     uint8_t *out_state);
+
+// Answers the lifecycle requests waiting now (when not on an executor); `out_count`
+// (nullable) gets how many.
+//
+// # Safety
+// `out_count` null or writable.
+nerve_status_t nerve_managed_handle_pending(nerve_managed_t managed, size_t *out_count);
+
+// Serves the node's lifecycle services (`nerve lifecycle`, `nerve launch`) on this
+// executor from now on.
+nerve_status_t nerve_executor_add_managed(nerve_executor_t exec, nerve_managed_t managed);
+
 // Opens the parameters of `node` (a parameters file named by `NERVE_PARAMS` and
 // `--param` overrides in the environment apply at declaration). Serve remote requests
 // with `nerve_executor_add_params` or `nerve_params_handle_pending`.
@@ -982,6 +1096,116 @@ const char *nerve_tensor_descriptor_schema(void);
 
 // The layout hash of `nerve/TensorDescriptor`.
 uint64_t nerve_tensor_descriptor_hash(void);
+
+// Creates a buffer keeping `window_ns` of history per frame (0: 10 s), at most
+// `max_history` transforms per frame (0: 10,000) and `max_frames` frames (0: 10,000).
+// Release it with `nerve_tf_buffer_release`.
+//
+// # Safety
+// `out_buffer` points to writable storage.
+nerve_status_t nerve_tf_buffer_create(int64_t window_ns,
+                                      uint32_t max_frames,
+                                      uint32_t max_history,
+                                      nerve_tf_buffer_t **out_buffer);
+
+// Adds a reference to `buffer` (for another owner, on any thread): `out_buffer`
+// receives a pointer to release on its own.
+//
+// # Safety
+// `buffer` is null or a live buffer; `out_buffer` points to writable storage.
+nerve_status_t nerve_tf_buffer_retain(const nerve_tf_buffer_t *buffer,
+                                      nerve_tf_buffer_t **out_buffer);
+
+// Releases one reference (null: nothing happens). The buffer goes with its last
+// reference (a listener holds one of its own).
+//
+// # Safety
+// `buffer` is null or a pointer from `nerve_tf_buffer_create` / `nerve_tf_buffer_retain`
+// not released before.
+nerve_status_t nerve_tf_buffer_release(nerve_tf_buffer_t *buffer);
+
+// Stores `child` in `parent` at `stamp_ns` (static: valid at every time).
+// `NERVE_NOTHING` when the stamp is older than the window; `NERVE_ERR_INVALID_ARGUMENT`,
+// the message naming the frames, for a non-unit or NaN rotation, a second parent, a
+// loop or a frame past the limit.
+//
+// # Safety
+// `buffer` is null or live; the strings are NUL-terminated; `transform` is readable.
+nerve_status_t nerve_tf_buffer_set(const nerve_tf_buffer_t *buffer,
+                                   const char *parent,
+                                   const char *child,
+                                   int64_t stamp_ns,
+                                   const nerve_tf_transform_t *transform,
+                                   bool is_static);
+
+// `source` in `target` at `time_ns` (`NERVE_TF_LATEST`: the newest time the chain has),
+// interpolated; lock-free and allocation-free on success. `NERVE_ERR_INVALID_ARGUMENT`
+// with the frames and times named when it cannot be found.
+//
+// # Safety
+// `buffer` is null or live; the strings are NUL-terminated; `out_transform` writable.
+nerve_status_t nerve_tf_buffer_lookup(const nerve_tf_buffer_t *buffer,
+                                      const char *target,
+                                      const char *source,
+                                      int64_t time_ns,
+                                      nerve_tf_transform_t *out_transform);
+
+// [`nerve_tf_buffer_lookup`], waiting up to `timeout_ns` for the transforms to arrive:
+// `NERVE_ERR_TIMEOUT` with the last lookup's error when they did not.
+//
+// # Safety
+// As for `nerve_tf_buffer_lookup`.
+nerve_status_t nerve_tf_buffer_wait(const nerve_tf_buffer_t *buffer,
+                                    const char *target,
+                                    const char *source,
+                                    int64_t time_ns,
+                                    int64_t timeout_ns,
+                                    nerve_tf_transform_t *out_transform);
+
+// Whether the lookup would succeed now (`out` true or false).
+//
+// # Safety
+// As for `nerve_tf_buffer_lookup`; `out_can` writable.
+nerve_status_t nerve_tf_buffer_can_transform(const nerve_tf_buffer_t *buffer,
+                                             const char *target,
+                                             const char *source,
+                                             int64_t time_ns,
+                                             bool *out_can);
+
+// Starts a thread (with a node named `name` of `ctx`) feeding `buffer` from /tf and
+// /tf_static; it holds a reference to the buffer until destroyed.
+//
+// # Safety
+// `buffer` is null or live; `name` NUL-terminated; `out_listener` writable.
+nerve_status_t nerve_tf_listener_create(nerve_context_t ctx,
+                                        const char *name,
+                                        const nerve_tf_buffer_t *buffer,
+                                        nerve_tf_listener_t *out_listener);
+
+// Stops the listener's thread, waits for it and releases the handle.
+nerve_status_t nerve_tf_listener_destroy(nerve_tf_listener_t listener);
+
+// A broadcaster of `node`: on /tf, or with `is_static` on /tf_static (latched; every
+// send carries all static transforms it was given, so late joiners get them).
+//
+// # Safety
+// `out_broadcaster` points to writable storage.
+nerve_status_t nerve_tf_broadcaster_create(nerve_node_t node,
+                                           bool is_static,
+                                           nerve_tf_broadcaster_t *out_broadcaster);
+
+// Sends `count` transforms in one message. A frame name longer than 24 bytes is
+// `NERVE_ERR_INVALID_ARGUMENT` (nothing sent).
+//
+// # Safety
+// `items` points to `count` readable entries whose strings are NUL-terminated (or is
+// null with `count` 0).
+nerve_status_t nerve_tf_broadcaster_send(nerve_tf_broadcaster_t broadcaster,
+                                         const nerve_tf_stamped_t *items,
+                                         size_t count);
+
+// Releases a broadcaster.
+nerve_status_t nerve_tf_broadcaster_destroy(nerve_tf_broadcaster_t broadcaster);
 
 // The default QoS: depth 4, drop-oldest.
 //

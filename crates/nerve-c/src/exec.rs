@@ -142,7 +142,7 @@ pub(crate) struct TimerObj(TimerHandle);
 
 boxed!(ExecObj, TimerObj);
 
-fn exec_err(e: ExecError) -> Error {
+pub(crate) fn exec_err(e: ExecError) -> Error {
     match e {
         ExecError::Work(w) if w.is::<CallbackFailed>() => {
             Error::new(NERVE_ERR_CALLBACK, w.to_string())
@@ -152,7 +152,7 @@ fn exec_err(e: ExecError) -> Error {
 }
 
 /// Borrows the executor for `f`, or fails when a callback of it is calling back.
-fn with_exec<R>(
+pub(crate) fn with_exec<R>(
     exec: nerve_executor_t,
     f: impl FnOnce(&mut Executor, u32) -> Result<R>,
 ) -> Result<R> {

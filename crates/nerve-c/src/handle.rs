@@ -42,10 +42,13 @@ pub(crate) enum Kind {
     ServerGoal,
     TensorPool,
     Tensor,
+    TfListener,
+    TfBroadcaster,
+    Managed,
 }
 
 impl Kind {
-    const ALL: [Kind; 20] = [
+    const ALL: [Kind; 23] = [
         Kind::Context,
         Kind::Node,
         Kind::Publisher,
@@ -66,6 +69,9 @@ impl Kind {
         Kind::ServerGoal,
         Kind::TensorPool,
         Kind::Tensor,
+        Kind::TfListener,
+        Kind::TfBroadcaster,
+        Kind::Managed,
     ];
 
     /// The name used in messages.
@@ -91,12 +97,15 @@ impl Kind {
             Kind::ServerGoal => "server goal",
             Kind::TensorPool => "tensor pool",
             Kind::Tensor => "tensor",
+            Kind::TfListener => "transform listener",
+            Kind::TfBroadcaster => "transform broadcaster",
+            Kind::Managed => "managed node",
         }
     }
 
     #[inline]
     fn of(byte: u8) -> Option<Kind> {
-        // the discriminants run 1..=20 in `ALL`'s order
+        // the discriminants run 1..=23 in `ALL`'s order
         Kind::ALL.get(usize::from(byte).wrapping_sub(1)).copied()
     }
 }

@@ -31,6 +31,20 @@ pub enum BridgeCommand {
         /// Longest a service call from Foxglove may take, in seconds.
         #[arg(long, default_value_t = 5.0)]
         call_timeout: f64,
+        /// Do not let clients publish to Nerve topics (Foxglove's Teleop and Publish panels).
+        #[arg(long)]
+        no_client_publish: bool,
+        /// Do not offer the nodes' parameters to Foxglove's Parameters panel.
+        #[arg(long)]
+        no_parameters: bool,
+        /// Send the time of the /clock topic (a bag replayed with `nerve bag play --clock`,
+        /// a simulation) to Foxglove as the server's time.
+        #[arg(long)]
+        clock: bool,
+        /// Serve this bag (one MCAP file) instead of the domain's topics, with Foxglove's
+        /// playback bar (play, pause, seek, speed); starts paused.
+        #[arg(long)]
+        bag: Option<std::path::PathBuf>,
         /// Stop after this many seconds.
         #[arg(long)]
         duration: Option<f64>,
@@ -92,49 +106,71 @@ const ZENOH_CONNECT: &str = "tcp/127.0.0.1:7447";
 
 /// Runs a bridge command.
 pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCommand) -> CmdResult {
-    let (port, host, topics, backlog, no_services, call_timeout, duration, format) = match cmd {
-        BridgeCommand::Ros2 {
-            ros_domain: domain,
-            allow,
-            deny,
-            types,
-            cdr_only,
-            duration,
-            rmw,
-            zenoh_listen,
-            zenoh_connect,
-        } => {
-            let zenoh = match rmw {
-                Rmw::Dds => {
-                    if !zenoh_listen.is_empty() || !zenoh_connect.is_empty() {
-                        return Err(usage("--zenoh-listen and --zenoh-connect need --rmw zenoh"));
+    let (port, host, topics, backlog, no_services, call_timeout, extras, duration, format) =
+        match cmd {
+            BridgeCommand::Ros2 {
+                ros_domain: domain,
+                allow,
+                deny,
+                types,
+                cdr_only,
+                duration,
+                rmw,
+                zenoh_listen,
+                zenoh_connect,
+            } => {
+                let zenoh = match rmw {
+                    Rmw::Dds => {
+                        if !zenoh_listen.is_empty() || !zenoh_connect.is_empty() {
+                            return Err(usage(
+                                "--zenoh-listen and --zenoh-connect need --rmw zenoh",
+                            ));
+                        }
+                        None
                     }
-                    None
+                    Rmw::Zenoh => Some((zenoh_listen, zenoh_connect)),
+                };
+                return ros2(ctx, domain, allow, deny, types, cdr_only, duration, zenoh);
+            }
+            BridgeCommand::Foxglove {
+                port,
+                host,
+                topics,
+                backlog,
+                no_services,
+                call_timeout,
+                no_client_publish,
+                no_parameters,
+                clock,
+                bag,
+                duration,
+                format,
+            } => {
+                if let Some(bag) = bag {
+                    if !topics.is_empty() || clock {
+                        return Err(usage(
+                            "--bag serves the bag's topics and time: no --topics or --clock",
+                        ));
+                    }
+                    return serve_bag(&bag, port, host, backlog, duration, format);
                 }
-                Rmw::Zenoh => Some((zenoh_listen, zenoh_connect)),
-            };
-            return ros2(ctx, domain, allow, deny, types, cdr_only, duration, zenoh);
-        }
-        BridgeCommand::Foxglove {
-            port,
-            host,
-            topics,
-            backlog,
-            no_services,
-            call_timeout,
-            duration,
-            format,
-        } => (
-            port,
-            host,
-            topics,
-            backlog,
-            no_services,
-            call_timeout,
-            duration,
-            format,
-        ),
-    };
+                (
+                    port,
+                    host,
+                    topics,
+                    backlog,
+                    no_services,
+                    call_timeout,
+                    Extras {
+                        client_publish: !no_client_publish,
+                        parameters: !no_parameters,
+                        clock,
+                    },
+                    duration,
+                    format,
+                )
+            }
+        };
     foxglove(
         ctx,
         port,
@@ -143,9 +179,58 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
         backlog,
         no_services,
         call_timeout,
+        extras,
         duration,
         format,
     )
+}
+
+/// The capabilities a live bridge may leave out.
+struct Extras {
+    client_publish: bool,
+    parameters: bool,
+    clock: bool,
+}
+
+/// `nerve bridge foxglove --bag`.
+fn serve_bag(
+    bag: &std::path::Path,
+    port: u16,
+    host: String,
+    backlog: usize,
+    duration: Option<f64>,
+    format: Format,
+) -> CmdResult {
+    if backlog == 0 {
+        return Err(usage("--backlog must be at least 1"));
+    }
+    let limit = duration_limit(duration)?;
+    let server = nerve_bag::bridge::playback::BagServer::start(bag, &host, port, backlog)?;
+    let (start, end) = server.range();
+    // the line scripts and tests wait for
+    println!("listening on ws://{host}:{}", server.port());
+    println!("serving {} ({start} to {end} ns), paused", bag.display());
+    let started = Instant::now();
+    while !nerve::shutdown::requested() && limit.is_none_or(|l| started.elapsed() < l) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent = server.sent();
+    let client_drops = server.client_drops();
+    server.stop();
+    match format {
+        Format::Json => output::json(&serde_json::json!({
+            "sent": sent,
+            "client_drops": client_drops,
+        }))?,
+        Format::Human => {
+            let rows: Vec<Vec<String>> = sent
+                .iter()
+                .map(|(t, n)| vec![t.clone(), n.to_string()])
+                .collect();
+            output::table(&["TOPIC", "SENT"], &rows)?;
+        }
+    }
+    Ok(())
 }
 
 /// A `--duration` in seconds.
@@ -316,6 +401,7 @@ fn foxglove(
     backlog: usize,
     no_services: bool,
     call_timeout: f64,
+    extras: Extras,
     duration: Option<f64>,
     format: Format,
 ) -> CmdResult {
@@ -342,6 +428,9 @@ fn foxglove(
         backlog,
         services: !no_services,
         call_timeout: Duration::from_secs_f64(call_timeout),
+        client_publish: extras.client_publish,
+        parameters: extras.parameters,
+        clock: extras.clock,
         ..BridgeOptions::default()
     };
     let host = opts.host.clone();
@@ -355,11 +444,15 @@ fn foxglove(
     }
     let stats = bridge.stats();
     let services = bridge.service_stats();
+    let published = bridge.inbound_stats();
+    let client_drops = bridge.client_drops();
     bridge.stop();
     match format {
         Format::Json => output::json(&serde_json::json!({
             "topics": stats,
             "services": services,
+            "published": published,
+            "client_drops": client_drops,
         }))?,
         Format::Human => {
             let rows: Vec<Vec<String>> = stats
@@ -375,6 +468,9 @@ fn foxglove(
                 })
                 .collect();
             output::table(&["TOPIC", "SCHEMA", "FORWARDED", "LOST", "FAILED"], &rows)?;
+            if client_drops > 0 {
+                println!("{client_drops} messages dropped for slow clients");
+            }
             for t in stats.iter().filter(|t| t.error.is_some()) {
                 println!("{}: {}", t.topic, t.error.as_deref().unwrap_or_default());
             }
@@ -391,6 +487,32 @@ fn foxglove(
                     })
                     .collect();
                 output::table(&["SERVICE", "TYPE", "CALLS", "FAILED"], &rows)?;
+            }
+            if !published.is_empty() {
+                let rows: Vec<Vec<String>> = published
+                    .iter()
+                    .map(|p| {
+                        vec![
+                            p.topic.clone(),
+                            p.type_name.clone(),
+                            p.published.to_string(),
+                            p.malformed.to_string(),
+                            p.dropped.to_string(),
+                            p.refused.to_string(),
+                        ]
+                    })
+                    .collect();
+                output::table(
+                    &[
+                        "CLIENT TOPIC",
+                        "TYPE",
+                        "PUBLISHED",
+                        "MALFORMED",
+                        "DROPPED",
+                        "REFUSED",
+                    ],
+                    &rows,
+                )?;
             }
         }
     }

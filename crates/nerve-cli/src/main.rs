@@ -9,6 +9,7 @@ mod bridge;
 mod clean;
 mod gen_cpp;
 mod launch;
+mod lifecycle;
 mod node;
 mod output;
 mod param;
@@ -16,6 +17,7 @@ mod remote;
 mod ros2;
 mod service;
 mod sm;
+mod tf;
 mod topic;
 mod trace;
 mod types;
@@ -67,9 +69,15 @@ enum Command {
     /// Inspect state machines.
     #[command(subcommand)]
     Sm(sm::SmCommand),
+    /// Transforms: the frame tree, one transform, per-frame rates and delays.
+    #[command(subcommand)]
+    Tf(tf::TfCommand),
     /// Per-hop latency through a pipeline, from traced processes (NERVE_TRACE).
     #[command(subcommand)]
     Trace(trace::TraceCommand),
+    /// List managed nodes, read their lifecycle state, trigger transitions.
+    #[command(subcommand)]
+    Lifecycle(lifecycle::LifecycleCommand),
     /// Start and supervise a system from a launch file (TOML); --check only checks it.
     Launch(launch::LaunchArgs),
     /// Remove shared memory and state left by dead processes.
@@ -126,6 +134,8 @@ fn run(cli: Cli) -> CmdResult {
         Command::Bridge(c) => bridge::run(|| Ok(ctx()?), c),
         Command::Node(c) => node::run(&ctx()?, c),
         Command::Sm(c) => sm::run(&ctx()?, c),
+        Command::Lifecycle(c) => lifecycle::run(&ctx()?, c),
+        Command::Tf(c) => tf::run(&ctx()?, c),
         Command::Trace(c) => trace::run(c),
         // no context here: it would count as a live user of the domain
         Command::Clean(a) => clean::run(&cfg, a),

@@ -249,7 +249,8 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
             "scheduler",
             "python",
             "bag",
-            "control"
+            "control",
+            "tf"
         ])
     );
     let results = report["results"].as_array().unwrap();
@@ -439,6 +440,13 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
         .unwrap_or_else(|| panic!("no launch row: {}", report["skipped"]));
     assert_eq!(launch["left_behind"], 0, "{launch}");
     assert_eq!(launch["killed"], launch["processes"], "{launch}");
+    // the tf suite: lookups through a 5-frame chain, none failed
+    let tf = results
+        .iter()
+        .find(|r| r["suite"] == "tf" && r["system"] == "nerve" && r["depth"] == 5)
+        .unwrap_or_else(|| panic!("no tf row: {}", report["skipped"]));
+    assert!(tf["lookups"].as_u64().unwrap() > 0, "{tf}");
+    assert_eq!(tf["failed"], 0, "{tf}");
     let idle = find(&|r| r["kind"] == "idle", "idle");
     assert!(idle["cpu_percent"].as_f64().unwrap() >= 0.0);
     assert!(!report["checks"].as_array().unwrap().is_empty());
@@ -825,7 +833,7 @@ fn sigterm_stops_bench_all_and_keeps_what_finished() {
     let before = shm_files();
     let mut run = Background::start("bench-sigterm", &["all", "--smoke"]);
     run.wait_until("the third suite", Duration::from_secs(300), |r| {
-        r.stderr().contains("[3/10] topic-cross-host")
+        r.stderr().contains("[3/11] topic-cross-host")
     });
     std::thread::sleep(Duration::from_secs(2));
     run.signal(libc::SIGTERM);
@@ -841,7 +849,8 @@ fn sigterm_stops_bench_all_and_keeps_what_finished() {
             "scheduler",
             "python",
             "bag",
-            "control"
+            "control",
+            "tf"
         ])
     );
     let results = report["results"].as_array().unwrap();

@@ -5,7 +5,8 @@
 
 use crate::error::{Diagnostic, LaunchError};
 use crate::plan::{
-    ComponentNode, OnExit, ParamValue, Plan, ProcessSpec, Ready, Respawn, ShutdownTimeouts,
+    ComponentNode, LifecycleGoal, OnExit, ParamValue, Plan, ProcessSpec, Ready, Respawn,
+    ShutdownTimeouts,
 };
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
@@ -97,6 +98,10 @@ struct RawReady {
     service: Option<S<String>>,
     line: Option<S<String>>,
     delay: Option<S<String>>,
+    /// A managed node's goal state (`active` or `inactive`).
+    lifecycle: Option<S<String>>,
+    /// The managed node (default: the process's name, in its namespace).
+    node: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -575,7 +580,7 @@ impl Loader {
         }
         let ready = match &r.ready {
             None => Ready::Started,
-            Some(rd) => self.ready(sc, rd, &field("ready"), &namespace, &remap),
+            Some(rd) => self.ready(sc, rd, &field("ready"), &namespace, &remap, &name),
         };
         let ready_timeout = match &r.ready_timeout {
             Some(t) => self
@@ -867,9 +872,10 @@ impl Loader {
         field: &str,
         namespace: &str,
         remap: &[(String, String)],
+        process: &str,
     ) -> Ready {
         let r = s.get_ref();
-        let set = [&r.topic, &r.service, &r.line, &r.delay]
+        let set = [&r.topic, &r.service, &r.line, &r.delay, &r.lifecycle]
             .iter()
             .filter(|o| o.is_some())
             .count();
@@ -877,9 +883,22 @@ impl Loader {
             self.errors.push(sc.src.diag(
                 s.span(),
                 field,
-                "give one of topic, service, line or delay",
+                "give one of topic, service, line, delay or lifecycle",
             ));
             return Ready::Started;
+        }
+        if let Some(n) = &r.node {
+            if r.lifecycle.is_none() {
+                self.errors.push(sc.src.diag(
+                    n.span(),
+                    &format!("{field}.node"),
+                    "node goes with lifecycle readiness (ready = { lifecycle = \"active\", node = \"...\" })",
+                ));
+                return Ready::Started;
+            }
+        }
+        if let Some(l) = &r.lifecycle {
+            return self.lifecycle_ready(sc, l, r.node.as_ref(), field, namespace, process);
         }
         let name = |l: &mut Loader, v: &S<String>, f: &str| -> Option<String> {
             let t = l.subst(sc, v, f)?;
@@ -919,6 +938,59 @@ impl Loader {
                 .map_or(Ready::Started, Ready::Delay);
         }
         Ready::Started
+    }
+
+    /// `ready = { lifecycle = "active" | "inactive", node = "..." }`.
+    fn lifecycle_ready(
+        &mut self,
+        sc: &Scope<'_>,
+        l: &S<String>,
+        node: Option<&S<String>>,
+        field: &str,
+        namespace: &str,
+        process: &str,
+    ) -> Ready {
+        let f = format!("{field}.lifecycle");
+        let goal = match self.subst(sc, l, &f).as_deref() {
+            Some("active") => LifecycleGoal::Active,
+            Some("inactive") => LifecycleGoal::Inactive,
+            Some(other) => {
+                self.errors.push(sc.src.diag(
+                    l.span(),
+                    &f,
+                    format!("{other:?}: expected \"active\" or \"inactive\""),
+                ));
+                return Ready::Started;
+            }
+            None => return Ready::Started,
+        };
+        let nf = format!("{field}.node");
+        let (given, span) = match node {
+            Some(n) => match self.subst(sc, n, &nf) {
+                Some(v) => (v, n.span()),
+                None => return Ready::Started,
+            },
+            None => (process.to_string(), l.span()),
+        };
+        // node names are never remapped: a relative one is under the process's namespace
+        let full = if given.starts_with('/') {
+            nerve::name::validate_topic(&given).map(|()| given.clone())
+        } else {
+            nerve::name::validate_node(&given).map(|()| nerve::name::join(namespace, &given))
+        };
+        match full {
+            Ok(node) => Ready::Lifecycle { node, goal },
+            Err(e) => {
+                let reason = match node {
+                    Some(_) => format!("{given:?}: {e}"),
+                    None => format!(
+                        "the process name {given:?} is not a node name ({e}): give ready.node"
+                    ),
+                };
+                self.errors.push(sc.src.diag(span, &nf, reason));
+                Ready::Started
+            }
+        }
     }
 
     /// Checks `after` and orders the processes.

@@ -27,6 +27,7 @@ mod contain;
 pub mod error;
 mod file;
 mod guardian;
+mod lifecycle;
 mod plan;
 mod supervisor;
 mod sys;
@@ -36,7 +37,8 @@ pub use error::{BoxError, ContainerError, Diagnostic, LaunchError};
 pub use file::{parse_duration, LaunchFile, MAX_INCLUDE_DEPTH, MAX_PROCESSES};
 pub use guardian::{run_guardian_if_requested, Guardian, GUARDIAN_ARG};
 pub use plan::{
-    ComponentNode, OnExit, ParamValue, Plan, ProcessSpec, Ready, Respawn, ShutdownTimeouts,
+    ComponentNode, LifecycleGoal, OnExit, ParamValue, Plan, ProcessSpec, Ready, Respawn,
+    ShutdownTimeouts,
 };
 pub use supervisor::{
     EndedBy, Event, EventSink, ExitReason, ExitReport, Output, ProcessShutdown, Running,

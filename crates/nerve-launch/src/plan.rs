@@ -124,6 +124,42 @@ pub enum Ready {
     Line(String),
     /// After a fixed delay.
     Delay(Duration),
+    /// When the launcher has driven the managed node through `configure` (and
+    /// `activate`) by its `change_state` service; on shutdown it is brought down again
+    /// (deactivate, cleanup, shutdown) before any signal.
+    Lifecycle {
+        /// The node's full name.
+        node: String,
+        /// The state to reach.
+        goal: LifecycleGoal,
+    },
+}
+
+/// The state a managed node is brought up to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LifecycleGoal {
+    /// configure.
+    Inactive,
+    /// configure, then activate.
+    Active,
+}
+
+impl LifecycleGoal {
+    /// The transitions that lead there from unconfigured.
+    pub fn transitions(self) -> &'static [&'static str] {
+        match self {
+            LifecycleGoal::Inactive => &["configure"],
+            LifecycleGoal::Active => &["configure", "activate"],
+        }
+    }
+
+    /// `active` or `inactive`.
+    pub fn label(self) -> &'static str {
+        match self {
+            LifecycleGoal::Inactive => "inactive",
+            LifecycleGoal::Active => "active",
+        }
+    }
 }
 
 impl std::fmt::Display for Ready {
@@ -134,6 +170,9 @@ impl std::fmt::Display for Ready {
             Ready::Service(s) => write!(f, "a server of {s}"),
             Ready::Line(r) => write!(f, "an output line matching {r:?}"),
             Ready::Delay(d) => write!(f, "a delay of {d:?}"),
+            Ready::Lifecycle { node, goal } => {
+                write!(f, "managed node {node} to be {}", goal.label())
+            }
         }
     }
 }

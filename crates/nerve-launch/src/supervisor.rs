@@ -9,6 +9,7 @@
 use crate::contain::{Contain, Containment, ContainmentMode, Unit};
 use crate::error::LaunchError;
 use crate::guardian::{Guardian, GuardianLink};
+use crate::lifecycle::{Drives, Managed, Progress};
 use crate::plan::{OnExit, ParamValue, Plan, ProcessSpec, Ready};
 use crate::sys;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -130,6 +131,17 @@ pub enum Event {
         /// The signal sent now.
         signal: &'static str,
     },
+    /// The launcher took a managed node through a transition.
+    Lifecycle {
+        /// The process.
+        name: String,
+        /// The node's full name.
+        node: String,
+        /// The transition (`configure`, ...).
+        transition: String,
+        /// The state reached.
+        state: String,
+    },
     /// Something went wrong that does not stop the launch.
     Warning(String),
 }
@@ -151,6 +163,12 @@ impl std::fmt::Display for Event {
             } => write!(f, "{name}: respawn {respawn} in {delay:?}"),
             Event::ShuttingDown { reason } => write!(f, "shutting down: {reason}"),
             Event::Escalated { name, signal } => write!(f, "{name} still running: {signal}"),
+            Event::Lifecycle {
+                name,
+                node,
+                transition,
+                state,
+            } => write!(f, "{name}: {node} {transition} -> {state}"),
             Event::Warning(w) => write!(f, "warning: {w}"),
         }
     }
@@ -197,6 +215,28 @@ pub enum ExitReason {
         /// The system error.
         error: String,
     },
+    /// A managed node did not answer a transition within its process's ready timeout.
+    LifecycleStuck {
+        /// The process.
+        name: String,
+        /// The node's full name.
+        node: String,
+        /// The transition it is stuck in.
+        transition: String,
+        /// The ready timeout.
+        timeout: Duration,
+    },
+    /// A managed node refused or failed a transition on the way up.
+    LifecycleFailed {
+        /// The process.
+        name: String,
+        /// The node's full name.
+        node: String,
+        /// The transition.
+        transition: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for ExitReason {
@@ -228,6 +268,25 @@ impl std::fmt::Display for ExitReason {
                 program,
                 error,
             } => write!(f, "cannot start {name} ({program}): {error}"),
+            ExitReason::LifecycleStuck {
+                name,
+                node,
+                transition,
+                timeout,
+            } => write!(
+                f,
+                "{name}: managed node {node} stuck in {transition} (not answered within \
+                 {timeout:?})"
+            ),
+            ExitReason::LifecycleFailed {
+                name,
+                node,
+                transition,
+                reason,
+            } => write!(
+                f,
+                "{name}: managed node {node} failed to {transition}: {reason}"
+            ),
         }
     }
 }
@@ -551,6 +610,8 @@ struct Slot {
 struct Probe {
     _ctx: nerve::Context,
     node: nerve::Node,
+    /// Managed nodes being brought up (and down at the end).
+    lifecycle: Drives,
 }
 
 struct Supervisor {
@@ -575,7 +636,9 @@ impl Supervisor {
     }
 
     fn run(mut self) -> ExitReport {
-        let reason = self.supervise();
+        // made on this thread when first needed (a node is not Send)
+        let mut probe = None;
+        let reason = self.supervise(&mut probe);
         let success = match &reason {
             ExitReason::Requested | ExitReason::AllExited => true,
             ExitReason::ProcessExited { status, .. } => status == "exit code 0",
@@ -591,7 +654,7 @@ impl Supervisor {
                 reason: reason.to_string(),
             });
         }
-        let shutdown = self.shutdown_all();
+        let shutdown = self.shutdown_all(&mut probe);
         let respawns = self
             .slots
             .iter()
@@ -630,9 +693,7 @@ impl Supervisor {
     }
 
     /// Runs until the launch must end; returns why.
-    fn supervise(&mut self) -> ExitReason {
-        // made on this thread when first needed (a node is not Send)
-        let mut probe = None;
+    fn supervise(&mut self, probe: &mut Option<Probe>) -> ExitReason {
         loop {
             if let Some(r) = self.reap_and_respawn() {
                 return r;
@@ -640,7 +701,7 @@ impl Supervisor {
             if let Some(r) = self.start_ready_ones() {
                 return r;
             }
-            if let Some(r) = self.check_readiness(&mut probe) {
+            if let Some(r) = self.check_readiness(probe) {
                 return r;
             }
             self.reap_stale();
@@ -816,12 +877,53 @@ impl Supervisor {
                         false
                     }
                 },
-                Ready::Topic(_) | Ready::Service(_) => false,
+                Ready::Lifecycle { node, goal } if poll => {
+                    match make_probe(probe, &self.opts.config) {
+                        Ok(p) => {
+                            let spec = &self.slots[i].spec;
+                            let m = Managed {
+                                slot: i,
+                                name: &spec.name,
+                                node,
+                                timeout: spec.ready_timeout,
+                            };
+                            let mut done = Vec::new();
+                            let progress = p.lifecycle.poll(
+                                &p.node,
+                                &m,
+                                self.slots[i].starts,
+                                *goal,
+                                &mut done,
+                            );
+                            for e in done {
+                                self.event(e);
+                            }
+                            match progress {
+                                Progress::Ready => true,
+                                Progress::Pending => false,
+                                Progress::Failed(r) => return Some(r),
+                            }
+                        }
+                        Err(e) => {
+                            self.event(Event::Warning(e));
+                            false
+                        }
+                    }
+                }
+                Ready::Topic(_) | Ready::Service(_) | Ready::Lifecycle { .. } => false,
             };
             let spec = &self.slots[i].spec;
+            // a managed node's transition in flight has its own timeout; the wait for its
+            // services and between transitions counts from the last step
+            let (in_call, since) = match probe.as_ref().and_then(|p| p.lifecycle.activity(i)) {
+                Some((moved, in_call)) if matches!(cond, Ready::Lifecycle { .. }) => {
+                    (in_call, moved.max(started))
+                }
+                _ => (false, started),
+            };
             if ok {
                 newly.push(i);
-            } else if now.duration_since(started) > spec.ready_timeout {
+            } else if !in_call && now.duration_since(since) > spec.ready_timeout {
                 // every start is waited for, a respawn as the first
                 return Some(ExitReason::ReadyTimeout {
                     name: spec.name.clone(),
@@ -1059,7 +1161,7 @@ impl Supervisor {
     /// Stops every running process: SIGINT to each (its group and its cgroup or tracked
     /// descendants) in reverse start order, then SIGTERM and SIGKILL to the ones still
     /// there when their timeouts run out.
-    fn shutdown_all(&mut self) -> ShutdownReport {
+    fn shutdown_all(&mut self, probe: &mut Option<Probe>) -> ShutdownReport {
         struct Stopping {
             slot: usize,
             unit: Unit,
@@ -1069,10 +1171,27 @@ impl Supervisor {
             status: Option<String>,
             leader_done: bool,
         }
-        // every descendant found before the first signal
-        self.scan(true);
         let mut order: Vec<usize> = (0..self.slots.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(self.slots[i].started_seq.unwrap_or(0)));
+        // managed nodes come down in reverse start order before any signal
+        if let Some(p) = probe.as_mut() {
+            for &i in &order {
+                let spec = &self.slots[i].spec;
+                if let (State::Up { .. }, Ready::Lifecycle { node, .. }) =
+                    (&self.slots[i].state, &spec.ready)
+                {
+                    let m = Managed {
+                        slot: i,
+                        name: &spec.name,
+                        node,
+                        timeout: spec.ready_timeout,
+                    };
+                    p.lifecycle.bring_down(&m, &mut |e| self.event(e));
+                }
+            }
+        }
+        // every descendant found before the first signal
+        self.scan(true);
         let mut report = ShutdownReport::default();
         let mut stopping = Vec::new();
         for &i in &order {
@@ -1219,7 +1338,7 @@ impl Supervisor {
 fn make_probe<'a>(
     probe: &'a mut Option<Probe>,
     config: &nerve::Config,
-) -> Result<&'a Probe, String> {
+) -> Result<&'a mut Probe, String> {
     if probe.is_none() {
         let ctx = nerve::Context::new(config.clone().network(false))
             .map_err(|e| format!("readiness checks: {e}"))?;
@@ -1227,9 +1346,13 @@ fn make_probe<'a>(
             .node("nerve_launch")
             .create()
             .map_err(|e| format!("readiness checks: {e}"))?;
-        *probe = Some(Probe { _ctx: ctx, node });
+        *probe = Some(Probe {
+            _ctx: ctx,
+            node,
+            lifecycle: Drives::default(),
+        });
     }
-    Ok(probe.as_ref().expect("made above"))
+    Ok(probe.as_mut().expect("made above"))
 }
 
 /// Whether a process is ready now: running and ready, or exited for good after it was

@@ -11,6 +11,7 @@
 
 pub mod action;
 pub mod erased;
+pub mod lifecycle;
 pub mod ros2;
 pub mod srv;
 

@@ -10,10 +10,12 @@ mod affine;
 mod buffer;
 mod errors;
 mod exec;
+mod lifecycle;
 mod param;
 mod ros2;
 mod service;
 mod tensor;
+mod tf;
 mod topic;
 mod types;
 mod wait;
@@ -26,6 +28,8 @@ fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // the package's version: the crate's, which maturin also gives the wheel
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
+    lifecycle::register(m)?;
+    tf::register(m)?;
     m.add_class::<topic::Context>()?;
     m.add_class::<topic::Node>()?;
     m.add_class::<topic::Qos>()?;

@@ -9,16 +9,19 @@
 //!   mapped types, writes each request to ROS 2 and answers with the reply; when the ROS 2
 //!   server goes away mid-call, the Nerve call fails at once naming it.
 //!
-//! Standard services (std_srvs Trigger and SetBool, example_interfaces AddTwoInts) are
+//! Standard services (std_srvs Trigger and SetBool, example_interfaces AddTwoInts, and
+//! lifecycle_msgs ChangeState, GetState, GetAvailableStates and GetAvailableTransitions,
+//! so ROS 2 tools drive Nerve's managed nodes and `nerve lifecycle` drives ROS 2's) are
 //! converted to Nerve's own; any other ROS 2 service crosses as CDR carriers.
 
 use crate::dds::{RawAdapter, RawCdr, RosQos};
 use crate::types::{dds_type_of_ros, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError, Event, Shared};
 use nerve::service::ServiceType;
-use nerve::{Node, RawClient, RawRequest, RawServer, ServiceQos, WaitMode};
+use nerve::{CallError, Node, RawClient, RawRequest, RawServer, ServiceQos, WaitMode};
 use nerve_bag::cdr::{CdrReader, CdrWriter};
-use nerve_msgs::srv;
+use nerve_bag::encoding::ros2::lifecycle_services;
+use nerve_msgs::{lifecycle, srv};
 use rustdds::no_key::{DataReader, DataWriter};
 use rustdds::{RTPSEntity, SampleIdentity, Timestamp, TopicKind, WriteOptionsBuilder};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -48,6 +51,9 @@ pub enum ServiceForm {
         resp_to_nerve: Conv,
         /// Nerve response → CDR.
         resp_to_ros: Conv,
+        /// The CDR response a ROS 2 client gets when the Nerve server refuses the call
+        /// (ROS 2 has no error replies); `None`: the client gets no answer.
+        refusal: Option<fn(&mut Vec<u8>)>,
     },
     /// Any ROS 2 service: request and response as CDR carriers.
     Cdr {
@@ -92,6 +98,12 @@ impl ServiceRoute {
         match &self.form {
             ServiceForm::Native { resp_to_ros, .. } => resp_to_ros(payload, out),
             ServiceForm::Cdr { response, .. } => response.to_ros(payload, out),
+        }
+    }
+    fn refusal(&self) -> Option<fn(&mut Vec<u8>)> {
+        match &self.form {
+            ServiceForm::Native { refusal, .. } => *refusal,
+            ServiceForm::Cdr { .. } => None,
         }
     }
 }
@@ -190,8 +202,40 @@ fn int_to_ros(payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
     Ok(())
 }
 
+/// Which part of [`lifecycle_services`] a conversion uses.
+const LC_CHANGE_REQUEST: usize = 0;
+const LC_CHANGE_RESPONSE: usize = 1;
+const LC_GET_STATE_RESPONSE: usize = 2;
+const LC_STATES_RESPONSE: usize = 3;
+const LC_TRANSITIONS_RESPONSE: usize = 4;
+
+/// A conversion by part `$i` of [`lifecycle_services`], `decode` (CDR → Nerve) or
+/// `encode` (Nerve → CDR).
+macro_rules! lifecycle_conv {
+    ($i:expr, $dir:ident) => {
+        |bytes: &[u8], out: &mut Vec<u8>| (lifecycle_services()[$i].$dir)(bytes, out).map_err(err)
+    };
+}
+
+/// A refused change request is `success = false` to ROS 2 (as rclcpp answers an
+/// invalid transition).
+fn change_refused(out: &mut Vec<u8>) {
+    CdrWriter::new(out).u8(0);
+}
+
+/// A lifecycle_msgs service with an empty request.
+fn lifecycle_query(resp_to_nerve: Conv, resp_to_ros: Conv) -> ServiceForm {
+    ServiceForm::Native {
+        req_to_nerve: empty_to_nerve,
+        req_to_ros: empty_to_ros,
+        resp_to_nerve,
+        resp_to_ros,
+        refusal: None,
+    }
+}
+
 /// The standard services: (ROS 2 type, Nerve type, conversions).
-fn native() -> [(&'static str, ServiceType, ServiceForm); 3] {
+fn native() -> [(&'static str, ServiceType, ServiceForm); 7] {
     use nerve::Service;
     fn st<S: Service>() -> ServiceType {
         ServiceType::of::<S>()
@@ -205,6 +249,7 @@ fn native() -> [(&'static str, ServiceType, ServiceForm); 3] {
                 req_to_ros: empty_to_ros,
                 resp_to_nerve: outcome_to_nerve,
                 resp_to_ros: outcome_to_ros,
+                refusal: None,
             },
         ),
         (
@@ -215,6 +260,7 @@ fn native() -> [(&'static str, ServiceType, ServiceForm); 3] {
                 req_to_ros: bool_to_ros,
                 resp_to_nerve: outcome_to_nerve,
                 resp_to_ros: outcome_to_ros,
+                refusal: None,
             },
         ),
         (
@@ -225,7 +271,43 @@ fn native() -> [(&'static str, ServiceType, ServiceForm); 3] {
                 req_to_ros: two_ints_to_ros,
                 resp_to_nerve: int_to_nerve,
                 resp_to_ros: int_to_ros,
+                refusal: None,
             },
+        ),
+        (
+            "lifecycle_msgs/srv/ChangeState",
+            st::<lifecycle::ChangeState>(),
+            ServiceForm::Native {
+                req_to_nerve: lifecycle_conv!(LC_CHANGE_REQUEST, decode),
+                req_to_ros: lifecycle_conv!(LC_CHANGE_REQUEST, encode),
+                resp_to_nerve: lifecycle_conv!(LC_CHANGE_RESPONSE, decode),
+                resp_to_ros: lifecycle_conv!(LC_CHANGE_RESPONSE, encode),
+                refusal: Some(change_refused),
+            },
+        ),
+        (
+            "lifecycle_msgs/srv/GetState",
+            st::<lifecycle::GetState>(),
+            lifecycle_query(
+                lifecycle_conv!(LC_GET_STATE_RESPONSE, decode),
+                lifecycle_conv!(LC_GET_STATE_RESPONSE, encode),
+            ),
+        ),
+        (
+            "lifecycle_msgs/srv/GetAvailableStates",
+            st::<lifecycle::GetAvailableStates>(),
+            lifecycle_query(
+                lifecycle_conv!(LC_STATES_RESPONSE, decode),
+                lifecycle_conv!(LC_STATES_RESPONSE, encode),
+            ),
+        ),
+        (
+            "lifecycle_msgs/srv/GetAvailableTransitions",
+            st::<lifecycle::GetAvailableTransitions>(),
+            lifecycle_query(
+                lifecycle_conv!(LC_TRANSITIONS_RESPONSE, decode),
+                lifecycle_conv!(LC_TRANSITIONS_RESPONSE, encode),
+            ),
         ),
     ]
 }
@@ -398,39 +480,47 @@ impl Services {
             let mut i = 0;
             while i < s.pending.len() {
                 let (call, id, since) = &s.pending[i];
-                match call.try_take() {
+                let answer = match call.try_take() {
                     Ok(None) if since.elapsed() < CALL_TIMEOUT => {
                         i += 1;
                         continue;
                     }
-                    Ok(Some(reply)) => {
-                        match s.route.resp_to_ros(reply.bytes(), &mut self.scratch) {
-                            Ok(()) => {
-                                let opts = WriteOptionsBuilder::new()
-                                    .source_timestamp(Timestamp::now())
-                                    .related_sample_identity(*id)
-                                    .build();
-                                let msg = RawCdr(std::mem::take(&mut self.scratch));
-                                if s.replies.write_with_options(msg, opts).is_ok() {
-                                    self.shared.stats.calls.fetch_add(1, Ordering::Relaxed);
-                                }
-                            }
-                            Err(reason) => (self.shared.events)(Event::Malformed {
-                                topic: name.clone(),
-                                reason,
-                            }),
+                    Ok(Some(reply)) => s.route.resp_to_ros(reply.bytes(), &mut self.scratch),
+                    // a refusal the ROS 2 type can express (ChangeState: success false)
+                    Err(CallError::Handler { .. }) if s.route.refusal().is_some() => {
+                        if let Some(refusal) = s.route.refusal() {
+                            refusal(&mut self.scratch);
                         }
+                        Ok(())
                     }
                     // ROS 2 has no error replies: the client sees no answer
-                    Ok(None) | Err(_) => {
+                    failed => {
                         (self.shared.events)(Event::Dropped {
                             topic: name.clone(),
-                            reason: match call.try_take() {
+                            reason: match failed {
                                 Err(e) => e.to_string(),
                                 _ => format!("no answer in {CALL_TIMEOUT:?}"),
                             },
                         });
+                        s.pending.swap_remove(i);
+                        continue;
                     }
+                };
+                match answer {
+                    Ok(()) => {
+                        let opts = WriteOptionsBuilder::new()
+                            .source_timestamp(Timestamp::now())
+                            .related_sample_identity(*id)
+                            .build();
+                        let msg = RawCdr(std::mem::take(&mut self.scratch));
+                        if s.replies.write_with_options(msg, opts).is_ok() {
+                            self.shared.stats.calls.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Err(reason) => (self.shared.events)(Event::Malformed {
+                        topic: name.clone(),
+                        reason,
+                    }),
                 }
                 s.pending.swap_remove(i);
             }
@@ -747,5 +837,316 @@ mod tests {
             let _ = outcome_to_nerve(&cdr[..n], &mut back);
         }
         assert!(two_ints_to_nerve(&[0, 1, 0, 0, 1], &mut back).is_err());
+    }
+
+    fn route(ros: &str) -> ServiceRoute {
+        service_route(&mut Catalog::new(Vec::new(), true), ros).unwrap()
+    }
+
+    fn label<const N: usize>(s: &str) -> nerve_msgs::FixedStr<N> {
+        nerve_msgs::FixedStr::new(s).unwrap()
+    }
+
+    fn state(id: u8, l: &str) -> lifecycle::State {
+        lifecycle::State {
+            id,
+            label: label(l),
+        }
+    }
+
+    fn transition(id: u8, l: &str) -> lifecycle::Transition {
+        lifecycle::Transition {
+            id,
+            label: label(l),
+        }
+    }
+
+    /// CDR of lifecycle_msgs `uint8 id` + `string label` after the header.
+    fn id_label_cdr(w: &mut CdrWriter<'_>, id: u8, label: &str) {
+        w.u8(id);
+        w.string(label.as_bytes());
+    }
+
+    #[test]
+    fn lifecycle_services_are_native_both_ways() {
+        let mut catalog = Catalog::new(Vec::new(), true);
+        for (ros, nerve) in [
+            (
+                "lifecycle_msgs/srv/ChangeState",
+                ServiceType::of::<lifecycle::ChangeState>(),
+            ),
+            (
+                "lifecycle_msgs/srv/GetState",
+                ServiceType::of::<lifecycle::GetState>(),
+            ),
+            (
+                "lifecycle_msgs/srv/GetAvailableStates",
+                ServiceType::of::<lifecycle::GetAvailableStates>(),
+            ),
+            (
+                "lifecycle_msgs/srv/GetAvailableTransitions",
+                ServiceType::of::<lifecycle::GetAvailableTransitions>(),
+            ),
+        ] {
+            assert_eq!(service_route(&mut catalog, ros).unwrap().nerve_type, nerve);
+            let back = route_of_nerve(&mut catalog, &nerve).unwrap();
+            assert_eq!(back.ros_type, ros);
+        }
+    }
+
+    #[test]
+    fn change_state_converts_both_ways_and_a_refusal_is_success_false() {
+        let r = route("lifecycle_msgs/srv/ChangeState");
+        let req = lifecycle::ChangeStateRequest {
+            transition: transition(3, "activate"),
+        };
+        let (mut cdr, mut back) = (Vec::new(), Vec::new());
+        r.req_to_ros(nerve::message::as_bytes(&req), &mut cdr)
+            .unwrap();
+        let mut want = Vec::new();
+        id_label_cdr(&mut CdrWriter::new(&mut want), 3, "activate");
+        assert_eq!(cdr, want);
+        // header, id 3, padding, length 9, "activate\0"
+        assert_eq!(&cdr[..12], &[0, 1, 0, 0, 3, 0, 0, 0, 9, 0, 0, 0]);
+        r.req_to_nerve(&cdr, &mut back).unwrap();
+        assert_eq!(back, nerve::message::as_bytes(&req));
+        // `ros2 service call` sends a label and id 0
+        want.clear();
+        id_label_cdr(&mut CdrWriter::new(&mut want), 0, "configure");
+        r.req_to_nerve(&want, &mut back).unwrap();
+        let got: lifecycle::ChangeStateRequest = nerve::message::read_pod(&back).unwrap();
+        assert_eq!(got.transition, transition(0, "configure"));
+
+        let ok = lifecycle::ChangeStateResponse { success: 1 };
+        r.resp_to_ros(nerve::message::as_bytes(&ok), &mut cdr)
+            .unwrap();
+        assert_eq!(cdr, [0, 1, 0, 0, 1]);
+        r.resp_to_nerve(&cdr, &mut back).unwrap();
+        assert_eq!(back, [1]);
+        // ROS 2 bools other than 0 are true
+        r.resp_to_nerve(&[0, 1, 0, 0, 7], &mut back).unwrap();
+        assert_eq!(back, [1]);
+        let refusal = r.refusal().expect("ChangeState answers a refusal");
+        refusal(&mut cdr);
+        assert_eq!(cdr, [0, 1, 0, 0, 0]);
+        r.resp_to_nerve(&cdr, &mut back).unwrap();
+        assert_eq!(back, [0]);
+        // only ChangeState can say no
+        assert!(route("lifecycle_msgs/srv/GetState").refusal().is_none());
+        assert!(route("std_srvs/srv/SetBool").refusal().is_none());
+    }
+
+    #[test]
+    fn lifecycle_queries_convert_both_ways() {
+        let (mut cdr, mut back) = (Vec::new(), Vec::new());
+        let get = route("lifecycle_msgs/srv/GetState");
+        get.req_to_nerve(&[0, 1, 0, 0, 0], &mut back).unwrap();
+        assert!(back.is_empty());
+        let now = lifecycle::GetStateResponse {
+            current_state: state(2, "inactive"),
+        };
+        get.resp_to_ros(nerve::message::as_bytes(&now), &mut cdr)
+            .unwrap();
+        let mut want = Vec::new();
+        id_label_cdr(&mut CdrWriter::new(&mut want), 2, "inactive");
+        assert_eq!(cdr, want);
+        get.resp_to_nerve(&cdr, &mut back).unwrap();
+        assert_eq!(back, nerve::message::as_bytes(&now));
+
+        // lists: the message slice's elements, a CDR sequence
+        let descs = [
+            lifecycle::TransitionDescription {
+                transition: transition(1, "configure"),
+                start_state: state(1, "unconfigured"),
+                goal_state: state(10, "configuring"),
+            },
+            lifecycle::TransitionDescription {
+                transition: transition(5, "shutdown"),
+                start_state: state(1, "unconfigured"),
+                goal_state: state(12, "shuttingdown"),
+            },
+        ];
+        let payload: Vec<u8> = descs
+            .iter()
+            .flat_map(|d| nerve::message::as_bytes(d).to_vec())
+            .collect();
+        let trans = route("lifecycle_msgs/srv/GetAvailableTransitions");
+        trans.resp_to_ros(&payload, &mut cdr).unwrap();
+        want.clear();
+        let mut w = CdrWriter::new(&mut want);
+        w.u32(2);
+        for d in &descs {
+            for (id, l) in [
+                (d.transition.id, d.transition.label),
+                (d.start_state.id, d.start_state.label),
+                (d.goal_state.id, d.goal_state.label),
+            ] {
+                id_label_cdr(&mut w, id, &l.as_str());
+            }
+        }
+        assert_eq!(cdr, want);
+        trans.resp_to_nerve(&cdr, &mut back).unwrap();
+        assert_eq!(back, payload);
+        // an empty list, and every cut of a full one is an error, not a panic
+        trans.resp_to_ros(&[], &mut cdr).unwrap();
+        assert_eq!(cdr, [0, 1, 0, 0, 0, 0, 0, 0]);
+        trans.resp_to_nerve(&cdr, &mut back).unwrap();
+        assert!(back.is_empty());
+        trans.resp_to_ros(&payload, &mut cdr).unwrap();
+        for cut in 0..cdr.len() {
+            assert!(
+                trans.resp_to_nerve(&cdr[..cut], &mut back).is_err(),
+                "cut {cut}"
+            );
+        }
+        // a count far beyond the bytes is refused before anything is allocated
+        let mut huge = vec![0, 1, 0, 0];
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(trans.resp_to_nerve(&huge, &mut back).is_err());
+
+        let states = [state(1, "unconfigured"), state(15, "errorprocessing")];
+        let payload: Vec<u8> = states
+            .iter()
+            .flat_map(|s| nerve::message::as_bytes(s).to_vec())
+            .collect();
+        let all = route("lifecycle_msgs/srv/GetAvailableStates");
+        all.resp_to_ros(&payload, &mut cdr).unwrap();
+        all.resp_to_nerve(&cdr, &mut back).unwrap();
+        assert_eq!(back, payload);
+    }
+
+    #[test]
+    fn a_ros2_label_longer_than_31_bytes_is_an_error_naming_the_field() {
+        let long = "a_label_of_forty_bytes_from_ros2_tooling";
+        assert_eq!(long.len(), 40);
+        let mut back = Vec::new();
+        let mut cdr = Vec::new();
+        id_label_cdr(&mut CdrWriter::new(&mut cdr), 1, long);
+        let e = route("lifecycle_msgs/srv/ChangeState")
+            .req_to_nerve(&cdr, &mut back)
+            .unwrap_err();
+        assert!(e.contains("transition.label"), "{e}");
+        assert!(e.contains("40 bytes do not fit Nerve's 31"), "{e}");
+        let e = route("lifecycle_msgs/srv/GetState")
+            .resp_to_nerve(&cdr, &mut back)
+            .unwrap_err();
+        assert!(e.contains("current_state.label"), "{e}");
+        // in a list: the element's field is named
+        cdr.clear();
+        let mut w = CdrWriter::new(&mut cdr);
+        w.u32(1);
+        id_label_cdr(&mut w, 1, "configure");
+        id_label_cdr(&mut w, 1, "unconfigured");
+        id_label_cdr(&mut w, 10, long);
+        let e = route("lifecycle_msgs/srv/GetAvailableTransitions")
+            .resp_to_nerve(&cdr, &mut back)
+            .unwrap_err();
+        assert!(e.contains("available_transitions.goal_state.label"), "{e}");
+        // exactly 31 bytes fit
+        let fits = &long[..31];
+        cdr.clear();
+        id_label_cdr(&mut CdrWriter::new(&mut cdr), 1, fits);
+        route("lifecycle_msgs/srv/ChangeState")
+            .req_to_nerve(&cdr, &mut back)
+            .unwrap();
+        let got: lifecycle::ChangeStateRequest = nerve::message::read_pod(&back).unwrap();
+        assert_eq!(got.transition.label.as_str(), fits);
+    }
+
+    #[test]
+    fn transition_events_cross_topics_as_lifecycle_msgs() {
+        use nerve::message::schema::Schema;
+        let mut catalog = Catalog::new(Vec::new(), true);
+        let ros = catalog
+            .for_ros("lifecycle_msgs/msg/TransitionEvent")
+            .unwrap();
+        assert_eq!(
+            ros.schema.layout_hash,
+            Schema::of::<lifecycle::TransitionEvent>().layout_hash
+        );
+        let to_ros = catalog
+            .for_nerve(&Schema::of::<lifecycle::TransitionEvent>())
+            .unwrap()
+            .unwrap();
+        assert_eq!(to_ros.ros_name, "lifecycle_msgs/msg/TransitionEvent");
+        let ev = lifecycle::TransitionEvent {
+            timestamp: 1_700_000_000_123_456_789,
+            transition: transition(10, "transition_success"),
+            start_state: state(10, "configuring"),
+            goal_state: state(2, "inactive"),
+        };
+        let (mut cdr, mut back) = (Vec::new(), Vec::new());
+        to_ros
+            .to_ros(nerve::message::as_bytes(&ev), &mut cdr)
+            .unwrap();
+        // header, then the u64 timestamp at offset 0 of the body
+        assert_eq!(&cdr[4..12], &ev.timestamp.to_le_bytes());
+        let mut want = Vec::new();
+        let mut w = CdrWriter::new(&mut want);
+        i64_to(&mut w, ev.timestamp as i64);
+        id_label_cdr(&mut w, 10, "transition_success");
+        id_label_cdr(&mut w, 10, "configuring");
+        id_label_cdr(&mut w, 2, "inactive");
+        assert_eq!(cdr, want);
+        ros.to_nerve(&cdr, 0, &mut back).unwrap();
+        assert_eq!(back, nerve::message::as_bytes(&ev));
+        for cut in 0..cdr.len() {
+            assert!(
+                ros.to_nerve(&cdr[..cut], 0, &mut back).is_err(),
+                "cut {cut}"
+            );
+        }
+        // a ROS 2 label too long for Nerve names its field
+        want.clear();
+        let mut w = CdrWriter::new(&mut want);
+        i64_to(&mut w, 5);
+        id_label_cdr(&mut w, 1, "configure");
+        id_label_cdr(&mut w, 1, "unconfigured");
+        id_label_cdr(&mut w, 2, &"x".repeat(32));
+        let e = ros.to_nerve(&want, 0, &mut back).unwrap_err();
+        assert!(e.contains("goal_state.label"), "{e}");
+        assert!(e.contains("32 bytes do not fit Nerve's 31"), "{e}");
+    }
+
+    #[test]
+    fn lifecycle_definitions_hash_as_ros2s_own() {
+        // RIHS01 hashes from the lifecycle_msgs package's type descriptions (Kilted)
+        let parts = nerve_bag::encoding::ros2::lifecycle_services();
+        let standard = nerve_bag::encoding::ros2::standard();
+        let event = standard
+            .iter()
+            .find(|s| s.ros_name == "lifecycle_msgs/msg/TransitionEvent")
+            .unwrap();
+        for (s, hash) in [
+            (
+                event,
+                "d5f8873a2f0146498f812d7885c7327ce27e463d36811d8792f35ee38c0d6c38",
+            ),
+            (
+                &parts[LC_CHANGE_REQUEST],
+                "d74c6f524e14cade7b67e7297190360ed749264af300524fc1456f27cc2a553a",
+            ),
+            (
+                &parts[LC_CHANGE_RESPONSE],
+                "e1ddfed0271fefe63767aa71561926e4d9eac0f1ddf9e71a8873eb46b36deac2",
+            ),
+            (
+                &parts[LC_GET_STATE_RESPONSE],
+                "fe249babab472e42cb5653b5d6a6b0c42a003b0fdfb84851aea3fde08760b4f5",
+            ),
+            (
+                &parts[LC_STATES_RESPONSE],
+                "223e0dd5bb8a847ebb9532adaf8b5e2a97e6e68e79faeaabd81a45fb32925bd1",
+            ),
+            (
+                &parts[LC_TRANSITIONS_RESPONSE],
+                "4711339461aadf02bcfff797a198de911f885074bd3f2fe9f7b677ef87f0741c",
+            ),
+        ] {
+            let got = nerve_ros2_types::Registry::from_ros2msg(s.ros_name, &(s.text)())
+                .and_then(|r| r.type_hash(s.ros_name))
+                .unwrap();
+            assert_eq!(got.to_string(), format!("RIHS01_{hash}"), "{}", s.ros_name);
+        }
     }
 }

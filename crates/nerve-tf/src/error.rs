@@ -87,6 +87,14 @@ pub enum TfError {
         /// Newest stamp held (ns).
         newest_ns: i64,
     },
+    /// The edge holds no transform (dynamic histories cleared after a time jump).
+    #[error("no transform of {child} in {parent} is held (cleared after time jumped back?)")]
+    NoData {
+        /// Parent frame of the edge.
+        parent: String,
+        /// Child frame of the edge.
+        child: String,
+    },
     /// The tree holds as many frames as it may.
     #[error(
         "the tree holds {max} frames; frame {frame} is refused (raise TreeLimits::max_frames)"

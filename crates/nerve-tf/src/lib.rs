@@ -10,13 +10,31 @@
 //! and times.
 //!
 //! Transforms travel as `nerve_msgs/TfMessage` on `/tf` and `/tf_static` ([`Broadcaster`],
-//! [`StaticBroadcaster`], [`Listener`]). The tree is single-threaded; a buffer shared by
-//! many reader threads builds on it.
+//! [`StaticBroadcaster`], [`Listener`]). The tree is single-threaded; [`TfBuffer`] is the
+//! same model shared by many threads: lookups never lock and never make a writer wait,
+//! and allocate nothing. A [`TransformListener`] feeds one from a thread of its own; the
+//! helpers in [`apply`](transform_points) move points, poses and point clouds.
+//!
+//! ```
+//! use nerve_tf::{Quat, TfBuffer, Transform, TreeLimits, Vec3, LATEST};
+//! let buffer = TfBuffer::new(TreeLimits::default());
+//! let lidar = Transform::new(Vec3::new(0.2, 0.0, 0.5), Quat::IDENTITY);
+//! buffer.set_transform("base_link", "lidar", 0, lidar, true).unwrap();
+//! let t = buffer.lookup_transform("base_link", "lidar", LATEST).unwrap();
+//! assert_eq!(t.apply(Vec3::new(1.0, 0.0, 0.0)), Vec3::new(1.2, 0.0, 0.5));
+//! ```
 
+mod apply;
+mod buffer;
 mod error;
+mod listener;
 mod math;
 mod topics;
 mod tree;
+
+pub use apply::{transform_cloud, transform_points, transform_pose, CloudError};
+pub use buffer::{AsFrame, FrameHandle, TfBuffer, DEFAULT_JUMP_BACK_NS};
+pub use listener::TransformListener;
 
 pub use error::TfError;
 pub use math::{Quat, Transform, Vec3};

@@ -31,6 +31,12 @@ pub enum TfTopicError {
     /// A transform was refused.
     #[error(transparent)]
     Transform(#[from] TfError),
+    /// The node could not be made.
+    #[error(transparent)]
+    Node(#[from] nerve::NodeError),
+    /// The listener thread could not start.
+    #[error("{0}")]
+    Thread(String),
     /// A frame name does not fit a message's frame field.
     #[error("frame name {name:?} is longer than {max} bytes")]
     NameTooLong {

@@ -84,6 +84,41 @@ fn check_name(name: &str) -> Result<(), TfError> {
     Ok(())
 }
 
+/// Checks an edge before it is stored: both names valid, not the same frame, a finite
+/// translation and a unit rotation (within 1e-3), which comes back normalised.
+pub(crate) fn validate(parent: &str, child: &str, t: &Transform) -> Result<Transform, TfError> {
+    check_name(parent)?;
+    check_name(child)?;
+    let norm = t.rotation.norm();
+    if !norm.is_finite() || (norm - 1.0).abs() > NORM_TOLERANCE {
+        let q = t.rotation;
+        return Err(TfError::BadRotation {
+            parent: parent.into(),
+            child: child.into(),
+            rotation: [q.x, q.y, q.z, q.w],
+            norm,
+        });
+    }
+    if !t.translation.is_finite() {
+        let v = t.translation;
+        return Err(TfError::BadTranslation {
+            parent: parent.into(),
+            child: child.into(),
+            translation: [v.x, v.y, v.z],
+        });
+    }
+    if parent == child {
+        return Err(TfError::Loop {
+            parent: parent.into(),
+            child: child.into(),
+        });
+    }
+    let mut t = *t;
+    let q = t.rotation;
+    t.rotation = crate::math::Quat::new(q.x / norm, q.y / norm, q.z / norm, q.w / norm);
+    Ok(t)
+}
+
 impl TfTree {
     /// An empty tree with `limits`.
     pub fn new(limits: TreeLimits) -> TfTree {
@@ -158,35 +193,7 @@ impl TfTree {
         t: Transform,
         is_static: bool,
     ) -> Result<bool, TfError> {
-        check_name(parent)?;
-        check_name(child)?;
-        let norm = t.rotation.norm();
-        if !norm.is_finite() || (norm - 1.0).abs() > NORM_TOLERANCE {
-            let q = t.rotation;
-            return Err(TfError::BadRotation {
-                parent: parent.into(),
-                child: child.into(),
-                rotation: [q.x, q.y, q.z, q.w],
-                norm,
-            });
-        }
-        if !t.translation.is_finite() {
-            let v = t.translation;
-            return Err(TfError::BadTranslation {
-                parent: parent.into(),
-                child: child.into(),
-                translation: [v.x, v.y, v.z],
-            });
-        }
-        if parent == child {
-            return Err(TfError::Loop {
-                parent: parent.into(),
-                child: child.into(),
-            });
-        }
-        let mut t = t;
-        let q = t.rotation;
-        t.rotation = crate::math::Quat::new(q.x / norm, q.y / norm, q.z / norm, q.w / norm);
+        let t = validate(parent, child, &t)?;
         // both frames exist afterwards: room for both, or neither is made
         let new_child = usize::from(!self.index.contains_key(child));
         let p = self.intern(parent, new_child)?;

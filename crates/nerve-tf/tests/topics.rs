@@ -73,3 +73,56 @@ fn a_robot_tree_over_tf_and_tf_static() {
     let e = to_msg("base", &"x".repeat(40), 0, Transform::IDENTITY).unwrap_err();
     assert!(e.to_string().contains("longer than 24 bytes"), "{e}");
 }
+
+#[test]
+fn a_listener_thread_feeds_a_shared_buffer() {
+    let dir = std::env::temp_dir().join(format!("nerve-tf-listener-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ctx = Context::new(Config::default().domain(877).unwrap().state_dir(&dir)).unwrap();
+    let buffer = std::sync::Arc::new(TfBuffer::new(TreeLimits::default()));
+    let listener = TransformListener::spawn(&ctx, "tf_buffer_listener", buffer.clone()).unwrap();
+    let node = ctx.node("tf_robot2").create().unwrap();
+    let mut statics = StaticBroadcaster::new(&node).unwrap();
+    statics
+        .send(&[to_msg("base_link", "lidar", 0, xyz(0.2, 0.0, 0.5)).unwrap()])
+        .unwrap();
+    let dynamic = Broadcaster::new(&node).unwrap();
+    for k in 0..=10 {
+        dynamic
+            .send(&[to_msg(
+                "odom",
+                "base_link",
+                k * 100_000_000,
+                xyz(k as f64, 0.0, 0.0),
+            )
+            .unwrap()])
+            .unwrap();
+    }
+    // another thread waits for the chain (the reader side of the buffer)
+    let reader = {
+        let buffer = buffer.clone();
+        std::thread::spawn(move || {
+            buffer.wait_for_transform(
+                "odom",
+                "lidar",
+                1_000_000_000,
+                std::time::Duration::from_secs(20),
+            )
+        })
+    };
+    let t = reader.join().unwrap().unwrap();
+    assert!((t.translation.x - 10.2).abs() < 1e-9, "{t:?}");
+    // a bad transform (sent once the connection is known to work) is refused, counted
+    let mut bad = to_msg("base_link", "imu", 0, xyz(0.0, 0.0, 0.0)).unwrap();
+    bad.transform.rotation.w = f64::NAN;
+    dynamic.send(&[bad]).unwrap();
+    for _ in 0..400 {
+        if listener.refused() > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(listener.refused(), 1);
+    assert!(listener.stored() >= 2, "{}", listener.stored());
+    listener.stop();
+}

@@ -100,6 +100,79 @@ pub fn topic_info(node: &Node, topic: &str) -> Result<TopicInfo, TopicError> {
     })
 }
 
+/// The nodes at either end of a topic or service, by name (a node of a dead process, or
+/// one whose details cannot be read, is named by its id).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Endpoints {
+    /// Names of the nodes publishing (a topic) or serving (a service).
+    pub publishers: Vec<String>,
+    /// Names of the nodes subscribing (a topic) or calling (a service).
+    pub subscribers: Vec<String>,
+}
+
+/// Names of the domain's nodes by iceoryx2 node id.
+fn node_names(node: &Node) -> std::collections::HashMap<String, String> {
+    let mut names = std::collections::HashMap::new();
+    let _ = iceoryx2::node::Node::<Ipc>::list(&node.inner.ctx.inner.iox, |state| {
+        if let NodeState::Alive(v) = &state {
+            if let Some(d) = v.details() {
+                names.insert(format!("{:?}", v.id()), d.name().as_str().to_string());
+            }
+        }
+        CallbackProgression::Continue
+    });
+    names
+}
+
+/// The nodes publishing and subscribing to `topic`, sorted, one entry per endpoint.
+pub fn topic_endpoints(node: &Node, topic: &str) -> Result<Endpoints, TopicError> {
+    crate::name::validate_topic(topic)?;
+    let service = shm::open_topic(&node.inner.iox, topic, None, None, &Qos::default())?;
+    let names = node_names(node);
+    let name = |id: &iceoryx2::identifiers::UniqueNodeId| {
+        let id = format!("{id:?}");
+        names.get(&id).cloned().unwrap_or(id)
+    };
+    let mut out = Endpoints::default();
+    let dynamic = service.dynamic_config();
+    dynamic.list_publishers(|p| {
+        out.publishers.push(name(&p.node_id));
+        CallbackProgression::Continue
+    });
+    dynamic.list_subscribers(|s| {
+        out.subscribers.push(name(&s.node_id));
+        CallbackProgression::Continue
+    });
+    out.publishers.sort();
+    out.subscribers.sort();
+    Ok(out)
+}
+
+/// The nodes serving (as [`Endpoints::publishers`]) and calling (as
+/// [`Endpoints::subscribers`]) service `name`, sorted.
+pub fn service_endpoints(node: &Node, name: &str) -> Result<Endpoints, ServiceError> {
+    crate::name::validate_topic(name)?;
+    let service = rpc::open_service(&node.inner.iox, name, None, &ServiceQos::default())?;
+    let names = node_names(node);
+    let lookup = |id: &iceoryx2::identifiers::UniqueNodeId| {
+        let id = format!("{id:?}");
+        names.get(&id).cloned().unwrap_or(id)
+    };
+    let mut out = Endpoints::default();
+    let dynamic = service.dynamic_config();
+    dynamic.list_servers(|s| {
+        out.publishers.push(lookup(&s.node_id));
+        CallbackProgression::Continue
+    });
+    dynamic.list_clients(|c| {
+        out.subscribers.push(lookup(&c.node_id));
+        CallbackProgression::Continue
+    });
+    out.publishers.sort();
+    out.subscribers.sort();
+    Ok(out)
+}
+
 /// What `nerve service list` shows of a service.
 #[derive(Clone, Debug)]
 pub struct ServiceInfo {

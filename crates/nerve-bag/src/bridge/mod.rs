@@ -11,8 +11,8 @@
 //! publishers do no work for the bridge.
 //!
 //! Services: every Nerve service whose request and response types have a schema the
-//! bridge knows (the standard services of `nerve_msgs`) is offered to Foxglove's Service
-//! Call panel with `ros2msg` schemas and CDR payloads. A call is decoded, made through a
+//! bridge knows (`nerve_msgs`' types, or a type some topic of the domain carries: Nerve
+//! records no schema on a service) is offered to Foxglove's Service Call panel with `ros2msg` schemas and CDR payloads. A call is decoded, made through a
 //! Nerve client on the bridge's caller thread (one call at a time, each bounded by
 //! [`BridgeOptions::call_timeout`]; at most [`MAX_PENDING_CALLS`] wait, more are refused
 //! at once), and its response converted back; a failed call answers with the Nerve
@@ -24,30 +24,44 @@
 //! the SDK), are served beside those offering `foxglove.sdk.v1` or `foxglove.sdk.v1.1`,
 //! each answered with the name it offered.
 //!
-//! Slow clients: the server keeps a bounded backlog per client
-//! ([`BridgeOptions::backlog`]) and drops the oldest messages when it is full (the SDK
-//! logs it; foxglove 0.30 does not expose per-client counts). Samples the bridge itself
-//! missed (sequence gaps on a watched topic) are counted in [`BridgeTopicStats::lost`].
+//! Slow clients: the front door keeps a bounded queue of frames per client
+//! ([`BridgeOptions::backlog`]) and drops the oldest message data when it is full,
+//! counting per client and telling the client with a status message ([`gate`]; the
+//! SDK's own backlog drops are not exposed by foxglove 0.30). Samples the bridge itself
+//! missed (sequence gaps on a watched topic) are counted in [`BridgeTopicStats::lost`]
+//! and reported to the clients watching the topic.
+//!
+//! Foxglove as a cockpit (issue 32): clients publish to Nerve topics ([`inbound`]: the
+//! Teleop panel's Twist on `/cmd_vel`, type checked), get and set the nodes' parameters
+//! ([`params`]), see the connection graph (publishers, subscribers and services by
+//! node), and get `/clock` as the server's time ([`BridgeOptions::clock`]). A topic whose
+//! last publisher is gone is unadvertised. [`playback`] serves a bag with the playback
+//! bar instead of the domain.
 
 pub mod gate;
+pub mod inbound;
+pub mod params;
+pub mod playback;
 
 use crate::encoding::{Encoding, MESSAGE_ENCODING, SCHEMA_ENCODING};
 use crate::record::Selection;
 use crate::BagError;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use foxglove::websocket::service::{Request, Responder, Service, ServiceSchema};
-use foxglove::websocket::{Capability, ChannelView, Client, ServerListener};
+use foxglove::websocket::{
+    Capability, ChannelView, Client, ClientChannel, ConnectionGraph, ServerListener, Status,
+};
 use foxglove::{
     ChannelBuilder, PartialMetadata, RawChannel, WebSocketServer, WebSocketServerHandle,
 };
 use nerve::message::schema::Schema;
 use nerve::{Context, Qos, RawClient, RawSubscriber, ServiceQos, WaitMode};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How to bridge.
 #[derive(Clone, Debug)]
@@ -66,6 +80,13 @@ pub struct BridgeOptions {
     pub services: bool,
     /// Longest a service call from Foxglove may take.
     pub call_timeout: Duration,
+    /// Let clients publish to Nerve topics (`clientPublish`).
+    pub client_publish: bool,
+    /// Offer the nodes' parameters to Foxglove's Parameters panel.
+    pub parameters: bool,
+    /// Broadcast the time of the `/clock` topic (a bag replayed by `nerve bag play
+    /// --clock`, a simulation) as the server's time.
+    pub clock: bool,
 }
 
 /// Service calls from Foxglove waiting for the caller thread; more are refused at once.
@@ -86,6 +107,9 @@ impl Default for BridgeOptions {
             backlog: 256,
             services: true,
             call_timeout: Duration::from_secs(5),
+            client_publish: true,
+            parameters: true,
+            clock: false,
         }
     }
 }
@@ -135,6 +159,12 @@ struct Bridged {
     worker: Mutex<Worker>,
     /// Why the last subscription to the Nerve topic failed, if it did.
     error: Mutex<Option<String>>,
+    /// The clients subscribed now (at most [`gate::MAX_CONNECTIONS`]), told of losses.
+    clients: Mutex<Vec<Client>>,
+    /// The loss count last reported to them.
+    reported_lost: AtomicU64,
+    /// Unadvertised: no worker starts any more (set under the worker's lock).
+    closed: AtomicBool,
 }
 
 /// A Nerve service offered to Foxglove.
@@ -163,6 +193,32 @@ struct Shared {
     services: Mutex<BTreeMap<String, Arc<BridgedService>>>,
     /// The server, until the bridge stops.
     server: Mutex<Option<WebSocketServerHandle>>,
+    /// Client channels and their messages, on their way to the publishing thread.
+    inbound: Option<inbound::Queues>,
+    /// Counts per topic clients published to.
+    inbound_counts: inbound::Counts,
+    /// Whether some client subscribed to the connection graph.
+    graph_watched: AtomicBool,
+    /// Counts of topics unadvertised since, by name (added up if a topic comes and goes
+    /// several times; bounded by the domain's topic names).
+    retired: Mutex<BTreeMap<String, BridgeTopicStats>>,
+    /// Schemas of the domain's types by layout hash, learnt from the topics' records (at
+    /// most [`MAX_KNOWN_SCHEMAS`]).
+    known: inbound::Known,
+}
+
+impl Bridged {
+    fn stats(&self) -> BridgeTopicStats {
+        BridgeTopicStats {
+            topic: self.name.clone(),
+            schema_name: self.encoding.schema_name.clone(),
+            watchers: self.watchers.load(Ordering::Relaxed),
+            forwarded: self.forwarded.load(Ordering::Relaxed),
+            lost: self.lost.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            error: self.error.lock().expect("poisoned").clone(),
+        }
+    }
 }
 
 impl Shared {
@@ -175,22 +231,63 @@ impl Shared {
 struct Listener(Arc<Shared>);
 
 impl ServerListener for Listener {
-    fn on_subscribe(&self, _client: Client, channel: ChannelView) {
+    fn on_client_advertise(&self, client: Client, channel: &ClientChannel) {
+        if let Some(q) = &self.0.inbound {
+            q.advertise(client, channel);
+        }
+    }
+
+    fn on_client_unadvertise(&self, client: Client, channel: &ClientChannel) {
+        if let Some(q) = &self.0.inbound {
+            q.unadvertise(client.id(), channel.id);
+        }
+    }
+
+    fn on_message_data(&self, client: Client, channel: &ClientChannel, payload: &[u8]) {
+        if let Some(q) = &self.0.inbound {
+            if !q.data(client.id(), channel.id, payload) {
+                inbound::count(&self.0.inbound_counts, &channel.topic, |c| {
+                    c.received += 1;
+                    c.dropped += 1;
+                });
+            }
+        }
+    }
+
+    fn on_connection_graph_subscribe(&self) {
+        self.0.graph_watched.store(true, Ordering::Relaxed);
+    }
+
+    fn on_connection_graph_unsubscribe(&self) {
+        self.0.graph_watched.store(false, Ordering::Relaxed);
+    }
+
+    fn on_subscribe(&self, client: Client, channel: ChannelView) {
         let Some(t) = self.0.find(&channel) else {
             return;
         };
+        {
+            let mut clients = t.clients.lock().expect("poisoned");
+            if clients.len() < gate::MAX_CONNECTIONS {
+                clients.push(client);
+            }
+        }
         // the count changes under the worker's lock, so a subscribe and an unsubscribe
         // arriving together cannot leave a worker running for nobody (or none for someone)
         let mut w = t.worker.lock().expect("poisoned");
-        if t.watchers.fetch_add(1, Ordering::Relaxed) == 0 {
+        if t.watchers.fetch_add(1, Ordering::Relaxed) == 0 && !t.closed.load(Ordering::Relaxed) {
             start_worker(&self.0, &t, &mut w);
         }
     }
 
-    fn on_unsubscribe(&self, _client: Client, channel: ChannelView) {
+    fn on_unsubscribe(&self, client: Client, channel: ChannelView) {
         let Some(t) = self.0.find(&channel) else {
             return;
         };
+        t.clients
+            .lock()
+            .expect("poisoned")
+            .retain(|c| c.id() != client.id());
         let mut w = t.worker.lock().expect("poisoned");
         if t.watchers.fetch_sub(1, Ordering::Relaxed) == 1 {
             stop_worker(&mut w);
@@ -264,30 +361,51 @@ pub struct Bridge {
     gate: gate::Gate,
     port: u16,
     discovery: Option<JoinHandle<()>>,
-    caller: Option<JoinHandle<()>>,
+    /// The caller, publishing, parameter and clock threads.
+    workers: Vec<JoinHandle<()>>,
 }
 
 impl Bridge {
     /// Starts the server and the discovery of topics in `ctx`'s domain.
     pub fn start(ctx: &Context, opts: BridgeOptions) -> Result<Bridge, BagError> {
+        let (queues, inbound_rx) = inbound::Queues::new();
         let shared = Arc::new(Shared {
             ctx: ctx.clone(),
             stop: AtomicBool::new(false),
             topics: Mutex::new(BTreeMap::new()),
             services: Mutex::new(BTreeMap::new()),
             server: Mutex::new(None),
+            inbound: opts.client_publish.then_some(queues),
+            inbound_counts: Mutex::new(BTreeMap::new()),
+            graph_watched: AtomicBool::new(false),
+            retired: Mutex::new(BTreeMap::new()),
+            known: Mutex::new(HashMap::new()),
         });
         let fctx = foxglove::Context::new();
+        let mut caps = vec![Capability::ConnectionGraph];
+        if opts.services {
+            caps.push(Capability::Services);
+        }
+        if opts.client_publish {
+            caps.push(Capability::ClientPublish);
+        }
+        if opts.parameters {
+            caps.push(Capability::Parameters);
+        }
+        if opts.clock {
+            caps.push(Capability::Time);
+        }
+        let (params_tx, params_rx) = bounded::<params::Request>(params::MAX_PENDING);
         let mut server = WebSocketServer::new()
             .name("nerve")
             .context(&fctx)
             .bind("127.0.0.1", 0)
             .message_backlog_size(opts.backlog.max(1))
-            .listener(Arc::new(Listener(shared.clone())));
-        if opts.services {
-            server = server
-                .capabilities([Capability::Services])
-                .supported_encodings([MESSAGE_ENCODING]);
+            .listener(Arc::new(Listener(shared.clone())))
+            .capabilities(caps)
+            .supported_encodings([MESSAGE_ENCODING, "json"]);
+        if opts.parameters {
+            server = server.parameter_handler(Arc::new(params::Handler(params_tx)));
         }
         let server = server.start_blocking().map_err(|e| BagError::Io {
             path: "the bridge's server on 127.0.0.1".into(),
@@ -295,7 +413,7 @@ impl Bridge {
         })?;
         let backend = std::net::SocketAddr::from(([127, 0, 0, 1], server.port()));
         *shared.server.lock().expect("poisoned") = Some(server);
-        let gate = match gate::Gate::start(&opts.host, opts.port, backend) {
+        let gate = match gate::Gate::start(&opts.host, opts.port, backend, opts.backlog) {
             Ok(g) => g,
             Err(source) => {
                 if let Some(s) = shared.server.lock().expect("poisoned").take() {
@@ -309,16 +427,51 @@ impl Bridge {
         };
         let port = gate.port();
         let (calls_tx, calls_rx) = bounded::<Call>(MAX_PENDING_CALLS);
-        let caller = opts
-            .services
-            .then(|| {
-                let (shared, timeout) = (shared.clone(), opts.call_timeout);
-                std::thread::Builder::new()
-                    .name("bridge-calls".into())
-                    .spawn(move || make_calls(&shared, &calls_rx, timeout))
-                    .map_err(|e| BagError::io(Path::new("bridge-calls thread"), e))
-            })
-            .transpose()?;
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map_err(|e| BagError::io(Path::new(name), e))
+        };
+        let mut workers = Vec::new();
+        if opts.services {
+            let (shared, timeout) = (shared.clone(), opts.call_timeout);
+            workers.push(spawn(
+                "bridge-calls",
+                Box::new(move || make_calls(&shared, &calls_rx, timeout)),
+            )?);
+        }
+        if opts.client_publish {
+            let shared = shared.clone();
+            workers.push(spawn(
+                "bridge-publish",
+                Box::new(move || {
+                    inbound::run(
+                        &shared.ctx,
+                        &inbound_rx,
+                        &shared.inbound_counts,
+                        &shared.known,
+                        &shared.stop,
+                    )
+                }),
+            )?);
+        }
+        if opts.parameters {
+            let shared = shared.clone();
+            workers.push(spawn(
+                "bridge-params",
+                Box::new(move || {
+                    params::run(&shared.ctx, &params_rx, &shared.server, &shared.stop)
+                }),
+            )?);
+        }
+        if opts.clock {
+            let shared = shared.clone();
+            workers.push(spawn(
+                "bridge-clock",
+                Box::new(move || follow_clock(&shared)),
+            )?);
+        }
         let discovery = {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -331,13 +484,19 @@ impl Bridge {
             gate,
             port,
             discovery: Some(discovery),
-            caller,
+            workers,
         })
     }
 
     /// The port the server listens on.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Messages dropped for slow clients so far (each client is told its own count by
+    /// a status message; see [`gate`]).
+    pub fn client_drops(&self) -> u64 {
+        self.gate.dropped()
     }
 
     /// Clients connected now.
@@ -360,23 +519,19 @@ impl Bridge {
             .collect()
     }
 
-    /// Counts per topic.
+    /// Counts per topic Foxglove clients published to.
+    pub fn inbound_stats(&self) -> Vec<inbound::InboundStats> {
+        let counts = self.shared.inbound_counts.lock().expect("poisoned");
+        counts.values().cloned().collect()
+    }
+
+    /// Counts per topic (those of a topic unadvertised since included).
     pub fn stats(&self) -> Vec<BridgeTopicStats> {
-        let topics = self.shared.topics.lock().expect("poisoned");
-        let mut v: Vec<BridgeTopicStats> = topics
-            .values()
-            .map(|t| BridgeTopicStats {
-                topic: t.name.clone(),
-                schema_name: t.encoding.schema_name.clone(),
-                watchers: t.watchers.load(Ordering::Relaxed),
-                forwarded: t.forwarded.load(Ordering::Relaxed),
-                lost: t.lost.load(Ordering::Relaxed),
-                failed: t.failed.load(Ordering::Relaxed),
-                error: t.error.lock().expect("poisoned").clone(),
-            })
-            .collect();
-        v.sort_by(|a, b| a.topic.cmp(&b.topic));
-        v
+        let mut by_name = self.shared.retired.lock().expect("poisoned").clone();
+        for t in self.shared.topics.lock().expect("poisoned").values() {
+            add_stats(&mut by_name, t.stats());
+        }
+        by_name.into_values().collect()
     }
 
     /// Stops discovery, every forwarding thread and the server.
@@ -390,8 +545,8 @@ impl Bridge {
         if let Some(d) = self.discovery.take() {
             let _ = d.join();
         }
-        if let Some(c) = self.caller.take() {
-            let _ = c.join();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
         }
         if let Some(s) = self.shared.server.lock().expect("poisoned").take() {
             drop(s.stop());
@@ -418,6 +573,12 @@ impl Drop for Bridge {
     }
 }
 
+/// How often losses are reported to the clients watching a topic, at most.
+pub const LOSS_REPORT_PERIOD: Duration = Duration::from_secs(2);
+
+/// Most schemas the bridge learns from the domain's topics.
+pub const MAX_KNOWN_SCHEMAS: usize = 4096;
+
 fn discover(
     shared: &Shared,
     fctx: &Arc<foxglove::Context>,
@@ -427,90 +588,326 @@ fn discover(
     let Ok(node) = shared.ctx.node("nerve_bridge").create() else {
         return;
     };
-    let mut seen = HashSet::new();
+    // topics offered, by name: their channel ids
+    let mut offered: HashMap<String, u64> = HashMap::new();
+    // topics looked at and not offered (no usable schema): not looked at again
+    let mut skipped = HashSet::new();
     let mut seen_services = HashSet::new();
+    let mut last_graph = None;
+    let mut last_loss_report = Instant::now();
     while !shared.stop.load(Ordering::Relaxed) {
-        if opts.services {
-            offer_services(shared, &node, &mut seen_services, calls);
-        }
-        for name in nerve::introspect::topic_names(&node).unwrap_or_default() {
-            if seen.contains(&name) || !opts.selection.matches(&name) {
+        let names = nerve::introspect::topic_names(&node).unwrap_or_default();
+        // topics whose last publisher is gone (or that vanished) are unadvertised
+        offered.retain(|name, id| {
+            let alive = names.contains(name)
+                && nerve::introspect::topic_info(&node, name).is_ok_and(|i| i.publishers > 0);
+            if !alive {
+                unadvertise(shared, *id);
+            }
+            alive
+        });
+        for name in &names {
+            if offered.contains_key(name) || skipped.contains(name) || !opts.selection.matches(name)
+            {
                 continue;
             }
-            let Ok(info) = nerve::introspect::topic_info(&node, &name) else {
+            let Ok(info) = nerve::introspect::topic_info(&node, name) else {
                 continue;
             };
-            seen.insert(name.clone());
             // topics without a usable schema cannot be decoded by anyone: not offered
             let Some(Ok(schema)) = info.schema else {
+                skipped.insert(name.clone());
                 continue;
             };
+            {
+                let mut known = shared.known.lock().expect("poisoned");
+                if known.len() < MAX_KNOWN_SCHEMAS {
+                    known
+                        .entry(schema.layout_hash)
+                        .or_insert_with(|| schema.clone());
+                }
+            }
+            if info.publishers == 0 {
+                continue;
+            }
             let Ok(encoding) = Encoding::for_schema(&schema) else {
+                skipped.insert(name.clone());
                 continue;
             };
-            let fschema = foxglove::Schema::new(
-                encoding.schema_name.clone(),
-                SCHEMA_ENCODING,
-                encoding.schema_data.clone(),
-            );
-            let Ok(channel) = ChannelBuilder::new(name.clone())
-                .context(fctx)
-                .message_encoding(MESSAGE_ENCODING)
-                .schema(fschema)
-                .build_raw()
-            else {
-                continue;
-            };
-            let id: u64 = channel.id().into();
-            shared.topics.lock().expect("poisoned").insert(
-                id,
-                Arc::new(Bridged {
-                    name,
-                    schema,
-                    encoding,
-                    channel,
-                    watchers: AtomicUsize::new(0),
-                    forwarded: AtomicU64::new(0),
-                    lost: AtomicU64::new(0),
-                    failed: AtomicU64::new(0),
-                    worker: Mutex::new(None),
-                    error: Mutex::new(None),
-                }),
-            );
+            if let Some(id) = advertise(shared, fctx, name, schema, encoding) {
+                offered.insert(name.clone(), id);
+            }
         }
-        let end = std::time::Instant::now() + opts.discovery_period;
-        while !shared.stop.load(Ordering::Relaxed) && std::time::Instant::now() < end {
+        if opts.services {
+            let known = shared.known.lock().expect("poisoned").clone();
+            offer_services(shared, &node, &mut seen_services, &known, calls);
+        }
+        if shared.graph_watched.load(Ordering::Relaxed) {
+            let graph = graph_of(&node, &names);
+            if last_graph.as_ref() != Some(&graph) {
+                let mut g = ConnectionGraph::new();
+                for (topic, (pubs, subs)) in &graph.0 {
+                    if !pubs.is_empty() {
+                        g.set_published_topic(topic, pubs.iter().cloned());
+                    }
+                    if !subs.is_empty() {
+                        g.set_subscribed_topic(topic, subs.iter().cloned());
+                    }
+                }
+                for (service, servers) in &graph.1 {
+                    g.set_advertised_service(service, servers.iter().cloned());
+                }
+                if let Some(server) = shared.server.lock().expect("poisoned").as_ref() {
+                    let _ = server.publish_connection_graph(g);
+                }
+                last_graph = Some(graph);
+            }
+        } else {
+            last_graph = None;
+        }
+        if last_loss_report.elapsed() >= LOSS_REPORT_PERIOD {
+            last_loss_report = Instant::now();
+            report_losses(shared);
+        }
+        let end = Instant::now() + opts.discovery_period;
+        while !shared.stop.load(Ordering::Relaxed) && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
 
-/// The schema of a service's request or response type, if the bridge knows it.
-fn known_schema(ty: &nerve::TypeInfo) -> Option<Schema> {
+/// Offers a topic to clients; its channel id.
+fn advertise(
+    shared: &Shared,
+    fctx: &Arc<foxglove::Context>,
+    name: &str,
+    schema: Schema,
+    encoding: Encoding,
+) -> Option<u64> {
+    let fschema = foxglove::Schema::new(
+        encoding.schema_name.clone(),
+        SCHEMA_ENCODING,
+        encoding.schema_data.clone(),
+    );
+    let channel = ChannelBuilder::new(name)
+        .context(fctx)
+        .message_encoding(MESSAGE_ENCODING)
+        .schema(fschema)
+        .build_raw()
+        .ok()?;
+    let id: u64 = channel.id().into();
+    shared.topics.lock().expect("poisoned").insert(
+        id,
+        Arc::new(Bridged {
+            name: name.to_string(),
+            schema,
+            encoding,
+            channel,
+            watchers: AtomicUsize::new(0),
+            forwarded: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            worker: Mutex::new(None),
+            error: Mutex::new(None),
+            clients: Mutex::new(Vec::new()),
+            reported_lost: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        }),
+    );
+    Some(id)
+}
+
+/// Withdraws a topic: its channel is closed (clients get an unadvertise) and its
+/// forwarding thread stopped. Its counts stay in [`Bridge::stats`].
+fn unadvertise(shared: &Shared, id: u64) {
+    let t = shared.topics.lock().expect("poisoned").remove(&id);
+    if let Some(t) = t {
+        {
+            let mut w = t.worker.lock().expect("poisoned");
+            t.closed.store(true, Ordering::Relaxed);
+            stop_worker(&mut w);
+        }
+        t.channel.close();
+        let mut retired = shared.retired.lock().expect("poisoned");
+        add_stats(
+            &mut retired,
+            BridgeTopicStats {
+                watchers: 0,
+                ..t.stats()
+            },
+        );
+    }
+}
+
+/// Adds `s` to the counts of its topic in `to`.
+fn add_stats(to: &mut BTreeMap<String, BridgeTopicStats>, s: BridgeTopicStats) {
+    match to.get_mut(&s.topic) {
+        None => {
+            to.insert(s.topic.clone(), s);
+        }
+        Some(t) => {
+            t.watchers += s.watchers;
+            t.forwarded += s.forwarded;
+            t.lost += s.lost;
+            t.failed += s.failed;
+            t.schema_name = s.schema_name;
+            if s.error.is_some() {
+                t.error = s.error;
+            }
+        }
+    }
+}
+
+/// Tells the clients watching each topic how many of its samples the bridge lost since
+/// the last report (the SDK's own per-client backlog drops are not exposed by foxglove
+/// 0.30: see the module's docs).
+fn report_losses(shared: &Shared) {
+    let topics: Vec<_> = shared
+        .topics
+        .lock()
+        .expect("poisoned")
+        .values()
+        .cloned()
+        .collect();
+    for t in topics {
+        let lost = t.lost.load(Ordering::Relaxed);
+        let before = t.reported_lost.swap(lost, Ordering::Relaxed);
+        if lost <= before {
+            continue;
+        }
+        let status = Status::warning(format!(
+            "{}: {} samples lost by the bridge in the last {} s ({lost} in all): the topic \
+             outruns the bridge's subscription",
+            t.name,
+            lost - before,
+            LOSS_REPORT_PERIOD.as_secs()
+        ))
+        .with_id(format!("nerve-bridge-lost-{}", t.name));
+        for c in t.clients.lock().expect("poisoned").iter() {
+            c.send_status(status.clone());
+        }
+    }
+}
+
+/// The domain's graph: per topic its publishing and subscribing nodes, per service its
+/// serving nodes (the bridge's own endpoints left out).
+#[derive(PartialEq)]
+struct Graph(
+    BTreeMap<String, (Vec<String>, Vec<String>)>,
+    BTreeMap<String, Vec<String>>,
+);
+
+fn graph_of(node: &nerve::Node, topics: &std::collections::BTreeSet<String>) -> Graph {
+    let own = |n: &String| !n.contains("nerve_bridge");
+    let mut g = Graph(BTreeMap::new(), BTreeMap::new());
+    for t in topics {
+        if let Ok(e) = nerve::introspect::topic_endpoints(node, t) {
+            let mut pubs: Vec<String> = e.publishers.into_iter().filter(own).collect();
+            let mut subs: Vec<String> = e.subscribers.into_iter().filter(own).collect();
+            pubs.dedup();
+            subs.dedup();
+            if !pubs.is_empty() || !subs.is_empty() {
+                g.0.insert(t.clone(), (pubs, subs));
+            }
+        }
+    }
+    for s in nerve::introspect::list_services(node).unwrap_or_default() {
+        if s.servers == 0 {
+            continue;
+        }
+        if let Ok(e) = nerve::introspect::service_endpoints(node, &s.name) {
+            let mut servers: Vec<String> = e.publishers.into_iter().filter(own).collect();
+            servers.dedup();
+            if !servers.is_empty() {
+                g.1.insert(s.name, servers);
+            }
+        }
+    }
+    g
+}
+
+/// Follows `/clock` (`nerve_msgs::Clock`, as `nerve bag play --clock` and simulations
+/// publish it) and broadcasts each time as the server's.
+fn follow_clock(shared: &Shared) {
+    let Ok(node) = shared.ctx.node("nerve_bridge_clock").create() else {
+        return;
+    };
+    let mut sub = None;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let Some(s) = &sub else {
+            sub = node
+                .subscriber::<nerve_msgs::Clock>(crate::play::CLOCK_TOPIC)
+                .qos(Qos::sensor().depth(4))
+                .create()
+                .ok();
+            if sub.is_none() {
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            continue;
+        };
+        if let Ok(Some(c)) = s.recv_timeout(Duration::from_millis(20)) {
+            if let (Ok(t), Some(server)) = (
+                u64::try_from(c.clock.nanos),
+                shared.server.lock().expect("poisoned").as_ref(),
+            ) {
+                server.broadcast_time(t);
+            }
+        }
+    }
+}
+
+/// The schema of a service's request or response type, if the bridge knows it: a
+/// standard message's, or one recorded on a topic of the domain (Nerve records no
+/// schema on a service, so a type is known once some topic carries it).
+fn known_schema(ty: &nerve::TypeInfo, known: &HashMap<u64, Schema>) -> Option<Schema> {
     nerve_msgs::schemas()
         .into_iter()
         .find(|s| s.layout_hash == ty.layout_hash && s.name == ty.name)
+        .or_else(|| {
+            known
+                .get(&ty.layout_hash)
+                .filter(|s| s.name == ty.name)
+                .cloned()
+        })
 }
 
 /// Offers the services that appeared since the last round (those whose types have a
-/// known schema; the others are skipped once, for good).
+/// known schema; the others are looked at again each round, as a topic may make their
+/// types known) and withdraws those whose last server is gone.
 fn offer_services(
     shared: &Shared,
     node: &nerve::Node,
     seen: &mut HashSet<String>,
+    known: &HashMap<u64, Schema>,
     calls: &Sender<Call>,
 ) {
     let Ok(list) = nerve::introspect::list_services(node) else {
         return;
     };
+    let gone: Vec<String> = seen
+        .iter()
+        .filter(|n| !list.iter().any(|i| &&i.name == n && i.servers > 0))
+        .cloned()
+        .collect();
+    if !gone.is_empty() {
+        if let Some(server) = shared.server.lock().expect("poisoned").as_ref() {
+            server.remove_services(&gone);
+        }
+        for n in &gone {
+            seen.remove(n);
+        }
+    }
     for info in list {
-        if info.servers == 0 || !seen.insert(info.name.clone()) {
+        if info.servers == 0 || seen.contains(&info.name) {
             continue;
         }
-        let (Some(req), Some(resp)) = (known_schema(&info.request), known_schema(&info.response))
-        else {
+        let (Some(req), Some(resp)) = (
+            known_schema(&info.request, known),
+            known_schema(&info.response, known),
+        ) else {
             continue;
         };
+        seen.insert(info.name.clone());
         let (Ok(request), Ok(response)) = (Encoding::for_schema(&req), Encoding::for_schema(&resp))
         else {
             continue;

@@ -338,6 +338,48 @@ mod tests {
     }
 
     #[test]
+    fn tf_messages_are_tf2_msgs_tfmessage() {
+        let mut a = TransformStamped::default();
+        a.header.stamp = Time {
+            nanos: 1_700_000_000_000_000_005,
+        };
+        a.header.frame_id = FrameId::new("map").unwrap();
+        a.child_frame_id = FrameId::new("odom").unwrap();
+        a.transform.translation.x = 1.5;
+        let mut b = a;
+        b.header.frame_id = FrameId::new("base_link").unwrap();
+        b.child_frame_id = FrameId::new("lidar").unwrap();
+        b.transform.rotation = Quaternion {
+            x: 0.0,
+            y: 0.0,
+            z: std::f64::consts::FRAC_1_SQRT_2,
+            w: std::f64::consts::FRAC_1_SQRT_2,
+        };
+        let elems: Vec<u8> = [a, b].iter().flat_map(|t| as_bytes(t).to_vec()).collect();
+        let cdr = round_trip::<TfMessage>(&slice_payload(&TfMessage {}, &elems));
+        let enc = Encoding::for_schema(&Schema::of::<TfMessage>()).unwrap();
+        assert_eq!(enc.schema_name, "tf2_msgs/msg/TFMessage");
+        let text = String::from_utf8(enc.schema_data.clone()).unwrap();
+        assert!(text.starts_with("geometry_msgs/TransformStamped[] transforms\n"));
+        assert!(text.contains("MSG: geometry_msgs/Transform\n"));
+        // CDR: header, count 2, then the first stamp (sec, nanosec) and "map"
+        assert_eq!(&cdr[4..8], &2u32.to_le_bytes());
+        assert_eq!(&cdr[8..12], &1_700_000_000i32.to_le_bytes());
+        assert_eq!(&cdr[12..16], &5u32.to_le_bytes());
+        assert_eq!(&cdr[16..24], b"\x04\0\0\0map\0");
+        assert_eq!(
+            Encoding::nerve_schema_of_ros("tf2_msgs/msg/TFMessage").map(|s| s.name),
+            Some("nerve_msgs/TfMessage".to_string())
+        );
+        // an empty message, and a cut one
+        round_trip::<TfMessage>(&slice_payload(&TfMessage {}, &[]));
+        let mut out = Vec::new();
+        for cut in 0..cdr.len() {
+            assert!(enc.decode(&cdr[..cut], &mut out).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
     fn ros_names_lead_back_to_nerve_types() {
         let s = Encoding::nerve_schema_of_ros("sensor_msgs/msg/PointCloud2").unwrap();
         assert_eq!(s.name, "nerve_msgs/PointCloud");

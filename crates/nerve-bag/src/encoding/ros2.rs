@@ -11,9 +11,13 @@ use crate::cdr::{CdrReader, CdrWriter};
 use crate::BagError;
 use nerve::message::{as_bytes, read_pod, zeroed};
 use nerve::{Message, TypeInfo};
+use nerve_msgs::lifecycle::{
+    self as lc, ChangeStateRequest, ChangeStateResponse, GetAvailableStatesResponse,
+    GetAvailableTransitionsResponse, GetStateResponse, TransitionDescription, TransitionEvent,
+};
 use nerve_msgs::{
     BatteryState, Clock, CmdVel, FixedStr, Image, Imu, LaserScan, Odometry, PointCloud, Quaternion,
-    Time, Vector3, MAX_POINT_FIELDS,
+    TfMessage, Time, TransformStamped, Vector3, MAX_POINT_FIELDS,
 };
 
 type R = Result<(), BagError>;
@@ -22,6 +26,7 @@ type R = Result<(), BagError>;
 trait Visit {
     fn u8(&mut self, v: &mut u8) -> R;
     fn u32(&mut self, v: &mut u32) -> R;
+    fn u64(&mut self, v: &mut u64) -> R;
     fn f32(&mut self, v: &mut f32) -> R;
     fn f64(&mut self, v: &mut f64) -> R;
     /// A `float64` that Nerve holds as `f32`.
@@ -63,6 +68,14 @@ trait Visit {
     }
     /// A `float32[]` held in a fixed array with a count.
     fn f32_seq_in(&mut self, a: &mut [f32], count: &mut u8, field: &'static str) -> R;
+    /// A sequence of `n` slice elements of type `T`, each walked by `each` (elements
+    /// whose ROS 2 form differs from their layout: strings inside).
+    fn elems<T: nerve::message::Pod>(
+        &mut self,
+        n: &mut usize,
+        min_elem_size: usize,
+        each: impl FnMut(&mut Self, &mut T) -> R,
+    ) -> R;
 }
 
 struct Enc<'a, 'b> {
@@ -84,6 +97,11 @@ impl Visit for Enc<'_, '_> {
     }
     fn u32(&mut self, v: &mut u32) -> R {
         self.w.u32(*v);
+        Ok(())
+    }
+    fn u64(&mut self, v: &mut u64) -> R {
+        self.w.align(8);
+        self.w.bytes(&v.to_le_bytes());
         Ok(())
     }
     fn f32(&mut self, v: &mut f32) -> R {
@@ -173,6 +191,33 @@ impl Visit for Enc<'_, '_> {
         a[..n].iter().for_each(|&v| self.w.f32(v));
         Ok(())
     }
+    fn elems<T: nerve::message::Pod>(
+        &mut self,
+        n: &mut usize,
+        _: usize,
+        mut each: impl FnMut(&mut Self, &mut T) -> R,
+    ) -> R {
+        let size = std::mem::size_of::<T>();
+        let elems = self.elems;
+        let bytes = n.saturating_mul(size);
+        if bytes > elems.len() {
+            return Err(too_big(
+                "slice",
+                format!(
+                    "{n} elements of {size} bytes asked, {} bytes present",
+                    elems.len()
+                ),
+            ));
+        }
+        self.w.len(*n)?;
+        for k in 0..*n {
+            let mut t: T = read_pod(&elems[k * size..])
+                .ok_or_else(|| too_big("slice", format!("element {k} is cut short")))?;
+            each(self, &mut t)?;
+        }
+        self.elems = &elems[bytes..];
+        Ok(())
+    }
 }
 
 struct Dec<'a, 'b> {
@@ -187,6 +232,13 @@ impl Visit for Dec<'_, '_> {
     }
     fn u32(&mut self, v: &mut u32) -> R {
         *v = self.r.u32()?;
+        Ok(())
+    }
+    fn u64(&mut self, v: &mut u64) -> R {
+        self.r.align(8)?;
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.r.take(8)?);
+        *v = u64::from_le_bytes(b);
         Ok(())
     }
     fn f32(&mut self, v: &mut f32) -> R {
@@ -256,6 +308,20 @@ impl Visit for Dec<'_, '_> {
             *v = self.r.f32()?;
         }
         *count = n as u8;
+        Ok(())
+    }
+    fn elems<T: nerve::message::Pod>(
+        &mut self,
+        n: &mut usize,
+        min_elem_size: usize,
+        mut each: impl FnMut(&mut Self, &mut T) -> R,
+    ) -> R {
+        *n = self.r.len(min_elem_size)?;
+        for _ in 0..*n {
+            let mut t: T = zeroed();
+            each(self, &mut t)?;
+            self.elems.extend_from_slice(as_bytes(&t));
+        }
         Ok(())
     }
 }
@@ -410,6 +476,116 @@ fn point_cloud<V: Visit>(v: &mut V, m: &mut PointCloud, n: usize) -> R {
     v.u8(&mut m.is_dense)
 }
 
+/// tf2_msgs/TFMessage: `geometry_msgs/TransformStamped[] transforms`, the slice's
+/// elements one by one (frame names are CDR strings there, 24-byte fields here).
+fn tf_message<V: Visit>(v: &mut V, _: &mut TfMessage, n: usize) -> R {
+    let mut count = n;
+    // a TransformStamped is at least 8 (stamp) + 4 + 4 (two empty strings) + 56 bytes
+    v.elems(&mut count, 72, |v, t: &mut TransformStamped| {
+        v.header(&mut t.header.stamp, Some(&mut t.header.frame_id))?;
+        v.string(&mut t.child_frame_id, "child_frame_id")?;
+        v.vector3(&mut t.transform.translation)?;
+        v.quaternion(&mut t.transform.rotation)
+    })
+}
+
+/// A lifecycle_msgs `State` or `Transition`: `uint8 id`, `string label` (a ROS 2 label
+/// longer than Nerve's 31 bytes is an error naming `field`, never cut).
+fn id_label<V: Visit>(v: &mut V, id: &mut u8, label: &mut lc::Label, field: &'static str) -> R {
+    v.u8(id)?;
+    v.string(label, field)
+}
+
+/// lifecycle_msgs/TransitionDescription: a transition, its start and its goal state.
+fn description<V: Visit>(v: &mut V, d: &mut TransitionDescription, field: [&'static str; 3]) -> R {
+    id_label(v, &mut d.transition.id, &mut d.transition.label, field[0])?;
+    id_label(v, &mut d.start_state.id, &mut d.start_state.label, field[1])?;
+    id_label(v, &mut d.goal_state.id, &mut d.goal_state.label, field[2])
+}
+
+/// The least CDR bytes of a `State` or `Transition` in a sequence (id, string length).
+const MIN_ID_LABEL: usize = 5;
+
+/// lifecycle_msgs/TransitionEvent: `uint64 timestamp`, transition, start and goal state.
+fn transition_event<V: Visit>(v: &mut V, m: &mut TransitionEvent, _: usize) -> R {
+    v.u64(&mut m.timestamp)?;
+    id_label(
+        v,
+        &mut m.transition.id,
+        &mut m.transition.label,
+        "transition.label",
+    )?;
+    id_label(
+        v,
+        &mut m.start_state.id,
+        &mut m.start_state.label,
+        "start_state.label",
+    )?;
+    id_label(
+        v,
+        &mut m.goal_state.id,
+        &mut m.goal_state.label,
+        "goal_state.label",
+    )
+}
+
+/// lifecycle_msgs/srv/ChangeState_Request: `Transition transition`.
+fn change_state_request<V: Visit>(v: &mut V, m: &mut ChangeStateRequest, _: usize) -> R {
+    id_label(
+        v,
+        &mut m.transition.id,
+        &mut m.transition.label,
+        "transition.label",
+    )
+}
+
+/// lifecycle_msgs/srv/ChangeState_Response: `bool success`.
+fn change_state_response<V: Visit>(v: &mut V, m: &mut ChangeStateResponse, _: usize) -> R {
+    v.u8(&mut m.success)?;
+    m.success = u8::from(m.success != 0);
+    Ok(())
+}
+
+/// lifecycle_msgs/srv/GetState_Response: `State current_state`.
+fn get_state_response<V: Visit>(v: &mut V, m: &mut GetStateResponse, _: usize) -> R {
+    let s = &mut m.current_state;
+    id_label(v, &mut s.id, &mut s.label, "current_state.label")
+}
+
+/// lifecycle_msgs/srv/GetAvailableStates_Response: `State[] available_states`, the
+/// message slice's elements.
+fn available_states<V: Visit>(v: &mut V, _: &mut GetAvailableStatesResponse, n: usize) -> R {
+    let mut count = n;
+    v.elems(&mut count, MIN_ID_LABEL, |v, s: &mut lc::State| {
+        id_label(v, &mut s.id, &mut s.label, "available_states.label")
+    })
+}
+
+/// lifecycle_msgs/srv/GetAvailableTransitions_Response: `TransitionDescription[]
+/// available_transitions`, the message slice's elements.
+fn available_transitions<V: Visit>(
+    v: &mut V,
+    _: &mut GetAvailableTransitionsResponse,
+    n: usize,
+) -> R {
+    let mut count = n;
+    v.elems(
+        &mut count,
+        3 * MIN_ID_LABEL,
+        |v, d: &mut TransitionDescription| {
+            description(
+                v,
+                d,
+                [
+                    "available_transitions.transition.label",
+                    "available_transitions.start_state.label",
+                    "available_transitions.goal_state.label",
+                ],
+            )
+        },
+    )
+}
+
 fn image<V: Visit>(v: &mut V, m: &mut Image, n: usize) -> R {
     v.header(&mut m.header.stamp, Some(&mut m.header.frame_id))?;
     v.u32(&mut m.height)?;
@@ -524,6 +700,61 @@ fn laser_scan_text() -> String {
     )
 }
 
+fn tf_message_text() -> String {
+    with_deps(
+        "geometry_msgs/TransformStamped[] transforms\n",
+        &[
+            "MSG: geometry_msgs/TransformStamped\nstd_msgs/Header header\nstring child_frame_id\n\
+             geometry_msgs/Transform transform\n",
+            HEADER,
+            TIME,
+            "MSG: geometry_msgs/Transform\ngeometry_msgs/Vector3 translation\n\
+             geometry_msgs/Quaternion rotation\n",
+            VECTOR3,
+            QUATERNION,
+        ],
+    )
+}
+
+const LC_STATE: &str = "MSG: lifecycle_msgs/State\nuint8 id\nstring label\n";
+const LC_TRANSITION: &str = "MSG: lifecycle_msgs/Transition\nuint8 id\nstring label\n";
+
+fn transition_event_text() -> String {
+    with_deps(
+        "uint64 timestamp\nlifecycle_msgs/Transition transition\n\
+         lifecycle_msgs/State start_state\nlifecycle_msgs/State goal_state\n",
+        &[LC_TRANSITION, LC_STATE],
+    )
+}
+
+fn change_state_request_text() -> String {
+    with_deps("lifecycle_msgs/Transition transition\n", &[LC_TRANSITION])
+}
+
+fn change_state_response_text() -> String {
+    "bool success\n".to_string()
+}
+
+fn get_state_response_text() -> String {
+    with_deps("lifecycle_msgs/State current_state\n", &[LC_STATE])
+}
+
+fn available_states_text() -> String {
+    with_deps("lifecycle_msgs/State[] available_states\n", &[LC_STATE])
+}
+
+fn available_transitions_text() -> String {
+    with_deps(
+        "lifecycle_msgs/TransitionDescription[] available_transitions\n",
+        &[
+            "MSG: lifecycle_msgs/TransitionDescription\nlifecycle_msgs/Transition transition\n\
+             lifecycle_msgs/State start_state\nlifecycle_msgs/State goal_state\n",
+            LC_TRANSITION,
+            LC_STATE,
+        ],
+    )
+}
+
 fn point_cloud_text() -> String {
     with_deps(
         "std_msgs/Header header\nuint32 height\nuint32 width\nsensor_msgs/PointField[] fields\n\
@@ -547,7 +778,7 @@ fn image_text() -> String {
 }
 
 /// The standard messages that need a conversion to their ROS 2 form.
-pub fn standard() -> [Standard; 8] {
+pub fn standard() -> [Standard; 10] {
     [
         standard!(Imu, imu, "sensor_msgs/msg/Imu", imu_text),
         standard!(
@@ -577,5 +808,57 @@ pub fn standard() -> [Standard; 8] {
             point_cloud_text
         ),
         standard!(Image, image, "sensor_msgs/msg/Image", image_text),
+        standard!(
+            TfMessage,
+            tf_message,
+            "tf2_msgs/msg/TFMessage",
+            tf_message_text
+        ),
+        standard!(
+            TransitionEvent,
+            transition_event,
+            "lifecycle_msgs/msg/TransitionEvent",
+            transition_event_text
+        ),
+    ]
+}
+
+/// The parts of the `lifecycle_msgs` services that carry data, in their ROS 2 form
+/// (`ros_name` is `lifecycle_msgs/srv/<Service>_Request|_Response`), for a ROS 2 bridge:
+/// ChangeState's request and response, the responses of GetState, GetAvailableStates
+/// and GetAvailableTransitions (their requests are empty). Labels longer than Nerve's 31
+/// bytes are conversion errors naming the field.
+pub fn lifecycle_services() -> [Standard; 5] {
+    [
+        standard!(
+            ChangeStateRequest,
+            change_state_request,
+            "lifecycle_msgs/srv/ChangeState_Request",
+            change_state_request_text
+        ),
+        standard!(
+            ChangeStateResponse,
+            change_state_response,
+            "lifecycle_msgs/srv/ChangeState_Response",
+            change_state_response_text
+        ),
+        standard!(
+            GetStateResponse,
+            get_state_response,
+            "lifecycle_msgs/srv/GetState_Response",
+            get_state_response_text
+        ),
+        standard!(
+            GetAvailableStatesResponse,
+            available_states,
+            "lifecycle_msgs/srv/GetAvailableStates_Response",
+            available_states_text
+        ),
+        standard!(
+            GetAvailableTransitionsResponse,
+            available_transitions,
+            "lifecycle_msgs/srv/GetAvailableTransitions_Response",
+            available_transitions_text
+        ),
     ]
 }

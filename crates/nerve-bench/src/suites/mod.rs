@@ -26,4 +26,5 @@ registry! {
     python => [PythonSuite],
     bag => [BagSuite],
     control => [ControlSuite],
+    tf => [TfSuite],
 }

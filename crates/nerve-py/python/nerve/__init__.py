@@ -38,6 +38,8 @@ from ._nerve import (
     TensorError, TopicError, WaitError, mono_ns, ParamError, ActionError, Parameters,
     ParamClient,
 )
+from ._nerve import LifecycleError
+from ._lifecycle import LifecyclePublisher, ManagedNode
 
 __all__ = [
     "__version__", "Context", "Node", "Publisher", "Subscription", "Timer", "Executor", "Qos", "Header",
@@ -46,7 +48,7 @@ __all__ = [
     "RecvError", "ServiceError", "CallError", "ServeError", "SchemaError", "TensorError",
     "WaitError", "ClosedError", "msgs", "srv", "ServiceType", "Client", "Server", "PendingCall",
     "ParamError", "ActionError", "Parameters", "ParamClient", "ActionClient", "ActionServer",
-    "Goal", "ServerGoal",
+    "Goal", "ServerGoal", "ManagedNode", "LifecyclePublisher", "LifecycleError",
 ]
 
 _BUILTIN = {mt.name: mt for mt in _nerve.builtin_message_types()}

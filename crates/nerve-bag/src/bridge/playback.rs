@@ -1,0 +1,458 @@
+//! `nerve bridge foxglove --bag run.mcap`: a bag served to Foxglove with its playback bar
+//! (play, pause, seek, speed).
+//!
+//! Every channel of the bag is advertised with the bag's own schema and message encoding
+//! (what was recorded is sent as it is). The server declares the bag's time range
+//! (`playback_time_range`, which gives the `playbackControl` capability) and `time`; a
+//! playback thread streams the file's messages in order from the memory-mapped file
+//! ([`crate::read::messages`]: nothing is loaded whole, memory stays bounded whatever the
+//! bag's size), paced by their log times at the requested speed, broadcasting the bag's
+//! time as it goes. A client's playback request ([`foxglove::websocket::PlaybackControlRequest`])
+//! changes the state at once and is answered with the new state; a seek restarts the
+//! stream from the file's start and skips to the time asked (the cost of a seek grows with
+//! the distance into the file; no index is used). Playback starts paused, as a file opened
+//! in Foxglove does.
+
+use crate::read::{self, Mapped};
+use crate::BagError;
+use foxglove::websocket::{
+    Capability, PlaybackCommand, PlaybackControlRequest, PlaybackState, PlaybackStatus,
+    ServerListener,
+};
+use foxglove::{ChannelBuilder, PartialMetadata, RawChannel, WebSocketServer};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Slowest and fastest playback speeds accepted (others are clamped).
+pub const SPEED_RANGE: (f32, f32) = (0.01, 100.0);
+/// Longest the playback thread sleeps before looking at the state again.
+const TICK: Duration = Duration::from_millis(20);
+/// How often the bag's time is broadcast while playing, at most.
+const TIME_PERIOD: Duration = Duration::from_millis(50);
+
+/// The playback state the clients drive.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Control {
+    /// Playing, paused or ended.
+    pub status: PlaybackStatus,
+    /// The bag time reached, ns.
+    pub current: u64,
+    /// Speed, a factor of real time.
+    pub speed: f32,
+    /// A seek not yet done by the playback thread.
+    pub seek: Option<u64>,
+    /// Changed since the playback thread last looked.
+    pub changed: bool,
+}
+
+impl Control {
+    /// Applies a client's request within the bag's `range`; the state to answer with.
+    pub fn apply(&mut self, req: &PlaybackControlRequest, range: (u64, u64)) -> PlaybackState {
+        let speed = if req.playback_speed.is_finite() {
+            req.playback_speed.clamp(SPEED_RANGE.0, SPEED_RANGE.1)
+        } else {
+            self.speed
+        };
+        self.speed = speed;
+        let did_seek = req.seek_time.is_some();
+        if let Some(t) = req.seek_time {
+            let t = t.clamp(range.0, range.1);
+            self.seek = Some(t);
+            self.current = t;
+        }
+        self.status = match req.playback_command {
+            PlaybackCommand::Play if self.current >= range.1 && !did_seek => {
+                // play at the end starts over, as a player does
+                self.seek = Some(range.0);
+                self.current = range.0;
+                PlaybackStatus::Playing
+            }
+            PlaybackCommand::Play => PlaybackStatus::Playing,
+            PlaybackCommand::Pause => PlaybackStatus::Paused,
+        };
+        self.changed = true;
+        self.state(did_seek)
+    }
+
+    /// The state as the protocol sends it.
+    pub fn state(&self, did_seek: bool) -> PlaybackState {
+        PlaybackState {
+            status: self.status,
+            current_time: self.current,
+            playback_speed: self.speed,
+            did_seek,
+            request_id: None,
+        }
+    }
+}
+
+struct Shared {
+    control: Mutex<Control>,
+    range: (u64, u64),
+    stop: AtomicBool,
+    /// The server, until the bag server stops.
+    server: Mutex<Option<foxglove::WebSocketServerHandle>>,
+}
+
+impl Shared {
+    fn time(&self, t: u64) {
+        if let Some(s) = self.server.lock().expect("poisoned").as_ref() {
+            s.broadcast_time(t);
+        }
+    }
+
+    fn state(&self, state: PlaybackState) {
+        if let Some(s) = self.server.lock().expect("poisoned").as_ref() {
+            s.broadcast_playback_state(state);
+        }
+    }
+}
+
+struct Listener(Arc<Shared>);
+
+impl ServerListener for Listener {
+    fn on_playback_control_request(&self, req: PlaybackControlRequest) -> Option<PlaybackState> {
+        let mut c = self.0.control.lock().expect("poisoned");
+        Some(c.apply(&req, self.0.range))
+    }
+}
+
+/// A bag being served; [`BagServer::stop`] (or dropping it) ends it.
+pub struct BagServer {
+    shared: Arc<Shared>,
+    gate: super::gate::Gate,
+    port: u16,
+    player: Option<JoinHandle<()>>,
+    /// Messages sent, by topic.
+    sent: Arc<Mutex<BTreeMap<String, u64>>>,
+}
+
+impl BagServer {
+    /// Opens the bag at `path` and serves it on `host:port` (0: any free port).
+    pub fn start(
+        path: &Path,
+        host: &str,
+        port: u16,
+        backlog: usize,
+    ) -> Result<BagServer, BagError> {
+        let info = read::info(path)?;
+        if info.files.len() > 1 {
+            return Err(BagError::Options(format!(
+                "{}: a bag of {} files; serve its files one by one",
+                path.display(),
+                info.files.len()
+            )));
+        }
+        let file = info
+            .files
+            .first()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| path.to_path_buf());
+        let mapped = Mapped::open(&file)?;
+        let (start, end) = if info.messages == 0 {
+            (0, 0)
+        } else {
+            (info.start_ns, info.end_ns.max(info.start_ns))
+        };
+        let shared = Arc::new(Shared {
+            control: Mutex::new(Control {
+                status: PlaybackStatus::Paused,
+                current: start,
+                speed: 1.0,
+                seek: None,
+                changed: false,
+            }),
+            range: (start, end),
+            stop: AtomicBool::new(false),
+            server: Mutex::new(None),
+        });
+        let fctx = foxglove::Context::new();
+        let server = WebSocketServer::new()
+            .name("nerve")
+            .context(&fctx)
+            .bind("127.0.0.1", 0)
+            .message_backlog_size(backlog.max(1))
+            .capabilities([Capability::Time])
+            .playback_time_range(start, end)
+            .listener(Arc::new(Listener(shared.clone())))
+            .start_blocking()
+            .map_err(|e| BagError::Io {
+                path: "the bridge's server on 127.0.0.1".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        let backend = std::net::SocketAddr::from(([127, 0, 0, 1], server.port()));
+        *shared.server.lock().expect("poisoned") = Some(server);
+        let gate = match super::gate::Gate::start(host, port, backend, backlog) {
+            Ok(g) => g,
+            Err(source) => {
+                if let Some(s) = shared.server.lock().expect("poisoned").take() {
+                    drop(s.stop());
+                }
+                return Err(BagError::Io {
+                    path: format!("{host}:{port}"),
+                    source,
+                });
+            }
+        };
+        // the channels are advertised before anyone connects: a summary lists them, else
+        // the first pass over the file finds them
+        let mut channels = Channels {
+            fctx,
+            by_id: BTreeMap::new(),
+        };
+        match mcap::Summary::read(mapped.bytes()) {
+            Ok(Some(s)) => {
+                for ch in s.channels.values() {
+                    channels.get(ch);
+                }
+            }
+            _ => {
+                for m in read::messages(mapped.bytes()).map_while(Result::ok) {
+                    channels.get(&m.channel);
+                }
+            }
+        }
+        let sent = Arc::new(Mutex::new(BTreeMap::new()));
+        let player = {
+            let (shared, sent) = (shared.clone(), sent.clone());
+            std::thread::Builder::new()
+                .name("bridge-playback".into())
+                .spawn(move || play(&shared, &mapped, &mut channels, &sent))
+                .map_err(|e| BagError::io(Path::new("bridge-playback thread"), e))?
+        };
+        Ok(BagServer {
+            port: gate.port(),
+            shared,
+            gate,
+            player: Some(player),
+            sent,
+        })
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The bag's time range, ns.
+    pub fn range(&self) -> (u64, u64) {
+        self.shared.range
+    }
+
+    /// Messages dropped for slow clients so far (each is told its own count).
+    pub fn client_drops(&self) -> u64 {
+        self.gate.dropped()
+    }
+
+    /// Messages sent so far, by topic.
+    pub fn sent(&self) -> BTreeMap<String, u64> {
+        self.sent.lock().expect("poisoned").clone()
+    }
+
+    /// Stops playback and the server.
+    pub fn stop(mut self) {
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        self.gate.stop();
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(p) = self.player.take() {
+            let _ = p.join();
+        }
+        if let Some(s) = self.shared.server.lock().expect("poisoned").take() {
+            drop(s.stop());
+        }
+    }
+}
+
+impl Drop for BagServer {
+    fn drop(&mut self) {
+        if self.player.is_some() {
+            self.finish();
+        }
+    }
+}
+
+/// The bag's channels as the server's.
+struct Channels {
+    fctx: Arc<foxglove::Context>,
+    by_id: BTreeMap<u16, Option<Arc<RawChannel>>>,
+}
+
+impl Channels {
+    /// The server's channel of a bag channel (made on first sight; `None` if it cannot be).
+    fn get(&mut self, ch: &mcap::Channel) -> Option<Arc<RawChannel>> {
+        let fctx = &self.fctx;
+        self.by_id
+            .entry(ch.id)
+            .or_insert_with(|| {
+                let mut b = ChannelBuilder::new(ch.topic.clone())
+                    .context(fctx)
+                    .message_encoding(ch.message_encoding.clone());
+                if let Some(s) = &ch.schema {
+                    b = b.schema(foxglove::Schema::new(
+                        s.name.clone(),
+                        s.encoding.clone(),
+                        s.data.to_vec(),
+                    ));
+                }
+                b.build_raw().ok()
+            })
+            .clone()
+    }
+}
+
+/// The playback thread.
+fn play(
+    shared: &Shared,
+    mapped: &Mapped,
+    channels: &mut Channels,
+    sent: &Mutex<BTreeMap<String, u64>>,
+) {
+    let (start, end) = shared.range;
+    let mut stream = read::messages(mapped.bytes());
+    // pacing: bag time `anchor.1` is shown at wall time `anchor.0`
+    let mut anchor: Option<(Instant, u64)> = None;
+    let mut last_time = Instant::now() - TIME_PERIOD;
+    let mut next: Option<mcap::Message<'static>> = None;
+    shared.time(start);
+    while !shared.stop.load(Ordering::Relaxed) {
+        let (status, speed, seek) = {
+            let mut c = shared.control.lock().expect("poisoned");
+            if c.changed {
+                c.changed = false;
+                anchor = None;
+            }
+            (c.status, c.speed, c.seek.take())
+        };
+        if let Some(t) = seek {
+            stream = read::messages(mapped.bytes());
+            next = None;
+            anchor = None;
+            // skip to the first message at or after t
+            for m in stream.by_ref() {
+                if shared.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                match m {
+                    Ok(m) if m.log_time >= t => {
+                        next = Some(m);
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            shared.time(t);
+        }
+        if status != PlaybackStatus::Playing {
+            std::thread::sleep(TICK);
+            continue;
+        }
+        if next.is_none() {
+            next = stream.next().and_then(Result::ok);
+        }
+        let Some(m) = next.take() else {
+            // the end: say so once, and wait for a seek or a play
+            let mut c = shared.control.lock().expect("poisoned");
+            if c.status == PlaybackStatus::Playing && !c.changed {
+                c.status = PlaybackStatus::Ended;
+                c.current = end;
+                let state = c.state(false);
+                drop(c);
+                shared.time(end);
+                shared.state(state);
+            }
+            continue;
+        };
+        let (wall0, bag0) = *anchor.get_or_insert((Instant::now(), m.log_time));
+        let due = wall0
+            + Duration::from_secs_f64(m.log_time.saturating_sub(bag0) as f64 / 1e9 / speed as f64);
+        let now = Instant::now();
+        if due > now {
+            // not yet: sleep a tick at most, then look at the state again
+            std::thread::sleep((due - now).min(TICK));
+            if last_time.elapsed() >= TIME_PERIOD {
+                last_time = Instant::now();
+                let t = bag0 + (wall0.elapsed().as_secs_f64() * speed as f64 * 1e9) as u64;
+                shared.time(t.min(m.log_time));
+            }
+            next = Some(m);
+            continue;
+        }
+        {
+            // sent under the state's lock: once a client's pause or seek is answered, no
+            // message of the old state follows
+            let mut c = shared.control.lock().expect("poisoned");
+            if c.changed || c.status != PlaybackStatus::Playing {
+                next = Some(m);
+                continue;
+            }
+            if let Some(ch) = channels.get(&m.channel) {
+                ch.log_with_meta(
+                    &m.data,
+                    PartialMetadata {
+                        log_time: Some(m.log_time),
+                    },
+                );
+                let mut s = sent.lock().expect("poisoned");
+                *s.entry(m.channel.topic.clone()).or_default() += 1;
+            }
+            c.current = m.log_time;
+        }
+        if last_time.elapsed() >= TIME_PERIOD {
+            last_time = Instant::now();
+            shared.time(m.log_time);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(cmd: PlaybackCommand, speed: f32, seek: Option<u64>) -> PlaybackControlRequest {
+        PlaybackControlRequest {
+            playback_command: cmd,
+            playback_speed: speed,
+            seek_time: seek,
+            request_id: "r".into(),
+        }
+    }
+
+    #[test]
+    fn requests_play_pause_seek_within_the_range_and_clamp_the_speed() {
+        let mut c = Control {
+            status: PlaybackStatus::Paused,
+            current: 100,
+            speed: 1.0,
+            seek: None,
+            changed: false,
+        };
+        let s = c.apply(&req(PlaybackCommand::Play, 2.0, None), (100, 200));
+        assert_eq!(
+            (s.status, s.playback_speed, s.did_seek),
+            (PlaybackStatus::Playing, 2.0, false)
+        );
+        let s = c.apply(&req(PlaybackCommand::Pause, 2.0, Some(150)), (100, 200));
+        assert_eq!(
+            (s.status, s.current_time, s.did_seek),
+            (PlaybackStatus::Paused, 150, true)
+        );
+        assert_eq!(c.seek, Some(150));
+        let s = c.apply(&req(PlaybackCommand::Play, f32::NAN, Some(900)), (100, 200));
+        assert_eq!((s.current_time, s.playback_speed), (200, 2.0));
+        let s = c.apply(&req(PlaybackCommand::Play, 1e9, None), (100, 200));
+        assert_eq!(s.playback_speed, SPEED_RANGE.1);
+        // play at the end starts over
+        c.current = 200;
+        c.seek = None;
+        let s = c.apply(&req(PlaybackCommand::Play, 1.0, None), (100, 200));
+        assert_eq!((s.current_time, c.seek), (100, Some(100)));
+    }
+}

@@ -1,0 +1,112 @@
+// GoogleTest suite of managed (lifecycle) nodes in C++: the transitions and their
+// callbacks, failure and exceptions (error processing), refusals with their messages,
+// and the services handed to an executor (driven remotely by `nerve lifecycle`, tested in
+// crates/nerve-cli/tests/lifecycle.rs).
+
+#include "common.hpp"
+
+#include <nerve/lifecycle.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace nerve_test;
+using nerve::CallbackReturn;
+using nerve::LifecycleState;
+
+namespace {
+
+struct Lifecycle : ::testing::Test {
+  nerve::Context ctx{options()};
+  nerve::Node node{ctx, node_name("lc")};
+};
+
+}  // namespace
+
+TEST_F(Lifecycle, AFullCycleRunsEveryCallbackInOrder) {
+  nerve::ManagedNode m(node);
+  std::vector<std::string> seen;
+  auto note = [&](const char* what) {
+    return [&seen, what](LifecycleState prev) {
+      seen.push_back(std::string(what) + " from " + nerve::state_label(prev));
+      return CallbackReturn::Success;
+    };
+  };
+  m.on_configure(note("configure"));
+  m.on_activate(note("activate"));
+  m.on_deactivate(note("deactivate"));
+  m.on_cleanup(note("cleanup"));
+  m.on_shutdown(note("shutdown"));
+  EXPECT_EQ(m.state(), LifecycleState::Unconfigured);
+  EXPECT_EQ(m.trigger("configure"), LifecycleState::Inactive);
+  EXPECT_EQ(m.trigger("activate"), LifecycleState::Active);
+  EXPECT_TRUE(m.is_active());
+  EXPECT_EQ(m.trigger("deactivate"), LifecycleState::Inactive);
+  EXPECT_EQ(m.trigger("cleanup"), LifecycleState::Unconfigured);
+  EXPECT_EQ(m.trigger("shutdown"), LifecycleState::Finalized);
+  const std::vector<std::string> want{"configure from unconfigured", "activate from inactive",
+                                      "deactivate from active", "cleanup from inactive",
+                                      "shutdown from unconfigured"};
+  EXPECT_EQ(seen, want);
+}
+
+TEST_F(Lifecycle, FailureReturnsAndAnExceptionGoesThroughErrorProcessing) {
+  nerve::ManagedNode m(node);
+  m.on_configure([](LifecycleState) { return CallbackReturn::Failure; });
+  try {
+    m.trigger("configure");
+    FAIL() << "a failing callback must throw";
+  } catch (const nerve::Error& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_CALLBACK);
+    EXPECT_NE(std::string(e.what()).find("now unconfigured"), std::string::npos) << e.what();
+  }
+  std::vector<LifecycleState> errors;
+  m.on_error([&](LifecycleState prev) {
+    errors.push_back(prev);
+    return CallbackReturn::Failure;
+  });
+  m.on_configure([](LifecycleState) -> CallbackReturn { throw std::runtime_error("no lens"); });
+  EXPECT_THROW(m.trigger("configure"), nerve::Error);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], LifecycleState::Configuring);
+  EXPECT_EQ(m.state(), LifecycleState::Finalized);  // on_error failed
+}
+
+TEST_F(Lifecycle, InvalidTransitionsAreRefusedNamingTheState) {
+  nerve::ManagedNode m(node);
+  try {
+    m.trigger("activate");
+    FAIL() << "activate from unconfigured must be refused";
+  } catch (const nerve::Error& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("not valid from state unconfigured (valid: configure, shutdown)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(m.state(), LifecycleState::Unconfigured);
+  try {
+    m.on_configure(nullptr);  // an empty std::function: the trampoline reports an error
+    m.trigger("configure");
+    FAIL() << "an empty callback throws bad_function_call, which is an error";
+  } catch (const nerve::Error& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_CALLBACK);
+  }
+}
+
+TEST_F(Lifecycle, ItsServicesGoToOneExecutorOnce) {
+  nerve::ManagedNode m(node);
+  nerve::Executor exec(ctx);
+  m.add_to(exec);
+  try {
+    m.add_to(exec);
+    FAIL() << "a second executor must be refused";
+  } catch (const nerve::Error& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_EXEC);
+    EXPECT_NE(std::string(e.what()).find("already run on an executor"), std::string::npos) << e.what();
+  }
+  // local transitions still run while the executor serves the remote ones
+  EXPECT_EQ(m.trigger("configure"), LifecycleState::Inactive);
+  exec.spin_once(std::chrono::milliseconds(10));
+  EXPECT_EQ(m.state(), LifecycleState::Inactive);
+}
