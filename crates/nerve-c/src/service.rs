@@ -38,7 +38,9 @@ pub struct nerve_service_type_t {
     pub max_payload: u64,
 }
 
-fn service_type(t: *const nerve_service_type_t) -> Result<(ServiceType, ServiceQos)> {
+fn service_type(
+    t: *const nerve_service_type_t,
+) -> Result<(ServiceType, ServiceQos, [nerve::message::schema::Schema; 2])> {
     // SAFETY: null or a valid struct (the documented contract).
     let t = unsafe { t.as_ref() }
         .ok_or_else(|| Error::new(NERVE_ERR_NULL, "the service type is null"))?;
@@ -62,6 +64,7 @@ fn service_type(t: *const nerve_service_type_t) -> Result<(ServiceType, ServiceQ
             response: resp.type_info(),
         },
         qos,
+        [req, resp],
     ))
 }
 
@@ -116,9 +119,13 @@ fn open<T: handle::Stored>(
     ) -> std::result::Result<T, nerve::ServiceError>,
 ) -> Result<u64> {
     let name = c_str(name, "name")?;
-    let (ty, qos) = service_type(ty)?;
+    let (ty, qos, schemas) = service_type(ty)?;
     let (n, ctx) = handle::get::<NodeObj>(node.id, Kind::Node)?;
     let endpoint = create(&n.0, name, &ty, qos).map_err(err(NERVE_ERR_SERVICE))?;
+    // best effort, as for typed Rust endpoints: tools and bridges describe the payloads
+    for s in &schemas {
+        let _ = nerve::introspect::record_schema(&n.0, s);
+    }
     handle::insert(kind, ctx, endpoint)
 }
 

@@ -37,13 +37,17 @@ fn open<T: 'static>(
     ) -> Result<T, nerve::ServiceError>,
     what: &'static str,
 ) -> PyResult<Affine<T>> {
+    let ty_schemas = (ty.1, ty.2);
     let ty = service_type(ty.0, ty.1, ty.2);
     let qos = match max_payload {
         Some(m) => ServiceQos::default().max_payload(m, m),
         None => ServiceQos::default(),
     };
-    let endpoint =
-        open(node.inner.get()?, name, &ty, qos, WaitMode::Adaptive).map_err(err::<ServiceError>)?;
+    let n = node.inner.get()?;
+    let endpoint = open(n, name, &ty, qos, WaitMode::Adaptive).map_err(err::<ServiceError>)?;
+    // best effort, as for typed Rust endpoints: tools and bridges describe the payloads
+    let _ = nerve::introspect::record_schema(n, &ty_schemas.0.schema);
+    let _ = nerve::introspect::record_schema(n, &ty_schemas.1.schema);
     Ok(Affine::new(endpoint, node.inner.graveyard(), what))
 }
 

@@ -469,8 +469,8 @@ def custom_type(name: str, fields: str, size: int):
 
 def test_a_service_of_the_tests_own_types_is_called_from_the_service_call_panel(domain):
     """Services are offered for every type whose schema the bridge knows, not only
-    nerve_msgs: Nerve records no schema on a service, so the types are made known by a
-    topic that carries them (here a publisher of each)."""
+    nerve_msgs: a service's endpoints record their request and response schemas in the
+    domain (no topic carries these types here)."""
     need_npm()
     import nerve
 
@@ -478,8 +478,6 @@ def test_a_service_of_the_tests_own_types_is_called_from_the_service_call_panel(
         req = custom_type("fox_test/ScaleRequest", "value:0:f64 factor:8:f64", 16)
         rep = custom_type("fox_test/ScaleReply", "value:0:f64", 8)
         n = ctx.node("fox_scaler")
-        t.pubs = [n.create_publisher(req, "/fox_test/requests"),
-                  n.create_publisher(rep, "/fox_test/replies")]
         srv = n.create_service(nerve.ServiceType("fox_test/Scale", req, rep), "/fox_scale",
                                lambda r: {"value": r.value * r.factor})
         t.ready.set()

@@ -4,6 +4,7 @@
 use crate::config::Config;
 use crate::context::{Context, Node};
 use crate::error::{ServiceError, TopicError};
+use crate::message::schema::{Schema, SchemaError};
 use crate::message::TypeInfo;
 use crate::qos::Qos;
 use crate::qos::ServiceQos;
@@ -192,6 +193,21 @@ pub struct ServiceInfo {
     pub max_clients: usize,
     /// Calls one client may have in flight.
     pub max_in_flight: usize,
+}
+
+/// Records `schema` in the node's domain, where [`recorded_schema`] finds it by type:
+/// typed service endpoints record their request and response this way (topics record
+/// theirs on the topic). Written once per type, as a file of the domain named by the
+/// layout hash and removed with the domain's other files.
+pub fn record_schema(node: &Node, schema: &Schema) -> Result<(), SchemaError> {
+    shm::write_schema_file(&node.inner.iox, schema)
+}
+
+/// The schema recorded in the node's domain for type `ty` ([`record_schema`]), or on a
+/// topic too large to hold it: `None` when there is none, an error when it cannot be read
+/// or describes another type (it is never trusted unchecked).
+pub fn recorded_schema(node: &Node, ty: &TypeInfo) -> Option<Result<Schema, SchemaError>> {
+    shm::read_schema_file(&node.inner.iox, ty)
 }
 
 /// Lists the services of the context's domain.

@@ -435,3 +435,24 @@ fn calls_and_requests_outlive_their_handles() {
     drop(req);
     assert_eq!(reply.bytes(), 5i64.to_ne_bytes());
 }
+
+#[test]
+fn typed_endpoints_record_their_schemas_for_tools() {
+    let ctx = ctx(878);
+    let node = ctx.node("recorder").create().unwrap();
+    let req = TypeInfo::of::<Samples>();
+    // nothing recorded before an endpoint of the type exists
+    assert!(nerve::introspect::recorded_schema(&node, &req).is_none());
+    let _server = node.service::<Scale>("/record_scale").create().unwrap();
+    let got = nerve::introspect::recorded_schema(&node, &req)
+        .expect("the server recorded its request type")
+        .unwrap();
+    assert_eq!(got, Schema::of::<Samples>());
+    // a record of another type under this type's hash is refused, naming the type
+    let mut other = TypeInfo::of::<Sum>();
+    other.layout_hash = req.layout_hash;
+    let err = nerve::introspect::recorded_schema(&node, &other)
+        .unwrap()
+        .unwrap_err();
+    assert!(err.to_string().contains("raw_srv/Sum"), "{err}");
+}

@@ -857,9 +857,14 @@ fn follow_clock(shared: &Shared) {
 }
 
 /// The schema of a service's request or response type, if the bridge knows it: a
-/// standard message's, or one recorded on a topic of the domain (Nerve records no
-/// schema on a service, so a type is known once some topic carries it).
-fn known_schema(ty: &nerve::TypeInfo, known: &HashMap<u64, Schema>) -> Option<Schema> {
+/// standard message's, one recorded on a topic of the domain, or one the service's
+/// endpoints recorded in the domain ([`nerve::introspect::recorded_schema`]; a
+/// type-erased endpoint made without a schema records none).
+fn known_schema(
+    node: &nerve::Node,
+    ty: &nerve::TypeInfo,
+    known: &HashMap<u64, Schema>,
+) -> Option<Schema> {
     nerve_msgs::schemas()
         .into_iter()
         .find(|s| s.layout_hash == ty.layout_hash && s.name == ty.name)
@@ -869,6 +874,7 @@ fn known_schema(ty: &nerve::TypeInfo, known: &HashMap<u64, Schema>) -> Option<Sc
                 .filter(|s| s.name == ty.name)
                 .cloned()
         })
+        .or_else(|| nerve::introspect::recorded_schema(node, ty)?.ok())
 }
 
 /// Offers the services that appeared since the last round (those whose types have a
@@ -902,8 +908,8 @@ fn offer_services(
             continue;
         }
         let (Some(req), Some(resp)) = (
-            known_schema(&info.request, known),
-            known_schema(&info.response, known),
+            known_schema(node, &info.request, known),
+            known_schema(node, &info.response, known),
         ) else {
             continue;
         };

@@ -9,6 +9,8 @@ virtual environment's python. One role per run; every line it prints is JSON.
   client SERVICE TYPE JSON COUNT [--timeout S]
   action_server NAME SECONDS [--step S] [--max-order N]   (test_msgs/action/Fibonacci)
   action_client NAME ORDER [--cancel-after N] [--timeout S]
+  lifecycle_client NODE GO_FILE STEP... [--events N]   (lifecycle_msgs services, as `ros2 lifecycle` calls them)
+  lifecycle_node NAME SECONDS         (an rclpy.lifecycle.LifecycleNode; says when its callbacks run)
 """
 
 import argparse
@@ -385,6 +387,118 @@ def action_client(a):
     out(event="done")
 
 
+def lifecycle_client(a):
+    """Drives NODE's lifecycle with lifecycle_msgs services and watches
+    NODE/transition_event. Once its services answer and the events' publisher is matched
+    it prints `ready` and waits for GO_FILE (the test's barrier), then runs each STEP:
+    `get` (GetState), `transitions` (GetAvailableTransitions), `states`
+    (GetAvailableStates), `LABEL` (as `ros2 lifecycle set`: the transition found by label
+    among the available ones, sent with its id and label) or `force:LABEL:ID` (sent as is,
+    valid or not). Then it waits for N transition events (a hang guard only)."""
+    import os
+
+    from lifecycle_msgs.msg import Transition, TransitionEvent
+    from lifecycle_msgs.srv import ChangeState, GetAvailableStates, GetAvailableTransitions, GetState
+
+    node = rclpy.create_node("ros2_lifecycle_client")
+    events = []
+    sub = node.create_subscription(TransitionEvent, a.node + "/transition_event", events.append,
+                                   QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
+    clients = {
+        "change": node.create_client(ChangeState, a.node + "/change_state"),
+        "get": node.create_client(GetState, a.node + "/get_state"),
+        "transitions": node.create_client(GetAvailableTransitions, a.node + "/get_available_transitions"),
+        "states": node.create_client(GetAvailableStates, a.node + "/get_available_states"),
+    }
+    for name, cli in clients.items():
+        if not cli.wait_for_service(timeout_sec=a.timeout):
+            out(event="no_service", service=name)
+            return
+    deadline = time.monotonic() + a.timeout
+    while sub.get_publisher_count() == 0 and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    out(event="ready", publishers=sub.get_publisher_count())
+    while not os.path.exists(a.go_file) and time.monotonic() < deadline + a.timeout:
+        rclpy.spin_once(node, timeout_sec=0.05)
+
+    def call(cli, req):
+        fut = cli.call_async(req)
+        rclpy.spin_until_future_complete(node, fut, timeout_sec=a.timeout)
+        if not fut.done():
+            out(event="timeout")
+            raise SystemExit(1)
+        return fut.result()
+
+    for step in a.steps:
+        if step == "get":
+            r = call(clients["get"], GetState.Request())
+            out(event="state", id=r.current_state.id, label=r.current_state.label)
+        elif step == "transitions":
+            r = call(clients["transitions"], GetAvailableTransitions.Request())
+            out(event="transitions", transitions=to_json(r.available_transitions))
+        elif step == "states":
+            r = call(clients["states"], GetAvailableStates.Request())
+            out(event="states", states=to_json(r.available_states))
+        else:
+            if step.startswith("force:"):
+                _, label, tid = step.split(":")
+                t = Transition(id=int(tid), label=label)
+            else:
+                avail = call(clients["transitions"], GetAvailableTransitions.Request())
+                found = [d.transition for d in avail.available_transitions if d.transition.label == step]
+                if not found:
+                    out(event="unknown_transition", label=step)
+                    continue
+                t = found[0]
+            r = call(clients["change"], ChangeState.Request(transition=t))
+            out(event="changed", label=t.label, id=t.id, success=r.success)
+    deadline = time.monotonic() + a.timeout
+    seen = 0
+    while seen < a.events and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+        while events:
+            out(event="transition_event", msg=to_json(events.pop(0)))
+            seen += 1
+    out(event="done", events=seen)
+
+
+def lifecycle_node(a):
+    """An rclpy LifecycleNode named NAME whose callbacks print what ran (and succeed)."""
+    from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+
+    class Managed(LifecycleNode):
+        def _hook(self, hook, state):
+            out(event="callback", hook=hook, state=state.label)
+            return TransitionCallbackReturn.SUCCESS
+
+        def on_configure(self, state):
+            return self._hook("configure", state)
+
+        def on_activate(self, state):
+            return self._hook("activate", state)
+
+        def on_deactivate(self, state):
+            return self._hook("deactivate", state)
+
+        def on_cleanup(self, state):
+            return self._hook("cleanup", state)
+
+        def on_shutdown(self, state):
+            return self._hook("shutdown", state)
+
+    node = Managed(a.name)
+    out(event="ready", node=node.get_fully_qualified_name())
+    events_topic = node.get_fully_qualified_name() + "/transition_event"
+    told = False
+    end = time.monotonic() + a.seconds
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+        if not told and node.count_subscribers(events_topic) > 0:
+            told = True
+            out(event="event_subscribers", count=node.count_subscribers(events_topic))
+    out(event="done", state=node._state_machine.current_state[1])
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="role", required=True)
@@ -452,6 +566,17 @@ def main():
     acl.add_argument("--cancel-after", type=int, default=None, help="feedbacks before a cancel")
     acl.add_argument("--timeout", type=float, default=30.0)
     acl.set_defaults(run=action_client)
+    lc = sub.add_parser("lifecycle_client")
+    lc.add_argument("node")
+    lc.add_argument("go_file")
+    lc.add_argument("steps", nargs="*")
+    lc.add_argument("--events", type=int, default=0, help="transition events to wait for")
+    lc.add_argument("--timeout", type=float, default=30.0)
+    lc.set_defaults(run=lifecycle_client)
+    ln = sub.add_parser("lifecycle_node")
+    ln.add_argument("name")
+    ln.add_argument("seconds", type=float)
+    ln.set_defaults(run=lifecycle_node)
     a = p.parse_args()
     rclpy.init()
     try:

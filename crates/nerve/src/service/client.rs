@@ -74,6 +74,7 @@ impl<S: Service> ClientBuilder<S> {
             self.qos,
             self.mode,
         )?;
+        super::record_schemas::<S>(&self.node);
         Ok(Client {
             raw,
             _s: PhantomData,

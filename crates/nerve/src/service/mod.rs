@@ -62,6 +62,15 @@ impl ServiceType {
     }
 }
 
+/// Records the schemas of `S`'s request and response in the node's domain (once per
+/// type), so tools and bridges can describe the service's payloads
+/// ([`crate::introspect::recorded_schema`]). Best effort: a service works without them.
+fn record_schemas<S: Service>(node: &crate::Node) {
+    use crate::message::schema::Schema;
+    let _ = crate::introspect::record_schema(node, &Schema::of::<S::Request>());
+    let _ = crate::introspect::record_schema(node, &Schema::of::<S::Response>());
+}
+
 /// What a handler returns: `Ok` once it replied; an error's message reaches the client as
 /// [`crate::CallError::Handler`].
 pub type HandlerResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;

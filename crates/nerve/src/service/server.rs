@@ -68,6 +68,7 @@ impl<S: Service> ServiceBuilder<S> {
             self.qos,
             self.mode,
         )?;
+        super::record_schemas::<S>(&self.node);
         Ok(Server {
             raw,
             _s: PhantomData,

@@ -312,7 +312,7 @@ pub(crate) fn topic_schema(
     node: &IoxNode,
     service: &TopicService,
 ) -> Option<Result<crate::message::schema::Schema, crate::message::schema::SchemaError>> {
-    use crate::message::schema::{Schema, SchemaError, MAX_SCHEMA_BYTES};
+    use crate::message::schema::{Schema, SchemaError};
     let key = AttributeKey::try_from(SCHEMA_ATTRIBUTE).ok()?;
     let mut chunks = Vec::new();
     while let Some(v) = service.attributes().key_value(&key, chunks.len()) {
@@ -342,28 +342,72 @@ pub(crate) fn topic_schema(
             "schema record chunks are not numbered 0, 1, 2, ...".into(),
         )));
     }
-    let mut text: String = indexed.into_iter().map(|(_, c)| c).collect();
+    let text: String = indexed.into_iter().map(|(_, c)| c).collect();
     let ty = topic_type(service)?;
     if text == SCHEMA_IN_FILE {
-        // one byte more than allowed, so an oversized file is refused by the decoder
-        let path = schema_file(node, ty.layout_hash);
-        text = match crate::sys::files::read_private(&path, MAX_SCHEMA_BYTES + 1) {
-            Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-            Ok(None) => return Some(Err(SchemaError::Unreadable(format!("{path} is missing")))),
-            Err(e) => return Some(Err(SchemaError::Unreadable(e.to_string()))),
-        };
+        return Some(read_schema_file(node, &ty).unwrap_or_else(|| {
+            Err(SchemaError::Unreadable(format!(
+                "{} is missing",
+                schema_file(node, ty.layout_hash)
+            )))
+        }));
     }
-    Some(Schema::decode(&text).and_then(|s| {
-        if s.layout_hash == ty.layout_hash && s.name == ty.name {
-            Ok(s)
-        } else {
-            Err(SchemaError::HashMismatch {
-                name: ty.name.clone(),
-                claimed: s.layout_hash,
-                computed: ty.layout_hash,
-            })
-        }
-    }))
+    Some(Schema::decode(&text).and_then(|s| check_schema(s, &ty)))
+}
+
+/// A decoded schema, if it describes `ty` (name and layout hash); never trusted unchecked.
+fn check_schema(
+    s: crate::message::schema::Schema,
+    ty: &TypeInfo,
+) -> Result<crate::message::schema::Schema, crate::message::schema::SchemaError> {
+    if s.layout_hash == ty.layout_hash && s.name == ty.name {
+        Ok(s)
+    } else {
+        Err(crate::message::schema::SchemaError::HashMismatch {
+            name: ty.name.clone(),
+            claimed: s.layout_hash,
+            computed: ty.layout_hash,
+        })
+    }
+}
+
+/// Writes `schema` to its [`schema_file`] unless the file is there already (its name is
+/// the layout hash, so the content is the same). Non-ASCII or oversized text is refused.
+pub(crate) fn write_schema_file(
+    node: &IoxNode,
+    schema: &crate::message::schema::Schema,
+) -> Result<(), crate::message::schema::SchemaError> {
+    use crate::message::schema::{SchemaError, MAX_SCHEMA_BYTES};
+    let path = schema_file(node, schema.layout_hash);
+    if std::path::Path::new(&path).exists() {
+        return Ok(());
+    }
+    let text = schema.encode();
+    if !text.is_ascii() || text.len() > MAX_SCHEMA_BYTES {
+        return Err(SchemaError::Malformed(format!(
+            "schema of {} is not ASCII or longer than {MAX_SCHEMA_BYTES} bytes",
+            schema.name
+        )));
+    }
+    crate::sys::files::create_private(&path, text.as_bytes())
+        .map_err(|e| SchemaError::Unreadable(e.to_string()))
+}
+
+/// Reads the [`schema_file`] of type `ty`: `None` when there is none, an error when it is
+/// unreadable, malformed or describes another type.
+pub(crate) fn read_schema_file(
+    node: &IoxNode,
+    ty: &TypeInfo,
+) -> Option<Result<crate::message::schema::Schema, crate::message::schema::SchemaError>> {
+    use crate::message::schema::{Schema, SchemaError, MAX_SCHEMA_BYTES};
+    let path = schema_file(node, ty.layout_hash);
+    // one byte more than allowed, so an oversized file is refused by the decoder
+    let text = match crate::sys::files::read_private(&path, MAX_SCHEMA_BYTES + 1) {
+        Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Ok(None) => return None,
+        Err(e) => return Some(Err(SchemaError::Unreadable(e.to_string()))),
+    };
+    Some(Schema::decode(&text).and_then(|s| check_schema(s, ty)))
 }
 
 fn service_name(topic: &str) -> Result<ServiceName, TopicError> {
