@@ -11,8 +11,9 @@
 //! publishers do no work for the bridge.
 //!
 //! Services: every Nerve service whose request and response types have a schema the
-//! bridge knows (`nerve_msgs`' types, or a type some topic of the domain carries: Nerve
-//! records no schema on a service) is offered to Foxglove's Service Call panel with `ros2msg` schemas and CDR payloads. A call is decoded, made through a
+//! bridge knows (`nerve_msgs`' types, a type some topic of the domain carries, or one
+//! the service's endpoints recorded in the domain) is offered to Foxglove's Service Call
+//! panel with `ros2msg` schemas and CDR payloads. A call is decoded, made through a
 //! Nerve client on the bridge's caller thread (one call at a time, each bounded by
 //! [`BridgeOptions::call_timeout`]; at most [`MAX_PENDING_CALLS`] wait, more are refused
 //! at once), and its response converted back; a failed call answers with the Nerve
