@@ -8,10 +8,11 @@
 //! ([`crate::read::messages`]: nothing is loaded whole, memory stays bounded whatever the
 //! bag's size), paced by their log times at the requested speed, broadcasting the bag's
 //! time as it goes. A client's playback request ([`foxglove::websocket::PlaybackControlRequest`])
-//! changes the state at once and is answered with the new state; a seek restarts the
-//! stream from the file's start and skips to the time asked (the cost of a seek grows with
-//! the distance into the file; no index is used). Playback starts paused, as a file opened
-//! in Foxglove does.
+//! changes the state at once and is answered with the new state. A bag with a summary
+//! (every bag Nerve and rosbag2 write) is read through its chunk index in log-time order:
+//! a seek opens only the chunks from the time asked on ([`Cursor`]). A bag without one is
+//! read from the file's start, and a seek skips to the time (its cost grows with the
+//! distance into the file). Playback starts paused, as a file opened in Foxglove does.
 
 use crate::read::{self, Mapped};
 use crate::BagError;
@@ -20,6 +21,7 @@ use foxglove::websocket::{
     ServerListener,
 };
 use foxglove::{ChannelBuilder, PartialMetadata, RawChannel, WebSocketServer};
+use mcap::sans_io::indexed_reader::{IndexedReadEvent, IndexedReader, IndexedReaderOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -204,24 +206,27 @@ impl BagServer {
             fctx,
             by_id: BTreeMap::new(),
         };
-        match mcap::Summary::read(mapped.bytes()) {
+        let summary = match mcap::Summary::read(mapped.bytes()) {
             Ok(Some(s)) => {
                 for ch in s.channels.values() {
                     channels.get(ch);
                 }
+                // an index is only of use if it covers the messages
+                Some(s).filter(|s| !s.chunk_indexes.is_empty())
             }
             _ => {
                 for m in read::messages(mapped.bytes()).map_while(Result::ok) {
                     channels.get(&m.channel);
                 }
+                None
             }
-        }
+        };
         let sent = Arc::new(Mutex::new(BTreeMap::new()));
         let player = {
             let (shared, sent) = (shared.clone(), sent.clone());
             std::thread::Builder::new()
                 .name("bridge-playback".into())
-                .spawn(move || play(&shared, &mapped, &mut channels, &sent))
+                .spawn(move || play(&shared, &mapped, summary.as_ref(), &mut channels, &sent))
                 .map_err(|e| BagError::io(Path::new("bridge-playback thread"), e))?
         };
         Ok(BagServer {
@@ -307,15 +312,88 @@ impl Channels {
     }
 }
 
+/// The bag's messages in log-time order from a time on.
+enum Cursor<'a> {
+    /// Through the summary's chunk index: only the chunks from the time on are read.
+    Indexed {
+        bytes: &'a [u8],
+        summary: &'a mcap::Summary,
+        reader: IndexedReader,
+    },
+    /// From the file's start (a bag without a summary), skipping what is older.
+    Linear {
+        stream: read::Messages<'a>,
+        from: u64,
+    },
+}
+
+impl<'a> Cursor<'a> {
+    /// The messages at or after `from` (ns).
+    fn at(bytes: &'a [u8], summary: Option<&'a mcap::Summary>, from: u64) -> Cursor<'a> {
+        let options = IndexedReaderOptions::new()
+            .starting_at(from)
+            .with_record_length_limit(bytes.len());
+        match summary.map(|s| (s, IndexedReader::new_with_options(s, options))) {
+            Some((summary, Ok(reader))) => Cursor::Indexed {
+                bytes,
+                summary,
+                reader,
+            },
+            _ => Cursor::Linear {
+                stream: read::messages(bytes),
+                from,
+            },
+        }
+    }
+
+    /// The next message; `None` at the end or at the first unreadable record (the file's
+    /// readable part is played, as `nerve bag play` does).
+    fn next(&mut self) -> Option<mcap::Message<'static>> {
+        match self {
+            Cursor::Linear { stream, from } => {
+                stream.find_map(|m| m.ok().filter(|m| m.log_time >= *from))
+            }
+            Cursor::Indexed {
+                bytes,
+                summary,
+                reader,
+            } => loop {
+                match reader.next_event()?.ok()? {
+                    IndexedReadEvent::ReadChunkRequest { offset, length } => {
+                        let chunk = usize::try_from(offset)
+                            .ok()
+                            .and_then(|o| bytes.get(o..o.checked_add(length)?))?;
+                        reader.insert_chunk_record_data(offset, chunk).ok()?;
+                    }
+                    IndexedReadEvent::Message { header, data } => {
+                        // a message of a channel the summary lacks is skipped
+                        let Some(channel) = summary.channels.get(&header.channel_id) else {
+                            continue;
+                        };
+                        return Some(mcap::Message {
+                            channel: channel.clone(),
+                            sequence: header.sequence,
+                            log_time: header.log_time,
+                            publish_time: header.publish_time,
+                            data: data.to_vec().into(),
+                        });
+                    }
+                }
+            },
+        }
+    }
+}
+
 /// The playback thread.
 fn play(
     shared: &Shared,
     mapped: &Mapped,
+    summary: Option<&mcap::Summary>,
     channels: &mut Channels,
     sent: &Mutex<BTreeMap<String, u64>>,
 ) {
     let (start, end) = shared.range;
-    let mut stream = read::messages(mapped.bytes());
+    let mut stream = Cursor::at(mapped.bytes(), summary, start);
     // pacing: bag time `anchor.1` is shown at wall time `anchor.0`
     let mut anchor: Option<(Instant, u64)> = None;
     let mut last_time = Instant::now() - TIME_PERIOD;
@@ -331,23 +409,9 @@ fn play(
             (c.status, c.speed, c.seek.take())
         };
         if let Some(t) = seek {
-            stream = read::messages(mapped.bytes());
-            next = None;
+            stream = Cursor::at(mapped.bytes(), summary, t);
+            next = stream.next();
             anchor = None;
-            // skip to the first message at or after t
-            for m in stream.by_ref() {
-                if shared.stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                match m {
-                    Ok(m) if m.log_time >= t => {
-                        next = Some(m);
-                        break;
-                    }
-                    Ok(_) => {}
-                    Err(_) => break,
-                }
-            }
             shared.time(t);
         }
         if status != PlaybackStatus::Playing {
@@ -355,7 +419,7 @@ fn play(
             continue;
         }
         if next.is_none() {
-            next = stream.next().and_then(Result::ok);
+            next = stream.next();
         }
         let Some(m) = next.take() else {
             // the end: say so once, and wait for a seek or a play
@@ -415,6 +479,59 @@ fn play(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bag of 100 messages, 10 ms apart, in many small chunks; with or without the
+    /// summary (and its chunk index).
+    fn bag(summary: bool) -> Vec<u8> {
+        let mut out = std::io::Cursor::new(Vec::new());
+        let mut w = mcap::WriteOptions::new()
+            .chunk_size(Some(256))
+            .emit_summary_records(summary)
+            .emit_chunk_indexes(summary)
+            .emit_summary_offsets(summary)
+            .create(&mut out)
+            .unwrap();
+        let schema = w.add_schema("t/M", "jsonschema", b"{}").unwrap();
+        let ch = w
+            .add_channel(schema, "/m", "json", &BTreeMap::new())
+            .unwrap();
+        for i in 0..100u32 {
+            let header = mcap::records::MessageHeader {
+                channel_id: ch,
+                sequence: i,
+                log_time: 1_000_000_000 + u64::from(i) * 10_000_000,
+                publish_time: 0,
+            };
+            w.write_to_known_channel(&header, format!("{{\"i\":{i}}}").as_bytes())
+                .unwrap();
+        }
+        w.finish().unwrap();
+        drop(w);
+        out.into_inner()
+    }
+
+    #[test]
+    fn a_seek_reads_on_from_the_time_asked_with_or_without_an_index() {
+        for indexed in [true, false] {
+            let bytes = bag(indexed);
+            let summary = mcap::Summary::read(&bytes).unwrap();
+            assert_eq!(
+                summary
+                    .as_ref()
+                    .is_some_and(|s| !s.chunk_indexes.is_empty()),
+                indexed
+            );
+            let mut c = Cursor::at(&bytes, summary.as_ref(), 1_500_000_000);
+            assert_eq!(matches!(c, Cursor::Indexed { .. }), indexed);
+            let seqs: Vec<u32> = std::iter::from_fn(|| c.next())
+                .map(|m| m.sequence)
+                .collect();
+            assert_eq!(seqs, (50..100).collect::<Vec<_>>(), "indexed: {indexed}");
+            assert!(Cursor::at(&bytes, summary.as_ref(), u64::MAX)
+                .next()
+                .is_none());
+        }
+    }
 
     fn req(cmd: PlaybackCommand, speed: f32, seek: Option<u64>) -> PlaybackControlRequest {
         PlaybackControlRequest {
