@@ -9,11 +9,12 @@
 //! rotation, a second parent, a time outside the window) is an error naming the frames
 //! and times.
 //!
-//! Transforms travel as `nerve_msgs/TfMessage` on `/tf` and `/tf_static` ([`Broadcaster`],
-//! [`StaticBroadcaster`], [`Listener`]). The tree is single-threaded; [`TfBuffer`] is the
-//! same model shared by many threads: lookups never lock and never make a writer wait,
-//! and allocate nothing. A [`TransformListener`] feeds one from a thread of its own; the
+//! [`TfBuffer`] is the tree shared by many threads: lookups never lock and never make a
+//! writer wait, and allocate nothing. Transforms travel as `nerve_msgs/TfMessage` on
+//! `/tf` and `/tf_static` ([`Broadcaster`], [`StaticBroadcaster`]); a [`Listener`] feeds a
+//! buffer on the caller's thread, a [`TransformListener`] on a thread of its own. The
 //! helpers in [`apply`](transform_points) move points, poses and point clouds.
+//! [`TfTree`] is the same model for one thread (and the baseline of `nerve bench tf`).
 //!
 //! ```
 //! use nerve_tf::{Quat, TfBuffer, Transform, TreeLimits, Vec3, LATEST};

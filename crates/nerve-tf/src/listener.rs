@@ -1,11 +1,10 @@
-//! [`TransformListener`]: a background thread that feeds a shared [`TfBuffer`] from
-//! `/tf` and `/tf_static`.
+//! [`TransformListener`]: a [`Listener`] on a background thread, feeding a shared
+//! [`TfBuffer`] from `/tf` and `/tf_static`.
 
 use crate::buffer::TfBuffer;
-use crate::topics::{from_msg, TfTopicError, TF_STATIC_TOPIC, TF_TOPIC};
-use nerve::{Context, Qos};
-use nerve_msgs::TfMessage;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use crate::topics::{Counts, Listener, TfTopicError};
+use nerve::Context;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -13,16 +12,9 @@ use std::time::Duration;
 /// How long the thread waits for `/tf` before it looks at `/tf_static` and the stop flag.
 const POLL: Duration = Duration::from_millis(10);
 
-/// What the listener thread counts.
-#[derive(Default)]
-struct Counts {
-    stored: AtomicU64,
-    refused: AtomicU64,
-}
-
-/// Subscribes to `/tf` and `/tf_static` on a thread of its own (owning its node) and
-/// stores what arrives in a [`TfBuffer`] that any number of threads look up in. Stopped
-/// and joined when dropped.
+/// Runs a [`Listener`] on a thread of its own (owning its node), storing what arrives on
+/// `/tf` and `/tf_static` in a [`TfBuffer`] that any number of threads look up in.
+/// Stopped and joined when dropped.
 pub struct TransformListener {
     buffer: Arc<TfBuffer>,
     stop: Arc<AtomicBool>,
@@ -39,29 +31,21 @@ impl TransformListener {
         buffer: Arc<TfBuffer>,
     ) -> Result<TransformListener, TfTopicError> {
         let stop = Arc::new(AtomicBool::new(false));
-        let counts = Arc::new(Counts::default());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = {
             let (ctx, name) = (ctx.clone(), node_name.to_string());
-            let (buffer, stop, counts) = (buffer.clone(), stop.clone(), counts.clone());
+            let (buffer, stop) = (buffer.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("nerve-tf-listener".into())
                 .spawn(move || {
-                    let opened = (|| -> Result<_, TfTopicError> {
-                        let node = ctx.node(&name).create()?;
-                        let dynamic = node
-                            .subscriber::<TfMessage>(TF_TOPIC)
-                            .qos(Qos::default().depth(100))
-                            .create()?;
-                        let fixed = node
-                            .subscriber::<TfMessage>(TF_STATIC_TOPIC)
-                            .qos(Qos::latched().depth(8))
-                            .create()?;
-                        Ok((node, dynamic, fixed))
-                    })();
-                    let (_node, dynamic, fixed) = match opened {
+                    let opened = ctx
+                        .node(&name)
+                        .create()
+                        .map_err(TfTopicError::from)
+                        .and_then(|node| Ok((Listener::new(&node, buffer)?, node)));
+                    let (mut listener, _node) = match opened {
                         Ok(o) => {
-                            let _ = ready_tx.send(Ok(()));
+                            let _ = ready_tx.send(Ok(o.0.counts()));
                             o
                         }
                         Err(e) => {
@@ -69,29 +53,10 @@ impl TransformListener {
                             return;
                         }
                     };
-                    let store = |m: &nerve::Sample<TfMessage>, is_static: bool| {
-                        for t in m.elems() {
-                            let (parent, child, stamp, tf) = from_msg(t);
-                            match buffer.set_transform(&parent, &child, stamp, tf, is_static) {
-                                Ok(_) => counts.stored.fetch_add(1, Relaxed),
-                                Err(_) => counts.refused.fetch_add(1, Relaxed),
-                            };
-                        }
-                    };
                     while !stop.load(Relaxed) {
-                        while let Ok(Some(m)) = fixed.try_recv() {
-                            store(&m, true);
-                        }
-                        match dynamic.recv_timeout(POLL) {
-                            Ok(Some(m)) => {
-                                store(&m, false);
-                                while let Ok(Some(m)) = dynamic.try_recv() {
-                                    store(&m, false);
-                                }
-                            }
-                            Ok(None) => {}
-                            // a receive error (a malformed sample) is not the end
-                            Err(_) => std::thread::sleep(POLL),
+                        // a receive error (a malformed sample) is not the end
+                        if listener.wait(POLL).is_err() {
+                            std::thread::sleep(POLL);
                         }
                     }
                 })
@@ -100,7 +65,7 @@ impl TransformListener {
                 })?
         };
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(TransformListener {
+            Ok(Ok(counts)) => Ok(TransformListener {
                 buffer,
                 stop,
                 counts,

@@ -1,12 +1,17 @@
 //! Transforms on topics: broadcasters publish `nerve_msgs/TfMessage` on `/tf` (dynamic)
-//! and `/tf_static` (static, latched: late joiners get them), a listener feeds a
-//! [`TfTree`] from both.
+//! and `/tf_static` (static, latched: late joiners get them), a [`Listener`] feeds a
+//! [`TfBuffer`] from both (on the caller's thread; [`crate::TransformListener`] runs one
+//! on a thread of its own).
 
+use crate::buffer::TfBuffer;
 use crate::error::TfError;
 use crate::math::{Quat, Transform, Vec3};
-use crate::tree::{TfTree, TreeLimits};
 use nerve::{Node, Publisher, Qos, Subscriber};
 use nerve_msgs::{FrameId, Header, Quaternion, TfMessage, Time, TransformStamped, Vector3};
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The topic of dynamic transforms.
 pub const TF_TOPIC: &str = "/tf";
@@ -84,12 +89,13 @@ pub fn to_msg(
     })
 }
 
-/// A message as (parent, child, stamp, transform).
-pub fn from_msg(m: &TransformStamped) -> (String, String, i64, Transform) {
+/// A message as (parent, child, stamp, transform); the names are borrowed from the
+/// message (copied only if they are not valid UTF-8).
+pub fn from_msg(m: &TransformStamped) -> (Cow<'_, str>, Cow<'_, str>, i64, Transform) {
     let (v, q) = (m.transform.translation, m.transform.rotation);
     (
-        m.header.frame_id.as_str().into_owned(),
-        m.child_frame_id.as_str().into_owned(),
+        m.header.frame_id.as_str(),
+        m.child_frame_id.as_str(),
         m.header.stamp.nanos,
         Transform::new(Vec3::new(v.x, v.y, v.z), Quat::new(q.x, q.y, q.z, q.w)),
     )
@@ -163,17 +169,26 @@ impl StaticBroadcaster {
     }
 }
 
-/// Subscribes to `/tf` and `/tf_static` and keeps a [`TfTree`] of what arrived.
+/// What a listener counted; shared with the thread of a [`crate::TransformListener`].
+#[derive(Debug, Default)]
+pub(crate) struct Counts {
+    pub(crate) stored: AtomicU64,
+    pub(crate) refused: AtomicU64,
+}
+
+/// Subscribes to `/tf` and `/tf_static` and stores what arrived in a [`TfBuffer`], on
+/// the caller's thread ([`Listener::update`], [`Listener::wait`]); the buffer is shared
+/// with any number of reader threads.
 pub struct Listener {
     dynamic: Subscriber<TfMessage>,
     fixed: Subscriber<TfMessage>,
-    tree: TfTree,
-    refused: u64,
+    buffer: Arc<TfBuffer>,
+    counts: Arc<Counts>,
 }
 
 impl Listener {
-    /// A listener of `node` keeping `limits`.
-    pub fn new(node: &Node, limits: TreeLimits) -> Result<Listener, TfTopicError> {
+    /// A listener of `node` feeding `buffer`.
+    pub fn new(node: &Node, buffer: Arc<TfBuffer>) -> Result<Listener, TfTopicError> {
         Ok(Listener {
             dynamic: node
                 .subscriber::<TfMessage>(TF_TOPIC)
@@ -183,40 +198,64 @@ impl Listener {
                 .subscriber::<TfMessage>(TF_STATIC_TOPIC)
                 .qos(Qos::latched().depth(8))
                 .create()?,
-            tree: TfTree::new(limits),
-            refused: 0,
+            buffer,
+            counts: Arc::default(),
         })
     }
 
-    /// Takes what arrived into the tree; returns the transforms stored. A refused
+    /// Stores what arrived in the buffer; returns the transforms stored. A refused
     /// transform (bad rotation, second parent) is counted ([`Listener::refused`]) and
     /// the rest go on.
     pub fn update(&mut self) -> Result<usize, TfTopicError> {
         let mut n = 0;
         for (sub, is_static) in [(&self.fixed, true), (&self.dynamic, false)] {
             while let Some(m) = sub.try_recv()? {
-                for t in m.elems() {
-                    let (parent, child, stamp, tf) = from_msg(t);
-                    match self
-                        .tree
-                        .set_transform(&parent, &child, stamp, tf, is_static)
-                    {
-                        Ok(_) => n += 1,
-                        Err(_) => self.refused += 1,
-                    }
-                }
+                n += self.store(&m, is_static);
             }
         }
         Ok(n)
     }
 
-    /// Transforms refused so far.
-    pub fn refused(&self) -> u64 {
-        self.refused
+    /// Waits up to `timeout` for `/tf` (static transforms are taken as they come), then
+    /// stores what arrived ([`Listener::update`]).
+    pub fn wait(&mut self, timeout: Duration) -> Result<usize, TfTopicError> {
+        let mut n = 0;
+        if let Some(m) = self.dynamic.recv_timeout(timeout)? {
+            n += self.store(&m, false);
+        }
+        Ok(n + self.update()?)
     }
 
-    /// The tree (look up with [`TfTree::lookup`]).
-    pub fn tree(&self) -> &TfTree {
-        &self.tree
+    fn store(&self, m: &nerve::Sample<TfMessage>, is_static: bool) -> usize {
+        let mut n = 0;
+        for t in m.elems() {
+            match self.buffer.set_msg(t, is_static) {
+                Ok(_) => n += 1,
+                Err(_) => {
+                    self.counts.refused.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        self.counts.stored.fetch_add(n as u64, Relaxed);
+        n
+    }
+
+    /// Transforms stored so far.
+    pub fn stored(&self) -> u64 {
+        self.counts.stored.load(Relaxed)
+    }
+
+    /// Transforms refused so far.
+    pub fn refused(&self) -> u64 {
+        self.counts.refused.load(Relaxed)
+    }
+
+    /// The buffer it feeds.
+    pub fn buffer(&self) -> &Arc<TfBuffer> {
+        &self.buffer
+    }
+
+    pub(crate) fn counts(&self) -> Arc<Counts> {
+        self.counts.clone()
     }
 }

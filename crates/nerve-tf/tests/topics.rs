@@ -27,7 +27,8 @@ fn a_robot_tree_over_tf_and_tf_static() {
         .unwrap();
     // the listener joins after the static transforms were sent
     let listener_node = ctx.node("tf_listener").create().unwrap();
-    let mut listener = Listener::new(&listener_node, TreeLimits::default()).unwrap();
+    let buffer = std::sync::Arc::new(TfBuffer::new(TreeLimits::default()));
+    let mut listener = Listener::new(&listener_node, buffer.clone()).unwrap();
     statics.update_connections();
     let dynamic = Broadcaster::new(&node).unwrap();
     for k in 0..=10 {
@@ -42,19 +43,21 @@ fn a_robot_tree_over_tf_and_tf_static() {
     let mut stored = 0;
     for _ in 0..200 {
         stored += listener.update().unwrap();
-        if listener.tree().can_transform("map", "lidar", 500_000_000) {
+        if buffer.can_transform("map", "lidar", 500_000_000) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     assert!(stored >= 4, "stored {stored}");
-    let t = listener.tree().lookup("map", "lidar", 500_000_000).unwrap();
+    let t = buffer
+        .lookup_transform("map", "lidar", 500_000_000)
+        .unwrap();
     let p = t.translation;
     assert!(
         (p.x - 1.7).abs() < 1e-9 && (p.y - 2.0).abs() < 1e-9 && (p.z - 0.5).abs() < 1e-9,
         "{p:?}"
     );
-    let frames = listener.tree().frames();
+    let frames = listener.buffer().frames();
     let lidar = frames.iter().find(|f| f.name == "lidar").unwrap();
     assert!(lidar.is_static && lidar.parent.as_deref() == Some("base"));
     // a bad transform is refused and counted, the rest go on
