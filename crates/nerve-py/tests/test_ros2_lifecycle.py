@@ -10,6 +10,7 @@ Fast DDS; the harness is tests/ros2/harness.py, nothing here mocks ROS 2):
 import json
 import subprocess
 import threading
+import time
 
 import nerve
 from conftest import target_bin
@@ -30,7 +31,7 @@ def wait_for_nerve_subscriber(ros2, topic):
             info = json.loads(r.stdout)
             if info["subscribers"] >= 1:
                 return info
-        threading.Event().wait(0.1)
+        time.sleep(0.1)
     raise AssertionError(f"no Nerve subscriber on {topic}: {info}")
 
 
@@ -38,6 +39,9 @@ def text(label):
     """A label as rclpy gives it (a string) or as `nerve topic echo` shows a Nerve
     `FixedStr` (its bytes)."""
     return label if isinstance(label, str) else bytes(label).rstrip(b"\0").decode()
+
+
+LONG_LABEL = "deactivate_with_a_label_of_40_bytes_long"
 
 
 def pairs(events):
@@ -76,7 +80,9 @@ def test_rclpy_drives_a_nerve_managed_node_and_sees_its_transition_events(ros2, 
             "get", "transitions", "states",
             "configure", "activate", "get", "transitions",
             # refused by the Nerve node (not valid from active, an unknown id): success False
-            "force:configure:1", "force::99", "get",
+            "force:configure:1", "force::99",
+            # a label Nerve cannot hold: dropped at the bridge, naming the field
+            f"send:{LONG_LABEL}:4", "get",
             "--events", 4, "--timeout", 60)
         client.wait_line(lambda l: '"ready"' in l or '"no_service"' in l, timeout=90)
         assert client.json_events("ready"), client.lines
@@ -85,11 +91,20 @@ def test_rclpy_drives_a_nerve_managed_node_and_sees_its_transition_events(ros2, 
         wait_for_nerve_subscriber(ros2, "/py_lc/transition_event")
         go.touch()
         client.wait_line(lambda l: '"done"' in l, timeout=120)
+        for _ in range(600):
+            dropped = [l for l in bridge.err if "transition.label" in l]
+            if dropped:
+                break
+            time.sleep(0.1)
+        assert dropped == [
+            "/py_lc/change_state: lifecycle_msgs/srv/ChangeState request dropped: cannot "
+            "convert transition.label: 40 bytes do not fit Nerve's 31"], bridge.err
     finally:
         done.set()
         t.join(30)
 
     states = [(e["id"], e["label"]) for e in client.json_events("state")]
+    assert len(LONG_LABEL) == 40
     assert states == [(1, "unconfigured"), (3, "active"), (3, "active")], client.lines
     trans = client.json_events("transitions")
     assert [(d["transition"]["label"], d["transition"]["id"], d["start_state"]["label"])

@@ -380,6 +380,37 @@ mod tests {
     }
 
     #[test]
+    fn lifecycle_transition_events_are_lifecycle_msgs() {
+        use nerve_msgs::lifecycle::{State, Transition, TransitionEvent};
+        let label = |s: &str| FixedStr::new(s).unwrap();
+        let ev = TransitionEvent {
+            timestamp: 7,
+            transition: Transition {
+                id: 1,
+                label: label("configure"),
+            },
+            start_state: State {
+                id: 1,
+                label: label("unconfigured"),
+            },
+            goal_state: State {
+                id: 10,
+                label: label("configuring"),
+            },
+        };
+        let cdr = round_trip::<TransitionEvent>(as_bytes(&ev));
+        let enc = Encoding::for_schema(&Schema::of::<TransitionEvent>()).unwrap();
+        assert_eq!(enc.schema_name, "lifecycle_msgs/msg/TransitionEvent");
+        // header, u64 timestamp, id 1, padding, "configure" with its length
+        assert_eq!(&cdr[4..12], &7u64.to_le_bytes());
+        assert_eq!(&cdr[12..30], b"\x01\0\0\0\x0a\0\0\0configure\0");
+        let mut out = Vec::new();
+        for cut in 0..cdr.len() {
+            assert!(enc.decode(&cdr[..cut], &mut out).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
     fn ros_names_lead_back_to_nerve_types() {
         let s = Encoding::nerve_schema_of_ros("sensor_msgs/msg/PointCloud2").unwrap();
         assert_eq!(s.name, "nerve_msgs/PointCloud");

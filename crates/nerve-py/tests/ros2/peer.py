@@ -393,8 +393,9 @@ def lifecycle_client(a):
     it prints `ready` and waits for GO_FILE (the test's barrier), then runs each STEP:
     `get` (GetState), `transitions` (GetAvailableTransitions), `states`
     (GetAvailableStates), `LABEL` (as `ros2 lifecycle set`: the transition found by label
-    among the available ones, sent with its id and label) or `force:LABEL:ID` (sent as is,
-    valid or not). Then it waits for N transition events (a hang guard only)."""
+    among the available ones, sent with its id and label), `force:LABEL:ID` (sent as is,
+    valid or not) or `send:LABEL:ID` (sent without waiting for an answer). Then it waits
+    for N transition events (a hang guard only)."""
     import os
 
     from lifecycle_msgs.msg import Transition, TransitionEvent
@@ -439,6 +440,10 @@ def lifecycle_client(a):
         elif step == "states":
             r = call(clients["states"], GetAvailableStates.Request())
             out(event="states", states=to_json(r.available_states))
+        elif step.startswith("send:"):
+            _, label, tid = step.split(":")
+            clients["change"].call_async(ChangeState.Request(transition=Transition(id=int(tid), label=label)))
+            out(event="sent", label=label, id=int(tid))
         else:
             if step.startswith("force:"):
                 _, label, tid = step.split(":")
