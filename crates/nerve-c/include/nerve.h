@@ -739,7 +739,8 @@ bool nerve_shutdown_requested(void);
 void nerve_shutdown_install_handlers(void);
 
 // Makes `node` managed: opens `<node>/change_state`, `get_state`,
-// `get_available_states`, `get_available_transitions` and `<node>/transition_event`.
+// `get_available_states`, `get_available_transitions`, `get_transition_graph` and
+// `<node>/transition_event`.
 // It starts unconfigured.
 //
 // # Safety
@@ -768,6 +769,12 @@ nerve_status_t nerve_managed_on(nerve_managed_t managed,
 // # Safety
 // `out_state` is writable.
 nerve_status_t nerve_managed_state(nerve_managed_t managed, uint8_t *out_state);
+
+// The node's state id, as `nerve_managed_state`, returned directly: the fast path
+// of a gate checked on every publish (one handle check and one relaxed atomic load; no
+// status, no out pointer). A null, released or foreign handle reads 0 (unknown), so a
+// gate on it stays shut.
+uint8_t nerve_managed_current_state(nerve_managed_t managed);
 
 // Runs the transition `label` (`configure`, `activate`, `deactivate`, `cleanup`,
 // `shutdown`) now; `out_state` (nullable) gets the state reached. Invalid from the

@@ -69,7 +69,8 @@ fn with_managed<R>(
 }
 
 /// Makes `node` managed: opens `<node>/change_state`, `get_state`,
-/// `get_available_states`, `get_available_transitions` and `<node>/transition_event`.
+/// `get_available_states`, `get_available_transitions`, `get_transition_graph` and
+/// `<node>/transition_event`.
 /// It starts unconfigured.
 ///
 /// # Safety
@@ -159,6 +160,23 @@ pub unsafe extern "C" fn nerve_managed_state(
         *o = with_managed(managed, |m| Ok(m.state().id()))?;
         Ok(NERVE_OK)
     })
+}
+
+/// The node's state id, as `nerve_managed_state`, returned directly: the fast path
+/// of a gate checked on every publish (one handle check and one relaxed atomic load; no
+/// status, no out pointer). A null, released or foreign handle reads 0 (unknown), so a
+/// gate on it stays shut.
+#[no_mangle]
+pub extern "C" fn nerve_managed_current_state(managed: nerve_managed_t) -> u8 {
+    // no unwind crosses the ABI (the thread's table may be gone at thread exit)
+    std::panic::catch_unwind(|| {
+        handle::with(managed.id, Kind::Managed, |m: &ManagedObj, _| {
+            m.0.state().id()
+        })
+    })
+    .ok()
+    .and_then(|r| r.ok())
+    .unwrap_or(0)
 }
 
 /// Runs the transition `label` (`configure`, `activate`, `deactivate`, `cleanup`,

@@ -7,8 +7,9 @@
 //! failure: back where it started; error or panic: error processing, then unconfigured
 //! or finalized). [`LifecyclePublisher`]s send only while the node is active and count
 //! what they drop. Every step goes out on `<node>/transition_event`, and the node serves
-//! `<node>/change_state`, `get_state`, `get_available_states` and
-//! `get_available_transitions` with types laid out as `lifecycle_msgs`
+//! `<node>/change_state`, `get_state`, `get_available_states`,
+//! `get_available_transitions` and `get_transition_graph` with types laid out as
+//! `lifecycle_msgs`
 //! ([`nerve_msgs::lifecycle`]), so `nerve lifecycle`, `nerve launch` and a ROS 2 bridge
 //! drive it.
 //!
@@ -38,8 +39,10 @@ mod state;
 pub use client::{check_label, list_managed, ChangeCall, LifecycleClient};
 pub use error::{ClientError, LifecycleError, TransitionError};
 pub use node::{
-    events_qos, ManagedNode, StateWatch, CHANGE_STATE, GET_AVAILABLE_STATES,
-    GET_AVAILABLE_TRANSITIONS, GET_STATE, TRANSITION_EVENT,
+    events_qos, LifecycleWaitables, ManagedNode, StateWatch, CHANGE_STATE, GET_AVAILABLE_STATES,
+    GET_AVAILABLE_TRANSITIONS, GET_STATE, GET_TRANSITION_GRAPH, TRANSITION_EVENT,
 };
 pub use publisher::LifecyclePublisher;
-pub use state::{error_outcome, CallbackReturn, Hook, State, Transition, ALL_STATES, LABELS};
+pub use state::{
+    error_outcome, transition_graph, CallbackReturn, Hook, State, Transition, ALL_STATES, LABELS,
+};

@@ -9,7 +9,7 @@ use nerve_msgs::lifecycle::{
     GetAvailableTransitions, GetAvailableTransitionsResponse, GetState, GetStateResponse,
     TransitionDescription, TransitionEvent,
 };
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, Ref, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -22,6 +22,9 @@ pub const GET_STATE: &str = "/get_state";
 pub const GET_AVAILABLE_STATES: &str = "/get_available_states";
 /// `<node>/get_available_transitions`.
 pub const GET_AVAILABLE_TRANSITIONS: &str = "/get_available_transitions";
+/// `<node>/get_transition_graph`: every transition of the state machine (ROS 2's name;
+/// the type of `get_available_transitions`).
+pub const GET_TRANSITION_GRAPH: &str = "/get_transition_graph";
 /// `<node>/transition_event`.
 pub const TRANSITION_EVENT: &str = "/transition_event";
 
@@ -34,12 +37,30 @@ pub fn events_qos() -> Qos {
 /// A transition callback: gets the state the transition started from.
 type Callback = Box<dyn FnMut(State) -> CallbackReturn>;
 
-/// The four services of a managed node.
+/// The five services of a managed node.
 struct Servers {
     change: Server<ChangeState>,
     get: Server<GetState>,
     states: Server<GetAvailableStates>,
     transitions: Server<GetAvailableTransitions>,
+    graph: Server<GetAvailableTransitions>,
+}
+
+/// What a managed node's services wait on, for a [`nerve::WaitSet`] that waits on other
+/// things too (from [`ManagedNode::waitables`]; ready when a request waits, which
+/// [`ManagedNode::handle_pending`] answers). Borrows the node's services: drop it before
+/// [`ManagedNode::serve_on`].
+pub struct LifecycleWaitables<'a> {
+    servers: Ref<'a, Servers>,
+}
+
+impl LifecycleWaitables<'_> {
+    /// The services: `change_state`, `get_state`, `get_available_states`,
+    /// `get_available_transitions`, `get_transition_graph`.
+    pub fn list(&self) -> [&dyn nerve::Waitable; 5] {
+        let s = &*self.servers;
+        [&s.change, &s.get, &s.states, &s.transitions, &s.graph]
+    }
 }
 
 /// A node with ROS 2's lifecycle: it starts unconfigured; transitions run the user's
@@ -48,7 +69,8 @@ struct Servers {
 /// (`nerve lifecycle set`, `nerve launch`). Every step is published on
 /// `<node>/transition_event`; [`LifecyclePublisher`]s send only while the node is
 /// active. Cheap to clone (shared); not `Send`, like the node's ports: serve its services
-/// with [`serve_on`](ManagedNode::serve_on) or [`handle_pending`](ManagedNode::handle_pending).
+/// with [`serve_on`](ManagedNode::serve_on), or wait on its
+/// [`waitables`](ManagedNode::waitables) and call [`handle_pending`](ManagedNode::handle_pending).
 ///
 /// A callback must not hold a clone of its `ManagedNode` (that would be a reference
 /// cycle); publishers and other state are fine.
@@ -73,8 +95,8 @@ struct Inner {
 
 impl ManagedNode {
     /// Makes `node` managed: opens `<node>/change_state`, `get_state`,
-    /// `get_available_states`, `get_available_transitions` and the event topic
-    /// `<node>/transition_event`. The node starts unconfigured.
+    /// `get_available_states`, `get_available_transitions`, `get_transition_graph` and
+    /// the event topic `<node>/transition_event`. The node starts unconfigured.
     pub fn create(node: &Node) -> Result<ManagedNode, LifecycleError> {
         let path = node.full_name();
         let svc = |source| LifecycleError::Service {
@@ -96,6 +118,10 @@ impl ManagedNode {
                 .map_err(svc)?,
             transitions: node
                 .service::<GetAvailableTransitions>(&format!("{path}{GET_AVAILABLE_TRANSITIONS}"))
+                .create()
+                .map_err(svc)?,
+            graph: node
+                .service::<GetAvailableTransitions>(&format!("{path}{GET_TRANSITION_GRAPH}"))
                 .create()
                 .map_err(svc)?,
         };
@@ -343,6 +369,10 @@ impl ManagedNode {
             let _ = self.answer_transitions(&r);
             n += 1;
         }
+        while let Some(r) = s.graph.try_take().map_err(serve)? {
+            let _ = answer_graph(&r);
+            n += 1;
+        }
         while let Some(r) = s.change.try_take().map_err(serve)? {
             let _ = self.answer_change(&r);
             n += 1;
@@ -359,24 +389,37 @@ impl ManagedNode {
             return Ok(n);
         }
         {
-            let guard = self.inner.servers.borrow();
-            let Some(s) = guard.as_ref() else {
-                return Err(LifecycleError::AlreadyServed {
-                    node: self.inner.path.clone(),
-                });
-            };
+            let waitables = self.waitables()?;
             let wait = |source| LifecycleError::Wait {
                 node: self.inner.path.clone(),
                 source,
             };
             let mut set = nerve::WaitSet::new();
-            set.add(&s.change).map_err(wait)?;
-            set.add(&s.get).map_err(wait)?;
-            set.add(&s.states).map_err(wait)?;
-            set.add(&s.transitions).map_err(wait)?;
+            for w in waitables.list() {
+                set.add(w).map_err(wait)?;
+            }
             set.wait(timeout).map_err(wait)?;
         }
         self.handle_pending()
+    }
+
+    /// What [`serve_for`](ManagedNode::serve_for) sleeps on: the node's five services,
+    /// for a [`nerve::WaitSet`] that waits on other things too (an executor of a
+    /// binding); when one is ready, [`handle_pending`](ManagedNode::handle_pending)
+    /// answers it. `AlreadyServed` once the services went to an executor.
+    pub fn waitables(&self) -> Result<LifecycleWaitables<'_>, LifecycleError> {
+        let guard = self
+            .inner
+            .servers
+            .try_borrow()
+            .ok()
+            .and_then(|g| Ref::filter_map(g, Option::as_ref).ok());
+        match guard {
+            Some(servers) => Ok(LifecycleWaitables { servers }),
+            None => Err(LifecycleError::AlreadyServed {
+                node: self.inner.path.clone(),
+            }),
+        }
     }
 
     /// Hands the node's services to `exec`, which answers them from then on.
@@ -406,6 +449,7 @@ impl ManagedNode {
         let me = self.clone();
         exec.serve(s.transitions, move |r| me.answer_transitions(r))
             .map_err(err)?;
+        exec.serve(s.graph, answer_graph).map_err(err)?;
         Ok(())
     }
 
@@ -456,6 +500,15 @@ impl ManagedNode {
         r.reply_slice(&GetAvailableTransitionsResponse {}, &list)?;
         Ok(())
     }
+}
+
+/// Answers `get_transition_graph`: every transition of the state machine.
+fn answer_graph(r: &nerve::Request<'_, GetAvailableTransitions>) -> HandlerResult {
+    r.reply_slice(
+        &GetAvailableTransitionsResponse {},
+        &state::transition_graph(),
+    )?;
+    Ok(())
 }
 
 /// Reads a managed node's state from any thread (bindings gate their publishers with it).

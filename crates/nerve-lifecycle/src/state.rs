@@ -1,7 +1,7 @@
 //! The state machine: ROS 2's primary and transition states, the transitions between
 //! them and where each callback outcome leads. Pure data, no I/O.
 
-use nerve_msgs::lifecycle::{state_id, transition_id, Label};
+use nerve_msgs::lifecycle::{state_id, transition_id, Label, TransitionDescription};
 
 /// A lifecycle state, with ROS 2's ids (`lifecycle_msgs/State`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -307,6 +307,48 @@ pub fn error_outcome(result: CallbackReturn) -> (State, u8) {
     }
 }
 
+/// Every transition of the state machine, as ROS 2's `get_transition_graph` answers:
+/// the seven a client may ask for, then the internal ones each transition state takes on
+/// its callback's success, failure and error (`transition_success`, ...), error
+/// processing's last. 25 in all.
+pub fn transition_graph() -> Vec<TransitionDescription> {
+    let describe = |id: u8, label: &str, start: State, goal: State| TransitionDescription {
+        transition: nerve_msgs::lifecycle::Transition {
+            id,
+            label: self::label(label),
+        },
+        start_state: start.to_msg(),
+        goal_state: goal.to_msg(),
+    };
+    let mut out: Vec<TransitionDescription> = Transition::ALL
+        .iter()
+        .map(|t| describe(t.id(), t.label(), t.start(), t.goal()))
+        .collect();
+    let results = [
+        CallbackReturn::Success,
+        CallbackReturn::Failure,
+        CallbackReturn::Error,
+    ];
+    // one of the three shutdowns stands for shuttingdown's outcomes
+    for t in [
+        Transition::Configure,
+        Transition::Cleanup,
+        Transition::Activate,
+        Transition::Deactivate,
+        Transition::ActiveShutdown,
+    ] {
+        for r in results {
+            let (goal, id) = t.outcome(r);
+            out.push(describe(id, r.label(), t.via(), goal));
+        }
+    }
+    for r in results {
+        let (goal, id) = error_outcome(r);
+        out.push(describe(id, r.label(), State::ErrorProcessing, goal));
+    }
+    out
+}
+
 /// A label as a message field (labels here are all short; a longer one is cut).
 pub(crate) fn label(s: &str) -> Label {
     let mut b = [0u8; 31];
@@ -364,5 +406,22 @@ mod tests {
         for t in Transition::ALL {
             assert!(t.start().transitions().contains(&t), "{t:?}");
         }
+    }
+
+    #[test]
+    fn the_graph_has_every_transition_once() {
+        let g = transition_graph();
+        assert_eq!(g.len(), 25);
+        let mut ids: Vec<u8> = g.iter().map(|d| d.transition.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 25, "{ids:?}");
+        let on_shutdown_failure = g.iter().find(|d| d.transition.id == 51).unwrap();
+        assert_eq!(on_shutdown_failure.start_state.id, state_id::SHUTTINGDOWN);
+        assert_eq!(on_shutdown_failure.goal_state.id, state_id::FINALIZED);
+        assert_eq!(
+            on_shutdown_failure.transition.label.as_str(),
+            "transition_failure"
+        );
     }
 }

@@ -293,3 +293,67 @@ fn another_thread_drives_a_node_served_on_an_executor() {
         ]
     );
 }
+
+#[test]
+fn a_wait_set_on_the_waitables_wakes_for_requests_and_the_graph_has_every_transition() {
+    use nerve_msgs::lifecycle::GetAvailableTransitions;
+    use nerve_msgs::srv::Empty;
+    let ctx = ctx();
+    let node = ctx.node("lc_waitables").create().unwrap();
+    let managed = ManagedNode::create(&node).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let d2 = done.clone();
+    let ctx2 = ctx.clone();
+    let caller = std::thread::spawn(move || {
+        let node = ctx2.node("lc_waitables_caller").create().unwrap();
+        let c = LifecycleClient::create(&node, "/lc_waitables")
+            .unwrap()
+            .timeout(Duration::from_secs(10));
+        assert!(c.wait_for_node(Duration::from_secs(10)));
+        let graph = node
+            .client::<GetAvailableTransitions>("/lc_waitables/get_transition_graph")
+            .create()
+            .unwrap();
+        let reply = graph.call(&Empty {}, Duration::from_secs(10)).unwrap();
+        let all: Vec<(u8, u8, u8)> = reply
+            .elems()
+            .iter()
+            .map(|d| (d.transition.id, d.start_state.id, d.goal_state.id))
+            .collect();
+        let state = c.change_state("configure").unwrap();
+        // the graph does not depend on the state
+        let again = graph.call(&Empty {}, Duration::from_secs(10)).unwrap();
+        assert_eq!(again.elems().len(), all.len());
+        d2.store(true, Ordering::Release);
+        (all, state)
+    });
+    let mut answered = 0;
+    while !done.load(Ordering::Acquire) {
+        {
+            let w = managed.waitables().unwrap();
+            let mut set = nerve::WaitSet::new();
+            for x in w.list() {
+                set.add(x).unwrap();
+            }
+            // a hang guard: the caller's requests end each wait
+            set.wait(Duration::from_millis(200)).unwrap();
+        }
+        answered += managed.handle_pending().unwrap();
+    }
+    let (all, state) = caller.join().unwrap();
+    assert_eq!(state, State::Inactive);
+    assert!(answered >= 4, "{answered}");
+    assert_eq!(all.len(), 25);
+    assert_eq!(all.len(), transition_graph().len());
+    // the public transitions first, then the internal ones, error processing's last
+    assert_eq!(all[0], (1, 1, 2)); // configure: unconfigured -> inactive
+    assert!(all.contains(&(32, 13, 15))); // on_activate_error: activating -> errorprocessing
+    assert_eq!(all[24], (62, 15, 4)); // on_error_error: errorprocessing -> finalized
+                                      // handed to an executor, the services have no waitables here any more
+    let mut exec = Executor::new();
+    managed.serve_on(&mut exec).unwrap();
+    assert!(matches!(
+        managed.waitables(),
+        Err(LifecycleError::AlreadyServed { .. })
+    ));
+}

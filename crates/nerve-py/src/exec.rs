@@ -1,10 +1,11 @@
 //! The wait behind `nerve.Executor`: one sleep on the Rust side, GIL released, on every
-//! subscription, service server and action server of the executor's nodes (a
-//! `nerve::WaitSet`: `futex_waitv` on their doorbells) up to the next timer deadline
-//! (timers are kept here, [`TimerRaw`], on absolute grids, and waited for with the timer
-//! module's `PreciseSleep`, as the Rust executor waits). Python then runs the callbacks
-//! of what the wait reports ready, with the GIL. Nothing is polled: an idle executor
-//! sleeps until a doorbell rings or a deadline comes.
+//! subscription, service server, action server and managed node (its lifecycle
+//! services) of the executor's nodes (a `nerve::WaitSet`: `futex_waitv` on their
+//! doorbells) up to the next timer deadline (timers are kept here, [`TimerRaw`], on
+//! absolute grids, and waited for with the timer module's `PreciseSleep`, as the Rust
+//! executor waits). Python then runs the callbacks of what the wait reports ready, with
+//! the GIL. Nothing is polled: an idle executor sleeps until a doorbell rings or a
+//! deadline comes.
 //!
 //! The loop runs here too ([`Waiter::run`]): a round reads the entities from the nodes'
 //! lists, waits, fires the timers due and calls their ticks, and hands other ready
@@ -19,6 +20,7 @@
 
 use crate::action::ActionServerRaw;
 use crate::errors::{err, WaitError};
+use crate::lifecycle::{LifecycleError, ManagedNodeRaw};
 use crate::service::Server;
 use crate::topic::Subscription;
 use crate::wait::{duration, SameThread, SIGNAL_CHECK};
@@ -174,12 +176,13 @@ impl TimerRaw {
     }
 }
 
-/// What `Waiter.wait` found ready: indices into its subscription, server and action
-/// server lists, and of the timers it fired.
+/// What `Waiter.wait` found ready: indices into its subscription, server and served
+/// (action servers, managed nodes) lists, and of the timers it fired.
 type Ready = (Vec<usize>, Vec<usize>, Vec<usize>, Vec<usize>);
 
 /// Something the wait sleeps on: the waitable, which of the lists it is from (0
-/// subscriptions, 1 servers, 2 action servers) and its index there.
+/// subscriptions, 1 servers, 2 served: action servers and managed nodes) and its index
+/// there.
 type Entry<'a> = (&'a dyn Waitable, u8, usize);
 
 /// How a stretch of waiting without the GIL ended.
@@ -226,11 +229,13 @@ impl Waiter {
     }
 
     /// Runs `executor` (a `nerve.Executor`): sleeps (GIL released) until an entity of
-    /// its nodes (`_nodes`: their `_subscriptions`, `_servers`, `_action_servers` and
-    /// `_timers`, read again every round) has input or a timer is due, then, with the
-    /// GIL, runs the ticks of the timers fired here (`timer.callback()`; a one-shot
-    /// timer's `timer._fired()`) and hands what else is ready to
-    /// `executor._dispatch(subs, servers, action_servers)`, which returns the callbacks
+    /// its nodes (`_nodes`: their `_subscriptions`, `_servers`, `_served` (action
+    /// servers and managed nodes: objects whose `_raw` is an `ActionServerRaw` or a
+    /// `ManagedNodeRaw`, answered by their `_handle_pending()`) and `_timers`, read
+    /// again every round) has input or a timer is due, then, with the GIL, runs the
+    /// ticks of the timers fired here (`timer.callback()`; a one-shot timer's
+    /// `timer._fired()`) and hands what else is ready to
+    /// `executor._dispatch(subs, servers, served)`, which returns the callbacks
     /// it ran. Returns the callbacks run, once `executor._stop` is set (by `shutdown`,
     /// which also calls `wake`), the monotonic clock reaches `limit_ns` (None: no limit),
     /// or with `once` after the first round that ran any. With `signals` (Python's main
@@ -253,7 +258,7 @@ impl Waiter {
             let kinds = [
                 intern!(py, "_subscriptions"),
                 intern!(py, "_servers"),
-                intern!(py, "_action_servers"),
+                intern!(py, "_served"),
                 intern!(py, "_timers"),
             ];
             for node in executor.getattr(intern!(py, "_nodes"))?.try_iter()? {
@@ -264,10 +269,10 @@ impl Waiter {
                     }
                 }
             }
-            let [subs, servers, actions, timers] = &lists;
+            let [subs, servers, served, timers] = &lists;
             let mut ran = 0;
             if let Some((rs, rv, ra, rt)) =
-                self.wait(py, subs, servers, actions, timers, limit, signals)?
+                self.wait(py, subs, servers, served, timers, limit, signals)?
             {
                 for i in rt {
                     let t = &timers[i];
@@ -283,7 +288,7 @@ impl Waiter {
                     let ready = (
                         pick(py, subs, rs)?,
                         pick(py, servers, rv)?,
-                        pick(py, actions, ra)?,
+                        pick(py, served, ra)?,
                     );
                     let got = executor.call_method1(intern!(py, "_dispatch"), ready)?;
                     ran += got.extract::<u64>()?;
@@ -301,12 +306,13 @@ impl Waiter {
 }
 
 impl Waiter {
-    /// Sleeps (GIL released) until one of `subs`, `servers` or `actions` has input, one
+    /// Sleeps (GIL released) until one of `subs`, `servers` or `served` has input, one
     /// of `timers` is due, the monotonic clock reaches `limit` or `wake` is called. The
     /// entries are the Python layer's objects, whose native objects are their `_sub`,
-    /// `_server`, `_raw` and `_raw` attributes; due timers are fired here (their
-    /// schedules advanced). Returns the indices of what is ready and of the timers
-    /// fired, or None after a wake or at the limit. An entry whose native object is of
+    /// `_server`, `_raw` (an action server's or a managed node's) and `_raw`
+    /// attributes; due timers are fired here (their schedules advanced). Returns the
+    /// indices of what is ready and of the timers fired, or None after a wake or at the
+    /// limit. An entry whose native object is of
     /// another type (a closed endpoint's stand-in) counts as ready, so the caller finds
     /// out what it is.
     #[allow(clippy::too_many_arguments)]
@@ -315,14 +321,14 @@ impl Waiter {
         py: Python<'py>,
         subs: &[Bound<'py, PyAny>],
         servers: &[Bound<'py, PyAny>],
-        actions: &[Bound<'py, PyAny>],
+        served: &[Bound<'py, PyAny>],
         timers: &[Bound<'py, PyAny>],
         limit: u64,
         signals: bool,
     ) -> PyResult<Option<Ready>> {
         let subs = native(subs, intern!(py, "_sub"))?;
         let servers = native(servers, intern!(py, "_server"))?;
-        let actions = native(actions, intern!(py, "_raw"))?;
+        let served = native(served, intern!(py, "_raw"))?;
         let timers = native(timers, intern!(py, "_raw"))?;
         let mut closed: Ready = Default::default();
         let mut entries: Vec<Entry<'_>> = Vec::new();
@@ -338,14 +344,23 @@ impl Waiter {
                 Err(_) => closed.1.push(i),
             }
         }
-        for (i, o) in actions.iter().enumerate() {
-            match o.cast::<ActionServerRaw>() {
-                Ok(a) => {
-                    for w in a.get().inner.get()?.waitables() {
-                        entries.push((w, 2, i));
-                    }
+        // a managed node lends its services for the wait (a borrow kept here)
+        let mut managed = Vec::new();
+        for (i, o) in served.iter().enumerate() {
+            if let Ok(a) = o.cast::<ActionServerRaw>() {
+                for w in a.get().inner.get()?.waitables() {
+                    entries.push((w, 2, i));
                 }
-                Err(_) => closed.2.push(i),
+            } else if let Ok(m) = o.cast::<ManagedNodeRaw>() {
+                let w = m.get().inner.get()?.waitables();
+                managed.push((w.map_err(err::<LifecycleError>)?, i));
+            } else {
+                closed.2.push(i);
+            }
+        }
+        for (w, i) in &managed {
+            for x in w.list() {
+                entries.push((x, 2, *i));
             }
         }
         if any(&closed) {
@@ -476,7 +491,7 @@ fn take_ready(entries: &[Entry<'_>], timers: &[&TimerRaw], now: u64) -> Ready {
                 1 => &mut ready.1,
                 _ => &mut ready.2,
             };
-            // an action server has three entries
+            // an action server has three entries, a managed node five
             if l.last() != Some(&i) {
                 l.push(i);
             }

@@ -66,7 +66,7 @@ fn outcome(py: Python<'_>, r: PyResult<Py<PyAny>>, last: &Mutex<Option<String>>)
 /// A managed node (see `nerve.ManagedNode` for the documented API).
 #[pyclass(frozen, module = "nerve._nerve")]
 pub struct ManagedNodeRaw {
-    inner: Affine<ManagedNode>,
+    pub(crate) inner: Affine<ManagedNode>,
     watch: StateWatch,
     last_error: Arc<Mutex<Option<String>>>,
 }

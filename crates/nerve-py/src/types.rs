@@ -138,24 +138,48 @@ impl MessageType {
     }
 }
 
-/// The standard message types (`nerve_msgs`) and the tensor descriptor.
+/// The standard message types (`nerve_msgs`), the lifecycle messages
+/// (`nerve_msgs::lifecycle`: transition events and the lifecycle services' payloads) and
+/// the tensor descriptor.
 #[pyfunction]
 pub(crate) fn builtin_message_types() -> Vec<MessageType> {
-    let mut all: Vec<MessageType> = nerve_msgs::schemas()
-        .into_iter()
-        .map(MessageType::new)
-        .collect();
-    all.push(MessageType::new(Schema::of::<
-        nerve::tensor::TensorDescriptor,
-    >()));
-    all
+    use nerve_msgs::lifecycle as lc;
+    let mut all: Vec<Schema> = nerve_msgs::schemas();
+    all.extend([
+        Schema::of::<lc::TransitionEvent>(),
+        Schema::of::<lc::ChangeStateRequest>(),
+        Schema::of::<lc::ChangeStateResponse>(),
+        Schema::of::<lc::GetStateResponse>(),
+        Schema::of::<lc::GetAvailableStatesResponse>(),
+        Schema::of::<lc::GetAvailableTransitionsResponse>(),
+        Schema::of::<nerve::tensor::TensorDescriptor>(),
+    ]);
+    all.into_iter().map(MessageType::new).collect()
 }
 
-/// The standard service types as `(name, request type name, response type name)`.
+/// A service type as `(name, request type name, response type name)`.
+fn service_names<S: nerve::Service>() -> (&'static str, &'static str, &'static str) {
+    (
+        S::TYPE_NAME,
+        <S::Request as nerve::Message>::TYPE_NAME,
+        <S::Response as nerve::Message>::TYPE_NAME,
+    )
+}
+
+/// The standard service types and the lifecycle services (`nerve_msgs::lifecycle`) as
+/// `(name, request type name, response type name)`.
 #[pyfunction]
 pub(crate) fn builtin_service_types() -> Vec<(&'static str, &'static str, &'static str)> {
-    nerve_msgs::srv::services()
+    use nerve_msgs::lifecycle as lc;
+    let mut all: Vec<_> = nerve_msgs::srv::services()
         .into_iter()
         .map(|s| (s.name, s.request, s.response))
-        .collect()
+        .collect();
+    all.extend([
+        service_names::<lc::ChangeState>(),
+        service_names::<lc::GetState>(),
+        service_names::<lc::GetAvailableStates>(),
+        service_names::<lc::GetAvailableTransitions>(),
+    ]);
+    all
 }

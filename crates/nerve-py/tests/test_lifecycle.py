@@ -1,5 +1,6 @@
-"""Managed nodes from Python: callbacks, failures and exceptions, gated publishers, and
-the node driven by `nerve lifecycle set` and by `nerve launch` (Rust)."""
+"""Managed nodes from Python: callbacks, failures and exceptions, gated publishers, the
+node driven by `nerve lifecycle set` and by `nerve launch` (Rust), served by an Executor,
+and its typed transition events and lifecycle services."""
 
 import os
 import signal
@@ -160,3 +161,111 @@ ready = {{ lifecycle = "active", node = "py_cam" }}
     finally:
         if launcher.poll() is None:
             launcher.kill()
+
+
+def test_an_executor_serves_a_managed_node_to_the_cli_and_to_service_calls(domain, node):
+    """A managed node on an Executor spinning in a thread: `nerve lifecycle set` and
+    calls of its lifecycle services drive it, its callbacks run on the executor's thread,
+    an exception in one sends it through error processing, and a subscriber of its
+    transition events gets them typed."""
+    events = node.create_subscription(msgs.TransitionEvent, "/py_exec_lc/transition_event",
+                                      qos=nerve.Qos(depth=64, history=1))
+    up = threading.Event()
+    holder = {}
+
+    def spin():
+        ctx = nerve.Context(domain)
+        n = ctx.node("py_exec_lc")
+        m = nerve.ManagedNode(n)
+        threads = holder["threads"] = []
+        for hook in ["configure", "activate", "deactivate"]:
+            getattr(m, f"on_{hook}")(lambda prev: threads.append(threading.get_ident()))
+
+        def cleanup(prev):
+            threads.append(threading.get_ident())
+            raise RuntimeError("the lens is stuck")
+        m.on_cleanup(cleanup)
+        ex = holder["ex"] = nerve.Executor()
+        ex.add_node(n)
+        holder["ident"] = threading.get_ident()
+        up.set()
+        ex.spin()
+        holder["state"] = m.state
+        holder["last_error"] = m.last_error
+
+    t = threading.Thread(target=spin, daemon=True)
+    t.start()
+    assert up.wait(60)
+    cli = str(target_bin("nerve"))
+
+    def run(*args):
+        return subprocess.run([cli, "lifecycle", *args], capture_output=True, text=True, timeout=60)
+
+    get_state = node.create_client(nerve.srv.GetState, "/py_exec_lc/get_state")
+    change = node.create_client(nerve.srv.ChangeState, "/py_exec_lc/change_state")
+    available = node.create_client(nerve.srv.GetAvailableTransitions,
+                                   "/py_exec_lc/get_available_transitions")
+    graph = node.create_client(nerve.srv.GetAvailableTransitions,
+                               "/py_exec_lc/get_transition_graph")
+    states = node.create_client(nerve.srv.GetAvailableStates, "/py_exec_lc/get_available_states")
+    try:
+        assert get_state.wait_for_service(60)
+        out = run("set", "/py_exec_lc", "configure")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == "/py_exec_lc: configure: unconfigured -> inactive\n"
+        out = run("set", "/py_exec_lc", "activate")
+        assert out.returncode == 0, out.stderr
+        s = get_state.call(timeout=30).current_state
+        assert isinstance(s, msgs.State)
+        assert (s.id, s.label) == (3, "active")
+        assert change.call(timeout=30, transition={"label": "deactivate"}).success == 1
+        got = available.call(timeout=30).available_transitions
+        assert [(d["transition"]["label"].decode(), int(d["goal_state"]["id"])) for d in got] == [
+            ("cleanup", 1), ("activate", 3), ("shutdown", 4)]
+        assert len(graph.call(timeout=30).available_transitions) == 25
+        assert len(states.call(timeout=30).available_states) == 10
+        # the cleanup callback raises: error processing, then unconfigured (no on_error)
+        assert change.call(timeout=30, transition={"label": "cleanup"}).success == 0
+        assert get_state.call(timeout=30).current_state.label == "unconfigured"
+        out = run("set", "/py_exec_lc", "activate")
+        assert out.returncode == 1
+        assert "transition activate is not valid from state unconfigured" in out.stderr
+    finally:
+        holder["ex"].shutdown()
+        t.join(60)
+    assert not t.is_alive()
+    assert holder["state"] == "unconfigured"
+    assert "the lens is stuck" in holder["last_error"]
+    assert holder["threads"] == [holder["ident"]] * 4
+    seen = []
+    while (e := events.try_recv()) is not None:
+        assert isinstance(e, msgs.TransitionEvent)
+        assert isinstance(e.transition, msgs.Transition)
+        seen.append((e.transition.label, e.start_state.label, e.goal_state.label))
+    assert seen == [
+        ("configure", "unconfigured", "configuring"),
+        ("transition_success", "configuring", "inactive"),
+        ("activate", "inactive", "activating"),
+        ("transition_success", "activating", "active"),
+        ("deactivate", "active", "deactivating"),
+        ("transition_success", "deactivating", "inactive"),
+        ("cleanup", "inactive", "cleaningup"),
+        ("transition_error", "cleaningup", "errorprocessing"),
+        ("transition_success", "errorprocessing", "unconfigured"),
+    ]
+
+
+def test_the_lifecycle_types_are_built_in():
+    from nerve import srv
+    for name in ["TransitionEvent", "State", "Transition", "TransitionDescription",
+                 "ChangeStateRequest", "ChangeStateResponse", "GetStateResponse",
+                 "GetAvailableStatesResponse", "GetAvailableTransitionsResponse"]:
+        assert name in msgs.__all__, name
+    for name in ["ChangeState", "GetState", "GetAvailableStates", "GetAvailableTransitions"]:
+        assert name in srv.__all__, name
+    assert srv.ChangeState.request is msgs.ChangeStateRequest
+    e = msgs.TransitionEvent(timestamp=7, transition={"id": 1, "label": "configure"},
+                             goal_state={"id": 10, "label": "configuring"})
+    assert (e.transition.label, e.goal_state.id, e.start_state.label) == ("configure", 10, "")
+    with pytest.raises(TypeError, match="view inside a message"):
+        msgs.State(id=1)

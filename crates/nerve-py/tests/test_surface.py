@@ -19,6 +19,15 @@ def test_stubs_cover_the_native_module():
     assert native - declared == set(), "add these to _nerve.pyi"
 
 
+def test_stubs_name_every_message_and_service_type():
+    from nerve import msgs, srv
+    for module in (msgs, srv):
+        stub = pathlib.Path(module.__file__).with_suffix(".pyi").read_text()
+        declared = set(re.findall(r"^(\w+): ", stub, re.M))
+        assert set(module.__all__) - declared == set(), f"add these to {module.__name__}.pyi"
+        assert declared - set(module.__all__) == set(), f"{module.__name__}.pyi names too much"
+
+
 def test_errors_are_named_after_the_rust_enums_under_one_base():
     for name in ["ContextError", "NodeError", "TopicError", "LoanError", "PublishError",
                  "RecvError", "ServiceError", "CallError", "ServeError", "SchemaError",

@@ -3,6 +3,7 @@
 // which return CallbackReturn (an exception counts as Error: error processing, then
 // unconfigured or finalized). `nerve lifecycle set` and `nerve launch` drive it through
 // <node>/change_state once it is added to an executor (or while handle_pending runs).
+// A LifecyclePublisher<T> sends only while its managed node is active.
 #pragma once
 
 #include "../nerve.hpp"
@@ -11,6 +12,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -94,8 +96,11 @@ class ManagedNode {
     detail::check(nerve_managed_state(h_.get(), &s));
     return static_cast<LifecycleState>(s);
   }
-  /// Whether the node is active (gate publishers with it).
-  bool is_active() const { return state() == LifecycleState::Active; }
+  /// Whether the node is active (gate publishers with it): one ABI call, a handle check
+  /// and an atomic load (nerve_managed_current_state); false for an empty object.
+  bool is_active() const noexcept {
+    return nerve_managed_current_state(h_.get()) == static_cast<std::uint8_t>(LifecycleState::Active);
+  }
 
   /// Runs the transition `label` ("configure", "activate", "deactivate", "cleanup",
   /// "shutdown") now; returns the state reached. Throws nerve::Error: refused
@@ -143,6 +148,90 @@ class ManagedNode {
   }
 
   Handle h_;
+};
+
+/// A publisher gated by a managed node's state: while the node is not active every
+/// publish, loan and send is dropped and counted (dropped()). The gate costs one ABI call
+/// per publish (nerve_managed_current_state: a handle check and an atomic load). It
+/// refers to the ManagedNode's handle, not owning it: once that node is destroyed the
+/// gate stays shut. Move-only; it belongs to the thread of its context, like both.
+template <class T>
+class LifecyclePublisher {
+ public:
+  /// The slice element type (nerve::no_elem when there is none).
+  using elem_type = typename Publisher<T>::elem_type;
+
+  /// An empty publisher (holds nothing; its gate is shut).
+  LifecyclePublisher() noexcept = default;
+  /// Gates `publisher` by `managed`'s state.
+  LifecyclePublisher(const ManagedNode& managed, Publisher<T> publisher) noexcept
+      : managed_(managed.handle()), pub_(std::move(publisher)) {}
+  /// A publisher of T on `topic` of `node` (the managed node's node), gated by `managed`.
+  LifecyclePublisher(const ManagedNode& managed, const Node& node, std::string_view topic,
+                     const Qos& qos = Qos())
+      : managed_(managed.handle()), pub_(node, topic, qos) {}
+
+  /// Whether samples go out now (the node is active).
+  bool is_active() const noexcept {
+    return nerve_managed_current_state(managed_) == static_cast<std::uint8_t>(LifecycleState::Active);
+  }
+
+  /// Copies `msg` into a new sample and sends it if the node is active: true when sent,
+  /// false when dropped. Throws nerve::Error as Publisher::publish.
+  bool publish(const T& msg) {
+    if (!gate()) return false;
+    pub_.publish(msg);
+    return true;
+  }
+  /// Copies `head` and `elems` into a new sample and sends it if the node is active.
+  template <class E = elem_type>
+  bool publish(const T& head, span<const detail::type_identity_t<E>> elems) {
+    if (!gate()) return false;
+    pub_.template publish<E>(head, elems);
+    return true;
+  }
+  /// publish without throwing: true sent, false dropped, or the error.
+  Result<bool> try_publish(const T& msg) noexcept {
+    if (!gate()) return Result<bool>(false);
+    Result<void> r = pub_.try_publish(msg);
+    if (!r.ok()) return detail::ResultAccess::error<Result<bool>>(r.code(), r.error_message());
+    return Result<bool>(true);
+  }
+
+  /// A loan of `n_elems` slice elements while the node is active; none (and a drop
+  /// counted) otherwise.
+  std::optional<Loan<T>> loan(std::size_t n_elems = 0) {
+    if (!gate()) return std::nullopt;
+    return pub_.loan(n_elems);
+  }
+  /// Sends a loan of this publisher if the node is still active; otherwise discards it
+  /// and counts a drop. True when sent.
+  bool send(Loan<T>&& loan) {
+    if (!gate()) {
+      Loan<T> discarded(std::move(loan));
+      return false;
+    }
+    pub_.send(std::move(loan));
+    return true;
+  }
+
+  /// Samples dropped because the node was not active.
+  std::uint64_t dropped() const noexcept { return dropped_; }
+  /// The publisher itself (ungated).
+  Publisher<T>& publisher() noexcept { return pub_; }
+  /// Whether this object holds a publisher.
+  explicit operator bool() const noexcept { return static_cast<bool>(pub_); }
+
+ private:
+  bool gate() noexcept {
+    const bool open = is_active();
+    if (!open) ++dropped_;
+    return open;
+  }
+
+  nerve_managed_t managed_{};
+  Publisher<T> pub_;
+  std::uint64_t dropped_ = 0;
 };
 
 }  // namespace nerve

@@ -1,11 +1,12 @@
 // GoogleTest suite of managed (lifecycle) nodes in C++: the transitions and their
 // callbacks, failure and exceptions (error processing), refusals with their messages,
-// and the services handed to an executor (driven remotely by `nerve lifecycle`, tested in
+// the gated LifecyclePublisher, and the services handed to an executor (driven remotely by `nerve lifecycle`, tested in
 // crates/nerve-cli/tests/lifecycle.rs).
 
 #include "common.hpp"
 
 #include <nerve/lifecycle.hpp>
+#include <nerve/msgs/cmd_vel.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -109,4 +110,60 @@ TEST_F(Lifecycle, ItsServicesGoToOneExecutorOnce) {
   EXPECT_EQ(m.trigger("configure"), LifecycleState::Inactive);
   exec.spin_once(std::chrono::milliseconds(10));
   EXPECT_EQ(m.state(), LifecycleState::Inactive);
+}
+
+TEST_F(Lifecycle, APublisherSendsOnlyWhileActiveAndCountsWhatItDrops) {
+  using nerve::msgs::CmdVel;
+  using namespace std::chrono_literals;
+  nerve::ManagedNode m(node);
+  const std::string topic = unique("lc_gated");
+  nerve::LifecyclePublisher<CmdVel> pub(m, node, topic);
+  nerve::Subscriber<CmdVel> sub(node, topic);
+  ASSERT_TRUE(pub.publisher().wait_for_subscribers(1, 5s));
+  CmdVel msg{};
+  msg.linear = 1.0f;
+  EXPECT_FALSE(pub.is_active());
+  EXPECT_FALSE(pub.publish(msg));  // unconfigured
+  EXPECT_FALSE(pub.loan().has_value());
+  m.trigger("configure");
+  EXPECT_FALSE(pub.publish(msg));  // inactive
+  m.trigger("activate");
+  EXPECT_TRUE(m.is_active());
+  EXPECT_TRUE(pub.is_active());
+  msg.linear = 2.0f;
+  EXPECT_TRUE(pub.publish(msg));
+  auto loan = pub.loan();
+  ASSERT_TRUE(loan.has_value());
+  (*loan)->linear = 3.0f;
+  EXPECT_TRUE(pub.send(std::move(*loan)));
+  // a loan taken while active and sent after deactivating is dropped
+  auto late = pub.loan();
+  ASSERT_TRUE(late.has_value());
+  (*late)->linear = 4.0f;
+  m.trigger("deactivate");
+  EXPECT_FALSE(pub.send(std::move(*late)));
+  auto r = pub.try_publish(msg);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(pub.dropped(), 5u);
+  // only the samples sent while active arrived
+  auto a = sub.take(5s);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ((*a)->linear, 2.0f);
+  auto b = sub.take(5s);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ((*b)->linear, 3.0f);
+  EXPECT_FALSE(sub.take().has_value());
+  // the managed node gone, the gate stays shut
+  nerve::LifecyclePublisher<CmdVel> orphan;
+  {
+    nerve::ManagedNode gone(nerve::Node(ctx, node_name("lc_gone")));
+    gone.trigger("configure");
+    gone.trigger("activate");
+    orphan = nerve::LifecyclePublisher<CmdVel>(gone, node, topic);
+    EXPECT_TRUE(orphan.is_active());
+  }
+  EXPECT_FALSE(orphan.is_active());
+  EXPECT_FALSE(orphan.publish(msg));
+  EXPECT_EQ(orphan.dropped(), 1u);
 }

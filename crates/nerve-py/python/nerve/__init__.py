@@ -131,7 +131,8 @@ class Node:
         self._subscriptions: List[Subscription] = []
         self._timers: List[Timer] = []
         self._servers: List[Any] = []
-        self._action_servers: List[Any] = []
+        # action servers with callbacks and managed nodes: served by executors
+        self._served: List[Any] = []
 
     @property
     def name(self) -> str:
@@ -204,7 +205,7 @@ class Node:
         server = ActionServer(self, name, action_type, policy, max, on_goal=on_goal,
                               on_accepted=on_accepted)
         if on_goal is not None or on_accepted is not None:
-            self._action_servers.append(server)
+            self._served.append(server)
         return server
 
     def destroy_service(self, server: "Server") -> None:
@@ -213,8 +214,8 @@ class Node:
 
     def destroy_action_server(self, server: "ActionServer") -> None:
         """Takes an action server out of the executors that spin this node."""
-        if server in self._action_servers:
-            self._action_servers.remove(server)
+        if server in self._served:
+            self._served.remove(server)
 
     def destroy_subscription(self, sub: "Subscription") -> None:
         if sub in self._subscriptions:
@@ -388,7 +389,7 @@ class Timer:
 
 class Executor:
     """Runs the callbacks of its nodes (subscriptions, timers, service servers, action
-    servers with callbacks) on this thread. Between callbacks it sleeps in Rust with the
+    servers with callbacks, the lifecycle services of managed nodes) on this thread. Between callbacks it sleeps in Rust with the
     GIL released, on all of them at once (their doorbells, futex_waitv) up to the next
     timer deadline. Nothing is polled: an idle executor wakes only for the transport's
     once-a-second re-check and, on the main thread, 5 times a second to run signal
@@ -419,7 +420,7 @@ class Executor:
         self._stop = True
         self._waiter.wake()
 
-    def _dispatch(self, subs: List[Subscription], servers: List[Any], actions: List[Any]) -> int:
+    def _dispatch(self, subs: List[Subscription], servers: List[Any], served: List[Any]) -> int:
         """Runs the callbacks of the ready entities the native loop hands over; returns
         how many ran."""
         ran = 0
@@ -434,7 +435,7 @@ class Executor:
                     ran += 1
             for v in servers:
                 ran += v._handle_pending()
-            for a in actions:
+            for a in served:
                 ran += a._handle_pending()
         except ClosedError:
             # an endpoint was closed: forget it (and the others closed with it)

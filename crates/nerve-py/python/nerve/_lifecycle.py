@@ -6,8 +6,11 @@ state the transition started from and return None or True (success), False (fail
 back where it started) or raise (error: ``on_error`` runs, then the node is unconfigured
 if it succeeds, finalized otherwise). ``nerve lifecycle set NODE configure`` and
 ``nerve launch`` (``ready = { lifecycle = "active" }``) drive it through its
-``<node>/change_state`` service while ``serve()`` or ``handle_pending()`` runs; every
-step is published on ``<node>/transition_event``.
+``<node>/change_state`` service: an executor spinning its node answers that and the other
+lifecycle services (``get_state``, ``get_available_states``,
+``get_available_transitions``, ``get_transition_graph``), running the callbacks on the
+executor's thread; without one, call ``serve()`` or ``handle_pending()``. Every step is
+published on ``<node>/transition_event`` (``msgs.TransitionEvent``).
 
 Example::
 
@@ -21,6 +24,9 @@ Example::
 
     cam.trigger("configure"); cam.trigger("activate")
     frames.publish(linear=1.0)      # sent only while active
+
+    ex = nerve.Executor(); ex.add_node(node)
+    ex.spin()                       # answers `nerve lifecycle set /camera deactivate`
 """
 
 from __future__ import annotations
@@ -63,11 +69,14 @@ class LifecyclePublisher:
 
 
 class ManagedNode:
-    """A node with ROS 2's lifecycle (see the module documentation)."""
+    """A node with ROS 2's lifecycle (see the module documentation). An executor that
+    spins ``node`` serves its lifecycle services."""
 
     def __init__(self, node: Any) -> None:
         self.node = node
         self._raw = _nerve.ManagedNodeRaw(node._node)
+        # served by executors of the node, as an action server with callbacks
+        node._served.append(self)
 
     @property
     def name(self) -> str:
@@ -157,6 +166,10 @@ class ManagedNode:
     def serve(self, timeout: float = 1.0) -> int:
         """Waits up to ``timeout`` seconds for lifecycle requests and answers them."""
         return self._raw.serve(timeout)
+
+    def _handle_pending(self) -> int:
+        """The executor's call: answers the waiting lifecycle requests."""
+        return self._raw.handle_pending()
 
     def __repr__(self) -> str:
         return f"ManagedNode({self.name!r}, {self.state})"

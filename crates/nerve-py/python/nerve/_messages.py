@@ -20,7 +20,12 @@ _PRIM_DTYPES = {
 }
 
 # the slice of a header + slice message, by type: its name as an attribute
-_SLICE_NAMES = {"nerve_msgs/LaserScan": "ranges"}
+_SLICE_NAMES = {
+    "nerve_msgs/LaserScan": "ranges",
+    # lifecycle_msgs' field names
+    "nerve_msgs/GetAvailableStatesResponse": "available_states",
+    "nerve_msgs/GetAvailableTransitionsResponse": "available_transitions",
+}
 
 
 def _dtype(shape: tuple) -> np.dtype:

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from ._messages import Message
+from ._messages import Message, Struct
 
 def __getattr__(name: str) -> Any: ...
 
@@ -21,3 +21,18 @@ Bool: type[Message]
 TwoInts: type[Message]
 Int: type[Message]
 Bytes: type[Message]
+TfMessage: type[Message]
+FibonacciGoal: type[Message]
+FibonacciSequence: type[Message]
+TensorDescriptor: type[Message]
+
+# managed nodes (lifecycle_msgs' names)
+TransitionEvent: type[Message]
+ChangeStateRequest: type[Message]
+ChangeStateResponse: type[Message]
+GetStateResponse: type[Message]
+GetAvailableStatesResponse: type[Message]
+GetAvailableTransitionsResponse: type[Message]
+State: type[Struct]
+Transition: type[Struct]
+TransitionDescription: type[Struct]
