@@ -90,6 +90,10 @@ pub struct BridgeOptions {
     pub clock: bool,
 }
 
+/// Discovery rounds in a row a topic must look gone (no publisher, or no topic) before it
+/// is unadvertised.
+const GONE_ROUNDS: u32 = 2;
+
 /// Service calls from Foxglove waiting for the caller thread; more are refused at once.
 pub const MAX_PENDING_CALLS: usize = 64;
 
@@ -589,8 +593,8 @@ fn discover(
     let Ok(node) = shared.ctx.node("nerve_bridge").create() else {
         return;
     };
-    // topics offered, by name: their channel ids
-    let mut offered: HashMap<String, u64> = HashMap::new();
+    // topics offered, by name: their channel ids and the rounds in a row they looked gone
+    let mut offered: HashMap<String, (u64, u32)> = HashMap::new();
     // topics looked at and not offered (no usable schema): not looked at again
     let mut skipped = HashSet::new();
     let mut seen_services = HashSet::new();
@@ -598,14 +602,19 @@ fn discover(
     let mut last_loss_report = Instant::now();
     while !shared.stop.load(Ordering::Relaxed) {
         let names = nerve::introspect::topic_names(&node).unwrap_or_default();
-        // topics whose last publisher is gone (or that vanished) are unadvertised
-        offered.retain(|name, id| {
-            let alive = names.contains(name)
-                && nerve::introspect::topic_info(&node, name).is_ok_and(|i| i.publishers > 0);
-            if !alive {
+        // topics whose last publisher is gone (or that vanished) are unadvertised once they
+        // look gone for GONE_ROUNDS rounds in a row: a topic that cannot be read this round
+        // (being changed by another process) keeps its channel, so clients' subscriptions
+        // do not break on a glitch
+        offered.retain(|name, (id, misses)| {
+            let gone = !names.contains(name)
+                || nerve::introspect::topic_info(&node, name).is_ok_and(|i| i.publishers == 0);
+            *misses = if gone { *misses + 1 } else { 0 };
+            if *misses >= GONE_ROUNDS {
                 unadvertise(shared, *id);
+                return false;
             }
-            alive
+            true
         });
         for name in &names {
             if offered.contains_key(name) || skipped.contains(name) || !opts.selection.matches(name)
@@ -636,7 +645,7 @@ fn discover(
                 continue;
             };
             if let Some(id) = advertise(shared, fctx, name, schema, encoding) {
-                offered.insert(name.clone(), id);
+                offered.insert(name.clone(), (id, 0));
             }
         }
         if opts.services {
