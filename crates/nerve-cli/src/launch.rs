@@ -37,6 +37,14 @@ pub enum Contain {
 }
 
 /// Runs `nerve launch`.
+/// Writes `launch: <what>` to stderr in one write, so the line never mixes with the
+/// processes' lines, which reach the same terminal or pipe in one write each.
+fn say(what: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let line = format!("launch: {what}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 pub fn run(cfg: &nerve::Config, a: LaunchArgs) -> CmdResult {
     let args = LaunchFile::parse_args(&a.args).map_err(|e| usage(e.to_string()))?;
     let plan = match LaunchFile::load(&a.file, &args) {
@@ -61,21 +69,21 @@ pub fn run(cfg: &nerve::Config, a: LaunchArgs) -> CmdResult {
     opts.output = Output::Prefixed;
     opts.handle_signals = true;
     opts.guardian = Guardian::CurrentExe;
-    opts.on_event = Some(Arc::new(|e: &Event| eprintln!("launch: {e}")));
+    opts.on_event = Some(Arc::new(|e: &Event| say(format_args!("{e}"))));
     opts.containment = match a.containment {
         Contain::Auto => Containment::Auto,
         Contain::Cgroup => Containment::Cgroup,
         Contain::ProcessGroups => Containment::ProcessGroups,
     };
-    eprintln!(
-        "launch: {} ({} processes, {} containers, domain {})",
+    say(format_args!(
+        "{} ({} processes, {} containers, domain {})",
         a.file.display(),
         plan.process_count(),
         plan.container_count(),
         cfg.domain
-    );
+    ));
     let running = plan.start(opts)?;
-    eprintln!("launch: containment: {}", running.containment());
+    say(format_args!("containment: {}", running.containment()));
     let report = running.wait();
     for p in &report.shutdown.processes {
         let how = match p.ended_by {
@@ -84,17 +92,17 @@ pub fn run(cfg: &nerve::Config, a: LaunchArgs) -> CmdResult {
             EndedBy::Sigterm => "SIGTERM (ignored SIGINT)",
             EndedBy::Sigkill => "SIGKILL (ignored SIGINT and SIGTERM)",
         };
-        eprintln!(
-            "launch: {} stopped by {how} in {} ms",
+        say(format_args!(
+            "{} stopped by {how} in {} ms",
             p.name,
             p.took.as_millis()
-        );
+        ));
     }
     for (name, n) in report.respawns.iter().filter(|r| r.1 > 0) {
-        eprintln!("launch: {name} respawned {n} times");
+        say(format_args!("{name} respawned {n} times"));
     }
     if report.success {
-        eprintln!("launch: done ({})", report.reason);
+        say(format_args!("done ({})", report.reason));
         Ok(())
     } else {
         Err(Failure::Runtime(anyhow::anyhow!(
