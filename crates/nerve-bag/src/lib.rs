@@ -12,10 +12,13 @@
 
 pub mod bridge;
 pub mod cdr;
+pub mod compare;
 pub mod encoding;
 pub mod play;
 pub mod read;
 pub mod record;
+pub mod replay;
+pub mod write;
 
 /// Metadata keys on every channel Nerve writes.
 pub mod meta {
@@ -78,6 +81,12 @@ pub enum BagError {
     /// Nerve itself failed (shared memory, topic creation).
     #[error(transparent)]
     Nerve(#[from] nerve::TopicError),
+    /// A lockstep replay failed (a node died, the replay stalled).
+    #[error(transparent)]
+    Replay(#[from] nerve::time::lockstep::LockstepError),
+    /// A subscriber failed to receive.
+    #[error(transparent)]
+    Recv(#[from] nerve::RecvError),
 }
 
 impl BagError {

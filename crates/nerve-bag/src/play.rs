@@ -243,6 +243,20 @@ impl Player {
         ctx: &Context,
         path: &Path,
         opts: &PlayOptions,
+        progress: impl FnMut(PlayProgress),
+    ) -> Result<PlayReport, BagError> {
+        self.play_paced(ctx, path, opts, None, progress)
+    }
+
+    /// [`Player::play`], paced by `steps` instead of the recorded times when given (a
+    /// lockstep replay, see [`crate::replay`]): each message is published between
+    /// `steps.before` and `steps.after` of its recorded time, with no sleep.
+    pub fn play_paced(
+        &self,
+        ctx: &Context,
+        path: &Path,
+        opts: &PlayOptions,
+        mut steps: Option<&mut dyn Steps>,
         mut progress: impl FnMut(PlayProgress),
     ) -> Result<PlayReport, BagError> {
         if !(opts.rate.is_finite() && opts.rate > 0.0) {
@@ -446,6 +460,35 @@ impl Player {
                 }
             };
             loan.bytes_mut().copy_from_slice(&ready.payload);
+            if let Some(steps) = steps.as_deref_mut() {
+                let t = ready.log_time.min(i64::MAX as u64) as i64;
+                if let Err(e) = steps.before(t) {
+                    result = Err(e);
+                    break;
+                }
+                if let Err(e) = r.publisher.send(loan) {
+                    result = Err(BagError::Topic {
+                        topic: r.topic.clone(),
+                        reason: format!("cannot publish: {e}"),
+                    });
+                    break;
+                }
+                published[ready.route] += 1;
+                if let Err(e) = steps.after(t) {
+                    result = Err(e);
+                    break;
+                }
+                let now = nerve::mono_ns();
+                if now - last_progress > 100_000_000 {
+                    last_progress = now;
+                    progress(PlayProgress {
+                        published: published.iter().sum(),
+                        total,
+                        bag_seconds: ready.at_ns as f64 * 1e-9,
+                    });
+                }
+                continue;
+            }
             let start = *start_ns.get_or_insert_with(|| {
                 let start = nerve::mono_ns() + 1_000_000;
                 if let Some(c) = clock.as_mut() {
@@ -493,7 +536,8 @@ impl Player {
             report.undecodable = undecodable;
         }
         result?;
-        if !report.interrupted {
+        // (paced by steps, every message was handled before the next: nothing to wait for)
+        if !report.interrupted && steps.is_none() {
             // what was sent last survives the publishers' departure only once every
             // subscriber has attached to them (a short bag may be over before that)
             for (i, r) in routes.iter().enumerate() {
@@ -515,6 +559,14 @@ impl Player {
         }
         Ok(report)
     }
+}
+
+/// Paces a replay instead of the recorded times (see [`Player::play_paced`]).
+pub trait Steps {
+    /// Called before the message recorded at `t` (MCAP log time, ns) is published.
+    fn before(&mut self, t: i64) -> Result<(), BagError>;
+    /// Called once it is published.
+    fn after(&mut self, t: i64) -> Result<(), BagError>;
 }
 
 enum RouteError {

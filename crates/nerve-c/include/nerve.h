@@ -630,6 +630,11 @@ nerve_status_t nerve_node_name(nerve_node_t node, char *buf, size_t cap, size_t 
 // The monotonic clock (CLOCK_MONOTONIC) in ns, as Nerve stamps samples.
 uint64_t nerve_mono_ns(void);
 
+// Robot time now, ns since the Unix epoch: the system clock, or the simulation clock of
+// the process's first context (`NERVE_SIM_TIME=1`, or a replay: then 0 until the first
+// clock message). Executor timers run on the same clock.
+int64_t nerve_time_now_ns(void);
+
 // A cheap monotonic stamp in ns (the time-stamp counter where the kernel uses it), for
 // measuring intervals on one machine.
 uint64_t nerve_stamp_ns(void);

@@ -195,6 +195,14 @@ pub extern "C" fn nerve_mono_ns() -> u64 {
     nerve::mono_ns()
 }
 
+/// Robot time now, ns since the Unix epoch: the system clock, or the simulation clock of
+/// the process's first context (`NERVE_SIM_TIME=1`, or a replay: then 0 until the first
+/// clock message). Executor timers run on the same clock.
+#[no_mangle]
+pub extern "C" fn nerve_time_now_ns() -> i64 {
+    nerve::time::now_ns()
+}
+
 /// A cheap monotonic stamp in ns (the time-stamp counter where the kernel uses it), for
 /// measuring intervals on one machine.
 #[no_mangle]

@@ -14,6 +14,7 @@ mod node;
 mod output;
 mod param;
 mod remote;
+mod replay;
 mod ros2;
 mod service;
 mod sm;
@@ -80,6 +81,9 @@ enum Command {
     Lifecycle(lifecycle::LifecycleCommand),
     /// Start and supervise a system from a launch file (TOML); --check only checks it.
     Launch(launch::LaunchArgs),
+    /// Replay a bag through nodes in lockstep (deterministic: every callback a message
+    /// sets off returns before the next), recording and checking their outputs.
+    Replay(replay::ReplayArgs),
     /// Remove shared memory and state left by dead processes.
     Clean(clean::CleanArgs),
     /// List the message and service types the tool can decode, publish and call;
@@ -141,6 +145,8 @@ fn run(cli: Cli) -> CmdResult {
         Command::Clean(a) => clean::run(&cfg, a),
         // no context either: the launcher makes one only for readiness checks
         Command::Launch(a) => launch::run(&cfg, a),
+        // the replay chooses a domain of its own unless --domain names one
+        Command::Replay(a) => replay::run(cli.domain.is_some().then_some(cfg.domain), a),
         Command::Types(a) => match a.command {
             None => types::list(&ctx()?, a.format.format),
             // a context only for --topic: it would count as a live user of the domain

@@ -59,6 +59,7 @@ fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(types::builtin_service_types, m)?)?;
     m.add_function(wrap_pyfunction!(wait::wait_any, m)?)?;
     m.add_function(wrap_pyfunction!(wait::mono_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(wait::now_ns, m)?)?;
     m.add_function(wrap_pyfunction!(buffer::heap_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(ros2::ros2_decode, m)?)?;
     Ok(())

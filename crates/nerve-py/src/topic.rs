@@ -21,14 +21,16 @@ pub struct Context {
 #[pymethods]
 impl Context {
     /// Opens a context: settings from `NERVE_*` variables, or from the TOML file
-    /// `config`, then `domain`, `state_dir` and `network` override them.
+    /// `config`, then `domain`, `state_dir`, `network` and `sim_time` (follow a
+    /// simulation clock on `/clock`) override them.
     #[new]
-    #[pyo3(signature = (domain=None, *, config=None, state_dir=None, network=None))]
+    #[pyo3(signature = (domain=None, *, config=None, state_dir=None, network=None, sim_time=None))]
     fn new(
         domain: Option<u32>,
         config: Option<std::path::PathBuf>,
         state_dir: Option<std::path::PathBuf>,
         network: Option<bool>,
+        sim_time: Option<bool>,
     ) -> PyResult<Context> {
         let mut cfg = match config {
             Some(path) => nerve::Config::from_file(&path),
@@ -44,6 +46,9 @@ impl Context {
         if let Some(on) = network {
             cfg = cfg.network(on);
         }
+        if let Some(on) = sim_time {
+            cfg.sim_time = on;
+        }
         let ctx = nerve::Context::new(cfg).map_err(err::<ContextError>)?;
         Ok(Context {
             inner: Affine::new(ctx, &Graveyard::new(), "Context"),
@@ -54,6 +59,18 @@ impl Context {
     #[getter]
     fn domain(&self) -> PyResult<u32> {
         Ok(self.inner.get()?.domain())
+    }
+
+    /// Whether this context follows a simulation clock.
+    #[getter]
+    fn sim_time(&self) -> PyResult<bool> {
+        Ok(self.inner.get()?.clock().is_sim())
+    }
+
+    /// Robot time now on this context's clock, ns since the Unix epoch (simulation time
+    /// in simulation: 0 until the first clock message).
+    fn now_ns(&self) -> PyResult<i64> {
+        Ok(self.inner.get()?.clock().now_ns())
     }
 
     /// Creates a node (`name` must be unique among this process's nodes).

@@ -152,6 +152,13 @@ impl Sleeper {
     }
 }
 
+/// Robot time now on the process clock (the first context's: simulation time under
+/// `NERVE_SIM_TIME=1` or a replay), ns since the Unix epoch.
+#[pyfunction]
+pub(crate) fn now_ns() -> i64 {
+    nerve::time::now_ns()
+}
+
 /// The monotonic clock in nanoseconds (the clock of sample stamps; the same as
 /// `time.monotonic_ns()`).
 #[pyfunction]

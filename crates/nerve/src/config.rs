@@ -3,8 +3,10 @@
 //! Environment: `NERVE_DOMAIN` (0..=`MAX_DOMAIN`), `NERVE_STATE_DIR`, `NERVE_NETWORK`
 //! (`on`/`off`), `NERVE_ZENOH_CONFIG` (a Zenoh JSON5 file; naming one turns the network
 //! plane on), `NERVE_HOST_NAME`, and `NERVE_CONFIG` naming a TOML file with the keys
-//! `domain`, `state_dir` and a `[network]` table (`enabled`, `zenoh_config`, `host_name`).
-//! The environment overrides the file. `NERVE_NAMESPACE` (an absolute namespace such as
+//! `domain`, `state_dir`, `sim_time` and a `[network]` table (`enabled`, `zenoh_config`,
+//! `host_name`). `NERVE_SIM_TIME=1` follows a simulation clock (see [`crate::time`]),
+//! `NERVE_LOCKSTEP=1` joins the domain's deterministic replay. The environment overrides
+//! the file. `NERVE_NAMESPACE` (an absolute namespace such as
 //! `/robot1`, default `/`) and `NERVE_REMAP` (rules `from:=to` separated by `;`) set how
 //! relative names resolve and which names are replaced (see [`crate::name::resolve`]);
 //! `nerve launch` sets both for the processes it starts.
@@ -31,6 +33,12 @@ pub struct Config {
     pub namespace: String,
     /// Remap rules `(from, to)` applied to resolved names; the first match wins.
     pub remap: Vec<(String, String)>,
+    /// Follow a simulation clock on `/clock` instead of the system clock (see
+    /// [`crate::time`]; `NERVE_SIM_TIME`, key `sim_time`).
+    pub sim_time: bool,
+    /// Take part in the deterministic replay running in the domain (`NERVE_LOCKSTEP`, set
+    /// by `nerve replay` for the nodes it starts; implies simulation time).
+    pub lockstep: bool,
 }
 
 /// Settings of the network plane: topics and services reach other hosts through Zenoh.
@@ -55,6 +63,8 @@ impl Default for Config {
             network: NetworkConfig::default(),
             namespace: "/".to_string(),
             remap: Vec::new(),
+            sim_time: false,
+            lockstep: false,
         }
     }
 }
@@ -65,6 +75,7 @@ struct FileConfig {
     domain: Option<toml::Spanned<u32>>,
     state_dir: Option<PathBuf>,
     network: Option<NetworkConfig>,
+    sim_time: Option<bool>,
 }
 
 impl Config {
@@ -99,6 +110,14 @@ impl Config {
         }
         if let Ok(name) = std::env::var("NERVE_HOST_NAME") {
             cfg.network.host_name = Some(name);
+        }
+        for (name, flag) in [
+            ("NERVE_SIM_TIME", &mut cfg.sim_time),
+            ("NERVE_LOCKSTEP", &mut cfg.lockstep),
+        ] {
+            if let Ok(v) = std::env::var(name) {
+                *flag = parse_switch(name, &v)?;
+            }
         }
         if let Ok(ns) = std::env::var("NERVE_NAMESPACE") {
             let ns = ns.trim();
@@ -150,6 +169,7 @@ impl Config {
         if let Some(net) = f.network {
             cfg.network = net;
         }
+        cfg.sim_time = f.sim_time.unwrap_or(false);
         Ok(cfg)
     }
 
@@ -211,6 +231,19 @@ impl Config {
     /// File-name prefix of every shared-memory and state file of this domain.
     pub fn file_prefix(&self) -> String {
         format!("nerve{}_", self.domain)
+    }
+}
+
+/// A yes/no environment setting: `1`/`on`/`true` or `0`/`off`/`false`.
+fn parse_switch(name: &'static str, value: &str) -> Result<bool, ContextError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" | "yes" => Ok(true),
+        "0" | "off" | "false" | "no" | "" => Ok(false),
+        _ => Err(ContextError::InvalidSetting {
+            name,
+            value: value.to_string(),
+            expected: "1, on, true, 0, off or false",
+        }),
     }
 }
 

@@ -26,6 +26,10 @@ pub(crate) struct ContextInner {
     pub(crate) local: intra::Registry,
     /// This context's identity in sample headers ([`crate::SampleHeader::origin`]).
     pub(crate) origin: u64,
+    /// Robot time (system or simulation).
+    pub(crate) clock: crate::time::Clock,
+    /// The domain's deterministic replay, when this context takes part in it.
+    pub(crate) lockstep: Option<Arc<crate::time::lockstep::Lockstep>>,
 }
 
 impl Drop for ContextInner {
@@ -59,6 +63,18 @@ impl Context {
                 path: doorbell::path(&config),
                 reason,
             })?;
+        let lockstep = if config.lockstep {
+            Some(crate::time::lockstep::Lockstep::join(config.domain)?)
+        } else {
+            None
+        };
+        let clock = match &lockstep {
+            Some(ls) => crate::time::Clock::lockstep(ls.clone()),
+            None if config.sim_time => crate::time::Clock::following(&config)
+                .map_err(|reason| ContextError::SimClock { reason })?,
+            None => crate::time::Clock::system(),
+        };
+        crate::time::adopt(&clock);
         Ok(Context {
             inner: Arc::new(ContextInner {
                 config,
@@ -66,6 +82,8 @@ impl Context {
                 doorbell: Arc::new(doorbell),
                 local: intra::Registry::default(),
                 origin: next_origin(),
+                clock,
+                lockstep,
             }),
         })
     }
@@ -79,6 +97,16 @@ impl Context {
     /// [`Config::namespace`] set one).
     pub fn namespace(&self) -> &str {
         &self.inner.config.namespace
+    }
+
+    /// This context's clock (see [`crate::time`]).
+    pub fn clock(&self) -> &crate::time::Clock {
+        &self.inner.clock
+    }
+
+    /// Whether this context takes part in a deterministic replay (`NERVE_LOCKSTEP`).
+    pub fn in_lockstep(&self) -> bool {
+        self.inner.lockstep.is_some()
     }
 
     /// The settings this context was created with.

@@ -59,6 +59,15 @@ pub enum ContextError {
         /// chain, the reason would show twice).
         reason: std::io::Error,
     },
+    /// The deterministic replay of the domain could not be joined.
+    #[error(transparent)]
+    Lockstep(#[from] crate::time::lockstep::LockstepError),
+    /// The simulation clock could not follow its topic.
+    #[error("simulation time: {reason}")]
+    SimClock {
+        /// What went wrong.
+        reason: std::io::Error,
+    },
 }
 
 /// Creating a [`crate::Node`] failed.

@@ -51,6 +51,7 @@ pub mod qos;
 pub mod service;
 mod sys;
 pub mod tensor;
+pub mod time;
 mod topic;
 pub mod trace;
 mod transport;

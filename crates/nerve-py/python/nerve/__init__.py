@@ -35,7 +35,7 @@ from ._nerve import __version__
 from ._nerve import (
     CallError, ClosedError, ContextError, Header, LoanError, MessageType, NerveError,
     NodeError, PublishError, Qos, RecvError, SchemaError, ServeError, ServiceError,
-    TensorError, TopicError, WaitError, mono_ns, ParamError, ActionError, Parameters,
+    TensorError, TopicError, WaitError, mono_ns, now_ns, ParamError, ActionError, Parameters,
     ParamClient,
 )
 from ._nerve import LifecycleError
@@ -43,7 +43,7 @@ from ._lifecycle import LifecyclePublisher, ManagedNode
 
 __all__ = [
     "__version__", "Context", "Node", "Publisher", "Subscription", "Timer", "Executor", "Qos", "Header",
-    "Message", "MessageType", "message_type", "spin", "spin_once", "mono_ns",
+    "Message", "MessageType", "message_type", "spin", "spin_once", "mono_ns", "now_ns",
     "NerveError", "ContextError", "NodeError", "TopicError", "LoanError", "PublishError",
     "RecvError", "ServiceError", "CallError", "ServeError", "SchemaError", "TensorError",
     "WaitError", "ClosedError", "msgs", "srv", "ServiceType", "Client", "Server", "PendingCall",
@@ -107,12 +107,24 @@ class Context:
     """A Nerve domain seen from this process (``domain`` defaults to NERVE_DOMAIN or 0)."""
 
     def __init__(self, domain: Optional[int] = None, *, config: Optional[str] = None,
-                 state_dir: Optional[str] = None, network: Optional[bool] = None) -> None:
-        self._ctx = _nerve.Context(domain, config=config, state_dir=state_dir, network=network)
+                 state_dir: Optional[str] = None, network: Optional[bool] = None,
+                 sim_time: Optional[bool] = None) -> None:
+        self._ctx = _nerve.Context(domain, config=config, state_dir=state_dir, network=network,
+                                   sim_time=sim_time)
 
     @property
     def domain(self) -> int:
         return self._ctx.domain
+
+    @property
+    def sim_time(self) -> bool:
+        """Whether this context follows a simulation clock on ``/clock``."""
+        return self._ctx.sim_time
+
+    def now_ns(self) -> int:
+        """Robot time now on this context's clock, ns since the Unix epoch (simulation
+        time reads 0 until the first clock message)."""
+        return self._ctx.now_ns()
 
     def node(self, name: str) -> "Node":
         """Creates a node."""

@@ -6,7 +6,7 @@ use super::error::ActionError;
 use super::server::{ActionServer, GoalHandle, GoalRequest};
 use super::{Action, GoalId};
 use crate::error::ExecError;
-use crate::exec::executor::{Budget, EntityId, EntityStats, Executor, RingWatch, Work};
+use crate::exec::executor::{Budget, EntityId, EntityStats, Executor, Now, RingWatch, Work};
 use crate::sys::clock::mono_ns;
 use crate::transport::doorbell::SlotRef;
 use crate::LIVENESS_CHECK;
@@ -122,7 +122,7 @@ impl<A: Action> Work for ServerPart<A> {
             Part::Result => i.result_srv.wake_slot().clone(),
         })
     }
-    fn ready(&self, _: u64) -> bool {
+    fn ready(&self, _: Now) -> bool {
         let i = &self.server.inner;
         match self.part {
             Part::Goal(..) => i.goal_srv.has_requests(),
@@ -151,7 +151,7 @@ impl<A: Action> Work for StatusWatch<A> {
     fn slot(&self) -> Option<SlotRef> {
         Some(self.watch.slot().clone())
     }
-    fn ready(&self, _: u64) -> bool {
+    fn ready(&self, _: Now) -> bool {
         self.watch.rang()
     }
     fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
@@ -172,7 +172,7 @@ impl<A: Action, F: FnMut(&Feedback<A>)> Work for FeedbackPart<A, F> {
     fn slot(&self) -> Option<SlotRef> {
         Some(self.client.inner.feedback_sub.receiver().slot().clone())
     }
-    fn ready(&self, _: u64) -> bool {
+    fn ready(&self, _: Now) -> bool {
         // a pump for results moves feedback into the inbox too: it waits there
         self.client.has_feedback()
     }
@@ -202,8 +202,8 @@ where
     fn deadline(&self) -> Option<u64> {
         self.client.follows_any().then(|| self.next_check.get())
     }
-    fn ready(&self, now: u64) -> bool {
-        self.client.has_results() || (self.client.follows_any() && now >= self.next_check.get())
+    fn ready(&self, now: Now) -> bool {
+        self.client.has_results() || (self.client.follows_any() && now.mono >= self.next_check.get())
     }
     fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
         let mut n = 0;

@@ -58,18 +58,36 @@ pub struct EntityStats {
     pub rejected: u64,
 }
 
+/// The time on both of an executor's clocks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Now {
+    /// The monotonic clock, ns (call timeouts and drains: real time).
+    pub(crate) mono: u64,
+    /// The robot clock of timers, ns: the monotonic clock, or simulation time.
+    pub(crate) robot: u64,
+}
+
 /// An executor's entity: something to wait on and callbacks to run.
 pub(crate) trait Work {
     /// The doorbell slot rung when it has new input (none for pure timers).
     fn slot(&self) -> Option<SlotRef> {
         None
     }
-    /// Its next deadline (monotonic ns), if it has one.
+    /// Its next deadline in real time (monotonic ns), if it has one.
     fn deadline(&self) -> Option<u64> {
         None
     }
+    /// Its next deadline in robot time (timers, state timeouts), if it has one.
+    fn due(&self) -> Option<u64> {
+        None
+    }
+    /// Robot time jumped from `from` to `to` (simulation time only): deadlines keep the
+    /// time they had left.
+    fn rebase(&mut self, _from: u64, _to: u64) {}
+    /// A simulation clock started at `at`: deadlines made before it count from there.
+    fn start(&mut self, _at: u64) {}
     /// Whether input is waiting or a deadline has passed at `now`.
-    fn ready(&self, now: u64) -> bool;
+    fn ready(&self, now: Now) -> bool;
     /// Runs callbacks while `budget.more(n)` allows (at least one); returns how many ran.
     /// `stats.rejected` counts dropped input.
     fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError>;
@@ -88,6 +106,24 @@ pub(crate) struct Budget<'a> {
 }
 
 impl Budget<'_> {
+    /// Robot time now (for timers and state timeouts).
+    pub(crate) fn robot_now(&self) -> u64 {
+        self.exec.clock().timer_ns()
+    }
+
+    /// `n` samples of a subscription counted by a replay were handled (or lost): given
+    /// back once the executor has nothing left to run.
+    pub(crate) fn handled(&self, rx: &crate::time::lockstep::Receiver, n: u32) {
+        if n == 0 {
+            return;
+        }
+        match self.exec.replay_slot() {
+            Some(_) => self.exec.owed.set(self.exec.owed.get() + n),
+            // not an executor of the replay: give them back at once
+            None => rx.handled(n),
+        }
+    }
+
     /// Whether a callback may run after `n` in this batch.
     pub(crate) fn more(&self, n: usize) -> bool {
         if n == 0 {
@@ -162,6 +198,26 @@ pub struct Executor {
     spin_window_ns: u64,
     /// The slots' sequences of the current wait (kept: no allocation per wait).
     seen: std::cell::RefCell<Vec<u32>>,
+    /// The robot clock (chosen on first use: the process clock unless set).
+    clock: std::cell::OnceCell<crate::time::Clock>,
+    /// This executor's slot in the domain's deterministic replay (chosen on first spin).
+    replay: std::cell::OnceCell<Option<crate::time::lockstep::ExecutorSlot>>,
+    /// Samples handled since the replay was last told.
+    owed: std::cell::Cell<u32>,
+    /// Robot time at the last scan (to see simulation time jump back).
+    last_robot: std::cell::Cell<u64>,
+    /// Deadlines made before a simulation clock started have been moved to its start.
+    started: std::cell::Cell<bool>,
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        // a replay waits for nothing this executor still owes
+        if let Some(Some(slot)) = self.replay.get() {
+            let epoch = slot.epoch();
+            slot.settle(epoch, None, self.owed.replace(0));
+        }
+    }
 }
 
 impl Default for Executor {
@@ -185,6 +241,83 @@ impl Executor {
             rt_report: None,
             spin_window_ns: 0,
             seen: std::cell::RefCell::new(Vec::new()),
+            clock: std::cell::OnceCell::new(),
+            replay: std::cell::OnceCell::new(),
+            owed: std::cell::Cell::new(0),
+            last_robot: std::cell::Cell::new(0),
+            started: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Runs timers and state timeouts on `clock` instead of the process clock (see
+    /// [`crate::time`]); call before adding timers. `false` if the executor already chose
+    /// its clock (at its first timer or spin).
+    pub fn use_clock(&mut self, clock: crate::time::Clock) -> bool {
+        let now = clock.timer_ns();
+        let set = self.clock.set(clock).is_ok();
+        if set {
+            self.last_robot.set(now);
+        }
+        set
+    }
+
+    /// The clock timers run on.
+    pub fn clock(&self) -> &crate::time::Clock {
+        self.clock.get_or_init(|| {
+            let clock = crate::time::clock();
+            // jumps are seen from here on
+            self.last_robot.set(clock.timer_ns());
+            clock
+        })
+    }
+
+    /// This executor's slot in the domain's replay, joined on first use when its clock is
+    /// a replay's.
+    fn replay_slot(&self) -> Option<&crate::time::lockstep::ExecutorSlot> {
+        self.replay
+            .get_or_init(|| {
+                let ls = self.clock().lockstep_segment()?;
+                match ls.join_executor() {
+                    Ok(slot) => Some(slot),
+                    Err(e) => {
+                        eprintln!("nerve executor: not part of the replay: {e}");
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// Both clocks now.
+    fn now(&self) -> Now {
+        let mono = mono_ns();
+        let clock = self.clock();
+        Now {
+            mono,
+            robot: if clock.is_sim() {
+                clock.timer_ns()
+            } else {
+                mono
+            },
+        }
+    }
+
+    /// Simulation time jumped back (or started): every deadline keeps the time it had
+    /// left, counted from the new time.
+    fn follow_jumps(&mut self, robot: u64) {
+        if !self.clock().is_sim() {
+            return;
+        }
+        let last = self.last_robot.replace(robot);
+        if robot < last {
+            for e in &mut self.entries {
+                e.work.rebase(last, robot);
+            }
+        }
+        if robot > 0 && !self.started.replace(true) {
+            for e in &mut self.entries {
+                e.work.start(robot);
+            }
         }
     }
 
@@ -327,7 +460,15 @@ impl Executor {
         F: FnMut(&Sample<M>) + 'static,
     {
         let name = sub.topic().to_string();
-        self.add_work(&name, Box::new(Subscription { sub, callback }))
+        let counted = replay_receiver(sub.node(), &name)?;
+        self.add_work(
+            &name,
+            Box::new(Subscription {
+                sub,
+                callback,
+                counted,
+            }),
+        )
     }
 
     /// Answers every request of `server` with `handler`.
@@ -351,7 +492,15 @@ impl Executor {
         F: FnMut(&crate::RawSample) -> Result<(), CallbackError> + 'static,
     {
         let name = sub.topic().to_string();
-        self.add_work(&name, Box::new(RawSubscription { sub, callback }))
+        let counted = replay_receiver(sub.rx.node(), &name)?;
+        self.add_work(
+            &name,
+            Box::new(RawSubscription {
+                sub,
+                callback,
+                counted,
+            }),
+        )
     }
 
     /// Hands every request of a type-erased server to `handler`, which answers it
@@ -452,7 +601,7 @@ impl Executor {
     where
         F: FnMut(&Tick) -> Result<(), CallbackError> + 'static,
     {
-        let first = mono_ns() + period.as_nanos() as u64;
+        let first = self.clock().timer_ns() + period.as_nanos() as u64;
         self.add_timer(name, Schedule::periodic(first, period, overrun), callback)
     }
 
@@ -484,7 +633,8 @@ impl Executor {
     where
         F: FnMut(&Tick) -> Result<(), CallbackError> + 'static,
     {
-        let at = after.map(|a| mono_ns() + a.as_nanos() as u64);
+        let now = self.clock().timer_ns();
+        let at = after.map(|a| now + a.as_nanos() as u64);
         self.add_timer(name, Schedule::one_shot(at), callback)
     }
 
@@ -511,8 +661,15 @@ impl Executor {
     where
         F: FnMut(&Tick) -> Result<(), CallbackError> + 'static,
     {
+        let clock = self.clock().clone();
+        if clock.is_sim() && clock.timer_ns() == 0 {
+            // made before the clock started: counts from its start
+            schedule.float();
+            self.started.set(false);
+        }
         let handle = TimerHandle {
             schedule: Rc::new(schedule),
+            clock,
         };
         let id = self.add_work(
             name,
@@ -538,11 +695,14 @@ impl Executor {
         let draining = drain_end.is_some();
         let mut total = 0;
         'scan: loop {
-            let now = mono_ns();
+            // the replay's clock step this scan answers for: read before the time
+            let epoch = self.replay_slot().map(|s| s.epoch());
+            let now = self.now();
+            self.follow_jumps(now.robot);
             let over = match drain_end {
-                Some(end) => now >= end,
+                Some(end) => now.mono >= end,
                 // a stop ends normal running; the drain takes over
-                None => self.stopping() || (total > 0 && now >= limit),
+                None => self.stopping() || (total > 0 && now.mono >= limit),
             };
             if over {
                 return Ok(total);
@@ -571,12 +731,32 @@ impl Executor {
                     }
                 }
             }
+            // nothing ready: tell the replay what this executor handled and when its
+            // next timer is due
+            if let (Some(slot), Some(epoch)) = (self.replay_slot(), epoch) {
+                slot.settle(epoch, self.next_due(), self.owed.replace(0));
+            }
             return Ok(total);
         }
     }
 
+    /// The next robot-time deadline (timers, state timeouts).
+    fn next_due(&self) -> Option<u64> {
+        self.entries.iter().filter_map(|e| e.work.due()).min()
+    }
+
+    /// The next deadline to sleep to, monotonic ns: real-time deadlines, and robot-time
+    /// ones when robot time is the monotonic clock (a simulation clock wakes the executor
+    /// itself when it moves).
     fn next_deadline(&self) -> Option<u64> {
-        self.entries.iter().filter_map(|e| e.work.deadline()).min()
+        let real = self.entries.iter().filter_map(|e| e.work.deadline()).min();
+        if self.clock().is_sim() {
+            return real;
+        }
+        match (real, self.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Sleeps until some entity may be ready, `limit_ns` passes or a stop is asked.
@@ -604,7 +784,11 @@ impl Executor {
                         word: s.word(),
                     })
                     .collect();
-                for word in [&self.control.word, crate::sys::signals::word()] {
+                let clock_word = self.clock().epoch_word();
+                for word in [&self.control.word, crate::sys::signals::word()]
+                    .into_iter()
+                    .chain(clock_word)
+                {
                     entries.push(WaitEntry {
                         // SYNC: read the word before checking flags and queues below; a
                         // later bump makes the futex wait return at once.
@@ -612,9 +796,9 @@ impl Executor {
                         word,
                     });
                 }
-                let now = mono_ns();
+                let now = self.now();
                 let idle = !self.stopping() && !self.entries.iter().any(|e| e.work.ready(now));
-                ((), (idle && now < wake).then_some((entries, now)))
+                ((), (idle && now.mono < wake).then_some((entries, now.mono)))
             },
             |(entries, now)| {
                 let limit = crate::transport::doorbell::sleep_limit(MAX_SLEEP).as_nanos() as u64;
@@ -640,11 +824,11 @@ impl Executor {
             .map_or(limit_ns, |d| d.min(limit_ns))
             .min(start.saturating_add(self.spin_window_ns));
         loop {
-            let now = mono_ns();
+            let now = self.now();
             if self.stopping() || self.entries.iter().any(|e| e.work.ready(now)) {
                 return true;
             }
-            if now >= end {
+            if now.mono >= end {
                 return false;
             }
             core::hint::spin_loop();
@@ -734,7 +918,7 @@ impl<M: Message> Work for Latch<M> {
     fn slot(&self) -> Option<SlotRef> {
         Some(self.watch.slot().clone())
     }
-    fn ready(&self, _: u64) -> bool {
+    fn ready(&self, _: Now) -> bool {
         self.watch.rang()
     }
     fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
@@ -749,7 +933,7 @@ impl<M: Message> Work for Latch<M> {
 struct Idle;
 
 impl Work for Idle {
-    fn ready(&self, _: u64) -> bool {
+    fn ready(&self, _: Now) -> bool {
         false
     }
     fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
@@ -769,18 +953,42 @@ impl EntityStats {
 struct Subscription<M: Message, F> {
     sub: Subscriber<M>,
     callback: F,
+    /// Counted as a receiver of the topic by the domain's replay.
+    counted: Option<crate::time::lockstep::Receiver>,
+}
+
+/// Counts a subscription as a receiver of `topic` in the replay its context takes part in.
+fn replay_receiver(
+    node: &crate::Node,
+    topic: &str,
+) -> Result<Option<crate::time::lockstep::Receiver>, ExecError> {
+    let Some(ls) = &node.inner.ctx.inner.lockstep else {
+        return Ok(None);
+    };
+    let count = ls
+        .topic(topic)
+        .map_err(|e| ExecError::Thread(format!("replay: {e}")))?;
+    Ok(Some(count.receiver()))
+}
+
+/// Samples a subscriber took, dropped or lost since `before` (what a replay counted).
+fn taken_since(before: &crate::SubscriberStats, after: &crate::SubscriberStats) -> u32 {
+    let n = (after.received - before.received)
+        + (after.malformed - before.malformed)
+        + (after.lost - before.lost);
+    n.min(u32::MAX as u64) as u32
 }
 
 impl<M: Message, F: FnMut(&Sample<M>)> Work for Subscription<M, F> {
     fn slot(&self) -> Option<SlotRef> {
         Some(self.sub.receiver().slot().clone())
     }
-    fn ready(&self, _: u64) -> bool {
+    fn ready(&self, _: Now) -> bool {
         self.sub.receiver().has_samples()
     }
     fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
         // malformed samples are dropped (and counted) by the subscriber itself
-        let before = self.sub.stats().malformed;
+        let before = self.sub.stats();
         let mut n = 0;
         while budget.more(n) {
             let Some(s) = self.sub.try_recv()? else {
@@ -789,7 +997,11 @@ impl<M: Message, F: FnMut(&Sample<M>)> Work for Subscription<M, F> {
             (self.callback)(&s);
             n += 1;
         }
-        stats.rejected += self.sub.stats().malformed - before;
+        let after = self.sub.stats();
+        stats.rejected += after.malformed - before.malformed;
+        if let Some(rx) = &self.counted {
+            budget.handled(rx, taken_since(&before, &after));
+        }
         Ok(n)
     }
 }
@@ -797,27 +1009,36 @@ impl<M: Message, F: FnMut(&Sample<M>)> Work for Subscription<M, F> {
 struct RawSubscription<F> {
     sub: crate::RawSubscriber,
     callback: F,
+    counted: Option<crate::time::lockstep::Receiver>,
 }
 
 impl<F: FnMut(&crate::RawSample) -> Result<(), CallbackError>> Work for RawSubscription<F> {
     fn slot(&self) -> Option<SlotRef> {
         Some(self.sub.rx.slot().clone())
     }
-    fn ready(&self, _: u64) -> bool {
+    fn ready(&self, _: Now) -> bool {
         self.sub.rx.has_samples()
     }
     fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
-        let before = self.sub.stats().malformed;
+        let before = self.sub.stats();
         let mut n = 0;
+        let mut result = Ok(());
         while budget.more(n) {
             let Some(s) = self.sub.try_recv()? else {
                 break;
             };
             n += 1;
-            (self.callback)(&s).map_err(ExecError::Work)?;
+            result = (self.callback)(&s).map_err(ExecError::Work);
+            if result.is_err() {
+                break;
+            }
         }
-        stats.rejected += self.sub.stats().malformed - before;
-        Ok(n)
+        let after = self.sub.stats();
+        stats.rejected += after.malformed - before.malformed;
+        if let Some(rx) = &self.counted {
+            budget.handled(rx, taken_since(&before, &after));
+        }
+        result.map(|()| n)
     }
 }
 
@@ -830,7 +1051,7 @@ impl<F: FnMut(&crate::RawRequest) -> Result<(), CallbackError>> Work for RawServ
     fn slot(&self) -> Option<SlotRef> {
         Some(self.server.wake_slot().clone())
     }
-    fn ready(&self, _: u64) -> bool {
+    fn ready(&self, _: Now) -> bool {
         self.server.has_requests()
     }
     fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
@@ -860,7 +1081,7 @@ impl<S: Service, F: FnMut(&Request<'_, S>) -> HandlerResult> Work for Serving<S,
     fn slot(&self) -> Option<SlotRef> {
         Some(self.server.wake_slot().clone())
     }
-    fn ready(&self, _: u64) -> bool {
+    fn ready(&self, _: Now) -> bool {
         self.server.has_requests()
     }
     fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
@@ -886,7 +1107,7 @@ impl Work for ParamServing {
     fn slot(&self) -> Option<SlotRef> {
         Some(self.params.inner.server.wake_slot().clone())
     }
-    fn ready(&self, _: u64) -> bool {
+    fn ready(&self, _: Now) -> bool {
         self.params.inner.server.has_requests()
     }
     fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
@@ -977,12 +1198,12 @@ impl<S: Service, F: FnMut(u64, Result<Reply<S>, CallError>)> Work for Calling<S,
     fn deadline(&self) -> Option<u64> {
         self.shared.pending.borrow().iter().map(|p| p.1).min()
     }
-    fn ready(&self, now: u64) -> bool {
+    fn ready(&self, now: Now) -> bool {
         self.shared
             .pending
             .borrow()
             .iter()
-            .any(|(p, deadline)| *deadline <= now || p.is_done())
+            .any(|(p, deadline)| *deadline <= now.mono || p.is_done())
     }
     fn run(&mut self, _: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
         let mut done = Vec::new();
@@ -1026,16 +1247,22 @@ struct TimerWork<F> {
 }
 
 impl<F: FnMut(&Tick) -> Result<(), CallbackError>> Work for TimerWork<F> {
-    fn deadline(&self) -> Option<u64> {
+    fn due(&self) -> Option<u64> {
         self.schedule.next()
     }
-    fn ready(&self, now: u64) -> bool {
-        self.schedule.next().is_some_and(|d| d <= now)
+    fn rebase(&mut self, from: u64, to: u64) {
+        self.schedule.rebase(from, to);
+    }
+    fn start(&mut self, at: u64) {
+        self.schedule.start(at);
+    }
+    fn ready(&self, now: Now) -> bool {
+        self.schedule.next().is_some_and(|d| d <= now.robot)
     }
     fn run(&mut self, _: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
         let mut n = 0;
         while budget.more(n) {
-            let Some(tick) = self.schedule.fire(mono_ns()) else {
+            let Some(tick) = self.schedule.fire(budget.robot_now()) else {
                 break;
             };
             (self.callback)(&tick).map_err(ExecError::Work)?;
@@ -1203,7 +1430,7 @@ mod tests {
         fn slot(&self) -> Option<SlotRef> {
             Some(self.0.clone())
         }
-        fn ready(&self, _: u64) -> bool {
+        fn ready(&self, _: Now) -> bool {
             false
         }
         fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {

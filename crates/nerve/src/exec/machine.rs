@@ -29,7 +29,7 @@
 
 use crate::context::Node;
 use crate::error::{ExecError, MachineError};
-use crate::exec::executor::{Budget, Control, EntityStats, RingWatch, Work};
+use crate::exec::executor::{Budget, Control, EntityStats, Now, RingWatch, Work};
 use crate::message::Serde;
 use crate::sys::clock::{mono_ns, wall_ns};
 use crate::topic::publisher::Publisher;
@@ -423,9 +423,32 @@ pub struct Machine {
     entered_ns: u64,
     seq: u64,
     ignored: u64,
+    /// The clock timeouts count on (its timer time: monotonic, or simulation time).
+    clock: crate::time::Clock,
 }
 
 impl Machine {
+    /// Makes timeouts count on `clock` (default: the process clock, see [`crate::time`];
+    /// an executor sets its node's). Call before [`Machine::start`].
+    pub fn use_clock(&mut self, clock: crate::time::Clock) -> &mut Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Moves the current state's entry by a jump of the clock (from `from` to `to`), so
+    /// its timeout keeps the time it had left.
+    pub(crate) fn rebase(&mut self, from: u64, to: u64) {
+        self.entered_ns = to.saturating_sub(from.saturating_sub(self.entered_ns));
+    }
+
+    /// A simulation clock started at `at`: a state entered while it read 0 counts its
+    /// timeout from there.
+    pub(crate) fn start_clock(&mut self, at: u64) {
+        if self.current.is_some() && self.entered_ns == 0 {
+            self.entered_ns = at;
+        }
+    }
+
     /// Validates `spec`; hooks are added next, then [`Machine::start`].
     pub fn new(spec: MachineSpec) -> Result<Machine, MachineError> {
         spec.validate()?;
@@ -457,6 +480,7 @@ impl Machine {
             entered_ns: 0,
             seq: 0,
             ignored: 0,
+            clock: crate::time::clock(),
         })
     }
 
@@ -570,7 +594,8 @@ impl Machine {
         }
         let initial = self.state_index(&self.spec.initial.clone())?;
         let mut events = Vec::new();
-        self.enter(None, initial, START_TRIGGER, mono_ns(), &mut events);
+        let now = self.clock.timer_ns();
+        self.enter(None, initial, START_TRIGGER, now, &mut events);
         self.pass_through(&mut events)?;
         Ok(events)
     }
@@ -629,7 +654,7 @@ impl Machine {
         let Some(cur) = self.current else {
             return false;
         };
-        let now = mono_ns();
+        let now = self.clock.timer_ns();
         let from = self.spec.states[cur].name.clone();
         let mut chosen = None;
         for (k, t) in self.spec.transitions.iter().enumerate() {
@@ -784,7 +809,7 @@ impl Runner {
     /// state.
     pub(crate) fn start(
         node: &Node,
-        mut machine: Machine,
+        machine: Machine,
         control: Arc<Control>,
     ) -> Result<(Runner, MachineHandle), ExecError> {
         let name = machine.name().to_string();
@@ -806,6 +831,8 @@ impl Runner {
             current: Mutex::new(String::new()),
             control,
         });
+        let mut machine = machine;
+        machine.use_clock(node.inner.ctx.inner.clock.clone());
         let first = machine.start()?;
         let runner = Runner {
             machine,
@@ -839,12 +866,18 @@ impl Work for Runner {
     fn slot(&self) -> Option<crate::transport::doorbell::SlotRef> {
         Some(self.spec_watch.slot().clone())
     }
-    fn deadline(&self) -> Option<u64> {
+    fn due(&self) -> Option<u64> {
         self.machine.deadline()
     }
-    fn ready(&self, now: u64) -> bool {
+    fn rebase(&mut self, from: u64, to: u64) {
+        self.machine.rebase(from, to);
+    }
+    fn start(&mut self, at: u64) {
+        self.machine.start_clock(at);
+    }
+    fn ready(&self, now: Now) -> bool {
         self.spec_watch.rang()
-            || self.machine.deadline().is_some_and(|d| d <= now)
+            || self.machine.deadline().is_some_and(|d| d <= now.robot)
             || !self
                 .shared
                 .inbox
@@ -858,7 +891,7 @@ impl Work for Runner {
             self.spec.update_connections();
             self.events.update_connections();
         }
-        let events = self.machine.check_timeout(mono_ns())?;
+        let events = self.machine.check_timeout(budget.robot_now())?;
         if !events.is_empty() {
             self.publish(&events)?;
             n += 1;

@@ -160,9 +160,11 @@ pub enum Overrun {
 /// One firing of a timer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tick {
-    /// The deadline this firing was for (monotonic ns).
+    /// The deadline this firing was for (monotonic ns, or simulation ns on a simulation
+    /// clock).
     pub deadline_ns: u64,
-    /// When the firing began (monotonic ns); `fired_ns - deadline_ns` is its lateness.
+    /// When the firing began (on the same clock); `fired_ns - deadline_ns` is its
+    /// lateness.
     pub fired_ns: u64,
     /// Firings so far, this one included.
     pub count: u64,
@@ -187,6 +189,9 @@ pub(crate) struct Schedule {
     overrun: Overrun,
     count: Cell<u64>,
     skipped: Cell<u64>,
+    /// Made while a simulation clock had not started (read 0): the deadline counts from
+    /// the time it starts at.
+    floating: Cell<bool>,
 }
 
 impl Schedule {
@@ -197,6 +202,7 @@ impl Schedule {
             overrun,
             count: Cell::new(0),
             skipped: Cell::new(0),
+            floating: Cell::new(false),
         }
     }
 
@@ -207,6 +213,7 @@ impl Schedule {
             overrun: Overrun::Skip,
             count: Cell::new(0),
             skipped: Cell::new(0),
+            floating: Cell::new(false),
         }
     }
 
@@ -216,6 +223,26 @@ impl Schedule {
 
     pub(crate) fn arm(&self, at_ns: Option<u64>) {
         self.next.set(at_ns);
+    }
+
+    /// Marks the deadline as counted from a simulation clock's start (see `start`).
+    pub(crate) fn float(&self) {
+        self.floating.set(true);
+    }
+
+    /// A simulation clock started at `at`: a deadline made before counts from there.
+    pub(crate) fn start(&self, at: u64) {
+        if self.floating.replace(false) {
+            self.rebase(0, at);
+        }
+    }
+
+    /// The clock jumped from `from` to `to`: the next deadline keeps the time it had left.
+    pub(crate) fn rebase(&self, from: u64, to: u64) {
+        if let Some(next) = self.next.get() {
+            self.next
+                .set(Some(to.saturating_add(next.saturating_sub(from))));
+        }
     }
 
     /// Fires if due at `now`: advances the schedule and returns the tick.
@@ -301,15 +328,19 @@ impl Timer {
 #[derive(Clone, Debug)]
 pub struct TimerHandle {
     pub(crate) schedule: Rc<Schedule>,
+    /// The executor's clock, which deadlines are on.
+    pub(crate) clock: crate::time::Clock,
 }
 
 impl TimerHandle {
-    /// Arms the timer to fire `after` from now (a periodic timer restarts its grid there).
+    /// Arms the timer to fire `after` from now (a periodic timer restarts its grid there);
+    /// now on the executor's clock (simulation time in simulation).
     pub fn arm_after(&self, after: Duration) {
-        self.arm_at(mono_ns() + after.as_nanos() as u64);
+        self.arm_at(self.clock.timer_ns() + after.as_nanos() as u64);
     }
 
-    /// Arms the timer to fire at `deadline_ns` (monotonic ns, see [`crate::mono_ns`]).
+    /// Arms the timer to fire at `deadline_ns` (monotonic ns, see [`crate::mono_ns`], or
+    /// simulation ns when the executor follows a simulation clock).
     pub fn arm_at(&self, deadline_ns: u64) {
         self.schedule.arm(Some(deadline_ns));
     }

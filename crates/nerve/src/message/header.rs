@@ -10,7 +10,8 @@ pub struct SampleHeader {
     pub seq: u64,
     /// Publish time on the monotonic clock, in ns (comparable between processes of a host).
     pub publish_mono_ns: u64,
-    /// Publish time on the wall clock, in ns since the Unix epoch.
+    /// Publish time on the wall clock, in ns since the Unix epoch (on the simulation clock
+    /// when the publishing context follows one, see [`crate::time`]).
     pub publish_wall_ns: i64,
     /// Identity of the publisher (unique per host while it lives).
     pub publisher_id: u64,

@@ -202,6 +202,15 @@ impl Sender {
             None => None,
         };
         slot.ring_always();
+        let ctx = &node.inner.ctx.inner;
+        let lockstep = match &ctx.lockstep {
+            Some(ls) => Some(ls.topic(&topic).map_err(|e| TopicError::Shm {
+                topic: topic.clone(),
+                reason: e.to_string(),
+            })?),
+            None => None,
+        };
+        let sim = ctx.clock.is_sim().then(|| ctx.clock.clone());
         Ok(Sender {
             port,
             service,
@@ -219,6 +228,8 @@ impl Sender {
             subscribers_seen: Cell::new(None),
             unconfirmed: Cell::new(false),
             wall: WallClock::default(),
+            sim,
+            lockstep,
             deadline,
             net,
         })
@@ -267,6 +278,10 @@ pub(crate) struct Sender {
     /// (see [`Sender::linger`]).
     unconfirmed: Cell<bool>,
     wall: WallClock,
+    /// The simulation clock that stamps samples (none: the wall clock does).
+    sim: Option<crate::time::Clock>,
+    /// The topic's receiver count in the domain's deterministic replay.
+    lockstep: Option<crate::time::lockstep::TopicCount>,
     /// End of the publish in progress under back-pressure (monotonic ns): every wait for
     /// room, local or in shared memory, ends there.
     deadline: Arc<AtomicU64>,
@@ -566,11 +581,19 @@ impl Sender {
     fn stamp(&self, len: usize) -> (SampleHeader, u64) {
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
+        // under a replay, every handling this sample will cause is owed before anyone can
+        // see it (see time::lockstep)
+        if let Some(ls) = &self.lockstep {
+            ls.sending();
+        }
         let mono = stamp_ns();
         let header = SampleHeader {
             seq,
             publish_mono_ns: mono,
-            publish_wall_ns: self.wall.at(mono),
+            publish_wall_ns: match &self.sim {
+                Some(clock) => clock.now_ns(),
+                None => self.wall.at(mono),
+            },
             publisher_id: self.id,
             payload_len: len as u64,
             type_hash: self.ty.layout_hash,
