@@ -203,7 +203,8 @@ where
         self.client.follows_any().then(|| self.next_check.get())
     }
     fn ready(&self, now: Now) -> bool {
-        self.client.has_results() || (self.client.follows_any() && now.mono >= self.next_check.get())
+        self.client.has_results()
+            || (self.client.follows_any() && now.mono >= self.next_check.get())
     }
     fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
         let mut n = 0;
