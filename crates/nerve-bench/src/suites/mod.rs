@@ -27,4 +27,5 @@ registry! {
     bag => [BagSuite],
     control => [ControlSuite],
     tf => [TfSuite],
+    replay => [ReplaySuite],
 }

@@ -208,6 +208,8 @@ pub struct Executor {
     last_robot: std::cell::Cell<u64>,
     /// Deadlines made before a simulation clock started have been moved to its start.
     started: std::cell::Cell<bool>,
+    /// The simulation clock's epoch when the last scan began.
+    scan_epoch: std::cell::Cell<u32>,
 }
 
 impl Drop for Executor {
@@ -246,6 +248,7 @@ impl Executor {
             owed: std::cell::Cell::new(0),
             last_robot: std::cell::Cell::new(0),
             started: std::cell::Cell::new(false),
+            scan_epoch: std::cell::Cell::new(0),
         }
     }
 
@@ -697,6 +700,11 @@ impl Executor {
         'scan: loop {
             // the replay's clock step this scan answers for: read before the time
             let epoch = self.replay_slot().map(|s| s.epoch());
+            // SYNC: SeqCst, before the time is read: a later change of simulation time
+            // ends the next wait at once (it waits on this value, see `wait`).
+            if let Some(word) = self.clock().epoch_word() {
+                self.scan_epoch.set(word.load(Ordering::SeqCst));
+            }
             let now = self.now();
             self.follow_jumps(now.robot);
             let over = match drain_end {
@@ -784,15 +792,19 @@ impl Executor {
                         word: s.word(),
                     })
                     .collect();
-                let clock_word = self.clock().epoch_word();
-                for word in [&self.control.word, crate::sys::signals::word()]
-                    .into_iter()
-                    .chain(clock_word)
-                {
+                for word in [&self.control.word, crate::sys::signals::word()] {
                     entries.push(WaitEntry {
                         // SYNC: read the word before checking flags and queues below; a
                         // later bump makes the futex wait return at once.
                         seen: word.load(Ordering::SeqCst),
+                        word,
+                    });
+                }
+                if let Some(word) = self.clock().epoch_word() {
+                    // the time the last scan saw: a step since (which a replay waits to
+                    // have acknowledged) ends the wait at once
+                    entries.push(WaitEntry {
+                        seen: self.scan_epoch.get(),
                         word,
                     });
                 }
