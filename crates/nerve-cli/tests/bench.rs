@@ -250,7 +250,8 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
             "python",
             "bag",
             "control",
-            "tf"
+            "tf",
+            "replay"
         ])
     );
     let results = report["results"].as_array().unwrap();
@@ -833,7 +834,7 @@ fn sigterm_stops_bench_all_and_keeps_what_finished() {
     let before = shm_files();
     let mut run = Background::start("bench-sigterm", &["all", "--smoke"]);
     run.wait_until("the third suite", Duration::from_secs(300), |r| {
-        r.stderr().contains("[3/11] topic-cross-host")
+        r.stderr().contains("[3/12] topic-cross-host")
     });
     std::thread::sleep(Duration::from_secs(2));
     run.signal(libc::SIGTERM);
@@ -850,7 +851,8 @@ fn sigterm_stops_bench_all_and_keeps_what_finished() {
             "python",
             "bag",
             "control",
-            "tf"
+            "tf",
+            "replay"
         ])
     );
     let results = report["results"].as_array().unwrap();
