@@ -460,57 +460,43 @@ impl Player {
                 }
             };
             loan.bytes_mut().copy_from_slice(&ready.payload);
-            if let Some(steps) = steps.as_deref_mut() {
-                let t = ready.log_time.min(i64::MAX as u64) as i64;
-                if let Err(e) = steps.before(t) {
-                    result = Err(e);
-                    break;
+            let t = ready.log_time.min(i64::MAX as u64) as i64;
+            // paced by steps (a lockstep replay) or by the recorded times
+            let deadline = match steps.as_deref_mut() {
+                Some(steps) => {
+                    if let Err(e) = steps.before(t) {
+                        result = Err(e);
+                        break;
+                    }
+                    None
                 }
-                if let Err(e) = r.publisher.send(loan) {
-                    result = Err(BagError::Topic {
-                        topic: r.topic.clone(),
-                        reason: format!("cannot publish: {e}"),
+                None => {
+                    let start = *start_ns.get_or_insert_with(|| {
+                        let start = nerve::mono_ns() + 1_000_000;
+                        if let Some(c) = clock.as_mut() {
+                            c.next_ns = start;
+                        }
+                        start
                     });
-                    break;
+                    let deadline = start + (ready.at_ns as f64 / opts.rate) as u64;
+                    if let Some(c) = clock.as_mut() {
+                        // the clock ticks due before this message, each at the bag time it
+                        // stands for
+                        while c.next_ns <= deadline && !self.stopped() {
+                            self.sleep_until(&sleeper, c.next_ns);
+                            let behind = ((deadline - c.next_ns) as f64 * opts.rate) as u64;
+                            c.tick(ready.log_time.saturating_sub(behind))?;
+                            c.next_ns += c.period_ns;
+                        }
+                    }
+                    self.sleep_until(&sleeper, deadline);
+                    if self.stopped() {
+                        report.interrupted = true;
+                        break;
+                    }
+                    Some(deadline)
                 }
-                published[ready.route] += 1;
-                if let Err(e) = steps.after(t) {
-                    result = Err(e);
-                    break;
-                }
-                let now = nerve::mono_ns();
-                if now - last_progress > 100_000_000 {
-                    last_progress = now;
-                    progress(PlayProgress {
-                        published: published.iter().sum(),
-                        total,
-                        bag_seconds: ready.at_ns as f64 * 1e-9,
-                    });
-                }
-                continue;
-            }
-            let start = *start_ns.get_or_insert_with(|| {
-                let start = nerve::mono_ns() + 1_000_000;
-                if let Some(c) = clock.as_mut() {
-                    c.next_ns = start;
-                }
-                start
-            });
-            let deadline = start + (ready.at_ns as f64 / opts.rate) as u64;
-            if let Some(c) = clock.as_mut() {
-                // the clock ticks due before this message, each at the bag time it stands for
-                while c.next_ns <= deadline && !self.stopped() {
-                    self.sleep_until(&sleeper, c.next_ns);
-                    let behind = ((deadline - c.next_ns) as f64 * opts.rate) as u64;
-                    c.tick(ready.log_time.saturating_sub(behind))?;
-                    c.next_ns += c.period_ns;
-                }
-            }
-            self.sleep_until(&sleeper, deadline);
-            if self.stopped() {
-                report.interrupted = true;
-                break;
-            }
+            };
             let now = nerve::mono_ns();
             if let Err(e) = r.publisher.send(loan) {
                 result = Err(BagError::Topic {
@@ -519,8 +505,19 @@ impl Player {
                 });
                 break;
             }
-            let _ = hist.record(now.saturating_sub(deadline));
             published[ready.route] += 1;
+            match (deadline, steps.as_deref_mut()) {
+                (Some(d), _) => {
+                    let _ = hist.record(now.saturating_sub(d));
+                }
+                (None, Some(steps)) => {
+                    if let Err(e) = steps.after(t) {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                (None, None) => {}
+            }
             if now - last_progress > 100_000_000 {
                 last_progress = now;
                 progress(PlayProgress {

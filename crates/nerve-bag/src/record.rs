@@ -771,24 +771,18 @@ impl BagFile {
         if let Some(&id) = self.channels.get(&t.name) {
             return Ok(id);
         }
-        let err = |e| BagError::mcap(&self.path, e);
         let enc = t.encoding.as_ref().ok_or_else(|| BagError::Topic {
             topic: t.name.clone(),
             reason: "it is not recorded (no encoding)".into(),
         })?;
-        let schema = self
-            .writer
-            .add_schema(&t.schema_name, enc.schema_encoding, &enc.schema_data)
-            .map_err(err)?;
-        let mut metadata = BTreeMap::new();
-        metadata.insert(meta::TYPE.to_string(), t.type_name.clone());
-        if let Some(s) = &t.schema {
-            metadata.insert(meta::SCHEMA.to_string(), s.encode());
-        }
-        let id = self
-            .writer
-            .add_channel(schema, &t.name, enc.message_encoding, &metadata)
-            .map_err(|e| BagError::mcap(&self.path, e))?;
+        let id = crate::write::add_channel(
+            &mut self.writer,
+            &self.path,
+            &t.name,
+            &t.type_name,
+            t.schema.as_ref(),
+            enc,
+        )?;
         self.channels.insert(t.name.clone(), id);
         Ok(id)
     }

@@ -19,9 +19,10 @@
 //! deterministic: no wall clock, no randomness, no reading a topic outside an executor).
 
 use crate::encoding::{Encoding, Schemas};
-use crate::meta;
 use crate::play::{PlayOptions, Player, Steps};
+use crate::write::BagWriter;
 use crate::BagError;
+use hdrhistogram::Histogram;
 use nerve::time::lockstep::{Lockstep, LockstepError};
 use nerve::{Context, Qos, RawSubscriber};
 use sha2::{Digest, Sha256};
@@ -76,6 +77,15 @@ pub struct ReplayReport {
     pub speedup: f64,
     /// Mean real time per played message, µs.
     pub per_message_us: f64,
+    /// Real time of one message's step (clock steps for timers, publish, quiet, outputs
+    /// written), µs: median, 99th and 99.9th percentile, largest (as measured).
+    pub step_p50_us: f64,
+    /// 99th percentile.
+    pub step_p99_us: f64,
+    /// 99.9th percentile.
+    pub step_p999_us: f64,
+    /// Largest.
+    pub step_max_us: f64,
     /// Executors that took part.
     pub executors: u32,
     /// Output messages per topic.
@@ -143,10 +153,16 @@ pub fn replay(
         last: 0,
         started: None,
         ended: None,
+        step: Instant::now(),
+        steps: Histogram::new(3).expect("valid histogram"),
     };
     let report = Player::new().play_paced(&ctx, bag, &play, Some(&mut pacer), progress)?;
+    if report.interrupted {
+        return Err(BagError::Replay(LockstepError::Interrupted));
+    }
     let (first, last, clock_steps) = (pacer.first, pacer.last, pacer.clock_steps);
     let started = pacer.started.unwrap_or(start_steps);
+    let steps = std::mem::replace(&mut pacer.steps, Histogram::new(3).expect("valid"));
     let wall = pacer
         .ended
         .map_or(Duration::ZERO, |e| e - started)
@@ -155,7 +171,7 @@ pub fn replay(
     let messages: u64 = report.published.values().sum();
     let bag_seconds = first.map_or(0.0, |f| (last - f) as f64 * 1e-9);
     let executors = lockstep.executors();
-    let (outputs_by_topic, digests, lost, unrecorded) = outputs.finish()?;
+    let recorded = outputs.finish()?;
     if lockstep.underflows() > 0 {
         eprintln!(
             "nerve replay: {} accounting errors in the lockstep (more handled than sent): \
@@ -174,11 +190,15 @@ pub fn replay(
         } else {
             0.0
         },
+        step_p50_us: steps.value_at_quantile(0.5) as f64 / 1e3,
+        step_p99_us: steps.value_at_quantile(0.99) as f64 / 1e3,
+        step_p999_us: steps.value_at_quantile(0.999) as f64 / 1e3,
+        step_max_us: steps.max() as f64 / 1e3,
         executors,
-        outputs: outputs_by_topic,
-        digests,
-        outputs_lost: lost,
-        unrecorded,
+        outputs: recorded.counts,
+        digests: recorded.digests,
+        outputs_lost: recorded.lost,
+        unrecorded: recorded.unrecorded,
     })
 }
 
@@ -192,6 +212,9 @@ fn settle(
     let start = Instant::now();
     let mut seen = (u32::MAX, Instant::now());
     loop {
+        if nerve::shutdown::requested() {
+            return Err(BagError::Replay(LockstepError::Interrupted));
+        }
         check().map_err(|e| BagError::Replay(LockstepError::Check(e)))?;
         if let Some(gone) = ls.dead_participant() {
             return Err(BagError::Replay(gone));
@@ -224,6 +247,10 @@ struct Pacer<'a> {
     last: i64,
     started: Option<Instant>,
     ended: Option<Instant>,
+    /// When the current message's step began.
+    step: Instant,
+    /// Step times, ns.
+    steps: Histogram<u64>,
 }
 
 /// Clock steps for one message beyond which a timer that never stops falling due is an
@@ -232,20 +259,8 @@ const MAX_STEPS_PER_MESSAGE: u32 = 100_000;
 
 impl Steps for Pacer<'_> {
     fn before(&mut self, t: i64) -> Result<(), BagError> {
-        self.started.get_or_insert_with(Instant::now);
-        self.before_inner(t)
-    }
-
-    fn after(&mut self, t: i64) -> Result<(), BagError> {
-        self.ls.wait_quiet(self.timeout, self.check)?;
-        self.outputs.drain(t)?;
-        self.ended = Some(Instant::now());
-        Ok(())
-    }
-}
-
-impl Pacer<'_> {
-    fn before_inner(&mut self, t: i64) -> Result<(), BagError> {
+        self.step = Instant::now();
+        self.started.get_or_insert(self.step);
         if self.first.is_none() {
             self.first = Some(t);
             // time starts at the first message: executors count their timers from here
@@ -272,14 +287,23 @@ impl Pacer<'_> {
         self.last = t;
         Ok(())
     }
+
+    fn after(&mut self, t: i64) -> Result<(), BagError> {
+        self.ls.wait_quiet(self.timeout, self.check)?;
+        self.outputs.drain(t)?;
+        let now = Instant::now();
+        let _ = self.steps.record((now - self.step).as_nanos() as u64);
+        self.ended = Some(now);
+        Ok(())
+    }
 }
 
 /// One recorded output topic.
 struct Output {
     topic: String,
     sub: RawSubscriber,
+    /// Converts samples when no bag is written (the writer converts them otherwise).
     encoding: Encoding,
-    channel: Option<u16>,
     count: u64,
     lost_seen: u64,
     digest: Sha256,
@@ -290,10 +314,18 @@ struct Output {
 struct Outputs {
     /// Sorted by topic name: the order samples of one step are written in.
     topics: Vec<Output>,
-    writer: Option<(PathBuf, mcap::Writer<std::io::BufWriter<std::fs::File>>)>,
+    writer: Option<BagWriter>,
     lost: u64,
     unrecorded: BTreeMap<String, String>,
     _node: nerve::Node,
+}
+
+/// What the recorder of the outputs saw, per topic.
+struct Recorded {
+    counts: BTreeMap<String, u64>,
+    digests: BTreeMap<String, String>,
+    lost: u64,
+    unrecorded: BTreeMap<String, String>,
 }
 
 impl Outputs {
@@ -310,6 +342,10 @@ impl Outputs {
             .map_err(|e| BagError::Options(format!("cannot create the recorder's node: {e}")))?;
         let names = nerve::introspect::topic_names(&node)
             .map_err(|e| BagError::Options(format!("cannot list the domain's topics: {e}")))?;
+        let mut writer = match &opts.output {
+            Some(path) => Some(BagWriter::create(path, true)?),
+            None => None,
+        };
         let mut topics = Vec::new();
         let mut unrecorded = BTreeMap::new();
         for name in names {
@@ -343,48 +379,15 @@ impl Outputs {
                     continue;
                 }
             };
+            if let Some(w) = writer.as_mut() {
+                w.add_topic_schema(&name, &schema)?;
+            }
             let qos = Qos::default().depth(opts.output_depth);
             let sub = RawSubscriber::with_schema(&node, &name, &schema, qos)?;
-            topics.push((name, sub, encoding, schema, info.type_info.name.clone()));
-        }
-        let mut writer = match &opts.output {
-            Some(path) => {
-                let f = std::fs::File::create(path).map_err(|e| BagError::io(path, e))?;
-                let w = mcap::WriteOptions::new()
-                    .profile("ros2")
-                    .library(concat!("nerve-bag ", env!("CARGO_PKG_VERSION")))
-                    .create(std::io::BufWriter::new(f))
-                    .map_err(|e| BagError::mcap(path, e))?;
-                Some((path.clone(), w))
-            }
-            None => None,
-        };
-        let mut out = Vec::new();
-        for (topic, sub, encoding, schema, type_name) in topics {
-            let channel = match writer.as_mut() {
-                Some((path, w)) => {
-                    let sid = w
-                        .add_schema(
-                            &encoding.schema_name,
-                            encoding.schema_encoding,
-                            &encoding.schema_data,
-                        )
-                        .map_err(|e| BagError::mcap(path, e))?;
-                    let mut md = BTreeMap::new();
-                    md.insert(meta::TYPE.to_string(), type_name);
-                    md.insert(meta::SCHEMA.to_string(), schema.encode());
-                    Some(
-                        w.add_channel(sid, &topic, encoding.message_encoding, &md)
-                            .map_err(|e| BagError::mcap(path, e))?,
-                    )
-                }
-                None => None,
-            };
-            out.push(Output {
-                topic,
+            topics.push(Output {
+                topic: name,
                 sub,
                 encoding,
-                channel,
                 count: 0,
                 lost_seen: 0,
                 digest: Sha256::new(),
@@ -392,7 +395,7 @@ impl Outputs {
             });
         }
         Ok(Outputs {
-            topics: out,
+            topics,
             writer,
             lost: 0,
             unrecorded,
@@ -405,24 +408,19 @@ impl Outputs {
         let log_time = t.max(0) as u64;
         for o in &mut self.topics {
             while let Some(s) = o.sub.try_recv()? {
-                o.buf.clear();
-                o.encoding.encode(s.bytes(), &mut o.buf)?;
-                // as `compare::digest` reads the bag: each payload after its length
-                o.digest.update((o.buf.len() as u64).to_le_bytes());
-                o.digest.update(&o.buf);
-                if let (Some((path, w)), Some(channel)) = (self.writer.as_mut(), o.channel) {
-                    let publish_time = s.header().publish_wall_ns.max(0) as u64;
-                    w.write_to_known_channel(
-                        &mcap::records::MessageHeader {
-                            channel_id: channel,
-                            sequence: (o.count + 1) as u32,
-                            log_time,
-                            publish_time,
-                        },
-                        &o.buf,
-                    )
-                    .map_err(|e| BagError::mcap(path, e))?;
-                }
+                let written = match self.writer.as_mut() {
+                    Some(w) => {
+                        let publish_time = s.header().publish_wall_ns.max(0) as u64;
+                        w.write_payload(&o.topic, log_time, publish_time, s.bytes())?
+                    }
+                    None => {
+                        o.encoding.encode(s.bytes(), &mut o.buf)?;
+                        &o.buf
+                    }
+                };
+                // as `compare::digest` reads the bag: each message after its length
+                o.digest.update((written.len() as u64).to_le_bytes());
+                o.digest.update(written);
                 o.count += 1;
             }
             let lost = o.sub.stats().lost;
@@ -435,20 +433,9 @@ impl Outputs {
     }
 
     /// Closes the output bag; counts and digests per topic.
-    #[allow(clippy::type_complexity)]
-    fn finish(
-        mut self,
-    ) -> Result<
-        (
-            BTreeMap<String, u64>,
-            BTreeMap<String, String>,
-            u64,
-            BTreeMap<String, String>,
-        ),
-        BagError,
-    > {
-        if let Some((path, mut w)) = self.writer.take() {
-            w.finish().map_err(|e| BagError::mcap(&path, e))?;
+    fn finish(mut self) -> Result<Recorded, BagError> {
+        if let Some(w) = self.writer.take() {
+            w.finish()?;
         }
         let mut counts = BTreeMap::new();
         let mut digests = BTreeMap::new();
@@ -462,6 +449,11 @@ impl Outputs {
                 .collect();
             digests.insert(o.topic, hex);
         }
-        Ok((counts, digests, self.lost, self.unrecorded))
+        Ok(Recorded {
+            counts,
+            digests,
+            lost: self.lost,
+            unrecorded: self.unrecorded,
+        })
     }
 }

@@ -27,6 +27,34 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
+/// Declares a channel of `topic` in `writer` as every bag of Nerve declares it: the
+/// encoding's schema, and the Nerve type and its schema (if known) in the channel's
+/// metadata. `path` names the file in errors.
+pub(crate) fn add_channel<W: std::io::Write + std::io::Seek>(
+    writer: &mut mcap::Writer<W>,
+    path: &Path,
+    topic: &str,
+    type_name: &str,
+    schema: Option<&Schema>,
+    encoding: &Encoding,
+) -> Result<u16, BagError> {
+    let schema_id = writer
+        .add_schema(
+            &encoding.schema_name,
+            encoding.schema_encoding,
+            &encoding.schema_data,
+        )
+        .map_err(|e| BagError::mcap(path, e))?;
+    let mut metadata = BTreeMap::new();
+    metadata.insert(meta::TYPE.to_string(), type_name.to_string());
+    if let Some(s) = schema {
+        metadata.insert(meta::SCHEMA.to_string(), s.encode());
+    }
+    writer
+        .add_channel(schema_id, topic, encoding.message_encoding, &metadata)
+        .map_err(|e| BagError::mcap(path, e))
+}
+
 /// One declared topic.
 struct Channel {
     id: u16,
@@ -111,22 +139,14 @@ impl BagWriter {
             });
         }
         let encoding = Encoding::for_schema(schema)?;
-        let err = |e| BagError::mcap(&self.path, e);
-        let schema_id = self
-            .writer
-            .add_schema(
-                &encoding.schema_name,
-                encoding.schema_encoding,
-                &encoding.schema_data,
-            )
-            .map_err(err)?;
-        let mut metadata = BTreeMap::new();
-        metadata.insert(meta::TYPE.to_string(), schema.name.clone());
-        metadata.insert(meta::SCHEMA.to_string(), schema.encode());
-        let id = self
-            .writer
-            .add_channel(schema_id, topic, encoding.message_encoding, &metadata)
-            .map_err(|e| BagError::mcap(&self.path, e))?;
+        let id = add_channel(
+            &mut self.writer,
+            &self.path,
+            topic,
+            &schema.name,
+            Some(schema),
+            &encoding,
+        )?;
         self.channels.insert(
             topic.to_string(),
             Channel {
@@ -189,20 +209,22 @@ impl BagWriter {
                 payload.extend_from_slice(nerve::message::as_bytes(e));
             }
         }
-        let r = self.write_payload(topic, log_time, log_time, &payload);
+        let r = self
+            .write_payload(topic, log_time, log_time, &payload)
+            .map(|_| ());
         self.payload = payload;
         r
     }
 
     /// Writes a Nerve payload (head, padding, elements: the bytes a sample carries) on
-    /// `topic`, converted with the topic's encoding.
+    /// `topic`, converted with the topic's encoding; returns the message as written.
     pub fn write_payload(
         &mut self,
         topic: &str,
         log_time: u64,
         publish_time: u64,
         payload: &[u8],
-    ) -> Result<(), BagError> {
+    ) -> Result<&[u8], BagError> {
         let c = self
             .channels
             .get_mut(topic)
@@ -220,7 +242,8 @@ impl BagWriter {
         c.next_seq = c.next_seq.wrapping_add(1);
         self.writer
             .write_to_known_channel(&header, &self.cdr)
-            .map_err(|e| BagError::mcap(&self.path, e))
+            .map_err(|e| BagError::mcap(&self.path, e))?;
+        Ok(&self.cdr)
     }
 
     /// Writes the summary and closes the file (synced to the disk).

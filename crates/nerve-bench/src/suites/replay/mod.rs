@@ -8,14 +8,17 @@
 //!   echo's callback returned, take the echo. Each message timed on its own; free and
 //!   lockstep take turns in rounds against a drifting VM. Overhead = lockstep - free.
 //! - **Replay throughput**: a bag of lidar-like clouds (`/scan`, 10 Hz) and odometry
-//!   (`/odom`) recorded here at real time by nerve-bag's recorder, replayed in lockstep
-//!   (nerve-bag's player paced by the lockstep: no sleeps, every message waits for every
-//!   callback it set off) through a pipeline of two executor processes: filter (`/scan` ->
-//!   `/filtered`) and detector + fuser (`/filtered` -> `/detections`, `/odom` and a 10 Hz
-//!   timer in simulation time -> `/fused`). Messages/s and bag seconds per wall second.
+//!   (`/odom`) written here by nerve-bag's [`BagWriter`](nerve_bag::write::BagWriter)
+//!   (fixed times: the same bag every run), replayed in lockstep by
+//!   [`nerve_bag::replay::replay`] (what `nerve replay` runs: no sleeps, every message
+//!   waits for every callback it set off) through a pipeline of two executor processes:
+//!   filter (`/scan` -> `/filtered`) and detector + fuser (`/filtered` -> `/detections`,
+//!   `/odom` and a 10 Hz timer in simulation time -> `/fused`). Messages/s, bag seconds
+//!   per wall second and the time of each message's step.
 //! - **Determinism under load**: the same replay again and again with a CPU hog spinning
-//!   on every core, the outputs digested here (SHA-256 of each output topic's payloads in
-//!   order, each preceded by its length, as `nerve bag digest` does) and compared.
+//!   on every core, the outputs digested by the replay (SHA-256 of each output topic's
+//!   payloads in order, each preceded by its length, as `nerve bag digest` does) and
+//!   compared.
 
 mod nodes;
 mod options;
@@ -24,18 +27,15 @@ pub use options::ReplayOptions;
 use crate::harness::child::Child;
 use crate::harness::interrupt;
 use crate::harness::progress;
-use crate::harness::stats::{Dist, Recorder};
+use crate::harness::stats::Recorder;
 use crate::report::{json_rows, num, why_missing, Section, Skipped, SuiteOutput, Verdict};
-use nerve::prelude::*;
 use nerve::time::lockstep::Lockstep;
-use nerve_bag::play::{PlayOptions, Player, Steps};
-use nerve_bag::BagError;
+use nerve::Context;
 use nerve_msgs::{CmdVel, Odometry, PointCloud, Time};
-use nodes::{NodeSpec, DETECTIONS, FILTERED, FUSED, ODOM, OUTPUTS, SCAN};
+use nodes::{context, publisher, subscriber, NodeSpec, ODOM, OUTPUTS, SCAN};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SUITE: &str = "replay";
@@ -43,6 +43,9 @@ const SUITE: &str = "replay";
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a child may take to say `ready`.
 const READY: Duration = Duration::from_secs(30);
+/// Log time of the bag's first message, ns since the Unix epoch (fixed: the bag is the
+/// same every run).
+const BAG_START_NS: u64 = 1_700_000_000_000_000_000;
 
 /// The suite's settings.
 #[derive(Clone, Debug)]
@@ -53,7 +56,7 @@ pub struct ReplaySuite {
     pub messages: u64,
     /// Rounds the messages are split into (free and lockstep take turns).
     pub rounds: u64,
-    /// Seconds of the recorded bag.
+    /// Seconds of the bag.
     pub bag_seconds: f64,
     /// Lidar columns per sweep.
     pub columns: usize,
@@ -153,7 +156,7 @@ pub struct CostRow {
     mean_us: f64,
 }
 
-/// The recorded bag.
+/// The bag the replays play.
 #[derive(Clone, Debug, Serialize)]
 pub struct BagRow {
     suite: &'static str,
@@ -164,18 +167,14 @@ pub struct BagRow {
     bag_seconds: f64,
     cloud_bytes: usize,
     file_mb: f64,
-    losses: u64,
 }
 
-/// One lockstep replay through the pipeline.
+/// One lockstep replay through the pipeline (by `nerve_bag::replay`).
 #[derive(Clone, Debug, Serialize)]
 pub struct ReplayRow {
     suite: &'static str,
     /// throughput or determinism.
     kind: &'static str,
-    /// The player: the bench's own pacer (per-step times, outputs counted) or
-    /// `nerve_bag::replay` (what `nerve replay` runs: outputs converted and digested).
-    player: &'static str,
     run: usize,
     /// Whether the CPU hog ran.
     load: bool,
@@ -186,19 +185,22 @@ pub struct ReplayRow {
     speedup: f64,
     /// Mean wall time per message, µs.
     per_message_us: f64,
-    /// One message's step (clock steps for timers due before it, publish, wait), µs (the
-    /// bench's pacer only).
-    step_us: Option<Dist>,
+    /// One message's step (clock steps for timers due before it, publish, wait until
+    /// every callback it set off returned, outputs taken), µs: P50, P99, P99.9, max.
+    step_p50_us: f64,
+    step_p99_us: f64,
+    step_p999_us: f64,
+    step_max_us: f64,
     /// Clock steps for timers.
     timer_steps: u64,
     /// Output messages per topic.
     outputs: BTreeMap<String, u64>,
     /// Output samples lost by the replay's recorder.
     outputs_lost: u64,
-    /// SHA-256 per output topic (`nerve_bag::replay` only).
+    /// SHA-256 per output topic.
     digests: BTreeMap<String, String>,
-    /// Same digests as the reference run (the replay without load, else the first one
-    /// under load).
+    /// Same digests as the reference run (the first replay without load, else the first
+    /// one under load).
     identical: Option<bool>,
 }
 
@@ -216,17 +218,8 @@ const COST: &str = "lockstep cost (echo)";
 const BAG: &str = "lidar bag";
 const THROUGHPUT: &str = "lockstep replay (throughput)";
 const DETERMINISM: &str = "lockstep replay under load";
-/// The players.
-const PACER: &str = "bench pacer";
-const LIBRARY: &str = "nerve_bag::replay";
-
-fn context(domain: u32, lockstep: bool) -> Result<Context, String> {
-    let mut cfg = nerve::Config::default()
-        .domain(domain)
-        .map_err(|e| e.to_string())?;
-    cfg.lockstep = lockstep;
-    Context::new(cfg).map_err(|e| e.to_string())
-}
+/// The player of the replays.
+const PLAYER: &str = "nerve_bag::replay";
 
 /// Fails once the run is being stopped (Ctrl-C): the check every lockstep wait runs.
 fn not_stopping() -> Result<(), String> {
@@ -250,10 +243,10 @@ fn wait_for(timeout: Duration, mut ok: impl FnMut() -> bool) -> bool {
 }
 
 impl ReplaySuite {
-    fn spawn(&self, role: &str, spec: &NodeSpec, what: &'static str) -> Result<Child, String> {
+    /// Starts child role `role` with argument `arg` and waits for its `ready`.
+    fn spawn(&self, role: &str, arg: String, what: &'static str) -> Result<Child, String> {
         let mut args = self.role_command.1.clone();
-        args.push(role.into());
-        args.push(serde_json::to_string(spec).map_err(|e| e.to_string())?);
+        args.extend([role.to_string(), arg]);
         let env = [("NERVE_DOMAIN", self.domain.to_string())];
         let mut c =
             Child::spawn(&self.role_command.0, &args, &env, what).map_err(|e| e.to_string())?;
@@ -261,15 +254,25 @@ impl ReplaySuite {
         Ok(c)
     }
 
-    fn node_spec(&self, stage: &str, lockstep: bool, io: (&str, &str), subs: usize) -> NodeSpec {
-        NodeSpec {
+    /// Starts a node process of `stage` whose outputs wait for `subs` subscribers.
+    fn spawn_node(
+        &self,
+        stage: &str,
+        lockstep: bool,
+        io: (&str, &str),
+        subs: usize,
+        what: &'static str,
+    ) -> Result<Child, String> {
+        let spec = NodeSpec {
             stage: stage.into(),
             domain: self.domain,
             lockstep,
             input: io.0.into(),
             output: io.1.into(),
             wait_subscribers: subs,
-        }
+        };
+        let json = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
+        self.spawn("replay-node", json, what)
     }
 
     /// Runs every part.
@@ -295,9 +298,9 @@ impl ReplaySuite {
             Vec::new()
         });
         bar.inc(1);
-        bar.set_message(format!("recording a {} s lidar bag", self.bag_seconds));
+        bar.set_message(format!("writing a {} s lidar bag", self.bag_seconds));
         let file = self.scratch.join("lidar.mcap");
-        let bag = match self.make_bag(&plain, &file) {
+        let bag = match self.make_bag(&file) {
             Ok(b) => Some(b),
             Err(e) => {
                 skip(BAG, e);
@@ -313,32 +316,21 @@ impl ReplaySuite {
         };
         if let Some(b) = &bag {
             for run in 1..=self.throughput_runs {
-                for (library, player) in [(false, PACER), (true, LIBRARY)] {
-                    bar.set_message(format!("replay {run}/{} ({player})", self.throughput_runs));
-                    match self.replay(&plain, &file, b, run, library, None) {
-                        Ok(r) => throughput.push(r),
-                        Err(e) => skip(&format!("{THROUGHPUT} {player} run {run}"), e),
-                    }
+                bar.set_message(format!("replay {run}/{}", self.throughput_runs));
+                match self.replay(&file, b, run, false) {
+                    Ok(r) => throughput.push(r),
+                    Err(e) => skip(&format!("{THROUGHPUT} run {run}"), e),
                 }
                 bar.inc(1);
             }
-            let mut args = self.role_command.1.clone();
-            args.push("replay-hog".into());
-            args.push(hog_threads.to_string());
-            let hog = Child::spawn(&self.role_command.0, &args, &[], "CPU hog")
-                .map_err(|e| e.to_string())
-                .and_then(|mut c| {
-                    c.expect("ready", READY).map_err(|e| e.to_string())?;
-                    Ok(c)
-                });
-            match hog {
+            match self.spawn("replay-hog", hog_threads.to_string(), "CPU hog") {
                 Ok(mut hog) => {
                     for run in 1..=self.determinism_runs {
                         bar.set_message(format!(
                             "replay {run}/{} under load ({hog_threads} spinning threads)",
                             self.determinism_runs
                         ));
-                        match self.replay(&plain, &file, b, run, true, Some(hog_threads)) {
+                        match self.replay(&file, b, run, true) {
                             Ok(r) => determinism.push(r),
                             Err(e) => skip(&format!("{DETERMINISM} run {run}"), e),
                         }
@@ -354,10 +346,9 @@ impl ReplaySuite {
         }
         bar.finish_and_clear();
         let _ = std::fs::remove_dir_all(&self.scratch);
-        // the reference: the library's replay without load, else the first one under load
+        // the reference: the first replay without load, else the first one under load
         let reference = throughput
-            .iter()
-            .find(|r| r.player == LIBRARY)
+            .first()
             .or(determinism.first())
             .map(|r| r.digests.clone());
         if let Some(want) = reference {
@@ -394,32 +385,14 @@ impl ReplaySuite {
         let t = |s: &str| format!("/replay_bench/{s}_{tag}");
         let (in_free, out_free, in_ls, out_ls) =
             (t("in_free"), t("out_free"), t("in_ls"), t("out_ls"));
-        let sub = |topic: &str| {
-            pnode
-                .subscriber::<CmdVel>(topic)
-                .qos(Qos::sensor().depth(16))
-                .create()
-                .map_err(|e| err(&e))
-        };
-        let (sub_free, sub_ls) = (sub(&out_free)?, sub(&out_ls)?);
-        let pub_free = pnode
-            .publisher::<CmdVel>(&in_free)
-            .create()
-            .map_err(|e| err(&e))?;
-        let pub_ls = lnode
-            .publisher::<CmdVel>(&in_ls)
-            .create()
-            .map_err(|e| err(&e))?;
-        let _echo_free = self.spawn(
-            "replay-node",
-            &self.node_spec("echo", false, (&in_free, &out_free), 1),
-            "echo node (free)",
-        )?;
-        let _echo_ls = self.spawn(
-            "replay-node",
-            &self.node_spec("echo", true, (&in_ls, &out_ls), 1),
-            "echo node (lockstep)",
-        )?;
+        let sub_free = subscriber::<CmdVel>(&pnode, &out_free, 16)?;
+        let sub_ls = subscriber::<CmdVel>(&pnode, &out_ls, 16)?;
+        let pub_free = publisher::<CmdVel>(&pnode, &in_free)?;
+        let pub_ls = publisher::<CmdVel>(&lnode, &in_ls)?;
+        let io_free = (in_free.as_str(), out_free.as_str());
+        let _echo_free = self.spawn_node("echo", false, io_free, 1, "echo node (free)")?;
+        let io_ls = (in_ls.as_str(), out_ls.as_str());
+        let _echo_ls = self.spawn_node("echo", true, io_ls, 1, "echo node (lockstep)")?;
         let wait = Duration::from_secs(10);
         if !pub_free.wait_for_subscribers(1, wait) || !pub_ls.wait_for_subscribers(1, wait) {
             return Err("an echo node did not subscribe within 10 s".into());
@@ -515,41 +488,38 @@ impl ReplaySuite {
         Ok(vec![row("free", &hf), row("lockstep", &hl)])
     }
 
-    /// Part 2's bag: lidar sweeps at 10 Hz and odometry, published here at real time and
-    /// recorded by nerve-bag's recorder in this process.
-    fn make_bag(&self, ctx: &Context, file: &Path) -> Result<BagRow, String> {
+    /// Part 2's bag: lidar sweeps at 10 Hz and odometry, written by nerve-bag's
+    /// `BagWriter` with stamps and log times from [`BAG_START_NS`] (the same bag every run).
+    fn make_bag(&self, file: &Path) -> Result<BagRow, String> {
         let err = |e: &dyn std::fmt::Display| e.to_string();
-        let mut opts = nerve_bag::record::RecordOptions::new(file);
-        opts.selection = nerve_bag::record::Selection {
-            topics: vec![SCAN.into(), ODOM.into()],
+        let mut w = nerve_bag::write::BagWriter::create(file, true).map_err(|e| err(&e))?;
+        w.add_topic::<PointCloud>(SCAN).map_err(|e| err(&e))?;
+        w.add_topic::<Odometry>(ODOM).map_err(|e| err(&e))?;
+        let points = self.columns * self.beams;
+        let step = crate::peers::stream::OUSTER_POINT_STEP;
+        let bytes = points * step;
+        let mut cloud = PointCloud {
+            height: 1,
+            width: points as u32,
+            point_step: step as u32,
+            row_step: bytes as u32,
             ..Default::default()
         };
-        opts.overwrite = true;
-        opts.discovery_period = Duration::from_millis(50);
-        let recorder = nerve_bag::record::Recorder::start(ctx, opts).map_err(|e| err(&e))?;
-        let node = ctx.node("replay_bench_bag").create().map_err(|e| err(&e))?;
-        let scan = node
-            .publisher::<PointCloud>(SCAN)
-            .qos(Qos::sensor().depth(8))
-            .create()
-            .map_err(|e| err(&e))?;
-        let odom = node
-            .publisher::<Odometry>(ODOM)
-            .qos(Qos::sensor().depth(8))
-            .create()
-            .map_err(|e| err(&e))?;
-        let wait = Duration::from_secs(10);
-        if !scan.wait_for_subscribers(1, wait) || !odom.wait_for_subscribers(1, wait) {
-            return Err("the recorder did not subscribe within 10 s".into());
-        }
-        let points = self.columns * self.beams;
-        let bytes = points * crate::peers::stream::OUSTER_POINT_STEP;
-        let sleeper = nerve::timer::PreciseSleep::new(nerve::Precision::default());
+        cloud.header.frame_id = nerve_msgs::FrameId::new("os_sensor").unwrap_or_default();
+        let f32s = nerve_msgs::datatype::FLOAT32;
+        cloud.set_fields(&[
+            PointCloud::field("x", 0, f32s, 1),
+            PointCloud::field("y", 4, f32s, 1),
+            PointCloud::field("z", 8, f32s, 1),
+            PointCloud::field("intensity", 12, f32s, 1),
+        ])?;
+        let mut data = vec![0u8; bytes];
         let (scan_period, odom_period) = (100_000_000u64, (1e9 / self.odom_hz) as u64);
         let end = (self.bag_seconds * 1e9) as u64;
-        let frame = nerve_msgs::FrameId::new("os_sensor").unwrap_or_default();
+        let stamp = |t: u64| Time {
+            nanos: (BAG_START_NS + t) as i64,
+        };
         let (mut ks, mut ko) = (0u64, 0u64);
-        let t0 = nerve::mono_ns() + 50_000_000;
         loop {
             not_stopping()?;
             let (ts, to) = (ks * scan_period, ko * odom_period);
@@ -557,51 +527,24 @@ impl ReplaySuite {
                 break;
             }
             if ts <= to {
-                let mut loan = scan.loan_slice(bytes).map_err(|e| err(&e))?;
-                {
-                    let h = loan.head_mut();
-                    h.header.frame_id = frame;
-                    h.height = 1;
-                    h.width = points as u32;
-                    h.point_step = crate::peers::stream::OUSTER_POINT_STEP as u32;
-                    h.row_step = bytes as u32;
-                    let f32s = nerve_msgs::datatype::FLOAT32;
-                    let _ = h.set_fields(&[
-                        PointCloud::field("x", 0, f32s, 1),
-                        PointCloud::field("y", 4, f32s, 1),
-                        PointCloud::field("z", 8, f32s, 1),
-                        PointCloud::field("intensity", 12, f32s, 1),
-                    ]);
-                }
-                nodes::sweep(ks, self.columns, self.beams, loan.elems_mut());
-                sleeper.sleep_until(t0 + ts);
-                loan.head_mut().header.stamp = Time::now();
-                loan.send().map_err(|e| err(&e))?;
+                nodes::sweep(ks, self.columns, self.beams, &mut data);
+                cloud.header.stamp = stamp(ts);
+                w.write_slice(SCAN, BAG_START_NS + ts, &cloud, &data)
+                    .map_err(|e| err(&e))?;
                 ks += 1;
             } else {
-                sleeper.sleep_until(t0 + to);
                 let t = to as f64 * 1e-9;
                 let mut m = Odometry::default();
-                m.header.stamp = Time::now();
+                m.header.stamp = stamp(to);
                 m.header.frame_id = nerve_msgs::FrameId::new("odom").unwrap_or_default();
                 m.pose.position.x = 0.8 * t;
                 m.pose.position.y = (0.3 * t).sin();
                 m.twist.linear.x = 0.8;
-                odom.publish(&m).map_err(|e| err(&e))?;
+                w.write(ODOM, BAG_START_NS + to, &m).map_err(|e| err(&e))?;
                 ko += 1;
             }
         }
-        // the recorder takes what is still on its way
-        let want = [(SCAN, ks), (ODOM, ko)];
-        wait_for(Duration::from_secs(10), || {
-            let stats = recorder.stats();
-            want.iter().all(|(t, n)| {
-                stats
-                    .iter()
-                    .any(|s| s.topic == *t && s.received + s.dropped + s.lost >= *n)
-            })
-        });
-        let report = recorder.stop().map_err(|e| err(&e))?;
+        w.finish().map_err(|e| err(&e))?;
         let info = nerve_bag::read::info(file).map_err(|e| err(&e))?;
         let count = |t: &str| {
             info.topics
@@ -618,267 +561,66 @@ impl ReplaySuite {
             bag_seconds: info.duration_s,
             cloud_bytes: bytes,
             file_mb: info.file_bytes as f64 / 1e6,
-            losses: report.losses(),
         };
-        if row.losses > 0 || row.scans != ks || row.odoms != ko {
+        if row.scans != ks || row.odoms != ko {
             return Err(format!(
-                "the recorder lost messages: {}/{ks} sweeps, {}/{ko} odometry written, {} \
-                 losses",
-                row.scans, row.odoms, row.losses
+                "the bag reads back {}/{ks} sweeps and {}/{ko} odometry messages",
+                row.scans, row.odoms
             ));
         }
         Ok(row)
     }
 
-    /// One lockstep replay of `file` through the pipeline processes, by the bench's own
-    /// pacer or (`library`) by `nerve_bag::replay`; `hog`: threads spinning meanwhile.
+    /// One lockstep replay of `file` by `nerve_bag::replay` through the pipeline
+    /// processes; `load`: whether the CPU hog spins meanwhile.
     fn replay(
         &self,
-        plain: &Context,
         file: &Path,
         bag: &BagRow,
         run: usize,
-        library: bool,
-        hog: Option<usize>,
+        load: bool,
     ) -> Result<ReplayRow, String> {
         let err = |e: &dyn std::fmt::Display| e.to_string();
         let ls = Lockstep::create(self.domain).map_err(|e| err(&e))?;
-        let kind = if hog.is_some() {
-            "determinism"
-        } else {
-            "throughput"
+        // nerve_bag::replay subscribes to the outputs itself, once the executors settled;
+        // the filter's output waits for the detector
+        let _detector = self.spawn_node("detector", true, ("", ""), 0, "pipeline detector")?;
+        let _filter = self.spawn_node("filter", true, ("", ""), 1, "pipeline filter")?;
+        let opts = nerve_bag::replay::ReplayOptions {
+            settle: Duration::from_millis(300),
+            join_timeout: Duration::from_secs(10),
+            stall_timeout: STEP_TIMEOUT,
+            ..Default::default()
         };
-        if library {
-            // nerve_bag::replay subscribes to the outputs itself, once the executors settled
-            let _detector = self.spawn(
-                "replay-node",
-                &self.node_spec("detector", true, ("", ""), 0),
-                "pipeline detector",
-            )?;
-            let _filter = self.spawn(
-                "replay-node",
-                &self.node_spec("filter", true, ("", ""), 1),
-                "pipeline filter",
-            )?;
-            let opts = nerve_bag::replay::ReplayOptions {
-                settle: Duration::from_millis(300),
-                join_timeout: Duration::from_secs(10),
-                stall_timeout: STEP_TIMEOUT,
-                ..Default::default()
-            };
-            let r = nerve_bag::replay::replay(&ls, file, &opts, &mut not_stopping, |_| {})
-                .map_err(|e| err(&e))?;
-            if r.messages != bag.messages {
-                return Err(format!(
-                    "{} of {} messages replayed",
-                    r.messages, bag.messages
-                ));
-            }
-            return Ok(ReplayRow {
-                suite: SUITE,
-                kind,
-                player: LIBRARY,
-                run,
-                load: hog.is_some(),
-                messages: r.messages,
-                bag_seconds: r.bag_seconds,
-                wall_seconds: r.wall_seconds,
-                msgs_per_s: r.messages as f64 / r.wall_seconds,
-                speedup: r.speedup,
-                per_message_us: r.per_message_us,
-                step_us: None,
-                timer_steps: r.clock_steps,
-                outputs: r.outputs,
-                outputs_lost: r.outputs_lost,
-                digests: r.digests,
-                identical: None,
-            });
-        }
-        let lctx = context(self.domain, true)?;
-        let node = plain
-            .node("replay_bench_outputs")
-            .create()
+        let r = nerve_bag::replay::replay(&ls, file, &opts, &mut not_stopping, |_| {})
             .map_err(|e| err(&e))?;
-        let q = Qos::sensor().depth(64);
-        let mut outputs = Outputs {
-            filtered: node
-                .subscriber::<PointCloud>(FILTERED)
-                .qos(q.clone())
-                .create()
-                .map_err(|e| err(&e))?,
-            detections: node
-                .subscriber::<PointCloud>(DETECTIONS)
-                .qos(q.clone())
-                .create()
-                .map_err(|e| err(&e))?,
-            fused: node
-                .subscriber::<Odometry>(FUSED)
-                .qos(q)
-                .create()
-                .map_err(|e| err(&e))?,
-            counts: [0; 3],
-        };
-        // the detector's outputs wait for this process, the filter's for both
-        let _detector = self.spawn(
-            "replay-node",
-            &self.node_spec("detector", true, ("", ""), 1),
-            "pipeline detector",
-        )?;
-        let _filter = self.spawn(
-            "replay-node",
-            &self.node_spec("filter", true, ("", ""), 2),
-            "pipeline filter",
-        )?;
-        let wired =
-            || ls.executors() >= 2 && [SCAN, FILTERED, ODOM].iter().all(|t| ls.receivers(t) >= 1);
-        if !wait_for(Duration::from_secs(10), wired) {
+        if r.messages != bag.messages {
             return Err(format!(
-                "the pipeline did not join the replay within 10 s ({} executors)",
-                ls.executors()
+                "{} of {} messages replayed",
+                r.messages, bag.messages
             ));
         }
-        let mut steps = LockSteps {
-            ls: ls.clone(),
-            outputs: &mut outputs,
-            started: false,
-            step: Instant::now(),
-            first: None,
-            last: None,
-            hist: Recorder::new(),
-            messages: 0,
-            timer_steps: 0,
-        };
-        let opts = PlayOptions {
-            wait_subscribers: Duration::from_secs(10),
-            ..PlayOptions::default()
-        };
-        let report = Player::new()
-            .play_paced(&lctx, file, &opts, Some(&mut steps), |_| {})
-            .map_err(|e| err(&e))?;
-        if report.interrupted {
-            return Err("interrupted".into());
-        }
-        let (first, last) = steps.first.zip(steps.last).ok_or("nothing was replayed")?;
-        let (messages, timer_steps) = (steps.messages, steps.timer_steps);
-        let step_us = steps.hist.dist();
-        drop(steps);
-        outputs.drain();
-        let underflows = ls.underflows();
-        if underflows > 0 {
-            return Err(format!("the lockstep count underflowed {underflows} times"));
-        }
-        if messages != bag.messages {
-            return Err(format!("{messages} of {} messages replayed", bag.messages));
-        }
-        let wall = (last - first).as_secs_f64();
         Ok(ReplayRow {
             suite: SUITE,
-            kind,
-            player: PACER,
+            kind: if load { "determinism" } else { "throughput" },
             run,
-            load: hog.is_some(),
-            messages,
-            bag_seconds: bag.bag_seconds,
-            wall_seconds: wall,
-            msgs_per_s: messages as f64 / wall,
-            speedup: bag.bag_seconds / wall,
-            per_message_us: wall * 1e6 / messages.max(1) as f64,
-            step_us: Some(step_us),
-            timer_steps,
-            outputs: OUTPUTS
-                .iter()
-                .map(|t| t.to_string())
-                .zip(outputs.counts)
-                .collect(),
-            outputs_lost: 0,
-            digests: BTreeMap::new(),
+            load,
+            messages: r.messages,
+            bag_seconds: r.bag_seconds,
+            wall_seconds: r.wall_seconds,
+            msgs_per_s: r.messages as f64 / r.wall_seconds,
+            speedup: r.speedup,
+            per_message_us: r.per_message_us,
+            step_p50_us: r.step_p50_us,
+            step_p99_us: r.step_p99_us,
+            step_p999_us: r.step_p999_us,
+            step_max_us: r.step_max_us,
+            timer_steps: r.clock_steps,
+            outputs: r.outputs,
+            outputs_lost: r.outputs_lost,
+            digests: r.digests,
             identical: None,
         })
-    }
-}
-
-/// The pipeline's outputs as this process receives them (counted; the bench's pacer).
-struct Outputs {
-    filtered: Subscriber<PointCloud>,
-    detections: Subscriber<PointCloud>,
-    fused: Subscriber<Odometry>,
-    counts: [u64; 3],
-}
-
-fn drain_one<M: Message>(sub: &Subscriber<M>, count: &mut u64) {
-    while let Ok(Some(_)) = sub.try_recv() {
-        *count += 1;
-    }
-}
-
-impl Outputs {
-    fn drain(&mut self) {
-        let [c0, c1, c2] = &mut self.counts;
-        drain_one(&self.filtered, c0);
-        drain_one(&self.detections, c1);
-        drain_one(&self.fused, c2);
-    }
-}
-
-/// Paces nerve-bag's player by the lockstep: before each message, the clock steps through
-/// every timer deadline due up to the message's time (each step waits until every
-/// executor fired what fell due), then moves to the message's time; after it, the player
-/// waits until every callback it set off (and theirs) returned, and takes the outputs.
-struct LockSteps<'a> {
-    ls: Arc<Lockstep>,
-    outputs: &'a mut Outputs,
-    started: bool,
-    step: Instant,
-    first: Option<Instant>,
-    last: Option<Instant>,
-    hist: Recorder,
-    messages: u64,
-    timer_steps: u64,
-}
-
-fn bag_err(e: impl std::fmt::Display) -> BagError {
-    BagError::Options(format!("lockstep: {e}"))
-}
-
-impl Steps for LockSteps<'_> {
-    fn before(&mut self, t: i64) -> Result<(), BagError> {
-        let now = Instant::now();
-        self.step = now;
-        self.first.get_or_insert(now);
-        if !self.started {
-            // the start: timers made before it run from the bag's first time
-            self.ls
-                .step_clock(t, STEP_TIMEOUT, &mut not_stopping)
-                .map_err(bag_err)?;
-            self.started = true;
-            return Ok(());
-        }
-        while let Some(due) = self.ls.next_due() {
-            if due > t || due <= self.ls.now() {
-                break;
-            }
-            self.ls
-                .step_clock(due, STEP_TIMEOUT, &mut not_stopping)
-                .map_err(bag_err)?;
-            self.outputs.drain();
-            self.timer_steps += 1;
-        }
-        if t > self.ls.now() {
-            self.ls.set_time(t);
-        }
-        Ok(())
-    }
-
-    fn after(&mut self, _t: i64) -> Result<(), BagError> {
-        self.ls
-            .wait_quiet(STEP_TIMEOUT, &mut not_stopping)
-            .map_err(bag_err)?;
-        self.outputs.drain();
-        let now = Instant::now();
-        self.hist.record(now - self.step);
-        self.last = Some(now);
-        self.messages += 1;
-        Ok(())
     }
 }
 
@@ -985,17 +727,16 @@ impl ReplaySuite {
         if let Some(b) = &bag {
             s.paragraph(&format!(
                 "The bag: {} sweeps of a simulated {}x10 OS1-{} lidar ({} per cloud, 48-byte \
-                 Ouster points) at 10 Hz and {} odometry messages at {} Hz, {:.2} s recorded \
-                 by nerve-bag's recorder at real time ({} MB). Pipeline: a filter process \
-                 (/scan -> /filtered: points within 40 m and above -1.5 m) and a detector \
-                 process (/filtered -> /detections: 16 sector centroids; /odom; a 10 Hz \
-                 timer in simulation time -> /fused). Players: `{LIBRARY}` (what `nerve \
-                 replay` runs: the outputs converted to their recorded encoding, counted and \
-                 digested, no output bag written; wall time from the first message to the \
-                 end of the replay) and the bench's own pacer over the same nerve-bag player \
-                 (Player::play_paced, the same clock steps, the outputs only counted, each \
-                 message's step timed: the clock steps for the timers due before it, the \
-                 publish and the wait until every callback it set off returned). The \
+                 Ouster points) at 10 Hz and {} odometry messages at {} Hz, {:.2} s written \
+                 by nerve-bag's BagWriter with stamps and log times from a fixed start (the \
+                 same bag every run; {} MB). Pipeline: a filter process (/scan -> /filtered: \
+                 points within 40 m and above -1.5 m) and a detector process (/filtered -> \
+                 /detections: 16 sector centroids; /odom; a 10 Hz timer in simulation time -> \
+                 /fused). Player: `{PLAYER}` (what `nerve replay` runs: the clock steps for \
+                 the timers due before each message, the publish, the wait until every \
+                 callback it set off returned, the outputs converted to their recorded \
+                 encoding, counted and digested, no output bag written; wall time from the \
+                 first message to the end of the replay; each message's step timed). The \
                  nerve-bag player reads and decodes ahead on a thread of its own.",
                 b.scans,
                 self.columns,
@@ -1007,14 +748,10 @@ impl ReplaySuite {
                 num(b.file_mb)
             ));
         }
-        let dash = || "–".to_string();
         let replay_rows = |rows: &[ReplayRow]| -> Vec<Vec<String>> {
             rows.iter()
                 .map(|r| {
-                    let step =
-                        |f: fn(&Dist) -> f64| r.step_us.as_ref().map_or_else(dash, |d| num(f(d)));
                     let mut row = vec![
-                        r.player.to_string(),
                         r.run.to_string(),
                         r.messages.to_string(),
                         format!("{:.2}", r.bag_seconds),
@@ -1022,9 +759,9 @@ impl ReplaySuite {
                         num(r.msgs_per_s),
                         format!("{:.1}x", r.speedup),
                         num(r.per_message_us),
-                        step(|d| d.p50),
-                        step(|d| d.p99),
-                        step(|d| d.max),
+                        num(r.step_p50_us),
+                        num(r.step_p99_us),
+                        num(r.step_max_us),
                         r.timer_steps.to_string(),
                         r.outputs
                             .iter()
@@ -1042,7 +779,7 @@ impl ReplaySuite {
                         row.push(match r.identical {
                             Some(true) => "yes".into(),
                             Some(false) => "NO".into(),
-                            None => dash(),
+                            None => "–".into(),
                         });
                     }
                     row
@@ -1050,7 +787,6 @@ impl ReplaySuite {
                 .collect()
         };
         let head = [
-            "player",
             "run",
             "messages",
             "bag s",
@@ -1074,18 +810,9 @@ impl ReplaySuite {
             );
         }
         for r in &throughput {
-            let steps = r.step_us.as_ref().map_or(String::new(), |d| {
-                format!(
-                    " (step P50 {} µs, P99 {} µs, max {} µs)",
-                    num(d.p50),
-                    num(d.p99),
-                    num(d.max)
-                )
-            });
             summary.push_str(&format!(
-                "  replay {} run {}: {} messages, {:.2} bag s in {:.3} wall s: {} msg/s, {:.1}x \
-                 real time, mean {} µs/msg{steps}\n",
-                r.player,
+                "  replay run {}: {} messages, {:.2} bag s in {:.3} wall s: {} msg/s, {:.1}x \
+                 real time, mean {} µs/msg (step P50 {} µs, P99 {} µs, max {} µs)\n",
                 r.run,
                 r.messages,
                 r.bag_seconds,
@@ -1093,26 +820,19 @@ impl ReplaySuite {
                 num(r.msgs_per_s),
                 r.speedup,
                 num(r.per_message_us),
+                num(r.step_p50_us),
+                num(r.step_p99_us),
+                num(r.step_max_us),
             ));
         }
-        for player in [LIBRARY, PACER] {
-            let speedup = median(
-                throughput
-                    .iter()
-                    .filter(|r| r.player == player)
-                    .map(|r| r.speedup)
-                    .collect(),
-            );
-            checks.push(Verdict::judged(
-                SUITE,
-                "lockstep replay >= 5x real time (median of runs)",
-                format!("{player}, lidar bag through the two-process pipeline, no load"),
-                speedup
-                    .map(Some)
-                    .ok_or_else(|| missing(&format!("{THROUGHPUT} {player}"))),
-                |v| v >= 5.0,
-            ));
-        }
+        let speedup = median(throughput.iter().map(|r| r.speedup).collect());
+        checks.push(Verdict::judged(
+            SUITE,
+            "lockstep replay >= 5x real time (median of runs)",
+            format!("{PLAYER}, lidar bag through the two-process pipeline, no load"),
+            speedup.map(Some).ok_or_else(|| missing(THROUGHPUT)),
+            |v| v >= 5.0,
+        ));
         // part 3
         if !determinism.is_empty() {
             let mut h: Vec<&str> = head.to_vec();
@@ -1125,9 +845,9 @@ impl ReplaySuite {
                 &replay_rows(&determinism),
             );
             s.paragraph(&format!(
-                "Digest: `{LIBRARY}`'s SHA-256 of each output topic's payloads in order (the \
+                "Digest: `{PLAYER}`'s SHA-256 of each output topic's payloads in order (the \
                  digests of `nerve replay --report`). Reference: the same replay without load \
-                 (the first `{LIBRARY}` row above), else the first run under load; a run is \
+                 (the first row above), else the first run under load; a run is \
                  identical when every output topic's digest matches and its recorder lost \
                  nothing. /fused carries the simulation time of its timer tick, so when the \
                  timers fired is part of what is compared."
@@ -1164,7 +884,7 @@ impl ReplaySuite {
                  that differ or failed)",
                 self.determinism_runs
             ),
-            format!("{LIBRARY}, {hog_threads} spinning threads"),
+            format!("{PLAYER}, {hog_threads} spinning threads"),
             judged,
             |v| v == 0.0,
         ));
@@ -1214,6 +934,27 @@ mod tests {
             ..s
         };
         assert!(bad.validate().unwrap_err().contains("bag seconds"));
+    }
+
+    #[test]
+    fn the_bag_is_the_same_every_run() {
+        let dir = std::env::temp_dir().join(format!("nerve-replay-bag-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let s = ReplaySuite {
+            bag_seconds: 0.5,
+            columns: 16,
+            beams: 4,
+            ..ReplaySuite::quick((PathBuf::from("x"), vec![]), dir.clone())
+        };
+        let (a, b) = (dir.join("a.mcap"), dir.join("b.mcap"));
+        let (ra, rb) = (s.make_bag(&a).unwrap(), s.make_bag(&b).unwrap());
+        let bytes = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        let _ = std::fs::remove_dir_all(&dir);
+        // 0.5 s: sweeps at 0-400 ms, odometry every 20 ms to 480 ms
+        assert_eq!((ra.scans, ra.odoms, ra.messages), (5, 25, 30));
+        assert!((ra.bag_seconds - 0.48).abs() < 1e-6, "{}", ra.bag_seconds);
+        assert_eq!(ra.file_mb, rb.file_mb);
+        assert!(bytes.0 == bytes.1, "the two bags differ");
     }
 
     #[test]

@@ -49,12 +49,42 @@ pub struct NodeSpec {
     pub wait_subscribers: usize,
 }
 
-fn context(domain: u32, lockstep: bool) -> Result<Context, String> {
+/// A context in `domain`, joining the domain's replay when `lockstep` is set.
+pub(super) fn context(domain: u32, lockstep: bool) -> Result<Context, String> {
     let mut cfg = nerve::Config::default()
         .domain(domain)
         .map_err(|e| e.to_string())?;
     cfg.lockstep = lockstep;
     Context::new(cfg).map_err(|e| e.to_string())
+}
+
+/// A publisher of `M` on `topic` with the default QoS.
+pub(super) fn publisher<M: Message>(node: &Node, topic: &str) -> Result<Publisher<M>, String> {
+    node.publisher::<M>(topic)
+        .create()
+        .map_err(|e| e.to_string())
+}
+
+/// A subscriber of `M` on `topic` with sensor QoS of queue depth `depth`.
+pub(super) fn subscriber<M: Message>(
+    node: &Node,
+    topic: &str,
+    depth: usize,
+) -> Result<Subscriber<M>, String> {
+    node.subscriber::<M>(topic)
+        .qos(Qos::sensor().depth(depth))
+        .create()
+        .map_err(|e| e.to_string())
+}
+
+/// Waits until `out` has `n` subscribers.
+fn ready<M: Message>(out: &Publisher<M>, n: usize, topic: &str) -> Result<(), String> {
+    let wait = Duration::from_secs(20);
+    if out.wait_for_subscribers(n, wait) {
+        Ok(())
+    } else {
+        Err(format!("{topic}: no subscriber within {wait:?}"))
+    }
 }
 
 /// Runs a child node until its stdin closes: says `ready` once its outputs have their
@@ -66,27 +96,13 @@ pub fn run_node(spec: &NodeSpec) -> Result<(), String> {
         .node(&format!("replay_{}", spec.stage))
         .create()
         .map_err(|e| err(&e))?;
-    let wait = Duration::from_secs(20);
+    let n = spec.wait_subscribers;
     let mut exec = Executor::new();
-    let ready = |p: &dyn Fn(usize, Duration) -> bool, topic: &str| {
-        if p(spec.wait_subscribers, wait) {
-            Ok(())
-        } else {
-            Err(format!("{topic}: no subscriber within {wait:?}"))
-        }
-    };
     match spec.stage.as_str() {
         "echo" => {
-            let out = node
-                .publisher::<CmdVel>(&spec.output)
-                .create()
-                .map_err(|e| err(&e))?;
-            let sub = node
-                .subscriber::<CmdVel>(&spec.input)
-                .qos(Qos::sensor().depth(16))
-                .create()
-                .map_err(|e| err(&e))?;
-            ready(&|n, t| out.wait_for_subscribers(n, t), &spec.output)?;
+            let out = publisher::<CmdVel>(&node, &spec.output)?;
+            let sub = subscriber::<CmdVel>(&node, &spec.input, 16)?;
+            ready(&out, n, &spec.output)?;
             exec.subscribe(sub, move |s| {
                 if let Err(e) = out.publish(s) {
                     eprintln!("echo: {e}");
@@ -95,16 +111,9 @@ pub fn run_node(spec: &NodeSpec) -> Result<(), String> {
             .map_err(|e| err(&e))?;
         }
         "filter" => {
-            let out = node
-                .publisher::<PointCloud>(FILTERED)
-                .create()
-                .map_err(|e| err(&e))?;
-            let sub = node
-                .subscriber::<PointCloud>(SCAN)
-                .qos(Qos::sensor().depth(8))
-                .create()
-                .map_err(|e| err(&e))?;
-            ready(&|n, t| out.wait_for_subscribers(n, t), FILTERED)?;
+            let out = publisher::<PointCloud>(&node, FILTERED)?;
+            let sub = subscriber::<PointCloud>(&node, SCAN, 8)?;
+            ready(&out, n, FILTERED)?;
             exec.subscribe(sub, move |c| {
                 if let Err(e) = filter(c, c.elems(), &out) {
                     eprintln!("filter: {e}");
@@ -113,26 +122,12 @@ pub fn run_node(spec: &NodeSpec) -> Result<(), String> {
             .map_err(|e| err(&e))?;
         }
         "detector" => {
-            let det = node
-                .publisher::<PointCloud>(DETECTIONS)
-                .create()
-                .map_err(|e| err(&e))?;
-            let fused = node
-                .publisher::<Odometry>(FUSED)
-                .create()
-                .map_err(|e| err(&e))?;
-            let filtered = node
-                .subscriber::<PointCloud>(FILTERED)
-                .qos(Qos::sensor().depth(8))
-                .create()
-                .map_err(|e| err(&e))?;
-            let odom = node
-                .subscriber::<Odometry>(ODOM)
-                .qos(Qos::sensor().depth(16))
-                .create()
-                .map_err(|e| err(&e))?;
-            ready(&|n, t| det.wait_for_subscribers(n, t), DETECTIONS)?;
-            ready(&|n, t| fused.wait_for_subscribers(n, t), FUSED)?;
+            let det = publisher::<PointCloud>(&node, DETECTIONS)?;
+            let fused = publisher::<Odometry>(&node, FUSED)?;
+            let filtered = subscriber::<PointCloud>(&node, FILTERED, 8)?;
+            let odom = subscriber::<Odometry>(&node, ODOM, 16)?;
+            ready(&det, n, DETECTIONS)?;
+            ready(&fused, n, FUSED)?;
             // the latest detection summary (non-empty sectors, nearest centroid range)
             let seen: Rc<Cell<(u32, f64)>> = Rc::new(Cell::new((0, 0.0)));
             let pose: Rc<Cell<Odometry>> = Rc::new(Cell::new(Odometry::default()));
