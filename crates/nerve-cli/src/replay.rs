@@ -121,9 +121,6 @@ fn replay(
     opts.play.topics = args.topics.clone();
     let program = args.command[0].clone();
     let mut check = || -> Result<(), String> {
-        if nerve::shutdown::requested() {
-            return Err("interrupted".into());
-        }
         match child.try_wait() {
             Ok(Some(status)) => Err(format!("{program} exited ({status}) during the replay")),
             _ => Ok(()),
@@ -146,7 +143,7 @@ fn replay(
     bar.finish_and_clear();
     match r {
         Ok(report) => Ok(report),
-        Err(nerve_bag::BagError::Replay(LockstepError::Check(e))) if e == "interrupted" => {
+        Err(nerve_bag::BagError::Replay(LockstepError::Interrupted)) => {
             eprintln!("replay interrupted");
             Err(Failure::Interrupted)
         }

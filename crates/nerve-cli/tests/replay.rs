@@ -564,3 +564,173 @@ fn multi_threaded_and_single_process_pipelines_match() {
         assert_eq!(d, three, "{name} differs from three processes");
     }
 }
+
+/// Bad input gets a clear error naming what was wrong, never a hang: a missing bag or
+/// expected bag, a bad stall timeout (usage errors, exit 2), a program that cannot start,
+/// a program that never joins (it exits: named with its status), a node started with
+/// NERVE_LOCKSTEP outside any replay, and a bad NERVE_SIM_TIME.
+#[test]
+fn bad_input_is_refused_with_what_was_wrong() {
+    let s = Scratch::new("bad-input");
+    let bag = gen_bag(&s, "in.mcap", 0.5, 20.0, 50.0);
+    let exe = pipeline();
+    let nodes = [path_str(&exe), "all"];
+
+    let out = replay(&s, &s.path("nope.mcap"), &[], &nodes);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("nope.mcap: no such bag"), "{out:?}");
+
+    let out = replay(
+        &s,
+        &bag,
+        &["--check", path_str(&s.path("missing.mcap"))],
+        &nodes,
+    );
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stderr.contains("--check") && out.stderr.contains("missing.mcap"),
+        "{out:?}"
+    );
+
+    let out = replay(&s, &bag, &["--stall-timeout=0"], &nodes);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("--stall-timeout"), "{out:?}");
+
+    let out = replay(&s, &bag, &[], &[path_str(&s.path("no-such-program"))]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("cannot start") && out.stderr.contains("no-such-program"),
+        "{out:?}"
+    );
+
+    // a program that ends without ever joining: named with its exit status
+    let out = replay(&s, &bag, &[], &["sh", "-c", "exit 7"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("sh exited") && out.stderr.contains('7'),
+        "{out:?}"
+    );
+
+    // a node told to take part in a replay that does not run
+    let out = run_bounded(
+        Command::new(&exe)
+            .arg("all")
+            .env("NERVE_STATE_DIR", s.state())
+            .env("NERVE_DOMAIN", quiet_domain().to_string())
+            .env("NERVE_LOCKSTEP", "1"),
+        BOUND,
+    );
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("no replay runs in domain"), "{out:?}");
+
+    let out = run_bounded(
+        Command::new(&exe)
+            .arg("all")
+            .env("NERVE_STATE_DIR", s.state())
+            .env("NERVE_SIM_TIME", "sometimes"),
+        BOUND,
+    );
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("NERVE_SIM_TIME"), "{out:?}");
+}
+
+/// SIGTERM stops a replay in progress (behind a slow node) and its nodes: exit 130, no
+/// node process left, no lockstep segment left.
+#[test]
+fn sigterm_stops_a_replay_and_its_nodes() {
+    let s = Scratch::new("sigterm");
+    let bag = gen_bag(&s, "in.mcap", 20.0, 20.0, 50.0);
+    let exe = pipeline();
+    let mut child = nerve(&s.state())
+        .arg("replay")
+        .arg(&bag)
+        .args([
+            "--",
+            path_str(&exe),
+            "all",
+            "--slow",
+            "filter",
+            "--slow-ms",
+            "50",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = reader(child.stderr.take().unwrap());
+    let _out = reader(child.stdout.take().unwrap());
+    // the nodes: the replay's child process
+    let give_up = Instant::now() + BOUND;
+    let node_pid = loop {
+        let pids = children_of(child.id());
+        if !pids.is_empty() || Instant::now() >= give_up {
+            break pids;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!node_pid.is_empty(), "the nodes never started");
+    std::thread::sleep(Duration::from_secs(2)); // replaying, slowly
+                                                // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let end = Instant::now() + BOUND;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < end, "nerve replay did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = err.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    for pid in node_pid {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|st| st.contains(") Z")),
+            "node process {pid} still runs"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("nerve_lockstep"))
+        .filter(|n| {
+            // only segments of replays this test started: their player is gone
+            n.trim_start_matches("nerve_lockstep")
+                .parse::<u32>()
+                .is_ok_and(|d| (500..900).contains(&d))
+        })
+        .collect();
+    // another test's replay may be running; ours is gone once no process holds it
+    for name in left {
+        let path = format!("/dev/shm/{name}");
+        let held = std::fs::File::open(&path).is_ok_and(|f| {
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock(2) on a file we own the descriptor of.
+            let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            r != 0
+        });
+        assert!(held, "{path} was left behind by a stopped replay");
+    }
+}
+
+/// Child processes of `parent` (from /proc/*/stat).
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // the parent pid is the second field after the ")" ending the command name
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                st.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(parent)
+            })
+        })
+        .collect()
+}

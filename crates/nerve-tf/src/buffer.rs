@@ -824,6 +824,15 @@ impl TfBuffer {
         }
     }
 
+    /// The clock jumped back (a simulation clock, see `nerve::time`): forgets every
+    /// dynamic history as a stamp jumping back does, and counts it in
+    /// [`TfBuffer::time_jumps`].
+    pub fn clock_jumped_back(&self) {
+        let _w = lock(&self.writer);
+        self.clear_dynamic();
+        self.jumps.fetch_add(1, Relaxed);
+    }
+
     /// Forgets every transform, dynamic and static (frames and their parents stay, as
     /// frames are never removed: the frame limit counts every frame ever seen).
     pub fn clear(&self) {

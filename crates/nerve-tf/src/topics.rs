@@ -184,6 +184,10 @@ pub struct Listener {
     fixed: Subscriber<TfMessage>,
     buffer: Arc<TfBuffer>,
     counts: Arc<Counts>,
+    /// The node's clock, and its jumps back seen so far (each clears the buffer's dynamic
+    /// histories).
+    clock: nerve::time::Clock,
+    jumps_seen: u32,
 }
 
 impl Listener {
@@ -200,13 +204,17 @@ impl Listener {
                 .create()?,
             buffer,
             counts: Arc::default(),
+            clock: node.context().clock().clone(),
+            jumps_seen: node.context().clock().jumps_back(),
         })
     }
 
     /// Stores what arrived in the buffer; returns the transforms stored. A refused
     /// transform (bad rotation, second parent) is counted ([`Listener::refused`]) and
-    /// the rest go on.
+    /// the rest go on. A jump back of the node's simulation clock since the last update
+    /// clears the buffer's dynamic histories first.
     pub fn update(&mut self) -> Result<usize, TfTopicError> {
+        self.follow_clock();
         let mut n = 0;
         for (sub, is_static) in [(&self.fixed, true), (&self.dynamic, false)] {
             while let Some(m) = sub.try_recv()? {
@@ -221,9 +229,20 @@ impl Listener {
     pub fn wait(&mut self, timeout: Duration) -> Result<usize, TfTopicError> {
         let mut n = 0;
         if let Some(m) = self.dynamic.recv_timeout(timeout)? {
+            self.follow_clock();
             n += self.store(&m, false);
         }
         Ok(n + self.update()?)
+    }
+
+    /// Simulation time went back since the last look (a bag played again): transforms of
+    /// the old run would mix in, so the buffer forgets its dynamic histories.
+    fn follow_clock(&mut self) {
+        let jumps = self.clock.jumps_back();
+        if jumps != self.jumps_seen {
+            self.jumps_seen = jumps;
+            self.buffer.clock_jumped_back();
+        }
     }
 
     fn store(&self, m: &nerve::Sample<TfMessage>, is_static: bool) -> usize {

@@ -129,3 +129,64 @@ fn a_listener_thread_feeds_a_shared_buffer() {
     assert!(listener.stored() >= 2, "{}", listener.stored());
     listener.stop();
 }
+
+/// A listener whose node follows a simulation clock clears the buffer's dynamic
+/// transforms when that clock jumps back (a bag played again), and keeps static ones.
+#[test]
+fn a_clock_jump_back_clears_the_listeners_dynamic_transforms() {
+    use std::time::{Duration, Instant};
+    let dir = std::env::temp_dir().join(format!("nerve-tf-simjump-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = Config::default().domain(878).unwrap().state_dir(&dir);
+    let plain = Context::new(cfg.clone()).unwrap();
+    let sim = Context::new(Config {
+        sim_time: true,
+        ..cfg
+    })
+    .unwrap();
+    let driver = plain.node("clock_driver").create().unwrap();
+    let clock = driver
+        .publisher::<nerve::time::wire::Clock>(nerve::time::CLOCK_TOPIC)
+        .create()
+        .unwrap();
+    let set_clock = |t: i64| {
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while sim.clock().now_ns() != t && Instant::now() < give_up {
+            clock
+                .publish(&nerve::time::wire::Clock {
+                    clock: nerve::time::wire::Time { nanos: t },
+                })
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(
+            sim.clock().now_ns(),
+            t,
+            "the simulation clock follows /clock"
+        );
+    };
+    let s = 1_000_000_000i64;
+    set_clock(10 * s);
+    let node = sim.node("tf_sim_listener").create().unwrap();
+    let buffer = std::sync::Arc::new(TfBuffer::new(TreeLimits::default()));
+    let mut listener = Listener::new(&node, buffer.clone()).unwrap();
+    buffer
+        .set_transform("base", "lidar", 0, xyz(0.2, 0.0, 0.5), true)
+        .unwrap();
+    buffer
+        .set_transform("odom", "base", 10 * s, xyz(1.0, 0.0, 0.0), false)
+        .unwrap();
+    listener.update().unwrap();
+    assert!(
+        buffer.can_transform("odom", "base", 10 * s),
+        "no jump: kept"
+    );
+    set_clock(5 * s);
+    listener.update().unwrap();
+    assert!(
+        !buffer.can_transform("odom", "base", 10 * s),
+        "cleared after the jump"
+    );
+    assert!(buffer.can_transform("base", "lidar", 0), "static kept");
+    assert_eq!(buffer.time_jumps(), 1);
+}

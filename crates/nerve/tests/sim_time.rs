@@ -216,6 +216,10 @@ fn the_player_waits_for_every_callback_a_message_sets_off() {
     {
         std::thread::sleep(Duration::from_millis(10));
     }
+    assert!(
+        ls.executors() >= 1 && ls.receivers("/ls/in") == 1 && ls.receivers("/ls/out") == 1,
+        "the echo executor joined the replay with both subscriptions"
+    );
     std::thread::sleep(Duration::from_millis(300)); // connections
     for n in 1..=20 {
         publ.publish(&Num { n }).unwrap();

@@ -252,9 +252,9 @@ impl Executor {
         }
     }
 
-    /// Runs timers and state timeouts on `clock` instead of the process clock (see
-    /// [`crate::time`]); call before adding timers. `false` if the executor already chose
-    /// its clock (at its first timer or spin).
+    /// Runs timers and state timeouts on `clock` (see [`Executor::clock`] for the
+    /// default); call before adding entities. `false` if the executor already chose its
+    /// clock (at its first subscription, state machine, timer or spin).
     pub fn use_clock(&mut self, clock: crate::time::Clock) -> bool {
         let now = clock.timer_ns();
         let set = self.clock.set(clock).is_ok();
@@ -264,7 +264,17 @@ impl Executor {
         set
     }
 
-    /// The clock timers run on.
+    /// Takes the clock of `node`'s context unless the executor chose one already: an
+    /// executor runs on the clock of its first subscription's or state machine's context.
+    fn adopt_clock(&mut self, node: &crate::Node) {
+        if self.clock.get().is_none() {
+            self.use_clock(node.inner.ctx.inner.clock.clone());
+        }
+    }
+
+    /// The clock timers run on: the one given to [`Executor::use_clock`], else the clock
+    /// of the context of the first subscription or state machine added, else the process
+    /// clock (see [`crate::time`]).
     pub fn clock(&self) -> &crate::time::Clock {
         self.clock.get_or_init(|| {
             let clock = crate::time::clock();
@@ -463,6 +473,7 @@ impl Executor {
         F: FnMut(&Sample<M>) + 'static,
     {
         let name = sub.topic().to_string();
+        self.adopt_clock(sub.node());
         let counted = replay_receiver(sub.node(), &name)?;
         self.add_work(
             &name,
@@ -495,6 +506,7 @@ impl Executor {
         F: FnMut(&crate::RawSample) -> Result<(), CallbackError> + 'static,
     {
         let name = sub.topic().to_string();
+        self.adopt_clock(sub.rx.node());
         let counted = replay_receiver(sub.rx.node(), &name)?;
         self.add_work(
             &name,
@@ -650,6 +662,7 @@ impl Executor {
         machine: crate::exec::machine::Machine,
     ) -> Result<(EntityId, crate::exec::machine::MachineHandle), ExecError> {
         let name = machine.name().to_string();
+        self.adopt_clock(node);
         let (runner, handle) =
             crate::exec::machine::Runner::start(node, machine, self.control.clone())?;
         Ok((self.add_work(&name, Box::new(runner))?, handle))

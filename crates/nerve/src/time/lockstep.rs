@@ -103,6 +103,9 @@ pub enum LockstepError {
     /// The caller's check (child processes) failed while the player waited.
     #[error("{0}")]
     Check(String),
+    /// SIGINT or SIGTERM came while the player waited.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 #[repr(C, align(64))]
@@ -436,7 +439,8 @@ impl Lockstep {
         self.wait_quiet(timeout, check)
     }
 
-    /// Waits until no work is owed. Every 50 ms of waiting it looks for executors whose
+    /// Waits until no work is owed. A shutdown signal ends the wait
+    /// ([`LockstepError::Interrupted`]); every 50 ms of waiting it looks for executors whose
     /// process died ([`LockstepError::Gone`]) and runs `check` (the caller's own checks,
     /// such as its children's exit status); after `timeout` without reaching zero it
     /// fails with [`LockstepError::Stalled`].
@@ -464,6 +468,9 @@ impl Lockstep {
                 return Ok(());
             }
             let waited = Duration::from_nanos(crate::sys::clock::mono_ns() - start);
+            if crate::sys::signals::requested() {
+                return Err(LockstepError::Interrupted);
+            }
             if waited >= Duration::from_millis(50) {
                 if let Some(gone) = self.dead_participant() {
                     return Err(gone);
