@@ -344,7 +344,9 @@ pub struct Transition<'a> {
     pub to: &'a str,
     /// The trigger.
     pub trigger: &'a str,
-    /// When it happened (monotonic ns).
+    /// When it was handled (monotonic ns, or simulation time): the clock's time, also
+    /// for a timeout, which the machine handles at or after its due time (the next
+    /// state's timeout counts from the due time, see [`Machine::deadline`]).
     pub stamp_ns: u64,
 }
 
@@ -356,7 +358,9 @@ pub struct TransitionEvent {
     /// Transitions of this machine so far, this one included (1 for entering the initial
     /// state).
     pub seq: u64,
-    /// When it happened (monotonic ns).
+    /// When it was handled (monotonic ns, or simulation time). For a timeout this is
+    /// when the machine handled it, not its due time, so a watcher sees the real wake-up
+    /// (the next timeout still counts from the due time, see [`Machine::deadline`]).
     pub stamp_ns: u64,
     /// The same instant on the wall clock (ns since the Unix epoch).
     pub wall_ns: i64,
@@ -420,6 +424,8 @@ pub struct Machine {
     guards: HashMap<String, Guard>,
     actions: HashMap<String, Hook>,
     current: Option<usize>,
+    /// When the current state was entered, as its timeout counts it: the due time of the
+    /// timeout that led here, or the time of any other trigger (see [`Machine::deadline`]).
     entered_ns: u64,
     seq: u64,
     ignored: u64,
@@ -558,10 +564,28 @@ impl Machine {
         self.triggers.contains(trigger)
     }
 
-    /// When the current state's timeout fires (monotonic ns), if it has one.
+    /// When the current state's timeout fires (monotonic ns, or simulation time), if it
+    /// has one: its `timeout_ms` after the state was entered.
+    ///
+    /// A state entered by a timeout (directly, or through pass-through states after it)
+    /// counts from that timeout's *due time*, not from when the machine got round to
+    /// handling it: a cycle of one-shot timeouts keeps its grid (`entry + k·timeout`)
+    /// instead of adding each wake-up's lateness to the next cycle. Any other trigger
+    /// (fired through [`Machine::fire`] or a [`MachineHandle`]) counts from the clock's
+    /// time when it is handled. One guard: if counting from the due time would put the
+    /// new state's deadline more than one whole timeout in the past (the machine was not
+    /// run for a while, or the clock jumped forward), it counts from now instead, so a
+    /// stall is never followed by a burst of back-to-back timeouts. Late by less than
+    /// that, the next timeout fires at once and the grid is kept.
     pub fn deadline(&self) -> Option<u64> {
         let i = self.current?;
-        self.timeouts[i].map(|t| self.entered_ns + t)
+        self.timeouts[i].map(|t| self.entered_ns.saturating_add(t))
+    }
+
+    /// When the current state was entered, as its timeout counts it (see
+    /// [`Machine::deadline`]); `None` before [`Machine::start`].
+    pub fn entered_ns(&self) -> Option<u64> {
+        self.current.map(|_| self.entered_ns)
     }
 
     /// Enters the initial state (checking first that every named guard and action is
@@ -595,14 +619,25 @@ impl Machine {
         let initial = self.state_index(&self.spec.initial.clone())?;
         let mut events = Vec::new();
         let now = self.clock.timer_ns();
-        self.enter(None, initial, START_TRIGGER, now, &mut events);
-        self.pass_through(&mut events)?;
+        self.enter(None, initial, START_TRIGGER, now, None, &mut events);
+        self.pass_through(None, &mut events)?;
         Ok(events)
     }
 
     /// Fires `trigger` at `now`: takes the first transition from the current state whose
     /// guard passes, then any pass-through states; returns the transitions made.
     pub fn fire(&mut self, trigger: &str) -> Result<Vec<TransitionEvent>, MachineError> {
+        self.fire_at(trigger, None)
+    }
+
+    /// [`Machine::fire`]; `due` is the due time of a timeout (the states entered count
+    /// their timeouts from there, see [`Machine::deadline`]), `None` for any other
+    /// trigger (they count from now).
+    fn fire_at(
+        &mut self,
+        trigger: &str,
+        due: Option<u64>,
+    ) -> Result<Vec<TransitionEvent>, MachineError> {
         if !self.knows_trigger(trigger) {
             return Err(MachineError::UnknownTrigger {
                 machine: self.spec.name.clone(),
@@ -610,26 +645,35 @@ impl Machine {
             });
         }
         let mut events = Vec::new();
-        if !self.step(trigger, &mut events) {
+        if !self.step(trigger, due, &mut events) {
             self.ignored += 1;
             return Ok(events);
         }
-        self.pass_through(&mut events)?;
+        self.pass_through(due, &mut events)?;
         Ok(events)
     }
 
-    /// Fires the current state's timeout trigger if its deadline passed at `now`.
+    /// Fires the current state's timeout trigger if its deadline passed at `now`. The
+    /// states it enters count their own timeouts from this deadline (its due time), not
+    /// from `now`, unless that is more than one whole timeout ago (see
+    /// [`Machine::deadline`]); the transitions are stamped with the clock's time.
     pub fn check_timeout(&mut self, now: u64) -> Result<Vec<TransitionEvent>, MachineError> {
         match (self.deadline(), self.current) {
             (Some(d), Some(i)) if d <= now => {
                 let trigger = self.spec.states[i].timeout_trigger.clone();
-                self.fire(&trigger)
+                self.fire_at(&trigger, Some(d))
             }
             _ => Ok(Vec::new()),
         }
     }
 
-    fn pass_through(&mut self, events: &mut Vec<TransitionEvent>) -> Result<(), MachineError> {
+    /// Takes the pass-through states from the current one; `due` as in
+    /// [`Machine::fire_at`] (a chain after a timeout keeps its due time).
+    fn pass_through(
+        &mut self,
+        due: Option<u64>,
+        events: &mut Vec<TransitionEvent>,
+    ) -> Result<(), MachineError> {
         for _ in 0..MAX_PASS_THROUGH {
             let Some(i) = self.current else {
                 return Ok(());
@@ -637,7 +681,7 @@ impl Machine {
             let Some(trigger) = self.spec.states[i].pass_through.clone() else {
                 return Ok(());
             };
-            if !self.step(&trigger, events) {
+            if !self.step(&trigger, due, events) {
                 // every guard said no: the machine rests in the pass-through state
                 self.ignored += 1;
                 return Ok(());
@@ -649,8 +693,9 @@ impl Machine {
         })
     }
 
-    /// Takes one transition for `trigger` if one applies.
-    fn step(&mut self, trigger: &str, events: &mut Vec<TransitionEvent>) -> bool {
+    /// Takes one transition for `trigger` if one applies; `due` as in
+    /// [`Machine::fire_at`].
+    fn step(&mut self, trigger: &str, due: Option<u64>, events: &mut Vec<TransitionEvent>) -> bool {
         let Some(cur) = self.current else {
             return false;
         };
@@ -693,20 +738,29 @@ impl Machine {
         if let Some(a) = action.and_then(|a| self.actions.get_mut(&a)) {
             a(&info);
         }
-        self.enter(Some(&from), to, trigger, now, events);
+        self.enter(Some(&from), to, trigger, now, due, events);
         true
     }
 
+    /// Enters state `to` at `now` (the stamp of its transition). Its timeout counts from
+    /// `due` when a timeout brought it here, unless that leaves its deadline more than one
+    /// whole timeout in the past (a stall: then from `now`, see [`Machine::deadline`]).
     fn enter(
         &mut self,
         from: Option<&str>,
         to: usize,
         trigger: &str,
         now: u64,
+        due: Option<u64>,
         events: &mut Vec<TransitionEvent>,
     ) {
         self.current = Some(to);
-        self.entered_ns = now;
+        self.entered_ns = match (due, self.timeouts[to]) {
+            // no timeout here: the due time only carries on through pass-through states
+            (Some(due), None) => due.min(now),
+            (Some(due), Some(t)) if due.saturating_add(t).saturating_add(t) >= now => due.min(now),
+            _ => now,
+        };
         self.seq += 1;
         let to_name = self.spec.states[to].name.clone();
         let info = Transition {
@@ -1006,6 +1060,94 @@ mod tests {
             m.fire("pusj"),
             Err(MachineError::UnknownTrigger { .. })
         ));
+    }
+
+    const MS: u64 = 1_000_000;
+
+    /// The cycle of seeds/002 on a manual clock at 1 s: active (10 ms) -> inactive
+    /// (pass-through) -> active, plus `reset`, which enters active from anywhere.
+    fn cycle_on_manual_clock() -> (Machine, crate::time::Clock) {
+        let spec = MachineSpec::new("cycle", "active")
+            .state(StateSpec::new("active").timeout(Duration::from_millis(10)))
+            .state(StateSpec::new("inactive").pass_through("resume"))
+            .transition(TransitionSpec::new("timeout", &["active"], "inactive"))
+            .transition(TransitionSpec::new("resume", &["inactive"], "active"))
+            .transition(TransitionSpec::new("reset", &["*"], "active"));
+        let clock = crate::time::Clock::manual();
+        assert!(clock.set(1_000 * MS as i64));
+        let mut m = Machine::new(spec).unwrap();
+        m.use_clock(clock.clone());
+        m.start().unwrap();
+        assert_eq!(m.deadline(), Some(1_010 * MS));
+        (m, clock)
+    }
+
+    /// Moves the manual clock to `t` and checks the timeout there.
+    fn late_check(m: &mut Machine, clock: &crate::time::Clock, t: u64) -> Vec<TransitionEvent> {
+        clock.set(t as i64);
+        m.check_timeout(t).unwrap()
+    }
+
+    #[test]
+    fn a_late_timeout_counts_the_next_state_from_its_due_time() {
+        let (mut m, clock) = cycle_on_manual_clock();
+        // handled 3 ms late: the next deadline is the old one + 10 ms, not now + 10 ms
+        let ev = late_check(&mut m, &clock, 1_013 * MS);
+        assert_eq!(ev.len(), 2, "timeout, then the pass-through resume");
+        assert_eq!(m.current(), Some("active"));
+        assert_eq!(m.entered_ns(), Some(1_010 * MS), "entered at the due time");
+        assert_eq!(m.deadline(), Some(1_020 * MS));
+        assert!(
+            ev.iter().all(|e| e.stamp_ns == 1_013 * MS),
+            "the events carry the time they were handled"
+        );
+        // late again: still on the grid, lateness does not add up
+        late_check(&mut m, &clock, 1_021 * MS);
+        assert_eq!(m.deadline(), Some(1_030 * MS));
+        // late by more than a timeout but less than two: the next one is due at once
+        let ev = late_check(&mut m, &clock, 1_045 * MS);
+        assert_eq!(ev.len(), 2);
+        assert_eq!(m.deadline(), Some(1_040 * MS), "already due");
+        assert_eq!(m.check_timeout(1_045 * MS).unwrap().len(), 2);
+        assert_eq!(m.deadline(), Some(1_050 * MS), "back on the grid");
+        assert!(m.check_timeout(1_045 * MS).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_stall_of_more_than_a_timeout_counts_from_now() {
+        let (mut m, clock) = cycle_on_manual_clock();
+        // exactly one whole timeout behind: the grid is kept (due at once)
+        late_check(&mut m, &clock, 1_030 * MS);
+        assert_eq!(m.deadline(), Some(1_020 * MS));
+        // 1 ns more than one timeout behind (deadline 1.030 s, handled at 1.050 s + 1 ns):
+        // a stall, so no catching up; the state counts from now
+        m.check_timeout(1_030 * MS).unwrap();
+        assert_eq!(m.deadline(), Some(1_030 * MS));
+        late_check(&mut m, &clock, 1_050 * MS + 1);
+        assert_eq!(m.entered_ns(), Some(1_050 * MS + 1));
+        assert_eq!(m.deadline(), Some(1_060 * MS + 1));
+        // a long stop (10 s): one timeout, then 10 ms from now, not 1,000 back to back
+        let ev = late_check(&mut m, &clock, 11_000 * MS);
+        assert_eq!(ev.len(), 2);
+        assert_eq!(m.deadline(), Some(11_010 * MS));
+        assert!(m.check_timeout(11_000 * MS).unwrap().is_empty());
+    }
+
+    #[test]
+    fn other_triggers_count_from_now() {
+        let (mut m, clock) = cycle_on_manual_clock();
+        clock.set(1_003_700_000);
+        let ev = m.fire("reset").unwrap();
+        assert_eq!(ev.len(), 1);
+        assert_eq!(m.entered_ns(), Some(1_003_700_000));
+        assert_eq!(m.deadline(), Some(1_013_700_000));
+        // the timeout trigger fired by hand is not a due timeout: from now as well
+        clock.set(1_005 * MS as i64);
+        assert_eq!(m.fire("timeout").unwrap().len(), 2);
+        assert_eq!(m.deadline(), Some(1_015 * MS));
+        // a jump of the clock back keeps the time left (7 ms)
+        m.rebase(1_008 * MS, 500 * MS);
+        assert_eq!(m.deadline(), Some(507 * MS));
     }
 
     #[test]

@@ -158,7 +158,7 @@ impl RawClient {
             })?;
         let doorbell = &node.inner.ctx.inner.doorbell;
         let bind = |key: String| {
-            doorbell.bind(&key).map_err(|e| ServiceError::Shm {
+            doorbell.bind_fenced(&key).map_err(|e| ServiceError::Shm {
                 service: name.clone(),
                 reason: format!("doorbell: {e}"),
             })

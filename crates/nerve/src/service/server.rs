@@ -185,7 +185,7 @@ impl RawServer {
         let slot = ctx
             .inner
             .doorbell
-            .bind(&format!("{SERVICE_PREFIX}{name}"))
+            .bind_fenced(&format!("{SERVICE_PREFIX}{name}"))
             .map_err(|e| ServiceError::Shm {
                 service: name.clone(),
                 reason: format!("doorbell: {e}"),

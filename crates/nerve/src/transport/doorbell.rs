@@ -68,6 +68,10 @@ pub struct Slot {
     /// Set by every waiter as it announces itself, cleared by the first ring after it: the
     /// rings that follow while the woken waiter has not yet looked make no system call.
     armed: HandshakeWord,
+    /// 1 while the key bound is a service's (requests, replies): every ringer of the slot
+    /// then pays a full fence, so its waiters need no `membarrier` before they sleep (see
+    /// [`Doorbell::bind_fenced`]).
+    fenced: AtomicU32,
     binding: AtomicU64,
 }
 
@@ -151,7 +155,7 @@ fn full() -> io::Error {
 /// The name of a domain's doorbell in /dev/shm (versioned: a file of another layout is
 /// never mapped as this one).
 pub(crate) fn file_name(config: &Config) -> String {
-    format!("{}doorbell3", config.file_prefix())
+    format!("{}doorbell4", config.file_prefix())
 }
 
 /// The path of a domain's doorbell.
@@ -240,6 +244,20 @@ impl Doorbell {
     /// Binds `key` to its slot (the one it already has in the domain, or a free one) for
     /// as long as the returned reference or a clone of it lives.
     pub(crate) fn bind(self: &Arc<Self>, key: &str) -> io::Result<SlotRef> {
+        self.bind_as(key, false)
+    }
+
+    /// [`Doorbell::bind`] for a key rung once per call (a service's requests, a client's
+    /// replies): the slot is marked fenced, so every ringer pays a full fence (a few ns,
+    /// nothing beside a call) and its waiters sleep after a plain fence instead of a
+    /// `membarrier` system call. That call interrupts every core running a registered
+    /// process and serializes on a kernel-wide mutex: two of them per blocking call made
+    /// up about a third of both processes' CPU in the service suite's block mode.
+    pub(crate) fn bind_fenced(self: &Arc<Self>, key: &str) -> io::Result<SlotRef> {
+        self.bind_as(key, true)
+    }
+
+    fn bind_as(self: &Arc<Self>, key: &str, fenced: bool) -> io::Result<SlotRef> {
         let (tag, home) = key_tag(key);
         let _in_process = self.bind.lock().unwrap_or_else(|e| e.into_inner());
         // one binder at a time in the domain, so a key never gets two slots; the lock
@@ -263,17 +281,32 @@ impl Doorbell {
         });
         let index = match joined {
             Some(i) => i,
-            None => order()
-                .find(|&i| {
-                    // SYNC: claims a free slot; binders are serialized by the lock, unbinds
-                    // only ever free slots.
-                    slots[i]
-                        .binding
-                        .compare_exchange(0, tag | 1, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
-                })
-                .ok_or_else(full)?,
+            None => {
+                let i = order()
+                    .find(|&i| {
+                        // SYNC: claims a free slot; binders are serialized by the lock,
+                        // unbinds only ever free slots.
+                        slots[i]
+                            .binding
+                            .compare_exchange(0, tag | 1, Ordering::AcqRel, Ordering::Acquire)
+                            .is_ok()
+                    })
+                    .ok_or_else(full)?;
+                // a freed slot has no waiter left to rely on its former mark
+                // SYNC: Relaxed: read by ringers (see `Slot::ring`); nobody waits on the
+                // slot before this bind returns.
+                slots[i].fenced.store(0, Ordering::Relaxed);
+                i
+            }
         };
+        if fenced && slots[index].fenced.load(Ordering::Relaxed) == 0 {
+            // SYNC: sticky while the slot is bound. The heavy fence after the store makes
+            // every ringer either see the mark (and fence fully from then on) or have its
+            // sample visible before this bind returns, so no later waiter that skips the
+            // heavy fence can miss it.
+            slots[index].fenced.store(1, Ordering::SeqCst);
+            fence_for_waiters(false);
+        }
         let entry = self.record().and_then(|r| {
             let key = index as u32 + 1;
             // SYNC: entries are written only by this handle, under its bind lock (held
@@ -584,7 +617,7 @@ pub(crate) fn wait_round<A: Armable, T, P>(
 ) -> T {
     slots.iter().for_each(Armable::announce);
     if !slots.is_empty() {
-        fence_for_waiters();
+        fence_for_waiters(slots.iter().all(|s| s.slot().is_fenced()));
     }
     seen.clear();
     seen.extend(slots.iter().map(|s| s.slot().seq()));
@@ -610,8 +643,15 @@ impl Deref for SlotRef {
 /// and before checking queues: the heavy fence orders the announcements before the queue
 /// checks on this thread and before the light fence of every publisher's thread (see
 /// `Slot::ring`), so either a publisher sees this waiter or this waiter sees the sample.
+/// Where every slot waited on is fenced (`all_fenced`), their ringers fence fully and a
+/// full fence here pairs with theirs.
 #[cfg(not(nerve_loom))]
-pub(crate) fn fence_for_waiters() {
+pub(crate) fn fence_for_waiters(all_fenced: bool) {
+    if all_fenced {
+        // SYNC: pairs with the full fence of every ringer of a fenced slot (`Slot::ring`).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        return;
+    }
     if !crate::sys::membarrier::heavy() {
         // SYNC: Relaxed: a flag that only shortens sleeps.
         UNFENCED.store(true, Ordering::Relaxed);
@@ -621,21 +661,26 @@ pub(crate) fn fence_for_waiters() {
 /// The model of the heavy fence: a SeqCst fence (what `membarrier` makes of the two
 /// sides together).
 #[cfg(nerve_loom)]
-pub(crate) fn fence_for_waiters() {
+pub(crate) fn fence_for_waiters(_all_fenced: bool) {
     loom::sync::atomic::fence(Ordering::SeqCst);
 }
 
-/// The publisher's side of the handshake: a compiler fence in a process registered for
-/// `membarrier`, else a full fence.
+/// The publisher's side of the handshake: a full fence on a fenced slot, else a compiler
+/// fence in a process registered for `membarrier` (and a full fence elsewhere).
 #[cfg(not(nerve_loom))]
 #[inline]
-fn fence_for_ringers() {
-    crate::sys::membarrier::light();
+fn fence_for_ringers(fenced: bool) {
+    if fenced {
+        // SYNC: pairs with the waiter's full fence on a fenced slot (`fence_for_waiters`).
+        std::sync::atomic::fence(Ordering::SeqCst);
+    } else {
+        crate::sys::membarrier::light();
+    }
 }
 
 /// The model of the light fence: a SeqCst fence (see [`fence_for_waiters`]).
 #[cfg(nerve_loom)]
-fn fence_for_ringers() {
+fn fence_for_ringers(_fenced: bool) {
     loom::sync::atomic::fence(Ordering::SeqCst);
 }
 
@@ -663,6 +708,7 @@ impl Slot {
             waiters: HandshakeWord::new(0),
             acks: AtomicU32::new(0),
             armed: HandshakeWord::new(0),
+            fenced: AtomicU32::new(0),
             binding: AtomicU64::new(0),
         }
     }
@@ -673,8 +719,16 @@ impl Slot {
     /// of each.)
     pub(crate) fn register(&self) -> u32 {
         self.announce();
-        fence_for_waiters();
+        fence_for_waiters(self.is_fenced());
         self.seq()
+    }
+
+    /// Whether every ringer of this slot fences fully (see [`Doorbell::bind_fenced`]).
+    #[inline]
+    pub(crate) fn is_fenced(&self) -> bool {
+        // SYNC: Relaxed: the mark is set before the binder's heavy fence and stays while
+        // the slot is bound (see `Doorbell::bind_fenced`).
+        self.fenced.load(Ordering::Relaxed) != 0
     }
 
     /// Raises the slot's waiter count and arms it: the first half of `register`, for
@@ -698,8 +752,9 @@ impl Slot {
         // SYNC: the light fence (a compiler fence in a process registered for membarrier,
         // else a full fence) orders our queue write before the waiter-count load; it pairs
         // with the heavy fence in `Slot::register`, so either the waiter sees the sample
-        // or we see the waiter.
-        fence_for_ringers();
+        // or we see the waiter. On a fenced slot it is a full fence, pairing with the
+        // waiters' full fence.
+        fence_for_ringers(self.is_fenced());
         // only the first ring after a waiter armed the slot wakes: later ones find it
         // cleared until a waiter announces itself again (every waiter re-arms before it
         // checks its queue, so none sleeps on a cleared flag unseen)
@@ -942,6 +997,70 @@ mod tests {
         bell.unlink();
         drop(bell);
         assert!(!std::path::Path::new(&path).exists());
+    }
+
+    #[test]
+    fn a_fenced_slot_wakes_every_waiter_and_loses_its_mark_when_freed() {
+        let name = name("fenced");
+        let bell = Arc::new(Doorbell::open(&name, 0o600).unwrap());
+        bell.unlink();
+        let (ping, pong) = (
+            bell.bind_fenced("srv:/ping").unwrap(),
+            bell.bind_fenced("client:/pong").unwrap(),
+        );
+        // a plain binding of the same key joins the slot and keeps its mark
+        let joined = bell.bind("srv:/ping").unwrap();
+        assert!(ping.is_fenced() && pong.is_fenced() && joined.is_fenced());
+        assert_eq!(joined.index(), ping.index());
+        // ping-pong through the two slots: every wait must end by a ring, never by the
+        // timeout (a lost wake-up), with both sides on plain fences
+        const ROUNDS: u64 = 2000;
+        const PATIENCE: Duration = Duration::from_secs(20);
+        let turn = Arc::new(AtomicU64::new(0));
+        let wait_for = |slot: &SlotRef, turn: &AtomicU64, want: u64| -> bool {
+            let start = std::time::Instant::now();
+            loop {
+                let seen = slot.register();
+                let done = turn.load(Ordering::SeqCst) >= want;
+                if !done {
+                    slot.wait(seen, PATIENCE);
+                }
+                slot.unregister();
+                if done {
+                    return true;
+                }
+                if start.elapsed() >= PATIENCE {
+                    return false;
+                }
+            }
+        };
+        let (p2, q2, t2) = (ping.clone(), pong.clone(), turn.clone());
+        let other = std::thread::spawn(move || {
+            for r in 0..ROUNDS {
+                if !wait_for(&p2, &t2, 2 * r + 1) {
+                    return Err(r);
+                }
+                t2.store(2 * r + 2, Ordering::SeqCst);
+                q2.ring();
+            }
+            Ok(())
+        });
+        for r in 0..ROUNDS {
+            turn.store(2 * r + 1, Ordering::SeqCst);
+            ping.ring();
+            assert!(wait_for(&pong, &turn, 2 * r + 2), "round {r}: reply lost");
+        }
+        assert_eq!(
+            other.join().unwrap(),
+            Ok(()),
+            "a request's wake-up was lost"
+        );
+        // freed, the slot is claimed again unmarked by a plain binding of the key
+        let index = ping.index();
+        drop((ping, joined));
+        let plain = bell.bind("srv:/ping").unwrap();
+        assert_eq!(plain.index(), index);
+        assert!(!plain.is_fenced());
     }
 
     #[test]

@@ -479,9 +479,13 @@ const ROOM_RECHECK: Duration = Duration::from_millis(10);
 /// core frees a slot within far less, and a sleep and its wake-up cost tens of µs.
 const ROOM_SPIN_NS: u64 = 5_000;
 
-/// A sleeping writer asks to be woken once this many slots are free (at most a quarter
-/// of the ring): one wake-up per batch, not one per taken sample.
-const ROOM_BATCH: u64 = 8;
+/// A sleeping writer asks to be woken once this many slots are free (at most half the
+/// reader's depth): one wake-up per batch, not one per taken sample. A writer sleeps only
+/// after its spin found no room, i.e. when its reader is not running beside it: where
+/// threads outnumber cores, each wake-up is a context switch, and waking for 8 of 64 slots
+/// made 2:2 CmdVel across processes switch for every 8 messages (1.5 M msg/s; with 32,
+/// see docs/design.md).
+const ROOM_BATCH: u64 = 32;
 
 impl RingWriter {
     /// The writer of `ring` (one per ring), starting at position `head`.
@@ -626,7 +630,7 @@ impl RingWriter {
             // reader sees the request or this writer sees the reader's new tail below.
             blocked.fetch_add(1, Ordering::SeqCst);
             wake_at.store(pos, Ordering::SeqCst);
-            crate::transport::doorbell::fence_for_waiters();
+            crate::transport::doorbell::fence_for_waiters(false);
             let seen = room.load(Ordering::SeqCst);
             // SYNC: SeqCst, after the read of `room`: a request still standing means the
             // reader that takes it bumps `room` later, so the wait below returns.
@@ -883,9 +887,9 @@ impl RingReader {
         if ring.futex_word(wait, 0).load(Ordering::Relaxed) > 0 {
             let wake_at = ring.word(wait + 1);
             // the writer waits to write at `want`: wake it once this reader has a batch
-            // of its depth free for it (a quarter, at most ROOM_BATCH)
+            // of its depth free for it (half, at most ROOM_BATCH)
             let want = wake_at.load(Ordering::Relaxed);
-            let batch = (self.depth / 4).clamp(1, ROOM_BATCH);
+            let batch = (self.depth / 2).clamp(1, ROOM_BATCH);
             // SYNC: one reader takes the request; the bump of `room` after it wakes the
             // writer (SeqCst, see `wait_room`).
             if want != u64::MAX

@@ -8,13 +8,13 @@
 //! through the C ABI's entry points, in one process.
 
 use super::{fail, pingers_threads, MessageKind, PathsSuite, PongSpec};
-#[cfg(nerve_bench_cpp)]
-use crate::peers::cpp::{ffi, message};
-use crate::peers::cpp::unavailable;
 use crate::harness::child::Child;
 use crate::harness::machine::pin_to_cpu;
 use crate::harness::stats::Recorder;
 use crate::harness::PeerError;
+use crate::peers::cpp::unavailable;
+#[cfg(nerve_bench_cpp)]
+use crate::peers::cpp::{ffi, message};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
@@ -295,8 +295,22 @@ pub(super) fn abi_cost(suite: &PathsSuite) -> Result<AbiCost, PeerError> {
     unsafe {
         ok(nerve_context_create(&opts, &mut c_ctx))?;
         ok(nerve_node_create(c_ctx, c"abi_c".as_ptr(), &mut c_node))?;
-        ok(nerve_subscriber_create(c_node, c_topic.as_ptr(), schema.as_ptr(), 0, std::ptr::null(), &mut c_sub))?;
-        ok(nerve_publisher_create(c_node, c_topic.as_ptr(), schema.as_ptr(), 0, std::ptr::null(), &mut c_pub))?;
+        ok(nerve_subscriber_create(
+            c_node,
+            c_topic.as_ptr(),
+            schema.as_ptr(),
+            0,
+            std::ptr::null(),
+            &mut c_sub,
+        ))?;
+        ok(nerve_publisher_create(
+            c_node,
+            c_topic.as_ptr(),
+            schema.as_ptr(),
+            0,
+            std::ptr::null(),
+            &mut c_pub,
+        ))?;
     }
     let mut rust = (Recorder::new(), Recorder::new());
     let mut c = (Recorder::new(), Recorder::new());
@@ -325,7 +339,12 @@ pub(super) fn abi_cost(suite: &PathsSuite) -> Result<AbiCost, PeerError> {
             let t0 = nerve::stamp_ns();
             // SAFETY: valid out-pointers; the loan is a writable, aligned CmdVel.
             unsafe {
-                ok(nerve_publisher_loan(c_pub, std::mem::size_of::<CmdVel>(), &mut loan, &mut data))?;
+                ok(nerve_publisher_loan(
+                    c_pub,
+                    std::mem::size_of::<CmdVel>(),
+                    &mut loan,
+                    &mut data,
+                ))?;
                 (*data.cast::<CmdVel>()).linear = i as f32;
             }
             ok(nerve_sample_send(loan))?;

@@ -30,9 +30,9 @@ pub struct FloorRound {
 }
 
 impl FloorRound {
-    /// `system / floor` of this round, if the system ran.
-    pub fn ratio(&self, system: Option<f64>) -> Option<f64> {
-        system.map(|v| v / self.floor_ns)
+    /// `system / two-line floor` of this round, if the system ran.
+    pub fn two_line_ratio(&self, system: Option<f64>) -> Option<f64> {
+        system.map(|v| v / self.floor_two_lines_ns)
     }
 }
 

@@ -101,6 +101,9 @@ impl SinkSpec {
     }
 }
 
+/// Longest sleep of a consumer's wait set between checks that the run is still alive.
+const SET_WAIT: Duration = Duration::from_millis(100);
+
 /// The mixed loop sends a BatteryState every this many iterations (100 Hz against 1 Hz).
 const MIXED_BATTERY_EVERY: u64 = 100;
 
@@ -220,6 +223,8 @@ trait AnySub {
     /// The header of the next message, if one is there (spin) or comes within the wait.
     fn next(&self, wait: Duration) -> Result<Option<nerve::SampleHeader>, PeerError>;
     fn lost(&self) -> u64;
+    /// The subscriber, for a wait set over several.
+    fn waitable(&self) -> &dyn nerve::Waitable;
 }
 
 impl<M: Message> AnySub for nerve::Subscriber<M> {
@@ -234,6 +239,10 @@ impl<M: Message> AnySub for nerve::Subscriber<M> {
 
     fn lost(&self) -> u64 {
         self.stats().lost
+    }
+
+    fn waitable(&self) -> &dyn nerve::Waitable {
+        self
     }
 }
 
@@ -273,12 +282,20 @@ fn consume(
     let mut finished = 0;
     let total = subs.len() * spec.producers;
     let mut r = SinkResult::default();
-    // one subscriber waits in its mode; several are polled in turn
+    // one subscriber waits in its mode; several are polled in turn, and where threads
+    // outnumber cores a round that found nothing sleeps on all of them at once (polling
+    // three rings flat out would take the core the producer and the other consumer need)
     let wait = if subs.len() == 1 {
         TIMEOUT
     } else {
         Duration::ZERO
     };
+    let mut set = nerve::WaitSet::new();
+    if subs.len() > 1 && !spec.spin {
+        for sub in &subs {
+            set.add(sub.waitable()).map_err(fail)?;
+        }
+    }
     let mut idle_since: Option<Instant> = None;
     while finished < total {
         let mut got_any = false;
@@ -302,7 +319,12 @@ fn consume(
         }
         if got_any {
             idle_since = None;
-        } else if idle_since.get_or_insert_with(Instant::now).elapsed() > TIMEOUT {
+            continue;
+        }
+        if !set.is_empty() {
+            set.wait(SET_WAIT).map_err(fail)?;
+        }
+        if idle_since.get_or_insert_with(Instant::now).elapsed() > TIMEOUT {
             return Err(fail(format!(
                 "consumer {index}: nothing for {TIMEOUT:?} after {} messages",
                 r.received
@@ -758,8 +780,8 @@ fn whole(r: &LoadRow) -> bool {
 /// The load targets: the throughput floor of issue 17, nothing lost under back-pressure,
 /// and HORUS's published load figures (seeds/004, other hardware).
 pub(super) fn checks(suite: &PathsSuite, rows: &[LoadRow], skipped: &[Skipped]) -> Vec<Verdict> {
-    use crate::report::why_missing;
     use crate::report::published::{HORUS, SEED_004_LOAD, SEED_004_MIXED};
+    use crate::report::why_missing;
     let plans = plan(suite);
     let planned = |measure: &str, route: Route, p: usize, c: usize, message: &str| {
         plans.iter().any(|x| {

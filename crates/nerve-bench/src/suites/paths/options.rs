@@ -51,8 +51,7 @@ fn invalid(m: String) -> SuiteError {
 impl Suite for PathsSuite {
     type Options = PathsOptions;
     const NAME: &'static str = "paths";
-    const ABOUT: &'static str =
-        "Ping-pong by route, topology and message type (seeds/004, HORUS)";
+    const ABOUT: &'static str = "Ping-pong by route, topology and message type (seeds/004, HORUS)";
     const SEED: Option<&'static str> = Some("004");
     const ROLES: &'static [Role] = &[
         Role {

@@ -16,9 +16,9 @@ use crate::peers::rclpy::{self, Ros2};
 use crate::peers::{self, cyclone};
 use crate::report::{human_bytes, Skipped};
 use crate::suite::SuiteError;
+use indicatif::ProgressBar;
 pub use options::ServiceOptions;
 use report::{Entry, Report};
-use indicatif::ProgressBar;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -294,6 +294,7 @@ impl ServiceSuite {
         let rclpy_first = self.payloads.iter().copied().find(|&p| self.rclpy_at(p));
         let mut done = 0u64;
         for (pi, &payload) in self.payloads.iter().enumerate() {
+            report.workload.push(self.workload(payload)?);
             for &sys in &self.systems {
                 bar.set_message(format!("{} {}", sys.id(), human_bytes(payload)));
                 if skipped_systems.contains(&sys)
@@ -306,12 +307,8 @@ impl ServiceSuite {
                     (_, _, Some(exec), Some(ros)) => {
                         self.run_rclpy(ros, exec, payload, rclpy_first == Some(payload))
                     }
-                    (_, _, Some(_), None) => {
-                        Err(PeerError::setup("rclpy", "no ROS 2 environment"))
-                    }
-                    (SystemId::CycloneDds, Ok(exe), _, _) => {
-                        self.run_ddsperf(exe, payload, pinned)
-                    }
+                    (_, _, Some(_), None) => Err(PeerError::setup("rclpy", "no ROS 2 environment")),
+                    (SystemId::CycloneDds, Ok(exe), _, _) => self.run_ddsperf(exe, payload, pinned),
                     _ => self.run_peer_system(sys, payload, pi == 0, &bar),
                 };
                 match result {
@@ -608,6 +605,37 @@ impl ServiceSuite {
             cpu_percent: Some(cpu),
             idle_cpu_percent: idle,
             note: None,
+        })
+    }
+
+    /// The echo work alone at `payload` (client on this thread, server on the server's
+    /// core, no transport): as many calls as a system's run.
+    fn workload(&self, payload: usize) -> Result<report::Workload, SuiteError> {
+        let pinned = Machine::detect().pinned;
+        let mut w = peers::echo::WorkloadOnly::start(pinned.then_some(SERVER_CPU));
+        let mut rec = Recorder::new();
+        let total = self.warmup + self.calls;
+        let mut measured = Instant::now();
+        for i in 0..total {
+            if i == self.warmup {
+                measured = Instant::now();
+            }
+            let s = ((payload as u64) << 32) + 1 + i as u64;
+            let t = Instant::now();
+            w.call(
+                payload,
+                &mut |b: &mut [u8]| pattern::fill(b, s),
+                &mut |b: &[u8]| pattern::verify(b, payload, s),
+            )?;
+            if i >= self.warmup {
+                rec.record(t.elapsed());
+            }
+        }
+        let seconds = measured.elapsed().as_secs_f64().max(1e-9);
+        Ok(report::Workload {
+            payload_bytes: payload,
+            rtt_us: rec.rtt(),
+            tps: self.calls as f64 / seconds,
         })
     }
 

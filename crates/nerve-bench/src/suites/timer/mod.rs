@@ -11,24 +11,28 @@
 //! [`nerve::Precision::sleep_only`] to show what the final spin buys. The observer busy-polls on its own core from 1 ms before each timeout
 //! is due (knowing the timeout), at SCHED_FIFO where allowed, so its own wake-up and
 //! preemption do not blur the timers it measures;
-//! δ from the machine's own event stamps is reported beside.
+//! δ from the machine's own event stamps is reported beside. Every cycle whose |δ| is
+//! over 200 µs is attributed from counters the observer samples after each arrival (see
+//! [`outliers`]).
 
 mod options;
+pub mod outliers;
 pub use options::TimerOptions;
+use outliers::{attribute, Outliers, Sample, LISTED, OUTLIER_US};
 
-use crate::report::Skipped;
-use crate::harness::progress;
-use crate::report::{json_rows, num, why_missing, Section, SuiteOutput, Verdict};
 use crate::harness::child::Child;
-use crate::harness::PeerError;
+use crate::harness::child::{say, stdin_closed};
 use crate::harness::machine::{
     cpu_ns, mono_ns, online_cpus, pin_to_cpu, set_timer_slack_ns, sleep_until, steal_ms,
     AffinityGuard, Machine as Host,
 };
+use crate::harness::progress;
+use crate::harness::stats::quantiles;
+use crate::harness::PeerError;
 use crate::report::plot::{line_chart, Axis, Series};
 use crate::report::published::{ROS_TRANSITIONS, SEED_002};
-use crate::harness::stats::quantiles;
-use crate::harness::child::{say, stdin_closed};
+use crate::report::Skipped;
+use crate::report::{json_rows, num, why_missing, Section, SuiteOutput, Verdict};
 use nerve::machine::{event_qos, event_topic, TransitionEvent};
 use nerve::scheduler::Spread;
 use nerve::{
@@ -257,6 +261,8 @@ pub struct TimerRow {
     pub cpu_percent: Option<f64>,
     /// Time the host stole from this VM's vCPUs during the run, ms.
     pub host_steal_ms: Option<f64>,
+    /// Cycles with |δ| over 200 µs, with the cause found for each (the first 50 listed).
+    pub outliers: Outliers,
     /// Every δ from arrivals, in order (µs), for the plots.
     #[serde(skip)]
     pub series_us: Vec<f64>,
@@ -345,13 +351,18 @@ impl TimerSuite {
     fn run_one(&self, system: TimerSystem, timeout_ms: u32) -> Result<TimerRow, PeerError> {
         let machine = format!("bench_timer_{}", std::process::id());
         let two_cores = online_cpus() >= 2;
+        let (observer_cpu, child_cpu) = if two_cores {
+            (Some(0), Some(1))
+        } else {
+            (None, None)
+        };
         let spec = CycleSpec {
             system,
             timeout_ms,
             timeouts: self.cycles + WARMUP,
             domain: self.domain,
             machine: machine.clone(),
-            cpu: two_cores.then_some(1),
+            cpu: child_cpu,
         };
         let _affinity = AffinityGuard::capture();
         if two_cores {
@@ -389,18 +400,29 @@ impl TimerSuite {
         let limit =
             Duration::from_millis(u64::from(timeout_ms) * (want + 20)) + Duration::from_secs(20);
         let mut arrivals: Vec<(u64, u64)> = Vec::with_capacity(want as usize);
+        // counters after each arrival, to attribute outliers (read off the critical path:
+        // the next timeout is at least 1 ms away)
+        let mut samples: Vec<Sample> = Vec::with_capacity(want as usize);
         let mut last_seq = 0;
         let mut lost = 0;
-        // the observer spins only from 1 ms before the next timeout is due, so its core
-        // stays mostly idle and does not disturb the machine it measures
+        // the observer spins only from 1 ms before the next timeout can come, so its core
+        // stays mostly idle and does not disturb the machine it measures. The next one is
+        // due one timeout after this one's stamp, or sooner by as much as this one was
+        // late (a machine that keeps its grid makes up for it), so the observer wakes that
+        // much sooner too. A timeout published before the observer began to listen for it
+        // found it asleep (its arrival is late: flagged, and attributed to the
+        // measurement); the observer then does not sleep before the next one, to catch up.
         let timeout_ns = u64::from(timeout_ms) * 1_000_000;
-        let mut next_due: Option<u64> = None;
+        let mut wake_at: Option<u64> = None;
+        let mut listening_since = t0;
+        let mut last_stamp: Option<u64> = None;
+        let mut asleep: Vec<bool> = Vec::with_capacity(want as usize);
         while (arrivals.len() as u64) < want {
-            if let Some(due) = next_due.take() {
-                let wake = due.saturating_sub(1_000_000);
+            if let Some(wake) = wake_at.take() {
                 if mono_ns() < wake {
                     crate::harness::machine::sleep_until(wake);
                 }
+                listening_since = mono_ns();
             }
             let left = limit.saturating_sub(Duration::from_nanos(mono_ns() - t0));
             if left.is_zero() {
@@ -422,7 +444,18 @@ impl TimerSuite {
             last_seq = e.seq;
             if e.trigger_name() == "timeout" {
                 arrivals.push((now, e.stamp_ns));
-                next_due = Some(now + timeout_ns);
+                let queued = e.stamp_ns < listening_since;
+                asleep.push(queued);
+                let late = last_stamp
+                    .map_or(0, |p| e.stamp_ns.saturating_sub(p + timeout_ns))
+                    .min(timeout_ns / 2);
+                last_stamp = Some(e.stamp_ns);
+                wake_at = Some(if queued {
+                    0
+                } else {
+                    (e.stamp_ns.min(now) + timeout_ns).saturating_sub(1_000_000 + late)
+                });
+                samples.push(Sample::take(child.pid(), child_cpu, observer_cpu));
             }
         }
         let wall = mono_ns() - t0;
@@ -440,13 +473,22 @@ impl TimerSuite {
                 .collect()
         };
         let series = deltas(|a| a.0);
+        let stamps = deltas(|a| a.1);
+        let mut cycles: Vec<_> = samples[WARMUP as usize - 1..]
+            .windows(2)
+            .map(|w| w[1].since(&w[0]))
+            .collect();
+        for (c, &q) in cycles.iter_mut().zip(&asleep[WARMUP as usize..]) {
+            c.observer_asleep = q;
+        }
         Ok(TimerRow {
             suite: "timer",
             system: system.id().into(),
             timeout_ms,
             cycles: series.len() as u64,
             delta_us: Spread::exact(&series),
-            delta_stamp_us: Spread::exact(&deltas(|a| a.1)),
+            delta_stamp_us: Spread::exact(&stamps),
+            outliers: attribute(&series, &stamps, &cycles),
             lost,
             cpu_percent: cpu,
             host_steal_ms: steal0.zip(steal_ms()).map(|(a, b)| b - a),
@@ -471,45 +513,57 @@ fn at(system: TimerSystem, timeout_ms: u32) -> String {
     format!("{}, {timeout_ms} ms", system.id())
 }
 
-/// The targets of Nerve (default and real-time) at every timeout the suite plans: a run
-/// that did not happen is judged not met, with the reason.
+/// The targets of Nerve (default and real-time) at every timeout the suite plans (issue
+/// 34): |δ mean| <= 5 µs for both; δ P99 <= 50 µs and δ max <= 200 µs with the real-time
+/// settings, δ P99 <= 100 µs and δ max <= 500 µs without; no event lost; every outlier
+/// (|δ| over 200 µs) attributed to a cause. A run that did not happen is judged not met,
+/// with the reason.
 fn checks(rows: &[TimerRow], skipped: &[Skipped], suite: &TimerSuite) -> Vec<Verdict> {
     let mut checks = Vec::new();
     let judged = [TimerSystem::Nerve, TimerSystem::NerveRt];
     for &system in suite.systems.iter().filter(|s| judged.contains(s)) {
+        let rt = system == TimerSystem::NerveRt;
+        let (p99, max) = if rt { (50.0, 200.0) } else { (100.0, 500.0) };
         for &timeout_ms in &suite.timeouts_ms {
             let at = at(system, timeout_ms);
             let row = rows
                 .iter()
                 .find(|r| r.system == system.id() && r.timeout_ms == timeout_ms)
                 .ok_or_else(|| why_missing(skipped, &at, |k| k.system == at));
-            let of = |f: fn(&TimerRow) -> f64| row.clone().map(|r| Some(f(r)));
+            let of = |f: &dyn Fn(&TimerRow) -> f64| row.clone().map(|r| Some(f(r)));
             checks.push(Verdict::judged(
                 "timer",
-                "δ mean <= 20 µs",
+                "|δ mean| <= 5 µs",
                 &at,
-                of(|r| r.delta_us.mean),
-                |v| v.abs() <= 20.0,
+                of(&|r| r.delta_us.mean),
+                |v| v.abs() <= 5.0,
             ));
             checks.push(Verdict::judged(
                 "timer",
-                "δ P99 <= 100 µs",
+                format!("δ P99 <= {p99} µs"),
                 &at,
-                of(|r| r.delta_us.p99),
-                |v| v <= 100.0,
+                of(&|r| r.delta_us.p99),
+                move |v| v <= p99,
             ));
             checks.push(Verdict::judged(
                 "timer",
-                "δ max <= 500 µs",
+                format!("δ max <= {max} µs"),
                 &at,
-                of(|r| r.delta_us.max),
-                |v| v <= 500.0,
+                of(&|r| r.delta_us.max),
+                move |v| v <= max,
             ));
             checks.push(Verdict::judged(
                 "timer",
                 "no event lost",
                 &at,
-                of(|r| r.lost as f64),
+                of(&|r| r.lost as f64),
+                |v| v == 0.0,
+            ));
+            checks.push(Verdict::judged(
+                "timer",
+                format!("every |δ| over {OUTLIER_US} µs attributed (outliers unexplained)"),
+                &at,
+                of(&|r| r.outliers.unexplained as f64),
                 |v| v == 0.0,
             ));
         }
@@ -538,6 +592,7 @@ fn output(
         "lost",
         "CPU %",
         "host steal ms",
+        "|δ| > 200 µs (unexplained)",
     ];
     let table: Vec<Vec<String>> = rows
         .iter()
@@ -555,6 +610,7 @@ fn output(
                 r.lost.to_string(),
                 r.cpu_percent.map_or("–".into(), |c| format!("{c:.2}")),
                 r.host_steal_ms.map_or("–".into(), num),
+                format!("{} ({})", r.outliers.count, r.outliers.unexplained),
             ]
         })
         .collect();
@@ -629,6 +685,7 @@ fn output(
         );
     }
     section.table(Some("Summary"), &head, &table);
+    outlier_table(&mut section, &rows);
     section.table(
         Some(&format!(
             "{} (published in {}; not measured here)",
@@ -637,18 +694,87 @@ fn output(
         &seed_head,
         &seed_rows,
     );
-    let mut summary = String::from("timer: δ mean / P99 / max µs\n");
+    let mut summary = String::from("timer: δ mean / P99 / max µs, |δ| > 200 µs (unexplained)\n");
     for r in &rows {
         summary.push_str(&format!(
-            "  {:<18} {:>4} ms  {:>8} / {:>8} / {:>8}\n",
+            "  {:<18} {:>4} ms  {:>8} / {:>8} / {:>8}  {:>4} ({})\n",
             r.system,
             r.timeout_ms,
             num(r.delta_us.mean),
             num(r.delta_us.p99),
-            num(r.delta_us.max)
+            num(r.delta_us.max),
+            r.outliers.count,
+            r.outliers.unexplained
         ));
     }
     section.finish("timer", json_rows(&rows), skipped, checks, summary)
+}
+
+/// The table "Outliers over 200 µs and their cause": every listed outlier of every run,
+/// then how many more a run had.
+fn outlier_table(section: &mut Section, rows: &[TimerRow]) {
+    let title = format!("Outliers over {OUTLIER_US} µs and their cause");
+    let total: u64 = rows.iter().map(|r| r.outliers.count).sum();
+    if total == 0 {
+        section.heading(&title);
+        section.paragraph(&format!(
+            "No cycle had |δ| over {OUTLIER_US} µs in this run."
+        ));
+        return;
+    }
+    let head = [
+        "system",
+        "timeout ms",
+        "cycle",
+        "δ µs",
+        "stamp δ µs",
+        "cause",
+    ];
+    let mut table = Vec::new();
+    for r in rows {
+        for o in &r.outliers.listed {
+            table.push(vec![
+                r.system.clone(),
+                r.timeout_ms.to_string(),
+                o.cycle.to_string(),
+                num(o.delta_us),
+                num(o.stamp_delta_us),
+                o.cause.clone(),
+            ]);
+        }
+        let rest = r
+            .outliers
+            .count
+            .saturating_sub(r.outliers.listed.len() as u64);
+        if rest > 0 {
+            table.push(vec![
+                r.system.clone(),
+                r.timeout_ms.to_string(),
+                "…".into(),
+                String::new(),
+                String::new(),
+                format!("{rest} more (the first {LISTED} of each run are listed)"),
+            ]);
+        }
+    }
+    section.table(Some(&title), &head, &table);
+    section.paragraph(&format!(
+        "{total} cycles of {} had |δ| over {OUTLIER_US} µs, {} of them with no cause found. \
+         After each timeout arrives the observer reads the timer process's page faults \
+         (/proc/<pid>/stat, all threads), involuntary context switches and time spent \
+         runnable but waiting for a CPU (status and schedstat of its main thread, where the \
+         executor runs), its CPU time (the executor's own work, against its median cycle), \
+         the same for its own thread, and the host's steal time of both CPUs (/proc/stat, \
+         counted in whole clock ticks of 10 ms, so a shorter steal shows only when the \
+         count crosses a tick); a cycle's cause is what changed between its two arrivals. \
+         'timer' means the machine's own stamps moved too (the timer process woke late or \
+         early), 'delivery' that they did not (the event reached the observer late). With \
+         the grid kept, a late cycle is followed by one as much shorter. A timeout \
+         published before the observer began to listen for it (it sleeps until 1 ms \
+         before the next one can come) is flagged as the measurement's fault.",
+        rows.iter().map(|r| r.cycles).sum::<u64>(),
+        rows.iter().map(|r| r.outliers.unexplained).sum::<u64>(),
+    ));
 }
 
 #[cfg(test)]
@@ -677,6 +803,57 @@ mod tests {
         assert!(TimerSuite { cycles: 1, ..s }.validate().is_err());
         assert_eq!(TimerSystem::parse("std-sleep"), Some(TimerSystem::StdSleep));
         assert_eq!(TimerSystem::parse("x"), None);
+    }
+
+    #[test]
+    fn the_targets_are_those_of_issue_34() {
+        let suite = TimerSuite {
+            timeouts_ms: vec![10],
+            systems: vec![TimerSystem::Nerve, TimerSystem::NerveRt],
+            ..TimerSuite::quick((PathBuf::from("x"), vec![]))
+        };
+        // δ: mean 4.5 µs, P99 = max = 151.5 µs; one outlier left unexplained for nerve-rt
+        let mut series = vec![1.5; 98];
+        series.extend([151.5, 151.5]);
+        let row = |system: TimerSystem, unexplained: u64| TimerRow {
+            suite: "timer",
+            system: system.id().into(),
+            timeout_ms: 10,
+            cycles: series.len() as u64,
+            delta_us: Spread::exact(&series),
+            delta_stamp_us: Spread::exact(&series),
+            lost: 0,
+            cpu_percent: None,
+            host_steal_ms: None,
+            outliers: Outliers {
+                count: 1,
+                unexplained,
+                listed: Vec::new(),
+            },
+            series_us: series.clone(),
+        };
+        let rows = [row(TimerSystem::Nerve, 0), row(TimerSystem::NerveRt, 1)];
+        let v = checks(&rows, &[], &suite);
+        let met = |scope: &str, target: &str| {
+            v.iter()
+                .find(|c| c.scope == scope && c.target.starts_with(target))
+                .unwrap_or_else(|| panic!("no {target} for {scope}"))
+                .met
+        };
+        assert_eq!(v.len(), 10);
+        assert_eq!(met("nerve, 10 ms", "|δ mean| <= 5 µs"), Some(true));
+        assert_eq!(met("nerve, 10 ms", "δ P99 <= 100 µs"), Some(false));
+        assert_eq!(met("nerve, 10 ms", "δ max <= 500 µs"), Some(true));
+        assert_eq!(met("nerve, 10 ms", "every |δ| over 200 µs"), Some(true));
+        assert_eq!(met("nerve-rt, 10 ms", "δ P99 <= 50 µs"), Some(false));
+        assert_eq!(met("nerve-rt, 10 ms", "δ max <= 200 µs"), Some(true));
+        assert_eq!(met("nerve-rt, 10 ms", "every |δ| over 200 µs"), Some(false));
+        // a run that did not happen is not met
+        let v = checks(&rows[..1], &[], &suite);
+        assert!(v
+            .iter()
+            .filter(|c| c.scope == "nerve-rt, 10 ms")
+            .all(|c| c.met == Some(false)));
     }
 
     #[test]
