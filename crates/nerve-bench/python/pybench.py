@@ -1285,9 +1285,29 @@ class NerveSpinBackend(NerveBackend):
         "blocks (wait='block')", "busy-waits (wait='spin')", 1))
 
 
+class ShmFloorBackend(ShmPipeBackend):
+    """The tensor hand-off's floor: shm_pipe without its copy, so nothing but what any
+    blocking hand-off needs: the producer writes the array in place in shared memory
+    (the pool's kind: a /dev/shm file, 4 KiB pages), one os.pipe write wakes the blocked
+    consumer, which takes a premade view. What a middleware adds shows against it."""
+    name = "shm_floor"
+    config = {"tensor": "floor: producer fills one of 2 shared_memory blocks in place (no "
+                        "copy); os.pipe carries (index, seq, stamp); consumer blocks in "
+                        "select()+os.read, premade zero-copy numpy view of the block; ack on "
+                        "a second pipe"}
+
+    def tn_buffer(self, n):
+        return self.blocks[self.next % len(self.blocks)]
+
+    def tn_send(self, seq, stamp_ns):
+        os.write(self.fd, self.TN.pack(self.next % len(self.blocks), seq, stamp_ns))
+        self.next += 1
+
+
 SYSTEMS = {
     "nerve": NerveBackend,
     "nerve_spin": NerveSpinBackend,
+    "shm_floor": ShmFloorBackend,
     "zenoh": ZenohBackend,
     "cyclonedds": CycloneBackend,
     "iceoryx2": Iceoryx2Backend,

@@ -5,10 +5,11 @@
 
 use crate::affine::Affine;
 use crate::errors::ClosedError;
+use nerve::tensor::DType;
 use nerve::{RawLoan, RawSample, SampleHeader};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyInt, PyString};
+use pyo3::types::{PyDict, PyFloat, PyInt, PyString, PyTuple};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -149,6 +150,58 @@ impl Buffer {
         Ok(f(owner))
     }
 
+    /// A [`View`] of the whole memory as a C-order array of `shape` items of a `DType`,
+    /// the type and shape asked from the owner under the state lock (`typed` answers None
+    /// for an owner that has none). `Ok(None)` when the owner has no type or its shape
+    /// does not cover the memory exactly (the caller falls back to a byte view): no array
+    /// made from it reaches past the memory. `numpy.asarray(view)` makes the final array
+    /// in one call, without the byte array, `.view(dtype)` and `.reshape` a byte view
+    /// needs: a shorter path when caches are cold (see docs/design.md, the tensor
+    /// hand-off).
+    pub(crate) fn typed_view(
+        slf: &Bound<'_, Self>,
+        typed: impl FnOnce(&Owner) -> Option<(DType, Vec<usize>)>,
+    ) -> PyResult<Option<View>> {
+        let me = slf.get();
+        let st = me.lock();
+        let owner = st.owner.as_ref().ok_or_else(|| me.closed())?;
+        let Some((dtype, shape)) = typed(owner) else {
+            return Ok(None);
+        };
+        let covered = shape
+            .iter()
+            .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
+            .is_some_and(|n| n == st.len);
+        if !covered {
+            return Ok(None);
+        }
+        // SYNC: counted under the state lock, as in `view`.
+        me.views.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(View {
+            buf: slf.clone().unbind(),
+            ptr: if st.len == 0 { 8 } else { st.ptr },
+            len: st.len,
+            readonly: !st.writable,
+            typed: Some((dtype, shape)),
+        }))
+    }
+
+    /// Copies the memory into `out` when it holds exactly `out.len()` bytes; else
+    /// `Ok(Err(its length))`.
+    pub(crate) fn read_exact(&self, out: &mut [u8]) -> PyResult<Result<(), usize>> {
+        let st = self.lock();
+        if st.owner.is_none() {
+            return Err(self.closed());
+        }
+        if st.len != out.len() {
+            return Ok(Err(st.len));
+        }
+        // SAFETY: `ptr..ptr+len` is the owner's memory, alive while `st.owner` is Some
+        // (we hold the lock); `out` has `len` bytes and is our own stack or heap memory.
+        unsafe { std::ptr::copy_nonoverlapping(st.ptr as *const u8, out.as_mut_ptr(), st.len) };
+        Ok(Ok(()))
+    }
+
     /// A copy of the bytes in use.
     pub(crate) fn to_vec(&self) -> PyResult<Vec<u8>> {
         let st = self.lock();
@@ -224,6 +277,7 @@ impl Buffer {
             ptr: if st.len == 0 { 8 } else { st.ptr },
             len: st.len,
             readonly: !st.writable,
+            typed: None,
         })
     }
 
@@ -446,16 +500,73 @@ pub struct View {
     ptr: usize,
     len: usize,
     readonly: bool,
+    /// The items' type and the C-order shape (covering `len` bytes exactly, checked by
+    /// [`Buffer::typed_view`]); None: `len` bytes.
+    typed: Option<(DType, Vec<usize>)>,
+}
+
+impl View {
+    /// The first byte (non-null, aligned for the type: 8 for empty memory).
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr as *mut u8
+    }
+
+    /// Whether arrays of it may write the memory.
+    pub(crate) fn writable(&self) -> bool {
+        !self.readonly
+    }
+
+    /// The type and shape of a typed view.
+    pub(crate) fn typed(&self) -> Option<(DType, &[usize])> {
+        self.typed.as_ref().map(|(d, s)| (*d, s.as_slice()))
+    }
+}
+
+/// numpy's array-interface type string of `dtype` (native byte order).
+fn typestr(dtype: DType) -> &'static str {
+    let little = cfg!(target_endian = "little");
+    match dtype {
+        DType::U8 => "|u1",
+        DType::I8 => "|i1",
+        DType::Bool => "|b1",
+        DType::U16 if little => "<u2",
+        DType::U16 => ">u2",
+        DType::I16 if little => "<i2",
+        DType::I16 => ">i2",
+        DType::F16 if little => "<f2",
+        DType::F16 => ">f2",
+        DType::U32 if little => "<u4",
+        DType::U32 => ">u4",
+        DType::I32 if little => "<i4",
+        DType::I32 => ">i4",
+        DType::F32 if little => "<f4",
+        DType::F32 => ">f4",
+        DType::U64 if little => "<u8",
+        DType::U64 => ">u8",
+        DType::I64 if little => "<i8",
+        DType::I64 => ">i8",
+        DType::F64 if little => "<f8",
+        DType::F64 => ">f8",
+    }
 }
 
 #[pymethods]
 impl View {
-    /// numpy's array interface (version 3): the memory as read-only or writable bytes.
+    /// numpy's array interface (version 3): the memory as read-only or writable bytes,
+    /// or as the typed array [`Buffer::typed_view`] made it.
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        d.set_item("shape", (self.len,))?;
-        d.set_item("typestr", "|u1")?;
+        match &self.typed {
+            Some((dtype, shape)) => {
+                d.set_item("shape", PyTuple::new(py, shape)?)?;
+                d.set_item("typestr", typestr(*dtype))?;
+            }
+            None => {
+                d.set_item("shape", (self.len,))?;
+                d.set_item("typestr", "|u1")?;
+            }
+        }
         d.set_item("data", (self.ptr, self.readonly))?;
         d.set_item("version", 3)?;
         Ok(d)

@@ -11,6 +11,7 @@ mod buffer;
 mod errors;
 mod exec;
 mod lifecycle;
+mod ndarray;
 mod param;
 mod ros2;
 mod service;
@@ -55,6 +56,9 @@ fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(action::builtin_action_types, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor_freeze, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor_descriptor, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::tensor_publish, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::tensor_view, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::tensor_array, m)?)?;
     m.add_function(wrap_pyfunction!(types::builtin_message_types, m)?)?;
     m.add_function(wrap_pyfunction!(types::builtin_service_types, m)?)?;
     m.add_function(wrap_pyfunction!(wait::wait_any, m)?)?;

@@ -1,14 +1,14 @@
 //! The shared-memory tensor pool (`nerve::tensor`) for Python: tensors are Buffers, so
 //! numpy arrays and DLPack capsules of them keep their slot alive.
 
-use crate::buffer::{Buffer, Owner};
+use crate::buffer::{Buffer, Owner, View};
 use crate::errors::{err, TensorError};
-use crate::topic::Context;
+use crate::topic::{Context, Publisher};
 use nerve::message::read_pod;
 use nerve::tensor::{DType, TensorDescriptor, TensorPool as RawPool};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyTuple};
 
 /// A bounded pool of tensors in shared memory that other processes open without copying.
 #[pyclass(frozen, module = "nerve._nerve")]
@@ -19,6 +19,19 @@ pub struct TensorPool {
 fn tensor_buffer(t: nerve::tensor::Tensor) -> Buffer {
     let mem = (t.as_ptr(), t.len_bytes());
     Buffer::new(Owner::Tensor(t), mem, false, None, "tensor")
+}
+
+/// The descriptor of the frozen tensor `buf` holds, with `user`.
+fn descriptor_of(buf: &Buffer, user: u64) -> PyResult<TensorDescriptor> {
+    buf.with_owner(|o| match o {
+        Owner::Tensor(t) => Ok(TensorDescriptor {
+            user,
+            ..t.descriptor()
+        }),
+        _ => Err(PyValueError::new_err(
+            "only a frozen tensor has a descriptor: freeze() it first",
+        )),
+    })?
 }
 
 #[pymethods]
@@ -82,18 +95,31 @@ impl TensorPool {
         Ok(Buffer::new(Owner::TensorMut(t), mem, true, None, "tensor"))
     }
 
-    /// Opens the tensor a descriptor (its message bytes) names, zero-copy; a stale or
-    /// foreign descriptor raises TensorError.
-    fn _open(&self, descriptor: &[u8]) -> PyResult<(Buffer, Vec<usize>, &'static str)> {
-        let desc: TensorDescriptor = read_pod(descriptor).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "a tensor descriptor has {} bytes, got {}",
-                std::mem::size_of::<TensorDescriptor>(),
-                descriptor.len()
-            ))
-        })?;
+    /// Opens the tensor a descriptor names, zero-copy: `descriptor` is its message's
+    /// Buffer (read in place, no bytes object made) or its bytes. Returns the tensor's
+    /// Buffer, shape (a tuple) and dtype name; a stale or foreign descriptor raises
+    /// TensorError.
+    fn _open<'py>(
+        &self,
+        py: Python<'py>,
+        descriptor: &Bound<'py, PyAny>,
+    ) -> PyResult<(Buffer, Bound<'py, PyTuple>, &'static str)> {
+        const SIZE: usize = std::mem::size_of::<TensorDescriptor>();
+        let wrong = |got: usize| {
+            PyValueError::new_err(format!("a tensor descriptor has {SIZE} bytes, got {got}"))
+        };
+        let desc: TensorDescriptor = if let Ok(buf) = descriptor.cast::<Buffer>() {
+            let mut raw = [0u8; SIZE];
+            if let Err(len) = buf.get().read_exact(&mut raw)? {
+                return Err(wrong(len));
+            }
+            read_pod(&raw).ok_or_else(|| wrong(SIZE))?
+        } else {
+            let raw: &[u8] = descriptor.extract()?;
+            read_pod(raw).ok_or_else(|| wrong(raw.len()))?
+        };
         let t = self.inner.open_tensor(&desc).map_err(err::<TensorError>)?;
-        let shape = t.shape().to_vec();
+        let shape = PyTuple::new(py, t.shape())?;
         let dtype = t.dtype().name();
         Ok((tensor_buffer(t), shape, dtype))
     }
@@ -129,14 +155,55 @@ pub(crate) fn tensor_descriptor<'py>(
     buf: &Buffer,
     user: u64,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let desc = buf.with_owner(|o| match o {
-        Owner::Tensor(t) => Ok(TensorDescriptor {
-            user,
-            ..t.descriptor()
-        }),
-        _ => Err(PyValueError::new_err(
-            "only a frozen tensor has a descriptor: freeze() it first",
-        )),
-    })??;
+    let desc = descriptor_of(buf, user)?;
     Ok(PyBytes::new(py, nerve::message::as_bytes(&desc)))
+}
+
+/// Publishes the descriptor of the frozen tensor `buf` holds, with `user`, on `publisher`
+/// (of TensorDescriptor): the descriptor goes from the tensor into the sample without a
+/// bytes object in between.
+#[pyfunction]
+#[pyo3(signature = (publisher, buf, user=0))]
+pub(crate) fn tensor_publish(publisher: &Publisher, buf: &Buffer, user: u64) -> PyResult<()> {
+    let desc = descriptor_of(buf, user)?;
+    publisher.publish_raw(nerve::message::as_bytes(&desc))
+}
+
+/// A numpy array view of the tensor `buf` holds, in its own type and shape
+/// (`numpy.asarray(view)` makes the final array in one step); None if the Buffer holds no
+/// tensor (the caller makes a byte view). The view keeps the tensor alive and counts as
+/// one of the Buffer's views.
+#[pyfunction]
+pub(crate) fn tensor_view(buf: &Bound<'_, Buffer>) -> PyResult<Option<View>> {
+    Buffer::typed_view(buf, |o| match o {
+        Owner::Tensor(t) => Some((t.dtype(), t.shape().to_vec())),
+        Owner::TensorMut(t) => Some((t.dtype(), t.shape().to_vec())),
+        _ => None,
+    })
+}
+
+/// The numpy array of the tensor `buf` holds, in its own type and shape, made through
+/// numpy's C API (see `ndarray`); its base is a [`View`], which keeps the tensor alive
+/// and counts as one of the Buffer's views. None if the Buffer holds no tensor or numpy's
+/// C API is not usable here (the caller takes `numpy.asarray(tensor_view(buf))`).
+#[pyfunction]
+pub(crate) fn tensor_array<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, Buffer>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Some(view) = tensor_view(buf)? else {
+        return Ok(None);
+    };
+    let Some((dtype, shape)) = view.typed().map(|(d, s)| (d, s.to_vec())) else {
+        return Ok(None);
+    };
+    let (ptr, writable) = (view.ptr(), view.writable());
+    let base = Bound::new(py, view)?.into_any();
+    // SAFETY: `typed_view` checked that the shape's items cover exactly the tensor's
+    // bytes at `ptr` (a slot's data, 64-byte aligned; 8 for an empty tensor, which is
+    // never read); `base` is the View that keeps the tensor (and so its slot, mapped
+    // while the pool handle lives) alive for the array's life. A frozen tensor is never
+    // written (read-only array); a tensor being written is written only through its
+    // views (writable array), and it cannot be frozen while one lives.
+    unsafe { crate::ndarray::array(py, dtype, &shape, ptr, writable, base) }
 }

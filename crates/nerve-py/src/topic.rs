@@ -359,6 +359,16 @@ pub struct Publisher {
     ty: Py<MessageType>,
 }
 
+impl Publisher {
+    /// Sends `data` (the payload bytes) as one sample.
+    pub(crate) fn publish_raw(&self, data: &[u8]) -> PyResult<()> {
+        self.inner
+            .get()?
+            .publish_bytes(data)
+            .map_err(err::<PublishError>)
+    }
+}
+
 #[pymethods]
 impl Publisher {
     /// The message type.
@@ -411,10 +421,7 @@ impl Publisher {
 
     /// Sends `data` (the payload bytes: head, then slice elements) as one sample.
     fn publish_bytes(&self, data: &[u8]) -> PyResult<()> {
-        self.inner
-            .get()?
-            .publish_bytes(data)
-            .map_err(err::<PublishError>)
+        self.publish_raw(data)
     }
 
     /// Waits (GIL released) until at least `n` subscribers are connected.

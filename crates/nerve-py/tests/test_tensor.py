@@ -127,3 +127,50 @@ def test_torch_from_dlpack_is_zero_copy(ctx):
     tt = torch.from_dlpack(f)
     assert tt.shape == (4, 4) and float(tt.sum()) == 48.0
     assert tt.data_ptr() == f.numpy().__array_interface__["data"][0]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64",
+                                   "int64", "float16", "float32", "float64", "bool"])
+def test_numpy_views_have_the_tensors_type_shape_and_mode(ctx, dtype):
+    # numpy() is made through numpy's C API (the short path of the hand-off); the
+    # array-interface view must agree with it in every respect
+    from nerve import _nerve
+    pool = nerve.TensorPool(ctx, "np_" + dtype, slots=2, slot_bytes=4096)
+    for shape in [(3, 4), (5,), (), (0, 7), (2, 1, 3)]:
+        t = pool.alloc(shape, dtype)
+        a = t.numpy()
+        assert a.shape == shape and a.dtype == np.dtype(dtype) and a.dtype.char == np.dtype(dtype).char
+        assert a.flags.writeable and a.flags.c_contiguous and a.flags.aligned and not a.flags.owndata
+        a[...] = 1
+        via_interface = np.asarray(_nerve.tensor_view(t._buf))
+        assert via_interface.shape == shape and via_interface.dtype == a.dtype
+        assert a.size == 0 or np.shares_memory(a, via_interface)
+        del a, via_interface
+        f = t.freeze()
+        r = f.numpy()
+        assert r.shape == shape and not r.flags.writeable and r.sum() == r.size
+        with pytest.raises(ValueError):
+            r.flags.writeable = True  # a frozen tensor stays read-only
+        del r, f
+
+
+def test_a_numpy_array_keeps_its_tensor_and_counts_as_a_view(ctx):
+    import gc
+    pool = nerve.TensorPool(ctx, "np_keep", slots=1, slot_bytes=4096)
+    t = pool.alloc((8,), "float32")
+    a = t.numpy()
+    with pytest.raises(ValueError, match="viewed by"):
+        t.freeze()  # the array views it
+    a[:] = 5
+    del a
+    f = t.freeze()
+    d = f.descriptor()
+    opened = pool.open(d)           # from the message's buffer, read in place
+    assert pool.open(d._bytes()).numpy().sum() == 40  # and from its bytes
+    arr = opened.numpy()
+    del f, opened
+    gc.collect()
+    assert pool.in_use() == 1 and arr.sum() == 40  # the array alone holds the slot
+    del arr
+    gc.collect()
+    assert pool.in_use() == 0

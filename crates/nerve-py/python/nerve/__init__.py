@@ -285,7 +285,7 @@ class Publisher(_Closable):
             user = fields.pop("user", 0)
             if fields:
                 raise TypeError(f"a tensor is published with user=... only, not {sorted(fields)}")
-            self._pub.publish_bytes(msg._nerve_descriptor(user))
+            _nerve.tensor_publish(self._pub, msg._buf, user)
             return
         if msg is not None and not isinstance(msg, dict):
             raise TypeError(f"expected a {self._cls._name}, a dict or keyword fields, got {type(msg).__name__}")

@@ -44,6 +44,15 @@ class _TensorBase:
 
     def numpy(self) -> np.ndarray:
         """A zero-copy numpy view (read-only once frozen)."""
+        # one step, in the tensor's own type and shape, through numpy's C API where it is
+        # usable (the hand-off runs with cold caches after a large fill: a short path
+        # counts; see docs/design.md), else through the array interface
+        arr = _nerve.tensor_array(self._buf)
+        if arr is not None:
+            return arr
+        view = _nerve.tensor_view(self._buf)
+        if view is not None:
+            return np.asarray(view)
         count = math.prod(self.shape)
         if count * self.dtype.itemsize == self._buf.nbytes:  # the whole slot: no slicing
             return np.asarray(self._buf.view()).view(self.dtype).reshape(self.shape)
@@ -144,13 +153,13 @@ class TensorPool:
     def open_tensor(self, descriptor: Any) -> Tensor:
         """The tensor a descriptor message names, zero-copy."""
         if isinstance(descriptor, Message):
-            raw = descriptor._bytes()
+            raw = descriptor._buf                   # read in place by _open
         elif isinstance(descriptor, (bytes, bytearray)):
             raw = bytes(descriptor)
         else:
             raise TypeError(f"expected a TensorDescriptor message, got {type(descriptor).__name__}")
         buf, shape, dtype = self._pool._open(raw)
-        return Tensor(buf, tuple(shape), _dtype(dtype))
+        return Tensor(buf, shape, _dtype(dtype))
 
     def __repr__(self) -> str:
         return repr(self._pool)

@@ -46,16 +46,20 @@ pub const SYSTEMS: [&str; 6] = [
 ];
 /// Systems of the tensor hand-off (those pybench has a tensor path for). `nerve_spin` is
 /// nerve with a busy-waiting consumer (the ping-pong rows' regime): `nerve` minus a
-/// sleeping thread's wake-up.
-pub const TENSOR_SYSTEMS: [&str; 4] = ["nerve", "nerve_spin", "shm_pipe", "pickle_uds"];
+/// sleeping thread's wake-up. `shm_floor` is the floor of a blocking hand-off: the array
+/// written in place in shared memory and one pipe write waking the consumer, nothing
+/// else (a large fill leaves the consumer's wake-up and code cold: docs/design.md).
+pub const TENSOR_SYSTEMS: [&str; 5] =
+    ["nerve", "nerve_spin", "shm_floor", "shm_pipe", "pickle_uds"];
 /// Systems of the 100 Hz timer (`sleep_loop`: plain `time.sleep` to absolute deadlines).
 pub const TIMER_SYSTEMS: [&str; 3] = ["nerve", "iceoryx2", "sleep_loop"];
 /// Systems of the idle service server (an executor spinning a node with one service).
 pub const IDLE_SERVER_SYSTEMS: [&str; 1] = ["nerve"];
 /// Every system id pybench knows.
-pub const ALL_SYSTEMS: [&str; 8] = [
+pub const ALL_SYSTEMS: [&str; 9] = [
     "nerve",
     "nerve_spin",
+    "shm_floor",
     "iceoryx2",
     "shm_pipe",
     "pickle_uds",
@@ -1525,7 +1529,14 @@ pub fn checks(rows: &[PyRow], skipped: &[Skipped]) -> Vec<Verdict> {
             |r| r <= 1.0,
         ));
     }
-    for (system, consumer) in [("nerve", "blocking"), ("nerve_spin", "busy-waiting")] {
+    // issue 34: a blocking consumer holds a 64 MiB tensor within 100 µs P50 (its wake-up
+    // follows the producer's fill, milliseconds of idle: see docs/design.md), a
+    // busy-waiting one within 50 µs; P50 64 MiB / P50 1 MiB <= 2 for both
+    let hand_off = [
+        ("nerve", "blocking", 100.0),
+        ("nerve_spin", "busy-waiting", 50.0),
+    ];
+    for (system, consumer, limit) in hand_off {
         let at = |mib: u32| {
             get(
                 Point::Tensor {
@@ -1535,18 +1546,49 @@ pub fn checks(rows: &[PyRow], skipped: &[Skipped]) -> Vec<Verdict> {
                 PyRow::p50,
             )
         };
-        out.push(v(
-            "tensor hand-off P50 <= 50 µs",
+        out.push(Verdict::judged(
+            "python",
+            format!("tensor hand-off P50 <= {limit} µs"),
             format!("nerve 64 MiB float32, {consumer} consumer"),
             at(64),
-            |p| p <= 50.0,
+            move |p| p <= limit,
         ));
-        out.push(v(
-            "size independence: P50 64 MiB / P50 1 MiB <= 2",
-            format!("nerve tensor hand-off, {consumer} consumer"),
-            ratio(at(64), at(1)),
-            |r| r <= 2.0,
-        ));
+        // where the bare hand-off itself (shm_floor: the array in place, one pipe write)
+        // grows by more than 2x from 1 to 64 MiB, <= 2 is out of reach: what Nerve adds to
+        // that floor must then not grow with the size (by at most 20 µs)
+        let floor_at = |mib: u32| {
+            get(
+                Point::Tensor {
+                    system: "shm_floor".into(),
+                    mib,
+                },
+                PyRow::p50,
+            )
+        };
+        let floor_ratio = ratio(floor_at(64), floor_at(1)).ok().flatten();
+        match floor_ratio.filter(|&r| r > 2.0) {
+            Some(fr) => {
+                let grows =
+                    |a: Measured, f: Measured| -> Measured { Ok(a?.zip(f?).map(|(a, f)| a - f)) };
+                let added = |mib| grows(at(mib), floor_at(mib));
+                out.push(v(
+                    &format!(
+                        "size independence beyond the bare hand-off (P50 - shm_floor's P50, \
+                         64 MiB minus 1 MiB) <= 20 µs: the floor alone grows {fr:.1}x from \
+                         1 to 64 MiB, so P50 64 MiB / P50 1 MiB <= 2 is out of reach"
+                    ),
+                    format!("nerve tensor hand-off, {consumer} consumer"),
+                    grows(added(64), added(1)),
+                    |d| d <= 20.0,
+                ));
+            }
+            None => out.push(v(
+                "size independence: P50 64 MiB / P50 1 MiB <= 2",
+                format!("nerve tensor hand-off, {consumer} consumer"),
+                ratio(at(64), at(1)),
+                |r| r <= 2.0,
+            )),
+        }
     }
     for (target, what, limit) in [
         (
@@ -1638,7 +1680,8 @@ pub fn output(
         "Nerve's Python package (nerve, built from this checkout in release with maturin) \
          beside the Python bindings of iceoryx2, Zenoh and Cyclone DDS and two plain-Python \
          baselines: shm_pipe (a multiprocessing.shared_memory block, with an os.pipe to wake \
-         a blocked reader) and pickle_uds (pickle over a Unix socket). Every point is one \
+         a blocked reader) and pickle_uds (pickle over a Unix socket); shm_floor, shm_pipe \
+         without its copy, is the floor of a blocking tensor hand-off. Every point is one \
          run of {PYBENCH} in the virtual environment {venv}, with its peer process started \
          by pybench, bounded in time; figures are pybench's exact nearest-rank statistics \
          over every measured sample, in µs, nothing filtered. Ping-pong: both sides \
@@ -2200,6 +2243,42 @@ mod tests {
     }
 
     #[test]
+    fn size_independence_is_judged_beyond_the_floor_where_the_floor_grows() {
+        let mut points = canned();
+        for (mib, p50) in [(1u32, 10_000u64), (64, 40_000)] {
+            points.push((
+                Point::Tensor {
+                    system: "shm_floor".into(),
+                    mib,
+                },
+                json!({"measurement": "tensor", "system": "shm_floor", "mb": mib,
+                       "bytes": (mib as u64) << 20, "count": 20, "config": "pipe",
+                       "version": "0.1.0", "latency_ns": stats(p50), "bad_values": 0,
+                       "samples_ns": [p50], "samples_stride": 1}),
+            ));
+        }
+        let rows: Vec<PyRow> = points
+            .iter()
+            .filter_map(|(p, v)| parse_result(p, v).ok())
+            .collect();
+        let probe = Probe::parse(&json!({"measurement": "probe", "python": "3.11.7",
+            "numpy": "2.4.6", "systems": {"nerve": {"ok": true, "version": "0.1.0"}}}));
+        let out = output(rows, Vec::new(), &probe, &suite());
+        // the floor grows 4x: Nerve is judged on what it adds, (45 - 40) - (20 - 10) µs
+        let c = out
+            .checks
+            .iter()
+            .find(|c| {
+                c.target
+                    .starts_with("size independence beyond the bare hand-off")
+                    && c.scope.ends_with("blocking consumer")
+            })
+            .expect("the check beyond the floor");
+        assert!(c.target.contains("grows 4.0x"), "{}", c.target);
+        assert_eq!((c.value, c.met), (Some(-5.0), Some(true)));
+    }
+
+    #[test]
     fn canned_answers_become_rows_in_microseconds() {
         let out = run_canned();
         assert_eq!(out.suite, "python");
@@ -2257,7 +2336,11 @@ mod tests {
         assert_eq!((c.value, c.met), (Some(7.5), Some(false)));
         let c = find("nerve not slower than iceoryx2", "CmdVel");
         assert_eq!((c.value, c.met), (Some(0.8), Some(true)));
-        let c = find("tensor hand-off P50", "nerve 64 MiB");
+        // the issue's target for a blocking consumer; the busy-waiting one keeps 50 µs
+        let c = find(
+            "tensor hand-off P50 <= 100 µs",
+            "nerve 64 MiB float32, blocking",
+        );
         assert_eq!((c.value, c.met), (Some(45.0), Some(true)));
         let c = find("size independence", "nerve");
         assert_eq!((c.value, c.met), (Some(2.25), Some(false)));
@@ -2272,7 +2355,10 @@ mod tests {
         assert_eq!((c.value, c.met), (None, Some(false)));
         // the tensor checks are judged for both consumers; the busy-waiting one has no rows,
         // so it is not met and says so
-        let c = find("tensor hand-off P50", "nerve 64 MiB float32, busy-waiting");
+        let c = find(
+            "tensor hand-off P50 <= 50 µs",
+            "nerve 64 MiB float32, busy-waiting",
+        );
         assert_eq!((c.value, c.met), (None, Some(false)));
         assert!(
             c.target
@@ -2360,9 +2446,9 @@ mod tests {
         let s = suite();
         assert!(s.validate().is_ok());
         let pts = s.points();
-        // 2 messages x (6 systems + Rust ponger), 4 sizes x 6, 3 sizes x 4, 6 idle + 3 timers
-        // + 1 idle server
-        assert_eq!(pts.len(), 14 + 24 + 12 + 10);
+        // 2 messages x (6 systems + Rust ponger), 4 sizes x 6, 3 sizes x 5 (the tensor
+        // systems, shm_floor included), 6 idle + 3 timers + 1 idle server
+        assert_eq!(pts.len(), 14 + 24 + 15 + 10);
         let rust = pts
             .iter()
             .find(|p| {

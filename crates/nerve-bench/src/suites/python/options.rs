@@ -21,8 +21,8 @@ pub struct PythonOptions {
     /// else bench-venv in the workspace's target directory, $CARGO_TARGET_DIR respected).
     #[arg(long)]
     venv: Option<PathBuf>,
-    /// Systems, comma-separated: nerve, iceoryx2, shm_pipe, pickle_uds, zenoh, cyclonedds,
-    /// sleep_loop.
+    /// Systems, comma-separated: nerve, nerve_spin, shm_floor, iceoryx2, shm_pipe,
+    /// pickle_uds, zenoh, cyclonedds, sleep_loop.
     #[arg(long, value_delimiter = ',')]
     systems: Option<Vec<String>>,
 }
