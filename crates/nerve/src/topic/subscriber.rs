@@ -462,15 +462,44 @@ impl Receiver {
     fn try_recv_host(&self) -> Result<Option<(Received, usize)>, RecvError> {
         let polls = self.polls.get().wrapping_add(1);
         self.polls.set(polls);
-        let (foreign, rang) = self.foreign_publishers();
-        if (rang || self.rings_pending.get()) && self.ring_topic {
-            self.discover_rings();
-        }
-        let foreign = self.history || foreign;
+        let seq_before = self.slot.seq();
+        let (known, rang) = if self.ring_topic {
+            let (foreign, rang) = self.foreign_publishers();
+            if rang || self.rings_pending.get() {
+                self.discover_rings();
+            }
+            (Some(foreign), rang)
+        } else {
+            // A ring (every send to a sleeping subscriber is one) makes the count stale;
+            // it is read again only once the queues are found empty (`foreign` below),
+            // not before the look that fetches the sample the ring announced: the count
+            // is a scan of iceoryx2's dynamic config, cold in a process that slept.
+            match self.publishers_seen.get() {
+                Some((seen, n)) if seen == seq_before => {
+                    (Some(n > self.local_topic.publishers()), false)
+                }
+                _ => (None, true),
+            }
+        };
+        // Whether a publisher outside this context may exist; a stale count is read now
+        // and filed under the sequence read before the look (a ring after that one is
+        // still news at the next receive).
+        let foreign = || {
+            self.history
+                || known.unwrap_or_else(|| {
+                    let n = self.service.dynamic_config().number_of_publishers();
+                    self.publishers_seen.set(Some((seq_before, n)));
+                    n > self.local_topic.publishers()
+                })
+        };
         let sends = self.local_topic.shm_sends();
         // after a ring, look at shared memory once even if no foreign publisher is left:
         // one may have sent and gone between two looks
-        if foreign || rang || sends != self.local_shm_sends.replace(sends) {
+        if self.history
+            || known == Some(true)
+            || rang
+            || sends != self.local_shm_sends.replace(sends)
+        {
             self.shm_dirty.set(true);
         }
         let shm_first = self.shm_first.get() || polls.is_multiple_of(FAIRNESS);
@@ -492,7 +521,7 @@ impl Receiver {
             // ring (not Nerve's, or one whose ring has not appeared yet): only then look
             if self.ringless.get() == 0 {
                 self.shm_first.set(false);
-                self.shm_dirty.set(foreign);
+                self.shm_dirty.set(foreign());
                 return Ok(if local_tried { None } else { self.try_local() });
             }
         }
@@ -503,7 +532,7 @@ impl Receiver {
             })?;
             let Some(s) = s else {
                 self.shm_first.set(false);
-                self.shm_dirty.set(foreign);
+                self.shm_dirty.set(foreign());
                 return Ok(if local_tried { None } else { self.try_local() });
             };
             let h = s.user_header();

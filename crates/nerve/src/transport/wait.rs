@@ -134,29 +134,42 @@ pub(crate) fn wait_for<T, E>(
     }
     let start_ns = *start.get_or_insert_with(stamp_ns);
     let deadline = start_ns.checked_add(timeout_ns);
+    let learn = |got: &Result<Option<T>, E>| {
+        if mode != WaitMode::Spin && mode != WaitMode::Block {
+            match got {
+                Ok(Some(_)) => spin.observe(waited(start)),
+                _ => spin.timed_out(),
+            }
+        }
+    };
     loop {
         let seen = slot.register();
         let got = tick().and_then(|()| poll());
         let remaining = deadline.map(|d| Duration::from_nanos(d.saturating_sub(stamp_ns())));
-        match (got, remaining) {
-            (Ok(None), Some(r)) if !r.is_zero() => {
-                slot.wait(seen, r.min(max_sleep));
+        let nap = match (&got, remaining) {
+            (Ok(None), Some(r)) if !r.is_zero() => r.min(max_sleep),
+            (Ok(None), None) => max_sleep,
+            _ => {
                 slot.unregister();
+                learn(&got);
+                return got;
             }
-            (Ok(None), None) => {
-                slot.wait(seen, max_sleep);
-                slot.unregister();
-            }
-            (other, _) => {
-                slot.unregister();
-                if mode != WaitMode::Spin && mode != WaitMode::Block {
-                    match &other {
-                        Ok(Some(_)) => spin.observe(waited(start)),
-                        _ => spin.timed_out(),
-                    }
-                }
-                return other;
-            }
+        };
+        slot.wait(seen, nap);
+        // Woken (by a ring, mostly, whose sample is there now) or timed out: look before
+        // arming again, while still counted as a waiter (a ring meanwhile finds the flag
+        // down and costs nothing). Arming means a heavy fence (`membarrier`, a system
+        // call that interrupts every CPU running a registered thread: the ringer's among
+        // them, still finishing its send), and the tick may read shared state (a
+        // subscriber's `acknowledge`); both came before the sample was handed out (see
+        // docs/design.md, "Waking subscribers"). A look that finds nothing arms and ticks
+        // as before; the tick skipped here runs at the next wait's first tick.
+        let got = poll();
+        slot.unregister();
+        // (a wait that has run out ends here, without arming again)
+        if !matches!(got, Ok(None)) || deadline.is_some_and(|d| stamp_ns() >= d) {
+            learn(&got);
+            return got;
         }
     }
 }
@@ -230,11 +243,14 @@ impl Predictor {
         let jitter = self.jitter.get();
         // awake this long before the due time (the wake-up lateness plus the rhythm's
         // jitter) and spinning this long after it, within a CPU budget per period; a
-        // sample outside the window costs an ordinary wake-up
+        // sample outside the window costs an ordinary wake-up. The time after the due
+        // time comes first (it costs CPU only when a sample is late): a lead inflated by
+        // one very late wake-up took all of the budget before, and then every sample a
+        // little late missed the window
         let budget = period / 1000 * SPIN_BUDGET_PERMILLE;
-        let before = (self.margin().max(MIN_MARGIN_NS) + 2 * jitter)
-            .min(budget.saturating_sub(MARGIN_SLACK_NS));
-        let after = (2 * jitter + MARGIN_SLACK_NS).min(budget.saturating_sub(before));
+        let after = (2 * jitter + MARGIN_SLACK_NS).min(budget / 2);
+        let before =
+            (self.margin().max(MIN_MARGIN_NS) + 2 * jitter).min(budget.saturating_sub(after));
         let mut due = self.last.get() + period;
         if now > due + after {
             // samples were missed or late: aim at the next slot of the grid
@@ -258,7 +274,11 @@ impl Predictor {
     pub(crate) fn woke_late(&self, late: u64) {
         let want = late + MARGIN_SLACK_NS;
         let m = self.margin();
-        let next = if want > m {
+        let next = if want > 4 * m {
+            // an outlier (a preempted virtual CPU): noted, not followed, or the lead would
+            // stay inflated for dozens of periods (it comes down by 1/16 per wake-up)
+            m + m / 2
+        } else if want > m {
             want + want / 4
         } else {
             m - (m - want) / 16
@@ -305,7 +325,13 @@ mod tests {
             p.woke_late(10_000);
         }
         assert!(p.margin() < 40_000, "{}", p.margin());
+        // a single outlier raises the lead by half, repeated ones all the way
+        let m = p.margin();
         p.woke_late(10_000_000);
+        assert_eq!(p.margin(), m + m / 2);
+        for _ in 0..20 {
+            p.woke_late(10_000_000);
+        }
         assert_eq!(p.margin(), MAX_MARGIN_NS);
     }
 
