@@ -649,21 +649,30 @@ impl Report {
             "server CPU %",
         ];
         for &p in &payloads {
-            let work = self.workload_at(p).map(|w| {
-                let r = &w.rtt_us;
+            // one row per system: name, mode, TPS, the round trip's figures, CPU
+            let row = |name: &str, mode: &str, tps: f64, r: &Rtt, cpu: Option<CallCpu>| {
                 vec![
-                    "echo work alone".into(),
-                    "two cores, no transport".into(),
-                    num(w.tps),
+                    name.to_string(),
+                    mode.to_string(),
+                    num(tps),
                     num(r.avg),
                     num(r.p50),
                     num(r.p90),
                     num(r.p99),
                     opt(r.p999),
                     num(r.max),
-                    "–".into(),
-                    "–".into(),
+                    opt(cpu.and_then(|c| c.client)),
+                    opt(cpu.and_then(|c| c.server)),
                 ]
+            };
+            let work = self.workload_at(p).map(|w| {
+                row(
+                    "echo work alone",
+                    "two cores, no transport",
+                    w.tps,
+                    &w.rtt_us,
+                    None,
+                )
             });
             let mut rows: Vec<Vec<String>> = work
                 .into_iter()
@@ -671,22 +680,7 @@ impl Report {
                     self.results
                         .iter()
                         .filter(|e| e.payload_bytes == p)
-                        .map(|e| {
-                            let r = &e.rtt_us;
-                            vec![
-                                e.system.clone(),
-                                e.mode.clone(),
-                                num(e.tps),
-                                num(r.avg),
-                                num(r.p50),
-                                num(r.p90),
-                                num(r.p99),
-                                opt(r.p999),
-                                num(r.max),
-                                opt(e.cpu_percent.and_then(|c| c.client)),
-                                opt(e.cpu_percent.and_then(|c| c.server)),
-                            ]
-                        }),
+                        .map(|e| row(&e.system, &e.mode, e.tps, &e.rtt_us, e.cpu_percent)),
                 )
                 .collect();
             if let Some((segar, ros)) = seed(p) {
