@@ -235,8 +235,16 @@ pub fn set_timer_slack_ns(ns: u64) -> std::io::Result<()> {
 /// Time the host kept this machine's vCPUs from running although they had work (the
 /// `steal` column of /proc/stat, all CPUs), in ms since boot.
 pub fn steal_ms() -> Option<f64> {
+    steal_ms_of(None)
+}
+
+/// Host steal time of one CPU (`cpuN` in `/proc/stat`; all CPUs for `None`), ms since
+/// boot. The kernel prints it in clock ticks (10 ms with USER_HZ = 100), so a short
+/// interval sees it only when the count crosses a tick.
+pub fn steal_ms_of(cpu: Option<usize>) -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let head = cpu.map_or_else(|| "cpu ".to_string(), |c| format!("cpu{c} "));
+    let line = stat.lines().find(|l| l.starts_with(&head))?;
     let steal: f64 = line.split_whitespace().nth(8)?.parse().ok()?;
     // SAFETY: sysconf takes a constant and has no side effects.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;

@@ -12,6 +12,7 @@
 //! its two arrivals: what happened in the few µs between an arrival and its sample counts
 //! in the next cycle.
 
+use crate::harness::machine::steal_ms_of;
 use serde::Serialize;
 
 /// |δ| above which a cycle is an outlier, µs.
@@ -85,19 +86,6 @@ impl TaskCounters {
             cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
         }
     }
-}
-
-/// Host steal time of one CPU (`cpuN` in `/proc/stat`; all CPUs for `None`), ms since
-/// boot. The kernel prints it in clock ticks (10 ms with USER_HZ = 100), so a cycle sees
-/// it only when the count crosses a tick.
-pub fn steal_ms_of(cpu: Option<usize>) -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let head = cpu.map_or_else(|| "cpu ".to_string(), |c| format!("cpu{c} "));
-    let line = stat.lines().find(|l| l.starts_with(&head))?;
-    let steal: f64 = line.split_whitespace().nth(8)?.parse().ok()?;
-    // SAFETY: sysconf takes a constant and has no side effects.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (hz > 0.0).then(|| steal * 1000.0 / hz)
 }
 
 /// Everything sampled after one arrival.
