@@ -20,6 +20,7 @@ use iceoryx2::service::port_factory::PortFactory as _;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,7 +39,7 @@ pub struct PublisherBuilder<M: Message> {
 impl<M: Message> PublisherBuilder<M> {
     pub(crate) fn new(node: Node, topic: &str) -> Self {
         PublisherBuilder {
-            topic: node.resolve_name(topic),
+            topic: topic.to_string(),
             node,
             qos: Qos::default(),
             _m: PhantomData,
@@ -56,7 +57,7 @@ impl<M: Message> PublisherBuilder<M> {
         let schema = Schema::of::<M>().encode();
         let tx = Sender::create(
             self.node,
-            self.topic,
+            &self.topic,
             TypeInfo::of::<M>(),
             Some(&schema),
             self.qos,
@@ -69,14 +70,16 @@ impl<M: Message> PublisherBuilder<M> {
 }
 
 impl Sender {
-    /// Opens `topic` for messages of type `ty` (creating it if needed, with `schema`).
+    /// Opens `topic` (resolved here, as [`Node::resolve_name`] says) for messages of type
+    /// `ty` (creating it if needed, with `schema`).
     pub(crate) fn create(
         node: Node,
-        topic: String,
+        topic: &str,
         ty: TypeInfo,
         schema: Option<&str>,
         qos: Qos,
     ) -> Result<Sender, TopicError> {
+        let topic = node.resolve_name(topic);
         crate::name::validate_topic(&topic)?;
         qos.validate().map_err(|reason| TopicError::InvalidQos {
             topic: topic.clone(),
@@ -118,6 +121,8 @@ impl Sender {
             } else {
                 AllocationStrategy::Static
             })
+            // never the binding limit: `loan_bytes` counts every loan, on the heap or in
+            // shared memory, against `max_loans` before it asks iceoryx2 for one
             .max_loaned_samples(qos.max_loans)
             .override_sample_preallocation(move |_| pool);
         // one deadline per publish, shared by every subscriber it waits for (local and in
@@ -127,12 +132,17 @@ impl Sender {
             let deadline = deadline.clone();
             builder = builder
                 .backpressure_strategy(BackpressureStrategy::RetryUntilDelivered)
-                .set_backpressure_handler(move |_: &BackpressureInfo| {
+                .set_backpressure_handler(move |info: &BackpressureInfo| {
                     // SYNC: written by the publishing thread itself before it sends.
-                    if mono_ns() < deadline.load(Ordering::Relaxed) {
-                        BackpressureAction::Retry
-                    } else {
-                        BackpressureAction::DiscardDataAndFail
+                    let end = deadline.load(Ordering::Relaxed);
+                    match back_pressure_nap(info.elapsed_time, mono_ns(), end) {
+                        None => BackpressureAction::DiscardDataAndFail,
+                        Some(nap) => {
+                            if !nap.is_zero() {
+                                std::thread::sleep(nap);
+                            }
+                            BackpressureAction::Retry
+                        }
                     }
                 });
         } else {
@@ -222,11 +232,13 @@ impl Sender {
             id,
             origin,
             seq: Cell::new(0),
+            loans: LoanCount::default(),
             route,
             keeps_history,
             ring,
             subscribers_seen: Cell::new(None),
             unconfirmed: Cell::new(false),
+            reclaim_due: Cell::new(false),
             wall: WallClock::default(),
             sim,
             lockstep,
@@ -265,6 +277,8 @@ pub(crate) struct Sender {
     id: u64,
     origin: u64,
     seq: Cell<u64>,
+    /// Samples on loan now, by any route: `Qos::max_loans` is enforced on this count.
+    loans: LoanCount,
     route: LocalRoute,
     /// The topic keeps history (fixed by its creator): every sample goes through shared
     /// memory, where late joiners find it.
@@ -287,6 +301,33 @@ pub(crate) struct Sender {
     deadline: Arc<AtomicU64>,
     /// The network side (the network plane is on).
     net: Option<Box<dyn RemotePublisher>>,
+    /// A publish failed for back-pressure: the subscriber that held it back may have
+    /// died, so the next publish reclaims dead nodes first, inside its own timeout (done
+    /// at the failure itself, the reclaim made that publish return late).
+    reclaim_due: Cell<bool>,
+}
+
+/// How long a back-pressure wait for a shared-memory queue yields before it sleeps.
+const BACK_PRESSURE_SPIN: Duration = Duration::from_millis(1);
+/// The longest sleep of a back-pressure wait between two looks at the full queue.
+const BACK_PRESSURE_NAP: Duration = Duration::from_micros(500);
+
+/// One step of iceoryx2's wait for room in a full subscriber queue (its back-pressure
+/// handler): `None` once the publish's deadline `end_ns` has come (the publish fails),
+/// else how long to sleep before the next look: nothing for the first
+/// [`BACK_PRESSURE_SPIN`] (iceoryx2 yields between looks), then naps of at most
+/// [`BACK_PRESSURE_NAP`] that never pass the deadline. iceoryx2's own wait yields only for
+/// its first 10,000 looks and then sleeps 10 ms at a time, which made a publish return up
+/// to 10 ms past its timeout; with the naps it stays in its yielding phase for any timeout
+/// under 5 s, so a publish returns within a scheduling quantum of its deadline.
+fn back_pressure_nap(elapsed: Duration, now_ns: u64, end_ns: u64) -> Option<Duration> {
+    if now_ns >= end_ns {
+        return None;
+    }
+    if elapsed < BACK_PRESSURE_SPIN {
+        return Some(Duration::ZERO);
+    }
+    Some(Duration::from_nanos(end_ns - now_ns).min(BACK_PRESSURE_NAP))
 }
 
 impl<M: Message> Publisher<M> {
@@ -532,14 +573,23 @@ impl Sender {
     }
 
     /// Loans `len` payload bytes where the sample will travel: a heap buffer if every
-    /// subscriber is in this context, shared memory otherwise.
+    /// subscriber is in this context, shared memory otherwise. At most `Qos::max_loans`
+    /// samples are on loan at once whichever route they take, so a program's limit does
+    /// not change when a tool subscribes from another process.
     /// The head (the first `ty.head_size` bytes) is zeroed.
     pub(crate) fn loan_bytes(&self, len: usize) -> Result<LoanBuf, LoanError> {
         self.check_len(len)?;
+        let ticket =
+            self.loans
+                .take(self.qos.max_loans)
+                .ok_or_else(|| LoanError::TooManyLoans {
+                    topic: self.topic.clone(),
+                    max: self.qos.max_loans,
+                })?;
         let mut buf = if self.ring.is_none() && self.needs_shm(self.route.subscribers()) {
-            LoanBuf::Shm(self.loan_shm(len)?)
+            LoanBuf::Shm(self.loan_shm(len)?, ticket)
         } else {
-            LoanBuf::Local(self.route.loan(shm::words_for(len)))
+            LoanBuf::Local(self.route.loan(shm::words_for(len)), ticket)
         };
         let head = self.ty.head_size.min(len);
         shm::words_as_bytes_mut(buf.words_mut())[..head].fill(0);
@@ -608,6 +658,9 @@ impl Sender {
             }
             Overflow::DropOldest => 0,
         };
+        if self.reclaim_due.take() {
+            self.reclaim_dead_subscribers();
+        }
         (header, deadline)
     }
 
@@ -673,13 +726,9 @@ impl Sender {
         };
         self.unconfirmed.set(true);
         if !ring.writer.push(head, payload, deadline) {
-            // a subscriber reserved for may have died before it found the ring: reclaim
-            // dead nodes, keep entries for the living only, and look once more
-            self.node.inner.iox.try_cleanup_dead_nodes();
-            self.serve_ring_readers(self.host_subscribers());
-            if ring.writer.push(head, payload, deadline) {
-                return Ok(());
-            }
+            // a subscriber reserved for may have died before it found the ring: the next
+            // publish reclaims dead nodes and keeps entries for the living only
+            self.reclaim_due.set(true);
             return Err(PublishError::BackPressureTimeout {
                 topic: self.topic.clone(),
                 timeout: self.timeout(),
@@ -716,10 +765,11 @@ impl Sender {
         // finds the note that its shared-memory queue holds one to drain. The network
         // side is asked only while a subscriber on another host exists or the topic keeps
         // history for late joiners there.
-        let via_shm = matches!(buf, LoanBuf::Shm(_)) || self.needs_shm(local);
+        let via_shm = matches!(buf, LoanBuf::Shm(..)) || self.needs_shm(local);
         let net = self.net.as_ref().filter(|n| n.wants_frames());
         let (shared, heap, sent_net) = match buf {
-            LoanBuf::Local(b) => {
+            // the loan counts (its ticket lives) until it is handed over
+            LoanBuf::Local(b, _ticket) => {
                 // written: from here on the buffer is only read
                 let b = b.freeze();
                 let shared = if via_shm && self.ring.is_some() {
@@ -740,7 +790,7 @@ impl Sender {
                 let sent_net = net.map_or(Ok(()), |n| n.publish_shared(&header, b.clone(), len));
                 (shared, Some(b), sent_net)
             }
-            LoanBuf::Shm(s) => {
+            LoanBuf::Shm(s, _ticket) => {
                 // the network copies a shared-memory sample before it is handed over
                 let sent_net = net.map_or(Ok(()), |n| {
                     n.publish_copy(&header, &shm::words_as_bytes(s.payload())[..len])
@@ -779,6 +829,17 @@ impl Sender {
             })
     }
 
+    /// Reclaims what dead subscribers left (their queues stop holding publishes back)
+    /// and keeps ring entries for the living only; a publish does it first, inside its
+    /// own timeout, after one that failed for back-pressure.
+    #[cold]
+    fn reclaim_dead_subscribers(&self) {
+        self.node.inner.iox.try_cleanup_dead_nodes();
+        if self.ring.is_some() {
+            self.serve_ring_readers(self.host_subscribers());
+        }
+    }
+
     /// The back-pressure timeout (zero under drop-oldest).
     fn timeout(&self) -> Duration {
         match self.qos.overflow {
@@ -814,9 +875,9 @@ impl Sender {
             }
             Ok(_) => Ok(()),
             Err(SendError::UnableToDeliver) => {
-                // the subscriber that held it back may have died: reclaim dead nodes now,
-                // so its queue stops counting before the next publish, not after it
-                self.node.inner.iox.try_cleanup_dead_nodes();
+                // the subscriber that held it back may have died: the next publish
+                // reclaims dead nodes before it sends (see `reclaim_due`)
+                self.reclaim_due.set(true);
                 Err(PublishError::BackPressureTimeout {
                     topic: self.topic.clone(),
                     timeout: self.timeout(),
@@ -836,27 +897,53 @@ impl Drop for Sender {
     }
 }
 
-/// Where a loaned sample lives until it is sent.
+/// Where a loaned sample lives until it is sent, with its place in the publisher's
+/// [`LoanCount`].
 pub(crate) enum LoanBuf {
     /// In shared memory (some subscriber is outside this context).
-    Shm(IoxSampleMut),
+    Shm(IoxSampleMut, LoanTicket),
     /// On the heap (every subscriber is in this context).
-    Local(LocalLoan),
+    Local(LocalLoan, LoanTicket),
 }
 
 impl LoanBuf {
     pub(crate) fn words(&self) -> &[u64] {
         match self {
-            LoanBuf::Shm(s) => s.payload(),
-            LoanBuf::Local(b) => b.words(),
+            LoanBuf::Shm(s, _) => s.payload(),
+            LoanBuf::Local(b, _) => b.words(),
         }
     }
 
     pub(crate) fn words_mut(&mut self) -> &mut [u64] {
         match self {
-            LoanBuf::Shm(s) => s.payload_mut(),
-            LoanBuf::Local(b) => b.words_mut(),
+            LoanBuf::Shm(s, _) => s.payload_mut(),
+            LoanBuf::Local(b, _) => b.words_mut(),
         }
+    }
+}
+
+/// The samples a publisher has on loan, on the heap and in shared memory alike (a
+/// sender and its loans live on one thread).
+#[derive(Default)]
+struct LoanCount(Rc<Cell<usize>>);
+
+impl LoanCount {
+    /// A ticket for one more loan, or `None` when `max` are on loan already.
+    fn take(&self, max: usize) -> Option<LoanTicket> {
+        let held = self.0.get();
+        (held < max).then(|| {
+            self.0.set(held + 1);
+            LoanTicket(self.0.clone())
+        })
+    }
+}
+
+/// One sample on loan: counted until it is sent or dropped.
+pub(crate) struct LoanTicket(Rc<Cell<usize>>);
+
+impl Drop for LoanTicket {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
     }
 }
 
@@ -985,5 +1072,38 @@ impl<M: Message> Deref for Loan<'_, M> {
 impl<M: Message> DerefMut for Loan<'_, M> {
     fn deref_mut(&mut self) -> &mut M {
         self.head_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_back_pressure_wait_never_naps_past_its_deadline() {
+        let ms = |n: u64| n * 1_000_000;
+        // at or past the deadline: the publish fails at once
+        assert_eq!(
+            back_pressure_nap(Duration::from_secs(1), ms(200), ms(200)),
+            None
+        );
+        assert_eq!(back_pressure_nap(Duration::ZERO, ms(201), ms(200)), None);
+        // the first millisecond yields (no sleep)
+        assert_eq!(
+            back_pressure_nap(Duration::from_micros(10), ms(1), ms(200)),
+            Some(Duration::ZERO)
+        );
+        // then naps, never longer than BACK_PRESSURE_NAP nor past the deadline
+        assert_eq!(
+            back_pressure_nap(Duration::from_millis(5), ms(5), ms(200)),
+            Some(BACK_PRESSURE_NAP)
+        );
+        assert_eq!(
+            back_pressure_nap(Duration::from_millis(199), ms(200) - 40_000, ms(200)),
+            Some(Duration::from_micros(40))
+        );
+        // a 5 s timeout stays within iceoryx2's 10,000 yielding looks (no 10 ms sleeps)
+        let looks = Duration::from_secs(5).as_nanos() / BACK_PRESSURE_NAP.as_nanos();
+        assert!(looks <= 10_000, "{looks} looks");
     }
 }
