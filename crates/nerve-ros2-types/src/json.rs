@@ -1,13 +1,20 @@
 //! JSON conversion of dynamic values.
 //!
-//! Mapping: structs are objects, arrays are arrays, integers and finite floats are numbers,
-//! non-finite floats are the strings `"NaN"`, `"Infinity"` and `"-Infinity"`, strings and
-//! wstrings are strings. `uint8[]`/`byte[]` are arrays of numbers.
+//! Mapping: structs are objects, arrays are arrays, `bool` is `true`/`false`, strings and
+//! wstrings are strings, `uint8[]`/`byte[]` are arrays of numbers. Numbers follow Nerve's
+//! rules for every JSON path (`nerve::message::json::number`): integers exact over their
+//! whole range, floats printed as the shortest decimal that reads back to the same bits
+//! and read back exactly, NaN and the infinities as the strings `"NaN"`, `"Infinity"` and
+//! `"-Infinity"`, a finite number beyond `float32` an error.
 //!
 //! [`to_json`] returns a `serde_json::Value`, whose objects are sorted by key; use
 //! `serde_json::to_string(&value)` (the [`Value`] `Serialize` impl) for text that keeps the
 //! field order of the definition.
 
+use nerve::message::json::number::{
+    bool_from_json, describe, f32_from_json, f32_to_json, f64_from_json, f64_to_json,
+    int_from_json, NumberError,
+};
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
@@ -125,27 +132,6 @@ impl JsonError {
     }
 }
 
-fn float_json(x: f64) -> Json {
-    if x.is_nan() {
-        Json::String("NaN".into())
-    } else if x.is_infinite() {
-        Json::String(if x > 0.0 { "Infinity" } else { "-Infinity" }.into())
-    } else {
-        serde_json::Number::from_f64(x)
-            .map(Json::Number)
-            .unwrap_or(Json::Null)
-    }
-}
-
-fn f32_json(x: f32) -> Json {
-    // Use the shortest decimal that round-trips as f32 (0.1f32 -> 0.1, not 0.100000001490116).
-    if x.is_finite() {
-        float_json(x.to_string().parse::<f64>().unwrap_or(f64::from(x)))
-    } else {
-        float_json(f64::from(x))
-    }
-}
-
 /// Converts a value to JSON (see the module docs for the mapping).
 pub fn to_json(value: &Value) -> Json {
     match value {
@@ -158,8 +144,8 @@ pub fn to_json(value: &Value) -> Json {
         Value::UInt32(x) => (*x).into(),
         Value::Int64(x) => (*x).into(),
         Value::UInt64(x) => (*x).into(),
-        Value::Float32(x) => f32_json(*x),
-        Value::Float64(x) => float_json(*x),
+        Value::Float32(x) => f32_to_json(*x),
+        Value::Float64(x) => f64_to_json(*x),
         Value::String(s) | Value::WString(s) => Json::String(s.clone()),
         Value::Struct(s) => struct_json(s),
         Value::Array(a) => Json::Array(match a {
@@ -172,8 +158,8 @@ pub fn to_json(value: &Value) -> Json {
             Array::UInt32(v) => v.iter().map(|x| (*x).into()).collect(),
             Array::Int64(v) => v.iter().map(|x| (*x).into()).collect(),
             Array::UInt64(v) => v.iter().map(|x| (*x).into()).collect(),
-            Array::Float32(v) => v.iter().map(|x| f32_json(*x)).collect(),
-            Array::Float64(v) => v.iter().map(|x| float_json(*x)).collect(),
+            Array::Float32(v) => v.iter().map(|x| f32_to_json(*x)).collect(),
+            Array::Float64(v) => v.iter().map(|x| f64_to_json(*x)).collect(),
             Array::String(v) | Array::WString(v) => {
                 v.iter().map(|x| Json::String(x.clone())).collect()
             }
@@ -216,18 +202,6 @@ impl Serialize for Struct {
             map.serialize_entry(&**k, v)?;
         }
         map.end()
-    }
-}
-
-fn describe(j: &Json) -> String {
-    let s = j.to_string();
-    if s.len() > 40 {
-        format!(
-            "{}...",
-            &s[..s.char_indices().nth(37).map(|(i, _)| i).unwrap_or(s.len())]
-        )
-    } else {
-        s
     }
 }
 
@@ -375,62 +349,32 @@ impl FromJson<'_> {
 
 fn primitive(p: PrimitiveType, j: &Json) -> Result<Value, JsonError> {
     use PrimitiveType as P;
-    let wrong = |expected: &str| JsonError::WrongType {
-        path: String::new(),
-        expected: expected.to_string(),
-        found: describe(j),
+    let ty = p.msg_name();
+    let named = |e: NumberError| match e {
+        NumberError::WrongKind { expected, found } => JsonError::WrongType {
+            path: String::new(),
+            expected,
+            found,
+        },
+        NumberError::OutOfRange { value, .. } => JsonError::OutOfRange {
+            path: String::new(),
+            value,
+            ty: ty.to_string(),
+        },
     };
-    let range = || JsonError::OutOfRange {
-        path: String::new(),
-        value: describe(j),
-        ty: p.msg_name().to_string(),
-    };
-    match p {
-        P::Bool => j
-            .as_bool()
-            .map(Value::Bool)
-            .ok_or_else(|| wrong("true or false")),
-        P::Float32 | P::Float64 => {
-            let x = match j {
-                Json::Number(n) => n.as_f64().ok_or_else(|| wrong("a number"))?,
-                Json::String(s) => match s.as_str() {
-                    "NaN" | "nan" => f64::NAN,
-                    "Infinity" | "inf" => f64::INFINITY,
-                    "-Infinity" | "-inf" => f64::NEG_INFINITY,
-                    _ => return Err(wrong("a number, \"NaN\", \"Infinity\" or \"-Infinity\"")),
-                },
-                _ => return Err(wrong("a number")),
-            };
-            Ok(if p == P::Float32 {
-                Value::Float32(x as f32)
-            } else {
-                Value::Float64(x)
-            })
-        }
-        _ => {
-            let n = j
-                .as_number()
-                .ok_or_else(|| wrong(&format!("an integer ({})", p.msg_name())))?;
-            let i: i128 = if let Some(v) = n.as_i64() {
-                v.into()
-            } else if let Some(v) = n.as_u64() {
-                v.into()
-            } else {
-                return Err(wrong(&format!("an integer ({})", p.msg_name())));
-            };
-            Ok(match p {
-                P::Byte | P::Char | P::UInt8 => Value::UInt8(u8::try_from(i).map_err(|_| range())?),
-                P::Int8 => Value::Int8(i8::try_from(i).map_err(|_| range())?),
-                P::Int16 => Value::Int16(i16::try_from(i).map_err(|_| range())?),
-                P::UInt16 => Value::UInt16(u16::try_from(i).map_err(|_| range())?),
-                P::Int32 => Value::Int32(i32::try_from(i).map_err(|_| range())?),
-                P::UInt32 => Value::UInt32(u32::try_from(i).map_err(|_| range())?),
-                P::Int64 => Value::Int64(i64::try_from(i).map_err(|_| range())?),
-                P::UInt64 => Value::UInt64(u64::try_from(i).map_err(|_| range())?),
-                P::Bool | P::Float32 | P::Float64 => return Err(wrong("an integer")),
-            })
-        }
-    }
+    Ok(match p {
+        P::Bool => Value::Bool(bool_from_json(j).map_err(named)?),
+        P::Float32 => Value::Float32(f32_from_json(j).map_err(named)?),
+        P::Float64 => Value::Float64(f64_from_json(j).map_err(named)?),
+        P::Byte | P::Char | P::UInt8 => Value::UInt8(int_from_json(j, ty).map_err(named)?),
+        P::Int8 => Value::Int8(int_from_json(j, ty).map_err(named)?),
+        P::Int16 => Value::Int16(int_from_json(j, ty).map_err(named)?),
+        P::UInt16 => Value::UInt16(int_from_json(j, ty).map_err(named)?),
+        P::Int32 => Value::Int32(int_from_json(j, ty).map_err(named)?),
+        P::UInt32 => Value::UInt32(int_from_json(j, ty).map_err(named)?),
+        P::Int64 => Value::Int64(int_from_json(j, ty).map_err(named)?),
+        P::UInt64 => Value::UInt64(int_from_json(j, ty).map_err(named)?),
+    })
 }
 
 /// Builds a value of message type `type_name` from JSON. Missing fields take their defaults
@@ -441,4 +385,116 @@ pub fn from_json(registry: &Registry, type_name: &str, json: &Json) -> Result<Va
     Ok(Value::Struct(
         FromJson { reg: registry }.structure(def, json, 0)?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const DEF: &str = "bool b\nbyte y\nchar c\nint8 i8\nuint8 u8\nint16 i16\nuint16 u16\n\
+        int32 i32\nuint32 u32\nint64 i64\nuint64 u64\nfloat32 f32\nfloat64 f64\n\
+        float64[] many\nfloat32[3] three\n";
+
+    fn registry() -> Registry {
+        let mut reg = Registry::new();
+        reg.add_interface_text("p/msg/All", DEF).unwrap();
+        reg
+    }
+
+    /// JSON text → value → JSON text → value, as `topic pub` and `topic echo` go.
+    fn through_text(reg: &Registry, text: &str) -> (Value, String) {
+        let v: Json = serde_json::from_str(text).unwrap();
+        let value = from_json(reg, "p/msg/All", &v).unwrap();
+        let printed = serde_json::to_string(&value).unwrap();
+        // read back and printed again: the same text (NaN is not equal to itself, text is)
+        let again: Json = serde_json::from_str(&printed).unwrap();
+        let value2 = from_json(reg, "p/msg/All", &again).unwrap();
+        assert_eq!(serde_json::to_string(&value2).unwrap(), printed);
+        (value, printed)
+    }
+
+    fn field<'a>(v: &'a Value, name: &str) -> &'a Value {
+        let Value::Struct(s) = v else { panic!() };
+        s.fields
+            .iter()
+            .find(|(k, _)| &**k == name)
+            .map(|(_, v)| v)
+            .unwrap()
+    }
+
+    #[test]
+    fn numbers_survive_echo_and_pub_bit_for_bit() {
+        let reg = registry();
+        let many: Vec<f64> = [
+            0.9364630260594403,
+            -0.0,
+            5e-324,
+            f64::MIN_POSITIVE / 2.0,
+            f64::MAX,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ]
+        .into_iter()
+        .chain((0..100).map(|i| f64::from(i) / 3.0))
+        .collect();
+        let text = json!({
+            "b": true, "y": 255, "c": 0, "i8": -128, "u8": 255, "i16": -32768, "u16": 65535,
+            "i32": i32::MIN, "u32": u32::MAX, "i64": i64::MIN, "u64": u64::MAX,
+            "f32": 3.4028235e38, "f64": 0.9364630260594403,
+            "many": many.iter().map(|x| f64_to_json(*x)).collect::<Vec<_>>(),
+            "three": [-0.0, f32_to_json(f32::from_bits(1)), "NaN"],
+        })
+        .to_string();
+        let (value, printed) = through_text(&reg, &text);
+        assert_eq!(field(&value, "f64"), &Value::Float64(0.9364630260594403));
+        assert_eq!(field(&value, "f32"), &Value::Float32(f32::MAX));
+        assert_eq!(field(&value, "u64"), &Value::UInt64(u64::MAX));
+        assert_eq!(field(&value, "i64"), &Value::Int64(i64::MIN));
+        assert_eq!(field(&value, "b"), &Value::Bool(true));
+        let Value::Array(Array::Float64(back)) = field(&value, "many") else {
+            panic!()
+        };
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(back), bits(&many), "all 107 elements, bit for bit");
+        let Value::Array(Array::Float32(three)) = field(&value, "three") else {
+            panic!()
+        };
+        assert_eq!(three[0].to_bits(), (-0.0f32).to_bits());
+        assert_eq!(three[1].to_bits(), 1);
+        assert!(three[2].is_nan());
+        assert!(printed.contains("18446744073709551615"), "{printed}");
+        assert!(printed.contains("\"-Infinity\"") && printed.contains("\"NaN\""));
+    }
+
+    #[test]
+    fn bad_numbers_name_the_field() {
+        let reg = registry();
+        let e = |v: Json| from_json(&reg, "p/msg/All", &v).unwrap_err().to_string();
+        let over = e(json!({"f32": 1e39}));
+        assert!(over.contains("field `f32`") && over.contains("out of range for float32"));
+        for (field, past) in [
+            ("y", json!(256)),
+            ("c", json!(-1)),
+            ("i8", json!(128)),
+            ("u8", json!(-1)),
+            ("i16", json!(-32769)),
+            ("u16", json!(65536)),
+            ("i32", json!(2147483648_u64)),
+            ("u32", json!(-1)),
+            ("i64", json!(9223372036854775808_u64)),
+            ("u64", json!(-1)),
+        ] {
+            let msg = e(json!({ field: past }));
+            assert!(
+                msg.contains(&format!("field `{field}`")) && msg.contains("out of range"),
+                "{msg}"
+            );
+        }
+        assert!(e(json!({"three": [0, 0, 1e39]})).contains("field `three[2]`"));
+        assert!(e(json!({"b": 1})).contains("expected true or false"));
+        assert!(e(json!({"u8": true})).contains("field `u8`"));
+        assert!(e(json!({"f64": "fast"})).contains("field `f64`"));
+        assert!(from_json(&reg, "p/msg/All", &json!({"b": false})).is_ok());
+    }
 }

@@ -3,11 +3,20 @@
 //!
 //! Structs are objects in field order; arrays are arrays, except `[u8; N]` holding text
 //! (printable ASCII up to the first zero byte, zeros after), which is a string, as frame
-//! ids are; 128-bit integers are decimal strings (JSON numbers lose precision past 2^53);
-//! a slice message adds `elems_len` and `elems`.
+//! ids are (and `nerve_msgs::FixedStr`, see [`FIXED_STR_TAG`]); 128-bit integers are
+//! decimal strings (JSON numbers lose precision past 2^53); a slice message adds
+//! `elems_len` and `elems`. Numbers follow [`number`]: what [`to_json`] prints,
+//! [`from_json`] reads back as the same bytes (NaN payloads aside).
+
+pub mod number;
 
 use super::schema::{Prim, Schema, Shape};
-use serde_json::{Map, Number, Value};
+use number::{f32_from_json, f32_to_json, f64_from_json, f64_to_json, int_from_json};
+use serde_json::{Map, Value};
+
+/// The tag `nerve_msgs::FixedStr<N>` (a hand-written `Pod`) XORs into the layout hash of
+/// `[u8; N]`: an opaque shape with that hash is NUL-padded text, shown as a string.
+pub const FIXED_STR_TAG: u64 = 0x5354_5221;
 
 /// Building a message from JSON failed; the message names the field and the reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,9 +28,11 @@ pub struct JsonError {
     pub reason: String,
 }
 
-/// A message's payload bytes as JSON: the head and, for slice messages, at most
-/// `max_elems` of its `elems` elements. `bytes` must hold the message as validated by a
-/// subscriber (shorter input shows what fits and `null` for the rest).
+/// A message's payload bytes as JSON: the head and, for slice messages, `elems_len` and
+/// at most `max_elems` of its `elems` elements (`usize::MAX`: all of them; fewer shown
+/// than `elems_len` says is a shortened view that [`from_json`] refuses). `bytes` must
+/// hold the message as validated by a subscriber (shorter input shows what fits and
+/// `null` for the rest).
 pub fn to_json(schema: &Schema, bytes: &[u8], elems: usize, max_elems: usize) -> Value {
     let mut v = value(&schema.head, bytes);
     if let (Some(elem), Value::Object(obj)) = (&schema.elem, &mut v) {
@@ -36,6 +47,18 @@ pub fn to_json(schema: &Schema, bytes: &[u8], elems: usize, max_elems: usize) ->
     v
 }
 
+/// Whether an opaque shape is a `nerve_msgs::FixedStr` (see [`FIXED_STR_TAG`]).
+fn is_fixed_str(size: usize, hash: u64) -> bool {
+    hash == bytes_shape(size).layout_hash() ^ FIXED_STR_TAG
+}
+
+fn bytes_shape(len: usize) -> Shape {
+    Shape::Array {
+        elem: Box::new(Shape::Prim(Prim::U8)),
+        len,
+    }
+}
+
 fn value(shape: &Shape, bytes: &[u8]) -> Value {
     match shape {
         Shape::Prim(p) => prim(*p, bytes),
@@ -45,6 +68,9 @@ fn value(shape: &Shape, bytes: &[u8]) -> Value {
                 Some(s) => Value::String(s),
                 None => Value::Array(b.iter().map(|&x| Value::from(x)).collect()),
             }
+        }
+        Shape::Opaque { size, hash, .. } if is_fixed_str(*size, *hash) => {
+            value(&bytes_shape(*size), bytes)
         }
         Shape::Array { elem, len } => {
             let size = elem.size();
@@ -102,20 +128,27 @@ fn prim(p: Prim, bytes: &[u8]) -> Value {
         Prim::I64 => Value::from(i64::from_ne_bytes(w[..8].try_into().unwrap_or_default())),
         Prim::U128 => Value::String(u.to_string()),
         Prim::I128 => Value::String((u as i128).to_string()),
-        Prim::F32 => float(f32::from_ne_bytes(w[..4].try_into().unwrap_or_default()) as f64),
-        Prim::F64 => float(f64::from_ne_bytes(w[..8].try_into().unwrap_or_default())),
+        Prim::F32 => f32_to_json(f32::from_ne_bytes(w[..4].try_into().unwrap_or_default())),
+        Prim::F64 => f64_to_json(f64::from_ne_bytes(w[..8].try_into().unwrap_or_default())),
     }
-}
-
-fn float(x: f64) -> Value {
-    Number::from_f64(x).map_or(Value::Null, Value::Number)
 }
 
 /// Builds a message's payload bytes from JSON. Fields not given are zero and returned by
 /// name (for the caller to report); a field the type does not have, a value of the wrong
 /// kind or out of its type's range, or an array of the wrong length is an error naming
-/// the field. Slice messages take their elements from `elems`.
+/// the field. Slice messages take their elements from `elems`; an `elems_len` that is not
+/// the number of `elems` (a shortened echo) is an error.
 pub fn from_json(schema: &Schema, v: &Value) -> Result<(Vec<u8>, Vec<String>), JsonError> {
+    from_json_over(schema, &[], v)
+}
+
+/// As [`from_json`], but fields not given keep their bytes in `head` (a default message's
+/// head; shorter than the head: zero beyond it). Fields of `elems` not given are zero.
+pub fn from_json_over(
+    schema: &Schema,
+    head: &[u8],
+    v: &Value,
+) -> Result<(Vec<u8>, Vec<String>), JsonError> {
     let err = |reason: String| JsonError {
         type_name: schema.name.clone(),
         reason,
@@ -125,10 +158,12 @@ pub fn from_json(schema: &Schema, v: &Value) -> Result<(Vec<u8>, Vec<String>), J
     };
     let mut head_obj = obj.clone();
     let elems = head_obj.remove("elems");
-    head_obj.remove("elems_len");
+    let elems_len = head_obj.remove("elems_len");
     let info = schema.type_info();
     let mut missing = Vec::new();
     let mut bytes = vec![0u8; info.head_size];
+    let given = head.len().min(bytes.len());
+    bytes[..given].copy_from_slice(&head[..given]);
     write(
         &schema.head,
         &Value::Object(head_obj),
@@ -138,9 +173,24 @@ pub fn from_json(schema: &Schema, v: &Value) -> Result<(Vec<u8>, Vec<String>), J
     )
     .map_err(err)?;
     match (elems, &schema.elem) {
+        (None, None) if elems_len.is_some() => {
+            return Err(err("the type has no elems (elems_len given)".into()))
+        }
+        (None, _) if elems_len.is_some() => {
+            return Err(err("elems_len given without elems".into()))
+        }
         (None, _) => {}
         (Some(_), None) => return Err(err("the type has no elems".into())),
         (Some(Value::Array(items)), Some(elem)) => {
+            if let Some(n) = &elems_len {
+                if n.as_u64() != Some(items.len() as u64) {
+                    return Err(err(format!(
+                        "elems_len is {n} but elems holds {} (a shortened echo cannot be \
+                         published: echo it without --max-elems)",
+                        items.len()
+                    )));
+                }
+            }
             let size = elem.size();
             bytes.resize(info.elems_offset() + items.len() * size, 0);
             for (i, item) in items.iter().enumerate() {
@@ -150,7 +200,7 @@ pub fn from_json(schema: &Schema, v: &Value) -> Result<(Vec<u8>, Vec<String>), J
                     item,
                     &mut bytes[at..at + size],
                     &format!("elems[{i}]"),
-                    &mut Vec::new(),
+                    &mut missing,
                 )
                 .map_err(err)?;
             }
@@ -176,11 +226,26 @@ fn write(
     };
     match shape {
         Shape::Prim(p) => write_prim(*p, v, out).map_err(|e| format!("{}: {e}", at(path))),
+        Shape::Opaque { size, hash, .. } if is_fixed_str(*size, *hash) => {
+            write(&bytes_shape(*size), v, out, path, missing)
+        }
+        Shape::Opaque { size, .. } => {
+            // a hand-written type's bytes, as `to_json` shows them
+            if !v.is_array() {
+                return Err(format!(
+                    "{}: a hand-written type without a field layout is written as an array \
+                     of its {size} bytes",
+                    at(path)
+                ));
+            }
+            write(&bytes_shape(*size), v, out, path, missing)
+        }
         Shape::Array { elem, len } => {
             if let (Shape::Prim(Prim::U8), Value::String(s)) = (&**elem, v) {
                 if s.len() > *len {
                     return Err(format!("{}: {} bytes do not fit {len}", at(path), s.len()));
                 }
+                out.fill(0);
                 out[..s.len()].copy_from_slice(s.as_bytes());
                 return Ok(());
             }
@@ -224,10 +289,6 @@ fn write(
             }
             Ok(())
         }
-        Shape::Opaque { .. } => Err(format!(
-            "{}: a hand-written type without a field layout cannot be written from JSON",
-            at(path)
-        )),
     }
 }
 
@@ -239,25 +300,10 @@ fn join(path: &str, name: &str) -> String {
     }
 }
 
-fn write_prim(p: Prim, v: &Value, out: &mut [u8]) -> Result<(), String> {
-    let range = || format!("{v} is out of range for {}", p.name());
-    let int = || -> Result<i128, String> {
-        match v {
-            Value::Number(n) => n
-                .as_i64()
-                .map(i128::from)
-                .or_else(|| n.as_u64().map(i128::from))
-                .ok_or_else(|| format!("{n} is not an integer")),
-            Value::String(s) => s
-                .parse::<i128>()
-                .map_err(|_| format!("{s:?} is not an integer")),
-            Value::Bool(b) => Ok(i128::from(*b)),
-            other => Err(format!("expected a number, got {other}")),
-        }
-    };
+fn write_prim(p: Prim, v: &Value, out: &mut [u8]) -> Result<(), number::NumberError> {
     macro_rules! put {
         ($t:ty) => {{
-            let x = <$t>::try_from(int()?).map_err(|_| range())?;
+            let x: $t = int_from_json(v, p.name())?;
             out.copy_from_slice(&x.to_ne_bytes());
         }};
     }
@@ -270,27 +316,10 @@ fn write_prim(p: Prim, v: &Value, out: &mut [u8]) -> Result<(), String> {
         Prim::I32 => put!(i32),
         Prim::U64 => put!(u64),
         Prim::I64 => put!(i64),
+        Prim::U128 => put!(u128),
         Prim::I128 => put!(i128),
-        Prim::U128 => {
-            let x = match v {
-                Value::String(s) => s.parse::<u128>().map_err(|_| range())?,
-                _ => u128::try_from(int()?).map_err(|_| range())?,
-            };
-            out.copy_from_slice(&x.to_ne_bytes());
-        }
-        Prim::F32 | Prim::F64 => {
-            let x = v
-                .as_f64()
-                .ok_or_else(|| format!("expected a number, got {v}"))?;
-            if p == Prim::F32 {
-                if x.is_finite() && x.abs() > f32::MAX as f64 {
-                    return Err(range());
-                }
-                out.copy_from_slice(&(x as f32).to_ne_bytes());
-            } else {
-                out.copy_from_slice(&x.to_ne_bytes());
-            }
-        }
+        Prim::F32 => out.copy_from_slice(&f32_from_json(v)?.to_ne_bytes()),
+        Prim::F64 => out.copy_from_slice(&f64_from_json(v)?.to_ne_bytes()),
     }
     Ok(())
 }
@@ -361,5 +390,190 @@ mod tests {
         assert_eq!(missing, ["stamp", "frame", "values"]);
         let (_, missing) = from_json(&schema, &json!({"stamp": {"sec": 1}})).unwrap();
         assert_eq!(missing, ["stamp.nanosec", "frame", "values", "big"]);
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq, crate::Message)]
+    #[repr(C)]
+    #[message(name = "test/Prims", elem = f64)]
+    struct Prims {
+        f64_: f64,
+        u64_: u64,
+        i64_: i64,
+        f32_: f32,
+        u32_: u32,
+        i32_: i32,
+        u16_: u16,
+        i16_: i16,
+        u8_: u8,
+        i8_: i8,
+        pad: [u8; 6],
+    }
+
+    /// Prints the message as JSON text and reads the text back, as echo and pub do.
+    fn through_text(schema: &Schema, bytes: &[u8], elems: usize) -> Vec<u8> {
+        let text = to_json(schema, bytes, elems, usize::MAX).to_string();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let (back, missing) = from_json(schema, &v).unwrap();
+        assert!(missing.is_empty(), "{missing:?}");
+        back
+    }
+
+    fn prims_bytes(p: &Prims, elems: &[f64]) -> Vec<u8> {
+        let mut b = crate::message::as_bytes(p).to_vec();
+        b.resize(crate::message::elems_offset::<Prims>(), 0);
+        for e in elems {
+            b.extend_from_slice(&e.to_ne_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn every_primitive_survives_echo_and_pub_bit_for_bit() {
+        let schema = Schema::of::<Prims>();
+        let limits = [
+            Prims {
+                f64_: 0.9364630260594403,
+                u64_: u64::MAX,
+                i64_: i64::MIN,
+                f32_: f32::MAX,
+                u32_: u32::MAX,
+                i32_: i32::MIN,
+                u16_: u16::MAX,
+                i16_: i16::MIN,
+                u8_: u8::MAX,
+                i8_: i8::MIN,
+                pad: [0; 6],
+            },
+            Prims {
+                f64_: -0.0,
+                u64_: 0,
+                i64_: i64::MAX,
+                f32_: -0.0,
+                u32_: 0,
+                i32_: i32::MAX,
+                u16_: 0,
+                i16_: i16::MAX,
+                u8_: 0,
+                i8_: i8::MAX,
+                pad: [0; 6],
+            },
+            Prims {
+                f64_: f64::MIN_POSITIVE / 2.0,
+                f32_: f32::from_bits(1),
+                ..limits_zero()
+            },
+            Prims {
+                f64_: f64::INFINITY,
+                f32_: f32::NEG_INFINITY,
+                ..limits_zero()
+            },
+        ];
+        // 100 elements (more than echo used to show), with every kind of f64 among them
+        let mut elems: Vec<f64> = (0..100).map(|i| i as f64 / 7.0).collect();
+        elems[..6].copy_from_slice(&[
+            5e-324,
+            f64::MIN_POSITIVE / 2.0,
+            -0.0,
+            f64::NEG_INFINITY,
+            f64::MAX,
+            0.9364630260594403,
+        ]);
+        for p in limits {
+            let bytes = prims_bytes(&p, &elems);
+            assert_eq!(through_text(&schema, &bytes, elems.len()), bytes, "{p:?}");
+        }
+        // NaN comes back as NaN (its payload bits are not kept)
+        let nan = Prims {
+            f64_: f64::NAN,
+            f32_: f32::NAN,
+            ..limits_zero()
+        };
+        let back = through_text(&schema, &prims_bytes(&nan, &[f64::NAN]), 1);
+        let head = crate::message::read_pod::<Prims>(&back).unwrap();
+        assert!(head.f64_.is_nan() && head.f32_.is_nan());
+        let v = to_json(&schema, &prims_bytes(&nan, &[f64::NAN]), 1, usize::MAX);
+        assert_eq!((&v["f64_"], &v["elems"][0]), (&json!("NaN"), &json!("NaN")));
+    }
+
+    fn limits_zero() -> Prims {
+        crate::message::zeroed()
+    }
+
+    #[test]
+    fn numbers_out_of_range_or_of_the_wrong_kind_name_the_field() {
+        let schema = Schema::of::<Prims>();
+        let e = |v: Value| from_json(&schema, &v).unwrap_err().to_string();
+        let f32_over = e(json!({"f32_": 1e39}));
+        assert!(f32_over.contains("f32_:") && f32_over.contains("out of range for f32"));
+        assert!(e(json!({"elems": [1.0, "fast"]})).contains("elems[1]:"));
+        for (field, past) in [
+            ("u8_", json!(256)),
+            ("i8_", json!(-129)),
+            ("u16_", json!(65536)),
+            ("i16_", json!(32768)),
+            ("u32_", json!(4294967296_u64)),
+            ("i32_", json!(-2147483649_i64)),
+            ("u64_", json!(-1)),
+            ("i64_", json!(9223372036854775808_u64)),
+        ] {
+            let msg = e(json!({ field: past }));
+            assert!(
+                msg.contains(&format!("{field}:")) && msg.contains("out of range"),
+                "{msg}"
+            );
+        }
+        // no silent bool-to-integer conversion: the schema has no bool here
+        let msg = e(json!({"u8_": true}));
+        assert!(
+            msg.contains("u8_:") && msg.contains("expected an integer"),
+            "{msg}"
+        );
+        assert!(e(json!({"i32_": 1.5})).contains("i32_:"));
+    }
+
+    #[test]
+    fn a_shortened_echo_is_refused_and_elements_are_all_shown() {
+        let schema = Schema::of::<Reading>();
+        let mut v = json!({"elems": (0..100).map(f64::from).collect::<Vec<_>>()});
+        let (bytes, _) = from_json(&schema, &v).unwrap();
+        let all = to_json(&schema, &bytes, 100, usize::MAX);
+        assert_eq!(all["elems"].as_array().unwrap().len(), 100);
+        assert_eq!(all["elems"][99], json!(99.0));
+        let short = to_json(&schema, &bytes, 100, 3);
+        assert_eq!(
+            (short["elems_len"].clone(), short["elems"].clone()),
+            (json!(100), json!([0.0, 1.0, 2.0]))
+        );
+        let e = from_json(&schema, &short).unwrap_err().to_string();
+        assert!(e.contains("elems_len is 100 but elems holds 3"), "{e}");
+        // the whole echo reads back
+        v["elems_len"] = json!(100);
+        assert_eq!(from_json(&schema, &all).unwrap().0, bytes);
+        assert_eq!(from_json(&schema, &v).unwrap().0, bytes);
+    }
+
+    #[test]
+    fn fields_not_given_keep_the_base_bytes() {
+        let schema = Schema::of::<Reading>();
+        let base = Reading {
+            stamp: Stamp { sec: 5, nanosec: 6 },
+            frame: *b"odometry",
+            values: [1, 2, 3, 4],
+            big: 9,
+        };
+        let (bytes, missing) = from_json_over(
+            &schema,
+            crate::message::as_bytes(&base),
+            &json!({"stamp": {"sec": 1}, "frame": "map"}),
+        )
+        .unwrap();
+        let head = crate::message::read_pod::<Reading>(&bytes).unwrap();
+        assert_eq!(head.stamp, Stamp { sec: 1, nanosec: 6 });
+        assert_eq!(
+            &head.frame, b"map\0\0\0\0\0",
+            "a shorter text clears the rest"
+        );
+        assert_eq!((head.values, head.big), ([1, 2, 3, 4], 9));
+        assert_eq!(missing, ["stamp.nanosec", "values", "big"]);
     }
 }
