@@ -14,18 +14,22 @@
 //!   grows by doubling (up to `max_history`); the old ring is kept until the buffer is
 //!   dropped, so a reader still holding its pointer reads valid memory.
 //! - Writers serialize on one mutex that readers never touch.
+//!
+//! # Time
+//! As in tf2: a dynamic stamp more than the window before the newest its edge holds is
+//! dropped with a warning (`Ok(false)`), for that edge only; the buffer forgets its
+//! dynamic histories only when the clock it follows ([`TfBuffer::follow_clock`], a
+//! context's clock: simulation time included) jumps back.
 
 use crate::error::TfError;
 use crate::math::{Quat, Transform, Vec3};
-use crate::tree::{validate, FrameInfo, TreeLimits, LATEST};
+use crate::tree::{too_old, validate, warn_dropped, Dropped, FrameInfo, TreeLimits, LATEST};
+use crate::walk::{self, Frames};
+use nerve::time::Clock;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
-
-/// A stamp older than its frame's newest by more than this (1 s by default) is taken as
-/// time jumping back (a replayed bag restarted): the buffer clears its dynamic histories.
-pub const DEFAULT_JUMP_BACK_NS: i64 = 1_000_000_000;
 
 const NO_PARENT: u32 = u32::MAX;
 /// Words of one history entry: stamp, translation (3), rotation (4).
@@ -170,13 +174,15 @@ struct Writer {
     // vector grows
     #[allow(clippy::vec_box)]
     rings: Vec<Box<Ring>>,
+    /// The clock followed ([`TfBuffer::follow_clock`]) and how many of its jumps back
+    /// the buffer has acted on.
+    clock: Option<(Clock, u32)>,
 }
 
 /// A transform buffer for many threads: lookups (`&self`, lock-free, allocation-free)
 /// run concurrently with inserts, which never wait for a reader. Share it in an `Arc`.
 pub struct TfBuffer {
     limits: TreeLimits,
-    jump_back_ns: i64,
     frames: Box<[OnceLock<Frame>]>,
     count: AtomicUsize,
     /// Open addressing: frame index + 1, 0 = empty.
@@ -201,15 +207,9 @@ fn hash(name: &str) -> u64 {
 }
 
 impl TfBuffer {
-    /// An empty buffer with `limits` (window, history per frame, frames), taking a stamp
-    /// more than [`DEFAULT_JUMP_BACK_NS`] older than its frame's newest as a time jump.
+    /// An empty buffer with `limits` (window, history per frame, frames), following no
+    /// clock until [`TfBuffer::follow_clock`] (a listener gives its node's).
     pub fn new(limits: TreeLimits) -> TfBuffer {
-        TfBuffer::with_jump_back(limits, DEFAULT_JUMP_BACK_NS)
-    }
-
-    /// An empty buffer taking a stamp more than `jump_back_ns` older than its frame's
-    /// newest as time jumping back (the buffer then clears, [`TfBuffer::time_jumps`]).
-    pub fn with_jump_back(limits: TreeLimits, jump_back_ns: i64) -> TfBuffer {
         let limits = TreeLimits {
             max_history: limits.max_history.clamp(2, 1 << 24),
             max_frames: limits.max_frames.clamp(1, 1 << 24),
@@ -218,11 +218,13 @@ impl TfBuffer {
         let slots = (limits.max_frames * 2).next_power_of_two();
         TfBuffer {
             limits,
-            jump_back_ns: jump_back_ns.max(0),
             frames: (0..limits.max_frames).map(|_| OnceLock::new()).collect(),
             count: AtomicUsize::new(0),
             index: (0..slots).map(|_| AtomicU32::new(0)).collect(),
-            writer: Mutex::new(Writer { rings: Vec::new() }),
+            writer: Mutex::new(Writer {
+                rings: Vec::new(),
+                clock: None,
+            }),
             jumps: AtomicU64::new(0),
             waiters: AtomicUsize::new(0),
             wake_lock: Mutex::new(()),
@@ -245,7 +247,8 @@ impl TfBuffer {
         self.len() == 0
     }
 
-    /// How many times time jumped back and the buffer cleared its dynamic histories.
+    /// How many times the clock it follows jumped back and the buffer cleared its dynamic
+    /// histories.
     pub fn time_jumps(&self) -> u64 {
         self.jumps.load(Relaxed)
     }
@@ -354,116 +357,6 @@ impl TfBuffer {
         }
     }
 
-    /// Newest stamp of `f`'s history if it is dynamic and holds any.
-    fn newest(&self, f: &Frame) -> Option<i64> {
-        match self.edge(f, LATEST) {
-            Edge::Found { hi, .. } if !f.is_static.load(Relaxed) => Some(hi[0] as i64),
-            _ => None,
-        }
-    }
-
-    fn parent(&self, i: u32) -> Option<u32> {
-        // SYNC: Acquire pairs with the Release store setting the parent: the parent frame
-        // is published before.
-        match self.get(i).parent.load(Acquire) {
-            NO_PARENT => None,
-            p => Some(p),
-        }
-    }
-
-    fn depth(&self, mut i: u32) -> usize {
-        let mut d = 0;
-        while let Some(p) = self.parent(i) {
-            i = p;
-            d += 1;
-        }
-        d
-    }
-
-    fn root(&self, mut i: u32) -> u32 {
-        while let Some(p) = self.parent(i) {
-            i = p;
-        }
-        i
-    }
-
-    fn common(&self, mut a: u32, mut b: u32) -> Option<u32> {
-        let (mut da, mut db) = (self.depth(a), self.depth(b));
-        while da > db {
-            a = self.parent(a)?;
-            da -= 1;
-        }
-        while db > da {
-            b = self.parent(b)?;
-            db -= 1;
-        }
-        while a != b {
-            a = self.parent(a)?;
-            b = self.parent(b)?;
-        }
-        Some(a)
-    }
-
-    fn edge_at(&self, i: u32, time: i64) -> Result<Transform, TfError> {
-        let f = self.get(i);
-        let parent_name = || {
-            self.parent(i)
-                .map_or(String::new(), |p| self.get(p).name.to_string())
-        };
-        match self.edge(f, time) {
-            Edge::Found { lo, hi } => {
-                let ((t0, x0), (t1, x1)) = (decode(lo), decode(hi));
-                if t1 == t0 || t1 == time || time == LATEST {
-                    Ok(x1)
-                } else {
-                    let k = (time as f64 - t0 as f64) / (t1 as f64 - t0 as f64);
-                    Ok(x0.interpolate(x1, k))
-                }
-            }
-            Edge::Outside {
-                oldest,
-                newest,
-                future,
-            } => Err(TfError::Extrapolation {
-                parent: parent_name(),
-                child: f.name.to_string(),
-                time_ns: time,
-                direction: if future { "future" } else { "past" },
-                oldest_ns: oldest,
-                newest_ns: newest,
-            }),
-            Edge::Empty => Err(TfError::NoData {
-                parent: parent_name(),
-                child: f.name.to_string(),
-            }),
-        }
-    }
-
-    fn latest_common(&self, mut from: u32, top: u32, mut t: i64) -> i64 {
-        while from != top {
-            if let Some(n) = self.newest(self.get(from)) {
-                t = t.min(n);
-            }
-            match self.parent(from) {
-                Some(p) => from = p,
-                None => break,
-            }
-        }
-        t
-    }
-
-    fn up(&self, mut from: u32, top: u32, time: i64) -> Result<Transform, TfError> {
-        let mut acc = Transform::IDENTITY;
-        while from != top {
-            acc = self.edge_at(from, time)?.then(acc);
-            match self.parent(from) {
-                Some(p) => from = p,
-                None => break,
-            }
-        }
-        Ok(acc)
-    }
-
     /// Frame `source` in frame `target` at `time_ns` ([`LATEST`]: the newest time every
     /// dynamic edge of the chain has), through their common ancestor, each edge
     /// interpolated (linear translation, slerp rotation). The result maps points of
@@ -476,7 +369,7 @@ impl TfBuffer {
         time_ns: i64,
     ) -> Result<Transform, TfError> {
         let (t, s) = (target.resolve(self)?, source.resolve(self)?);
-        let mut result = self.lookup_ids(t, s, time_ns);
+        let mut result = walk::lookup(self, t, s, time_ns);
         // LATEST is chosen from the edges' newest stamps, then each edge is read at it:
         // a writer that evicted that time in between (a full count-bounded history)
         // makes it stale; choose again (a few times, then report what happened)
@@ -491,38 +384,10 @@ impl TfBuffer {
                 })
             )
         {
-            result = self.lookup_ids(t, s, time_ns);
+            result = walk::lookup(self, t, s, time_ns);
             tries += 1;
         }
         result
-    }
-
-    fn lookup_ids(&self, t: u32, s: u32, time_ns: i64) -> Result<Transform, TfError> {
-        if t == s {
-            return Ok(Transform::IDENTITY);
-        }
-        let Some(top) = self.common(t, s) else {
-            return Err(TfError::NotConnected {
-                target: self.get(t).name.to_string(),
-                source_frame: self.get(s).name.to_string(),
-                target_root: self.get(self.root(t)).name.to_string(),
-                source_root: self.get(self.root(s)).name.to_string(),
-            });
-        };
-        let time = if time_ns == LATEST {
-            let newest = self.latest_common(s, top, i64::MAX);
-            let newest = self.latest_common(t, top, newest);
-            if newest == i64::MAX {
-                LATEST
-            } else {
-                newest
-            }
-        } else {
-            time_ns
-        };
-        let source_in_top = self.up(s, top, time)?;
-        let target_in_top = self.up(t, top, time)?;
-        Ok(target_in_top.inverse().then(source_in_top))
     }
 
     /// The time [`LATEST`] means for `target` and `source` now: the newest stamp every
@@ -533,18 +398,7 @@ impl TfBuffer {
         target: impl AsFrame,
         source: impl AsFrame,
     ) -> Result<Option<i64>, TfError> {
-        let (t, s) = (target.resolve(self)?, source.resolve(self)?);
-        let Some(top) = self.common(t, s) else {
-            return Err(TfError::NotConnected {
-                target: self.get(t).name.to_string(),
-                source_frame: self.get(s).name.to_string(),
-                target_root: self.get(self.root(t)).name.to_string(),
-                source_root: self.get(self.root(s)).name.to_string(),
-            });
-        };
-        let newest = self.latest_common(s, top, i64::MAX);
-        let newest = self.latest_common(t, top, newest);
-        Ok((newest != i64::MAX).then_some(newest))
+        walk::latest_stamp(self, target.resolve(self)?, source.resolve(self)?)
     }
 
     /// Whether [`TfBuffer::lookup_transform`] would succeed now.
@@ -585,11 +439,12 @@ impl TfBuffer {
     }
 
     /// Stores `t`, frame `child` in frame `parent` at `stamp_ns`, as
-    /// [`crate::TfTree::set_transform`] does (same checks, same errors; `Ok(false)` for a
-    /// stamp older than the window). A dynamic stamp more than the jump threshold older
-    /// than its frame's newest means time jumped back: every dynamic history is cleared
-    /// (static transforms kept), [`TfBuffer::time_jumps`] counts it and one line says so
-    /// on stderr, then the transform is stored. Writers take turns; readers never wait.
+    /// [`crate::TfTree::set_transform`] does (same checks, same errors): a dynamic stamp
+    /// more than the window before the newest its edge holds, or older than everything a
+    /// full history holds, is dropped with a warning on stderr (`Ok(false)`, tf2's
+    /// `TF_OLD_DATA`) and nothing else changes. A jump back of the clock followed
+    /// ([`TfBuffer::follow_clock`]) is acted on first. Writers take turns; readers never
+    /// wait.
     pub fn set_transform(
         &self,
         parent: &str,
@@ -600,6 +455,7 @@ impl TfBuffer {
     ) -> Result<bool, TfError> {
         let t = validate(parent, child, &t)?;
         let mut w = lock(&self.writer);
+        self.follow_jumps(&mut w);
         let new_child = usize::from(self.find(child).is_none());
         let p = self.intern(&mut w, parent, new_child)?;
         let c = self.intern(&mut w, child, 0)?;
@@ -636,7 +492,7 @@ impl TfBuffer {
             });
             true
         } else {
-            self.insert_dynamic(&mut w, c, stamp_ns, t)
+            self.insert_dynamic(&mut w, (parent, child, c), stamp_ns, t)
         };
         drop(w);
         if stored {
@@ -721,7 +577,15 @@ impl TfBuffer {
         f.seq.store(s.wrapping_add(2), Release);
     }
 
-    fn insert_dynamic(&self, w: &mut Writer, c: u32, stamp: i64, t: Transform) -> bool {
+    /// Stores a dynamic transform of frame `c` (named `child`, in `parent`); `false` (and
+    /// a warning) when it is dropped as too old.
+    fn insert_dynamic(
+        &self,
+        w: &mut Writer,
+        (parent, child, c): (&str, &str, u32),
+        stamp: i64,
+        t: Transform,
+    ) -> bool {
         let f = self.get(c);
         let (window, max) = (self.limits.window_ns, self.limits.max_history as u64);
         // writers are serialized: plain reads of our own fields are stable here
@@ -732,19 +596,13 @@ impl TfBuffer {
         };
         if held > 0 {
             let ring = self.ring(f);
-            let start = f.start.load(Relaxed);
-            let newest = ring.stamp(start + held - 1);
-            if stamp < newest.saturating_sub(self.jump_back_ns) {
-                self.clear_dynamic();
-                let n = self.jumps.fetch_add(1, Relaxed) + 1;
-                eprintln!(
-                    "nerve-tf: time jumped back ({} in {} at {stamp} ns, {} ns before its \
-                     newest {newest} ns): cleared every dynamic transform (time jump {n})",
-                    f.name,
-                    self.parent(c).map_or("", |p| &*self.get(p).name),
-                    newest - stamp
-                );
-            } else if stamp < newest.saturating_sub(window) {
+            let newest = ring.stamp(f.start.load(Relaxed) + held - 1);
+            if too_old(stamp, newest, window) {
+                let why = Dropped::Old {
+                    newest_ns: newest,
+                    window_ns: window,
+                };
+                warn_dropped(parent, child, stamp, why);
                 return false;
             }
         }
@@ -776,6 +634,7 @@ impl TfBuffer {
             }
         }
         let was_static = f.is_static.load(Relaxed);
+        let mut kept = true;
         self.write(f, |ring, start, len| {
             let (mut start, mut len) = if was_static { (0, 0) } else { (start, len) };
             let cap = ring.slots.len() as u64;
@@ -790,6 +649,7 @@ impl TfBuffer {
                 if len == cap || len == max {
                     if pos == 0 {
                         // older than everything in a full history: not kept
+                        kept = false;
                         return (start, len, false);
                     }
                     start = start.wrapping_add(1);
@@ -811,7 +671,10 @@ impl TfBuffer {
             }
             (start, len, false)
         });
-        true
+        if !kept {
+            warn_dropped(parent, child, stamp, Dropped::Full { max: max as usize });
+        }
+        kept
     }
 
     /// Forgets every dynamic history (static transforms, frames and parents stay).
@@ -824,13 +687,44 @@ impl TfBuffer {
         }
     }
 
-    /// The clock jumped back (a simulation clock, see `nerve::time`): forgets every
-    /// dynamic history as a stamp jumping back does, and counts it in
-    /// [`TfBuffer::time_jumps`].
-    pub fn clock_jumped_back(&self) {
-        let _w = lock(&self.writer);
+    /// Follows `clock` (a context's clock, see `nerve::time`; a [`crate::Listener`] gives
+    /// its node's): whenever it jumps back (simulation time played again), the buffer
+    /// forgets every dynamic history (static transforms, frames and parents stay), as
+    /// tf2's buffer does on its clock's jump back, and counts it in
+    /// [`TfBuffer::time_jumps`]. A buffer follows the last clock given; a jump is acted
+    /// on at the next insert or [`TfBuffer::check_clock`].
+    pub fn follow_clock(&self, clock: &Clock) {
+        let mut w = lock(&self.writer);
+        // a jump of the clock followed so far is not lost
+        self.follow_jumps(&mut w);
+        w.clock = Some((clock.clone(), clock.jumps_back()));
+    }
+
+    /// Acts on jumps back of the clock followed since the last look (listeners call it at
+    /// every update); whether the buffer cleared its dynamic histories.
+    pub fn check_clock(&self) -> bool {
+        self.follow_jumps(&mut lock(&self.writer))
+    }
+
+    /// The one place that decides a reset: the clock followed jumped back since the last
+    /// look.
+    fn follow_jumps(&self, w: &mut Writer) -> bool {
+        let Some((clock, seen)) = &mut w.clock else {
+            return false;
+        };
+        let jumps = clock.jumps_back();
+        if jumps == *seen {
+            return false;
+        }
+        *seen = jumps;
         self.clear_dynamic();
-        self.jumps.fetch_add(1, Relaxed);
+        let n = self.jumps.fetch_add(1, Relaxed) + 1;
+        eprintln!(
+            "nerve-tf: the clock jumped back (to {} ns): cleared every dynamic transform \
+             (time jump {n})",
+            clock.now_ns()
+        );
+        true
     }
 
     /// Forgets every transform, dynamic and static (frames and their parents stay, as
@@ -884,6 +778,57 @@ impl TfBuffer {
     /// Transforms stored for `frame` (as child) since it appeared.
     pub fn stored(&self, frame: impl AsFrame) -> Result<u64, TfError> {
         Ok(self.get(frame.resolve(self)?).stored.load(Relaxed))
+    }
+}
+
+impl Frames for TfBuffer {
+    fn parent(&self, i: u32) -> Option<u32> {
+        // SYNC: Acquire pairs with the Release store setting the parent: the parent frame
+        // is published before.
+        match self.get(i).parent.load(Acquire) {
+            NO_PARENT => None,
+            p => Some(p),
+        }
+    }
+
+    fn name(&self, i: u32) -> &str {
+        &self.get(i).name
+    }
+
+    fn newest(&self, i: u32) -> Option<i64> {
+        let f = self.get(i);
+        match self.edge(f, LATEST) {
+            Edge::Found { hi, .. } if !f.is_static.load(Relaxed) => Some(hi[0] as i64),
+            _ => None,
+        }
+    }
+
+    fn edge_at(&self, i: u32, time: i64) -> Result<Transform, TfError> {
+        let f = self.get(i);
+        let parent_name = || {
+            self.parent(i)
+                .map_or(String::new(), |p| self.name(p).into())
+        };
+        match self.edge(f, time) {
+            Edge::Found { hi, .. } if time == LATEST => Ok(decode(hi).1),
+            Edge::Found { lo, hi } => Ok(walk::interpolate(decode(lo), decode(hi), time)),
+            Edge::Outside {
+                oldest,
+                newest,
+                future,
+            } => Err(TfError::Extrapolation {
+                parent: parent_name(),
+                child: f.name.to_string(),
+                time_ns: time,
+                direction: if future { "future" } else { "past" },
+                oldest_ns: oldest,
+                newest_ns: newest,
+            }),
+            Edge::Empty => Err(TfError::NoData {
+                parent: parent_name(),
+                child: f.name.to_string(),
+            }),
+        }
     }
 }
 
@@ -1044,8 +989,8 @@ mod tests {
                 .translation,
             Vec3::new(999.0, 0.0, 0.0),
         );
-        // older than the window, within the jump threshold: dropped
-        let b2 = TfBuffer::with_jump_back(limits, 10 * S);
+        // older than the window: dropped
+        let b2 = TfBuffer::new(limits);
         for k in 0..300 {
             b2.set_transform("a", "b", k * S / 100, Transform::IDENTITY, false)
                 .unwrap();
@@ -1088,7 +1033,7 @@ mod tests {
                 .translation,
             Vec3::new(500.5, 0.0, 0.0),
         );
-        // an older stamp (not a jump: within 1 s) is placed in order
+        // an older stamp (inside the window) is placed in order
         b.set_transform("x", "y", 10 * S, tr(10.0, 0.0, 0.0), false)
             .unwrap();
         b.set_transform("x", "y", 12 * S, tr(12.0, 0.0, 0.0), false)
@@ -1109,34 +1054,203 @@ mod tests {
         assert_eq!(b.frames().iter().find(|f| f.name == "y").unwrap().held, 3);
     }
 
+    /// tf2's rule: a stamp more than the window (10 s) before its edge's newest is
+    /// dropped for that edge only (`Ok(false)`); one inside the window, however far back,
+    /// is placed in order. Stamps going back never clear the buffer: only its clock does.
     #[test]
-    fn a_time_jump_back_clears_once_and_keeps_static_transforms() {
+    fn an_old_stamp_is_dropped_for_its_edge_only() {
         let b = robot();
-        for s in [2 * S, 3 * S] {
-            b.set_transform("odom", "base", s, tr(1.0, 0.0, 0.0), false)
+        for k in 2..=12 {
+            b.set_transform("odom", "base", k * S, tr(k as f64, 0.0, 0.0), false)
                 .unwrap();
-            b.set_transform("map", "odom", s, tr(1.0, 2.0, 0.0), false)
+            b.set_transform("map", "odom", k * S, tr(1.0, 2.0, k as f64), false)
                 .unwrap();
         }
+        let held = |name: &str| b.frames().into_iter().find(|f| f.name == name).unwrap();
+        let (base, odom) = (held("base"), held("odom"));
+        let stored = b.stored("base").unwrap();
+        // 11 s before the newest (12 s): older than the window
+        assert_eq!(
+            b.set_transform("odom", "base", S, tr(-1.0, 0.0, 0.0), false),
+            Ok(false)
+        );
+        assert_eq!(held("base"), base);
+        assert_eq!(held("odom"), odom);
+        assert_eq!(b.stored("base").unwrap(), stored);
         assert_eq!(b.time_jumps(), 0);
-        // the bag restarted: stamps from 0 again, 1 s behind the newest
-        b.set_transform("odom", "base", 0, tr(5.0, 0.0, 0.0), false)
-            .unwrap();
+        // the window held: 2 s to 12 s
+        close(
+            b.lookup_transform("odom", "base", 2 * S)
+                .unwrap()
+                .translation,
+            Vec3::new(2.0, 0.0, 0.0),
+        );
+        close(
+            b.lookup_transform("map", "base", 5 * S + S / 2)
+                .unwrap()
+                .translation,
+            Vec3::new(6.5, 2.0, 5.5),
+        );
+        // 1.5 s back, inside the window: kept, in order, nothing else changes
+        assert_eq!(
+            b.set_transform("odom", "base", 10 * S + S / 2, tr(-3.0, 0.0, 0.0), false),
+            Ok(true)
+        );
+        assert_eq!(held("base").held, base.held + 1);
+        assert_eq!(held("odom"), odom);
+        assert_eq!(b.time_jumps(), 0);
+        close(
+            b.lookup_transform("map", "base", 10 * S + S / 2)
+                .unwrap()
+                .translation,
+            Vec3::new(-2.0, 2.0, 10.5),
+        );
+        // a full history drops what would go before everything it holds
+        let small = TfBuffer::new(TreeLimits {
+            max_history: 4,
+            ..TreeLimits::default()
+        });
+        for k in 1..=4 {
+            small
+                .set_transform("a", "b", k * S, Transform::IDENTITY, false)
+                .unwrap();
+        }
+        assert_eq!(
+            small.set_transform("a", "b", S / 2, Transform::IDENTITY, false),
+            Ok(false)
+        );
+        assert_eq!(small.frames()[1].held, 4);
+        assert!(!small.can_transform("a", "b", S / 2));
+    }
+
+    /// tf2's reset: when the clock followed jumps back (simulation time played again),
+    /// every dynamic history is forgotten once, static transforms kept; moving forward
+    /// changes nothing.
+    #[test]
+    fn a_clock_jump_back_clears_the_dynamic_histories() {
+        let clock = Clock::manual();
+        clock.set(10 * S);
+        let b = robot();
+        b.follow_clock(&clock);
+        clock.set(11 * S);
+        assert!(!b.check_clock(), "forward is no jump");
+        assert!(b.can_transform("map", "lidar", S / 2));
+        clock.set(5 * S);
+        assert!(b.check_clock());
+        assert!(!b.check_clock(), "one jump clears once");
         assert_eq!(b.time_jumps(), 1);
-        // map -> odom was cleared too: a lookup says there is nothing held
         let e = b.lookup_transform("map", "base", 0).unwrap_err();
         assert!(matches!(e, TfError::NoData { .. }), "{e}");
-        assert!(e.to_string().contains("odom in map"), "{e}");
-        // the other frame's replayed stamps are not a second jump
-        b.set_transform("map", "odom", 0, tr(1.0, 2.0, 0.0), false)
+        assert!(b.can_transform("base", "lidar", 123), "static kept");
+        // the next insert acts on a jump itself, before it stores
+        b.set_transform("odom", "base", 3 * S, tr(3.0, 0.0, 0.0), false)
             .unwrap();
-        assert_eq!(b.time_jumps(), 1);
-        close(
-            b.lookup_transform("map", "lidar", 0).unwrap().translation,
-            Vec3::new(6.2, 2.0, 0.5),
-        );
-        // static kept throughout
-        assert!(b.can_transform("base", "lidar", 123));
+        b.set_transform("map", "odom", 3 * S, tr(1.0, 2.0, 0.0), false)
+            .unwrap();
+        clock.set(S);
+        b.set_transform("odom", "base", 0, tr(5.0, 0.0, 0.0), false)
+            .unwrap();
+        assert_eq!(b.time_jumps(), 2);
+        assert_eq!(b.latest_stamp("odom", "base").unwrap(), Some(0));
+        assert!(!b.can_transform("map", "odom", 3 * S));
+        // a clock followed before keeps its pending jump when another is given
+        clock.set(0);
+        b.follow_clock(&Clock::manual());
+        assert_eq!(b.time_jumps(), 3);
+    }
+
+    /// A chain of two dynamic edges at epoch stamps (1.7e18 ns), interpolated, against
+    /// an oracle in exact integer arithmetic: within 1e-9 m (an `f64` holds such stamps
+    /// only to 256 ns, which subtracting them as `f64` turned into up to 2e-5 m here).
+    #[test]
+    fn epoch_stamps_interpolate_exactly_through_dynamic_edges() {
+        let t0: i64 = 1_700_000_000_123_456_789;
+        let span: i64 = 100_000_000;
+        let b = TfBuffer::new(TreeLimits::default());
+        let mut tree = crate::TfTree::new(TreeLimits::default());
+        for (stamp, k) in [(t0, 0.0), (t0 + span, 1.0)] {
+            let edges = [
+                ("map", "odom", tr(10.0 * k, -4.0 * k, 0.0)),
+                ("odom", "base", tr(2.0 + 5.0 * k, 0.0, 1.0)),
+            ];
+            for (p, c, t) in edges {
+                b.set_transform(p, c, stamp, t, false).unwrap();
+                tree.set_transform(p, c, stamp, t, false).unwrap();
+            }
+        }
+        for d in [1, 3, 12_345_677, 50_000_001, 77_777_777, span - 1] {
+            // x = 2 + 15 d / span, y = -4 d / span, each fraction exact in integers
+            let frac = |m: i64| {
+                let n = i128::from(m) * i128::from(d);
+                let (q, r) = (n / i128::from(span), n % i128::from(span));
+                q as f64 + r as f64 / span as f64
+            };
+            let want = Vec3::new(2.0 + frac(15), frac(-4), 1.0);
+            let at = t0 + d;
+            close(
+                b.lookup_transform("map", "base", at).unwrap().translation,
+                want,
+            );
+            close(tree.lookup("map", "base", at).unwrap().translation, want);
+        }
+    }
+
+    /// The buffer and the tree answer every lookup alike (the walk is one): a tree of
+    /// frames with static and dynamic edges, every pair at exact, interpolated, latest
+    /// and out-of-range times.
+    #[test]
+    fn the_buffer_and_the_tree_answer_alike() {
+        let b = TfBuffer::new(TreeLimits::default());
+        let mut tree = crate::TfTree::new(TreeLimits::default());
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let names = ["w", "a", "b", "c", "d", "e", "f", "g", "h"];
+        // w is the root; frame k hangs from one before it; h is in a tree of its own
+        for k in 1..names.len() - 1 {
+            let parent = names[(next() * k as f64) as usize];
+            let is_static = k % 3 == 0;
+            for step in 0..=(if is_static { 0 } else { 20 }) {
+                let angle = next() * 3.0;
+                let t = Transform::new(
+                    Vec3::new(next(), next(), next()),
+                    Quat::from_axis_angle(Vec3::new(0.0, 0.0, 1.0), angle),
+                );
+                let stamp = step * S / 10 + k as i64;
+                b.set_transform(parent, names[k], stamp, t, is_static)
+                    .unwrap();
+                tree.set_transform(parent, names[k], stamp, t, is_static)
+                    .unwrap();
+            }
+        }
+        b.set_transform("x", "h", 0, Transform::IDENTITY, true)
+            .unwrap();
+        tree.set_transform("x", "h", 0, Transform::IDENTITY, true)
+            .unwrap();
+        let times = [LATEST, 0, 7, S / 10 + 4, S / 3, S + 5, 3 * S, -S];
+        let (mut found, mut refused) = (0, 0);
+        for target in names {
+            for source in names {
+                for time in times {
+                    let got = b.lookup_transform(target, source, time);
+                    assert_eq!(
+                        got,
+                        tree.lookup(target, source, time),
+                        "{target} <- {source} at {time}"
+                    );
+                    match got {
+                        Ok(_) => found += 1,
+                        Err(_) => refused += 1,
+                    }
+                }
+            }
+        }
+        // both kinds of answer were compared
+        assert!(found > 0 && refused > 0, "{found} found, {refused} refused");
     }
 
     #[test]

@@ -32,9 +32,10 @@ mod listener;
 mod math;
 mod topics;
 mod tree;
+mod walk;
 
 pub use apply::{transform_cloud, transform_points, transform_pose, CloudError};
-pub use buffer::{AsFrame, FrameHandle, TfBuffer, DEFAULT_JUMP_BACK_NS};
+pub use buffer::{AsFrame, FrameHandle, TfBuffer};
 pub use listener::TransformListener;
 
 pub use error::TfError;

@@ -94,7 +94,7 @@ impl TransformListener {
         self.counts.stored.load(Relaxed)
     }
 
-    /// Transforms refused so far (bad rotation, second parent, …).
+    /// Transforms refused so far (bad rotation, second parent, …) or dropped as too old.
     pub fn refused(&self) -> u64 {
         self.counts.refused.load(Relaxed)
     }

@@ -184,16 +184,14 @@ pub struct Listener {
     fixed: Subscriber<TfMessage>,
     buffer: Arc<TfBuffer>,
     counts: Arc<Counts>,
-    /// The node's clock, and its jumps back seen so far (each clears the buffer's dynamic
-    /// histories).
-    clock: nerve::time::Clock,
-    jumps_seen: u32,
 }
 
 impl Listener {
-    /// A listener of `node` feeding `buffer`.
+    /// A listener of `node` feeding `buffer`, which from now on follows the clock of the
+    /// node's context ([`TfBuffer::follow_clock`]: a jump back of simulation time clears
+    /// its dynamic histories).
     pub fn new(node: &Node, buffer: Arc<TfBuffer>) -> Result<Listener, TfTopicError> {
-        Ok(Listener {
+        let listener = Listener {
             dynamic: node
                 .subscriber::<TfMessage>(TF_TOPIC)
                 .qos(Qos::default().depth(100))
@@ -204,17 +202,17 @@ impl Listener {
                 .create()?,
             buffer,
             counts: Arc::default(),
-            clock: node.context().clock().clone(),
-            jumps_seen: node.context().clock().jumps_back(),
-        })
+        };
+        listener.buffer.follow_clock(node.context().clock());
+        Ok(listener)
     }
 
     /// Stores what arrived in the buffer; returns the transforms stored. A refused
-    /// transform (bad rotation, second parent) is counted ([`Listener::refused`]) and
-    /// the rest go on. A jump back of the node's simulation clock since the last update
-    /// clears the buffer's dynamic histories first.
+    /// transform (bad rotation, second parent) or one dropped as too old is counted
+    /// ([`Listener::refused`]) and the rest go on. A jump back of the clock the buffer
+    /// follows since the last update clears its dynamic histories first.
     pub fn update(&mut self) -> Result<usize, TfTopicError> {
-        self.follow_clock();
+        self.buffer.check_clock();
         let mut n = 0;
         for (sub, is_static) in [(&self.fixed, true), (&self.dynamic, false)] {
             while let Some(m) = sub.try_recv()? {
@@ -229,28 +227,18 @@ impl Listener {
     pub fn wait(&mut self, timeout: Duration) -> Result<usize, TfTopicError> {
         let mut n = 0;
         if let Some(m) = self.dynamic.recv_timeout(timeout)? {
-            self.follow_clock();
+            // each insert acts on a jump back of the clock first
             n += self.store(&m, false);
         }
         Ok(n + self.update()?)
-    }
-
-    /// Simulation time went back since the last look (a bag played again): transforms of
-    /// the old run would mix in, so the buffer forgets its dynamic histories.
-    fn follow_clock(&mut self) {
-        let jumps = self.clock.jumps_back();
-        if jumps != self.jumps_seen {
-            self.jumps_seen = jumps;
-            self.buffer.clock_jumped_back();
-        }
     }
 
     fn store(&self, m: &nerve::Sample<TfMessage>, is_static: bool) -> usize {
         let mut n = 0;
         for t in m.elems() {
             match self.buffer.set_msg(t, is_static) {
-                Ok(_) => n += 1,
-                Err(_) => {
+                Ok(true) => n += 1,
+                Ok(false) | Err(_) => {
                     self.counts.refused.fetch_add(1, Relaxed);
                 }
             }
@@ -264,7 +252,7 @@ impl Listener {
         self.counts.stored.load(Relaxed)
     }
 
-    /// Transforms refused so far.
+    /// Transforms refused (bad input) or dropped as too old so far.
     pub fn refused(&self) -> u64 {
         self.counts.refused.load(Relaxed)
     }

@@ -119,6 +119,50 @@ pub(crate) fn validate(parent: &str, child: &str, t: &Transform) -> Result<Trans
     Ok(t)
 }
 
+/// Whether a dynamic stamp is too old to keep: more than `window_ns` before the newest
+/// stamp its edge holds (tf2's rule: such data is dropped, with the warning
+/// `TF_OLD_DATA`, and nothing else changes).
+pub(crate) fn too_old(stamp_ns: i64, newest_ns: i64, window_ns: i64) -> bool {
+    stamp_ns < newest_ns.saturating_sub(window_ns)
+}
+
+/// Why a dynamic transform was dropped.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Dropped {
+    /// More than the window before the newest stamp its edge holds ([`too_old`]).
+    Old {
+        /// The edge's newest stamp (ns).
+        newest_ns: i64,
+        /// The window (ns).
+        window_ns: i64,
+    },
+    /// Older than everything a history holding its most transforms holds.
+    Full {
+        /// The history's bound.
+        max: usize,
+    },
+}
+
+/// Says on stderr that a transform was dropped (tf2's `TF_OLD_DATA` warning), naming the
+/// frames, the stamp and why; the caller returns `false`.
+pub(crate) fn warn_dropped(parent: &str, child: &str, stamp_ns: i64, why: Dropped) {
+    let prefix = "nerve-tf: TF_OLD_DATA ignoring data from the past for frame";
+    match why {
+        Dropped::Old {
+            newest_ns,
+            window_ns,
+        } => eprintln!(
+            "{prefix} {child} (in {parent}) at {stamp_ns} ns: {} ns before the newest it \
+             holds ({newest_ns} ns), beyond its {window_ns} ns window",
+            i128::from(newest_ns) - i128::from(stamp_ns)
+        ),
+        Dropped::Full { max } => eprintln!(
+            "{prefix} {child} (in {parent}) at {stamp_ns} ns: older than all {max} \
+             transforms its full history holds"
+        ),
+    }
+}
+
 impl TfTree {
     /// An empty tree with `limits`.
     pub fn new(limits: TreeLimits) -> TfTree {
@@ -183,8 +227,10 @@ impl TfTree {
     /// Stores `t`, frame `child` in frame `parent` at `stamp_ns`. A static transform holds
     /// at every time and replaces the previous one. The rotation must be a unit quaternion
     /// (within 1e-3, then normalised) and the translation finite; a frame keeps its first
-    /// parent; an edge that would close a loop is refused. A stamp older than the edge's
-    /// window is dropped (`Ok(false)`).
+    /// parent; an edge that would close a loop is refused. A stamp more than the window
+    /// before the newest its edge holds, or older than everything a full history holds,
+    /// is dropped with a warning on stderr (`Ok(false)`, tf2's `TF_OLD_DATA`); nothing
+    /// else changes.
     pub fn set_transform(
         &mut self,
         parent: &str,
@@ -232,14 +278,27 @@ impl TfTree {
         }
         frame.is_static = false;
         let h = &mut frame.history;
-        let newest = h.back().map_or(i64::MIN, |e| e.0);
-        if stamp_ns < newest.saturating_sub(limits.window_ns) {
-            return Ok(false);
+        if let Some(newest) = h.back().map(|e| e.0) {
+            if too_old(stamp_ns, newest, limits.window_ns) {
+                let why = Dropped::Old {
+                    newest_ns: newest,
+                    window_ns: limits.window_ns,
+                };
+                warn_dropped(parent, child, stamp_ns, why);
+                return Ok(false);
+            }
         }
         // usually the newest: appended; otherwise placed in order (an equal stamp replaces)
         let at = h.partition_point(|e| e.0 < stamp_ns);
         if h.get(at).is_some_and(|e| e.0 == stamp_ns) {
             h[at].1 = t;
+        } else if at == 0 && h.len() >= limits.max_history {
+            // older than everything a full history holds: it would go first
+            let why = Dropped::Full {
+                max: limits.max_history,
+            };
+            warn_dropped(parent, child, stamp_ns, why);
+            return Ok(false);
         } else {
             h.insert(at, (stamp_ns, t));
         }
@@ -253,7 +312,59 @@ impl TfTree {
         Ok(true)
     }
 
-    /// The edge from frame `i` to its parent at `time_ns` (interpolated).
+    /// Frame `source` in frame `target` at `time_ns` ([`LATEST`]: the newest time the
+    /// whole chain has), through their common ancestor, each edge interpolated. The
+    /// result maps points of `source` into `target`. Allocates nothing.
+    pub fn lookup(&self, target: &str, source: &str, time_ns: i64) -> Result<Transform, TfError> {
+        crate::walk::lookup(self, self.id(target)?, self.id(source)?, time_ns)
+    }
+
+    /// Whether [`TfTree::lookup`] would succeed.
+    pub fn can_transform(&self, target: &str, source: &str, time_ns: i64) -> bool {
+        self.lookup(target, source, time_ns).is_ok()
+    }
+
+    /// Every frame, in the order they appeared.
+    pub fn frames(&self) -> Vec<FrameInfo> {
+        self.frames
+            .iter()
+            .map(|f| {
+                let (first, last) = (f.history.front(), f.history.back());
+                let rate_hz = match (first, last) {
+                    (Some(a), Some(b)) if !f.is_static && f.history.len() > 1 && b.0 > a.0 => {
+                        Some((f.history.len() - 1) as f64 / ((b.0 - a.0) as f64 / 1e9))
+                    }
+                    _ => None,
+                };
+                FrameInfo {
+                    name: f.name.clone(),
+                    parent: f.parent.map(|p| self.frames[p as usize].name.clone()),
+                    is_static: f.is_static,
+                    newest_ns: last.map(|e| e.0),
+                    held: f.history.len(),
+                    rate_hz,
+                }
+            })
+            .collect()
+    }
+}
+
+impl crate::walk::Frames for TfTree {
+    fn parent(&self, i: u32) -> Option<u32> {
+        self.frames[i as usize].parent
+    }
+
+    fn name(&self, i: u32) -> &str {
+        &self.frames[i as usize].name
+    }
+
+    fn newest(&self, i: u32) -> Option<i64> {
+        let f = &self.frames[i as usize];
+        (!f.is_static)
+            .then(|| f.history.back().map(|e| e.0))
+            .flatten()
+    }
+
     fn edge_at(&self, i: u32, time_ns: i64) -> Result<Transform, TfError> {
         let f = &self.frames[i as usize];
         let h = &f.history;
@@ -284,138 +395,10 @@ impl TfTree {
             return Err(extrapolation("future"));
         }
         let at = h.partition_point(|e| e.0 < time_ns);
-        let (t1, x1) = h[at];
-        if t1 == time_ns || at == 0 {
-            return Ok(x1);
+        if at == 0 || h[at].0 == time_ns {
+            return Ok(h[at].1);
         }
-        let (t0, x0) = h[at - 1];
-        let k = (time_ns - t0) as f64 / (t1 - t0) as f64;
-        Ok(x0.interpolate(x1, k))
-    }
-
-    fn depth(&self, mut i: u32) -> usize {
-        let mut d = 0;
-        while let Some(p) = self.frames[i as usize].parent {
-            i = p;
-            d += 1;
-        }
-        d
-    }
-
-    fn root(&self, mut i: u32) -> u32 {
-        while let Some(p) = self.frames[i as usize].parent {
-            i = p;
-        }
-        i
-    }
-
-    /// The common ancestor of `a` and `b`, if they are in one tree.
-    fn common(&self, mut a: u32, mut b: u32) -> Option<u32> {
-        let (mut da, mut db) = (self.depth(a), self.depth(b));
-        while da > db {
-            a = self.frames[a as usize].parent?;
-            da -= 1;
-        }
-        while db > da {
-            b = self.frames[b as usize].parent?;
-            db -= 1;
-        }
-        while a != b {
-            a = self.frames[a as usize].parent?;
-            b = self.frames[b as usize].parent?;
-        }
-        Some(a)
-    }
-
-    /// The newest time every dynamic edge from `from` up to `top` has.
-    fn latest_common(&self, mut from: u32, top: u32, mut t: i64) -> i64 {
-        while from != top {
-            let f = &self.frames[from as usize];
-            if !f.is_static {
-                if let Some(last) = f.history.back() {
-                    t = t.min(last.0);
-                }
-            }
-            match f.parent {
-                Some(p) => from = p,
-                None => break,
-            }
-        }
-        t
-    }
-
-    /// `from` in `top` (an ancestor) at `time_ns`.
-    fn up(&self, mut from: u32, top: u32, time_ns: i64) -> Result<Transform, TfError> {
-        let mut acc = Transform::IDENTITY;
-        while from != top {
-            acc = self.edge_at(from, time_ns)?.then(acc);
-            match self.frames[from as usize].parent {
-                Some(p) => from = p,
-                None => break,
-            }
-        }
-        Ok(acc)
-    }
-
-    /// Frame `source` in frame `target` at `time_ns` ([`LATEST`]: the newest time the
-    /// whole chain has), through their common ancestor, each edge interpolated. The
-    /// result maps points of `source` into `target`. Allocates nothing.
-    pub fn lookup(&self, target: &str, source: &str, time_ns: i64) -> Result<Transform, TfError> {
-        let (t, s) = (self.id(target)?, self.id(source)?);
-        if t == s {
-            return Ok(Transform::IDENTITY);
-        }
-        let Some(top) = self.common(t, s) else {
-            return Err(TfError::NotConnected {
-                target: target.into(),
-                source_frame: source.into(),
-                target_root: self.frames[self.root(t) as usize].name.clone(),
-                source_root: self.frames[self.root(s) as usize].name.clone(),
-            });
-        };
-        let time = if time_ns == LATEST {
-            let newest = self.latest_common(s, top, i64::MAX);
-            let newest = self.latest_common(t, top, newest);
-            if newest == i64::MAX {
-                LATEST
-            } else {
-                newest
-            }
-        } else {
-            time_ns
-        };
-        let source_in_top = self.up(s, top, time)?;
-        let target_in_top = self.up(t, top, time)?;
-        Ok(target_in_top.inverse().then(source_in_top))
-    }
-
-    /// Whether [`TfTree::lookup`] would succeed.
-    pub fn can_transform(&self, target: &str, source: &str, time_ns: i64) -> bool {
-        self.lookup(target, source, time_ns).is_ok()
-    }
-
-    /// Every frame, in the order they appeared.
-    pub fn frames(&self) -> Vec<FrameInfo> {
-        self.frames
-            .iter()
-            .map(|f| {
-                let (first, last) = (f.history.front(), f.history.back());
-                let rate_hz = match (first, last) {
-                    (Some(a), Some(b)) if !f.is_static && f.history.len() > 1 && b.0 > a.0 => {
-                        Some((f.history.len() - 1) as f64 / ((b.0 - a.0) as f64 / 1e9))
-                    }
-                    _ => None,
-                };
-                FrameInfo {
-                    name: f.name.clone(),
-                    parent: f.parent.map(|p| self.frames[p as usize].name.clone()),
-                    is_static: f.is_static,
-                    newest_ns: last.map(|e| e.0),
-                    held: f.history.len(),
-                    rate_hz,
-                }
-            })
-            .collect()
+        Ok(crate::walk::interpolate(h[at - 1], h[at], time_ns))
     }
 }
 
@@ -574,6 +557,18 @@ mod tests {
         assert_eq!(
             t.set_transform("a", "b", 0, Transform::IDENTITY, false),
             Ok(false)
+        );
+        // inside the window but before everything the full history holds (the newest 50,
+        // from 9.5 s): dropped too
+        assert_eq!(
+            t.set_transform("a", "b", 9 * S, Transform::IDENTITY, false),
+            Ok(false)
+        );
+        assert_eq!(t.frames()[1].held, 50);
+        let e = t.lookup("a", "b", 9 * S).unwrap_err();
+        assert!(
+            matches!(e, TfError::Extrapolation { oldest_ns, .. } if oldest_ns == 950 * S / 100),
+            "{e}"
         );
         t.set_transform("a", "c", 0, Transform::IDENTITY, true)
             .unwrap();
