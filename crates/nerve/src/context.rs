@@ -233,9 +233,16 @@ impl Node {
     }
 
     /// Resolves a topic or service name as this node's publishers, subscribers, servers
-    /// and clients do: relative names go under the namespace, then remap rules apply.
+    /// and clients do (typed or type-erased, so every binding too): relative names go
+    /// under the namespace, private ones (`~/x`) under the node's full name, then remap
+    /// rules apply (see [`crate::name::resolve_in_node`]).
     pub fn resolve_name(&self, name: &str) -> String {
-        crate::name::resolve(name, &self.inner.namespace, &self.inner.remap)
+        crate::name::resolve_in_node(
+            name,
+            &self.inner.namespace,
+            &self.inner.name,
+            &self.inner.remap,
+        )
     }
 
     /// The context the node belongs to.

@@ -229,7 +229,10 @@ pub enum LoanError {
         reason: String,
     },
     /// Too many samples are loaned at once.
-    #[error("topic {topic}: more than {max} samples loaned at once (Qos::max_loans)")]
+    #[error(
+        "topic {topic}: {max} samples are on loan already, the most Qos::max_loans allows \
+         (send or drop one first; the limit holds whoever subscribes)"
+    )]
     TooManyLoans {
         /// Topic name.
         topic: String,

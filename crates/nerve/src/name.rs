@@ -7,8 +7,12 @@
 //! Namespaces and remapping: a *relative* name (no leading `/`, e.g. `chatter` or
 //! `lidar/points`) resolves under the node's namespace (`/robot1` + `chatter` =
 //! `/robot1/chatter`; in the root namespace `/` it is `/chatter`); an absolute name stays
-//! as it is. Then the first remap rule whose `from` (resolved the same way) equals the
-//! resolved name replaces it with its `to` (resolved the same way). See [`resolve`].
+//! as it is. A *private* name (`~` or `~/x`, as in ROS) resolves under the node's own
+//! full name (`/robot1/talker/x` for node `talker` in `/robot1`). Then the first remap rule
+//! whose `from` (resolved the same way) equals the resolved name replaces it with its `to`
+//! (resolved the same way). See [`resolve_in_node`]: every door (typed and type-erased
+//! endpoints, so the C ABI, Python, the CLI and the bridges) resolves through it, by way
+//! of [`crate::Node::resolve_name`].
 
 use crate::error::NameError;
 
@@ -71,12 +75,17 @@ pub fn validate_namespace(ns: &str) -> Result<(), NameError> {
     })
 }
 
-/// Checks a name that may be relative (`chatter`, `lidar/points`) or absolute (`/imu`).
+/// Checks a name that may be relative (`chatter`, `lidar/points`), private (`~`,
+/// `~/state`) or absolute (`/imu`).
 pub fn validate_relative(name: &str) -> Result<(), NameError> {
     if name.starts_with('/') {
         return validate_topic(name);
     }
-    validate_topic(&format!("/{name}")).map_err(|e| NameError {
+    if name == "~" {
+        return Ok(());
+    }
+    let rest = name.strip_prefix("~/").unwrap_or(name);
+    validate_topic(&format!("/{rest}")).map_err(|e| NameError {
         name: name.to_string(),
         reason: e.reason,
     })
@@ -93,15 +102,49 @@ pub fn join(namespace: &str, name: &str) -> String {
     }
 }
 
-/// Resolves a topic or service name: a relative name goes under `namespace`, then the first
-/// rule of `remap` whose `from` (resolved under `namespace`) equals it is replaced by its
-/// `to` (resolved under `namespace`). Names are not checked here: the builders check the
+/// Joins `name` as a node named `node` in `namespace` sees it: a private name (`~`,
+/// `~/x`) under the node's full name, otherwise as [`join`] does. Without a node a private
+/// name stays as it is (and is refused where it is checked: it is not absolute).
+fn expand(namespace: &str, node: Option<&str>, name: &str) -> String {
+    match name.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => match node {
+            Some(node) => format!("{}{rest}", join(namespace, node)),
+            None => name.to_string(),
+        },
+        _ => join(namespace, name),
+    }
+}
+
+/// Resolves a topic or service name of the node `node` in `namespace`: a relative name
+/// goes under `namespace`, a private one (`~`, `~/x`) under `namespace/node`, then the
+/// first rule of `remap` whose `from` (resolved the same way) equals it is replaced by its
+/// `to` (resolved the same way). Names are not checked here: the endpoints check the
 /// result, so an invalid relative name is reported as the full name it resolved to.
+pub fn resolve_in_node(
+    name: &str,
+    namespace: &str,
+    node: &str,
+    remap: &[(String, String)],
+) -> String {
+    resolve_with(name, namespace, Some(node), remap)
+}
+
+/// Resolves a name as [`resolve_in_node`] does, for a caller that is not a node (a launch
+/// file's readiness topic): private names stay unresolved.
 pub fn resolve(name: &str, namespace: &str, remap: &[(String, String)]) -> String {
-    let full = join(namespace, name);
+    resolve_with(name, namespace, None, remap)
+}
+
+fn resolve_with(
+    name: &str,
+    namespace: &str,
+    node: Option<&str>,
+    remap: &[(String, String)],
+) -> String {
+    let full = expand(namespace, node, name);
     for (from, to) in remap {
-        if join(namespace, from) == full {
-            return join(namespace, to);
+        if expand(namespace, node, from) == full {
+            return expand(namespace, node, to);
         }
     }
     full
@@ -166,6 +209,30 @@ mod tests {
         }
         validate_namespace("/").unwrap();
         validate_namespace("/robot1/arm").unwrap();
+        // private names go under the node's full name, in remap rules too
+        assert_eq!(resolve_in_node("~", "/r1", "talker", &[]), "/r1/talker");
+        assert_eq!(
+            resolve_in_node("~/state", "/r1", "talker", &[]),
+            "/r1/talker/state"
+        );
+        assert_eq!(resolve_in_node("~/a/b", "/", "talker", &[]), "/talker/a/b");
+        assert_eq!(
+            resolve_in_node("chatter", "/r1", "talker", &[]),
+            "/r1/chatter"
+        );
+        let private = parse_remap("~/state:=/status;odom:=~/odom").unwrap();
+        assert_eq!(resolve_in_node("~/state", "/r1", "n", &private), "/status");
+        assert_eq!(
+            resolve_in_node("/r1/n/state", "/r1", "n", &private),
+            "/status"
+        );
+        assert_eq!(resolve_in_node("odom", "/r1", "n", &private), "/r1/n/odom");
+        // without a node a private name is left as it is, and is no topic name
+        assert_eq!(resolve("~/state", "/r1", &[]), "~/state");
+        assert!(validate_topic(&resolve("~/state", "/r1", &[])).is_err());
+        for bad in ["~x:=a", "~/:=a", "a:=~/1b", "a:=~~"] {
+            assert!(parse_remap(bad).is_err(), "{bad} accepted");
+        }
         for bad in ["", "robot1", "/robot1/", "//"] {
             assert!(validate_namespace(bad).is_err(), "{bad} accepted");
         }

@@ -44,7 +44,7 @@ pub struct ClientBuilder<S: Service> {
 impl<S: Service> ClientBuilder<S> {
     pub(crate) fn new(node: Node, name: &str) -> Self {
         ClientBuilder {
-            name: node.resolve_name(name),
+            name: name.to_string(),
             node,
             qos: ServiceQos::default(),
             mode: WaitMode::default(),
@@ -114,9 +114,10 @@ struct ClientInner {
 }
 
 impl RawClient {
-    /// Opens service `name` of type `ty` (creating it if no server made it yet, so a
-    /// client may start first) and creates a client that waits for responses as `mode`
-    /// says. A service of another type is an error naming both.
+    /// Opens service `name` (resolved as [`Node::resolve_name`] says) of type `ty`
+    /// (creating it if no server made it yet, so a client may start first) and creates a
+    /// client that waits for responses as `mode` says. A service of another type is an
+    /// error naming both.
     pub fn create(
         node: &Node,
         name: &str,
@@ -124,7 +125,7 @@ impl RawClient {
         qos: ServiceQos,
         mode: WaitMode,
     ) -> Result<RawClient, ServiceError> {
-        let name = name.to_string();
+        let name = node.resolve_name(name);
         crate::name::validate_topic(&name)?;
         qos.validate().map_err(|reason| ServiceError::InvalidQos {
             service: name.clone(),

@@ -38,7 +38,7 @@ pub struct ServiceBuilder<S: Service> {
 impl<S: Service> ServiceBuilder<S> {
     pub(crate) fn new(node: Node, name: &str) -> Self {
         ServiceBuilder {
-            name: node.resolve_name(name),
+            name: name.to_string(),
             node,
             qos: ServiceQos::default(),
             mode: WaitMode::default(),
@@ -139,9 +139,10 @@ impl Outgoing {
 }
 
 impl RawServer {
-    /// Opens service `name` of type `ty` (creating it if needed) and becomes its server,
-    /// waiting for requests as `mode` says. Fails with [`ServiceError::AlreadyServed`] if
-    /// another live server serves it; a service of another type is an error naming both.
+    /// Opens service `name` (resolved as [`Node::resolve_name`] says) of type `ty`
+    /// (creating it if needed) and becomes its server, waiting for requests as `mode`
+    /// says. Fails with [`ServiceError::AlreadyServed`] if another live server serves it;
+    /// a service of another type is an error naming both.
     pub fn create(
         node: &Node,
         name: &str,
@@ -149,7 +150,7 @@ impl RawServer {
         qos: ServiceQos,
         mode: WaitMode,
     ) -> Result<RawServer, ServiceError> {
-        let name = name.to_string();
+        let name = node.resolve_name(name);
         crate::name::validate_topic(&name)?;
         qos.validate().map_err(|reason| ServiceError::InvalidQos {
             service: name.clone(),

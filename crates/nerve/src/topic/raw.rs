@@ -23,7 +23,9 @@ pub struct RawSubscriber {
 }
 
 impl RawSubscriber {
-    /// Subscribes to an existing topic with its own type.
+    /// Subscribes to an existing topic with its own type. Like every endpoint, the name
+    /// resolves as [`Node::resolve_name`] says (namespace, private names, remap rules);
+    /// [`RawSubscriber::topic`] tells the result.
     pub fn create(node: &Node, topic: &str, qos: Qos) -> Result<RawSubscriber, TopicError> {
         RawSubscriber::open(node, topic, None, None, qos)
     }
@@ -59,6 +61,7 @@ impl RawSubscriber {
         schema: Option<&str>,
         qos: Qos,
     ) -> Result<RawSubscriber, TopicError> {
+        let topic = &node.resolve_name(topic);
         crate::name::validate_topic(topic)?;
         let service = shm::open_topic(&node.inner.iox, topic, ty, schema, &qos)?;
         let schema = shm::topic_schema(&node.inner.iox, &service);
@@ -90,7 +93,7 @@ impl RawSubscriber {
         })
     }
 
-    /// The topic name.
+    /// The topic's resolved name.
     pub fn topic(&self) -> &str {
         self.rx.topic()
     }
@@ -172,8 +175,9 @@ pub struct RawPublisher {
 }
 
 impl RawPublisher {
-    /// Publishes on `topic` with the type `schema` describes, creating the topic (and
-    /// recording the schema) if needed; a topic of another type is an error naming both.
+    /// Publishes on `topic` (resolved as [`Node::resolve_name`] says) with the type
+    /// `schema` describes, creating the topic (and recording the schema) if needed; a
+    /// topic of another type is an error naming both.
     pub fn create(
         node: &Node,
         topic: &str,
@@ -181,13 +185,7 @@ impl RawPublisher {
         qos: Qos,
     ) -> Result<RawPublisher, TopicError> {
         let text = schema.encode();
-        let tx = Sender::create(
-            node.clone(),
-            topic.to_string(),
-            schema.type_info(),
-            Some(&text),
-            qos,
-        )?;
+        let tx = Sender::create(node.clone(), topic, schema.type_info(), Some(&text), qos)?;
         Ok(RawPublisher { tx })
     }
 
@@ -196,7 +194,7 @@ impl RawPublisher {
         self.tx.type_info()
     }
 
-    /// The topic name.
+    /// The topic's resolved name.
     pub fn topic(&self) -> &str {
         self.tx.topic()
     }
@@ -348,6 +346,103 @@ mod tests {
         publisher.publish_bytes(&good).unwrap();
         let s = sub.recv_timeout(Duration::from_secs(1)).unwrap().unwrap();
         assert_eq!((s.id, s.elems()), (5, &[7u32, 9][..]));
+    }
+
+    /// Type-erased endpoints (what the C ABI, Python, the CLI and the bridges use) resolve
+    /// names as the typed ones do: namespace, private names, remap rules (before, they
+    /// took the name as given and refused relative ones).
+    #[test]
+    fn raw_endpoints_resolve_names_as_typed_ones() {
+        let dir = std::env::temp_dir().join("nerve-tests/");
+        let cfg = crate::Config::default()
+            .domain(974)
+            .unwrap()
+            .state_dir(dir)
+            .namespace("/robot1")
+            .unwrap()
+            .remap("cmd", "/base/cmd")
+            .unwrap();
+        let ctx = crate::Context::new(cfg).unwrap();
+        let node = ctx.node("talker").create().unwrap();
+        let schema = Schema::of::<Samples>();
+        let typed = node.subscriber::<Samples>("chatter").create().unwrap();
+        assert_eq!(typed.topic(), "/robot1/chatter");
+        let publisher = RawPublisher::create(&node, "chatter", &schema, Qos::default()).unwrap();
+        assert_eq!(publisher.topic(), "/robot1/chatter");
+        let raw = RawSubscriber::create(&node, "chatter", Qos::default()).unwrap();
+        assert_eq!(raw.topic(), "/robot1/chatter");
+        let remapped = RawPublisher::create(&node, "cmd", &schema, Qos::default()).unwrap();
+        assert_eq!(remapped.topic(), "/base/cmd");
+        let private =
+            RawSubscriber::with_schema(&node, "~/state", &schema, Qos::default()).unwrap();
+        assert_eq!(private.topic(), "/robot1/talker/state");
+        let ty = schema.type_info();
+        let absolute = RawSubscriber::with_type(&node, "/imu", &ty, Qos::default()).unwrap();
+        assert_eq!(absolute.topic(), "/imu");
+        let e = RawPublisher::create(&node, "1bad", &schema, Qos::default())
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("/robot1/1bad"), "{e}");
+        // one topic: the raw publisher reaches the typed and the raw subscriber
+        publisher.publish_bytes(&5u64.to_ne_bytes()).unwrap();
+        let s = typed.recv_timeout(Duration::from_secs(1)).unwrap().unwrap();
+        assert_eq!(s.id, 5);
+        let s = raw.recv_timeout(Duration::from_secs(1)).unwrap().unwrap();
+        assert_eq!(s.bytes()[..8], 5u64.to_ne_bytes());
+    }
+
+    /// `Qos::max_loans` is the same limit whoever subscribes: loans live on the heap while
+    /// no subscriber is outside this context and in shared memory once one is, and both
+    /// count alike (before, heap loans were not counted at all, so a program holding 10
+    /// loans worked alone and failed after 2 once `nerve topic echo` attached).
+    #[test]
+    fn max_loans_holds_alike_with_and_without_a_subscriber_elsewhere() {
+        let dir = std::env::temp_dir().join("nerve-tests/");
+        let cfg = crate::Config::default().domain(975).unwrap().state_dir(dir);
+        let ctx = crate::Context::new(cfg.clone()).unwrap();
+        let node = ctx.node("raw_loans").create().unwrap();
+        let max = 3;
+        let qos = Qos {
+            max_loans: max,
+            ..Qos::default()
+        };
+        let schema = Schema::of::<Samples>();
+        let publisher = RawPublisher::create(&node, "/raw/loans", &schema, qos).unwrap();
+        // 64 KiB of elements after the 8-byte head
+        let len = 8 + 64 * 1024;
+        let hold = |p: &RawPublisher| {
+            let loans: Vec<RawLoan> = (0..max)
+                .map(|i| p.loan(len).unwrap_or_else(|e| panic!("loan {i}: {e}")))
+                .collect();
+            let beyond = p.loan(len).err().expect("a loan beyond max_loans");
+            (loans, beyond)
+        };
+        let (loans, alone) = hold(&publisher);
+        assert!(loans.iter().all(|l| matches!(l.buf, LoanBuf::Local(..))));
+        assert!(
+            matches!(alone, LoanError::TooManyLoans { max: 3, .. }),
+            "{alone}"
+        );
+        assert!(alone.to_string().contains("max_loans"), "{alone}");
+        drop(loans);
+
+        // a subscriber in another context (as `nerve topic echo` in another process)
+        let other = crate::Context::new(cfg).unwrap();
+        let echo = other.node("raw_loans_echo").create().unwrap();
+        let sub = RawSubscriber::create(&echo, "/raw/loans", Qos::default()).unwrap();
+        assert_eq!(publisher.subscriber_count(), 1);
+        let (mut loans, watched) = hold(&publisher);
+        assert!(loans.iter().all(|l| matches!(l.buf, LoanBuf::Shm(..))));
+        assert_eq!(watched.to_string(), alone.to_string());
+        // a loan sent or dropped gives its place back
+        let mut last = loans.pop().unwrap();
+        last.bytes_mut()[..8].copy_from_slice(&7u64.to_ne_bytes());
+        publisher.send(last).unwrap();
+        loans.push(publisher.loan(len).unwrap());
+        loans.pop();
+        loans.push(publisher.loan(len).unwrap());
+        let s = sub.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+        assert_eq!(s.bytes()[..8], 7u64.to_ne_bytes());
     }
 
     #[derive(Clone, Copy, crate::Message)]

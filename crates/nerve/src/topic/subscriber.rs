@@ -34,7 +34,7 @@ pub struct SubscriberBuilder<M: Message> {
 impl<M: Message> SubscriberBuilder<M> {
     pub(crate) fn new(node: Node, topic: &str) -> Self {
         SubscriberBuilder {
-            topic: node.resolve_name(topic),
+            topic: topic.to_string(),
             node,
             qos: Qos::default(),
             mode: WaitMode::default(),
@@ -56,7 +56,7 @@ impl<M: Message> SubscriberBuilder<M> {
 
     /// Opens the topic (creating it if needed) and creates the subscriber.
     pub fn create(self) -> Result<Subscriber<M>, TopicError> {
-        let topic = self.topic;
+        let topic = self.node.resolve_name(&self.topic);
         crate::name::validate_topic(&topic)?;
         self.qos
             .validate()
