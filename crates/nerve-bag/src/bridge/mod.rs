@@ -35,9 +35,15 @@
 //! Foxglove as a cockpit (issue 32): clients publish to Nerve topics ([`inbound`]: the
 //! Teleop panel's Twist on `/cmd_vel`, type checked), get and set the nodes' parameters
 //! ([`params`]), see the connection graph (publishers, subscribers and services by
-//! node), and get `/clock` as the server's time ([`BridgeOptions::clock`]). A topic whose
-//! last publisher is gone is unadvertised. [`playback`] serves a bag with the playback
-//! bar instead of the domain.
+//! node), and get the simulation time as the server's time ([`BridgeOptions::clock`]). A
+//! topic whose last publisher is gone is unadvertised. [`playback`] serves a bag with the
+//! playback bar instead of the domain.
+//!
+//! Time: the bridge has one clock, its context's ([`nerve::time`]). Every message's log
+//! time is that clock's reading when the bridge forwards it, and when the clock is a
+//! simulation clock the server broadcasts it as its time: stamps and server time are the
+//! same time source, as Foxglove requires (the publisher's own stamp may come from
+//! another clock: a player on the system clock, replaying a bag under `/clock`).
 
 pub mod gate;
 pub mod inbound;
@@ -60,7 +66,7 @@ use nerve::{Context, Qos, RawClient, RawSubscriber, ServiceQos, WaitMode};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -85,8 +91,10 @@ pub struct BridgeOptions {
     pub client_publish: bool,
     /// Offer the nodes' parameters to Foxglove's Parameters panel.
     pub parameters: bool,
-    /// Broadcast the time of the `/clock` topic (a bag replayed by `nerve bag play
-    /// --clock`, a simulation) as the server's time.
+    /// Run on the domain's simulation time (the `/clock` topic, as `nerve bag play
+    /// --clock` or a simulator publishes it) and broadcast it as the server's time: the
+    /// bridge follows it with a context of its own when the context it is given runs on
+    /// the system clock. A context on simulation time does this without being asked.
     pub clock: bool,
 }
 
@@ -233,25 +241,38 @@ impl Shared {
     }
 }
 
-struct Listener(Arc<Shared>);
+/// The server's callbacks. It holds the bridge's state weakly: the foxglove SDK keeps
+/// listeners in tasks of its global runtime, which can outlive the server (and do at
+/// process exit), and a strong reference there kept the bridge's `Context` alive past
+/// `Bridge::stop`, so the domain's last context never removed its files from /dev/shm.
+struct Listener(Weak<Shared>);
 
 impl ServerListener for Listener {
     fn on_client_advertise(&self, client: Client, channel: &ClientChannel) {
-        if let Some(q) = &self.0.inbound {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        if let Some(q) = &shared.inbound {
             q.advertise(client, channel);
         }
     }
 
     fn on_client_unadvertise(&self, client: Client, channel: &ClientChannel) {
-        if let Some(q) = &self.0.inbound {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        if let Some(q) = &shared.inbound {
             q.unadvertise(client.id(), channel.id);
         }
     }
 
     fn on_message_data(&self, client: Client, channel: &ClientChannel, payload: &[u8]) {
-        if let Some(q) = &self.0.inbound {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        if let Some(q) = &shared.inbound {
             if !q.data(client.id(), channel.id, payload) {
-                inbound::count(&self.0.inbound_counts, &channel.topic, |c| {
+                inbound::count(&shared.inbound_counts, &channel.topic, |c| {
                     c.received += 1;
                     c.dropped += 1;
                 });
@@ -260,15 +281,24 @@ impl ServerListener for Listener {
     }
 
     fn on_connection_graph_subscribe(&self) {
-        self.0.graph_watched.store(true, Ordering::Relaxed);
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        shared.graph_watched.store(true, Ordering::Relaxed);
     }
 
     fn on_connection_graph_unsubscribe(&self) {
-        self.0.graph_watched.store(false, Ordering::Relaxed);
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        shared.graph_watched.store(false, Ordering::Relaxed);
     }
 
     fn on_subscribe(&self, client: Client, channel: ChannelView) {
-        let Some(t) = self.0.find(&channel) else {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        let Some(t) = shared.find(&channel) else {
             return;
         };
         {
@@ -281,12 +311,15 @@ impl ServerListener for Listener {
         // arriving together cannot leave a worker running for nobody (or none for someone)
         let mut w = t.worker.lock().expect("poisoned");
         if t.watchers.fetch_add(1, Ordering::Relaxed) == 0 && !t.closed.load(Ordering::Relaxed) {
-            start_worker(&self.0, &t, &mut w);
+            start_worker(&shared, &t, &mut w);
         }
     }
 
     fn on_unsubscribe(&self, client: Client, channel: ChannelView) {
-        let Some(t) = self.0.find(&channel) else {
+        let Some(shared) = self.0.upgrade() else {
+            return;
+        };
+        let Some(t) = shared.find(&channel) else {
             return;
         };
         t.clients
@@ -352,8 +385,9 @@ fn forward(ctx: &Context, t: &Bridged, stop: &AtomicBool) {
             t.failed.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        let log_time = u64::try_from(s.header().publish_wall_ns).ok();
         drop(s);
+        // the bridge's one clock (see the module docs), the server's time too
+        let log_time = u64::try_from(ctx.clock().now_ns()).ok();
         t.channel.log_with_meta(&buf, PartialMetadata { log_time });
         t.forwarded.fetch_add(1, Ordering::Relaxed);
     }
@@ -373,9 +407,11 @@ pub struct Bridge {
 impl Bridge {
     /// Starts the server and the discovery of topics in `ctx`'s domain.
     pub fn start(ctx: &Context, opts: BridgeOptions) -> Result<Bridge, BagError> {
+        let ctx = clock_context(ctx, opts.clock)?;
+        let sim_time = ctx.clock().is_sim();
         let (queues, inbound_rx) = inbound::Queues::new();
         let shared = Arc::new(Shared {
-            ctx: ctx.clone(),
+            ctx,
             stop: AtomicBool::new(false),
             topics: Mutex::new(BTreeMap::new()),
             services: Mutex::new(BTreeMap::new()),
@@ -397,7 +433,7 @@ impl Bridge {
         if opts.parameters {
             caps.push(Capability::Parameters);
         }
-        if opts.clock {
+        if sim_time {
             caps.push(Capability::Time);
         }
         let (params_tx, params_rx) = bounded::<params::Request>(params::MAX_PENDING);
@@ -406,7 +442,7 @@ impl Bridge {
             .context(&fctx)
             .bind("127.0.0.1", 0)
             .message_backlog_size(opts.backlog.max(1))
-            .listener(Arc::new(Listener(shared.clone())))
+            .listener(Arc::new(Listener(Arc::downgrade(&shared))))
             .capabilities(caps)
             .supported_encodings([MESSAGE_ENCODING, "json"]);
         if opts.parameters {
@@ -470,11 +506,11 @@ impl Bridge {
                 }),
             )?);
         }
-        if opts.clock {
+        if sim_time {
             let shared = shared.clone();
             workers.push(spawn(
                 "bridge-clock",
-                Box::new(move || follow_clock(&shared)),
+                Box::new(move || broadcast_time(&shared)),
             )?);
         }
         let discovery = {
@@ -836,33 +872,37 @@ fn graph_of(node: &nerve::Node, topics: &std::collections::BTreeSet<String>) -> 
     g
 }
 
-/// Follows `/clock` (`nerve_msgs::Clock`, as `nerve bag play --clock` and simulations
-/// publish it) and broadcasts each time as the server's.
-fn follow_clock(shared: &Shared) {
-    let Ok(node) = shared.ctx.node("nerve_bridge_clock").create() else {
-        return;
-    };
-    let mut sub = None;
+/// The context the bridge runs on: `ctx`, or with `clock` and `ctx` on the system clock,
+/// a context of the same settings on simulation time (following the domain's `/clock`).
+fn clock_context(ctx: &Context, clock: bool) -> Result<Context, BagError> {
+    if !clock || ctx.clock().is_sim() {
+        return Ok(ctx.clone());
+    }
+    let mut config = ctx.config().clone();
+    config.sim_time = true;
+    Context::new(config).map_err(|e| {
+        BagError::Options(format!(
+            "--clock: cannot follow the simulation time of domain {}: {e}",
+            ctx.domain()
+        ))
+    })
+}
+
+/// Broadcasts the bridge's clock (a simulation clock) as the server's time whenever it
+/// changes (forward or back; not before its first time).
+fn broadcast_time(shared: &Shared) {
+    let clock = shared.ctx.clock().clone();
+    let mut last = None;
     while !shared.stop.load(Ordering::Relaxed) {
-        let Some(s) = &sub else {
-            sub = node
-                .subscriber::<nerve_msgs::Clock>(crate::play::CLOCK_TOPIC)
-                .qos(Qos::sensor().depth(4))
-                .create()
-                .ok();
-            if sub.is_none() {
-                std::thread::sleep(Duration::from_millis(250));
-            }
-            continue;
-        };
-        if let Ok(Some(c)) = s.recv_timeout(Duration::from_millis(20)) {
-            if let (Ok(t), Some(server)) = (
-                u64::try_from(c.clock.nanos),
-                shared.server.lock().expect("poisoned").as_ref(),
-            ) {
-                server.broadcast_time(t);
+        let now = clock.now_ns();
+        if now > 0 && last != Some(now) {
+            if let Some(server) = shared.server.lock().expect("poisoned").as_ref() {
+                server.broadcast_time(now as u64);
+                last = Some(now);
             }
         }
+        // wakes as soon as the time moves on (a jump back shows within the wait)
+        clock.sleep_until(now.saturating_add(1), Duration::from_millis(50));
     }
 }
 
