@@ -187,7 +187,9 @@ typedef struct {
 } nerve_server_goal_t;
 
 // How to open a context. Zero-initialised (or null) means: from the `NERVE_*`
-// environment variables.
+// environment variables. Names of topics, services and actions made through it resolve
+// as in Rust: relative ones (`chatter`) under the namespace, private ones (`~/state`)
+// under the node's full name, then the remap rules apply.
 typedef struct {
   // A TOML configuration file (null: `NERVE_CONFIG` / the environment).
   const char *config_path;
@@ -199,6 +201,12 @@ typedef struct {
   const char *state_dir;
   // The network plane: -1 keep the configuration's choice, 0 off, 1 on.
   int32_t network;
+  // The namespace of the context's nodes, `/` or an absolute name such as `/robot1`
+  // (null: `NERVE_NAMESPACE`, else `/`).
+  const char *node_namespace;
+  // Remap rules `from:=to` separated by `;` (as `NERVE_REMAP`), checked before those of
+  // the environment (null: none more).
+  const char *remap;
 } nerve_context_options_t;
 
 // A Nerve domain seen from this process.
@@ -611,7 +619,8 @@ nerve_status_t nerve_context_destroy(nerve_context_t ctx);
 // `out_domain` points to writable storage.
 nerve_status_t nerve_context_domain(nerve_context_t ctx, uint32_t *out_domain);
 
-// Creates a node named `name` (a valid node name, optionally with a namespace).
+// Creates a node named `name` (one segment: letters, digits and `_`) in the context's
+// namespace.
 //
 // # Safety
 // `name` is a NUL-terminated string; `out_node` points to writable storage.
@@ -620,8 +629,8 @@ nerve_status_t nerve_node_create(nerve_context_t ctx, const char *name, nerve_no
 // Releases a node handle.
 nerve_status_t nerve_node_destroy(nerve_node_t node);
 
-// Copies the node's full name (with namespace) into `buf` (`cap` bytes, NUL
-// terminated); `needed` (may be null) receives its length plus one.
+// Copies the node's full name (with namespace: `/robot1/talker`) into `buf` (`cap`
+// bytes, NUL terminated); `needed` (may be null) receives its length plus one.
 //
 // # Safety
 // `buf` points to `cap` writable bytes (or is null with `cap` 0).
@@ -785,7 +794,9 @@ uint8_t nerve_managed_current_state(nerve_managed_t managed);
 // `shutdown`) now; `out_state` (nullable) gets the state reached. Invalid from the
 // current state: `NERVE_ERR_INVALID_ARGUMENT`; asked from inside a transition:
 // `NERVE_ERR_BUSY`; its callback failed or erred: `NERVE_ERR_CALLBACK` (the state is
-// still written). The message names the node, the state and the transition.
+// still written). The message names the node, the state and the transition, and
+// carries what the failing callbacks said with `nerve_callback_fail` (a C++ callback's
+// exception message).
 //
 // # Safety
 // `label` is NUL-terminated; `out_state` null or writable.
@@ -923,7 +934,8 @@ nerve_status_t nerve_params_get_text(nerve_params_t params,
 // `handled` is null or writable.
 nerve_status_t nerve_params_handle_pending(nerve_params_t params, size_t *handled);
 
-// Creates a client of the service `name`.
+// Creates a client of the service `name` (absolute, relative to the node's namespace,
+// or private `~/x`; remap rules apply: `nerve_client_service_name` tells the result).
 //
 // # Safety
 // `name` is NUL-terminated; `ty` points to a valid type; `out_client` is writable.
@@ -931,6 +943,18 @@ nerve_status_t nerve_client_create(nerve_node_t node,
                                    const char *name,
                                    const nerve_service_type_t *ty,
                                    nerve_client_t *out_client);
+
+// Copies the service's resolved name (namespace and remap rules applied, e.g.
+// `/robot1/add`) into `buf` (`cap` bytes, NUL terminated); `needed` (may be null)
+// receives its length plus one.
+//
+// # Safety
+// `buf` points to `cap` writable bytes (or is null with `cap` 0); `needed` is null or
+// writable.
+nerve_status_t nerve_client_service_name(nerve_client_t client,
+                                         char *buf,
+                                         size_t cap,
+                                         size_t *needed);
 
 // Releases a client handle (calls in flight keep it alive).
 nerve_status_t nerve_client_destroy(nerve_client_t client);
@@ -986,6 +1010,16 @@ nerve_status_t nerve_server_create(nerve_node_t node,
                                    const nerve_service_type_t *ty,
                                    nerve_server_t *out_server);
 
+// Copies the service's resolved name into `buf`, as `nerve_client_service_name`.
+//
+// # Safety
+// `buf` points to `cap` writable bytes (or is null with `cap` 0); `needed` is null or
+// writable.
+nerve_status_t nerve_server_service_name(nerve_server_t server,
+                                         char *buf,
+                                         size_t cap,
+                                         size_t *needed);
+
 // Releases a server handle.
 nerve_status_t nerve_server_destroy(nerve_server_t server);
 
@@ -1030,7 +1064,8 @@ const char *nerve_last_error(void);
 const char *nerve_status_name(int32_t code);
 
 // Sets the message a callback's failure reports (call it before returning non-zero
-// from a callback); the executor's error then carries it.
+// from a callback); the executor's error then carries it, and so does the error of a
+// managed node's transition whose callback failed (`nerve_managed_trigger`).
 //
 // # Safety
 // `message` is null or a NUL-terminated string.
@@ -1243,7 +1278,9 @@ void nerve_qos_reliable(nerve_qos_t *qos);
 // `qos` is null (ignored) or points to writable storage.
 void nerve_qos_latched(nerve_qos_t *qos);
 
-// Creates a publisher of the type `schema` (a `nerve-schema/1` text) on `topic`. A
+// Creates a publisher of the type `schema` (a `nerve-schema/1` text) on `topic`
+// (absolute, relative to the node's namespace, or private `~/x`; remap rules apply:
+// `nerve_publisher_topic_name` tells the result). A
 // topic of another type fails with `NERVE_ERR_TOPIC` naming both types and layouts;
 // `expected_hash` (0: unchecked) must equal the schema's layout hash.
 //
@@ -1255,6 +1292,18 @@ nerve_status_t nerve_publisher_create(nerve_node_t node,
                                       uint64_t expected_hash,
                                       const nerve_qos_t *qos,
                                       nerve_publisher_t *out_pub);
+
+// Copies the publisher's resolved topic name (namespace and remap rules applied, e.g.
+// `/robot1/chatter` for `chatter`) into `buf` (`cap` bytes, NUL terminated); `needed`
+// (may be null) receives its length plus one.
+//
+// # Safety
+// `buf` points to `cap` writable bytes (or is null with `cap` 0); `needed` is null or
+// writable.
+nerve_status_t nerve_publisher_topic_name(nerve_publisher_t publisher,
+                                          char *buf,
+                                          size_t cap,
+                                          size_t *needed);
 
 // Releases a publisher handle (loans in flight keep it alive until sent or dropped).
 nerve_status_t nerve_publisher_destroy(nerve_publisher_t publisher);
@@ -1295,7 +1344,8 @@ nerve_status_t nerve_publisher_wait_for_subscribers(nerve_publisher_t publisher,
                                                     size_t n,
                                                     uint64_t timeout_ns);
 
-// Creates a subscriber of `topic`. With `schema` null the topic must exist and record
+// Creates a subscriber of `topic` (resolved as for `nerve_publisher_create`). With
+// `schema` null the topic must exist and record
 // its schema, and its own type is used; otherwise a topic of another type fails with
 // `NERVE_ERR_TOPIC` naming both.
 //
@@ -1308,6 +1358,17 @@ nerve_status_t nerve_subscriber_create(nerve_node_t node,
                                        uint64_t expected_hash,
                                        const nerve_qos_t *qos,
                                        nerve_subscriber_t *out_sub);
+
+// Copies the subscriber's resolved topic name into `buf`, as
+// `nerve_publisher_topic_name`.
+//
+// # Safety
+// `buf` points to `cap` writable bytes (or is null with `cap` 0); `needed` is null or
+// writable.
+nerve_status_t nerve_subscriber_topic_name(nerve_subscriber_t sub,
+                                           char *buf,
+                                           size_t cap,
+                                           size_t *needed);
 
 // Releases a subscriber handle. Samples taken from it stay readable until released.
 nerve_status_t nerve_subscriber_destroy(nerve_subscriber_t sub);

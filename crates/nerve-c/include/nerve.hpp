@@ -556,6 +556,21 @@ class Owner {
 /// A NUL-terminated copy of `s`.
 inline std::string c_string(std::string_view s) { return std::string(s); }
 
+/// Reads a string the C ABI copies out with `f(buf, cap, &needed)` (names, ids, text),
+/// growing the buffer once when it is too small.
+template <class F>
+std::string read_string(F f) {
+  char small[64];
+  std::size_t need = 0;
+  const nerve_status_t s = f(small, sizeof small, &need);
+  if (s == NERVE_OK) return std::string(small);
+  if (s != NERVE_ERR_BUFFER_TOO_SMALL) throw_status(s);
+  std::string out(need, '\0');
+  check(f(out.data(), out.size(), &need));
+  out.resize(need - 1);
+  return out;
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------
@@ -635,6 +650,13 @@ struct ContextOptions {
   std::string state_dir;
   /// The network plane on or off; unset: the configuration's choice.
   std::optional<bool> network;
+  /// The namespace of the context's nodes ("/" or an absolute name like "/robot1"):
+  /// relative names ("chatter") resolve under it, private ones ("~/state") under the
+  /// node's full name; empty: NERVE_NAMESPACE, else "/".
+  std::string node_namespace;
+  /// Remap rules "from:=to" separated by ';' (as NERVE_REMAP), checked before the
+  /// environment's; empty: none more.
+  std::string remap;
 };
 
 /// A Nerve domain seen from this process. Everything made from it belongs to the thread
@@ -655,6 +677,8 @@ class Context {
     o.domain = options.domain.value_or(0);
     o.state_dir = options.state_dir.empty() ? nullptr : options.state_dir.c_str();
     o.network = options.network ? (*options.network ? 1 : 0) : -1;
+    o.node_namespace = options.node_namespace.empty() ? nullptr : options.node_namespace.c_str();
+    o.remap = options.remap.empty() ? nullptr : options.remap.c_str();
     nerve_context_t h{};
     detail::check(nerve_context_create(&o, &h));
     h_ = Handle(h);
@@ -695,17 +719,10 @@ class Node {
     detail::check(nerve_node_create(ctx.handle(), detail::c_string(name).c_str(), &h));
     h_ = Handle(h);
   }
-  /// The node's full name (with namespace).
+  /// The node's full name (with namespace: "/robot1/talker").
   std::string name() const {
-    std::size_t need = 0;
-    char small[32];
-    nerve_status_t s = nerve_node_name(h_.get(), small, sizeof small, &need);
-    if (s == NERVE_OK) return std::string(small);
-    if (s != NERVE_ERR_BUFFER_TOO_SMALL) detail::throw_status(s);
-    std::string out(need, '\0');
-    detail::check(nerve_node_name(h_.get(), out.data(), out.size(), &need));
-    out.resize(need - 1);
-    return out;
+    return detail::read_string(
+        [&](char* b, std::size_t c, std::size_t* n) { return nerve_node_name(h_.get(), b, c, n); });
   }
   /// A publisher of T on `topic` (see Publisher).
   template <class T>
@@ -1080,6 +1097,12 @@ class Publisher {
     return detail::check(
         nerve_publisher_wait_for_subscribers(h_.get(), n, detail::timeout_u64(timeout)));
   }
+  /// The topic's resolved name: namespace, private name and remap rules applied
+  /// ("/robot1/chatter" for "chatter" in /robot1).
+  std::string topic_name() const {
+    return detail::read_string(
+        [&](char* b, std::size_t c, std::size_t* n) { return nerve_publisher_topic_name(h_.get(), b, c, n); });
+  }
   /// The C handle (still owned by this object).
   nerve_publisher_t handle() const noexcept { return h_.get(); }
   /// Whether this object holds a publisher (false once moved from).
@@ -1149,6 +1172,12 @@ class Subscriber {
     nerve_subscriber_stats_t st{};
     detail::check(nerve_subscriber_stats(h_.get(), &st));
     return st;
+  }
+  /// The topic's resolved name: namespace, private name and remap rules applied
+  /// ("/robot1/chatter" for "chatter" in /robot1).
+  std::string topic_name() const {
+    return detail::read_string(
+        [&](char* b, std::size_t c, std::size_t* n) { return nerve_subscriber_topic_name(h_.get(), b, c, n); });
   }
   /// The C handle (still owned by this object).
   nerve_subscriber_t handle() const noexcept { return h_.get(); }
@@ -1269,6 +1298,12 @@ class Client {
   template <class Rep, class Period>
   bool wait_for_service(std::chrono::duration<Rep, Period> timeout) {
     return detail::check(nerve_client_wait_for_service(h_.get(), detail::timeout_u64(timeout)));
+  }
+  /// The service's resolved name: namespace, private name and remap rules applied
+  /// ("/robot1/chatter" for "chatter" in /robot1).
+  std::string service_name() const {
+    return detail::read_string(
+        [&](char* b, std::size_t c, std::size_t* n) { return nerve_client_service_name(h_.get(), b, c, n); });
   }
   /// The C handle (still owned by this object).
   nerve_client_t handle() const noexcept { return h_.get(); }
@@ -1454,6 +1489,12 @@ class Server {
     if (s == NERVE_OK) return Result<Request<S>>(Request<S>(h, v));
     if (s == NERVE_NOTHING) return detail::ResultAccess::nothing<Result<Request<S>>>();
     return detail::ResultAccess::error<Result<Request<S>>>(s);
+  }
+  /// The service's resolved name: namespace, private name and remap rules applied
+  /// ("/robot1/chatter" for "chatter" in /robot1).
+  std::string service_name() const {
+    return detail::read_string(
+        [&](char* b, std::size_t c, std::size_t* n) { return nerve_server_service_name(h_.get(), b, c, n); });
   }
   /// The C handle (still owned by this object).
   nerve_server_t handle() const noexcept { return h_.get(); }
@@ -1652,15 +1693,9 @@ class Parameters {
   /// Reads any parameter as text: a string as itself, others as JSON.
   std::string get_text(std::string_view name) const {
     const std::string n(name);
-    std::size_t need = 0;
-    char small[128];
-    const nerve_status_t s = nerve_params_get_text(h_.get(), n.c_str(), small, sizeof small, &need);
-    if (s == NERVE_OK) return std::string(small);
-    if (s != NERVE_ERR_BUFFER_TOO_SMALL) detail::throw_status(s);
-    std::string out(need, '\0');
-    detail::check(nerve_params_get_text(h_.get(), n.c_str(), out.data(), out.size(), &need));
-    out.resize(need - 1);
-    return out;
+    return detail::read_string([&](char* b, std::size_t c, std::size_t* need) {
+      return nerve_params_get_text(h_.get(), n.c_str(), b, c, need);
+    });
   }
   /// Answers queued remote parameter requests (without an executor); how many.
   std::size_t handle_pending() {
@@ -2069,20 +2104,6 @@ struct GoalResult {
 };
 
 namespace detail {
-/// Reads a goal id (a UUID's text) with `f(buf, cap, &needed)`.
-template <class F>
-std::string read_id(F f) {
-  char small[64];
-  std::size_t need = 0;
-  const nerve_status_t s = f(small, sizeof small, &need);
-  if (s == NERVE_OK) return std::string(small);
-  if (s != NERVE_ERR_BUFFER_TOO_SMALL) throw_status(s);
-  std::string out(need, '\0');
-  check(f(out.data(), out.size(), &need));
-  out.resize(need - 1);
-  return out;
-}
-
 /// The default largest action payload (goal, feedback, result) a client or server
 /// copies out, in bytes.
 inline constexpr std::size_t default_action_payload = 64 * 1024;
@@ -2104,7 +2125,7 @@ class Goal {
   Goal(nerve_goal_t h, std::size_t max_payload) : h_(h), buf_((max_payload + 7) / 8, 0) {}
   /// The goal's id (a UUID's text).
   std::string id() const {
-    return detail::read_id([&](char* b, std::size_t c, std::size_t* n) { return nerve_goal_id(h_.get(), b, c, n); });
+    return detail::read_string([&](char* b, std::size_t c, std::size_t* n) { return nerve_goal_id(h_.get(), b, c, n); });
   }
   /// The next feedback that arrived, if any.
   std::optional<Payload<feedback>> try_feedback() {
@@ -2229,7 +2250,7 @@ class ServerGoal {
   const Payload<goal_type>& goal() const noexcept { return goal_; }
   /// The goal's id (a UUID's text).
   std::string id() const {
-    return detail::read_id([&](char* b, std::size_t c, std::size_t* n) { return nerve_server_goal_id(h_.get(), b, c, n); });
+    return detail::read_string([&](char* b, std::size_t c, std::size_t* n) { return nerve_server_goal_id(h_.get(), b, c, n); });
   }
   /// Whether the client asked to cancel the goal.
   bool is_canceling() const {

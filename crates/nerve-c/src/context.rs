@@ -21,7 +21,9 @@ boxed!(Ctx, NodeObj);
 static NEXT_CONTEXT: AtomicU32 = AtomicU32::new(1);
 
 /// How to open a context. Zero-initialised (or null) means: from the `NERVE_*`
-/// environment variables.
+/// environment variables. Names of topics, services and actions made through it resolve
+/// as in Rust: relative ones (`chatter`) under the namespace, private ones (`~/state`)
+/// under the node's full name, then the remap rules apply.
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct nerve_context_options_t {
@@ -35,6 +37,12 @@ pub struct nerve_context_options_t {
     pub state_dir: *const c_char,
     /// The network plane: -1 keep the configuration's choice, 0 off, 1 on.
     pub network: i32,
+    /// The namespace of the context's nodes, `/` or an absolute name such as `/robot1`
+    /// (null: `NERVE_NAMESPACE`, else `/`).
+    pub node_namespace: *const c_char,
+    /// Remap rules `from:=to` separated by `;` (as `NERVE_REMAP`), checked before those of
+    /// the environment (null: none more).
+    pub remap: *const c_char,
 }
 
 fn open(opts: Option<&nerve_context_options_t>) -> Result<nerve::Context> {
@@ -52,6 +60,26 @@ fn open(opts: Option<&nerve_context_options_t>) -> Result<nerve::Context> {
         }
         if !o.state_dir.is_null() {
             cfg = cfg.state_dir(c_str(o.state_dir, "state_dir")?);
+        }
+        if !o.node_namespace.is_null() {
+            let ns = c_str(o.node_namespace, "node_namespace")?;
+            cfg = cfg.namespace(ns).map_err(err(NERVE_ERR_CONTEXT))?;
+        }
+        if !o.remap.is_null() {
+            let mut rules = nerve::name::parse_remap(c_str(o.remap, "remap")?)
+                .map_err(|e| Error::new(NERVE_ERR_CONTEXT, format!("remap: {e}")))?;
+            rules.append(&mut cfg.remap);
+            if rules.len() > nerve::name::MAX_REMAP_RULES {
+                return Err(Error::new(
+                    NERVE_ERR_CONTEXT,
+                    format!(
+                        "remap: {} rules with the environment's, at most {}",
+                        rules.len(),
+                        nerve::name::MAX_REMAP_RULES
+                    ),
+                ));
+            }
+            cfg.remap = rules;
         }
         match o.network {
             -1 => {}
@@ -113,7 +141,8 @@ pub unsafe extern "C" fn nerve_context_domain(
     })
 }
 
-/// Creates a node named `name` (a valid node name, optionally with a namespace).
+/// Creates a node named `name` (one segment: letters, digits and `_`) in the context's
+/// namespace.
 ///
 /// # Safety
 /// `name` is a NUL-terminated string; `out_node` points to writable storage.
@@ -139,8 +168,8 @@ pub extern "C" fn nerve_node_destroy(node: nerve_node_t) -> nerve_status_t {
     guard(|| handle::release(node.id, Kind::Node).map(|_| NERVE_OK))
 }
 
-/// Copies the node's full name (with namespace) into `buf` (`cap` bytes, NUL
-/// terminated); `needed` (may be null) receives its length plus one.
+/// Copies the node's full name (with namespace: `/robot1/talker`) into `buf` (`cap`
+/// bytes, NUL terminated); `needed` (may be null) receives its length plus one.
 ///
 /// # Safety
 /// `buf` points to `cap` writable bytes (or is null with `cap` 0).
@@ -152,7 +181,7 @@ pub unsafe extern "C" fn nerve_node_name(
     needed: *mut usize,
 ) -> nerve_status_t {
     guard(|| {
-        let name = handle::with(node.id, Kind::Node, |n: &NodeObj, _| n.0.name().to_string())?;
+        let name = handle::with(node.id, Kind::Node, |n: &NodeObj, _| n.0.full_name())?;
         // SAFETY: forwarded contract of this function.
         unsafe { copy_str(&name, buf, cap, needed) }
     })

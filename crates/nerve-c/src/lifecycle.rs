@@ -7,6 +7,7 @@ use crate::handle::{self, Kind};
 use crate::status::{c_str, err, guard, nerve_status_t, nerve_status_t::*, out, Error};
 use crate::types::nerve_executor_t;
 use nerve_lifecycle::{CallbackReturn, ManagedNode, State, TransitionError};
+use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
 
 /// A managed (lifecycle) node.
@@ -32,6 +33,13 @@ pub const NERVE_LIFECYCLE_ERROR: i32 = 2;
 #[allow(non_camel_case_types)]
 pub type nerve_lifecycle_callback_t =
     Option<unsafe extern "C" fn(user: *mut c_void, previous_state: u8) -> i32>;
+
+thread_local! {
+    /// What the failing callbacks of the transition running last said
+    /// (`nerve_callback_fail`): its hook's and `error`'s, reported by
+    /// `nerve_managed_trigger`.
+    static REASONS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
 
 /// A managed node in the table.
 #[derive(Clone)]
@@ -113,14 +121,27 @@ pub unsafe extern "C" fn nerve_managed_on(
     guard(|| {
         let user = User { ptr: user, drop };
         let hook = c_str(hook, "hook")?;
-        let f = move |from: State| match callback {
-            None => CallbackReturn::Success,
+        let name = hook.to_string();
+        let f = move |from: State| {
+            let Some(cb) = callback else {
+                return CallbackReturn::Success;
+            };
+            if name != "error" {
+                // a transition starts with its own hook: earlier reasons are stale
+                REASONS.with(|r| r.borrow_mut().clear());
+            }
+            crate::exec::clear_callback_message();
             // SAFETY: the caller's contract: callable with its user data on this thread.
-            Some(cb) => match unsafe { cb(user.ptr(), from.id()) } {
+            let result = match unsafe { cb(user.ptr(), from.id()) } {
                 NERVE_LIFECYCLE_SUCCESS => CallbackReturn::Success,
                 NERVE_LIFECYCLE_FAILURE => CallbackReturn::Failure,
                 _ => CallbackReturn::Error,
-            },
+            };
+            let message = crate::exec::take_callback_message();
+            if let (false, Some(m)) = (result == CallbackReturn::Success, message) {
+                REASONS.with(|r| r.borrow_mut().push(format!("{name} callback: {m}")));
+            }
+            result
         };
         with_managed(managed, |m| {
             match hook {
@@ -183,7 +204,9 @@ pub extern "C" fn nerve_managed_current_state(managed: nerve_managed_t) -> u8 {
 /// `shutdown`) now; `out_state` (nullable) gets the state reached. Invalid from the
 /// current state: `NERVE_ERR_INVALID_ARGUMENT`; asked from inside a transition:
 /// `NERVE_ERR_BUSY`; its callback failed or erred: `NERVE_ERR_CALLBACK` (the state is
-/// still written). The message names the node, the state and the transition.
+/// still written). The message names the node, the state and the transition, and
+/// carries what the failing callbacks said with `nerve_callback_fail` (a C++ callback's
+/// exception message).
 ///
 /// # Safety
 /// `label` is NUL-terminated; `out_state` null or writable.
@@ -196,7 +219,9 @@ pub unsafe extern "C" fn nerve_managed_trigger(
     guard(|| {
         let label = c_str(label, "label")?;
         let (m, _) = handle::get::<ManagedObj>(managed.id, Kind::Managed)?;
+        REASONS.with(|r| r.borrow_mut().clear());
         let result = m.0.trigger_label(label);
+        let reasons = REASONS.with(|r| std::mem::take(&mut *r.borrow_mut()));
         // SAFETY: null or writable (the documented contract).
         if let Some(o) = unsafe { out_state.as_mut() } {
             *o = m.0.state().id();
@@ -207,7 +232,11 @@ pub unsafe extern "C" fn nerve_managed_trigger(
                 Err(Error::new(NERVE_ERR_INVALID_ARGUMENT, e.to_string()))
             }
             Err(e @ TransitionError::Busy { .. }) => Err(Error::new(NERVE_ERR_BUSY, e.to_string())),
-            Err(e) => Err(Error::new(NERVE_ERR_CALLBACK, e.to_string())),
+            Err(e) if reasons.is_empty() => Err(Error::new(NERVE_ERR_CALLBACK, e.to_string())),
+            Err(e) => Err(Error::new(
+                NERVE_ERR_CALLBACK,
+                format!("{e} ({})", reasons.join("; ")),
+            )),
         }
     })
 }

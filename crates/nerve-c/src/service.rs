@@ -1,6 +1,6 @@
 //! Service clients (calls with a timeout, and calls in flight) and servers.
 
-use crate::context::NodeObj;
+use crate::context::{copy_str, NodeObj};
 use crate::handle::{self, Kind};
 use crate::status::{
     bytes, c_str, err, guard, nerve_status_t, nerve_status_t::*, out, Error, Result,
@@ -129,7 +129,8 @@ fn open<T: handle::Stored>(
     handle::insert(kind, ctx, endpoint)
 }
 
-/// Creates a client of the service `name`.
+/// Creates a client of the service `name` (absolute, relative to the node's namespace,
+/// or private `~/x`; remap rules apply: `nerve_client_service_name` tells the result).
 ///
 /// # Safety
 /// `name` is NUL-terminated; `ty` points to a valid type; `out_client` is writable.
@@ -146,6 +147,29 @@ pub unsafe extern "C" fn nerve_client_create(
             RawClient::create(n, name, ty, qos, WaitMode::Adaptive).map(|c| ClientObj(Rc::new(c)))
         })?;
         Ok(NERVE_OK)
+    })
+}
+
+/// Copies the service's resolved name (namespace and remap rules applied, e.g.
+/// `/robot1/add`) into `buf` (`cap` bytes, NUL terminated); `needed` (may be null)
+/// receives its length plus one.
+///
+/// # Safety
+/// `buf` points to `cap` writable bytes (or is null with `cap` 0); `needed` is null or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn nerve_client_service_name(
+    client: nerve_client_t,
+    buf: *mut c_char,
+    cap: usize,
+    needed: *mut usize,
+) -> nerve_status_t {
+    guard(|| {
+        let name = handle::with(client.id, Kind::Client, |c: &ClientObj, _| {
+            c.0.name().to_string()
+        })?;
+        // SAFETY: forwarded contract of this function.
+        unsafe { copy_str(&name, buf, cap, needed) }
     })
 }
 
@@ -307,6 +331,27 @@ pub unsafe extern "C" fn nerve_server_create(
             RawServer::create(n, name, ty, qos, WaitMode::Adaptive).map(|s| ServerObj(Rc::new(s)))
         })?;
         Ok(NERVE_OK)
+    })
+}
+
+/// Copies the service's resolved name into `buf`, as `nerve_client_service_name`.
+///
+/// # Safety
+/// `buf` points to `cap` writable bytes (or is null with `cap` 0); `needed` is null or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn nerve_server_service_name(
+    server: nerve_server_t,
+    buf: *mut c_char,
+    cap: usize,
+    needed: *mut usize,
+) -> nerve_status_t {
+    guard(|| {
+        let name = handle::with(server.id, Kind::Server, |s: &ServerObj, _| {
+            s.0.name().to_string()
+        })?;
+        // SAFETY: forwarded contract of this function.
+        unsafe { copy_str(&name, buf, cap, needed) }
     })
 }
 

@@ -253,7 +253,8 @@ pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
 }
 
 /// Sets the message a callback's failure reports (call it before returning non-zero
-/// from a callback); the executor's error then carries it.
+/// from a callback); the executor's error then carries it, and so does the error of a
+/// managed node's transition whose callback failed (`nerve_managed_trigger`).
 ///
 /// # Safety
 /// `message` is null or a NUL-terminated string.

@@ -176,7 +176,9 @@ pub(crate) struct Loan {
     loan: RawLoan,
 }
 
-/// Creates a publisher of the type `schema` (a `nerve-schema/1` text) on `topic`. A
+/// Creates a publisher of the type `schema` (a `nerve-schema/1` text) on `topic`
+/// (absolute, relative to the node's namespace, or private `~/x`; remap rules apply:
+/// `nerve_publisher_topic_name` tells the result). A
 /// topic of another type fails with `NERVE_ERR_TOPIC` naming both types and layouts;
 /// `expected_hash` (0: unchecked) must equal the schema's layout hash.
 ///
@@ -201,6 +203,29 @@ pub unsafe extern "C" fn nerve_publisher_create(
         let p = RawPublisher::create(&n.0, topic, &schema, qos).map_err(err(NERVE_ERR_TOPIC))?;
         slot.id = handle::insert(Kind::Publisher, ctx, Pub(Rc::new(p)))?;
         Ok(NERVE_OK)
+    })
+}
+
+/// Copies the publisher's resolved topic name (namespace and remap rules applied, e.g.
+/// `/robot1/chatter` for `chatter`) into `buf` (`cap` bytes, NUL terminated); `needed`
+/// (may be null) receives its length plus one.
+///
+/// # Safety
+/// `buf` points to `cap` writable bytes (or is null with `cap` 0); `needed` is null or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn nerve_publisher_topic_name(
+    publisher: nerve_publisher_t,
+    buf: *mut c_char,
+    cap: usize,
+    needed: *mut usize,
+) -> nerve_status_t {
+    guard(|| {
+        let name = handle::with(publisher.id, Kind::Publisher, |p: &Pub, _| {
+            p.0.topic().to_string()
+        })?;
+        // SAFETY: forwarded contract of this function.
+        unsafe { crate::context::copy_str(&name, buf, cap, needed) }
     })
 }
 
@@ -318,7 +343,8 @@ pub extern "C" fn nerve_publisher_wait_for_subscribers(
     })
 }
 
-/// Creates a subscriber of `topic`. With `schema` null the topic must exist and record
+/// Creates a subscriber of `topic` (resolved as for `nerve_publisher_create`). With
+/// `schema` null the topic must exist and record
 /// its schema, and its own type is used; otherwise a topic of another type fails with
 /// `NERVE_ERR_TOPIC` naming both.
 ///
@@ -349,6 +375,28 @@ pub unsafe extern "C" fn nerve_subscriber_create(
         .map_err(err(NERVE_ERR_TOPIC))?;
         slot.id = handle::insert(Kind::Subscriber, ctx, Sub(Rc::new(s)))?;
         Ok(NERVE_OK)
+    })
+}
+
+/// Copies the subscriber's resolved topic name into `buf`, as
+/// `nerve_publisher_topic_name`.
+///
+/// # Safety
+/// `buf` points to `cap` writable bytes (or is null with `cap` 0); `needed` is null or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn nerve_subscriber_topic_name(
+    sub: nerve_subscriber_t,
+    buf: *mut c_char,
+    cap: usize,
+    needed: *mut usize,
+) -> nerve_status_t {
+    guard(|| {
+        let name = handle::with(sub.id, Kind::Subscriber, |s: &Sub, _| {
+            s.0.topic().to_string()
+        })?;
+        // SAFETY: forwarded contract of this function.
+        unsafe { crate::context::copy_str(&name, buf, cap, needed) }
     })
 }
 

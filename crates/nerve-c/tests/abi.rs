@@ -362,3 +362,139 @@ fn schema_seal_fills_in_the_derived_hash() {
     assert_eq!(code, nerve_status_t::NERVE_ERR_BUFFER_TOO_SMALL);
     assert_eq!(needed, text.len() + 1);
 }
+
+/// Copies a name out through one of the ABI's `*_name` accessors.
+fn name_of<H: Copy>(
+    h: H,
+    f: unsafe extern "C" fn(H, *mut std::ffi::c_char, usize, *mut usize) -> nerve_status_t,
+) -> String {
+    let mut buf = vec![0 as std::ffi::c_char; 256];
+    let mut needed = 0usize;
+    // SAFETY: a buffer of its length and a writable out-pointer.
+    ok(unsafe { f(h, buf.as_mut_ptr(), buf.len(), &mut needed) });
+    // SAFETY: NUL-terminated by the call.
+    let name = unsafe { CStr::from_ptr(buf.as_ptr()) };
+    assert_eq!(needed, name.to_bytes().len() + 1);
+    name.to_str().unwrap().to_string()
+}
+
+/// Names made through the C ABI resolve as Rust's do (`nerve::name::resolve_in_node`):
+/// relative names under the namespace, private ones under the node, remap rules; a C
+/// publisher on `chatter` under `/robot1` reaches a Rust subscriber of `/robot1/chatter`.
+/// Before, the ABI ignored namespace and remaps and refused `chatter` ("must start with
+/// '/'"), and `nerve_node_name` gave the bare name.
+#[test]
+fn names_resolve_under_the_namespace_and_remaps_apply() {
+    let dir = std::env::temp_dir().join(format!("nerve-c-abi-{}-885", std::process::id()));
+    let mut ctx = nerve_context_t::default();
+    ok(common::context_in(
+        885,
+        &dir,
+        Some("/robot1"),
+        Some("cmd:=/base/cmd; ~/state:=status"),
+        &mut ctx,
+    ));
+    let n = node(ctx, "talker");
+    assert_eq!(name_of(n, nerve_node_name), "/robot1/talker");
+    let chatter = publisher::<CmdVel>(n, "chatter");
+    assert_eq!(
+        name_of(chatter, nerve_publisher_topic_name),
+        "/robot1/chatter"
+    );
+    let cmd = publisher::<CmdVel>(n, "cmd");
+    assert_eq!(name_of(cmd, nerve_publisher_topic_name), "/base/cmd");
+    let state = subscriber::<CmdVel>(n, "~/state");
+    assert_eq!(
+        name_of(state, nerve_subscriber_topic_name),
+        "/robot1/status"
+    );
+    let imu = subscriber::<Imu>(n, "/imu");
+    assert_eq!(name_of(imu, nerve_subscriber_topic_name), "/imu");
+    let private = subscriber::<CmdVel>(n, "~/odom");
+    assert_eq!(
+        name_of(private, nerve_subscriber_topic_name),
+        "/robot1/talker/odom"
+    );
+
+    // services resolve the same way
+    let add = AddTwoInts::new();
+    let ty = add.ty();
+    let name = CString::new("add").unwrap();
+    let (mut server, mut client) = (nerve_server_t::default(), nerve_client_t::default());
+    // SAFETY: valid strings, type and out-pointers.
+    unsafe {
+        ok(nerve_server_create(n, name.as_ptr(), &ty, &mut server));
+        ok(nerve_client_create(n, name.as_ptr(), &ty, &mut client));
+    }
+    assert_eq!(name_of(server, nerve_server_service_name), "/robot1/add");
+    assert_eq!(name_of(client, nerve_client_service_name), "/robot1/add");
+
+    // a Rust subscriber in the root namespace, on the absolute name, gets the C samples
+    let cfg = nerve::Config::default()
+        .domain(885)
+        .unwrap()
+        .state_dir(&dir)
+        .network(false);
+    let rust = nerve::Context::new(cfg).unwrap();
+    let listener = rust.node("listener").create().unwrap();
+    let sub = listener
+        .subscriber::<CmdVel>("/robot1/chatter")
+        .create()
+        .unwrap();
+    assert_eq!(
+        nerve_publisher_wait_for_subscribers(chatter, 1, 5_000_000_000),
+        nerve_status_t::NERVE_OK
+    );
+    send_cmd(chatter, 1.5);
+    let got = sub
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .unwrap()
+        .expect("the C sample on /robot1/chatter");
+    assert_eq!(got.linear, 1.5);
+
+    // a bad namespace or rule is refused by name
+    let mut bad = nerve_context_t::default();
+    let code = common::context_in(885, &dir, Some("robot1"), None, &mut bad);
+    assert_eq!(code, nerve_status_t::NERVE_ERR_CONTEXT);
+    assert!(last_error().contains("robot1"), "{}", last_error());
+    let code = common::context_in(885, &dir, None, Some("a:=1b"), &mut bad);
+    assert_eq!(code, nerve_status_t::NERVE_ERR_CONTEXT);
+    assert!(last_error().contains("1b"), "{}", last_error());
+    ok(nerve_context_destroy(ctx));
+}
+
+unsafe extern "C" fn throwing_configure(_user: *mut c_void, _previous: u8) -> i32 {
+    let msg = CString::new("bad config").unwrap();
+    nerve_callback_fail(msg.as_ptr());
+    NERVE_LIFECYCLE_ERROR
+}
+
+/// A transition whose callback fails reports the callback's own message (set with
+/// `nerve_callback_fail`, as the C++ API does with an exception's `what()`); before, the
+/// error said only "configure callback returned Error".
+#[test]
+fn a_failing_transition_callback_reports_its_message() {
+    let (ctx, _dir) = context(886);
+    let n = node(ctx, "managed_abi");
+    let mut m = nerve_managed_t::default();
+    // SAFETY: a writable out-pointer.
+    ok(unsafe { nerve_managed_create(n, &mut m) });
+    let hook = CString::new("configure").unwrap();
+    // SAFETY: a valid hook name; the callback ignores its null user data.
+    ok(unsafe { nerve_managed_on(m, hook.as_ptr(), Some(throwing_configure), null_mut(), None) });
+    let mut state = 0u8;
+    // SAFETY: a valid label and out-pointer.
+    let code = unsafe { nerve_managed_trigger(m, hook.as_ptr(), &mut state) };
+    assert_eq!(code, nerve_status_t::NERVE_ERR_CALLBACK);
+    let e = last_error();
+    assert!(e.contains("bad config"), "{e}");
+    assert!(e.contains("configure callback"), "{e}");
+    assert_eq!(state, 1, "back to unconfigured after error processing");
+    // a transition that succeeds afterwards carries no stale message
+    // SAFETY: a valid hook name; a null callback means success.
+    ok(unsafe { nerve_managed_on(m, hook.as_ptr(), None, null_mut(), None) });
+    // SAFETY: as above.
+    ok(unsafe { nerve_managed_trigger(m, hook.as_ptr(), &mut state) });
+    ok(nerve_managed_destroy(m));
+    ok(nerve_context_destroy(ctx));
+}

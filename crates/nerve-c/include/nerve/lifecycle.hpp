@@ -135,7 +135,9 @@ class ManagedNode {
     try {
       return static_cast<int>((*f)(static_cast<LifecycleState>(previous)));
     } catch (...) {
-      // no exception crosses the C ABI: a throwing callback is an error
+      // no exception crosses the C ABI: a throwing callback is an error, and its message
+      // reaches the transition's error (trigger's nerve::Error)
+      detail::record_exception(nullptr);
       return NERVE_LIFECYCLE_ERROR;
     }
   }

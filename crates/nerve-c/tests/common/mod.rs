@@ -22,19 +22,35 @@ pub fn ok(code: nerve_status_t) {
 
 /// A context of `domain` with its state in `dir` (created), network off.
 pub fn context(domain: u32, dir: &std::path::Path) -> nerve_context_t {
+    let mut ctx = nerve_context_t::default();
+    ok(context_in(domain, dir, None, None, &mut ctx));
+    ctx
+}
+
+/// Opens a context of `domain` with its state in `dir` (created), network off, with the
+/// namespace and remap rules given (None: the environment's); the status of the call.
+pub fn context_in(
+    domain: u32,
+    dir: &std::path::Path,
+    namespace: Option<&str>,
+    remap: Option<&str>,
+    ctx: &mut nerve_context_t,
+) -> nerve_status_t {
     std::fs::create_dir_all(dir).unwrap();
     let state = CString::new(dir.to_str().unwrap()).unwrap();
+    let namespace = namespace.map(|n| CString::new(n).unwrap());
+    let remap = remap.map(|r| CString::new(r).unwrap());
     let opts = nerve_context_options_t {
         config_path: null(),
         domain,
         set_domain: true,
         state_dir: state.as_ptr(),
         network: 0,
+        node_namespace: namespace.as_ref().map_or(null(), |n| n.as_ptr()),
+        remap: remap.as_ref().map_or(null(), |r| r.as_ptr()),
     };
-    let mut ctx = nerve_context_t::default();
-    // SAFETY: valid options and out-pointer.
-    ok(unsafe { nerve_context_create(&opts, &mut ctx) });
-    ctx
+    // SAFETY: valid options (strings alive until the call returns) and out-pointer.
+    unsafe { nerve_context_create(&opts, ctx) }
 }
 
 /// A node of `ctx`.

@@ -74,6 +74,30 @@ TEST_F(Lifecycle, FailureReturnsAndAnExceptionGoesThroughErrorProcessing) {
   EXPECT_EQ(m.state(), LifecycleState::Finalized);  // on_error failed
 }
 
+TEST_F(Lifecycle, AThrowingCallbacksMessageReachesTheTransitionsError) {
+  nerve::ManagedNode m(node);
+  m.on_configure([](LifecycleState) -> CallbackReturn { throw std::runtime_error("bad config"); });
+  try {
+    m.trigger("configure");
+    FAIL() << "a throwing callback must throw";
+  } catch (const nerve::Error& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_CALLBACK);
+    EXPECT_TRUE(contains(e.what(), "bad config")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "now unconfigured")) << e.what();
+  }
+  EXPECT_EQ(m.state(), LifecycleState::Unconfigured);
+  // an on_error that throws too: both messages
+  m.on_error([](LifecycleState) -> CallbackReturn { throw std::runtime_error("cannot recover"); });
+  try {
+    m.trigger("configure");
+    FAIL() << "a throwing callback must throw";
+  } catch (const nerve::Error& e) {
+    EXPECT_TRUE(contains(e.what(), "bad config")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "cannot recover")) << e.what();
+  }
+  EXPECT_EQ(m.state(), LifecycleState::Finalized);
+}
+
 TEST_F(Lifecycle, InvalidTransitionsAreRefusedNamingTheState) {
   nerve::ManagedNode m(node);
   try {

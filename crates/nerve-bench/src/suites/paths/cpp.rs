@@ -285,6 +285,8 @@ pub(super) fn abi_cost(suite: &PathsSuite) -> Result<AbiCost, PeerError> {
         set_domain: true,
         state_dir: std::ptr::null(),
         network: -1,
+        node_namespace: std::ptr::null(),
+        remap: std::ptr::null(),
     };
     let (mut c_ctx, mut c_node) = (nerve_context_t::default(), nerve_node_t::default());
     let (mut c_pub, mut c_sub) = (nerve_publisher_t::default(), nerve_subscriber_t::default());
