@@ -72,7 +72,8 @@ impl TfBufferRaw {
         })
     }
 
-    /// Stores `child` in `parent` at `stamp_ns`; False when older than the window.
+    /// Stores `child` in `parent` at `stamp_ns`; False (and a warning) when dropped as
+    /// older than the window.
     #[pyo3(signature = (parent, child, stamp_ns, translation, rotation, is_static = false))]
     fn set_transform(
         &self,
@@ -170,7 +171,7 @@ impl TfBufferRaw {
             .collect()
     }
 
-    /// Times time jumped back and the buffer cleared.
+    /// Times the clock followed jumped back and the buffer cleared.
     #[getter]
     fn time_jumps(&self) -> u64 {
         self.inner.time_jumps()

@@ -71,15 +71,28 @@ def test_bad_input_is_refused_with_the_frames_named():
         tf.Buffer(window=-1.0)
 
 
-def test_a_time_jump_back_clears_once():
+def test_an_old_stamp_is_dropped_for_its_edge_only(capfd):
+    """The docstring's promise, tf2's rule: a stamp more than the window before its edge's
+    newest gives False and a TF_OLD_DATA warning; no edge loses data, nothing clears."""
     b = robot_buffer()
-    for stamp in (2 * S, 3 * S):
-        b.set_transform("odom", "base_link", stamp, tf.Transform((1.0, 0.0, 0.0)))
-        b.set_transform("map", "odom", stamp, tf.Transform((1.0, 2.0, 0.0)))
-    b.set_transform("odom", "base_link", 0, tf.Transform((5.0, 0.0, 0.0)))
-    b.set_transform("map", "odom", 0, tf.Transform((1.0, 2.0, 0.0)))
-    assert b.time_jumps == 1
-    assert b.lookup_transform("map", "lidar", 0).translation == pytest.approx((6.2, 2.0, 0.5))
+    for k in range(2, 13):
+        b.set_transform("odom", "base_link", k * S, tf.Transform((float(k), 0.0, 0.0)))
+        b.set_transform("map", "odom", k * S, tf.Transform((1.0, 2.0, float(k))))
+    before = {f["name"]: f for f in b.frames()}
+    capfd.readouterr()
+    # 11 s before the newest (12 s), the window being 10 s
+    assert b.set_transform("odom", "base_link", S, tf.Transform((-1.0, 0.0, 0.0))) is False
+    assert "TF_OLD_DATA" in capfd.readouterr().err
+    assert {f["name"]: f for f in b.frames()} == before
+    assert b.time_jumps == 0
+    assert b.lookup_transform("map", "base_link", 5 * S + S // 2).translation == pytest.approx(
+        (6.5, 2.0, 5.5))
+    # 1.5 s back, inside the window: stored in order, the other edge untouched
+    assert b.set_transform("odom", "base_link", 10 * S + S // 2, tf.Transform((-3.0, 0.0, 0.0)))
+    assert {f["name"]: f for f in b.frames()}["odom"] == before["odom"]
+    assert b.lookup_transform("map", "lidar", 10 * S + S // 2).translation == pytest.approx(
+        (-1.8, 2.0, 11.0))
+    assert b.time_jumps == 0
 
 
 def test_threads_look_up_while_another_inserts():

@@ -98,8 +98,12 @@ class Buffer:
 
     def set_transform(self, parent: str, child: str, stamp_ns: int, transform: Transform,
                       static: bool = False) -> bool:
-        """Stores ``child`` in ``parent``; False when older than the window. A non-unit
-        or NaN rotation, a second parent or a loop raise TfError naming the frames."""
+        """Stores ``child`` in ``parent``; True when stored. As in tf2, a dynamic stamp
+        more than ``window`` seconds before the newest that edge holds (or before
+        everything a full history holds) is dropped with a ``TF_OLD_DATA`` warning on
+        stderr and False is returned; nothing else changes (other edges keep their data;
+        only a jump back of a listener's clock clears the buffer). A non-unit or NaN
+        rotation, a second parent or a loop raise TfError naming the frames."""
         return self._raw.set_transform(parent, child, stamp_ns, transform.translation,
                                        transform.rotation, static)
 
@@ -132,7 +136,8 @@ class Buffer:
 
     @property
     def time_jumps(self) -> int:
-        """How often time jumped back (a replayed bag restarted) and the buffer cleared."""
+        """How often the clock the buffer follows (its listener's context clock, in
+        simulation time) jumped back and the buffer cleared its dynamic transforms."""
         return self._raw.time_jumps
 
     def __len__(self) -> int:
@@ -159,7 +164,7 @@ class Listener:
 
     @property
     def refused(self) -> int:
-        """Transforms refused so far (bad rotation, second parent)."""
+        """Transforms refused so far (bad rotation, second parent) or dropped as too old."""
         return self._raw.counts()[1]
 
     def stop(self) -> None:
