@@ -2,7 +2,7 @@
 //! parses arguments and dispatches through the suites' registry: every suite's
 //! subcommand and options come from there.
 
-use crate::{usage, CmdResult, Failure};
+use crate::failure::{usage, CmdResult, Failure};
 use clap::{ArgMatches, Args, Command, FromArgMatches, Subcommand};
 use nerve_bench::registry;
 use nerve_bench::run::{self, Ran};

@@ -1,7 +1,7 @@
 //! `nerve clean`: reclaim what dead processes left behind.
 
+use crate::failure::CmdResult;
 use crate::output::{self, Format};
-use crate::CmdResult;
 use clap::Args;
 use serde_json::json;
 

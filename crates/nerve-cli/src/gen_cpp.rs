@@ -1,6 +1,6 @@
 //! `nerve types gen-cpp`: C++ message headers from Nerve schemas.
 
-use crate::{usage, CmdResult, Failure};
+use crate::failure::{usage, CmdResult, Failure};
 use anyhow::Context as _;
 use nerve::message::schema::Schema;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! `nerve launch`: start a system from a launch file and supervise it until Ctrl-C.
 
-use crate::{usage, CmdResult, Failure};
+use crate::failure::{usage, CmdResult, Failure};
 use clap::{Args, ValueEnum};
 use nerve_launch::{
     Containment, EndedBy, Event, Guardian, LaunchError, LaunchFile, Output, StartOptions,

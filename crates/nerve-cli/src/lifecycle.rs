@@ -1,7 +1,7 @@
 //! `nerve lifecycle …`: list managed nodes, read their state, trigger transitions.
 
+use crate::failure::{usage, CmdResult, Failure};
 use crate::output::{self, Format, FormatArg};
-use crate::{usage, CmdResult, Failure};
 use clap::Subcommand;
 use nerve_lifecycle::{check_label, list_managed, LifecycleClient};
 use serde_json::json;

@@ -7,6 +7,7 @@ mod bag;
 mod bench;
 mod bridge;
 mod clean;
+mod failure;
 mod gen_cpp;
 mod launch;
 mod lifecycle;
@@ -24,6 +25,7 @@ mod trace;
 mod types;
 
 use clap::{Parser, Subcommand};
+use failure::{describe, usage, CmdResult, Failure};
 use std::process::ExitCode;
 
 /// Nerve robotics middleware tool.
@@ -89,31 +91,6 @@ enum Command {
     /// List the message and service types the tool can decode, publish and call;
     /// `types gen-cpp` generates C++ headers of message types.
     Types(types::TypesArgs),
-}
-
-/// An error with the exit code it maps to.
-pub enum Failure {
-    /// Bad arguments: exit 2.
-    Usage(String),
-    /// Failure while running: exit 1.
-    Runtime(anyhow::Error),
-    /// Stopped by SIGINT or SIGTERM after writing what it could (the command said so):
-    /// exit 130.
-    Interrupted,
-}
-
-impl<E: Into<anyhow::Error>> From<E> for Failure {
-    fn from(e: E) -> Self {
-        Failure::Runtime(e.into())
-    }
-}
-
-/// Result of a command.
-pub type CmdResult = Result<(), Failure>;
-
-/// A usage error.
-pub fn usage(msg: impl Into<String>) -> Failure {
-    Failure::Usage(msg.into())
 }
 
 fn config(domain: &Option<String>) -> Result<nerve::Config, Failure> {
@@ -203,22 +180,4 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-/// The error and its causes on one line, each cause left out where the message before it
-/// already says it (library errors name their source in their own text: `{e:#}` would
-/// print it twice).
-fn describe(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
 }

@@ -1,7 +1,7 @@
 //! `nerve node …`
 
+use crate::failure::CmdResult;
 use crate::output::{self, Format, FormatArg};
-use crate::CmdResult;
 use clap::Subcommand;
 use nerve::scheduler::{stats_qos, STATS_PERIOD, STATS_TOPIC};
 use nerve::{SchedulerReport, Serde};

@@ -1,7 +1,7 @@
 //! `nerve param …`: read and set the parameters of running nodes.
 
+use crate::failure::{usage, CmdResult, Failure};
 use crate::output::{self, Format, FormatArg};
-use crate::{usage, CmdResult, Failure};
 use clap::{Subcommand, ValueEnum};
 use nerve::param::{ParamClient, ParamError, ParamFile, ParamValue, SERVICE_SUFFIX};
 use serde_json::json;

@@ -1,8 +1,8 @@
 //! ROS 2 types on Nerve topics (carried as CDR, see `nerve_msgs::ros2`): decoded for
 //! `topic echo`, built from JSON for `topic pub`.
 
+use crate::failure::{usage, Failure};
 use crate::types::{repeat, PubOptions, SETTLE};
-use crate::{usage, Failure};
 use nerve::message::schema::Schema;
 use serde_json::{json, Value};
 

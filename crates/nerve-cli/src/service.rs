@@ -1,9 +1,9 @@
 //! `nerve service …`
 
+use crate::failure::{usage, CmdResult};
 use crate::output::{self, Format, FormatArg};
 use crate::remote;
 use crate::types::{self, find_service};
-use crate::{usage, CmdResult};
 use clap::Subcommand;
 use nerve::net::EntityKind;
 use serde_json::json;

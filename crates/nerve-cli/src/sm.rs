@@ -1,7 +1,7 @@
 //! `nerve sm …`: state machines running anywhere in the domain.
 
+use crate::failure::{usage, CmdResult, Failure};
 use crate::output::{self, Format, FormatArg};
-use crate::{usage, CmdResult, Failure};
 use clap::{Args, Subcommand};
 use nerve::machine::{event_qos, event_topic, spec_topic, MachineSpec, SpecText, TransitionEvent};
 use nerve::{Qos, Serde};

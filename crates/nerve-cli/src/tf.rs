@@ -1,8 +1,8 @@
 //! `nerve tf …`: the frame tree, one transform, per-frame rates and delays, as a
 //! [`TransformListener`] hears them on `/tf` and `/tf_static`.
 
+use crate::failure::{usage, CmdResult, Failure};
 use crate::output::{self, Format};
-use crate::{usage, CmdResult, Failure};
 use clap::Subcommand;
 use nerve_tf::{FrameInfo, TfBuffer, TransformListener, TreeLimits, LATEST};
 use serde_json::json;

@@ -1,8 +1,8 @@
 //! `nerve trace …`: per-hop latency from the events traced processes wrote
 //! (`NERVE_TRACE=<dir>`; see nerve::trace).
 
+use crate::failure::{usage, CmdResult, Failure};
 use crate::output::{self, Format};
-use crate::{usage, CmdResult, Failure};
 use clap::Subcommand;
 use nerve::trace::{self, Report, SegmentKind, Stats};
 use std::fmt::Write as _;
