@@ -18,16 +18,18 @@
 //!
 //! Bags are read whole and must be complete: a file without its footer (a recorder
 //! killed mid-run, a copy cut short) or with a damaged record is an error naming the
-//! file (`nerve bag recover` saves what such a file holds). A bag is a file or a
-//! directory of files, read in order ([`crate::read::bag_files`]).
+//! file (`nerve bag recover` saves what such a file holds), unless the damage is
+//! tolerated ([`crate::read::OnDamage`]): then what is readable is compared or digested
+//! and the damage reported beside it. A bag is a file or a directory of files, read in
+//! order ([`crate::read::bag_files`]).
 
-use crate::read::{bag_files, is_cdr, messages, Mapped};
+use crate::read::{is_cdr, messages, open_bag, BagFile, Damage, OnDamage};
 use crate::BagError;
 use nerve_ros2_types::{Array, Registry, Struct, TypeName, Value};
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// The `field` of a [`Difference`] where a topic is in one bag only.
@@ -62,6 +64,9 @@ pub const FIELD_BYTES: &str = "<bytes>";
 pub struct CompareOptions {
     /// Field paths to ignore (see above).
     pub ignore: Vec<String>,
+    /// What a damaged bag does: refused (the default), or compared as far as it can be
+    /// read ([`CompareReport::damage`]).
+    pub on_damage: OnDamage,
 }
 
 /// One topic of a bag: its messages and the digest of their payloads.
@@ -136,6 +141,8 @@ pub struct CompareReport {
     /// Pairs of messages compared (on each topic up to and including its first
     /// difference): every message of either bag when they are identical.
     pub messages_compared: u64,
+    /// The damage found in either bag, tolerated ([`CompareOptions::on_damage`]).
+    pub damage: Vec<Damage>,
 }
 
 impl CompareReport {
@@ -160,10 +167,10 @@ pub fn compare(
         .iter()
         .map(|p| Pattern::parse(p))
         .collect::<Result<Vec<_>, _>>()?;
-    let a_maps = open_bag(actual)?;
-    let b_maps = open_bag(expected)?;
-    let mut a_stream = stream(&a_maps);
-    let mut b_stream = stream(&b_maps);
+    let a_files = open_bag(actual, opts.on_damage)?;
+    let b_files = open_bag(expected, opts.on_damage)?;
+    let mut a_stream = Stream::new(&a_files, opts.on_damage);
+    let mut b_stream = Stream::new(&b_files, opts.on_damage);
     let mut topics: BTreeMap<String, TopicState> = BTreeMap::new();
     let mut decoders = Decoders::default();
     let (mut a_done, mut b_done) = (false, false);
@@ -194,6 +201,7 @@ pub fn compare(
         topics: Vec::new(),
         first_difference: None,
         messages_compared: 0,
+        damage: [a_stream.damage, b_stream.damage].concat(),
     };
     for (name, t) in topics {
         report.messages_compared += t.compared;
@@ -217,9 +225,19 @@ pub fn compare(
 /// Errors: a bag that cannot be read whole (missing, not MCAP, incomplete, damaged; the
 /// error names the file).
 pub fn digest(path: &Path) -> Result<Vec<TopicDigest>, BagError> {
-    let maps = open_bag(path)?;
+    digest_checked(path, OnDamage::Refuse).map(|(topics, _)| topics)
+}
+
+/// [`digest`] under `policy`: with [`OnDamage::Tolerate`], the digests of what is
+/// readable, and the damage found.
+pub fn digest_checked(
+    path: &Path,
+    policy: OnDamage,
+) -> Result<(Vec<TopicDigest>, Vec<Damage>), BagError> {
+    let files = open_bag(path, policy)?;
     let mut topics: BTreeMap<String, (u64, Sha256)> = BTreeMap::new();
-    for msg in stream(&maps) {
+    let mut stream = Stream::new(&files, policy);
+    for msg in stream.by_ref() {
         let msg = msg?;
         let t = match topics.get_mut(&msg.channel.topic) {
             Some(t) => t,
@@ -230,14 +248,15 @@ pub fn digest(path: &Path) -> Result<Vec<TopicDigest>, BagError> {
         t.0 += 1;
         hash_payload(&mut t.1, &msg.data);
     }
-    Ok(topics
+    let topics = topics
         .into_iter()
         .map(|(topic, (messages, h))| TopicDigest {
             topic,
             messages,
             sha256: format!("{:x}", h.finalize()),
         })
-        .collect())
+        .collect();
+    Ok((topics, stream.damage))
 }
 
 fn hash_payload(h: &mut Sha256, data: &[u8]) {
@@ -245,33 +264,69 @@ fn hash_payload(h: &mut Sha256, data: &[u8]) {
     h.update(data);
 }
 
-/// The files of a bag, mapped, each checked to be complete.
-fn open_bag(path: &Path) -> Result<Vec<(PathBuf, Mapped)>, BagError> {
-    bag_files(path)?
-        .into_iter()
-        .map(|f| {
-            let m = Mapped::open(&f)?;
-            if mcap::read::footer(m.bytes()).is_err() {
-                return Err(BagError::mcap(
-                    &f,
-                    "incomplete: it has no footer (a recorder killed mid-run, a copy cut \
-                     short); `nerve bag recover` saves what it holds",
-                ));
-            }
-            Ok((f, m))
-        })
-        .collect()
-}
-
 type Msg = mcap::Message<'static>;
 
-/// The messages of a bag's files in order; a damaged record is an error naming its file.
-fn stream(maps: &[(PathBuf, Mapped)]) -> impl Iterator<Item = Result<Msg, BagError>> + '_ {
-    maps.iter().flat_map(|(path, m)| {
-        messages(m.bytes()).enumerate().map(move |(i, r)| {
-            r.map_err(|e| BagError::mcap(path, format!("damaged after {i} messages: {e}")))
-        })
-    })
+/// The messages of a bag's files in order. A damaged record is an error naming its file,
+/// or (tolerated) ends that file: the damage is kept in [`Stream::damage`] and the next
+/// file read. Files damaged on opening ([`BagFile::damage`]) are read as far as they can
+/// be, their damage kept as well.
+struct Stream<'a> {
+    files: &'a [BagFile],
+    policy: OnDamage,
+    /// The file being read, its messages, and how many of them were read.
+    at: usize,
+    messages: Option<crate::read::Messages<'a>>,
+    read: u64,
+    /// Damage tolerated so far.
+    damage: Vec<Damage>,
+}
+
+impl<'a> Stream<'a> {
+    fn new(files: &'a [BagFile], policy: OnDamage) -> Stream<'a> {
+        Stream {
+            files,
+            policy,
+            at: 0,
+            messages: None,
+            read: 0,
+            damage: files.iter().filter_map(|f| f.damage.clone()).collect(),
+        }
+    }
+}
+
+impl Iterator for Stream<'_> {
+    type Item = Result<Msg, BagError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let file = self.files.get(self.at)?;
+            let messages = self
+                .messages
+                .get_or_insert_with(|| messages(file.mapped.bytes()));
+            match messages.next() {
+                Some(Ok(m)) => {
+                    self.read += 1;
+                    return Some(Ok(m));
+                }
+                Some(Err(e)) => {
+                    let d = Damage::unreadable_after(&file.path, self.read, e, file.promised());
+                    match self.policy.admit(d) {
+                        // a file damaged on opening was counted there already
+                        Ok(d) if file.damage.is_none() => self.damage.push(d),
+                        Ok(_) => {}
+                        Err(e) => {
+                            self.at = self.files.len();
+                            return Some(Err(e));
+                        }
+                    }
+                }
+                None => {}
+            }
+            self.at += 1;
+            self.messages = None;
+            self.read = 0;
+        }
+    }
 }
 
 #[derive(Clone, Copy)]

@@ -75,6 +75,12 @@ pub enum BagError {
         /// What is wrong.
         reason: String,
     },
+    /// A damaged bag, refused (see [`read::OnDamage`]).
+    #[error(
+        "{0} (--tolerate-damage reads what is readable; `nerve bag recover` saves it to a \
+         new file)"
+    )]
+    Damaged(read::Damage),
     /// Bad options (regex, split size, rate, remapping).
     #[error("{0}")]
     Options(String),

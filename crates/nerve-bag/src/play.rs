@@ -15,9 +15,14 @@
 //! source stamp from the message's publish time): each message is checked against the
 //! definition, and one that does not decode is counted ([`PlayReport::undecodable`]),
 //! not published. Relative ROS 2 names (`chatter`) are published in the root namespace.
+//!
+//! A damaged bag is refused before anything is published, or when the player reaches a
+//! record that cannot be read, unless [`PlayOptions::on_damage`] tolerates it (see
+//! [`crate::read::OnDamage`]): then what is readable is replayed and the damage is in
+//! [`PlayReport::damage`].
 
 use crate::encoding::{ros2cdr, Encoding};
-use crate::read::Mapped;
+use crate::read::{BagFile, Damage, Mapped, OnDamage};
 use crate::{meta, BagError};
 use crossbeam_channel::bounded;
 use hdrhistogram::Histogram;
@@ -53,6 +58,9 @@ pub struct PlayOptions {
     /// Publish the bag's recorded time on `/clock` ([`nerve_msgs::Clock`]) this many
     /// times a second of wall time while replaying (None: off).
     pub clock_hz: Option<f64>,
+    /// What a damaged bag does: refused (the default), or replayed as far as it can be
+    /// read.
+    pub on_damage: OnDamage,
 }
 
 impl Default for PlayOptions {
@@ -67,6 +75,7 @@ impl Default for PlayOptions {
             read_ahead: 256,
             precision: Precision::default(),
             clock_hz: None,
+            on_damage: OnDamage::Refuse,
         }
     }
 }
@@ -100,8 +109,9 @@ pub struct PlayReport {
     pub error_max_ns: u64,
     /// Whether it ended early (Ctrl-C or [`Player::stop`]).
     pub interrupted: bool,
-    /// Where a damaged bag stopped being readable (what came before was replayed).
-    pub damage: Option<String>,
+    /// The damage found under [`OnDamage::Tolerate`], a file at a time (what could be
+    /// read was replayed).
+    pub damage: Vec<Damage>,
     /// Clock messages published on `/clock` (with [`PlayOptions::clock_hz`]).
     pub clock_ticks: u64,
 }
@@ -123,7 +133,7 @@ const SETTLE: Duration = Duration::from_secs(1);
 const STOP_CHECK: Duration = Duration::from_millis(50);
 
 /// The topic of the simulated clock.
-pub const CLOCK_TOPIC: &str = "/clock";
+pub use nerve::time::CLOCK_TOPIC;
 
 /// The `/clock` publisher of a replay.
 struct SimClock {
@@ -160,13 +170,6 @@ struct Route {
     recorded: String,
 }
 
-/// One file of the bag.
-struct BagFile {
-    path: PathBuf,
-    mapped: Arc<Mapped>,
-    summary: Option<mcap::Summary>,
-}
-
 /// What makes two channels (of the files of a split bag) one topic.
 #[derive(PartialEq, Eq)]
 struct ChannelKey {
@@ -188,6 +191,16 @@ impl ChannelKey {
             nerve_schema: ch.metadata.get(meta::SCHEMA).cloned(),
         }
     }
+}
+
+/// What the reader thread hands the player.
+enum Item {
+    /// A message, decoded.
+    Ready(Ready),
+    /// A file's damage, tolerated: reading goes on with the next file.
+    Damage(Damage),
+    /// The replay cannot go on (a damaged bag refused).
+    Failed(BagError),
 }
 
 struct Ready {
@@ -272,28 +285,15 @@ impl Player {
                 )));
             }
         }
-        let files: Vec<BagFile> = crate::read::bag_files(path)?
-            .into_iter()
-            .map(|p| {
-                let mapped = Arc::new(Mapped::open(&p)?);
-                let summary = match mcap::read::footer(mapped.bytes()) {
-                    Ok(_) => {
-                        mcap::Summary::read(mapped.bytes()).map_err(|e| BagError::mcap(&p, e))?
-                    }
-                    Err(_) => None,
-                };
-                Ok(BagFile {
-                    path: p,
-                    mapped,
-                    summary,
-                })
-            })
-            .collect::<Result<_, BagError>>()?;
+        let files: Vec<BagFile> = crate::read::open_bag(path, opts.on_damage)?;
         let node = ctx
             .node("nerve_bag_player")
             .create()
             .map_err(|e| BagError::Options(format!("cannot create the player's node: {e}")))?;
-        let mut report = PlayReport::default();
+        let mut report = PlayReport {
+            damage: files.iter().filter_map(|f| f.damage.clone()).collect(),
+            ..PlayReport::default()
+        };
         let mut routes: Vec<Route> = Vec::new();
         let mut encodings: Vec<Encoding> = Vec::new();
         // a topic of several files (a split bag) has one route, shared by its channels
@@ -400,13 +400,18 @@ impl Player {
                 .min()
         });
 
-        let (tx, rx) = bounded::<Result<Ready, BagError>>(opts.read_ahead.max(1));
+        let (tx, rx) = bounded::<Item>(opts.read_ahead.max(1));
         let reader = {
             let stop = self.stop.clone();
             let opts = opts.clone();
-            let files: Vec<(PathBuf, Arc<Mapped>)> = files
+            let files: Vec<Source> = files
                 .iter()
-                .map(|f| (f.path.clone(), f.mapped.clone()))
+                .map(|f| Source {
+                    path: f.path.clone(),
+                    mapped: f.mapped.clone(),
+                    promised: f.promised(),
+                    reported: f.damage.is_some(),
+                })
                 .collect();
             let topics: Vec<String> = routes.iter().map(|r| r.recorded.clone()).collect();
             std::thread::Builder::new()
@@ -438,12 +443,12 @@ impl Player {
                 break;
             }
             let ready = match item {
-                Ok(r) => r,
-                Err(BagError::Mcap { reason, .. }) if reason.starts_with("damaged: ") => {
-                    report.damage = Some(reason["damaged: ".len()..].to_string());
-                    break;
+                Item::Ready(r) => r,
+                Item::Damage(d) => {
+                    report.damage.push(d);
+                    continue;
                 }
-                Err(e) => {
+                Item::Failed(e) => {
                     result = Err(e);
                     break;
                 }
@@ -663,10 +668,20 @@ fn route(
     ))
 }
 
+/// A file of the bag as the reader thread reads it.
+struct Source {
+    path: PathBuf,
+    mapped: Arc<Mapped>,
+    /// What its summary promised (see [`BagFile::promised`]).
+    promised: Option<u64>,
+    /// Its damage was found on opening (and is in the report already).
+    reported: bool,
+}
+
 /// The reader thread of a replay: the files in order, each message decoded ahead of
 /// its time.
 struct Reader<'a> {
-    files: &'a [(PathBuf, Arc<Mapped>)],
+    files: &'a [Source],
     encodings: &'a [Encoding],
     /// Recorded topic of each route.
     topics: &'a [String],
@@ -679,35 +694,40 @@ struct Reader<'a> {
 impl Reader<'_> {
     /// Reads until the end (of the last loop), a stop, damage, or a player that went
     /// away; returns the messages left out because they do not decode.
-    fn run(
-        &self,
-        tx: &crossbeam_channel::Sender<Result<Ready, BagError>>,
-    ) -> BTreeMap<String, Undecodable> {
+    fn run(&self, tx: &crossbeam_channel::Sender<Item>) -> BTreeMap<String, Undecodable> {
         let mut undecodable: BTreeMap<String, Undecodable> = BTreeMap::new();
         let offset = self.opts.start_offset.as_nanos() as u64;
-        let several = self.files.len() > 1;
         let mut base = 0u64; // bag time of the loops before this one
+        let mut round = 0u64; // loops done
         loop {
             let mut first = self.first;
             let mut last = 0u64;
             let mut count = 0u64;
-            for (fi, (path, m)) in self.files.iter().enumerate() {
-                for msg in crate::read::messages(m.bytes()) {
+            for (fi, source) in self.files.iter().enumerate() {
+                let (path, m) = (&source.path, &source.mapped);
+                for (read, msg) in (0u64..).zip(crate::read::messages(m.bytes())) {
                     if self.stop.load(Ordering::Relaxed) {
                         return undecodable;
                     }
                     let msg = match msg {
                         Ok(m) => m,
-                        // a damaged tail: what could be read is replayed, the damage
-                        // reported
+                        // a damaged record: refused, or (tolerated) what could be read is
+                        // replayed, the damage reported once, and the next file read
                         Err(e) => {
-                            let why = if several {
-                                format!("damaged: {}: {e}", path.display())
-                            } else {
-                                format!("damaged: {e}")
-                            };
-                            let _ = tx.send(Err(BagError::mcap(path, why)));
-                            return undecodable;
+                            let damage = Damage::unreadable_after(path, read, e, source.promised);
+                            match self.opts.on_damage.admit(damage) {
+                                Ok(d) if round == 0 && !source.reported => {
+                                    if tx.send(Item::Damage(d)).is_err() {
+                                        return undecodable;
+                                    }
+                                }
+                                Ok(_) => {}
+                                Err(e) => {
+                                    let _ = tx.send(Item::Failed(e));
+                                    return undecodable;
+                                }
+                            }
+                            break;
                         }
                     };
                     let t0 = *first.get_or_insert(msg.log_time);
@@ -752,7 +772,7 @@ impl Reader<'_> {
                         log_time: msg.log_time,
                         payload,
                     };
-                    if tx.send(Ok(ready)).is_err() {
+                    if tx.send(Item::Ready(ready)).is_err() {
                         return undecodable;
                     }
                 }
@@ -763,6 +783,7 @@ impl Reader<'_> {
             // the next loop starts one mean gap after this one's last message (1 ms for
             // a single message)
             base += last + (last / count.saturating_sub(1).max(1)).max(1_000_000);
+            round += 1;
         }
     }
 }

@@ -9,13 +9,198 @@
 //! A bag is a file or a directory ([`bag_files`]): a rosbag2 bag directory lists its
 //! files in `metadata.yaml` (`relative_file_paths`), a directory without one holds its
 //! files as `*.mcap`, read in name order (numbers by value: `b_2` before `b_10`).
+//!
+//! **Damage** has one policy, decided here ([`OnDamage`]) for every command that reads
+//! bags (play, info, digest, diff, replay, the Foxglove bridge's `--bag`): a file without
+//! its summary and footer (cut short, a recorder killed), or with a record that cannot be
+//! read, is refused with [`BagError::Damaged`] naming the file, the damage and how many
+//! messages were readable of how many its summary promised (when known), unless the
+//! caller asked to keep going ([`OnDamage::Tolerate`]: what is readable is read and the
+//! [`Damage`] reported beside it). [`open_bag`] applies it to a bag's files as they are
+//! opened, and each reader to a record that fails while it reads on
+//! ([`Damage::unreadable_after`]).
 
 use crate::encoding::{MESSAGE_ENCODING, SCHEMA_ENCODING};
 use crate::{meta, BagError};
 use mcap::sans_io::LinearReaderOptions;
 use std::collections::BTreeMap;
+use std::fmt;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What a reader does with a damaged bag (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnDamage {
+    /// Refuse it with [`BagError::Damaged`] (the default).
+    #[default]
+    Refuse,
+    /// Read what is readable and report the [`Damage`] beside the result (the user asked
+    /// for it: `--tolerate-damage`).
+    Tolerate,
+}
+
+impl OnDamage {
+    /// The one decision: `damage` is an error under [`OnDamage::Refuse`], and handed back
+    /// to be reported under [`OnDamage::Tolerate`].
+    pub fn admit(self, damage: Damage) -> Result<Damage, BagError> {
+        match self {
+            OnDamage::Refuse => Err(BagError::Damaged(damage)),
+            OnDamage::Tolerate => Ok(damage),
+        }
+    }
+}
+
+/// Where a bag file stops being whole, and how much of it could be read.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Damage {
+    /// The file.
+    pub file: String,
+    /// What is wrong: where reading stopped and why, or what is missing.
+    pub what: String,
+    /// Messages of the file read before the damage (all it holds that can be read).
+    pub read: u64,
+    /// Messages the file's summary (its statistics) promised, when it has one that can
+    /// still be read.
+    pub promised: Option<u64>,
+}
+
+impl Damage {
+    /// A record of `file` that cannot be read after `read` messages (`why`), the file's
+    /// summary having promised `promised` ([`BagFile::promised`]).
+    pub fn unreadable_after(
+        file: &Path,
+        read: u64,
+        why: impl fmt::Display,
+        promised: Option<u64>,
+    ) -> Damage {
+        Damage {
+            file: file.display().to_string(),
+            what: format!("unreadable after {read} messages: {why}"),
+            read,
+            promised,
+        }
+    }
+}
+
+impl fmt::Display for Damage {
+    /// `run.mcap: no summary or footer (...); 302 messages readable, of a count the file
+    /// does not record`, or `...; 302 of 594 messages readable`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}; ", self.file, self.what)?;
+        match self.promised {
+            Some(n) => write!(f, "{} of {n} messages readable", self.read),
+            None => write!(
+                f,
+                "{} messages readable, of a count the file does not record",
+                self.read
+            ),
+        }
+    }
+}
+
+/// One file of a bag, open for reading ([`open_bag`]).
+pub struct BagFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its bytes.
+    pub mapped: Arc<Mapped>,
+    /// Its summary, if it is complete.
+    pub summary: Option<mcap::Summary>,
+    /// What is wrong with it, found on opening (only under [`OnDamage::Tolerate`]: it is
+    /// refused otherwise).
+    pub damage: Option<Damage>,
+}
+
+impl BagFile {
+    /// The messages the file's summary promises, if it has one.
+    pub fn promised(&self) -> Option<u64> {
+        match &self.damage {
+            Some(d) => d.promised,
+            None => self
+                .summary
+                .as_ref()
+                .and_then(|s| s.stats.as_ref())
+                .map(|s| s.message_count),
+        }
+    }
+}
+
+/// Opens the files of the bag at `path` ([`bag_files`]) under `policy`. A file without a
+/// readable summary and footer is damaged: it is scanned to count what it holds, then
+/// refused ([`BagError::Damaged`]), or under [`OnDamage::Tolerate`] opened with its
+/// [`BagFile::damage`]. A file that is not MCAP at all is an error either way.
+pub fn open_bag(path: &Path, policy: OnDamage) -> Result<Vec<BagFile>, BagError> {
+    bag_files(path)?
+        .into_iter()
+        .map(|p| {
+            let mapped = Arc::new(Mapped::open(&p)?);
+            // a complete file may lack a summary (it is optional in MCAP): not damage
+            let footer = mcap::read::footer(mapped.bytes()).is_ok();
+            let summary = if footer {
+                match quiet_catch(|| mcap::Summary::read(mapped.bytes())) {
+                    Ok(Ok(s)) => Ok(s),
+                    Ok(Err(e)) => Err(format!("its summary cannot be read: {e}")),
+                    Err(why) => Err(format!("its summary cannot be read: {why}")),
+                }
+            } else {
+                Err(NO_FOOTER.to_string())
+            };
+            let (summary, damage) = match summary {
+                Ok(s) => (s, None),
+                Err(what) => {
+                    let (info, read) = scan(&p, &mapped, |_| Ok(()))?;
+                    let damage = match info.damage {
+                        // no footer: the scan says so, and where reading stopped
+                        Some(d) if !footer => d,
+                        Some(d) => Damage {
+                            what: format!("{what}, and {}", d.what),
+                            ..d
+                        },
+                        None => Damage {
+                            file: p.display().to_string(),
+                            what,
+                            read,
+                            promised: None,
+                        },
+                    };
+                    (None, Some(policy.admit(damage)?))
+                }
+            };
+            Ok(BagFile {
+                path: p,
+                mapped,
+                summary,
+                damage,
+            })
+        })
+        .collect()
+}
+
+/// What a file without its footer lacks.
+const NO_FOOTER: &str = "no summary or footer (cut short, or the recorder did not close it)";
+
+/// The message count of the file's statistics record, if one can still be read (a file
+/// cut short by a few bytes keeps its summary section but loses its footer).
+fn promised_by_statistics(bytes: &[u8]) -> Option<u64> {
+    quiet_catch(|| {
+        let records = mcap::read::LinearReader::new_with_options(
+            bytes,
+            mcap::read::Options::IgnoreEndMagic.into(),
+        )
+        .ok()?;
+        for r in records {
+            match r {
+                Ok(mcap::records::Record::Statistics(s)) => return Some(s.message_count),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+        None
+    })
+    .ok()
+    .flatten()
+}
 
 /// A bag file mapped into memory.
 pub struct Mapped {
@@ -93,8 +278,8 @@ pub struct BagInfo {
     pub compression: Vec<String>,
     /// Whether the file is complete (summary and footer present).
     pub complete: bool,
-    /// For an incomplete file: where reading stopped and why.
-    pub damage: Option<String>,
+    /// For a damaged bag: its first damaged file, where reading stopped and why.
+    pub damage: Option<Damage>,
     /// Per topic.
     pub topics: Vec<TopicSummary>,
 }
@@ -243,8 +428,8 @@ pub fn info(path: &Path) -> Result<BagInfo, BagError> {
         all.messages += i.messages;
         all.compression.extend(i.compression);
         all.complete &= i.complete;
-        if let (None, Some(d)) = (&all.damage, i.damage) {
-            all.damage = Some(format!("{}: {d}", i.path));
+        if all.damage.is_none() {
+            all.damage = i.damage;
         }
         for t in i.topics {
             match by_topic.get_mut(&t.topic) {
@@ -267,6 +452,16 @@ pub fn info(path: &Path) -> Result<BagInfo, BagError> {
     all.topics = by_topic.into_values().collect();
     finish(&mut all);
     Ok(all)
+}
+
+/// [`info`] under `policy`: a damaged bag is refused ([`BagError::Damaged`]), or
+/// described with its [`BagInfo::damage`].
+pub fn info_checked(path: &Path, policy: OnDamage) -> Result<BagInfo, BagError> {
+    let info = info(path)?;
+    if let Some(d) = &info.damage {
+        policy.admit(d.clone())?;
+    }
+    Ok(info)
 }
 
 /// Describes one bag file.
@@ -446,11 +641,12 @@ pub fn scan(
     let mut by_topic: BTreeMap<String, TopicSummary> = BTreeMap::new();
     let mut start = u64::MAX;
     let mut end = 0;
+    let mut stopped = None;
     for msg in stream {
         let msg = match msg {
             Ok(m) => m,
             Err(e) => {
-                info.damage = Some(format!("unreadable after {} messages: {e}", info.messages));
+                stopped = Some(Damage::unreadable_after(path, info.messages, e, None));
                 break;
             }
         };
@@ -479,9 +675,20 @@ pub fn scan(
         info.start_ns = start;
         info.end_ns = end;
     }
-    info.complete = info.damage.is_none() && mcap::read::footer(m.bytes()).is_ok();
-    if !info.complete && info.damage.is_none() {
-        info.damage = Some("no summary or footer (the recorder did not close it)".into());
+    let footer = mcap::read::footer(m.bytes()).is_ok();
+    info.complete = stopped.is_none() && footer;
+    if !info.complete {
+        let what = match stopped {
+            Some(d) if footer => d.what,
+            Some(d) => format!("{NO_FOOTER}, and {}", d.what),
+            None => NO_FOOTER.to_string(),
+        };
+        info.damage = Some(Damage {
+            file: info.path.clone(),
+            what,
+            read: info.messages,
+            promised: promised_by_statistics(m.bytes()),
+        });
     }
     info.topics = by_topic.into_values().collect();
     finish(&mut info);

@@ -97,6 +97,9 @@ pub struct ReplayReport {
     pub outputs_lost: u64,
     /// Topics published by the nodes that could not be recorded, with why.
     pub unrecorded: BTreeMap<String, String>,
+    /// The bag's damage, tolerated ([`PlayOptions::on_damage`]): what could be read was
+    /// replayed.
+    pub damage: Vec<crate::read::Damage>,
 }
 
 /// Runs a replay: waits for the nodes' executors to join `lockstep` and settle, then
@@ -118,8 +121,10 @@ pub fn replay(
         .domain(domain)
         .map_err(|e| BagError::Options(e.to_string()))?;
     let ctx = Context::new(cfg).map_err(|e| BagError::Options(format!("replay context: {e}")))?;
+    // a damaged bag is refused before the nodes are waited for
+    let info = crate::read::info_checked(bag, opts.play.on_damage)?;
     settle(lockstep, opts, check)?;
-    let played: BTreeSet<String> = crate::read::info(bag)?
+    let played: BTreeSet<String> = info
         .topics
         .iter()
         .map(|t| {
@@ -199,6 +204,7 @@ pub fn replay(
         digests: recorded.digests,
         outputs_lost: recorded.lost,
         unrecorded: recorded.unrecorded,
+        damage: report.damage,
     })
 }
 

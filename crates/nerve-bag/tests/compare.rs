@@ -160,6 +160,7 @@ fn bag(dir: &Path, name: &str, topics: &[Topic], interleave: bool) -> PathBuf {
 fn ignoring(paths: &[&str]) -> CompareOptions {
     CompareOptions {
         ignore: paths.iter().map(|s| s.to_string()).collect(),
+        ..CompareOptions::default()
     }
 }
 

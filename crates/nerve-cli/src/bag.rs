@@ -86,6 +86,10 @@ pub enum BagCommand {
         /// rosgraph_msgs/Clock) at HZ per second of wall time (default 40, as ROS 2).
         #[arg(long, value_name = "HZ", num_args = 0..=1, default_missing_value = "40")]
         clock: Option<f64>,
+        /// Read a damaged bag as far as it can be read (the damage is reported on stderr)
+        /// instead of refusing it.
+        #[arg(long)]
+        tolerate_damage: bool,
         /// Output format of the final report.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
@@ -95,6 +99,10 @@ pub enum BagCommand {
         /// The bag: an MCAP file, or a directory of them (a rosbag2 bag, split or not,
         /// with or without metadata.yaml).
         path: PathBuf,
+        /// Read a damaged bag as far as it can be read (the damage is reported on stderr)
+        /// instead of refusing it.
+        #[arg(long)]
+        tolerate_damage: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
@@ -124,12 +132,20 @@ pub enum BagCommand {
         /// points[].x); points[3].x matches element 3 only.
         #[arg(long, value_name = "PATH")]
         ignore: Vec<String>,
+        /// Read a damaged bag as far as it can be read (the damage is reported on stderr)
+        /// instead of refusing it.
+        #[arg(long)]
+        tolerate_damage: bool,
     },
     /// Per topic: the SHA-256 of its payloads in order, and its message count; one line
     /// per topic: "SHA256  MESSAGES  TOPIC".
     Digest {
         /// The bag: an MCAP file, or a directory of them.
         path: PathBuf,
+        /// Read a damaged bag as far as it can be read (the damage is reported on stderr)
+        /// instead of refusing it.
+        #[arg(long)]
+        tolerate_damage: bool,
     },
 }
 
@@ -215,6 +231,26 @@ fn default_output() -> PathBuf {
         s / 60 % 60,
         s % 60
     ))
+}
+
+/// The reader's damage policy of `--tolerate-damage`.
+pub fn on_damage(tolerate_damage: bool) -> nerve_bag::read::OnDamage {
+    if tolerate_damage {
+        nerve_bag::read::OnDamage::Tolerate
+    } else {
+        nerve_bag::read::OnDamage::Refuse
+    }
+}
+
+/// Reports tolerated damage on stderr, with how much was `done` ("replayed 302
+/// messages").
+pub fn report_damage(damage: &[nerve_bag::read::Damage], done: &str) {
+    for d in damage {
+        eprintln!("warning: the bag is damaged: {d}");
+    }
+    if !damage.is_empty() {
+        eprintln!("warning: {done}, what could be read (--tolerate-damage)");
+    }
 }
 
 fn spinner() -> indicatif::ProgressBar {
@@ -325,6 +361,7 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
             remap,
             wait_subscribers,
             clock,
+            tolerate_damage,
             format,
         } => {
             let mut opts = PlayOptions {
@@ -334,6 +371,7 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
                 topics: (!topics.is_empty()).then_some(topics),
                 wait_subscribers: seconds("--wait-subscribers", wait_subscribers)?,
                 clock_hz: clock,
+                on_damage: on_damage(tolerate_damage),
                 ..PlayOptions::default()
             };
             if !(rate.is_finite() && rate > 0.0) {
@@ -377,6 +415,8 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
                 bar.set_message(format!("bag time {:.1} s", p.bag_seconds));
             })?;
             bar.finish_and_clear();
+            let published: u64 = report.published.values().sum();
+            report_damage(&report.damage, &format!("replayed {published} messages"));
             match format {
                 Format::Json => output::json(&serde_json::to_value(&report)?)?,
                 Format::Human => {
@@ -394,9 +434,6 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
                             "{t}: {} messages do not decode, left out (the first: {})",
                             u.count, u.first
                         );
-                    }
-                    if let Some(d) = &report.damage {
-                        println!("the bag is damaged; replayed up to: {d}");
                     }
                     if report.clock_ticks > 0 {
                         println!("/clock: {} ticks", report.clock_ticks);
@@ -416,8 +453,14 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
             }
             Ok(())
         }
-        BagCommand::Info { path, format } => {
-            let info = nerve_bag::read::info(&path)?;
+        BagCommand::Info {
+            path,
+            tolerate_damage,
+            format,
+        } => {
+            let info = nerve_bag::read::info_checked(&path, on_damage(tolerate_damage))?;
+            let damage: Vec<_> = info.damage.iter().cloned().collect();
+            report_damage(&damage, &format!("described {} messages", info.messages));
             print_info(&info, format)
         }
         BagCommand::Recover {
@@ -432,12 +475,20 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
             actual,
             expected,
             ignore,
+            tolerate_damage,
         } => {
-            let opts = nerve_bag::compare::CompareOptions { ignore };
+            let opts = nerve_bag::compare::CompareOptions {
+                ignore,
+                on_damage: on_damage(tolerate_damage),
+            };
             let report = match nerve_bag::compare::compare(&actual, &expected, &opts) {
                 Err(nerve_bag::BagError::Options(why)) => return Err(usage(why)),
                 r => r?,
             };
+            report_damage(
+                &report.damage,
+                &format!("compared {} messages", report.messages_compared),
+            );
             match &report.first_difference {
                 None => {
                     println!(
@@ -457,8 +508,15 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BagComman
                 }
             }
         }
-        BagCommand::Digest { path } => {
-            for t in nerve_bag::compare::digest(&path)? {
+        BagCommand::Digest {
+            path,
+            tolerate_damage,
+        } => {
+            let (topics, damage) =
+                nerve_bag::compare::digest_checked(&path, on_damage(tolerate_damage))?;
+            let messages: u64 = topics.iter().map(|t| t.messages).sum();
+            report_damage(&damage, &format!("digested {messages} messages"));
+            for t in topics {
                 println!("{}  {}  {}", t.sha256, t.messages, t.topic);
             }
             Ok(())
@@ -530,7 +588,7 @@ fn print_info(info: &nerve_bag::read::BagInfo, format: Format) -> CmdResult {
                 println!("{:>12}: {}", "compression", c.join(", "));
             }
             if let Some(d) = &info.damage {
-                println!("{:>12}: {d}", "incomplete");
+                println!("{:>12}: {d}", "damaged");
             }
             let rows: Vec<Vec<String>> = info
                 .topics

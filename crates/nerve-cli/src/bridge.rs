@@ -37,14 +37,19 @@ pub enum BridgeCommand {
         /// Do not offer the nodes' parameters to Foxglove's Parameters panel.
         #[arg(long)]
         no_parameters: bool,
-        /// Send the time of the /clock topic (a bag replayed with `nerve bag play --clock`,
-        /// a simulation) to Foxglove as the server's time.
+        /// Run on the simulation time of the /clock topic (a bag replayed with `nerve bag
+        /// play --clock`, a simulation): the messages' times and the server's time both
+        /// come from it (with NERVE_SIM_TIME=1 the bridge does so without the flag).
         #[arg(long)]
         clock: bool,
         /// Serve this bag (one MCAP file) instead of the domain's topics, with Foxglove's
         /// playback bar (play, pause, seek, speed); starts paused.
         #[arg(long)]
         bag: Option<std::path::PathBuf>,
+        /// With --bag: serve a damaged bag as far as it can be read (the damage is
+        /// reported on stderr) instead of refusing it.
+        #[arg(long)]
+        tolerate_damage: bool,
         /// Stop after this many seconds.
         #[arg(long)]
         duration: Option<f64>,
@@ -143,6 +148,7 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
                 no_parameters,
                 clock,
                 bag,
+                tolerate_damage,
                 duration,
                 format,
             } => {
@@ -152,7 +158,11 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
                             "--bag serves the bag's topics and time: no --topics or --clock",
                         ));
                     }
-                    return serve_bag(&bag, port, host, backlog, duration, format);
+                    let on_damage = crate::bag::on_damage(tolerate_damage);
+                    return serve_bag(&bag, port, host, backlog, on_damage, duration, format);
+                }
+                if tolerate_damage {
+                    return Err(usage("--tolerate-damage is for a bag served with --bag"));
                 }
                 (
                     port,
@@ -198,6 +208,7 @@ fn serve_bag(
     port: u16,
     host: String,
     backlog: usize,
+    on_damage: nerve_bag::read::OnDamage,
     duration: Option<f64>,
     format: Format,
 ) -> CmdResult {
@@ -205,7 +216,8 @@ fn serve_bag(
         return Err(usage("--backlog must be at least 1"));
     }
     let limit = duration_limit(duration)?;
-    let server = nerve_bag::bridge::playback::BagServer::start(bag, &host, port, backlog)?;
+    let server =
+        nerve_bag::bridge::playback::BagServer::start(bag, &host, port, backlog, on_damage)?;
     let (start, end) = server.range();
     // the line scripts and tests wait for
     println!("listening on ws://{host}:{}", server.port());
@@ -216,6 +228,7 @@ fn serve_bag(
     }
     let sent = server.sent();
     let client_drops = server.client_drops();
+    let damage = server.damage();
     server.stop();
     match format {
         Format::Json => output::json(&serde_json::json!({
@@ -230,7 +243,17 @@ fn serve_bag(
             output::table(&["TOPIC", "SENT"], &rows)?;
         }
     }
-    Ok(())
+    // damage met while playing is the bag's, as at the start: refused unless tolerated
+    let served: u64 = sent.values().sum();
+    match damage.first() {
+        Some(d) if on_damage == nerve_bag::read::OnDamage::Refuse => {
+            Err(nerve_bag::BagError::Damaged(d.clone()).into())
+        }
+        _ => {
+            crate::bag::report_damage(&damage, &format!("served {served} messages"));
+            Ok(())
+        }
+    }
 }
 
 /// A `--duration` in seconds.

@@ -31,6 +31,11 @@ pub struct ReplayArgs {
     /// Write the report (counts, digests, speed) as JSON to this file.
     #[arg(long, value_name = "REPORT.json")]
     pub report: Option<PathBuf>,
+    /// Replay a damaged bag as far as it can be read (the damage is reported on stderr)
+    /// instead of refusing it; --check then compares with a damaged bag as far as it can
+    /// be read too.
+    #[arg(long)]
+    pub tolerate_damage: bool,
     /// How long the nodes' executors must stay unchanged before the replay starts, ms.
     #[arg(long, default_value_t = 500)]
     pub settle_ms: u64,
@@ -80,6 +85,10 @@ pub fn run(domain: Option<u32>, args: ReplayArgs) -> CmdResult {
 /// Prints and writes the report, then checks the outputs if asked.
 fn finish(args: &ReplayArgs, output: Option<&std::path::Path>, report: &ReplayReport) -> CmdResult {
     print_report(report);
+    crate::bag::report_damage(
+        &report.damage,
+        &format!("replayed {} messages", report.messages),
+    );
     if let Some(path) = &args.report {
         std::fs::write(path, serde_json::to_string_pretty(report)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -87,8 +96,13 @@ fn finish(args: &ReplayArgs, output: Option<&std::path::Path>, report: &ReplayRe
     if let (Some(expected), Some(actual)) = (&args.check, output) {
         let opts = nerve_bag::compare::CompareOptions {
             ignore: args.ignore.clone(),
+            on_damage: crate::bag::on_damage(args.tolerate_damage),
         };
         let cmp = nerve_bag::compare::compare(actual, expected, &opts)?;
+        crate::bag::report_damage(
+            &cmp.damage,
+            &format!("compared {} messages", cmp.messages_compared),
+        );
         match cmp.first_difference {
             None => println!(
                 "check: identical to {} ({} messages compared)",
@@ -119,6 +133,7 @@ fn replay(
         ..ReplayOptions::default()
     };
     opts.play.topics = args.topics.clone();
+    opts.play.on_damage = crate::bag::on_damage(args.tolerate_damage);
     let program = args.command[0].clone();
     let mut check = || -> Result<(), String> {
         match child.try_wait() {

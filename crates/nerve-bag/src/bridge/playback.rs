@@ -13,12 +13,16 @@
 //! a seek opens only the chunks from the time asked on ([`Cursor`]). A bag without one is
 //! read from the file's start, and a seek skips to the time (its cost grows with the
 //! distance into the file). Playback starts paused, as a file opened in Foxglove does.
+//!
+//! A damaged bag ([`crate::read::OnDamage`]) is refused at the start, unless tolerated;
+//! a record found unreadable while playing ends the playback there, tells the clients
+//! with an error status, and is kept in [`BagServer::damage`].
 
-use crate::read::{self, Mapped};
+use crate::read::{self, Damage, Mapped, OnDamage};
 use crate::BagError;
 use foxglove::websocket::{
     Capability, PlaybackCommand, PlaybackControlRequest, PlaybackState, PlaybackStatus,
-    ServerListener,
+    ServerListener, Status,
 };
 use foxglove::{ChannelBuilder, PartialMetadata, RawChannel, WebSocketServer};
 use mcap::sans_io::indexed_reader::{IndexedReadEvent, IndexedReader, IndexedReaderOptions};
@@ -98,6 +102,11 @@ struct Shared {
     stop: AtomicBool,
     /// The server, until the bag server stops.
     server: Mutex<Option<foxglove::WebSocketServerHandle>>,
+    /// The bag's file, and the messages its summary promised.
+    file: PathBuf,
+    promised: Option<u64>,
+    /// The damage found: on opening (tolerated), or while playing.
+    damage: Mutex<Vec<Damage>>,
 }
 
 impl Shared {
@@ -110,6 +119,22 @@ impl Shared {
     fn state(&self, state: PlaybackState) {
         if let Some(s) = self.server.lock().expect("poisoned").as_ref() {
             s.broadcast_playback_state(state);
+        }
+    }
+
+    /// A record that cannot be read, after `read` messages: kept (once per place: a
+    /// bag played again meets it again) and told to the clients.
+    fn damaged(&self, read: u64, why: &str) {
+        let d = Damage::unreadable_after(&self.file, read, why, self.promised);
+        let status = Status::error(format!("the bag is damaged: {d}"))
+            .with_id("nerve-bag-damage".to_string());
+        let mut all = self.damage.lock().expect("poisoned");
+        if !all.contains(&d) {
+            all.push(d);
+        }
+        drop(all);
+        if let Some(s) = self.server.lock().expect("poisoned").as_ref() {
+            s.publish_status(status);
         }
     }
 }
@@ -134,14 +159,16 @@ pub struct BagServer {
 }
 
 impl BagServer {
-    /// Opens the bag at `path` and serves it on `host:port` (0: any free port).
+    /// Opens the bag at `path` and serves it on `host:port` (0: any free port); a damaged
+    /// bag is refused unless `on_damage` tolerates it.
     pub fn start(
         path: &Path,
         host: &str,
         port: u16,
         backlog: usize,
+        on_damage: OnDamage,
     ) -> Result<BagServer, BagError> {
-        let info = read::info(path)?;
+        let info = read::info_checked(path, on_damage)?;
         if info.files.len() > 1 {
             return Err(BagError::Options(format!(
                 "{}: a bag of {} files; serve its files one by one",
@@ -171,6 +198,12 @@ impl BagServer {
             range: (start, end),
             stop: AtomicBool::new(false),
             server: Mutex::new(None),
+            file: file.clone(),
+            promised: info
+                .damage
+                .as_ref()
+                .map_or(Some(info.messages), |d| d.promised),
+            damage: Mutex::new(info.damage.into_iter().collect()),
         });
         let fctx = foxglove::Context::new();
         let server = WebSocketServer::new()
@@ -256,6 +289,12 @@ impl BagServer {
     /// Messages sent so far, by topic.
     pub fn sent(&self) -> BTreeMap<String, u64> {
         self.sent.lock().expect("poisoned").clone()
+    }
+
+    /// The damage found so far: on opening (tolerated), or while playing (the playback
+    /// ended there).
+    pub fn damage(&self) -> Vec<Damage> {
+        self.shared.damage.lock().expect("poisoned").clone()
     }
 
     /// Stops playback and the server.
@@ -346,40 +385,75 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// The next message; `None` at the end or at the first unreadable record (the file's
-    /// readable part is played, as `nerve bag play` does).
-    fn next(&mut self) -> Option<mcap::Message<'static>> {
+    /// The next message; `None` at the end, an error at the first unreadable record
+    /// (after which there is nothing more).
+    fn next(&mut self) -> Option<Result<mcap::Message<'static>, String>> {
         match self {
-            Cursor::Linear { stream, from } => {
-                stream.find_map(|m| m.ok().filter(|m| m.log_time >= *from))
-            }
+            Cursor::Linear { stream, from } => loop {
+                match stream.next()? {
+                    Ok(m) if m.log_time < *from => continue,
+                    Ok(m) => return Some(Ok(m)),
+                    Err(e) => return Some(Err(e.to_string())),
+                }
+            },
             Cursor::Indexed {
                 bytes,
                 summary,
                 reader,
             } => loop {
-                match reader.next_event()?.ok()? {
+                let event = match reader.next_event()? {
+                    Ok(e) => e,
+                    Err(e) => return Some(Err(e.to_string())),
+                };
+                match event {
                     IndexedReadEvent::ReadChunkRequest { offset, length } => {
-                        let chunk = usize::try_from(offset)
+                        let Some(chunk) = usize::try_from(offset)
                             .ok()
-                            .and_then(|o| bytes.get(o..o.checked_add(length)?))?;
-                        reader.insert_chunk_record_data(offset, chunk).ok()?;
+                            .and_then(|o| bytes.get(o..o.checked_add(length)?))
+                        else {
+                            return Some(Err(format!(
+                                "the chunk index points past the file's end ({length} bytes \
+                                 at {offset})"
+                            )));
+                        };
+                        if let Err(e) = reader.insert_chunk_record_data(offset, chunk) {
+                            return Some(Err(e.to_string()));
+                        }
                     }
                     IndexedReadEvent::Message { header, data } => {
                         // a message of a channel the summary lacks is skipped
                         let Some(channel) = summary.channels.get(&header.channel_id) else {
                             continue;
                         };
-                        return Some(mcap::Message {
+                        return Some(Ok(mcap::Message {
                             channel: channel.clone(),
                             sequence: header.sequence,
                             log_time: header.log_time,
                             publish_time: header.publish_time,
                             data: data.to_vec().into(),
-                        });
+                        }));
                     }
                 }
             },
+        }
+    }
+}
+
+/// The cursor's next message (`read` counts them); a damaged record ends it, reported
+/// to the clients and kept ([`Shared::damaged`]).
+fn next_message(
+    shared: &Shared,
+    stream: &mut Cursor<'_>,
+    read: &mut u64,
+) -> Option<mcap::Message<'static>> {
+    match stream.next()? {
+        Ok(m) => {
+            *read += 1;
+            Some(m)
+        }
+        Err(why) => {
+            shared.damaged(*read, &why);
+            None
         }
     }
 }
@@ -394,6 +468,8 @@ fn play(
 ) {
     let (start, end) = shared.range;
     let mut stream = Cursor::at(mapped.bytes(), summary, start);
+    // messages the cursor gave since it was made (where a damaged record stops it)
+    let mut read = 0u64;
     // pacing: bag time `anchor.1` is shown at wall time `anchor.0`
     let mut anchor: Option<(Instant, u64)> = None;
     let mut last_time = Instant::now() - TIME_PERIOD;
@@ -410,7 +486,8 @@ fn play(
         };
         if let Some(t) = seek {
             stream = Cursor::at(mapped.bytes(), summary, t);
-            next = stream.next();
+            read = 0;
+            next = next_message(shared, &mut stream, &mut read);
             anchor = None;
             shared.time(t);
         }
@@ -419,7 +496,7 @@ fn play(
             continue;
         }
         if next.is_none() {
-            next = stream.next();
+            next = next_message(shared, &mut stream, &mut read);
         }
         let Some(m) = next.take() else {
             // the end: say so once, and wait for a seek or a play
@@ -524,7 +601,7 @@ mod tests {
             let mut c = Cursor::at(&bytes, summary.as_ref(), 1_500_000_000);
             assert_eq!(matches!(c, Cursor::Indexed { .. }), indexed);
             let seqs: Vec<u32> = std::iter::from_fn(|| c.next())
-                .map(|m| m.sequence)
+                .map(|m| m.unwrap().sequence)
                 .collect();
             assert_eq!(seqs, (50..100).collect::<Vec<_>>(), "indexed: {indexed}");
             assert!(Cursor::at(&bytes, summary.as_ref(), u64::MAX)
