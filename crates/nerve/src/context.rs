@@ -44,6 +44,25 @@ impl Drop for ContextInner {
     }
 }
 
+/// The network plane for `config`: the one place that names the Zenoh plane (contexts
+/// reach it through [`RemotePlane`]). Without the `net` feature, a
+/// configuration that asks for it is an error naming the missing feature.
+fn remote_plane(config: &Config) -> Result<Option<Arc<dyn RemotePlane>>, NetError> {
+    #[cfg(feature = "net")]
+    {
+        Ok(crate::net::plane(config)?.map(|p| p as Arc<dyn RemotePlane>))
+    }
+    #[cfg(not(feature = "net"))]
+    {
+        if config.network.enabled {
+            return Err(NetError::Open(
+                "this build of nerve has no network plane (cargo feature `net`)".into(),
+            ));
+        }
+        Ok(None)
+    }
+}
+
 impl Context {
     /// Creates a context from `NERVE_CONFIG`, `NERVE_DOMAIN` and `NERVE_STATE_DIR`.
     pub fn from_env() -> Result<Context, ContextError> {
@@ -117,7 +136,7 @@ impl Context {
     /// The network plane, when the configuration turns it on (opened on first use, one
     /// per process).
     pub(crate) fn remote(&self) -> Result<Option<Arc<dyn RemotePlane>>, NetError> {
-        crate::remote_plane(&self.inner.config)
+        remote_plane(&self.inner.config)
     }
 
     /// Starts building a node named `name`.

@@ -59,27 +59,6 @@ mod transport;
 #[cfg(feature = "net")]
 pub mod net;
 
-/// The network plane for `config`: the one place that names the Zenoh plane (contexts
-/// reach it through [`transport::remote::RemotePlane`]). Without the `net` feature, a
-/// configuration that asks for it is an error naming the missing feature.
-pub(crate) fn remote_plane(
-    config: &Config,
-) -> Result<Option<std::sync::Arc<dyn transport::remote::RemotePlane>>, error::NetError> {
-    #[cfg(feature = "net")]
-    {
-        Ok(net::plane(config)?.map(|p| p as std::sync::Arc<dyn transport::remote::RemotePlane>))
-    }
-    #[cfg(not(feature = "net"))]
-    {
-        if config.network.enabled {
-            return Err(error::NetError::Open(
-                "this build of nerve has no network plane (cargo feature `net`)".into(),
-            ));
-        }
-        Ok(None)
-    }
-}
-
 // public module paths of the executor layer and the OS layer
 pub use exec::{executor, machine, scheduler, timer};
 pub use sys::{rt, signals as shutdown};
