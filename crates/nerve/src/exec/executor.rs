@@ -562,18 +562,6 @@ impl Executor {
         Ok((id, Calls { inner: shared }))
     }
 
-    /// Answers the remote requests (`nerve param`, [`crate::param::ParamClient`]) of a
-    /// node's parameters on this executor.
-    pub fn parameters(&mut self, params: &crate::param::Parameters) -> Result<EntityId, ExecError> {
-        let name = format!("{}{}", params.node_path(), crate::param::SERVICE_SUFFIX);
-        self.add_work(
-            &name,
-            Box::new(ParamServing {
-                params: params.clone(),
-            }),
-        )
-    }
-
     /// Keeps a publisher's history reaching late joiners while it sends nothing: whenever
     /// a subscriber joins its topic, the executor connects it (which hands it the history).
     /// For latched topics (maps, parameters, static transforms) published rarely.
@@ -1120,33 +1108,6 @@ impl<S: Service, F: FnMut(&Request<'_, S>) -> HandlerResult> Work for Serving<S,
             n += 1;
         }
         stats.rejected += self.server.rejected() - before;
-        Ok(n)
-    }
-}
-
-struct ParamServing {
-    params: crate::param::Parameters,
-}
-
-impl Work for ParamServing {
-    fn slot(&self) -> Option<SlotRef> {
-        Some(self.params.inner.server.wake_slot().clone())
-    }
-    fn ready(&self, _: Now) -> bool {
-        self.params.inner.server.has_requests()
-    }
-    fn run(&mut self, stats: &mut EntityStats, budget: &Budget<'_>) -> Result<usize, ExecError> {
-        let server = &self.params.inner.server;
-        let before = server.rejected();
-        let mut n = 0;
-        while budget.more(n) {
-            let Some(req) = server.try_take()? else {
-                break;
-            };
-            self.params.answer(&req)?;
-            n += 1;
-        }
-        stats.rejected += server.rejected() - before;
         Ok(n)
     }
 }

@@ -30,6 +30,7 @@
 //! ```
 
 mod error;
+mod exec;
 mod file;
 mod remote;
 mod store;

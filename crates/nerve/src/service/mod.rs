@@ -67,8 +67,9 @@ impl ServiceType {
 /// ([`crate::introspect::recorded_schema`]). Best effort: a service works without them.
 fn record_schemas<S: Service>(node: &crate::Node) {
     use crate::message::schema::Schema;
-    let _ = crate::introspect::record_schema(node, &Schema::of::<S::Request>());
-    let _ = crate::introspect::record_schema(node, &Schema::of::<S::Response>());
+    let iox = &node.inner.iox;
+    let _ = crate::transport::shm::write_schema_file(iox, &Schema::of::<S::Request>());
+    let _ = crate::transport::shm::write_schema_file(iox, &Schema::of::<S::Response>());
 }
 
 /// What a handler returns: `Ok` once it replied; an error's message reaches the client as
