@@ -1,0 +1,330 @@
+"""The doors of the conformance matrix (test_conformance.py): one thin driver per way into
+Nerve, each with the same small command set and the same outcome vocabulary.
+
+A command returns, for each message given, an outcome: ``{"ok": value}`` (the message as
+JSON, as ``nerve topic echo`` prints it) or ``{"error": kind, "message": text}`` with
+``kind`` one of ``KINDS``. A door that cannot express a command says why in
+``Door.cannot`` (the test skips it with that reason, never silently). A door added later
+implements ``roundtrip`` and joins every scenario.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import queue
+import signal
+import subprocess
+import threading
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional
+
+import numpy as np
+
+import nerve
+
+# the shared vocabulary of error kinds
+KINDS = ("bad_name", "type_mismatch", "too_large", "out_of_range", "bad_value",
+         "unknown_type", "timeout", "failed")
+
+# how long one message may take to come back through a door
+TIMEOUT = 20.0
+
+
+def kind_of(message: str) -> str:
+    """The kind of an error from its text: the one place messages map to kinds, for the
+    doors that report errors as text (the CLI's one-line error, Python's exceptions).
+    The texts are those of Nerve's error enums (nerve::error, message::json::number)."""
+    if message.startswith("invalid name") or ": invalid name " in message:
+        return "bad_name"
+    if " has type " in message and " was requested" in message:
+        return "type_mismatch"
+    if "exceeds the maximum of" in message:
+        return "too_large"
+    if "out of range for" in message or "out of bounds for" in message:
+        return "out_of_range"
+    if "unknown message type" in message:
+        return "unknown_type"
+    return "failed"
+
+
+def error(kind: str, message: str) -> Dict[str, Any]:
+    return {"error": kind, "message": message}
+
+
+def outcome_kind(outcome: Dict[str, Any]) -> str:
+    return "ok" if "ok" in outcome else outcome["error"]
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equality of JSON values as Python reads them, exact for floats: -0.0 is not 0.0,
+    NaN (the string "NaN" in Nerve's JSON) equals NaN."""
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        # 2 and 2.0 print differently: a door that prints one for the other differs
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+class Door:
+    """A way into Nerve. ``roundtrip`` subscribes to ``topic`` (resolved as the door
+    resolves names under ``env``'s NERVE_NAMESPACE and NERVE_REMAP), publishes each
+    message of ``values`` as ``type_name`` and returns ``{"topic": resolved or None,
+    "results": [outcome per message]}``."""
+
+    name = "?"
+
+    def cannot(self, scenario: str) -> Optional[str]:
+        """Why this door cannot run a scenario, or None."""
+        return None
+
+    def roundtrip(self, env: Dict[str, str], topic: str, type_name: str, values: List[Any],
+                  max_payload: Optional[int] = None) -> Dict[str, Any]:
+        raise NotImplementedError
+
+
+def _expand(outcome: Dict[str, Any], n: int) -> Dict[str, Any]:
+    """An error of the whole command as that error for each message."""
+    return {"topic": None, "results": [outcome] * n}
+
+
+# ---------------------------------------------------------------------------------------
+# Python: the nerve package in this process
+
+_FLOAT_TEXT = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf,
+               "-Infinity": -math.inf, "-inf": -math.inf}
+
+
+def _py_value(shape: tuple, v: Any) -> Any:
+    """A JSON value as the Python value a field of ``shape`` takes."""
+    kind = shape[0]
+    if kind == "prim":
+        name = shape[2]
+        if name in ("f32", "f64") and isinstance(v, str):
+            if v not in _FLOAT_TEXT:
+                raise ValueError(f"expected a number, found {v!r}")
+            return _FLOAT_TEXT[v]
+        if name in ("u128", "i128") and isinstance(v, str):
+            return int(v)
+        return v
+    if kind == "array":
+        if not isinstance(v, list):
+            raise TypeError(f"expected an array, found {v!r}")
+        return [_py_value(shape[1], x) for x in v]
+    if kind == "struct":
+        fields = {f[0]: f[2] for f in shape[3]}
+        if not isinstance(v, dict):
+            raise TypeError(f"expected an object, found {v!r}")
+        return {k: _py_value(fields[k], x) if k in fields else x for k, x in v.items()}
+    if kind == "opaque":
+        return bytes(v)
+    return v  # "str"
+
+
+def f32_json(x: float) -> Any:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    # the shortest decimal that reads back to the same f32, as Nerve prints it
+    return float(np.format_float_positional(np.float32(x), unique=True, trim="0")) \
+        if x != 0 else x
+
+
+def _f64_json(x: float) -> Any:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x
+
+
+def _json_value(shape: tuple, v: Any) -> Any:
+    """A field's Python value as Nerve's JSON."""
+    kind = shape[0]
+    if kind == "prim":
+        name = shape[2]
+        if name == "f32":
+            return f32_json(float(v))
+        if name == "f64":
+            return _f64_json(float(v))
+        if name in ("u128", "i128"):
+            return str(int(v))
+        return int(v)
+    if kind == "array":
+        return [_json_value(shape[1], x) for x in np.asarray(v).tolist()]
+    if kind == "struct":
+        return {f[0]: _json_value(f[2], getattr(v, f[0])) for f in shape[3]}
+    if kind == "opaque":
+        return list(v)
+    return v
+
+
+class PythonDoor(Door):
+    """The ``nerve`` package, in this process."""
+
+    name = "python"
+
+    def roundtrip(self, env, topic, type_name, values, max_payload=None):
+        with _environ(env):
+            ctx = nerve.Context()
+        mt = nerve.message_type(type_name)
+        head, elem = mt.describe()
+        qos = nerve.Qos(depth=64, max_payload=max_payload)
+        node = ctx.node("conformance_py")
+        try:
+            pub = node.create_publisher(mt, topic, qos)
+            sub = node.create_subscription(mt, topic, qos=qos)
+        except nerve.NerveError as e:
+            return _expand(error(kind_of(str(e)), str(e)), len(values))
+        results = []
+        for v in values:
+            try:
+                msg = self._build(pub.message_class, head, elem, v)
+                pub.publish(msg)
+            except (nerve.NerveError, TypeError, ValueError, OverflowError, AttributeError) as e:
+                results.append(error(kind_of(str(e)), str(e)))
+                continue
+            got = sub.recv(timeout=TIMEOUT)
+            if got is None:
+                results.append(error("timeout", f"nothing came back within {TIMEOUT} s"))
+                continue
+            out = {f[0]: _json_value(f[2], getattr(got, f[0])) for f in head[3]}
+            if elem is not None:
+                items = got._elems.tolist()
+                out["elems_len"] = len(items)
+                out["elems"] = [_json_value(elem, x) for x in items]
+            results.append({"ok": out})
+        return {"topic": pub.topic, "results": results}
+
+    @staticmethod
+    def _build(cls: type, head: tuple, elem: Optional[tuple], v: Any) -> Any:
+        if not isinstance(v, dict):
+            raise TypeError(f"expected a JSON object, found {v!r}")
+        v = dict(v)
+        elems = v.pop("elems", None)
+        v.pop("elems_len", None)
+        msg = cls(_elems=len(elems) if elems else 0)
+        for k, x in _py_value(head, v).items():
+            setattr(msg, k, x)
+        if elems:
+            msg._elems[...] = [_py_value(elem, x) for x in elems]
+        return msg
+
+
+@contextmanager
+def _environ(env: Dict[str, str]) -> Iterator[None]:
+    old = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+# ---------------------------------------------------------------------------------------
+# the CLI: `nerve topic echo` and `nerve topic pub`
+
+def _cli_error(stderr: str) -> str:
+    """The one-line error of a failed `nerve` command."""
+    lines = [l for l in stderr.splitlines() if l.startswith("error: ")]
+    return lines[-1][len("error: "):] if lines else stderr.strip()
+
+
+class CliDoor(Door):
+    """The `nerve` binary: `topic echo --format json` running while `topic pub --once`
+    publishes each message."""
+
+    name = "cli"
+
+    def __init__(self, binary) -> None:
+        self.binary = str(binary)
+
+    def cannot(self, scenario: str) -> Optional[str]:
+        if scenario == "too_large":
+            return "the CLI has no option for a topic's max_payload"
+        return None
+
+    def roundtrip(self, env, topic, type_name, values, max_payload=None):
+        echo = subprocess.Popen(
+            [self.binary, "topic", "echo", topic, "--format", "json", "--timeout", "60"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines: "queue.Queue[Optional[str]]" = queue.Queue()
+
+        def read() -> None:
+            for line in echo.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        resolved = None
+        results = []
+        try:
+            for v in values:
+                p = subprocess.run(
+                    [self.binary, "topic", "pub", topic, type_name, json.dumps(v), "--once",
+                     "--wait-subscribers", "10"],
+                    env=env, capture_output=True, text=True, timeout=60)
+                if p.returncode != 0:
+                    msg = _cli_error(p.stderr)
+                    results.append(error(kind_of(msg), msg))
+                    continue
+                try:
+                    line = lines.get(timeout=TIMEOUT)
+                except queue.Empty:
+                    line = None
+                if line is None:
+                    msg = _cli_error(echo.stderr.read()) if echo.poll() is not None else \
+                        f"nothing came back within {TIMEOUT} s"
+                    results.append(error(kind_of(msg) if echo.poll() is not None else "timeout",
+                                         msg))
+                    continue
+                got = json.loads(line)
+                resolved = got["topic"]
+                results.append({"ok": got["msg"]})
+        finally:
+            if echo.poll() is None:
+                echo.send_signal(signal.SIGINT)
+            try:
+                echo.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                echo.kill()
+                echo.wait()
+        return {"topic": resolved, "results": results}
+
+
+# ---------------------------------------------------------------------------------------
+# Rust: examples/src/bin/conformance.rs (nerve::RawPublisher, nerve::message::json)
+
+class RustDoor(Door):
+    """The Rust door binary: one process per command, the messages on stdin."""
+
+    name = "rust"
+
+    def __init__(self, binary) -> None:
+        self.binary = str(binary)
+
+    def roundtrip(self, env, topic, type_name, values, max_payload=None):
+        cmd = [self.binary, "roundtrip", topic, type_name]
+        if max_payload is not None:
+            cmd += ["--max-payload", str(max_payload)]
+        p = subprocess.run(cmd, env=env, input=json.dumps(values), capture_output=True,
+                           text=True, timeout=120)
+        if p.returncode != 0:
+            raise AssertionError(f"the Rust door failed (exit {p.returncode}): {p.stderr}")
+        out = json.loads(p.stdout)
+        if "results" not in out:
+            return _expand(out, len(values))
+        return out

@@ -1,0 +1,160 @@
+//! The Rust door of the conformance matrix (crates/nerve-py/tests/test_conformance.py):
+//! performs one command through Nerve's type-erased Rust API and prints its outcome as one
+//! JSON line, in the vocabulary every door shares (`{"ok": ...}` or
+//! `{"error": KIND, "message": ...}`).
+//!
+//! `conformance roundtrip TOPIC TYPE [--max-payload BYTES] < values.json` reads a JSON
+//! array of messages, subscribes to TOPIC (resolved under `NERVE_NAMESPACE` and
+//! `NERVE_REMAP`, as every door resolves names), publishes each message with the schema of
+//! the built-in type TYPE (`nerve_msgs/Imu` or `Imu`) and prints
+//! `{"topic": RESOLVED, "results": [OUTCOME, ...]}`: for each message what came back, as
+//! JSON, or why it was refused. An error before any message (a bad name, a topic of
+//! another type) prints one outcome for the whole command.
+
+use clap::{Parser, Subcommand};
+use nerve::message::json::{from_json, to_json};
+use nerve::message::schema::Schema;
+use nerve::{LoanError, PublishError, Qos, RawPublisher, RawSubscriber, TopicError};
+use serde_json::{json, Value};
+use std::io::Read;
+use std::time::Duration;
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Publish each message of a JSON array read from stdin and print what came back.
+    Roundtrip {
+        /// Topic name (absolute, relative or private).
+        topic: String,
+        /// Built-in message type, full or short name.
+        type_name: String,
+        /// The topic's largest payload in bytes (QoS `max_payload`).
+        #[arg(long)]
+        max_payload: Option<usize>,
+    },
+}
+
+/// How long one message may take to come back.
+const RECV_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An outcome of the shared vocabulary.
+fn error(kind: &str, message: impl ToString) -> Value {
+    json!({"error": kind, "message": message.to_string()})
+}
+
+/// The kind of a topic error.
+fn topic_kind(e: &TopicError) -> &'static str {
+    match e {
+        TopicError::Name(_) => "bad_name",
+        TopicError::TypeMismatch { .. } => "type_mismatch",
+        _ => "failed",
+    }
+}
+
+/// The kind of a publish error.
+fn publish_kind(e: &PublishError) -> &'static str {
+    match e {
+        PublishError::Loan(LoanError::PayloadTooLarge { .. }) => "too_large",
+        _ => "failed",
+    }
+}
+
+/// The kind of a JSON conversion error (its reason says which rule refused the value).
+fn json_kind(reason: &str) -> &'static str {
+    if reason.contains("out of range") {
+        "out_of_range"
+    } else {
+        "bad_value"
+    }
+}
+
+fn roundtrip(topic: &str, type_name: &str, max_payload: Option<usize>) -> Value {
+    let Some(schema) = nerve_msgs::schemas()
+        .into_iter()
+        .find(|s| s.name == type_name || s.name.rsplit('/').next() == Some(type_name))
+    else {
+        return error(
+            "unknown_type",
+            format!("unknown message type {type_name:?}"),
+        );
+    };
+    let mut input = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut input) {
+        return error("bad_value", format!("stdin: {e}"));
+    }
+    let values: Vec<Value> = match serde_json::from_str(&input) {
+        Ok(Value::Array(v)) => v,
+        Ok(_) => return error("bad_value", "stdin: expected a JSON array of messages"),
+        Err(e) => return error("bad_value", format!("stdin is not JSON: {e}")),
+    };
+    let ctx = match nerve::Context::from_env() {
+        Ok(c) => c,
+        Err(e) => return error("failed", e),
+    };
+    let node = match ctx.node("conformance_rust").create() {
+        Ok(n) => n,
+        Err(e) => return error("failed", e),
+    };
+    let mut qos = Qos::sensor().depth(64);
+    if let Some(max) = max_payload {
+        let initial = max.min(qos.initial_payload);
+        qos = qos.payload(initial, max);
+    }
+    match run(&node, topic, &schema, qos, &values) {
+        Ok(v) => v,
+        Err(outcome) => outcome,
+    }
+}
+
+fn run(
+    node: &nerve::Node,
+    topic: &str,
+    schema: &Schema,
+    qos: Qos,
+    values: &[Value],
+) -> Result<Value, Value> {
+    let publisher = RawPublisher::create(node, topic, schema, qos.clone())
+        .map_err(|e| error(topic_kind(&e), &e))?;
+    let subscriber =
+        RawSubscriber::create(node, topic, qos).map_err(|e| error(topic_kind(&e), &e))?;
+    let mut results = Vec::new();
+    for v in values {
+        let bytes = match from_json(schema, v) {
+            Ok((bytes, _)) => bytes,
+            Err(e) => {
+                results.push(error(json_kind(&e.reason), &e));
+                continue;
+            }
+        };
+        if let Err(e) = publisher.publish_bytes(&bytes) {
+            results.push(error(publish_kind(&e), &e));
+            continue;
+        }
+        results.push(match subscriber.recv_timeout(RECV_TIMEOUT) {
+            Ok(Some(s)) => json!({"ok": to_json(schema, s.bytes(), s.elems(), usize::MAX)}),
+            Ok(None) => error(
+                "timeout",
+                format!("nothing came back within {RECV_TIMEOUT:?}"),
+            ),
+            Err(e) => error("failed", e),
+        });
+    }
+    Ok(json!({"topic": subscriber.topic(), "results": results}))
+}
+
+fn main() {
+    let args = Args::parse();
+    let outcome = match args.command {
+        Command::Roundtrip {
+            topic,
+            type_name,
+            max_payload,
+        } => roundtrip(&topic, &type_name, max_payload),
+    };
+    println!("{outcome}");
+}
