@@ -11,7 +11,6 @@
 #![warn(missing_docs)]
 
 pub mod bridge;
-pub mod cdr;
 pub mod compare;
 pub mod encoding;
 pub mod play;

@@ -397,9 +397,9 @@ typedef struct {
 
 // One transform to broadcast: `child` in `parent` at `stamp_ns`.
 typedef struct {
-  // The parent frame (NUL-terminated, at most 24 bytes).
+  // The parent frame (NUL-terminated, at most 64 bytes).
   const char *parent;
-  // The child frame (NUL-terminated, at most 24 bytes).
+  // The child frame (NUL-terminated, at most 64 bytes).
   const char *child;
   // When (ns).
   int64_t stamp_ns;
@@ -1241,7 +1241,7 @@ nerve_status_t nerve_tf_broadcaster_create(nerve_node_t node,
                                            bool is_static,
                                            nerve_tf_broadcaster_t *out_broadcaster);
 
-// Sends `count` transforms in one message. A frame name longer than 24 bytes is
+// Sends `count` transforms in one message. A frame name longer than 64 bytes is
 // `NERVE_ERR_INVALID_ARGUMENT` (nothing sent).
 //
 // # Safety

@@ -44,9 +44,9 @@ pub struct nerve_tf_transform_t {
 #[derive(Clone, Copy, Debug)]
 #[allow(non_camel_case_types)]
 pub struct nerve_tf_stamped_t {
-    /// The parent frame (NUL-terminated, at most 24 bytes).
+    /// The parent frame (NUL-terminated, at most 64 bytes).
     pub parent: *const c_char,
-    /// The child frame (NUL-terminated, at most 24 bytes).
+    /// The child frame (NUL-terminated, at most 64 bytes).
     pub child: *const c_char,
     /// When (ns).
     pub stamp_ns: i64,
@@ -338,7 +338,7 @@ pub unsafe extern "C" fn nerve_tf_broadcaster_create(
     })
 }
 
-/// Sends `count` transforms in one message. A frame name longer than 24 bytes is
+/// Sends `count` transforms in one message. A frame name longer than 64 bytes is
 /// `NERVE_ERR_INVALID_ARGUMENT` (nothing sent).
 ///
 /// # Safety

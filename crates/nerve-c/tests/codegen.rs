@@ -173,7 +173,7 @@ fn builtin_headers_cover_every_type_once() {
     );
     assert!(!odometry.contains("struct Header {"), "{odometry}");
     assert!(
-        odometry.contains("  ::nerve::FixedStr<24> child_frame_id;"),
+        odometry.contains("  ::nerve::FixedStr<64> child_frame_id;"),
         "{odometry}"
     );
     assert!(odometry.contains("static_assert(offsetof(Odometry, twist_covariance) == "));

@@ -77,6 +77,11 @@ pub enum BridgeCommand {
         /// Carry standard types as CDR too, instead of converting them to Nerve's own.
         #[arg(long)]
         cdr_only: bool,
+        /// Convert ROS 2 messages to these Nerve types although the conversion loses
+        /// fields (e.g. nerve_msgs/CmdVel for geometry_msgs/msg/TwistStamped keeps only
+        /// linear.x and angular.z, as f32); without it such types cross as CDR.
+        #[arg(long, num_args = 1.., value_name = "NERVE_TYPE")]
+        lossy: Vec<String>,
         /// Stop after this many seconds.
         #[arg(long)]
         duration: Option<f64>,
@@ -119,6 +124,7 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
                 deny,
                 types,
                 cdr_only,
+                lossy,
                 duration,
                 rmw,
                 zenoh_listen,
@@ -135,7 +141,16 @@ pub fn run(ctx: impl FnOnce() -> Result<nerve::Context, Failure>, cmd: BridgeCom
                     }
                     Rmw::Zenoh => Some((zenoh_listen, zenoh_connect)),
                 };
-                return ros2(ctx, domain, allow, deny, types, cdr_only, duration, zenoh);
+                return ros2(
+                    ctx,
+                    domain,
+                    allow,
+                    deny,
+                    types,
+                    (cdr_only, lossy),
+                    duration,
+                    zenoh,
+                );
             }
             BridgeCommand::Foxglove {
                 port,
@@ -329,7 +344,7 @@ fn ros2(
     allow: Vec<String>,
     deny: Vec<String>,
     types: Vec<std::path::PathBuf>,
-    cdr_only: bool,
+    (cdr_only, lossy): (bool, Vec<String>),
     duration: Option<f64>,
     zenoh: Option<(Vec<String>, Vec<String>)>,
 ) -> CmdResult {
@@ -382,6 +397,8 @@ fn ros2(
     }
     config.types = types.into_iter().chain(config.types).collect();
     config.native = !cdr_only;
+    config.lossy = lossy;
+    config.check().map_err(|e| usage(e.to_string()))?;
     let domain = config.ros_domain;
     let bridge = match zenoh {
         None => Ros2Bridge::Dds(Box::new(nerve_ros2::Bridge::start(config, print_event)?)),

@@ -96,8 +96,10 @@ impl<'de, const N: usize> Deserialize<'de> for FixedStr<N> {
     }
 }
 
-/// Coordinate frame name, at most 24 bytes.
-pub type FrameId = FixedStr<24>;
+/// Coordinate frame name, at most 64 bytes (room for names such as
+/// `camera_color_optical_frame` or a namespaced `robot_3/front_lidar_link`; ROS 2 has no
+/// limit, and a longer one is refused by name wherever it would be cut).
+pub type FrameId = FixedStr<64>;
 
 /// Standard header: when and in which frame the data was taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Serialize, Deserialize)]
@@ -196,6 +198,19 @@ pub struct Twist {
     pub linear: Vector3,
     /// rad/s
     pub angular: Vector3,
+}
+
+/// A velocity in a frame at a time (like geometry_msgs/TwistStamped; 120 B): the exact
+/// Nerve form of a ROS 2 `TwistStamped` (every field at full precision, where
+/// [`CmdVel`] keeps only the planar part in `f32`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Message, Serialize, Deserialize)]
+#[repr(C)]
+#[message(name = "nerve_msgs/TwistStamped")]
+pub struct TwistStamped {
+    /// When, and the frame the velocity is given in.
+    pub header: Header,
+    /// Linear (m/s) and angular (rad/s) velocity.
+    pub twist: Twist,
 }
 
 /// Velocity command for a planar base (16 B).
@@ -465,9 +480,10 @@ const _: () = {
     assert!(std::mem::size_of::<CmdVel>() == 16);
     assert!(std::mem::size_of::<BatteryState>() == 104);
     assert!(std::mem::size_of::<Imu>() == 304);
-    assert!(std::mem::size_of::<Odometry>() == 736);
-    assert!(std::mem::size_of::<Header>() == 32);
-    assert!(std::mem::size_of::<TransformStamped>() == 112);
+    assert!(std::mem::size_of::<Odometry>() == 816);
+    assert!(std::mem::size_of::<Header>() == 72);
+    assert!(std::mem::size_of::<TransformStamped>() == 192);
+    assert!(std::mem::size_of::<TwistStamped>() == 120);
 };
 
 /// The schema of every standard message (and of the service payloads in [`srv`]), for
@@ -476,6 +492,7 @@ pub fn schemas() -> Vec<nerve::message::schema::Schema> {
     use nerve::message::schema::Schema;
     vec![
         Schema::of::<Twist>(),
+        Schema::of::<TwistStamped>(),
         Schema::of::<CmdVel>(),
         Schema::of::<Clock>(),
         Schema::of::<BatteryState>(),
@@ -513,7 +530,12 @@ mod tests {
     fn fixed_str() {
         let f = FrameId::new("base_link").unwrap();
         assert_eq!(f.as_str(), "base_link");
-        assert!(FrameId::new(&"x".repeat(25)).is_err());
+        assert!(FrameId::new(&"x".repeat(65)).is_err());
+        // the frame ids of real robots fit
+        let long = "camera_color_optical_frame";
+        assert_eq!(long.len(), 26);
+        assert_eq!(FrameId::new(long).unwrap().as_str(), long);
+        assert_eq!(FrameId::new(&"x".repeat(64)).unwrap().as_str().len(), 64);
         let j = serde_json::to_string(&Header {
             stamp: Time { nanos: 5 },
             frame_id: f,

@@ -154,6 +154,48 @@ def test_a_one_megabyte_point_cloud_reaches_a_nerve_subscriber_intact(ros2, doma
     assert got == 3, (cloud.lines, bridge.err)
 
 
+def test_twist_stamped_and_an_image_with_a_26_byte_frame_id_reach_nerve_exactly(ros2, domain):
+    """Issue 42: a TwistStamped becomes nerve_msgs/TwistStamped with every field at full
+    precision (never the planar, f32 CmdVel unless asked for), and messages whose frame id
+    is a RealSense camera's (26 bytes) are delivered, not dropped."""
+    import nerve
+    from nerve import msgs
+
+    frame = "camera_color_optical_frame"
+    assert len(frame) == 26
+    linear = {"x": 0.1, "y": -2.5e-9, "z": 3.0e300}
+    angular = {"x": 1.0 / 3.0, "y": 5.0, "z": -6.0}
+    twist = {"header": {"stamp": {"sec": 5, "nanosec": 6}, "frame_id": frame},
+             "twist": {"linear": linear, "angular": angular}}
+    image = {"header": {"stamp": {"sec": 7, "nanosec": 8}, "frame_id": frame},
+             "height": 2, "width": 3, "encoding": "mono8", "is_bigendian": 0, "step": 3,
+             "data": [1, 2, 3, 4, 5, 6]}
+    bridge = ros2.bridge()
+    ros2.peer("talker", "/exact_twist", "geometry_msgs/msg/TwistStamped", 400, "--rate", "10",
+              "--json", json.dumps(twist))
+    ros2.peer("talker", "/exact_image", "sensor_msgs/msg/Image", 400, "--rate", "10",
+              "--json", json.dumps(image))
+    bridge.wait_line(lambda l: l.startswith(
+        "/exact_twist: topic ROS 2 -> Nerve (geometry_msgs/msg/TwistStamped as nerve_msgs/TwistStamped"))
+    bridge.wait_line(lambda l: l.startswith(
+        "/exact_image: topic ROS 2 -> Nerve (sensor_msgs/msg/Image as nerve_msgs/Image"))
+    node = nerve.Context(domain).node("exact_check")
+    twists = node.create_subscription(msgs.TwistStamped, "/exact_twist")
+    images = node.create_subscription(msgs.Image, "/exact_image")
+    t = twists.recv(timeout=30.0)
+    assert t is not None, bridge.err
+    assert t.header.frame_id == frame
+    assert t.header.stamp.nanos == 5_000_000_006
+    assert (t.twist.linear.x, t.twist.linear.y, t.twist.linear.z) == (0.1, -2.5e-9, 3.0e300)
+    assert (t.twist.angular.x, t.twist.angular.y, t.twist.angular.z) == (1.0 / 3.0, 5.0, -6.0)
+    i = images.recv(timeout=30.0)
+    assert i is not None, bridge.err
+    assert i.header.frame_id == frame
+    assert (i.height, i.width, i.step, i.encoding) == (2, 3, 3, "mono8")
+    assert bytes(i.data) == bytes([1, 2, 3, 4, 5, 6])
+    assert not any("not delivered" in l for l in bridge.err), bridge.err
+
+
 def test_transient_local_late_joiners_get_the_last_sample_both_ways(ros2):
     bridge = ros2.bridge()
     # ROS 2 latched publisher, Nerve subscriber joining after it published

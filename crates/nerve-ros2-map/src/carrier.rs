@@ -1,12 +1,13 @@
-//! ROS 2 types Nerve has no native form of, carried as CDR ([`Ros2Cdr`]): written to a
-//! bag as the ROS 2 type itself (schema name, `ros2msg` definition, the CDR bytes
-//! unchanged), and read back from any bag, rosbag2's included, into [`Ros2Cdr`] samples.
+//! ROS 2 types Nerve has no exact native form of, carried as CDR ([`Ros2Cdr`]): what the
+//! ROS 2 bridge publishes them as in Nerve, what a bag holds of them (schema name,
+//! `ros2msg` definition, the CDR bytes unchanged), and what any bag, rosbag2's included,
+//! replays them as.
 //!
 //! Every message is checked against its definition both ways ([`nerve_ros2_types::validate`],
 //! which allocates nothing): a bag holds only messages ROS 2's tools decode, and a replay
 //! publishes only messages Nerve's subscribers decode.
 
-use crate::BagError;
+use crate::ConvertError;
 use nerve::message::schema::Schema;
 use nerve_msgs::ros2::{ros2_schema, Ros2Cdr};
 use nerve_ros2_types::{Registry, TypeName};
@@ -23,9 +24,9 @@ pub struct Ros2Pass {
 
 /// The definitions of ROS 2 type `name` from `ros2msg` text, with the type's canonical
 /// name (`pkg/msg/Name`).
-fn registry_of(name: &str, definition: &str) -> Result<(String, Registry), BagError> {
-    let fail = |reason: String| BagError::Convert {
-        what: format!("the ROS 2 definition of {name}"),
+fn registry_of(name: &str, definition: &str) -> Result<(String, Registry), ConvertError> {
+    let fail = |reason: String| ConvertError::Definition {
+        ros_type: name.to_string(),
         reason,
     };
     let canonical = TypeName::parse(name)
@@ -39,20 +40,20 @@ fn registry_of(name: &str, definition: &str) -> Result<(String, Registry), BagEr
 /// The Nerve schema of ROS 2 type `name` carried as [`Ros2Cdr`], from its `ros2msg`
 /// definition (a bag's schema record): the definition is kept as it is, the RIHS01 hash
 /// is computed from it.
-pub fn schema_of(name: &str, definition: &str) -> Result<Schema, BagError> {
+pub fn schema_of(name: &str, definition: &str) -> Result<Schema, ConvertError> {
     let (canonical, registry) = registry_of(name, definition)?;
     let hash = registry
         .type_hash(&canonical)
-        .map_err(|e| BagError::Convert {
-            what: format!("the ROS 2 type hash of {canonical}"),
-            reason: e.to_string(),
+        .map_err(|e| ConvertError::Definition {
+            ros_type: canonical.clone(),
+            reason: format!("its type hash: {e}"),
         })?;
     Ok(ros2_schema(&canonical, &hash.to_string(), definition))
 }
 
 impl Ros2Pass {
     /// The conversion of ROS 2 type `name` defined by `definition` (`ros2msg` text).
-    pub fn new(name: &str, definition: &str) -> Result<Ros2Pass, BagError> {
+    pub fn new(name: &str, definition: &str) -> Result<Ros2Pass, ConvertError> {
         let (name, registry) = registry_of(name, definition)?;
         Ok(Ros2Pass { name, registry })
     }
@@ -62,17 +63,14 @@ impl Ros2Pass {
         &self.name
     }
 
-    fn check(&self, cdr: &[u8]) -> Result<(), BagError> {
-        nerve_ros2_types::validate(&self.registry, &self.name, cdr).map_err(|e| BagError::Convert {
-            what: format!("a {} message", self.name),
-            reason: e.to_string(),
-        })
+    fn check(&self, cdr: &[u8]) -> Result<(), ConvertError> {
+        Ok(nerve_ros2_types::validate(&self.registry, &self.name, cdr)?)
     }
 
     /// Writes the CDR a [`Ros2Cdr`] payload carries into `out` (cleared first), after
     /// checking that it decodes as the type.
-    pub fn encode(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), BagError> {
-        let cdr = payload.get(HEAD..).ok_or_else(|| BagError::Convert {
+    pub fn encode(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), ConvertError> {
+        let cdr = payload.get(HEAD..).ok_or_else(|| ConvertError::Payload {
             what: format!("a {} message", self.name),
             reason: format!("{} bytes, shorter than the {HEAD}-byte head", payload.len()),
         })?;
@@ -89,7 +87,7 @@ impl Ros2Pass {
         cdr: &[u8],
         source_stamp_ns: i64,
         out: &mut Vec<u8>,
-    ) -> Result<(), BagError> {
+    ) -> Result<(), ConvertError> {
         self.check(cdr)?;
         out.clear();
         out.reserve(HEAD + cdr.len());

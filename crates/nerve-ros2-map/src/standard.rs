@@ -1,14 +1,21 @@
-//! The standard messages in their ROS 2 form: `ros2msg` schemas and CDR payloads that
-//! Foxglove, `ros2 bag` and `mcap-ros2-support` decode.
+//! The table "Nerve type ↔ ROS 2 type": each standard message, its ROS 2 type with the
+//! `ros2msg` definition (what Foxglove, `ros2 bag` and `mcap-ros2-support` decode), the
+//! CDR conversion both ways, and what, if anything, the ROS 2 → Nerve direction loses.
 //!
 //! One visitor function per message walks the ROS 2 fields in order; the encoder reads
 //! the Nerve message and writes CDR, the decoder reads CDR and fills the Nerve message,
-//! so the two directions cannot disagree. ROS 2 fields Nerve does not carry (Imu's
-//! `frame_id`, BatteryState's cell temperatures) are written empty and ignored on read.
+//! so the two directions cannot disagree. Nerve → ROS 2 keeps every field of every entry.
+//! ROS 2 → Nerve is exact except where an entry says what it [`Standard::loses`] (ROS 2
+//! fields Nerve does not carry, such as Imu's `frame_id` or BatteryState's cell
+//! temperatures, are ignored on read): [`of_ros`] gives such an entry only when the user
+//! names it, so by default those ROS 2 types cross as their CDR ([`crate::carrier`]).
+//!
+//! Within an exact entry, a value Nerve cannot hold (a frame id longer than
+//! [`FrameId`]'s 64 bytes) fails the conversion of that message with
+//! [`ConvertError::DoesNotFit`], never cut.
 
-use super::Standard;
-use crate::cdr::{CdrReader, CdrWriter};
-use crate::BagError;
+use crate::ConvertError;
+use nerve::message::schema::Schema;
 use nerve::message::{as_bytes, read_pod, zeroed};
 use nerve::{Message, TypeInfo};
 use nerve_msgs::lifecycle::{
@@ -16,11 +23,50 @@ use nerve_msgs::lifecycle::{
     GetAvailableTransitionsResponse, GetStateResponse, TransitionDescription, TransitionEvent,
 };
 use nerve_msgs::{
-    BatteryState, Clock, CmdVel, FixedStr, Image, Imu, LaserScan, Odometry, PointCloud, Quaternion,
-    TfMessage, Time, TransformStamped, Vector3, MAX_POINT_FIELDS,
+    BatteryState, Clock, CmdVel, FixedStr, FrameId, Image, Imu, LaserScan, Odometry, PointCloud,
+    Quaternion, TfMessage, Time, TransformStamped, Twist, TwistStamped, Vector3, MAX_POINT_FIELDS,
 };
+use nerve_ros2_types::{CdrReader, CdrWriter, Endianness};
 
-type R = Result<(), BagError>;
+/// A standard message and its ROS 2 form: one row of the table.
+pub struct Standard {
+    /// The Nerve type.
+    pub type_info: fn() -> TypeInfo,
+    /// Its schema.
+    pub schema: fn() -> Schema,
+    /// The ROS 2 type, e.g. `sensor_msgs/msg/Imu`.
+    pub ros_name: &'static str,
+    /// Its `ros2msg` definition with dependencies.
+    pub text: fn() -> String,
+    /// What a ROS 2 message loses on its way to the Nerve type (`None`: nothing, the
+    /// conversion is exact). Nerve → ROS 2 loses nothing for any entry.
+    pub loses: Option<&'static str>,
+    /// Whether the Nerve payload is the CDR body as it is (the conversion is a copy
+    /// behind the 4-byte header; a recorder may write it without walking the fields).
+    pub as_laid_out: bool,
+    /// Nerve payload to CDR (`out` is cleared first).
+    pub encode: fn(&[u8], &mut Vec<u8>) -> Result<(), ConvertError>,
+    /// CDR to Nerve payload (`out` is cleared first).
+    pub decode: fn(&[u8], &mut Vec<u8>) -> Result<(), ConvertError>,
+}
+
+impl Standard {
+    /// The Nerve type's name, e.g. `nerve_msgs/Imu`.
+    pub fn nerve_name(&self) -> String {
+        (self.type_info)().name
+    }
+}
+
+type R = Result<(), ConvertError>;
+
+/// Head size, element size and the offset of the elements in a payload of `M`, without
+/// building a [`TypeInfo`] (which allocates its name): conversions run once per message.
+pub fn layout_of<M: nerve::Message>() -> (usize, usize, usize) {
+    let head = std::mem::size_of::<M>();
+    let elem_size = std::mem::size_of::<M::Elem>();
+    let align = std::mem::align_of::<M::Elem>().max(1);
+    (head, elem_size, head.div_ceil(align) * align)
+}
 
 /// Both directions of a field walk.
 trait Visit {
@@ -59,7 +105,7 @@ trait Visit {
         self.f64(&mut q.w)
     }
     /// std_msgs/Header.
-    fn header(&mut self, stamp: &mut Time, frame: Option<&mut FixedStr<24>>) -> R {
+    fn header(&mut self, stamp: &mut Time, frame: Option<&mut FrameId>) -> R {
         self.time(stamp)?;
         match frame {
             Some(f) => self.string(f, "header.frame_id"),
@@ -83,9 +129,18 @@ struct Enc<'a, 'b> {
     elems: &'a [u8],
 }
 
-fn too_big(field: &str, reason: String) -> BagError {
-    BagError::Convert {
-        what: field.to_string(),
+/// A Nerve payload that is not a message of its type.
+fn bad_payload(what: &str, reason: String) -> ConvertError {
+    ConvertError::Payload {
+        what: what.to_string(),
+        reason,
+    }
+}
+
+/// A value the other form cannot hold.
+fn does_not_fit(field: &str, reason: String) -> ConvertError {
+    ConvertError::DoesNotFit {
+        field: field.to_string(),
         reason,
     }
 }
@@ -100,8 +155,7 @@ impl Visit for Enc<'_, '_> {
         Ok(())
     }
     fn u64(&mut self, v: &mut u64) -> R {
-        self.w.align(8);
-        self.w.bytes(&v.to_le_bytes());
+        self.w.u64(*v);
         Ok(())
     }
     fn f32(&mut self, v: &mut f32) -> R {
@@ -135,7 +189,7 @@ impl Visit for Enc<'_, '_> {
     fn time(&mut self, t: &mut Time) -> R {
         let sec = t.nanos.div_euclid(1_000_000_000);
         let sec = i32::try_from(sec).map_err(|_| {
-            too_big(
+            does_not_fit(
                 "stamp",
                 format!("{} ns is out of builtin_interfaces/Time's range", t.nanos),
             )
@@ -146,20 +200,18 @@ impl Visit for Enc<'_, '_> {
     }
     fn string<const N: usize>(&mut self, s: &mut FixedStr<N>, _: &'static str) -> R {
         let end = s.0.iter().position(|&b| b == 0).unwrap_or(N);
-        self.w.string(&s.0[..end]);
-        Ok(())
+        Ok(self.w.string(&s.0[..end])?)
     }
     fn unused_string(&mut self) -> R {
-        self.w.string(b"");
-        Ok(())
+        Ok(self.w.string(b"")?)
     }
     fn seq_len(&mut self, n: &mut usize, _: usize) -> R {
-        self.w.len(*n)
+        Ok(self.w.len(*n)?)
     }
     fn slice(&mut self, n: &mut usize, size: usize) -> R {
         let bytes = n.saturating_mul(size);
         if bytes > self.elems.len() {
-            return Err(too_big(
+            return Err(bad_payload(
                 "slice",
                 format!(
                     "{n} elements of {size} bytes asked, {} bytes present",
@@ -182,7 +234,7 @@ impl Visit for Enc<'_, '_> {
     fn f32_seq_in(&mut self, a: &mut [f32], count: &mut u8, field: &'static str) -> R {
         let n = *count as usize;
         if n > a.len() {
-            return Err(too_big(
+            return Err(bad_payload(
                 field,
                 format!("count {n} exceeds its {} slots", a.len()),
             ));
@@ -201,7 +253,7 @@ impl Visit for Enc<'_, '_> {
         let elems = self.elems;
         let bytes = n.saturating_mul(size);
         if bytes > elems.len() {
-            return Err(too_big(
+            return Err(bad_payload(
                 "slice",
                 format!(
                     "{n} elements of {size} bytes asked, {} bytes present",
@@ -212,7 +264,7 @@ impl Visit for Enc<'_, '_> {
         self.w.len(*n)?;
         for k in 0..*n {
             let mut t: T = read_pod(&elems[k * size..])
-                .ok_or_else(|| too_big("slice", format!("element {k} is cut short")))?;
+                .ok_or_else(|| bad_payload("slice", format!("element {k} is cut short")))?;
             each(self, &mut t)?;
         }
         self.elems = &elems[bytes..];
@@ -235,10 +287,7 @@ impl Visit for Dec<'_, '_> {
         Ok(())
     }
     fn u64(&mut self, v: &mut u64) -> R {
-        self.r.align(8)?;
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.r.take(8)?);
-        *v = u64::from_le_bytes(b);
+        *v = self.r.u64()?;
         Ok(())
     }
     fn f32(&mut self, v: &mut f32) -> R {
@@ -254,7 +303,8 @@ impl Visit for Dec<'_, '_> {
         Ok(())
     }
     fn unused_f64(&mut self) -> R {
-        self.r.f64().map(|_| ())
+        self.r.f64()?;
+        Ok(())
     }
     fn time(&mut self, t: &mut Time) -> R {
         let sec = self.r.i32()?;
@@ -265,7 +315,7 @@ impl Visit for Dec<'_, '_> {
     fn string<const N: usize>(&mut self, s: &mut FixedStr<N>, field: &'static str) -> R {
         let b = self.r.string()?;
         if b.len() > N {
-            return Err(too_big(
+            return Err(does_not_fit(
                 field,
                 format!("{} bytes do not fit Nerve's {N}", b.len()),
             ));
@@ -275,7 +325,8 @@ impl Visit for Dec<'_, '_> {
         Ok(())
     }
     fn unused_string(&mut self) -> R {
-        self.r.string().map(|_| ())
+        self.r.string()?;
+        Ok(())
     }
     fn seq_len(&mut self, n: &mut usize, min_elem_size: usize) -> R {
         *n = self.r.len(min_elem_size)?;
@@ -294,12 +345,13 @@ impl Visit for Dec<'_, '_> {
         if n > 0 {
             self.r.align(size.min(8))?;
         }
-        self.r.take(n * size).map(|_| ())
+        self.r.take(n * size)?;
+        Ok(())
     }
     fn f32_seq_in(&mut self, a: &mut [f32], count: &mut u8, field: &'static str) -> R {
         let n = self.r.len(4)?;
         if n > a.len() {
-            return Err(too_big(
+            return Err(does_not_fit(
                 field,
                 format!("{n} values do not fit Nerve's {}", a.len()),
             ));
@@ -331,13 +383,15 @@ fn encode<M: Message>(
     out: &mut Vec<u8>,
     walk: impl FnOnce(&mut Enc<'_, '_>, &mut M, usize) -> R,
 ) -> R {
-    let (_, elem_size, offset) = super::layout_of::<M>();
-    let mut m: M = read_pod(payload).ok_or_else(|| BagError::Convert {
-        what: M::TYPE_NAME.to_string(),
-        reason: format!(
-            "payload of {} bytes is shorter than its head",
-            payload.len()
-        ),
+    let (_, elem_size, offset) = layout_of::<M>();
+    let mut m: M = read_pod(payload).ok_or_else(|| {
+        bad_payload(
+            M::TYPE_NAME,
+            format!(
+                "payload of {} bytes is shorter than its head",
+                payload.len()
+            ),
+        )
     })?;
     let elems = payload.get(offset..).unwrap_or(&[]);
     let n = elems.len().checked_div(elem_size).unwrap_or(0);
@@ -354,14 +408,19 @@ fn decode<M: Message>(
     walk: impl FnOnce(&mut Dec<'_, '_>, &mut M, usize) -> R,
 ) -> R {
     // the elements go straight behind the room for the head, which is written last
-    let (head, elem_size, offset) = super::layout_of::<M>();
+    let (head, elem_size, offset) = layout_of::<M>();
+    let r = CdrReader::new(cdr)?;
+    if r.endianness() == Endianness::Big {
+        // sequences are copied as they are into Nerve's little-endian layout
+        return Err(does_not_fit(
+            "CDR payload",
+            "big-endian CDR is not converted to a Nerve message (it crosses as CDR)".into(),
+        ));
+    }
     let mut m: M = zeroed();
     out.clear();
     out.resize(if elem_size > 0 { offset } else { head }, 0);
-    let mut d = Dec {
-        r: CdrReader::new(cdr)?,
-        elems: out,
-    };
+    let mut d = Dec { r, elems: out };
     walk(&mut d, &mut m, 0)?;
     out[..head].copy_from_slice(as_bytes(&m));
     Ok(())
@@ -377,6 +436,20 @@ fn imu<V: Visit>(v: &mut V, m: &mut Imu, _: usize) -> R {
     v.f64s(&mut m.linear_acceleration_covariance)
 }
 
+/// geometry_msgs/Twist: Nerve's `Twist` has its fields and its CDR layout.
+fn twist<V: Visit>(v: &mut V, m: &mut Twist, _: usize) -> R {
+    v.vector3(&mut m.linear)?;
+    v.vector3(&mut m.angular)
+}
+
+/// geometry_msgs/TwistStamped, every field.
+fn twist_stamped<V: Visit>(v: &mut V, m: &mut TwistStamped, _: usize) -> R {
+    v.header(&mut m.header.stamp, Some(&mut m.header.frame_id))?;
+    twist(v, &mut m.twist, 0)
+}
+
+/// geometry_msgs/TwistStamped from the planar `CmdVel`: Nerve → ROS 2 keeps everything,
+/// ROS 2 → Nerve keeps `linear.x` and `angular.z` only, in `f32`.
 fn cmd_vel<V: Visit>(v: &mut V, m: &mut CmdVel, _: usize) -> R {
     v.header(&mut m.stamp, None)?;
     v.f32_as_f64(&mut m.linear)?;
@@ -442,10 +515,8 @@ fn laser_scan<V: Visit>(v: &mut V, m: &mut LaserScan, n: usize) -> R {
     v.slice(&mut ranges, 4)?;
     let mut intensities = m.intensity_count as usize;
     v.slice(&mut intensities, 4)?;
-    m.intensity_count = u32::try_from(intensities).map_err(|_| BagError::Convert {
-        what: "intensities".into(),
-        reason: format!("{intensities} values"),
-    })?;
+    m.intensity_count = u32::try_from(intensities)
+        .map_err(|_| does_not_fit("intensities", format!("{intensities} values")))?;
     Ok(())
 }
 
@@ -456,10 +527,10 @@ fn point_cloud<V: Visit>(v: &mut V, m: &mut PointCloud, n: usize) -> R {
     let mut fields = m.field_count as usize;
     v.seq_len(&mut fields, 13)?;
     if fields > MAX_POINT_FIELDS {
-        return Err(BagError::Convert {
-            what: "fields".into(),
-            reason: format!("{fields} point fields, Nerve holds {MAX_POINT_FIELDS}"),
-        });
+        return Err(does_not_fit(
+            "fields",
+            format!("{fields} point fields, Nerve holds {MAX_POINT_FIELDS}"),
+        ));
     }
     m.field_count = fields as u8;
     for f in &mut m.fields[..fields] {
@@ -477,7 +548,7 @@ fn point_cloud<V: Visit>(v: &mut V, m: &mut PointCloud, n: usize) -> R {
 }
 
 /// tf2_msgs/TFMessage: `geometry_msgs/TransformStamped[] transforms`, the slice's
-/// elements one by one (frame names are CDR strings there, 24-byte fields here).
+/// elements one by one (frame names are CDR strings there, 64-byte fields here).
 fn tf_message<V: Visit>(v: &mut V, _: &mut TfMessage, n: usize) -> R {
     let mut count = n;
     // a TransformStamped is at least 8 (stamp) + 4 + 4 (two empty strings) + 56 bytes
@@ -599,18 +670,24 @@ fn image<V: Visit>(v: &mut V, m: &mut Image, n: usize) -> R {
 
 macro_rules! standard {
     ($ty:ty, $walk:ident, $ros:expr, $text:expr) => {
+        standard!($ty, $walk, $ros, $text, None)
+    };
+    ($ty:ty, $walk:ident, $ros:expr, $text:expr, $loses:expr) => {
         Standard {
             type_info: TypeInfo::of::<$ty>,
-            schema: nerve::message::schema::Schema::of::<$ty>,
+            schema: Schema::of::<$ty>,
             ros_name: $ros,
             text: $text,
+            loses: $loses,
+            as_laid_out: false,
             encode: |p, out| encode::<$ty>(p, out, |v, m, n| $walk(v, m, n)),
             decode: |c, out| decode::<$ty>(c, out, |v, m, n| $walk(v, m, n)),
         }
     };
 }
 
-pub(crate) const SEPARATOR: &str =
+/// The line between a definition and each of its dependencies in a `ros2msg` schema.
+pub const SEPARATOR: &str =
     "================================================================================\n";
 
 fn with_deps(main: &str, deps: &[&str]) -> String {
@@ -633,8 +710,8 @@ const TWIST: &str =
 const POSE: &str =
     "MSG: geometry_msgs/Pose\ngeometry_msgs/Point position\ngeometry_msgs/Quaternion orientation\n";
 
-/// The `geometry_msgs/Twist` definition (Nerve's `Twist` has its layout: no conversion).
-pub(crate) fn twist_text() -> String {
+/// The `geometry_msgs/Twist` definition (Nerve's `Twist` has its layout).
+fn twist_text() -> String {
     with_deps(
         TWIST.trim_start_matches("MSG: geometry_msgs/Twist\n"),
         &[VECTOR3],
@@ -777,22 +854,42 @@ fn image_text() -> String {
     )
 }
 
-/// The standard messages that need a conversion to their ROS 2 form.
-pub fn standard() -> [Standard; 10] {
+/// The table: every standard message with a ROS 2 counterpart (docs/design.md shows it
+/// as "Nerve type → ROS 2 type → exact or not"). One Nerve type has one row; a ROS 2
+/// type has at most one exact row, and may have lossy ones besides.
+pub fn standard() -> [Standard; 12] {
     [
-        standard!(Imu, imu, "sensor_msgs/msg/Imu", imu_text),
+        standard!(
+            Imu,
+            imu,
+            "sensor_msgs/msg/Imu",
+            imu_text,
+            Some("header.frame_id")
+        ),
+        Standard {
+            as_laid_out: true,
+            ..standard!(Twist, twist, "geometry_msgs/msg/Twist", twist_text)
+        },
+        standard!(
+            TwistStamped,
+            twist_stamped,
+            "geometry_msgs/msg/TwistStamped",
+            twist_stamped_text
+        ),
         standard!(
             CmdVel,
             cmd_vel,
             "geometry_msgs/msg/TwistStamped",
-            twist_stamped_text
+            twist_stamped_text,
+            Some("header.frame_id, linear.y, linear.z, angular.x, angular.y, and float64 precision (kept as float32)")
         ),
         standard!(Clock, clock, "rosgraph_msgs/msg/Clock", clock_text),
         standard!(
             BatteryState,
             battery,
             "sensor_msgs/msg/BatteryState",
-            battery_text
+            battery_text,
+            Some("cell_temperature, location, serial_number")
         ),
         standard!(Odometry, odometry, "nav_msgs/msg/Odometry", odometry_text),
         standard!(
@@ -861,4 +958,244 @@ pub fn lifecycle_services() -> [Standard; 5] {
             available_transitions_text
         ),
     ]
+}
+
+/// The ROS 2 form of the Nerve type with `layout_hash` (matched by layout, never by name
+/// alone); `None` for a type without a standard ROS 2 counterpart.
+pub fn of_nerve(layout_hash: u64) -> Option<Standard> {
+    standard()
+        .into_iter()
+        .find(|s| (s.type_info)().layout_hash == layout_hash)
+}
+
+/// Whether two ROS 2 type names are the same type (`pkg/msg/Name` or `pkg/Name`).
+fn same_ros_type(a: &str, b: &str) -> bool {
+    a.replace("/msg/", "/") == b.replace("/msg/", "/")
+}
+
+/// The Nerve type ROS 2 type `ros_name` (`pkg/msg/Name` or `pkg/Name`) becomes: a lossy
+/// row whose Nerve type the user named in `lossy` (e.g. `nerve_msgs/CmdVel`), else the
+/// exact row; `None` when there is neither (the type then crosses as its CDR).
+pub fn of_ros(ros_name: &str, lossy: &[String]) -> Option<Standard> {
+    let rows = standard()
+        .into_iter()
+        .filter(|s| same_ros_type(s.ros_name, ros_name));
+    let mut exact = None;
+    for s in rows {
+        match s.loses {
+            Some(_) if lossy.iter().any(|n| *n == s.nerve_name()) => return Some(s),
+            Some(_) => {}
+            None => exact = exact.or(Some(s)),
+        }
+    }
+    exact
+}
+
+/// The rows whose ROS 2 → Nerve direction loses data: (Nerve type, ROS 2 type, what is
+/// lost). A user asks for one by its Nerve type's name.
+pub fn lossy() -> Vec<(String, &'static str, &'static str)> {
+    standard()
+        .into_iter()
+        .filter_map(|s| s.loses.map(|l| (s.nerve_name(), s.ros_name, l)))
+        .collect()
+}
+
+/// Checks that each name in `names` is the Nerve type of a lossy row; the error names
+/// the wrong one and lists the lossy rows.
+pub fn check_lossy(names: &[String]) -> Result<(), String> {
+    let rows = lossy();
+    for n in names {
+        if !rows.iter().any(|(t, _, _)| t == n) {
+            let known: Vec<String> = rows
+                .iter()
+                .map(|(t, r, l)| format!("{t} (from {r}, loses {l})"))
+                .collect();
+            return Err(format!(
+                "{n} is not a lossy ROS 2 form; the lossy forms are: {}",
+                known.join("; ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nerve_msgs::lifecycle::TransitionEvent;
+    use nerve_ros2_types::Registry;
+
+    /// The CDR of a geometry_msgs/TwistStamped, written field by field.
+    fn twist_stamped_cdr(frame: &str, v: [f64; 6]) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut w = CdrWriter::new(&mut buf);
+        w.i32(1_700_000_000);
+        w.u32(123_456_789);
+        w.string(frame.as_bytes()).unwrap();
+        w.f64s(&v);
+        buf
+    }
+
+    #[test]
+    fn every_row_writes_what_its_definition_decodes() {
+        for s in standard().into_iter().chain(lifecycle_services()) {
+            let registry = Registry::from_ros2msg(s.ros_name, &(s.text)()).unwrap();
+            let ty = (s.type_info)();
+            let payload = vec![0u8; ty.elems_offset()];
+            let mut cdr = Vec::new();
+            (s.encode)(&payload, &mut cdr).unwrap();
+            nerve_ros2_types::validate(&registry, s.ros_name, &cdr)
+                .unwrap_or_else(|e| panic!("{}: {e}", s.ros_name));
+            let mut back = Vec::new();
+            (s.decode)(&cdr, &mut back).unwrap();
+            assert_eq!(&back[..], &payload[..], "{}", s.ros_name);
+        }
+    }
+
+    #[test]
+    fn a_ros2_type_becomes_a_nerve_type_only_where_nothing_is_lost() {
+        let name = |s: Option<Standard>| s.map(|s| s.nerve_name());
+        let none: &[String] = &[];
+        assert_eq!(
+            name(of_ros("geometry_msgs/msg/TwistStamped", none)).as_deref(),
+            Some("nerve_msgs/TwistStamped")
+        );
+        assert_eq!(
+            name(of_ros("geometry_msgs/Twist", none)).as_deref(),
+            Some("nerve_msgs/Twist")
+        );
+        // the lossy forms only when named
+        assert_eq!(name(of_ros("sensor_msgs/msg/Imu", none)), None);
+        assert_eq!(name(of_ros("sensor_msgs/msg/BatteryState", none)), None);
+        let cmd_vel = ["nerve_msgs/CmdVel".to_string()];
+        assert_eq!(
+            name(of_ros("geometry_msgs/msg/TwistStamped", &cmd_vel)).as_deref(),
+            Some("nerve_msgs/CmdVel")
+        );
+        let imu = ["nerve_msgs/Imu".to_string()];
+        assert_eq!(
+            name(of_ros("sensor_msgs/msg/Imu", &imu)).as_deref(),
+            Some("nerve_msgs/Imu")
+        );
+        assert!(check_lossy(&cmd_vel).is_ok());
+        let e = check_lossy(&["nerve_msgs/Odometry".to_string()]).unwrap_err();
+        assert!(
+            e.contains("nerve_msgs/Odometry") && e.contains("nerve_msgs/CmdVel"),
+            "{e}"
+        );
+        // one row per Nerve type, found by layout; every Nerve type keeps everything on
+        // its way to ROS 2, and every exact row is the one its ROS 2 type leads back to
+        for s in standard() {
+            let hash = (s.type_info)().layout_hash;
+            assert_eq!(of_nerve(hash).map(|r| r.ros_name), Some(s.ros_name));
+            if s.loses.is_none() {
+                assert_eq!(
+                    of_ros(s.ros_name, none).map(|r| (r.type_info)().layout_hash),
+                    Some(hash),
+                    "{}",
+                    s.ros_name
+                );
+            }
+        }
+        assert_eq!(
+            of_nerve(TypeInfo::of::<TransitionEvent>().layout_hash).map(|s| s.ros_name),
+            Some("lifecycle_msgs/msg/TransitionEvent")
+        );
+    }
+
+    #[test]
+    fn a_row_laid_out_as_cdr_says_so_truly() {
+        for s in standard().into_iter().filter(|s| s.as_laid_out) {
+            let ty = (s.type_info)();
+            let payload: Vec<u8> = (0..ty.elems_offset()).map(|i| i as u8).collect();
+            let mut cdr = Vec::new();
+            (s.encode)(&payload, &mut cdr).unwrap();
+            assert_eq!(&cdr[4..], &payload[..], "{}", s.ros_name);
+        }
+    }
+
+    #[test]
+    fn twist_stamped_keeps_every_field_and_a_long_frame_id() {
+        let frame = "camera_color_optical_frame";
+        let v = [0.1, -2.5e-9, 3.0e300, 0.333_333_333_333_333_3, 5.0, -6.0];
+        let cdr = twist_stamped_cdr(frame, v);
+        let row = of_ros("geometry_msgs/msg/TwistStamped", &[]).unwrap();
+        let mut payload = Vec::new();
+        (row.decode)(&cdr, &mut payload).unwrap();
+        let m: TwistStamped = read_pod(&payload).unwrap();
+        assert_eq!(m.header.frame_id.as_str(), frame);
+        assert_eq!(m.header.stamp.nanos, 1_700_000_000_123_456_789);
+        let t = m.twist;
+        assert_eq!(
+            [
+                t.linear.x,
+                t.linear.y,
+                t.linear.z,
+                t.angular.x,
+                t.angular.y,
+                t.angular.z
+            ],
+            v
+        );
+        let mut back = Vec::new();
+        (row.encode)(&payload, &mut back).unwrap();
+        assert_eq!(back, cdr);
+    }
+
+    #[test]
+    fn a_frame_id_longer_than_nerve_holds_is_refused_by_name_never_cut() {
+        let frame = "x".repeat(std::mem::size_of::<FrameId>() + 1);
+        let cdr = twist_stamped_cdr(&frame, [0.0; 6]);
+        let row = of_ros("geometry_msgs/msg/TwistStamped", &[]).unwrap();
+        let e = (row.decode)(&cdr, &mut Vec::new()).unwrap_err();
+        assert!(e.does_not_fit(), "{e}");
+        assert!(e.to_string().contains("header.frame_id"), "{e}");
+        assert!(e.to_string().contains("65 bytes"), "{e}");
+    }
+
+    #[test]
+    fn an_image_from_a_realsense_frame_crosses() {
+        let frame = "camera_color_optical_frame";
+        let mut buf = Vec::new();
+        let mut w = CdrWriter::new(&mut buf);
+        w.i32(5);
+        w.u32(6);
+        w.string(frame.as_bytes()).unwrap();
+        w.u32(1); // height
+        w.u32(2); // width
+        w.string(b"mono8").unwrap();
+        w.u8(0);
+        w.u32(2); // step
+        w.len(2).unwrap();
+        w.bytes(&[7, 8]);
+        let row = of_ros("sensor_msgs/msg/Image", &[]).unwrap();
+        let mut payload = Vec::new();
+        (row.decode)(&buf, &mut payload).unwrap();
+        let img: Image = read_pod(&payload).unwrap();
+        assert_eq!(img.header.frame_id.as_str(), frame);
+        assert_eq!(&payload[TypeInfo::of::<Image>().elems_offset()..], &[7, 8]);
+        let mut back = Vec::new();
+        (row.encode)(&payload, &mut back).unwrap();
+        assert_eq!(back, buf);
+    }
+
+    #[test]
+    fn cmd_vel_reaches_ros2_whole_and_comes_back_only_as_asked() {
+        let cmd = CmdVel {
+            stamp: Time { nanos: 42 },
+            linear: 0.5,
+            angular: -0.25,
+        };
+        let row = of_nerve(TypeInfo::of::<CmdVel>().layout_hash).unwrap();
+        assert_eq!(row.ros_name, "geometry_msgs/msg/TwistStamped");
+        let mut cdr = Vec::new();
+        (row.encode)(as_bytes(&cmd), &mut cdr).unwrap();
+        // the exact form reads it back whole
+        let exact = of_ros(row.ros_name, &[]).unwrap();
+        let mut p = Vec::new();
+        (exact.decode)(&cdr, &mut p).unwrap();
+        let ts: TwistStamped = read_pod(&p).unwrap();
+        assert_eq!((ts.twist.linear.x, ts.twist.angular.z), (0.5, -0.25));
+        assert_eq!(ts.header.stamp.nanos, 42);
+    }
 }

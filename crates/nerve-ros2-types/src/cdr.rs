@@ -26,6 +26,8 @@ pub enum Endianness {
 
 /// The encapsulation header written by [`encode`]: plain CDR, little endian.
 pub const CDR_LE_HEADER: [u8; 4] = [0x00, 0x01, 0x00, 0x00];
+/// The encapsulation header of plain CDR, big endian.
+pub const CDR_BE_HEADER: [u8; 4] = [0x00, 0x00, 0x00, 0x00];
 
 fn join_path(seg: &str, path: &str) -> String {
     if path.is_empty() {
@@ -201,13 +203,19 @@ pub fn encapsulation(bytes: &[u8]) -> Result<Endianness, DecodeError> {
         return Err(DecodeError::MissingHeader { len: bytes.len() });
     }
     match [bytes[0], bytes[1]] {
-        [0x00, 0x01] => Ok(Endianness::Little),
-        [0x00, 0x00] => Ok(Endianness::Big),
+        [a, b] if [a, b] == CDR_LE_HEADER[..2] => Ok(Endianness::Little),
+        [a, b] if [a, b] == CDR_BE_HEADER[..2] => Ok(Endianness::Big),
         header => Err(DecodeError::UnsupportedEncapsulation { header }),
     }
 }
 
-struct Reader<'a> {
+/// Reads CDR field by field, refusing what runs past the end or breaks the format: the
+/// one CDR reader of Nerve (the dynamic [`decode`] and [`validate`] walk with it; the
+/// ROS 2 forms of Nerve's messages, bag encodings and the bridge's hand-written
+/// services read through it). Alignment is relative to the body, after the 4-byte
+/// encapsulation header; a big-endian payload is read in its byte order by every
+/// scalar method, while [`CdrReader::take`] gives raw bytes as they are.
+pub struct CdrReader<'a> {
     data: &'a [u8],
     pos: usize,
     big: bool,
@@ -215,12 +223,28 @@ struct Reader<'a> {
 
 const HEADER: usize = 4;
 
-impl<'a> Reader<'a> {
-    fn remaining(&self) -> usize {
+impl<'a> CdrReader<'a> {
+    /// Checks the encapsulation header (plain CDR, either byte order).
+    pub fn new(bytes: &'a [u8]) -> Result<CdrReader<'a>, DecodeError> {
+        reader(bytes)
+    }
+
+    /// The byte order of the payload.
+    pub fn endianness(&self) -> Endianness {
+        if self.big {
+            Endianness::Big
+        } else {
+            Endianness::Little
+        }
+    }
+
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
         self.data.len() - self.pos
     }
 
-    fn offset(&self) -> usize {
+    /// The offset of the next byte in the whole buffer (header included).
+    pub fn offset(&self) -> usize {
         self.pos + HEADER
     }
 
@@ -233,7 +257,8 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn align(&mut self, n: usize) -> Result<(), DecodeError> {
+    /// Skips padding to a multiple of `n` from the body start.
+    pub fn align(&mut self, n: usize) -> Result<(), DecodeError> {
         let pad = (n - self.pos % n) % n;
         if pad > self.remaining() {
             return Err(self.truncated(pad));
@@ -242,7 +267,8 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+    /// The next `n` bytes, unaligned and as they are.
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if n > self.remaining() {
             return Err(self.truncated(n));
         }
@@ -262,8 +288,50 @@ impl<'a> Reader<'a> {
         Ok(a) // now little endian
     }
 
-    fn u32(&mut self) -> Result<u32, DecodeError> {
+    /// A `uint8` (or `byte`, `char`; a `bool` unchecked).
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+
+    /// A `uint32`.
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
         Ok(u32::from_le_bytes(self.array::<4>()?))
+    }
+
+    /// An `int32`.
+    pub fn i32(&mut self) -> Result<i32, DecodeError> {
+        Ok(i32::from_le_bytes(self.array::<4>()?))
+    }
+
+    /// A `uint64`.
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_le_bytes(self.array::<8>()?))
+    }
+
+    /// An `int64`.
+    pub fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(i64::from_le_bytes(self.array::<8>()?))
+    }
+
+    /// A `float32`.
+    pub fn f32(&mut self) -> Result<f32, DecodeError> {
+        Ok(f32::from_le_bytes(self.array::<4>()?))
+    }
+
+    /// A `float64`.
+    pub fn f64(&mut self) -> Result<f64, DecodeError> {
+        Ok(f64::from_le_bytes(self.array::<8>()?))
+    }
+
+    /// A `string`'s bytes, without its NUL (unchecked UTF-8: see [`validate`]).
+    pub fn string(&mut self) -> Result<&'a [u8], DecodeError> {
+        self.string_bytes(None).map(|(_, b)| b)
+    }
+
+    /// A sequence length, checked against the bytes left for elements of at least
+    /// `min_elem_size` bytes each.
+    pub fn len(&mut self, min_elem_size: usize) -> Result<usize, DecodeError> {
+        self.seq_len(None, min_elem_size)
     }
 
     /// Reads a sequence length and checks it against the bound and the bytes left
@@ -336,7 +404,7 @@ impl<'a> Reader<'a> {
         Ok((at, bytes))
     }
 
-    fn string(&mut self, bound: Option<u32>) -> Result<String, DecodeError> {
+    fn owned_string(&mut self, bound: Option<u32>) -> Result<String, DecodeError> {
         let (at, bytes) = self.string_bytes(bound)?;
         match std::str::from_utf8(bytes) {
             Ok(s) => Ok(s.to_string()),
@@ -467,7 +535,7 @@ impl Decoder<'_> {
     fn structure(
         &self,
         def: &MessageDefinition,
-        r: &mut Reader<'_>,
+        r: &mut CdrReader<'_>,
         depth: usize,
     ) -> Result<Struct, DecodeError> {
         if depth > MAX_NESTING_DEPTH {
@@ -495,7 +563,7 @@ impl Decoder<'_> {
         &self,
         owner: &crate::name::TypeName,
         ty: &FieldType,
-        r: &mut Reader<'_>,
+        r: &mut CdrReader<'_>,
         depth: usize,
     ) -> Result<Value, DecodeError> {
         let n = match ty.container {
@@ -517,7 +585,7 @@ impl Decoder<'_> {
         &self,
         owner: &crate::name::TypeName,
         base: &BaseType,
-        r: &mut Reader<'_>,
+        r: &mut CdrReader<'_>,
         depth: usize,
     ) -> Result<Value, DecodeError> {
         Ok(match base {
@@ -536,7 +604,7 @@ impl Decoder<'_> {
                 PrimitiveType::Float32 => read_scalar!(r, f32, Float32),
                 PrimitiveType::Float64 => read_scalar!(r, f64, Float64),
             },
-            BaseType::String { bound } => Value::String(r.string(*bound)?),
+            BaseType::String { bound } => Value::String(r.owned_string(*bound)?),
             BaseType::WString { bound } => {
                 let mut s = String::new();
                 r.wstring_with(*bound, |c| s.push(c))?;
@@ -554,7 +622,7 @@ impl Decoder<'_> {
         owner: &crate::name::TypeName,
         base: &BaseType,
         n: usize,
-        r: &mut Reader<'_>,
+        r: &mut CdrReader<'_>,
         depth: usize,
     ) -> Result<Array, DecodeError> {
         Ok(match base {
@@ -582,7 +650,7 @@ impl Decoder<'_> {
             BaseType::String { bound } => {
                 let mut v = Vec::with_capacity(n.min(4096));
                 for i in 0..n {
-                    v.push(r.string(*bound).map_err(|e| index_err(e, i))?);
+                    v.push(r.owned_string(*bound).map_err(|e| index_err(e, i))?);
                 }
                 Array::String(v)
             }
@@ -615,7 +683,7 @@ impl Decoder<'_> {
     fn check_structure(
         &self,
         def: &MessageDefinition,
-        r: &mut Reader<'_>,
+        r: &mut CdrReader<'_>,
         depth: usize,
     ) -> Result<(), DecodeError> {
         if depth > MAX_NESTING_DEPTH {
@@ -635,7 +703,7 @@ impl Decoder<'_> {
         &self,
         owner: &crate::name::TypeName,
         ty: &FieldType,
-        r: &mut Reader<'_>,
+        r: &mut CdrReader<'_>,
         depth: usize,
     ) -> Result<(), DecodeError> {
         let n = match ty.container {
@@ -651,7 +719,7 @@ impl Decoder<'_> {
         &self,
         owner: &crate::name::TypeName,
         base: &BaseType,
-        r: &mut Reader<'_>,
+        r: &mut CdrReader<'_>,
         depth: usize,
     ) -> Result<(), DecodeError> {
         match base {
@@ -677,7 +745,7 @@ impl Decoder<'_> {
         owner: &crate::name::TypeName,
         base: &BaseType,
         n: usize,
-        r: &mut Reader<'_>,
+        r: &mut CdrReader<'_>,
         depth: usize,
     ) -> Result<(), DecodeError> {
         if n == 0 {
@@ -717,9 +785,9 @@ impl Decoder<'_> {
     }
 }
 
-fn reader(bytes: &[u8]) -> Result<Reader<'_>, DecodeError> {
+fn reader(bytes: &[u8]) -> Result<CdrReader<'_>, DecodeError> {
     let big = encapsulation(bytes)? == Endianness::Big;
-    Ok(Reader {
+    Ok(CdrReader {
         data: &bytes[HEADER..],
         pos: 0,
         big,
@@ -855,14 +923,97 @@ impl EncodeError {
     }
 }
 
-struct Writer<'a> {
+/// Appends CDR (little endian) field by field: the one CDR writer of Nerve (the dynamic
+/// [`encode`] writes with it, and so do the ROS 2 forms of Nerve's messages, bag
+/// encodings and the bridge's hand-written services). Alignment is relative to the body,
+/// after the 4-byte encapsulation header.
+pub struct CdrWriter<'a> {
     out: &'a mut Vec<u8>,
     base: usize,
     pad: u8,
 }
 
-impl Writer<'_> {
-    fn align(&mut self, n: usize) {
+impl<'a> CdrWriter<'a> {
+    /// Clears `buf` and writes the little-endian encapsulation header.
+    pub fn new(buf: &'a mut Vec<u8>) -> CdrWriter<'a> {
+        buf.clear();
+        buf.extend_from_slice(&CDR_LE_HEADER);
+        CdrWriter {
+            out: buf,
+            base: HEADER,
+            pad: 0,
+        }
+    }
+
+    /// Raw bytes, unaligned.
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.out.extend_from_slice(b);
+    }
+
+    /// A `uint8` (or `bool`, `byte`, `char`).
+    pub fn u8(&mut self, v: u8) {
+        self.out.push(v);
+    }
+
+    /// A `uint32`.
+    pub fn u32(&mut self, v: u32) {
+        self.put(&v.to_le_bytes());
+    }
+
+    /// An `int32`.
+    pub fn i32(&mut self, v: i32) {
+        self.put(&v.to_le_bytes());
+    }
+
+    /// A `uint64`.
+    pub fn u64(&mut self, v: u64) {
+        self.put(&v.to_le_bytes());
+    }
+
+    /// An `int64`.
+    pub fn i64(&mut self, v: i64) {
+        self.put(&v.to_le_bytes());
+    }
+
+    /// A `float32`.
+    pub fn f32(&mut self, v: f32) {
+        self.put(&v.to_le_bytes());
+    }
+
+    /// A `float64`.
+    pub fn f64(&mut self, v: f64) {
+        self.put(&v.to_le_bytes());
+    }
+
+    /// Consecutive `float64`s (a fixed array or a run of fields): aligned once.
+    pub fn f64s(&mut self, v: &[f64]) {
+        self.align(8);
+        self.out.reserve(v.len() * 8);
+        for x in v {
+            self.out.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+
+    /// A `string`: its length with the NUL, the bytes, the NUL.
+    pub fn string(&mut self, s: &[u8]) -> Result<(), EncodeError> {
+        self.len_u32(s.len() + 1)?;
+        self.bytes(s);
+        self.u8(0);
+        Ok(())
+    }
+
+    /// A sequence length (refused above CDR's 32 bits).
+    pub fn len(&mut self, n: usize) -> Result<(), EncodeError> {
+        self.len_u32(n)
+    }
+
+    /// Bytes written so far (header included).
+    pub fn written(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Pads to a multiple of `n` from the body start.
+    pub fn align(&mut self, n: usize) {
         let rel = self.out.len() - self.base;
         let pad = (n - rel % n) % n;
         for _ in 0..pad {
@@ -933,7 +1084,7 @@ impl Encoder<'_> {
         &self,
         def: &MessageDefinition,
         s: &Struct,
-        w: &mut Writer<'_>,
+        w: &mut CdrWriter<'_>,
         depth: usize,
     ) -> Result<(), EncodeError> {
         if depth > MAX_NESTING_DEPTH {
@@ -985,7 +1136,7 @@ impl Encoder<'_> {
         owner: &crate::name::TypeName,
         ty: &FieldType,
         v: &Value,
-        w: &mut Writer<'_>,
+        w: &mut CdrWriter<'_>,
         depth: usize,
     ) -> Result<(), EncodeError> {
         if ty.container == Container::Single {
@@ -1021,7 +1172,7 @@ impl Encoder<'_> {
         ty: &FieldType,
         base: &BaseType,
         v: &Value,
-        w: &mut Writer<'_>,
+        w: &mut CdrWriter<'_>,
         depth: usize,
     ) -> Result<(), EncodeError> {
         match base {
@@ -1048,7 +1199,7 @@ impl Encoder<'_> {
         &self,
         p: PrimitiveType,
         v: &Value,
-        w: &mut Writer<'_>,
+        w: &mut CdrWriter<'_>,
     ) -> Result<(), EncodeError> {
         let range = |v: &Value| EncodeError::OutOfRange {
             path: String::new(),
@@ -1100,7 +1251,7 @@ impl Encoder<'_> {
         owner: &crate::name::TypeName,
         ty: &FieldType,
         a: &Array,
-        w: &mut Writer<'_>,
+        w: &mut CdrWriter<'_>,
         depth: usize,
     ) -> Result<(), EncodeError> {
         use PrimitiveType as P;
@@ -1144,7 +1295,7 @@ impl Encoder<'_> {
     }
 }
 
-fn write_string(w: &mut Writer<'_>, s: &str, bound: Option<u32>) -> Result<(), EncodeError> {
+fn write_string(w: &mut CdrWriter<'_>, s: &str, bound: Option<u32>) -> Result<(), EncodeError> {
     if let Some(b) = bound {
         if s.len() > b as usize {
             return Err(EncodeError::BoundExceeded {
@@ -1160,7 +1311,7 @@ fn write_string(w: &mut Writer<'_>, s: &str, bound: Option<u32>) -> Result<(), E
     Ok(())
 }
 
-fn write_wstring(w: &mut Writer<'_>, s: &str, bound: Option<u32>) -> Result<(), EncodeError> {
+fn write_wstring(w: &mut CdrWriter<'_>, s: &str, bound: Option<u32>) -> Result<(), EncodeError> {
     let units = s.encode_utf16().count();
     if let Some(b) = bound {
         if units > b as usize {
@@ -1211,9 +1362,46 @@ pub fn encode_with_padding(
     let start = out.len();
     out.extend_from_slice(&CDR_LE_HEADER);
     let base = out.len();
-    let res = Encoder { reg: registry }.structure(def, s, &mut Writer { out, base, pad }, 0);
+    let res = Encoder { reg: registry }.structure(def, s, &mut CdrWriter { out, base, pad }, 0);
     if res.is_err() {
         out.truncate(start);
     }
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alignment_is_relative_to_the_body() {
+        let mut buf = Vec::new();
+        let mut w = CdrWriter::new(&mut buf);
+        w.u8(1);
+        w.f64(2.0);
+        w.string(b"ab").unwrap();
+        assert_eq!(w.written(), 4 + 8 + 8 + 4 + 3);
+        let mut r = CdrReader::new(&buf).unwrap();
+        assert_eq!(r.u8().unwrap(), 1);
+        assert_eq!(r.f64().unwrap(), 2.0);
+        assert_eq!(r.string().unwrap(), b"ab");
+        assert_eq!(r.remaining(), 0);
+        assert!(r.u8().is_err());
+    }
+
+    #[test]
+    fn lies_are_refused() {
+        let mut buf = Vec::new();
+        CdrWriter::new(&mut buf).u32(1 << 30);
+        assert!(CdrReader::new(&buf).unwrap().len(1).is_err());
+        assert!(CdrReader::new(&[0, 2, 0, 0]).is_err());
+        assert!(CdrReader::new(&[0, 1]).is_err());
+    }
+
+    #[test]
+    fn big_endian_scalars_are_read_in_their_order() {
+        let mut r = CdrReader::new(&[0, 0, 0, 0, 0, 0, 1, 2]).unwrap();
+        assert_eq!(r.endianness(), Endianness::Big);
+        assert_eq!(r.u32().unwrap(), 0x0102);
+    }
 }

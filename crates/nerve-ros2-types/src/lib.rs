@@ -13,6 +13,9 @@
 //!   ([`Registry::ros2msg_text`]) and computes RIHS01 type hashes ([`Registry::type_hash`]).
 //! * [`Value`]: dynamic message values; [`decode`], [`validate`] and [`encode`] convert them
 //!   from/to CDR as Fast DDS does; [`to_json`] / [`from_json`] convert them from/to JSON.
+//! * [`CdrReader`] / [`CdrWriter`]: CDR field by field, the one reader and writer of CDR
+//!   in Nerve (the dynamic codec above walks with them; so do the ROS 2 forms of Nerve's
+//!   messages in `nerve-ros2-map` and the bridge's hand-written services).
 //!
 //! ```
 //! use nerve_ros2_types::{decode, encode, Registry, Value};
@@ -45,7 +48,8 @@ pub mod ros2msg;
 pub mod value;
 
 pub use cdr::{
-    decode, decode_with_len, encapsulation, encode, validate, DecodeError, EncodeError, Endianness,
+    decode, decode_with_len, encapsulation, encode, validate, CdrReader, CdrWriter, DecodeError,
+    EncodeError, Endianness, CDR_BE_HEADER, CDR_LE_HEADER,
 };
 pub use defaults::MAX_DEFAULT_ELEMENTS;
 pub use definition::{

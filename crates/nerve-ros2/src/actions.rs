@@ -109,7 +109,10 @@ impl Stamp {
 pub enum WireError {
     /// The CDR does not decode.
     #[error(transparent)]
-    Cdr(#[from] nerve_bag::BagError),
+    Cdr(#[from] nerve_ros2_types::DecodeError),
+    /// A value CDR cannot hold.
+    #[error(transparent)]
+    Encode(#[from] nerve_ros2_types::EncodeError),
     /// A Nerve number does not fit ROS 2's `int32`.
     #[error("{0} does not fit a ROS 2 int32")]
     OutOfRange(i64),
@@ -151,7 +154,7 @@ pub fn uuid_of(id: nerve::action::GoalId) -> Uuid {
 /// Hand-written CDR of the Fibonacci action's ROS 2 messages.
 pub mod wire {
     use super::{Stamp, Uuid, WireError};
-    use nerve_bag::cdr::{CdrReader, CdrWriter};
+    use nerve_ros2_types::{CdrReader, CdrWriter};
 
     fn uuid(r: &mut CdrReader<'_>) -> Result<Uuid, WireError> {
         let mut u = [0u8; 16];

@@ -20,8 +20,14 @@ pub struct BridgeConfig {
     /// Share directories searched for `.msg` definitions of types the bridge was not
     /// built with (`AMENT_PREFIX_PATH` entries with `/share`, and `--types`).
     pub types: Vec<PathBuf>,
-    /// Convert standard types to Nerve's own messages (else every type crosses as CDR).
+    /// Convert standard types Nerve holds exactly to Nerve's own messages (else every
+    /// type crosses as CDR).
     pub native: bool,
+    /// Lossy ROS 2 → Nerve forms the user asked for, by Nerve type (e.g.
+    /// `nerve_msgs/CmdVel` for `geometry_msgs/msg/TwistStamped`): without one, a ROS 2
+    /// type whose only Nerve form loses fields crosses as CDR
+    /// ([`nerve_ros2_map::standard::lossy`] lists them).
+    pub lossy: Vec<String>,
     /// How often the graphs of both sides are compared.
     pub refresh: Duration,
     /// Talk DDS on this host only (loopback), as ROS 2 does with
@@ -61,11 +67,19 @@ impl BridgeConfig {
             deny: Vec::new(),
             types,
             native: true,
+            lossy: Vec::new(),
             refresh: Duration::from_millis(200),
             localhost_only: std::env::var("ROS_AUTOMATIC_DISCOVERY_RANGE")
                 .is_ok_and(|v| v.eq_ignore_ascii_case("LOCALHOST"))
                 || std::env::var("ROS_LOCALHOST_ONLY").is_ok_and(|v| v == "1"),
         })
+    }
+
+    /// Checks the settings that can be wrong by themselves (a lossy form that is not
+    /// one).
+    pub fn check(&self) -> Result<(), BridgeError> {
+        nerve_ros2_map::standard::check_lossy(&self.lossy)
+            .map_err(|e| BridgeError::Config(format!("lossy form: {e}")))
     }
 
     /// Whether `name` may cross.

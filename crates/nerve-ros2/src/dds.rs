@@ -1,16 +1,12 @@
 //! The DDS side: raw CDR samples (no decoding on the way through), QoS in both
 //! directions, and ROS 2's topic and type naming on DDS.
 
+use nerve_ros2_types::{CDR_BE_HEADER, CDR_LE_HEADER};
 use rustdds::no_key::{Decode, DefaultDecoder, DeserializerAdapter, SerializerAdapter};
 use rustdds::{policy, QosPolicies, QosPolicyBuilder, RepresentationIdentifier};
 
 /// A ROS 2 message as it travels: CDR with its 4-byte encapsulation header.
 pub struct RawCdr(pub Vec<u8>);
-
-/// The encapsulation header of little-endian plain CDR.
-pub const CDR_LE: [u8; 4] = [0x00, 0x01, 0x00, 0x00];
-/// The encapsulation header of big-endian plain CDR.
-pub const CDR_BE: [u8; 4] = [0x00, 0x00, 0x00, 0x00];
 
 /// A payload RustDDS handed over in an encoding ROS 2 does not use.
 #[derive(Debug, thiserror::Error)]
@@ -55,9 +51,9 @@ impl<'de> Decode<'de, RawCdr> for RawDecoder {
         encoding: RepresentationIdentifier,
     ) -> Result<RawCdr, NotCdr> {
         let header = if encoding == RepresentationIdentifier::CDR_LE {
-            CDR_LE
+            CDR_LE_HEADER
         } else if encoding == RepresentationIdentifier::CDR_BE {
-            CDR_BE
+            CDR_BE_HEADER
         } else {
             return Err(NotCdr);
         };
@@ -77,7 +73,7 @@ impl SerializerAdapter<RawCdr> for RawAdapter {
 
     fn to_bytes(value: &RawCdr) -> Result<rustdds::bytes::Bytes, NotCdr> {
         match value.0.get(..4) {
-            Some(h) if h[..2] == CDR_LE[..2] => {
+            Some(h) if h[..2] == CDR_LE_HEADER[..2] => {
                 Ok(rustdds::bytes::Bytes::copy_from_slice(&value.0[4..]))
             }
             _ => Err(NotCdr),
@@ -233,7 +229,7 @@ mod tests {
         let raw = RawDecoder
             .decode_bytes(&body, RepresentationIdentifier::CDR_LE)
             .unwrap();
-        assert_eq!(&raw.0[..4], &CDR_LE);
+        assert_eq!(&raw.0[..4], &CDR_LE_HEADER);
         assert_eq!(&*RawAdapter::to_bytes(&raw).unwrap(), &body);
         assert!(RawDecoder
             .decode_bytes(&body, RepresentationIdentifier::PL_CDR_LE)

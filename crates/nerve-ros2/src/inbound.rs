@@ -3,7 +3,7 @@
 //! samples exists only while the Nerve topic has subscribers (no traffic for nobody).
 
 use crate::dds::{self, RawAdapter, RawCdr, RosQos};
-use crate::types::{ros_type_of_dds, Catalog, TypeRoute};
+use crate::types::{count_unconverted, ros_type_of_dds, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError, Event, Shared};
 use nerve::{Node, RawPublisher};
 use rustdds::mio1::{Events, Interest, Poll, Token};
@@ -54,7 +54,7 @@ impl Inbound {
             .create_subscriber(&rustdds::QosPolicies::qos_none())
             .map_err(|e| BridgeError::Dds(e.to_string()))?;
         Ok(Inbound {
-            catalog: Catalog::new(config.types.clone(), config.native),
+            catalog: Catalog::of(&config),
             shared,
             config,
             node,
@@ -124,13 +124,9 @@ impl Inbound {
                 .map(dds::timestamp_ns)
                 .unwrap_or_else(nerve::wall_ns);
             let RawCdr(cdr) = sample.value();
-            if let Err(reason) = route.ty.to_nerve(cdr, stamp, &mut self.scratch) {
-                let n = self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                if n < 16 || n.is_power_of_two() {
-                    (self.shared.events)(Event::Malformed {
-                        topic: topic.to_string(),
-                        reason: format!("{} message dropped: {reason}", route.ty.ros_name),
-                    });
+            if let Err(e) = route.ty.to_nerve(cdr, stamp, &mut self.scratch) {
+                if let Some(ev) = count_unconverted(&self.shared.stats, topic, &route.ty, &e) {
+                    (self.shared.events)(ev);
                 }
                 continue;
             }

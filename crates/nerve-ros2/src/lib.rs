@@ -3,10 +3,11 @@
 //!
 //! The ROS 2 side is DDS (RTPS) through RustDDS and `ros2-client`: it interoperates with
 //! Fast DDS (the default RMW of every ROS 2 release) and Cyclone DDS. Samples cross as
-//! raw CDR (never decoded on the DDS side): a standard message Nerve has natively is
-//! converted once into Nerve's own type, any other ROS 2 type travels as CDR in a
-//! [`nerve_msgs::ros2::Ros2Cdr`] carrier whose schema holds its definition and RIHS01
-//! hash. See `docs/design.md` ("ROS 2 in the loop").
+//! raw CDR (never decoded on the DDS side): a standard message Nerve holds exactly is
+//! converted once into Nerve's own type (the table of `nerve_ros2_map`, which bags use
+//! too; a lossy form only where [`BridgeConfig::lossy`] names it), any other ROS 2 type
+//! travels as CDR in a [`nerve_msgs::ros2::Ros2Cdr`] carrier whose schema holds its
+//! definition and RIHS01 hash. See `docs/design.md` ("ROS 2 in the loop").
 //!
 //! - [`Bridge::start`] runs a bridge in two threads (ROS 2 → Nerve and Nerve → ROS 2)
 //!   until it is dropped or [`Bridge::stop`] is called.
@@ -184,6 +185,7 @@ impl Bridge {
         config: BridgeConfig,
         events: impl Fn(Event) + Send + Sync + 'static,
     ) -> Result<Bridge, BridgeError> {
+        config.check()?;
         let dds_err = |e: &dyn std::fmt::Display| {
             BridgeError::Dds(format!("ROS 2 domain {}: {e}", config.ros_domain))
         };

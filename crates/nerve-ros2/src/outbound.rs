@@ -3,7 +3,7 @@
 //! pulls the samples exists only while ROS 2 has subscriptions on it.
 
 use crate::dds::{self, RawAdapter, RawCdr, RosQos};
-use crate::types::{dds_type_of_ros, Catalog, TypeRoute};
+use crate::types::{count_unconverted, dds_type_of_ros, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError, Event, Shared};
 use nerve::{Node, RawSubscriber, WaitSet};
 use rustdds::no_key::DataWriter;
@@ -49,7 +49,7 @@ impl Outbound {
         Ok(Outbound {
             graph,
             mismatched: HashSet::new(),
-            catalog: Catalog::new(config.types.clone(), config.native),
+            catalog: Catalog::of(&config),
             shared,
             config,
             node,
@@ -111,12 +111,10 @@ impl Outbound {
                 self.shared.stats.loops_cut.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            if let Err(reason) = route.ty.to_ros(sample.bytes(), &mut self.scratch) {
-                self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                (self.shared.events)(Event::Malformed {
-                    topic: topic.to_string(),
-                    reason,
-                });
+            if let Err(e) = route.ty.to_ros(sample.bytes(), &mut self.scratch) {
+                if let Some(ev) = count_unconverted(&self.shared.stats, topic, &route.ty, &e) {
+                    (self.shared.events)(ev);
+                }
                 continue;
             }
             let stamp = Timestamp::now();

@@ -174,7 +174,7 @@ mod wire {
 /// SetParametersResult, ListParametersResult and the services' requests and responses.
 mod cdr {
     use super::*;
-    use nerve_bag::cdr::{CdrReader, CdrWriter};
+    use nerve_ros2_types::{CdrReader, CdrWriter};
 
     /// `ParameterType` constants.
     pub(super) const NOT_SET: u8 = 0;
@@ -188,7 +188,7 @@ mod cdr {
     const DOUBLE_ARRAY: u8 = 8;
     const STRING_ARRAY: u8 = 9;
 
-    fn err(e: nerve_bag::BagError) -> String {
+    fn err(e: impl std::fmt::Display) -> String {
         e.to_string()
     }
 
@@ -254,13 +254,12 @@ mod cdr {
         fn bool(&mut self, v: bool) {
             self.0.u8(u8::from(v));
         }
-        pub(super) fn str(&mut self, s: &str) {
-            self.0.string(s.as_bytes());
+        pub(super) fn str(&mut self, s: &str) -> Result<(), String> {
+            self.0.string(s.as_bytes()).map_err(err)
         }
         pub(super) fn strs(&mut self, v: &[String]) -> Result<(), String> {
             self.len(v.len())?;
-            v.iter().for_each(|s| self.str(s));
-            Ok(())
+            v.iter().try_for_each(|s| self.str(s))
         }
         pub(super) fn u8s(&mut self, v: &[u8]) -> Result<(), String> {
             self.len(v.len())?;
@@ -296,7 +295,7 @@ mod cdr {
             self.str(match v {
                 Some(ParamValue::Str(s)) => s,
                 _ => "",
-            });
+            })?;
             self.u8s(match v {
                 Some(ParamValue::Bytes(b)) => b,
                 _ => &[],
@@ -324,23 +323,27 @@ mod cdr {
 
         /// A `Parameter`.
         pub(super) fn parameter(&mut self, name: &str, v: &ParamValue) -> Result<(), String> {
-            self.str(name);
+            self.str(name)?;
             self.value(Some(v))
         }
 
         /// A `SetParametersResult`.
-        pub(super) fn set_result(&mut self, r: &Result<(), String>) {
+        pub(super) fn set_result(&mut self, r: &Result<(), String>) -> Result<(), String> {
             self.bool(r.is_ok());
-            self.str(r.as_ref().err().map_or("", String::as_str));
+            self.str(r.as_ref().err().map_or("", String::as_str))
         }
 
         /// A `ParameterDescriptor` of `name` (not declared: type not set).
-        pub(super) fn descriptor(&mut self, name: &str, info: Option<&ParamInfo>) {
-            self.str(name);
+        pub(super) fn descriptor(
+            &mut self,
+            name: &str,
+            info: Option<&ParamInfo>,
+        ) -> Result<(), String> {
+            self.str(name)?;
             self.u8(info.map_or(NOT_SET, |i| ros_type(i.ty)));
             let d = info.map(|i| &i.descriptor);
-            self.str(d.map_or("", |d| d.description.as_str()));
-            self.str(""); // additional_constraints
+            self.str(d.map_or("", |d| d.description.as_str()))?;
+            self.str("")?; // additional_constraints
             self.bool(d.is_some_and(|d| d.read_only));
             self.bool(d.is_some_and(|d| d.dynamic_typing));
             let range = d.and_then(|d| d.range);
@@ -366,6 +369,7 @@ mod cdr {
                     self.0.u32(0);
                 }
             }
+            Ok(())
         }
     }
 
@@ -1285,11 +1289,11 @@ fn set_response(atomic: bool, results: Vec<Result<(), String>>) -> Result<Vec<u8
     let mut w = cdr::W::new(&mut buf);
     if atomic {
         let first = results.into_iter().find(Result::is_err).unwrap_or(Ok(()));
-        w.set_result(&first);
+        w.set_result(&first)?;
     } else {
         w.len(results.len())?;
         for r in &results {
-            w.set_result(r);
+            w.set_result(r)?;
         }
     }
     Ok(buf)
@@ -1317,7 +1321,7 @@ fn ros_response(ask: &Ask, resp: ParamResponse) -> Result<Vec<u8>, String> {
         (Ask::Describe(names), ParamResponse::Describe(infos)) => {
             w.len(names.len())?;
             for (i, name) in names.iter().enumerate() {
-                w.descriptor(name, infos.get(i).and_then(Option::as_ref));
+                w.descriptor(name, infos.get(i).and_then(Option::as_ref))?;
             }
         }
         (Ask::List { prefixes, depth }, ParamResponse::List(all)) => {
@@ -1547,7 +1551,7 @@ mod tests {
         let mut buf = Vec::new();
         let mut w = cdr::W::new(&mut buf);
         w.len(1).unwrap();
-        w.set_result(&Err("too fast".into()));
+        w.set_result(&Err("too fast".into())).unwrap();
         let Step::Reply(resp) = job.step(&[(Op::Set, buf)]).unwrap() else {
             panic!("expected results");
         };
@@ -1575,7 +1579,7 @@ mod tests {
         let mut w = cdr::W::new(&mut buf);
         w.len(2).unwrap();
         w.parameter("speed", &ParamValue::Float(2.0)).unwrap();
-        w.str("gone");
+        w.str("gone").unwrap();
         w.value(None).unwrap();
         let (req, ask) = ros_request(Op::Set, &buf).unwrap();
         assert_eq!(

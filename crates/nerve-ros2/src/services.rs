@@ -19,9 +19,9 @@ use crate::types::{dds_type_of_ros, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError, Event, Shared};
 use nerve::service::ServiceType;
 use nerve::{CallError, Node, RawClient, RawRequest, RawServer, ServiceQos, WaitMode};
-use nerve_bag::cdr::{CdrReader, CdrWriter};
-use nerve_bag::encoding::ros2::lifecycle_services;
 use nerve_msgs::{lifecycle, srv};
+use nerve_ros2_map::standard::lifecycle_services;
+use nerve_ros2_types::{CdrReader, CdrWriter};
 use rustdds::no_key::{DataReader, DataWriter};
 use rustdds::{RTPSEntity, SampleIdentity, Timestamp, TopicKind, WriteOptionsBuilder};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -79,25 +79,25 @@ impl ServiceRoute {
     fn req_to_nerve(&self, cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
             ServiceForm::Native { req_to_nerve, .. } => req_to_nerve(cdr, out),
-            ServiceForm::Cdr { request, .. } => request.to_nerve(cdr, 0, out),
+            ServiceForm::Cdr { request, .. } => request.to_nerve(cdr, 0, out).map_err(err),
         }
     }
     fn req_to_ros(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
             ServiceForm::Native { req_to_ros, .. } => req_to_ros(payload, out),
-            ServiceForm::Cdr { request, .. } => request.to_ros(payload, out),
+            ServiceForm::Cdr { request, .. } => request.to_ros(payload, out).map_err(err),
         }
     }
     fn resp_to_nerve(&self, cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
             ServiceForm::Native { resp_to_nerve, .. } => resp_to_nerve(cdr, out),
-            ServiceForm::Cdr { response, .. } => response.to_nerve(cdr, 0, out),
+            ServiceForm::Cdr { response, .. } => response.to_nerve(cdr, 0, out).map_err(err),
         }
     }
     fn resp_to_ros(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
             ServiceForm::Native { resp_to_ros, .. } => resp_to_ros(payload, out),
-            ServiceForm::Cdr { response, .. } => response.to_ros(payload, out),
+            ServiceForm::Cdr { response, .. } => response.to_ros(payload, out).map_err(err),
         }
     }
     fn refusal(&self) -> Option<fn(&mut Vec<u8>)> {
@@ -108,7 +108,7 @@ impl ServiceRoute {
     }
 }
 
-fn err(e: nerve_bag::BagError) -> String {
+fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
@@ -158,8 +158,7 @@ fn outcome_to_ros(payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
     let o: srv::Outcome = nerve::message::read_pod(payload).ok_or("a short nerve_msgs/Outcome")?;
     let mut w = CdrWriter::new(out);
     w.u8(o.success);
-    w.string(o.message.as_str().as_bytes());
-    Ok(())
+    w.string(o.message.as_str().as_bytes()).map_err(err)
 }
 fn i64_at(r: &mut CdrReader<'_>) -> Result<i64, String> {
     r.align(8).map_err(err)?;
@@ -414,7 +413,7 @@ impl Services {
     ) -> Result<Services, BridgeError> {
         let (dds_pub, dds_sub) = crate::worker::dds_endpoints(&shared)?;
         Ok(Services {
-            catalog: Catalog::new(config.types.clone(), config.native),
+            catalog: Catalog::of(&config),
             dds_pub,
             dds_sub,
             shared,
@@ -864,7 +863,7 @@ mod tests {
     /// CDR of lifecycle_msgs `uint8 id` + `string label` after the header.
     fn id_label_cdr(w: &mut CdrWriter<'_>, id: u8, label: &str) {
         w.u8(id);
-        w.string(label.as_bytes());
+        w.string(label.as_bytes()).unwrap();
     }
 
     #[test]
@@ -1103,7 +1102,7 @@ mod tests {
         id_label_cdr(&mut w, 1, "configure");
         id_label_cdr(&mut w, 1, "unconfigured");
         id_label_cdr(&mut w, 2, &"x".repeat(32));
-        let e = ros.to_nerve(&want, 0, &mut back).unwrap_err();
+        let e = ros.to_nerve(&want, 0, &mut back).unwrap_err().to_string();
         assert!(e.contains("goal_state.label"), "{e}");
         assert!(e.contains("32 bytes do not fit Nerve's 31"), "{e}");
     }
@@ -1111,8 +1110,8 @@ mod tests {
     #[test]
     fn lifecycle_definitions_hash_as_ros2s_own() {
         // RIHS01 hashes from the lifecycle_msgs package's type descriptions (Kilted)
-        let parts = nerve_bag::encoding::ros2::lifecycle_services();
-        let standard = nerve_bag::encoding::ros2::standard();
+        let parts = nerve_ros2_map::standard::lifecycle_services();
+        let standard = nerve_ros2_map::standard::standard();
         let event = standard
             .iter()
             .find(|s| s.ros_name == "lifecycle_msgs/msg/TransitionEvent")

@@ -1,15 +1,19 @@
-//! Which Nerve type a ROS 2 type travels as: a standard message Nerve has natively
-//! (converted once, so Nerve subscribers get zero-copy samples of their own type), or
-//! any other type as CDR in a [`Ros2Cdr`] carrier whose schema holds the definition and
-//! RIHS01 hash (found on the type search path).
+//! Which Nerve type a ROS 2 type travels as: a standard message Nerve holds exactly
+//! (converted once, so Nerve subscribers get zero-copy samples of their own type), a
+//! lossy standard form only where the user named it ([`BridgeConfig::lossy`]), or any
+//! other type as CDR in a [`Ros2Cdr`] carrier whose schema holds the definition and
+//! RIHS01 hash (found on the type search path). The choice is the one table of
+//! [`nerve_ros2_map::standard`], the same bags use.
 
-use crate::BridgeError;
+use crate::{BridgeConfig, BridgeError, BridgeStats, Event};
 use nerve::message::schema::Schema;
-use nerve_bag::encoding::{ros2::standard, Standard};
 use nerve_msgs::ros2::{ros2_schema, ros2_type, Ros2Cdr};
+use nerve_ros2_map::standard::{of_nerve, of_ros, Standard};
+use nerve_ros2_map::ConvertError;
 use nerve_ros2_types::{Registry, SearchPath};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// How messages of one ROS 2 type cross.
@@ -36,13 +40,17 @@ pub struct TypeRoute {
 impl TypeRoute {
     /// The Nerve payload of a CDR message (`out` is cleared first); for a CDR carrier
     /// the bytes are checked against the definition first.
-    pub fn to_nerve(&self, cdr: &[u8], stamp_ns: i64, out: &mut Vec<u8>) -> Result<(), String> {
+    pub fn to_nerve(
+        &self,
+        cdr: &[u8],
+        stamp_ns: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ConvertError> {
         out.clear();
         match &self.carrier {
-            Carrier::Native(s) => (s.decode)(cdr, out).map_err(|e| e.to_string()),
+            Carrier::Native(s) => (s.decode)(cdr, out),
             Carrier::Cdr { registry } => {
-                nerve_ros2_types::validate(registry, &self.ros_name, cdr)
-                    .map_err(|e| e.to_string())?;
+                nerve_ros2_types::validate(registry, &self.ros_name, cdr)?;
                 out.extend_from_slice(&stamp_ns.to_le_bytes());
                 out.extend_from_slice(cdr);
                 Ok(())
@@ -51,21 +59,55 @@ impl TypeRoute {
     }
 
     /// The CDR message of a Nerve payload (`out` is cleared first).
-    pub fn to_ros(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    pub fn to_ros(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), ConvertError> {
         out.clear();
         match &self.carrier {
-            Carrier::Native(s) => (s.encode)(payload, out).map_err(|e| e.to_string()),
+            Carrier::Native(s) => (s.encode)(payload, out),
             Carrier::Cdr { registry } => {
                 let head = std::mem::size_of::<Ros2Cdr>();
                 let cdr = payload.get(head..).unwrap_or_default();
                 // a Nerve publisher's bytes are checked before ROS 2 sees them
-                nerve_ros2_types::validate(registry, &self.ros_name, cdr)
-                    .map_err(|e| format!("{} message dropped: {e}", self.ros_name))?;
+                nerve_ros2_types::validate(registry, &self.ros_name, cdr)?;
                 out.extend_from_slice(cdr);
                 Ok(())
             }
         }
     }
+}
+
+/// Counts a message on `topic` that did not convert: malformed, or holding a value the
+/// other form cannot keep (not delivered, named with the field); the event to report,
+/// for the first ones and then at powers of two.
+pub(crate) fn count_unconverted(
+    stats: &BridgeStats,
+    topic: &str,
+    route: &TypeRoute,
+    e: &ConvertError,
+) -> Option<Event> {
+    let counter = if e.does_not_fit() {
+        &stats.dropped
+    } else {
+        &stats.malformed
+    };
+    let n = counter.fetch_add(1, Ordering::Relaxed);
+    if n >= 16 && !n.is_power_of_two() {
+        return None;
+    }
+    let topic = topic.to_string();
+    Some(if e.does_not_fit() {
+        Event::Dropped {
+            topic,
+            reason: format!(
+                "{} message not converted to {}: {e}",
+                route.ros_name, route.schema.name
+            ),
+        }
+    } else {
+        Event::Malformed {
+            topic,
+            reason: format!("{} message dropped: {e}", route.ros_name),
+        }
+    })
 }
 
 /// Most types a catalog remembers.
@@ -76,12 +118,14 @@ const MAX_TYPES: usize = 4096;
 pub struct Catalog {
     search: SearchPath,
     native: bool,
+    lossy: Vec<String>,
     routes: HashMap<String, Result<Arc<TypeRoute>, BridgeError>>,
 }
 
 impl Catalog {
     /// A catalog that looks for definitions in `search` (share directories: each holds
-    /// `<pkg>/msg/<Name>.msg`); with `native`, standard types become Nerve's own.
+    /// `<pkg>/msg/<Name>.msg`); with `native`, standard types Nerve holds exactly become
+    /// Nerve's own.
     pub fn new(dirs: Vec<PathBuf>, native: bool) -> Catalog {
         let mut search = SearchPath::new();
         for d in dirs {
@@ -90,8 +134,22 @@ impl Catalog {
         Catalog {
             search,
             native,
+            lossy: Vec::new(),
             routes: HashMap::new(),
         }
+    }
+
+    /// The catalog of a bridge's settings: its type directories, whether standard types
+    /// become Nerve's own, and the lossy forms the user asked for.
+    pub fn of(config: &BridgeConfig) -> Catalog {
+        Catalog::new(config.types.clone(), config.native).with_lossy(config.lossy.clone())
+    }
+
+    /// The same catalog, converting ROS 2 types to the lossy Nerve forms named in `lossy`
+    /// (Nerve type names, see [`BridgeConfig::lossy`]).
+    pub fn with_lossy(mut self, lossy: Vec<String>) -> Catalog {
+        self.lossy = lossy;
+        self
     }
 
     /// Keeps an answer; a graph with more types than [`MAX_TYPES`] starts the cache anew
@@ -121,7 +179,7 @@ impl Catalog {
 
     fn resolve(&self, ros_name: &str) -> Result<TypeRoute, BridgeError> {
         if self.native {
-            if let Some(s) = standard().into_iter().find(|s| s.ros_name == ros_name) {
+            if let Some(s) = of_ros(ros_name, &self.lossy) {
                 return Ok(TypeRoute {
                     ros_name: ros_name.to_string(),
                     schema: (s.schema)(),
@@ -171,9 +229,7 @@ impl Catalog {
             self.remember(key, route.clone());
             return Some(route);
         }
-        let s = standard()
-            .into_iter()
-            .find(|s| (s.type_info)().layout_hash == schema.layout_hash)?;
+        let s = of_nerve(schema.layout_hash)?;
         Some(Ok(Arc::new(TypeRoute {
             ros_name: s.ros_name.to_string(),
             schema: schema.clone(),
@@ -206,6 +262,77 @@ pub fn dds_type_of_ros(ros: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ros2_type_becomes_nerves_own_only_where_nothing_is_lost() {
+        let nerve_type = |c: &mut Catalog, ros: &str| c.for_ros(ros).map(|r| r.schema.name.clone());
+        let mut c = Catalog::new(Vec::new(), true);
+        // every field at full precision, not the planar f32 CmdVel
+        assert_eq!(
+            nerve_type(&mut c, "geometry_msgs/msg/TwistStamped").unwrap(),
+            "nerve_msgs/TwistStamped"
+        );
+        assert_eq!(
+            nerve_type(&mut c, "sensor_msgs/msg/Image").unwrap(),
+            "nerve_msgs/Image"
+        );
+        // Nerve's Imu has no frame id: the type crosses as CDR, so its definition is
+        // looked for (none here)
+        let e = nerve_type(&mut c, "sensor_msgs/msg/Imu").unwrap_err();
+        assert!(e.to_string().contains("not found"), "{e}");
+        // the lossy form when named
+        let mut c = Catalog::new(Vec::new(), true).with_lossy(vec!["nerve_msgs/CmdVel".into()]);
+        assert_eq!(
+            nerve_type(&mut c, "geometry_msgs/msg/TwistStamped").unwrap(),
+            "nerve_msgs/CmdVel"
+        );
+        // and towards ROS 2, every standard type has its form: Twist too
+        let twist = nerve::message::schema::Schema::of::<nerve_msgs::Twist>();
+        let r = c.for_nerve(&twist).unwrap().unwrap();
+        assert_eq!(r.ros_name, "geometry_msgs/msg/Twist");
+        let mut config = BridgeConfig::from_env().unwrap();
+        config.lossy = vec!["nerve_msgs/Odometry".into()];
+        let e = config.check().unwrap_err().to_string();
+        assert!(e.contains("nerve_msgs/Odometry is not a lossy"), "{e}");
+    }
+
+    #[test]
+    fn a_frame_id_that_does_not_fit_is_counted_not_delivered_and_named() {
+        let mut c = Catalog::new(Vec::new(), true);
+        let route = c.for_ros("sensor_msgs/msg/Image").unwrap();
+        let frame = "f".repeat(70);
+        let mut cdr = Vec::new();
+        let mut w = nerve_ros2_types::CdrWriter::new(&mut cdr);
+        w.i32(1);
+        w.u32(2);
+        w.string(frame.as_bytes()).unwrap();
+        w.u32(0); // height
+        w.u32(0); // width
+        w.string(b"mono8").unwrap();
+        w.u8(0);
+        w.u32(0); // step
+        w.len(0).unwrap();
+        let e = route.to_nerve(&cdr, 0, &mut Vec::new()).unwrap_err();
+        let stats = BridgeStats::default();
+        let ev = count_unconverted(&stats, "/camera/image", &route, &e).unwrap();
+        assert_eq!(stats.dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.malformed.load(Ordering::Relaxed), 0);
+        let Event::Dropped { topic, reason } = ev else {
+            panic!("{ev:?}");
+        };
+        assert_eq!(topic, "/camera/image");
+        assert!(
+            reason.contains("header.frame_id") && reason.contains("70 bytes"),
+            "{reason}"
+        );
+        // a message cut short (inside the frame id) is malformed, counted apart
+        let e = route.to_nerve(&cdr[..20], 0, &mut Vec::new()).unwrap_err();
+        assert!(matches!(
+            count_unconverted(&stats, "/camera/image", &route, &e),
+            Some(Event::Malformed { .. })
+        ));
+        assert_eq!(stats.malformed.load(Ordering::Relaxed), 1);
+    }
 
     #[test]
     fn dds_type_names_map_both_ways() {

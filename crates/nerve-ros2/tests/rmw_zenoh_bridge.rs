@@ -86,6 +86,7 @@ fn setup(k: u32, ros_domain: u16) -> (ZenohBridge, zenoh::Session, Receiver<Even
         deny: Vec::new(),
         types: vec![fixtures()],
         native: true,
+        lossy: Vec::new(),
         refresh: Duration::from_millis(50),
         localhost_only: true,
     };

@@ -24,7 +24,7 @@ pub enum CloudError {
     #[error("point cloud layout does not fit its data: {0}")]
     Layout(String),
     /// The target frame's name does not fit `frame_id`.
-    #[error("frame name {0:?} is longer than 24 bytes")]
+    #[error("frame name {0:?} is longer than {max} bytes", max = std::mem::size_of::<FrameId>())]
     FrameName(String),
 }
 

@@ -486,11 +486,22 @@ mod tests {
         let e = resolve("/x", "pkg/msg/Nothing", None, &[]).unwrap_err();
         assert!(matches!(e, AdvertiseError::UnknownSchema { .. }), "{e}");
         // the name the bridge advertises a topic's type under leads back to it
-        let name = Encoding::for_schema(&cmd).unwrap().schema_name;
-        assert_eq!(resolve("/c", &name, Some(&cmd), &[]).unwrap(), cmd);
+        let odom = Schema::of::<nerve_msgs::Odometry>();
+        let name = Encoding::for_schema(&odom).unwrap().schema_name;
+        assert_eq!(resolve("/c", &name, Some(&odom), &[]).unwrap(), odom);
         assert_eq!(
-            resolve("/c", &name, None, std::slice::from_ref(&cmd)).unwrap(),
-            cmd
+            resolve("/c", &name, None, std::slice::from_ref(&odom)).unwrap(),
+            odom
+        );
+        // a TwistStamped is not cut into a CmdVel without being asked (issue 42): it
+        // is the exact nerve_msgs/TwistStamped, which the CmdVel topic refuses
+        let name = Encoding::for_schema(&cmd).unwrap().schema_name;
+        let e = resolve("/c", &name, Some(&cmd), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("nerve_msgs/TwistStamped") && e.contains("nerve_msgs/CmdVel"),
+            "{e}"
         );
     }
 }

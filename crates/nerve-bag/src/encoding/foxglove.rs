@@ -54,7 +54,7 @@ pub fn form(layout_hash: u64) -> Option<Form> {
 }
 
 fn head_and_elems<M: Message>(payload: &[u8]) -> Result<(M, &[u8]), BagError> {
-    let (_, _, offset) = super::layout_of::<M>();
+    let (_, _, offset) = nerve_ros2_map::standard::layout_of::<M>();
     let head: M = read_pod(payload).ok_or_else(|| BagError::Convert {
         what: M::TYPE_NAME.to_string(),
         reason: format!(

@@ -2,7 +2,9 @@
 //! and the conversion of each payload.
 //!
 //! - Standard messages are written as their ROS 2 equivalents (`ros2msg` schema, CDR),
-//!   so a bag opens as a ROS 2 bag in Foxglove, `ros2 bag` and `mcap-ros2-support`.
+//!   so a bag opens as a ROS 2 bag in Foxglove, `ros2 bag` and `mcap-ros2-support`: the
+//!   ROS 2 form is the one the ROS 2 bridge uses, from the one table in
+//!   [`nerve_ros2_map::standard`].
 //! - Every other type is written as CDR too, with a `ros2msg` schema generated from its
 //!   Nerve schema: generic tools decode it field by field, and the payload needs no
 //!   conversion, since a Nerve head without padding is already laid out as CDR (see
@@ -11,19 +13,53 @@
 //! - ROS 2 types carried as CDR ([`nerve_msgs::ros2::Ros2Cdr`], what the ROS 2 bridge
 //!   and `nerve topic pub` use for types Nerve has no native form of) are written as the
 //!   ROS 2 type itself: its name, its `ros2msg` definition, the CDR bytes unchanged (see
-//!   [`ros2cdr`]). Any rosbag2 bag is replayed the same way.
+//!   [`nerve_ros2_map::carrier`]). Any rosbag2 bag is replayed the same way.
 //!
 //! Each channel also carries the Nerve schema in its metadata, so a bag is replayed with
 //! the exact type it was recorded with.
 
 pub mod foxglove;
 pub mod plain;
-pub mod ros2;
-pub mod ros2cdr;
 
 use crate::BagError;
 use nerve::message::schema::Schema;
-use nerve::TypeInfo;
+/// ROS 2 types carried as CDR (their one home is [`nerve_ros2_map::carrier`]).
+pub use nerve_ros2_map::carrier as ros2cdr;
+use nerve_ros2_map::standard::{self as ros2, Standard};
+use nerve_ros2_map::ConvertError;
+
+impl From<ConvertError> for BagError {
+    fn from(e: ConvertError) -> BagError {
+        let what = match &e {
+            ConvertError::DoesNotFit { field, .. } => field.clone(),
+            ConvertError::Payload { what, .. } => what.clone(),
+            ConvertError::Definition { ros_type, .. } => {
+                format!("the ROS 2 definition of {ros_type}")
+            }
+            ConvertError::Malformed(_) | ConvertError::Encode(_) => "CDR payload".into(),
+        };
+        let reason = match e {
+            ConvertError::DoesNotFit { reason, .. }
+            | ConvertError::Payload { reason, .. }
+            | ConvertError::Definition { reason, .. } => reason,
+            ConvertError::Malformed(e) => e.to_string(),
+            ConvertError::Encode(e) => e.to_string(),
+        };
+        BagError::Convert { what, reason }
+    }
+}
+
+impl From<nerve_ros2_types::DecodeError> for BagError {
+    fn from(e: nerve_ros2_types::DecodeError) -> BagError {
+        ConvertError::from(e).into()
+    }
+}
+
+impl From<nerve_ros2_types::EncodeError> for BagError {
+    fn from(e: nerve_ros2_types::EncodeError) -> BagError {
+        ConvertError::from(e).into()
+    }
+}
 
 /// The MCAP message encoding of every channel Nerve writes.
 pub const MESSAGE_ENCODING: &str = "cdr";
@@ -42,31 +78,6 @@ pub enum Schemas {
     /// Foxglove's own schemas (protobuf) where a message has one (point clouds, images,
     /// laser scans), ROS 2 types for the rest.
     Foxglove,
-}
-
-/// Head size, element size and element offset of `M`, without building a [`TypeInfo`]
-/// (which allocates its name): conversions run once per recorded message.
-pub(crate) fn layout_of<M: nerve::Message>() -> (usize, usize, usize) {
-    let head = std::mem::size_of::<M>();
-    let elem_size = std::mem::size_of::<M::Elem>();
-    let align = std::mem::align_of::<M::Elem>().max(1);
-    (head, elem_size, head.div_ceil(align) * align)
-}
-
-/// A standard message and its ROS 2 form.
-pub struct Standard {
-    /// The Nerve type.
-    pub type_info: fn() -> TypeInfo,
-    /// Its schema.
-    pub schema: fn() -> Schema,
-    /// The ROS 2 type, e.g. `sensor_msgs/msg/Imu`.
-    pub ros_name: &'static str,
-    /// Its `ros2msg` definition with dependencies.
-    pub text: fn() -> String,
-    /// Nerve payload to CDR.
-    pub encode: fn(&[u8], &mut Vec<u8>) -> Result<(), BagError>,
-    /// CDR to Nerve payload.
-    pub decode: fn(&[u8], &mut Vec<u8>) -> Result<(), BagError>,
 }
 
 enum Conversion {
@@ -104,10 +115,17 @@ impl Encoding {
                 conversion: Conversion::Ros2(Box::new(pass)),
             });
         }
-        if let Some(std) = ros2::standard()
-            .into_iter()
-            .find(|s| (s.type_info)().layout_hash == schema.layout_hash)
-        {
+        if let Some(std) = ros2::of_nerve(schema.layout_hash) {
+            if std.as_laid_out {
+                // the payload is written as it is, under the row's ROS 2 name
+                return Ok(Encoding {
+                    schema_name: std.ros_name.to_string(),
+                    schema_data: (std.text)().into_bytes(),
+                    schema_encoding: SCHEMA_ENCODING,
+                    message_encoding: MESSAGE_ENCODING,
+                    conversion: Conversion::Plain(Box::new(plain::Plain::new(schema)?)),
+                });
+            }
             return Ok(Encoding {
                 schema_name: std.ros_name.to_string(),
                 schema_data: (std.text)().into_bytes(),
@@ -117,15 +135,9 @@ impl Encoding {
             });
         }
         let plain = plain::Plain::new(schema)?;
-        let (schema_name, schema_text) =
-            if schema.layout_hash == TypeInfo::of::<nerve_msgs::Twist>().layout_hash {
-                ("geometry_msgs/msg/Twist".to_string(), ros2::twist_text())
-            } else {
-                (plain.ros_name(), plain.text())
-            };
         Ok(Encoding {
-            schema_name,
-            schema_data: schema_text.into_bytes(),
+            schema_name: plain.ros_name(),
+            schema_data: plain.text().into_bytes(),
             schema_encoding: SCHEMA_ENCODING,
             message_encoding: MESSAGE_ENCODING,
             conversion: Conversion::Plain(Box::new(plain)),
@@ -150,17 +162,11 @@ impl Encoding {
     }
 
     /// The Nerve schema of a standard message known by its ROS 2 name (to replay bags
-    /// that other tools wrote).
+    /// that other tools wrote): only a Nerve type that holds the ROS 2 message exactly
+    /// (the same choice as the ROS 2 bridge's default); `None` where there is none, and
+    /// the type is replayed as its CDR.
     pub fn nerve_schema_of_ros(ros_name: &str) -> Option<Schema> {
-        let wanted = ros_name.replace("/msg/", "/");
-        let schemas = nerve_msgs::schemas();
-        ros2::standard()
-            .into_iter()
-            .find(|s| s.ros_name.replace("/msg/", "/") == wanted)
-            .map(|s| (s.type_info)().layout_hash)
-            .or((wanted == "geometry_msgs/Twist")
-                .then(|| TypeInfo::of::<nerve_msgs::Twist>().layout_hash))
-            .and_then(|h| schemas.into_iter().find(|s| s.layout_hash == h))
+        ros2::of_ros(ros_name, &[]).map(|s| (s.schema)())
     }
 
     /// Whether payloads are written as they are (only the CDR header and a sequence
@@ -181,10 +187,10 @@ impl Encoding {
     /// Writes the CDR form of a Nerve payload into `out` (cleared first).
     pub fn encode(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), BagError> {
         match &self.conversion {
-            Conversion::Standard(s) => (s.encode)(payload, out),
+            Conversion::Standard(s) => (s.encode)(payload, out).map_err(|e| standard_error(s, e)),
             Conversion::Plain(p) => p.encode(payload, out),
             Conversion::Foxglove(f) => f.encode(payload, out),
-            Conversion::Ros2(r) => r.encode(payload, out),
+            Conversion::Ros2(r) => Ok(r.encode(payload, out)?),
         }
     }
 
@@ -203,9 +209,9 @@ impl Encoding {
         out: &mut Vec<u8>,
     ) -> Result<(), BagError> {
         match &self.conversion {
-            Conversion::Standard(s) => (s.decode)(cdr, out),
+            Conversion::Standard(s) => (s.decode)(cdr, out).map_err(|e| standard_error(s, e)),
             Conversion::Plain(p) => p.decode(cdr, out),
-            Conversion::Ros2(r) => r.decode(cdr, source_stamp_ns, out),
+            Conversion::Ros2(r) => Ok(r.decode(cdr, source_stamp_ns, out)?),
             Conversion::Foxglove(f) => Err(BagError::Convert {
                 what: f.name.clone(),
                 reason: "a Foxglove schema is written, not read back (record with ROS 2 \
@@ -216,11 +222,23 @@ impl Encoding {
     }
 }
 
+/// A conversion error of a standard message, naming its ROS 2 type.
+fn standard_error(s: &Standard, e: ConvertError) -> BagError {
+    match BagError::from(e) {
+        BagError::Convert { what, reason } => BagError::Convert {
+            what: format!("{} {what}", s.ros_name),
+            reason,
+        },
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use nerve::message::as_bytes;
     use nerve::Message;
+    use nerve::TypeInfo;
     use nerve_msgs::*;
 
     fn round_trip<M: Message>(payload: &[u8]) -> Vec<u8> {
@@ -310,6 +328,10 @@ mod tests {
         };
         let cdr = round_trip::<Twist>(as_bytes(&tw));
         assert_eq!(&cdr[4..], as_bytes(&tw), "Twist is written as it is");
+        let mut ts = TwistStamped::default();
+        ts.header.frame_id = FrameId::new("camera_color_optical_frame").unwrap();
+        ts.twist.angular.x = 0.1;
+        round_trip::<TwistStamped>(as_bytes(&ts));
     }
 
     #[test]
@@ -416,6 +438,11 @@ mod tests {
         assert_eq!(s.name, "nerve_msgs/PointCloud");
         let s = Encoding::nerve_schema_of_ros("geometry_msgs/Twist").unwrap();
         assert_eq!(s.name, "nerve_msgs/Twist");
+        // the exact form, as the ROS 2 bridge chooses: never the planar CmdVel
+        let s = Encoding::nerve_schema_of_ros("geometry_msgs/msg/TwistStamped").unwrap();
+        assert_eq!(s.name, "nerve_msgs/TwistStamped");
+        // Nerve's Imu has no frame id: a ROS 2 Imu is replayed as its CDR
+        assert!(Encoding::nerve_schema_of_ros("sensor_msgs/msg/Imu").is_none());
         assert!(Encoding::nerve_schema_of_ros("std_msgs/msg/String").is_none());
     }
 }

@@ -15,9 +15,9 @@
 //! structs to messages of the same package, and the slice to a sequence `elems`.
 //! Numeric field names (tuple structs) become `f0`, `f1`, ….
 
-use crate::cdr::{CdrReader, CdrWriter};
 use crate::BagError;
 use nerve::message::schema::{Prim, Schema, Shape, StructShape};
+use nerve_ros2_types::{CdrReader, CdrWriter, Endianness};
 use std::collections::BTreeMap;
 
 /// The plain CDR encoding of one type.
@@ -103,7 +103,7 @@ impl Plain {
             main.push_str(&line);
         }
         for (name, body) in deps {
-            main.push_str(super::ros2::SEPARATOR);
+            main.push_str(nerve_ros2_map::standard::SEPARATOR);
             main.push_str(&format!("MSG: {pkg}/{name}\n{body}"));
         }
         main
@@ -133,6 +133,13 @@ impl Plain {
     /// CDR to Nerve payload.
     pub fn decode(&self, cdr: &[u8], out: &mut Vec<u8>) -> Result<(), BagError> {
         let mut r = CdrReader::new(cdr)?;
+        if r.endianness() == Endianness::Big {
+            // the payload is copied as it is into Nerve's little-endian layout
+            return Err(BagError::Convert {
+                what: "CDR payload".into(),
+                reason: "big-endian CDR is not converted to a Nerve message".into(),
+            });
+        }
         out.clear();
         out.extend_from_slice(r.take(self.head_size)?);
         if let Some((size, align, offset)) = self.elem {

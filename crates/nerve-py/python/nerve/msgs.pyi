@@ -7,6 +7,7 @@ from ._messages import Message, Struct
 def __getattr__(name: str) -> Any: ...
 
 Twist: type[Message]
+TwistStamped: type[Message]
 CmdVel: type[Message]
 Clock: type[Message]
 BatteryState: type[Message]

@@ -28,7 +28,7 @@ use super::side::{GraphEntity, Received, RosPublisher, RosSubscription, ZenohErr
 use super::TypeHash;
 use crate::dds::RosQos;
 use crate::peers::{Peers, NODE_PREFIX};
-use crate::types::{Carrier, Catalog, TypeRoute};
+use crate::types::{count_unconverted, Carrier, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError, BridgeStats, Event, Kind};
 use nerve::{Node, RawPublisher, RawSubscriber, WaitSet};
 use nerve_msgs::ros2::ros2_type;
@@ -186,6 +186,7 @@ impl ZenohBridge {
         zenoh: zenoh::Config,
         events: impl Fn(Event) + Send + Sync + 'static,
     ) -> Result<ZenohBridge, BridgeError> {
+        config.check()?;
         let session = zenoh::open(zenoh)
             .wait()
             .map_err(|e| BridgeError::Zenoh(format!("opening the session: {e}")))?;
@@ -322,7 +323,7 @@ impl Inbound {
     fn new(shared: Arc<Shared>, config: BridgeConfig, node: Node) -> Inbound {
         let (tx, rx) = std::sync::mpsc::sync_channel(MAX_PENDING);
         Inbound {
-            catalog: Catalog::new(config.types.clone(), config.native),
+            catalog: Catalog::of(&config),
             shared,
             config,
             node,
@@ -404,13 +405,9 @@ impl Inbound {
             Ok(a) if a.source_timestamp_ns > 0 => a.source_timestamp_ns,
             _ => nerve::wall_ns(),
         };
-        if let Err(reason) = route.ty.to_nerve(&r.cdr, stamp, &mut self.scratch) {
-            let n = self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
-            if n < 16 || n.is_power_of_two() {
-                self.shared.event(Event::Malformed {
-                    topic,
-                    reason: format!("{} message dropped: {reason}", route.ty.ros_name),
-                });
+        if let Err(e) = route.ty.to_nerve(&r.cdr, stamp, &mut self.scratch) {
+            if let Some(ev) = count_unconverted(&self.shared.stats, &topic, &route.ty, &e) {
+                self.shared.event(ev);
             }
             return;
         }
@@ -616,7 +613,7 @@ struct Outbound {
 impl Outbound {
     fn new(shared: Arc<Shared>, config: BridgeConfig, node: Node) -> Outbound {
         Outbound {
-            catalog: Catalog::new(config.types.clone(), config.native),
+            catalog: Catalog::of(&config),
             shared,
             config,
             node,
@@ -681,12 +678,10 @@ impl Outbound {
                 self.shared.stats.loops_cut.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            if let Err(reason) = route.ty.to_ros(sample.bytes(), &mut self.scratch) {
-                self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                self.shared.event(Event::Malformed {
-                    topic: topic.to_string(),
-                    reason,
-                });
+            if let Err(e) = route.ty.to_ros(sample.bytes(), &mut self.scratch) {
+                if let Some(ev) = count_unconverted(&self.shared.stats, topic, &route.ty, &e) {
+                    self.shared.event(ev);
+                }
                 continue;
             }
             let mut sent = false;
@@ -881,7 +876,7 @@ mod tests {
     /// read from its schema.
     #[test]
     fn route_hashes() {
-        let mut c = Catalog::new(Vec::new(), true);
+        let mut c = Catalog::new(Vec::new(), true).with_lossy(vec!["nerve_msgs/Imu".into()]);
         let imu = c.for_ros("sensor_msgs/msg/Imu").unwrap();
         assert_eq!(
             route_type_hash(&imu).unwrap(),

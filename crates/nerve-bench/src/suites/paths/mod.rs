@@ -56,7 +56,7 @@ pub enum MessageKind {
     BatteryState,
     /// 304 B.
     Imu,
-    /// 736 B.
+    /// 816 B (736 B before frame ids grew to 64 bytes).
     Odometry,
     /// 360 ranges (~1.5 KB).
     LaserScan,
@@ -1598,7 +1598,7 @@ mod tests {
         assert_eq!(MessageKind::CmdVel.bytes(), 16);
         assert_eq!(MessageKind::BatteryState.bytes(), 104);
         assert_eq!(MessageKind::Imu.bytes(), 304);
-        assert_eq!(MessageKind::Odometry.bytes(), 736);
+        assert_eq!(MessageKind::Odometry.bytes(), 816);
         assert!((1400..1700).contains(&MessageKind::LaserScan.bytes()));
         assert!((12_000..13_000).contains(&MessageKind::PointCloud1K.bytes()));
         assert!((120_000..121_000).contains(&MessageKind::PointCloud10K.bytes()));

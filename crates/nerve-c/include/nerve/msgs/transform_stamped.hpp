@@ -12,20 +12,20 @@
 
 namespace nerve::msgs {
 
-/// Rust `TransformStamped`: 112 bytes, aligned to 8.
+/// Rust `TransformStamped`: 192 bytes, aligned to 8.
 struct TransformStamped {
   Header header;
-  ::nerve::FixedStr<24> child_frame_id;
+  ::nerve::FixedStr<64> child_frame_id;
   Transform transform;
 };
 
-static_assert(sizeof(TransformStamped) == 112);
+static_assert(sizeof(TransformStamped) == 192);
 static_assert(alignof(TransformStamped) == 8);
 static_assert(std::is_standard_layout_v<TransformStamped>);
 static_assert(std::is_trivially_copyable_v<TransformStamped>);
 static_assert(offsetof(TransformStamped, header) == 0);
-static_assert(offsetof(TransformStamped, child_frame_id) == 32);
-static_assert(offsetof(TransformStamped, transform) == 56);
+static_assert(offsetof(TransformStamped, child_frame_id) == 72);
+static_assert(offsetof(TransformStamped, transform) == 136);
 
 }  // namespace nerve::msgs
 
@@ -37,8 +37,8 @@ struct struct_traits<::nerve::msgs::TransformStamped> {
   template <class V>
   static void visit(V& v) {
     v(::nerve::type_tag<::nerve::msgs::Header>{}, "header", 0);
-    v(::nerve::type_tag<::nerve::FixedStr<24>>{}, "child_frame_id", 32);
-    v(::nerve::type_tag<::nerve::msgs::Transform>{}, "transform", 56);
+    v(::nerve::type_tag<::nerve::FixedStr<64>>{}, "child_frame_id", 72);
+    v(::nerve::type_tag<::nerve::msgs::Transform>{}, "transform", 136);
   }
 };
 
