@@ -44,6 +44,7 @@ mod context;
 pub mod error;
 mod exec;
 pub mod introspect;
+mod loom;
 pub mod message;
 pub mod name;
 pub mod param;

@@ -36,7 +36,7 @@ pub(crate) fn register() {
 
 /// The hot side: a full fence unless this process registered, then a compiler fence
 /// (the heavy side's barrier runs on this thread when it matters).
-// (under loom the doorbell models both sides with loom's fences instead)
+// (under loom, `crate::loom::membarrier` stands in for both sides with loom's fences)
 #[cfg_attr(nerve_loom, allow(dead_code))]
 #[inline]
 pub(crate) fn light() {

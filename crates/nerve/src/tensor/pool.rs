@@ -72,6 +72,131 @@ fn drop_refs(state: u64, n: u64) -> u64 {
     }
 }
 
+/// A slot's state word and the lock-free core of a slot's life, the same for every handle
+/// in every process: [`grab`](SlotState::grab) (FREE to WRITING, one reference),
+/// [`freeze`](SlotState::freeze) (WRITING to READY), [`take_ref`](SlotState::take_ref)
+/// (one more reference to a READY slot of a generation), [`release`](SlotState::release)
+/// and [`drop_dead`](SlotState::drop_dead) (references given back, the slot freed and its
+/// generation bumped at zero). Under `--cfg nerve_loom` the word is loom's (see
+/// `crate::loom`) and `loom_models` below run these against each other; the records,
+/// their locks and the mapping stay outside the model.
+#[repr(transparent)]
+pub(crate) struct SlotState(crate::loom::sync::atomic::AtomicU64);
+
+/// Why a reference to a slot was refused ([`SlotState::take_ref`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Freed since (and maybe reused): the slot is at generation `current`.
+    Stale { current: u32 },
+    /// Still being written.
+    Unpublished,
+    /// Its reference count is full.
+    TooManyReferences,
+}
+
+impl SlotState {
+    /// A free slot at generation 0 (the models; a pool's words start zeroed in its file).
+    #[cfg(all(test, nerve_loom))]
+    pub(crate) fn new() -> SlotState {
+        SlotState(crate::loom::sync::atomic::AtomicU64::new(0))
+    }
+
+    /// The word now: (generation, phase, references).
+    pub(crate) fn get(&self) -> (u32, u64, u64) {
+        // SYNC: SeqCst: a snapshot for counts and tests.
+        let s = self.0.load(Ordering::SeqCst);
+        (generation(s), phase(s), refs(s))
+    }
+
+    /// Takes the slot for writing if it is free: its generation, with one reference.
+    pub(crate) fn grab(&self) -> Option<u32> {
+        let cur = self.0.load(Ordering::Relaxed);
+        if phase(cur) != FREE || refs(cur) != 0 {
+            return None;
+        }
+        // SYNC: Acquire pairs with the Release of the last holder's drop (or the
+        // reaper's): their reads of the old tensor happen before our writes.
+        self.0
+            .compare_exchange(
+                cur,
+                pack(generation(cur), WRITING, 1),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .ok()
+            .map(|_| generation(cur))
+    }
+
+    /// Marks the slot (WRITING, at `generation_held`) readable.
+    pub(crate) fn freeze(&self, generation_held: u32) {
+        // SYNC: Release publishes the bytes written and the slot's metadata to every
+        // opener (their Acquire CAS in `take_ref`). Nothing else changes a WRITING
+        // slot but a reaper (which only reaches dead handles), so this succeeds on an
+        // intact file; on a damaged one the slot simply stays unopenable.
+        let _ = self
+            .0
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |cur| {
+                (generation(cur) == generation_held && phase(cur) == WRITING)
+                    .then(|| pack(generation_held, READY, refs(cur)))
+            });
+    }
+
+    /// One more reference to the READY slot of `generation_wanted`; a freed, reused or
+    /// unfrozen slot is refused and left alone.
+    pub(crate) fn take_ref(&self, generation_wanted: u32) -> Result<(), Refused> {
+        let mut cur = self.0.load(Ordering::Relaxed);
+        loop {
+            let stale = Refused::Stale {
+                current: generation(cur),
+            };
+            if generation(cur) != generation_wanted || (phase(cur) == READY && refs(cur) == 0) {
+                return Err(stale);
+            }
+            match phase(cur) {
+                READY => {}
+                WRITING => return Err(Refused::Unpublished),
+                _ => return Err(stale),
+            }
+            if refs(cur) == REFS {
+                return Err(Refused::TooManyReferences);
+            }
+            // SYNC: Acquire pairs with the Release of the writer's `freeze`: the data and
+            // the slot's metadata it wrote are visible from here. The CAS checks
+            // generation and phase, so a freed or reused slot is never counted.
+            match self
+                .0
+                .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(()),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Gives back one reference held at `generation_held`, freeing the slot at zero.
+    pub(crate) fn release(&self, generation_held: u32) {
+        // SYNC: Release: our reads and writes of the slot's bytes happen before the next
+        // allocation of it (its Acquire CAS in `grab`).
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |cur| {
+                // not ours any more (only a damaged file gets here): leave it alone
+                (generation(cur) == generation_held && refs(cur) > 0).then(|| drop_refs(cur, 1))
+            });
+    }
+
+    /// Gives back `n` references a dead handle held, freeing the slot at zero.
+    fn drop_dead(&self, n: u64) {
+        // SYNC: Release as in `release`: the dead holder is gone, the next allocation of
+        // a freed slot follows this.
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |cur| {
+                (refs(cur) > 0).then(|| drop_refs(cur, n))
+            });
+    }
+}
+
 /// Record states (as the doorbell's).
 const R_FREE: u32 = 0;
 const R_CLAIMED: u32 = 1;
@@ -83,7 +208,7 @@ const R_REAPING: u32 = 3;
 /// published by the Release of its freeze (openers compare their descriptor with them).
 #[repr(C, align(64))]
 struct SlotMeta {
-    state: AtomicU64,
+    state: SlotState,
     len: AtomicU64,
     /// `dtype code | ndim << 8`
     kind: AtomicU64,
@@ -92,6 +217,8 @@ struct SlotMeta {
 }
 
 const META: usize = std::mem::size_of::<SlotMeta>();
+// (under loom the state is loom's word, larger: no pool is made in the models)
+#[cfg(not(nerve_loom))]
 const _: () = assert!(META == 128 && HEADER.is_multiple_of(std::mem::align_of::<SlotMeta>()));
 
 /// Where everything lies in a pool file of `slots` slots of `slot_bytes` bytes:
@@ -518,7 +645,10 @@ impl TensorPool {
         self.inner
             .metas()
             .iter()
-            .filter(|m| m.state.load(Ordering::Relaxed) & (3 << PHASE_SHIFT | REFS) != 0)
+            .filter(|m| {
+                let (_, phase, refs) = m.state.get();
+                phase != FREE || refs != 0
+            })
             .count()
     }
 
@@ -663,52 +793,24 @@ impl TensorPool {
             )));
         }
         let meta = &p.metas()[slot];
-        let mut cur = meta.state.load(Ordering::Relaxed);
-        loop {
-            if generation(cur) != desc.generation || (phase(cur) == READY && refs(cur) == 0) {
-                return Err(TensorError::Stale {
+        meta.state
+            .take_ref(desc.generation)
+            .map_err(|refused| match refused {
+                Refused::Stale { current } => TensorError::Stale {
                     pool: pool(),
                     slot: desc.slot,
                     generation: desc.generation,
-                    current: generation(cur),
-                });
-            }
-            match phase(cur) {
-                READY => {}
-                WRITING => {
-                    return Err(TensorError::Unpublished {
-                        pool: pool(),
-                        slot: desc.slot,
-                    })
-                }
-                _ => {
-                    return Err(TensorError::Stale {
-                        pool: pool(),
-                        slot: desc.slot,
-                        generation: desc.generation,
-                        current: generation(cur),
-                    })
-                }
-            }
-            if refs(cur) == REFS {
-                return Err(TensorError::TooManyReferences {
+                    current,
+                },
+                Refused::Unpublished => TensorError::Unpublished {
                     pool: pool(),
                     slot: desc.slot,
-                });
-            }
-            // SYNC: Acquire pairs with the Release of the writer's `freeze`: the data and
-            // the slot's metadata it wrote are visible from here. The CAS checks
-            // generation and phase, so a freed or reused slot is never counted.
-            match meta.state.compare_exchange_weak(
-                cur,
-                cur + 1,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(now) => cur = now,
-            }
-        }
+                },
+                Refused::TooManyReferences => TensorError::TooManyReferences {
+                    pool: pool(),
+                    slot: desc.slot,
+                },
+            })?;
         // SYNC: record after the shared count (see `alloc`).
         p.counts(p.record)[slot].fetch_add(1, Ordering::Relaxed);
         let held = Held {
@@ -867,23 +969,9 @@ impl PoolInner {
         let start = self.next.load(Ordering::Relaxed);
         let metas = self.metas();
         (0..n).map(|i| (start + i) % n).find_map(|s| {
-            let state = &metas[s].state;
-            let cur = state.load(Ordering::Relaxed);
-            if phase(cur) != FREE || refs(cur) != 0 {
-                return None;
-            }
-            // SYNC: Acquire pairs with the Release of the last holder's drop (or the
-            // reaper's): their reads of the old tensor happen before our writes.
-            state
-                .compare_exchange(
-                    cur,
-                    pack(generation(cur), WRITING, 1),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .ok()?;
+            let generation = metas[s].state.grab()?;
             self.next.store(s + 1, Ordering::Relaxed);
-            Some((s, generation(cur)))
+            Some((s, generation))
         })
     }
 
@@ -899,29 +987,12 @@ impl PoolInner {
             Ordering::Relaxed,
             |c| c.checked_sub(1),
         );
-        // SYNC: Release: our reads and writes of the slot's bytes happen before the next
-        // allocation of it (its Acquire CAS in `grab`).
-        let _ = self.metas()[slot]
-            .state
-            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |cur| {
-                // not ours any more (only a damaged file gets here): leave it alone
-                (generation(cur) == generation_held && refs(cur) > 0).then(|| drop_refs(cur, 1))
-            });
+        self.metas()[slot].state.release(generation_held);
     }
 
     /// Marks `slot` (WRITING, ours) readable.
     pub(crate) fn freeze(&self, slot: usize, generation_held: u32) {
-        // SYNC: Release publishes the bytes written and the slot's metadata to every
-        // opener (their Acquire CAS in `open_tensor`). Nothing else changes a WRITING
-        // slot but a reaper (which only reaches dead handles), so this succeeds on an
-        // intact file; on a damaged one the slot simply stays unopenable.
-        let _ =
-            self.metas()[slot]
-                .state
-                .fetch_update(Ordering::Release, Ordering::Relaxed, |cur| {
-                    (generation(cur) == generation_held && phase(cur) == WRITING)
-                        .then(|| pack(generation_held, READY, refs(cur)))
-                });
+        self.metas()[slot].state.freeze(generation_held);
     }
 
     /// Finds records of handles that died (their lock is free) and subtracts what they
@@ -959,13 +1030,7 @@ impl PoolInner {
                 if n == 0 {
                     continue;
                 }
-                // SYNC: Release as in `release`: the dead holder is gone, the next
-                // allocation of a freed slot follows this.
-                let _ = self.metas()[slot].state.fetch_update(
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                    |cur| (refs(cur) > 0).then(|| drop_refs(cur, u64::from(n))),
-                );
+                self.metas()[slot].state.drop_dead(u64::from(n));
             }
             // SYNC: Release publishes the zeroed counts to the next owner. FREE before the
             // unlock: a claimer then waits for the lock.
@@ -1032,8 +1097,7 @@ impl PoolInner {
 
     #[cfg(test)]
     pub(crate) fn state_of(&self, slot: usize) -> (u32, u64, u64) {
-        let s = self.metas()[slot].state.load(Ordering::SeqCst);
-        (generation(s), phase(s), refs(s))
+        self.metas()[slot].state.get()
     }
 
     #[cfg(test)]
@@ -1063,5 +1127,119 @@ impl Drop for PoolInner {
             let _ = OfdLock::release(&self.fd, RECORD_LOCK + self.record as u64);
         }
         // then `map` unmaps and closing `fd` drops any lock left
+    }
+}
+
+/// Loom models of a slot's state word: the real [`SlotState`] calls of a writer (grab,
+/// write, freeze, release), of a handle in another thread opening the tensor from its
+/// generation alone and giving it back, and of the next allocation, under every
+/// interleaving up to loom's preemption bound. The slot's bytes are a loom cell, so a
+/// write that is not ordered after every read of the previous tensor (a slot handed out
+/// while still held) fails the model, as does a read not ordered after the write. Run
+/// by `scripts/concurrency`.
+#[cfg(all(test, nerve_loom))]
+mod loom_models {
+    use super::*;
+    use crate::loom::sync::atomic::AtomicU32;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// Generation + 1 of a frozen tensor, 0 before: the descriptor as another process
+    /// would get it, with no ordering of its own (the slot's word alone must carry the
+    /// data).
+    const NONE: u32 = 0;
+
+    #[test]
+    fn a_slot_is_never_handed_out_while_held_and_freed_exactly_once() {
+        loom::model(|| {
+            let state = Arc::new(SlotState::new());
+            let data = Arc::new(UnsafeCell::new(0u64));
+            let descriptor = Arc::new(AtomicU32::new(NONE));
+            let opener = {
+                let (state, data, descriptor) = (state.clone(), data.clone(), descriptor.clone());
+                thread::spawn(move || loop {
+                    // SYNC: Relaxed: a descriptor carries no ordering
+                    let g = descriptor.load(Ordering::Relaxed);
+                    if g == NONE {
+                        thread::yield_now();
+                        continue;
+                    }
+                    match state.take_ref(g - 1) {
+                        Ok(()) => {
+                            // SAFETY: READY and counted: nobody writes it
+                            assert_eq!(data.with(|d| unsafe { *d }), 7, "the frozen data");
+                            state.release(g - 1);
+                            return true;
+                        }
+                        // the descriptor came before the freeze (or the allocation)
+                        // became visible here (a real one travels by a topic, which
+                        // orders it after them)
+                        Err(Refused::Unpublished) => thread::yield_now(),
+                        Err(Refused::Stale { current }) if current + 1 == g => thread::yield_now(),
+                        // freed since: a stale descriptor, refused
+                        Err(Refused::Stale { current }) => {
+                            assert_eq!(current, g, "freed once: generation bumped by one");
+                            return false;
+                        }
+                        Err(e) => panic!("{e:?}"),
+                    }
+                })
+            };
+            // the writer, while the opener already waits for a descriptor
+            let generation = state.grab().expect("a free slot");
+            // SAFETY: WRITING and ours alone
+            data.with_mut(|d| unsafe { *d = 7 });
+            state.freeze(generation);
+            // SYNC: Relaxed, see `descriptor`
+            descriptor.store(generation + 1, Ordering::Relaxed);
+            // the writer's tensor dropped: the slot is free once the opener gave its back
+            state.release(generation);
+            // the next allocation waits for that
+            let next = loop {
+                if let Some(g) = state.grab() {
+                    break g;
+                }
+                thread::yield_now();
+            };
+            assert_eq!(next, generation + 1, "freed exactly once");
+            // SAFETY: WRITING and ours alone (loom fails the model if a read of
+            // the previous tensor is not ordered before this write)
+            data.with_mut(|d| unsafe { *d = 9 });
+            opener.join().expect("opener");
+            assert_eq!(state.get(), (generation + 1, WRITING, 1));
+        });
+    }
+
+    #[test]
+    fn concurrent_releases_free_a_slot_exactly_once() {
+        loom::model(|| {
+            // a frozen tensor with three references (the writer's and two openers')
+            let state = Arc::new(SlotState::new());
+            let generation = state.grab().expect("a free slot");
+            state.freeze(generation);
+            state.take_ref(generation).expect("open");
+            state.take_ref(generation).expect("open");
+            let releasers: Vec<_> = (0..2)
+                .map(|_| {
+                    let state = state.clone();
+                    thread::spawn(move || state.release(generation))
+                })
+                .collect();
+            state.release(generation);
+            releasers
+                .into_iter()
+                .for_each(|r| r.join().expect("releaser"));
+            assert_eq!(state.get(), (generation + 1, FREE, 0), "freed once");
+            // a stale descriptor is refused from now on, and the slot is handed out once
+            assert_eq!(
+                state.take_ref(generation),
+                Err(Refused::Stale {
+                    current: generation + 1
+                })
+            );
+            assert_eq!(state.grab(), Some(generation + 1));
+            assert_eq!(state.grab(), None);
+        });
     }
 }

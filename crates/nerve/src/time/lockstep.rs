@@ -26,10 +26,12 @@
 
 use super::SimWords;
 use crate::sys::files::{check_owner, Mapping};
-use crate::sys::futex::{futex_wait, futex_wake};
+// Under `--cfg nerve_loom` the segment's words are loom's atomics and the futex is the
+// model's (see `crate::loom`), so `loom_models` below run the real count of work owed.
+use crate::loom::futex::{futex_wait, futex_wake};
+use crate::loom::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -148,6 +150,59 @@ struct Segment {
 }
 
 const SIZE: usize = std::mem::size_of::<Segment>();
+
+/// The count of work owed (the header's `pending` futex word and its `underflows`) and
+/// the lock-free core of the handshake over it: publishers [`owe`](Owed::owe) before the
+/// sample they cover is visible, executors call [`done`](Owed::done) once the callbacks
+/// returned, and the player [`waits`](Owed::quiet_or_sleep) for zero. The segment's
+/// mapping, the signals and the checks of dead participants stay outside the loom models
+/// (`loom_models` below), which run these on words of their own.
+#[derive(Clone, Copy)]
+struct Owed<'a> {
+    pending: &'a AtomicU32,
+    underflows: &'a AtomicU32,
+}
+
+impl Owed<'_> {
+    /// Adds `n` to the work owed.
+    #[inline]
+    fn owe(self, n: u32) {
+        if n > 0 {
+            // SYNC: SeqCst: the addition precedes (in the single order of SeqCst
+            // operations) the release of the sample that it covers.
+            self.pending.fetch_add(n, Ordering::SeqCst);
+        }
+    }
+
+    /// Subtracts `n` of the work owed; wakes the player when nothing is left.
+    #[inline]
+    fn done(self, n: u32) {
+        if n == 0 {
+            return;
+        }
+        // SYNC: SeqCst: everything the finished callbacks published was added before.
+        let before = self.pending.fetch_sub(n, Ordering::SeqCst);
+        if before < n {
+            // more came back than was owed: put the count back to 0, note it
+            self.pending.fetch_add(n - before, Ordering::SeqCst);
+            self.underflows.fetch_add(1, Ordering::Relaxed);
+        }
+        if before <= n {
+            futex_wake(self.pending);
+        }
+    }
+
+    /// Whether nothing is owed; if something is, sleeps first until a [`done`](Owed::done)
+    /// reaches zero or `sleep` passes (a timeout, not a result: the caller looks again).
+    fn quiet_or_sleep(self, sleep: Duration) -> bool {
+        let seen = self.pending.load(Ordering::SeqCst);
+        if seen == 0 {
+            return true;
+        }
+        futex_wait(self.pending, seen, sleep);
+        self.pending.load(Ordering::SeqCst) == 0
+    }
+}
 
 /// A mapped lockstep segment (player or participant).
 pub struct Lockstep {
@@ -299,33 +354,25 @@ impl Lockstep {
         })
     }
 
+    /// The count of work owed.
+    fn owed(&self) -> Owed<'_> {
+        let h = &self.seg().header;
+        Owed {
+            pending: &h.pending,
+            underflows: &h.underflows,
+        }
+    }
+
     /// Adds `n` to the work owed.
     #[inline]
     pub(crate) fn owe(&self, n: u32) {
-        if n > 0 {
-            // SYNC: SeqCst: the addition precedes (in the single order of SeqCst
-            // operations) the release of the sample that it covers.
-            self.seg().header.pending.fetch_add(n, Ordering::SeqCst);
-        }
+        self.owed().owe(n);
     }
 
     /// Subtracts `n` of the work owed; wakes the player when nothing is left.
     #[inline]
     pub(crate) fn done(&self, n: u32) {
-        if n == 0 {
-            return;
-        }
-        let h = &self.seg().header;
-        // SYNC: SeqCst: everything the finished callbacks published was added before.
-        let before = h.pending.fetch_sub(n, Ordering::SeqCst);
-        if before < n {
-            // more came back than was owed: put the count back to 0, note it
-            h.pending.fetch_add(n - before, Ordering::SeqCst);
-            h.underflows.fetch_add(1, Ordering::Relaxed);
-        }
-        if before <= n {
-            futex_wake(&h.pending);
-        }
+        self.owed().done(n);
     }
 
     /// Work owed now.
@@ -449,7 +496,8 @@ impl Lockstep {
         timeout: Duration,
         check: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<(), LockstepError> {
-        let word = &self.seg().header.pending;
+        let owed = self.owed();
+        let word = owed.pending;
         // a short spin first: most steps end within microseconds
         for _ in 0..200 {
             if word.load(Ordering::SeqCst) == 0 {
@@ -459,12 +507,7 @@ impl Lockstep {
         }
         let start = crate::sys::clock::mono_ns();
         loop {
-            let seen = word.load(Ordering::SeqCst);
-            if seen == 0 {
-                return Ok(());
-            }
-            futex_wait(word, seen, Duration::from_millis(50));
-            if word.load(Ordering::SeqCst) == 0 {
+            if owed.quiet_or_sleep(Duration::from_millis(50)) {
                 return Ok(());
             }
             let waited = Duration::from_nanos(crate::sys::clock::mono_ns() - start);
@@ -665,5 +708,94 @@ mod tests {
             Lockstep::join(domain),
             Err(LockstepError::NoReplay { .. })
         ));
+    }
+}
+
+/// Loom models of the count of work owed: a player's message sets off a callback that
+/// publishes to a second receiver; the player, waiting for zero with the real
+/// [`Owed::quiet_or_sleep`], must wake (the futex model has no timeout: a lost wake-up is
+/// a deadlock loom reports) and then see what both callbacks did. Run by
+/// `scripts/concurrency`.
+#[cfg(all(test, nerve_loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// The words of a segment's count, a topic queue per receiver, and what each
+    /// callback did (stored Relaxed: only the count may order them for the player).
+    struct World {
+        pending: AtomicU32,
+        underflows: AtomicU32,
+        queues: [AtomicU32; 2],
+        handled: [AtomicU32; 2],
+    }
+
+    impl World {
+        fn new() -> World {
+            let word = || AtomicU32::new(0);
+            World {
+                pending: word(),
+                underflows: word(),
+                queues: [word(), word()],
+                handled: [word(), word()],
+            }
+        }
+
+        fn owed(&self) -> Owed<'_> {
+            Owed {
+                pending: &self.pending,
+                underflows: &self.underflows,
+            }
+        }
+
+        /// A publisher's send to receiver `i`'s topic: owe, then make it visible.
+        fn send(&self, i: usize) {
+            self.owed().owe(1);
+            // SYNC: Release, as a queue's publishing store
+            self.queues[i].store(1, Ordering::Release);
+            futex_wake(&self.queues[i]);
+        }
+
+        /// Receiver `i`'s executor: takes its sample, runs `callback`, gives it back.
+        fn receive(&self, i: usize, callback: impl FnOnce()) {
+            // SYNC: Acquire, as a queue's take; the executor sleeps until the send's
+            // wake (no spinning: loom bounds its branches)
+            while self.queues[i].load(Ordering::Acquire) == 0 {
+                futex_wait(&self.queues[i], 0, Duration::MAX);
+            }
+            callback();
+            // SYNC: Relaxed: only the count orders this for the player
+            self.handled[i].store(1, Ordering::Relaxed);
+            self.owed().done(1);
+        }
+    }
+
+    #[test]
+    fn the_player_wakes_once_every_callback_set_off_returned() {
+        loom::model(|| {
+            let world = Arc::new(World::new());
+            // receiver 0's callback publishes to receiver 1
+            let first = {
+                let world = world.clone();
+                thread::spawn(move || world.receive(0, || world.send(1)))
+            };
+            let second = {
+                let world = world.clone();
+                thread::spawn(move || world.receive(1, || {}))
+            };
+            world.send(0);
+            while !world.owed().quiet_or_sleep(Duration::MAX) {}
+            // SYNC: Relaxed: the count reaching zero ordered them
+            let handled = [0, 1].map(|i| world.handled[i].load(Ordering::Relaxed));
+            assert_eq!(
+                handled,
+                [1, 1],
+                "the player woke before a callback returned"
+            );
+            assert_eq!(world.underflows.load(Ordering::Relaxed), 0);
+            first.join().expect("first receiver");
+            second.join().expect("second receiver");
+        });
     }
 }

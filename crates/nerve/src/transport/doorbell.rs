@@ -32,17 +32,13 @@ use std::time::Duration;
 
 // Under `--cfg nerve_loom` the words of the wake-up handshake (a slot's sequence, waiter
 // count and flag) are loom's atomics, the futex is loom's condition variable and both
-// fences are loom's SeqCst fences, so the models (`loom_models` below,
-// `scripts/concurrency`) run the real `ring`, `register` and `wait`. Only they run in
-// such a build: a slot in the shared file cannot hold loom's atomics.
-#[cfg(not(nerve_loom))]
-use crate::sys::futex::{futex_wait, futex_wake};
-#[cfg(nerve_loom)]
-use loom::sync::atomic::AtomicU32 as HandshakeWord;
-#[cfg(nerve_loom)]
-use model_futex::{futex_wait, futex_wake};
-#[cfg(not(nerve_loom))]
-use std::sync::atomic::AtomicU32 as HandshakeWord;
+// sides of `membarrier` are loom's SeqCst fences (see `crate::loom`), so the models
+// (`loom_models` below, `scripts/concurrency`) run the real `ring`, `register` and
+// `wait`. Only they run in such a build: a slot in the shared file cannot hold loom's
+// atomics.
+use crate::loom::futex::{futex_wait, futex_wake};
+use crate::loom::membarrier;
+use crate::loom::sync::atomic::{fence, AtomicU32 as HandshakeWord};
 
 /// Number of slots: the most keys (topics, services, clients) bound at once in a domain.
 pub(crate) const SLOTS: usize = 4096;
@@ -645,43 +641,28 @@ impl Deref for SlotRef {
 /// `Slot::ring`), so either a publisher sees this waiter or this waiter sees the sample.
 /// Where every slot waited on is fenced (`all_fenced`), their ringers fence fully and a
 /// full fence here pairs with theirs.
-#[cfg(not(nerve_loom))]
 pub(crate) fn fence_for_waiters(all_fenced: bool) {
     if all_fenced {
         // SYNC: pairs with the full fence of every ringer of a fenced slot (`Slot::ring`).
-        std::sync::atomic::fence(Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         return;
     }
-    if !crate::sys::membarrier::heavy() {
+    if !membarrier::heavy() {
         // SYNC: Relaxed: a flag that only shortens sleeps.
         UNFENCED.store(true, Ordering::Relaxed);
     }
 }
 
-/// The model of the heavy fence: a SeqCst fence (what `membarrier` makes of the two
-/// sides together).
-#[cfg(nerve_loom)]
-pub(crate) fn fence_for_waiters(_all_fenced: bool) {
-    loom::sync::atomic::fence(Ordering::SeqCst);
-}
-
 /// The publisher's side of the handshake: a full fence on a fenced slot, else a compiler
 /// fence in a process registered for `membarrier` (and a full fence elsewhere).
-#[cfg(not(nerve_loom))]
 #[inline]
 fn fence_for_ringers(fenced: bool) {
     if fenced {
         // SYNC: pairs with the waiter's full fence on a fenced slot (`fence_for_waiters`).
-        std::sync::atomic::fence(Ordering::SeqCst);
+        fence(Ordering::SeqCst);
     } else {
-        crate::sys::membarrier::light();
+        membarrier::light();
     }
-}
-
-/// The model of the light fence: a SeqCst fence (see [`fence_for_waiters`]).
-#[cfg(nerve_loom)]
-fn fence_for_ringers(_fenced: bool) {
-    loom::sync::atomic::fence(Ordering::SeqCst);
 }
 
 /// Set once a waiter's heavy fence failed: from then on sleeps are capped (see
@@ -804,10 +785,10 @@ impl Slot {
     }
 
     /// (Under loom the word is loom's: waits on several slots go through
-    /// `model_futex::wait_any` in the models.)
+    /// `crate::loom::futex::wait_any` in the models.)
     #[cfg(nerve_loom)]
     pub(crate) fn word(&self) -> &AtomicU32 {
-        unreachable!("loom models wait on several slots through model_futex::wait_any")
+        unreachable!("loom models wait on several slots through crate::loom::futex::wait_any")
     }
 
     /// Sleeps while the sequence still equals `seen`, at most `timeout`; returns at once
@@ -829,49 +810,6 @@ impl Slot {
     }
 }
 
-/// The futex as the loom models see it: one lock and condition variable for every word
-/// (a model's kernel). A wait sleeps only while every word it watches still holds the
-/// value seen, checked under the lock a wake takes after its bump, so no wake-up between
-/// the check and the sleep is lost; a wait has no timeout, so a wake-up the protocol
-/// loses leaves the waiter asleep for good, which loom reports as a deadlock.
-#[cfg(nerve_loom)]
-mod model_futex {
-    use super::HandshakeWord;
-    use loom::sync::{Condvar, Mutex};
-    use std::sync::atomic::Ordering;
-    use std::time::Duration;
-
-    loom::lazy_static! {
-        static ref KERNEL: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
-    }
-
-    /// Sleeps while `word` holds `seen` (the timeout is not modelled).
-    pub(super) fn futex_wait(word: &HandshakeWord, seen: u32, _timeout: Duration) {
-        wait_any(&[(word, seen)]);
-    }
-
-    /// Sleeps while every word holds the value paired with it (`futex_waitv`).
-    pub(super) fn wait_any(words: &[(&HandshakeWord, u32)]) {
-        let (lock, wakeups) = &*KERNEL;
-        let held = lock.lock().unwrap_or_else(|e| e.into_inner());
-        // SYNC: Relaxed under the lock: a wake takes the lock after its bump.
-        if words
-            .iter()
-            .all(|(w, seen)| w.load(Ordering::Relaxed) == *seen)
-        {
-            drop(wakeups.wait(held).unwrap_or_else(|e| e.into_inner()));
-        }
-    }
-
-    /// Wakes every sleeper (the models have few; a real wake may wake fewer, which the
-    /// waiters' loops absorb).
-    pub(super) fn futex_wake(_word: &HandshakeWord) {
-        let (lock, wakeups) = &*KERNEL;
-        let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
-        wakeups.notify_all();
-    }
-}
-
 /// Loom models of the wake-up handshake: a waiter must never sleep through the ring of a
 /// sample it has not seen, whatever rings of other keys sharing its slot clear the flag
 /// in between. Each runs the real `register`/`announce`, `is_armed`, `wait` and `ring`;
@@ -880,8 +818,8 @@ mod model_futex {
 /// `scripts/concurrency`.
 #[cfg(all(test, nerve_loom))]
 mod loom_models {
-    use super::model_futex::wait_any;
     use super::*;
+    use crate::loom::futex::wait_any;
     use loom::sync::atomic::AtomicU32 as Queue;
     use loom::sync::Arc;
     use loom::thread;

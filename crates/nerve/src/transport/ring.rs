@@ -35,15 +35,11 @@
 use crate::message::header::SampleHeader;
 use crate::sys::files::{Mapping, OfdLock};
 use std::cell::Cell;
+// Under `--cfg nerve_loom` the ring's words are loom's atomics (see `crate::loom`), so
+// its models (`loom_models` below, `scripts/concurrency`) explore every interleaving the
+// memory model allows of the real `push` and `pop` on a heap ring.
+use crate::loom::sync::atomic::{fence, AtomicU64, Ordering};
 use std::os::fd::OwnedFd;
-// Under `--cfg nerve_loom` the ring's words are loom's atomics, so its models
-// (`loom_models` below, `scripts/concurrency`) explore every interleaving the memory
-// model allows of the real `push` and `pop` on a heap ring.
-#[cfg(nerve_loom)]
-use loom::sync::atomic::{fence, AtomicU64};
-use std::sync::atomic::Ordering;
-#[cfg(not(nerve_loom))]
-use std::sync::atomic::{fence, AtomicU32, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -184,18 +180,23 @@ impl InlineRing {
             payload_bytes,
             readers: 1,
         };
+        let ring = InlineRing::heap(layout, back_pressure, template);
+        // SYNC: Relaxed: nobody else sees the ring yet.
+        ring.state(0).store(ACTIVE, Ordering::Relaxed);
+        ring
+    }
+
+    /// A ring of `layout` on the heap with every word zero (every reader entry free).
+    pub(crate) fn heap(layout: Layout, back_pressure: bool, template: SampleHeader) -> InlineRing {
         let lines = (0..layout.words().div_ceil(LINE_WORDS))
             .map(|_| Line::default())
             .collect();
-        let ring = InlineRing {
+        InlineRing {
             mem: Memory::Heap(lines),
             layout,
             back_pressure,
             template,
-        };
-        // SYNC: Relaxed: nobody else sees the ring yet.
-        ring.state(0).store(ACTIVE, Ordering::Relaxed);
-        ring
+        }
     }
 
     /// A ring in `mem` (a shared mapping of at least `layout.words()` words whose header
@@ -246,7 +247,8 @@ impl InlineRing {
     /// The 32-bit half `half` (0 or 1) of word `i`, for a futex. Such words are only ever
     /// accessed as 32-bit atomics.
     #[cfg(not(nerve_loom))]
-    fn futex_word(&self, i: usize, half: usize) -> &AtomicU32 {
+    fn futex_word(&self, i: usize, half: usize) -> &crate::loom::sync::atomic::AtomicU32 {
+        use crate::loom::sync::atomic::AtomicU32;
         let w: &AtomicU64 = self.word(i);
         // SAFETY: an AtomicU64 is 8 bytes, 8-aligned, so both 4-byte halves are in bounds
         // and 4-aligned; the halves of the wait area's word are accessed only as
@@ -591,7 +593,7 @@ impl RingWriter {
             if pos < limit {
                 return true;
             }
-            loom::thread::yield_now();
+            crate::loom::thread::yield_now();
         }
     }
 
@@ -731,7 +733,7 @@ impl RingReader {
         };
         // see `InlineRing::reserve_for`
         let _claims = ring.claim_lock()?;
-        let take = |i: usize| match OfdLock::try_take(fd, reader_lock_byte(i)) {
+        let lock = |i: usize| match OfdLock::try_take(fd, reader_lock_byte(i)) {
             Ok(Some(lock)) => {
                 // released by `Drop` (or by the kernel when the process dies)
                 std::mem::forget(lock);
@@ -739,19 +741,46 @@ impl RingReader {
             }
             _ => false,
         };
-        let reader = |entry: usize, pos: u64| RingReader {
+        let unlock = |i: usize| {
+            let _ = OfdLock::release(fd, reader_lock_byte(i));
+        };
+        if let Some(reader) = RingReader::take_reservation(&ring, id, depth, lock, unlock) {
+            return Ok(Some(reader));
+        }
+        Ok(ring
+            .claim(id, start, depth, ACTIVE, Some(fd))
+            .map(|claimed| RingReader::at(ring.clone(), claimed, depth, start)))
+    }
+
+    /// The reader of entry `entry` with depth `depth` (at most the capacity), at `pos`.
+    fn at(ring: Arc<InlineRing>, entry: usize, depth: u64, pos: u64) -> RingReader {
+        RingReader {
             entry,
             depth,
             pos: Cell::new(pos),
             index: Cell::new(pos % ring.layout.capacity),
-            ring: ring.clone(),
-        };
+            ring,
+        }
+    }
+
+    /// The lock-free core of [`register`](RingReader::register) (the loom models run it
+    /// on a heap ring): takes the entry the writer reserved for subscriber `id`, reading
+    /// from where the reservation began. `lock(i)` takes entry `i`'s lock for this
+    /// process (false: held by another), `unlock(i)` gives it back when the exchange is
+    /// lost. `None` if no entry is reserved for `id`.
+    pub(crate) fn take_reservation(
+        ring: &Arc<InlineRing>,
+        id: u64,
+        depth: u64,
+        mut lock: impl FnMut(usize) -> bool,
+        mut unlock: impl FnMut(usize),
+    ) -> Option<RingReader> {
         for i in 0..ring.layout.readers {
             let e = ring.layout.reader(i);
             // SYNC: Acquire pairs with the writer's Release of the reservation.
             if ring.state(i).load(Ordering::Acquire) != RESERVED
                 || ring.word(e + E_ID).load(Ordering::Relaxed) != id
-                || !take(i)
+                || !lock(i)
             {
                 continue;
             }
@@ -766,13 +795,11 @@ impl RingReader {
                 .is_ok()
             {
                 let tail = ring.word(e + E_TAIL).load(Ordering::Relaxed);
-                return Ok(Some(reader(i, tail)));
+                return Some(RingReader::at(ring.clone(), i, depth, tail));
             }
-            let _ = OfdLock::release(fd, reader_lock_byte(i));
+            unlock(i);
         }
-        Ok(ring
-            .claim(id, start, depth, ACTIVE, Some(fd))
-            .map(|claimed| reader(claimed, start)))
+        None
     }
 
     /// The ring read.

@@ -475,3 +475,76 @@ mod tests {
         assert_eq!(r.active_readers(), 0);
     }
 }
+
+/// Loom models of what a shared ring adds to the inline ring's protocol (whose `push` and
+/// `pop` `transport::ring::loom_models` check): the reader entries. The writer reserves an
+/// entry for a subscriber it learnt of (the real `reserve_for` and `claim`) and keeps
+/// writing under back-pressure for it, while the subscriber takes the reservation (the
+/// real core of `RingReader::register`) and reads. On a heap ring: the file, the claim
+/// lock and the entries' locks (open-file-description locks, so the reclaim of dead
+/// readers' entries too) stay outside the model; the tests above run them. Run by
+/// `scripts/concurrency`.
+#[cfg(all(test, nerve_loom))]
+mod loom_models {
+    use super::*;
+    use crate::transport::ring::{RingReader, RingWriter, SlotHead};
+    use std::sync::Arc;
+
+    /// The subscriber's id.
+    const ID: u64 = 42;
+
+    fn head(seq: u64) -> SlotHead {
+        SlotHead {
+            seq,
+            mono_ns: seq,
+            wall_ns: 0,
+            len: 8,
+        }
+    }
+
+    #[test]
+    fn a_reserved_subscriber_gets_every_sample_from_its_reservation_on() {
+        loom::model(|| {
+            let layout = Layout {
+                capacity: 2,
+                payload_bytes: 8,
+                readers: 1,
+            };
+            let ring = Arc::new(InlineRing::heap(layout, true, SampleHeader::default()));
+            let writer = {
+                let ring = ring.clone();
+                loom::thread::spawn(move || {
+                    let w = RingWriter::new(ring.clone());
+                    // before anyone subscribed: nobody is owed it
+                    assert!(w.push(head(1), &1u64.to_ne_bytes(), u64::MAX));
+                    // the subscriber appears (its depth: the whole ring)
+                    assert_eq!(ring.reserve_for(&[(ID, 2)], w.head()), Some(1));
+                    // one more than the ring holds: back-pressure waits for the reader
+                    for seq in 2..=4u64 {
+                        assert!(w.push(head(seq), &seq.to_ne_bytes(), u64::MAX));
+                    }
+                })
+            };
+            // the subscriber finds the ring and takes its reservation
+            let reader = loop {
+                match RingReader::take_reservation(&ring, ID, 2, |_| true, |_| {}) {
+                    Some(r) => break r,
+                    None => loom::thread::yield_now(),
+                }
+            };
+            let mut out = [0u64; 1];
+            let mut last = 1;
+            while last < 4 {
+                match reader.pop(&mut out) {
+                    Some(h) => {
+                        assert_eq!(h.seq, last + 1, "every sample from the reservation on");
+                        assert_eq!(out[0], h.seq, "a whole sample");
+                        last = h.seq;
+                    }
+                    None => loom::thread::yield_now(),
+                }
+            }
+            writer.join().expect("writer");
+        });
+    }
+}
