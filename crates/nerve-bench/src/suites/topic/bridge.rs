@@ -241,11 +241,15 @@ pub fn measure(
 fn start_bridge(venv: &Path, domain: u32) -> Result<Child, PeerError> {
     let exe = std::env::current_exe().map_err(|e| PeerError::setup(WHAT, e))?;
     let share = venv.join("share");
+    // Imu is measured converted to nerve_msgs::Imu, a lossy form (no frame id) the bridge
+    // makes only when asked; without it the Imu would cross as its CDR
     let args = vec![
         "bridge".to_string(),
         "ros2".to_string(),
         "--types".to_string(),
         share.display().to_string(),
+        "--lossy".to_string(),
+        "nerve_msgs/Imu".to_string(),
     ];
     // the domains from the environment, as the ROS 2 tests start it
     let env = [
