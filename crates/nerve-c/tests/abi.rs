@@ -66,6 +66,7 @@ fn take(s: nerve_subscriber_t, timeout_ns: i64) -> Option<(nerve_sample_t, nerve
     let mut view = std::mem::MaybeUninit::<nerve_sample_view_t>::zeroed();
     // SAFETY: valid out-pointers.
     match unsafe { nerve_subscriber_take(s, timeout_ns, &mut sample, view.as_mut_ptr()) } {
+        // SAFETY: NERVE_OK means the call wrote the view.
         nerve_status_t::NERVE_OK => Some((sample, unsafe { view.assume_init() })),
         nerve_status_t::NERVE_NOTHING => None,
         other => panic!("{other:?}: {}", last_error()),
@@ -301,11 +302,10 @@ fn executor_callbacks_failures_and_services() {
         }
     }
     ok(got);
-    // SAFETY: a reply's view points to its Int payload until released.
-    assert_eq!(
-        unsafe { (*view.assume_init().data.cast::<srv::Int>()).value },
-        5
-    );
+    // SAFETY: the take succeeded, so it wrote the view, whose data points to the
+    // reply's Int payload until released.
+    let value = unsafe { (*view.assume_init().data.cast::<srv::Int>()).value };
+    assert_eq!(value, 5);
     ok(nerve_reply_release(reply));
     // the server callback's failure reaches the caller with its message
     let bad = srv::TwoInts { a: 0, b: 3 };
