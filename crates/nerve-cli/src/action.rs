@@ -1,14 +1,12 @@
 //! `nerve action …`: list actions, inspect their goals, send a goal and watch it.
 
+use crate::failure::{usage, CmdResult, Failure};
 use crate::output::{self, Format, FormatArg};
-use crate::types::{from_json, to_json};
-use crate::{usage, CmdResult, Failure};
+use crate::types::{from_json, message_json, Built};
 use clap::Subcommand;
 use nerve::action::{names, Action, ActionClient, ActionError, StatusList};
 use nerve::message::Serde;
-use nerve::Message;
 use nerve_msgs::action::{EchoAction, Fibonacci};
-use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -74,24 +72,6 @@ fn print(v: &Value, format: Format) -> std::io::Result<()> {
     }
 }
 
-/// A message head and its elements as JSON (as `topic echo` prints them).
-fn message_json<M: Message + Serialize>(head: &M, elems: &[M::Elem]) -> Value
-where
-    M::Elem: Serialize,
-{
-    let mut v = to_json::<M>(nerve::message::as_bytes(head), 0);
-    if std::mem::size_of::<M::Elem>() > 0 {
-        let shown: Vec<Value> = elems
-            .iter()
-            .take(crate::types::MAX_SHOWN_ELEMS)
-            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
-            .collect();
-        v["elems_len"] = json!(elems.len());
-        v["elems"] = Value::Array(shown);
-    }
-    v
-}
-
 fn send<A: Action>(
     node: &nerve::Node,
     name: &str,
@@ -101,14 +81,12 @@ fn send<A: Action>(
     format: Format,
 ) -> CmdResult
 where
-    A::Goal: Serialize + DeserializeOwned + Default,
-    <A::Goal as Message>::Elem: DeserializeOwned,
-    A::Feedback: Serialize,
-    <A::Feedback as Message>::Elem: Serialize,
-    A::Result: Serialize,
-    <A::Result as Message>::Elem: Serialize,
+    A::Goal: Default,
 {
-    let (head, elems) = from_json::<A::Goal>(goal).map_err(usage)?;
+    let Built { head, elems, zero } = from_json::<A::Goal>(goal).map_err(usage)?;
+    if !zero.is_empty() {
+        eprintln!("note: goal fields not given are zero: {}", zero.join(", "));
+    }
     let client = ActionClient::<A>::create(node, name).map_err(|e| match e {
         ActionError::Service(nerve::ServiceError::Name(_))
         | ActionError::Topic(nerve::TopicError::Name(_)) => usage(e.to_string()),

@@ -1,11 +1,12 @@
 //! `nerve topic …`: list, info, echo, hz, bw, pub.
 
+use crate::failure::{usage, CmdResult, Failure};
 use crate::output::{self, Format};
 use crate::remote;
 use crate::types::{self, PubOptions};
-use crate::{usage, CmdResult, Failure};
 use clap::{Args, Subcommand, ValueEnum};
 use nerve::introspect::{self, TopicInfo};
+use nerve::message::schema::Schema;
 use nerve::net::EntityKind;
 use nerve::{Qos, RawSample, RawSubscriber, TopicError};
 use serde_json::{json, Value};
@@ -31,6 +32,10 @@ pub enum TopicCommand {
         /// Stop after N messages.
         #[arg(long)]
         count: Option<u64>,
+        /// Show at most N slice elements (default: all, as `topic pub` reads them back);
+        /// a shortened message says so on stderr and `topic pub` refuses it.
+        #[arg(long, value_name = "N")]
+        max_elems: Option<usize>,
         #[command(flatten)]
         wait: WaitArgs,
         /// Output format.
@@ -41,7 +46,8 @@ pub enum TopicCommand {
     Hz(MeasureArgs),
     /// Measure a topic's bandwidth.
     Bw(MeasureArgs),
-    /// Publish a message given as JSON (fields not given keep their defaults).
+    /// Publish a message given as JSON (fields not given keep their defaults; numbers as
+    /// `topic echo` prints them, NaN and infinities as "NaN", "Infinity", "-Infinity").
     Pub {
         /// Topic name.
         topic: String,
@@ -379,6 +385,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
         TopicCommand::Echo {
             topic,
             count,
+            max_elems,
             wait,
             format,
         } => {
@@ -388,6 +395,16 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             let sub = subscribe(&node, &topic, deadline)?;
             let entry = types::find(&sub.type_info().name);
             let ros2 = crate::ros2::ros2_registry(sub.schema())?;
+            let shown = Shown {
+                // a built-in type decodes by its own schema, any other by the topic's
+                schema: match (&entry, sub.schema()) {
+                    (Some(e), _) => Some(Ok((e.schema)())),
+                    (None, s) => s.map(|r| r.clone().map_err(|e| e.to_string())),
+                },
+                ros2: if entry.is_none() { ros2.as_ref() } else { None },
+                max_elems,
+                format,
+            };
             let mut n = 0u64;
             while count.is_none_or(|c| n < c) && !nerve::shutdown::requested() {
                 let slice = match deadline {
@@ -401,7 +418,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                     continue;
                 };
                 n += 1;
-                print_sample(&topic, &sub, entry.as_ref(), ros2.as_ref(), &s, format)?;
+                print_sample(&topic, &sub, &shown, &s)?;
             }
             if let Some(c) = count {
                 if n < c && !nerve::shutdown::requested() {
@@ -462,21 +479,35 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
     }
 }
 
-fn print_sample(
-    topic: &str,
-    sub: &RawSubscriber,
-    entry: Option<&types::TypeEntry>,
-    ros2: Option<&crate::ros2::Ros2Type>,
-    s: &RawSample,
+/// How `topic echo` shows a topic's samples.
+struct Shown<'a> {
+    /// The schema the samples are decoded by: the built-in type's, or the one the topic
+    /// records (`Err`: why it was refused).
+    schema: Option<Result<Schema, String>>,
+    /// The ROS 2 definition, for CDR carriers.
+    ros2: Option<&'a crate::ros2::Ros2Type>,
+    /// Most slice elements to show (`None`: all).
+    max_elems: Option<usize>,
+    /// Output format.
     format: Format,
-) -> CmdResult {
+}
+
+fn print_sample(topic: &str, sub: &RawSubscriber, shown: &Shown<'_>, s: &RawSample) -> CmdResult {
     let ty = sub.type_info();
     let h = s.header();
-    let msg = match (entry, sub.schema()) {
-        (Some(e), _) => (e.to_json)(s.bytes(), s.elems()),
-        (None, _) if ros2.is_some() => ros2.map(|r| r.to_json(s.bytes())).unwrap_or_default(),
+    let max = shown.max_elems.unwrap_or(usize::MAX);
+    let msg = match (shown.ros2, &shown.schema) {
+        (Some(r), _) => r.to_json(s.bytes()),
         (None, Some(Ok(schema))) => {
-            nerve::message::json::to_json(schema, s.bytes(), s.elems(), types::MAX_SHOWN_ELEMS)
+            if s.elems() > max {
+                eprintln!(
+                    "note: {topic} seq {}: showing {max} of {} elements (--max-elems); \
+                     `topic pub` refuses a shortened message",
+                    h.seq,
+                    s.elems()
+                );
+            }
+            nerve::message::json::to_json(schema, s.bytes(), s.elems(), max)
         }
         (None, schema) => {
             let prefix: String = s
@@ -499,7 +530,7 @@ fn print_sample(
         "publisher_id": format!("{:016x}", h.publisher_id),
         "size": h.payload_len,
     });
-    match format {
+    match shown.format {
         Format::Json => {
             output::json(&json!({"topic": topic, "type": ty.name, "header": header, "msg": msg}))?
         }

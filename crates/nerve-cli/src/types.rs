@@ -1,14 +1,14 @@
 //! The message types the tool knows: decoding samples to JSON and publishing from JSON.
 
+use crate::failure::{usage, CmdResult, Failure};
 use crate::output::{self, Format};
-use crate::{usage, CmdResult, Failure};
+use nerve::message::json::from_json_over;
 use nerve::message::schema::{Schema, Shape};
-use nerve::message::{elems_offset, read_pod};
+use nerve::message::{as_bytes, elems_offset, read_pod};
 use nerve::{Message, Qos};
 use nerve_msgs::srv;
 use nerve_msgs::*;
-use serde::{de::DeserializeOwned, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -32,9 +32,6 @@ pub enum TypesCommand {
     GenCpp(crate::gen_cpp::GenCppArgs),
 }
 
-/// Most slice elements shown by `echo`.
-pub const MAX_SHOWN_ELEMS: usize = 64;
-
 /// Options of `topic pub`.
 pub struct PubOptions {
     /// Messages per second.
@@ -51,8 +48,8 @@ pub struct PubOptions {
 pub struct TypeEntry {
     /// Type name, e.g. `nerve_msgs/Imu`.
     pub name: &'static str,
-    /// Decodes a validated sample's bytes.
-    pub to_json: fn(&[u8], usize) -> Value,
+    /// The type's schema: its JSON goes through it both ways, as any other type's does.
+    pub schema: fn() -> Schema,
     /// Publishes a JSON value on a topic.
     pub publish: fn(&nerve::Node, &str, &Value, &PubOptions) -> Result<u64, Failure>,
     /// The type's identity.
@@ -65,7 +62,7 @@ macro_rules! registry {
         pub fn registry() -> Vec<TypeEntry> {
             vec![$(TypeEntry {
                 name: <$t as Message>::TYPE_NAME,
-                to_json: to_json::<$t>,
+                schema: Schema::of::<$t>,
                 publish: publish::<$t>,
                 type_info: nerve::TypeInfo::of::<$t>,
             }),*]
@@ -90,87 +87,67 @@ pub fn find(name: &str) -> Option<TypeEntry> {
         .find(|e| e.name == name || e.name.rsplit('/').next() == Some(name))
 }
 
-/// Decodes a message's head and (up to [`MAX_SHOWN_ELEMS`]) elements to JSON.
-pub fn to_json<M: Message + Serialize>(bytes: &[u8], elems: usize) -> Value
-where
-    M::Elem: Serialize,
-{
-    let Some(head) = read_pod::<M>(bytes) else {
-        return Value::Null;
-    };
-    let mut v = serde_json::to_value(head).unwrap_or(Value::Null);
+/// A message head and its elements as JSON, through the type's schema (as `topic echo`
+/// prints them, every element shown).
+pub fn message_json<M: Message>(head: &M, elems: &[M::Elem]) -> Value {
+    let mut bytes = as_bytes(head).to_vec();
     if std::mem::size_of::<M::Elem>() > 0 {
-        let off = elems_offset::<M>();
-        let size = std::mem::size_of::<M::Elem>();
-        let shown: Vec<Value> = (0..elems.min(MAX_SHOWN_ELEMS))
-            .filter_map(|i| read_pod::<M::Elem>(&bytes[off + i * size..]))
-            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
-            .collect();
-        if let Value::Object(m) = &mut v {
-            m.insert("elems_len".into(), json!(elems));
-            m.insert("elems".into(), Value::Array(shown));
+        bytes.resize(elems_offset::<M>(), 0);
+        for e in elems {
+            bytes.extend_from_slice(as_bytes(e));
         }
     }
-    v
+    nerve::message::json::to_json(&Schema::of::<M>(), &bytes, elems.len(), usize::MAX)
 }
 
-/// Overlays `user` onto `base`, rejecting keys the type does not have.
-fn merge(base: &mut Value, user: &Value, path: &str, type_name: &str) -> Result<(), String> {
-    match (base, user) {
-        (Value::Object(b), Value::Object(u)) => {
-            for (k, uv) in u {
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                match b.get_mut(k) {
-                    Some(bv) => merge(bv, uv, &p, type_name)?,
-                    None => return Err(format!("{type_name} has no field {p:?}")),
-                }
-            }
-            Ok(())
-        }
-        (b, u) => {
-            *b = u.clone();
-            Ok(())
-        }
+/// A message built from JSON.
+pub struct Built<M: Message> {
+    /// The head.
+    pub head: M,
+    /// The slice elements.
+    pub elems: Vec<M::Elem>,
+    /// Element fields the JSON did not give (zero, not a default), by path.
+    pub zero: Vec<String>,
+}
+
+/// Builds a message from JSON through its schema (the one conversion every JSON path
+/// uses, see `nerve::message::json`): fields not given keep their defaults; slice types
+/// take their elements from an `elems` array.
+pub fn from_json<M: Message + Default>(v: &Value) -> Result<Built<M>, String> {
+    let schema = Schema::of::<M>();
+    let (bytes, missing) =
+        from_json_over(&schema, as_bytes(&M::default()), v).map_err(|e| e.to_string())?;
+    let head = read_pod::<M>(&bytes).ok_or_else(|| format!("{}: no head", M::TYPE_NAME))?;
+    let size = std::mem::size_of::<M::Elem>();
+    let elems = match bytes.get(elems_offset::<M>()..) {
+        Some(rest) if size > 0 => rest.chunks_exact(size).filter_map(read_pod).collect(),
+        _ => Vec::new(),
+    };
+    let zero = missing
+        .into_iter()
+        .filter(|f| f.starts_with("elems["))
+        .collect();
+    Ok(Built { head, elems, zero })
+}
+
+/// Names the element fields `pub` was not given (zero, not a default) on stderr.
+fn note_zero(type_name: &str, fields: &[String]) {
+    if !fields.is_empty() {
+        eprintln!(
+            "note: {type_name} fields not given are zero: {}",
+            fields.join(", ")
+        );
     }
 }
 
-/// Builds a message from JSON: fields not given keep their defaults; slice types take
-/// their elements from an `elems` array.
-pub fn from_json<M>(v: &Value) -> Result<(M, Vec<M::Elem>), String>
-where
-    M: Message + Serialize + DeserializeOwned + Default,
-    M::Elem: DeserializeOwned,
-{
-    let Value::Object(obj) = v else {
-        return Err(format!("{}: expected a JSON object", M::TYPE_NAME));
-    };
-    let mut obj: Map<String, Value> = obj.clone();
-    let elems_v = obj.remove("elems");
-    let mut base = serde_json::to_value(M::default()).map_err(|e| e.to_string())?;
-    merge(&mut base, &Value::Object(obj), "", M::TYPE_NAME)?;
-    let head: M = serde_json::from_value(base).map_err(|e| format!("{}: {e}", M::TYPE_NAME))?;
-    let elems = match elems_v {
-        None => Vec::new(),
-        Some(_) if std::mem::size_of::<M::Elem>() == 0 => {
-            return Err(format!("{} has no elems", M::TYPE_NAME))
-        }
-        Some(ev) => {
-            serde_json::from_value(ev).map_err(|e| format!("{}.elems: {e}", M::TYPE_NAME))?
-        }
-    };
-    Ok((head, elems))
-}
-
-fn publish<M>(node: &nerve::Node, topic: &str, v: &Value, opt: &PubOptions) -> Result<u64, Failure>
-where
-    M: Message + Serialize + DeserializeOwned + Default,
-    M::Elem: DeserializeOwned,
-{
-    let (head, elems) = from_json::<M>(v).map_err(usage)?;
+fn publish<M: Message + Default>(
+    node: &nerve::Node,
+    topic: &str,
+    v: &Value,
+    opt: &PubOptions,
+) -> Result<u64, Failure> {
+    let Built { head, elems, zero } = from_json::<M>(v).map_err(usage)?;
+    note_zero(M::TYPE_NAME, &zero);
     let publisher = node
         .publisher::<M>(topic)
         .qos(opt.qos.clone())
@@ -342,12 +319,10 @@ pub fn find_service(name: &str) -> Option<ServiceEntry> {
 fn call<S>(node: &nerve::Node, name: &str, v: &Value, timeout: Duration) -> Result<Value, Failure>
 where
     S: nerve::Service,
-    S::Request: Serialize + DeserializeOwned + Default,
-    <S::Request as Message>::Elem: DeserializeOwned,
-    S::Response: Serialize,
-    <S::Response as Message>::Elem: Serialize,
+    S::Request: Default,
 {
-    let (head, elems) = from_json::<S::Request>(v).map_err(usage)?;
+    let Built { head, elems, zero } = from_json::<S::Request>(v).map_err(usage)?;
+    note_zero(<S::Request as Message>::TYPE_NAME, &zero);
     let client = node.client::<S>(name).create().map_err(|e| match e {
         nerve::ServiceError::Name(_) => usage(e.to_string()),
         e => Failure::Runtime(e.into()),
@@ -358,9 +333,11 @@ where
         )));
     }
     let reply = client.call_slice(&head, &elems, timeout)?;
-    Ok(to_json::<S::Response>(
+    Ok(nerve::message::json::to_json(
+        &Schema::of::<S::Response>(),
         reply.payload_bytes(),
         reply.elems().len(),
+        usize::MAX,
     ))
 }
 
@@ -423,17 +400,99 @@ mod tests {
 
     #[test]
     fn partial_json_keeps_defaults_and_rejects_unknown_fields() {
-        let (m, _) = from_json::<CmdVel>(&json!({"linear": 0.5})).unwrap();
+        let m = from_json::<CmdVel>(&json!({"linear": 0.5})).unwrap().head;
         assert_eq!(m.linear, 0.5);
         assert_eq!(m.angular, 0.0);
-        let e = from_json::<CmdVel>(&json!({"linaer": 0.5})).unwrap_err();
+        let e = from_json::<CmdVel>(&json!({"linaer": 0.5})).err().unwrap();
         assert!(e.contains("linaer"), "{e}");
-        let e = from_json::<CmdVel>(&json!({"linear": "fast"})).unwrap_err();
+        let e = from_json::<CmdVel>(&json!({"linear": "fast"}))
+            .err()
+            .unwrap();
         assert!(e.contains("CmdVel"), "{e}");
-        let (s, r) =
-            from_json::<LaserScan>(&json!({"range_max": 10.0, "elems": [1.0, 2.0]})).unwrap();
-        assert_eq!((s.range_max, r), (10.0, vec![1.0, 2.0]));
+        let b = from_json::<LaserScan>(&json!({"range_max": 10.0, "elems": [1.0, 2.0]})).unwrap();
+        assert_eq!((b.head.range_max, b.elems), (10.0, vec![1.0, 2.0]));
         assert!(from_json::<Imu>(&json!([1, 2])).is_err());
+        // a default that is not zero stays (the identity quaternion's w)
+        let imu = from_json::<Imu>(&json!({"orientation": {"x": 0.5}}))
+            .unwrap()
+            .head;
+        assert_eq!((imu.orientation.x, imu.orientation.w), (0.5, 1.0));
+    }
+
+    #[test]
+    fn built_in_numbers_follow_the_json_rules() {
+        // f32 overflow is an error naming the field, not +inf
+        let e = from_json::<CmdVel>(&json!({"linear": 1e39})).err().unwrap();
+        assert!(
+            e.contains("linear") && e.contains("out of range for f32"),
+            "{e}"
+        );
+        let e = from_json::<srv::Bool>(&json!({"data": 256})).err().unwrap();
+        assert!(
+            e.contains("data") && e.contains("out of range for u8"),
+            "{e}"
+        );
+        // what echo prints reads back to the same bits
+        let imu = Imu {
+            linear_acceleration: Vector3 {
+                x: 0.9364630260594403,
+                y: f64::NEG_INFINITY,
+                z: -0.0,
+            },
+            angular_velocity: Vector3 {
+                x: f64::NAN,
+                y: 5e-324,
+                z: f64::MAX,
+            },
+            ..Default::default()
+        };
+        let text = message_json(&imu, &[]).to_string();
+        let back = from_json::<Imu>(&serde_json::from_str(&text).unwrap())
+            .unwrap()
+            .head;
+        assert_eq!(as_bytes(&back), as_bytes(&imu), "{text}");
+        let scan: Vec<f32> = (0..100)
+            .map(|i| i as f32 / 3.0)
+            .chain([f32::INFINITY])
+            .collect();
+        let v = message_json(&LaserScan::default(), &scan);
+        assert_eq!(
+            v["elems"].as_array().unwrap().len(),
+            101,
+            "every element shown"
+        );
+        assert_eq!(from_json::<LaserScan>(&v).unwrap().elems, scan);
+    }
+
+    #[test]
+    fn frame_ids_are_text_both_ways() {
+        let m = TwistStamped {
+            header: Header {
+                frame_id: FixedStr::new("base_link").unwrap(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let v = message_json(&m, &[]);
+        assert_eq!(v["header"]["frame_id"], json!("base_link"));
+        assert_eq!(from_json::<TwistStamped>(&v).unwrap().head, m);
+        // an empty frame id is "", text beyond ASCII stays text
+        let v = message_json(&TwistStamped::default(), &[]);
+        assert_eq!(v["header"]["frame_id"], json!(""));
+        let m = TwistStamped {
+            header: Header {
+                frame_id: FixedStr::new("käfig/ü").unwrap(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let v = message_json(&m, &[]);
+        assert_eq!(v["header"]["frame_id"], json!("käfig/ü"));
+        assert_eq!(from_json::<TwistStamped>(&v).unwrap().head, m);
+        let e = from_json::<TwistStamped>(&json!({"header": {"frame_id": "x".repeat(65)}}))
+            .err()
+            .unwrap();
+        assert!(e.contains("header.frame_id"), "{e}");
     }
 
     #[test]
@@ -446,7 +505,7 @@ mod tests {
             },
             ..Default::default()
         };
-        let v = to_json::<Imu>(nerve::message::as_bytes(&imu), 0);
+        let v = message_json(&imu, &[]);
         assert_eq!(v["linear_acceleration"]["z"], json!(9.81));
         assert!(
             find("Imu").is_some() && find("nerve_msgs/Imu").is_some() && find("Nope").is_none()

@@ -340,10 +340,10 @@ impl Buffer {
             }
             let v: f64 = value.extract()?;
             if name == "f32" {
-                if v.is_finite() && v.abs() > f32::MAX as f64 {
-                    return Err(range_err(value, name));
-                }
-                raw[..4].copy_from_slice(&(v as f32).to_ne_bytes());
+                // the rule of every path into fields: nearest f32, overflow refused
+                let x = nerve::message::json::number::f32_from_f64(v)
+                    .map_err(|_| range_err(value, name))?;
+                raw[..4].copy_from_slice(&x.to_ne_bytes());
             } else {
                 raw[..8].copy_from_slice(&v.to_ne_bytes());
             }

@@ -15,6 +15,10 @@ def test_wrong_field_types_and_ranges_name_the_field():
         m.voltage = "high"
     with pytest.raises(OverflowError, match="f32"):
         m.voltage = 1e300
+    with pytest.raises(OverflowError, match="f32"):
+        m.voltage = 1e39
+    m.voltage = 3.4028235e38  # f32::MAX as printed: rounds to it, no overflow
+    assert m.voltage == 3.4028234663852886e38
     c = msgs.PointCloud()
     with pytest.raises(OverflowError, match="PointCloud.is_dense"):
         c.is_dense = 256

@@ -70,7 +70,11 @@ fn value(shape: &Shape, bytes: &[u8]) -> Value {
             }
         }
         Shape::Opaque { size, hash, .. } if is_fixed_str(*size, *hash) => {
-            value(&bytes_shape(*size), bytes)
+            match bytes.get(..*size).map(fixed_text) {
+                Some(Some(s)) => Value::String(s),
+                Some(None) => value(&bytes_shape(*size), bytes),
+                None => Value::Null,
+            }
         }
         Shape::Array { elem, len } => {
             let size = elem.size();
@@ -97,6 +101,15 @@ fn value(shape: &Shape, bytes: &[u8]) -> Value {
                 .collect(),
         ),
     }
+}
+
+/// A fixed string's text: UTF-8 up to the first zero byte (empty too) and only zeros
+/// after it; other bytes show as an array.
+fn fixed_text(b: &[u8]) -> Option<String> {
+    let end = b.iter().position(|&x| x == 0).unwrap_or(b.len());
+    let (s, rest) = b.split_at(end);
+    let s = std::str::from_utf8(s).ok()?;
+    rest.iter().all(|&x| x == 0).then(|| s.to_string())
 }
 
 /// Printable ASCII up to the first zero byte and only zeros after it.
