@@ -65,8 +65,11 @@ pub(crate) mod futex {
     #[cfg(not(nerve_loom))]
     pub(crate) use crate::sys::futex::{futex_wait, futex_wake};
 
+    /// A wait on several words (`futex_waitv`), for the models of waits on several slots.
+    #[cfg(all(test, nerve_loom))]
+    pub(crate) use model::wait_any;
     #[cfg(nerve_loom)]
-    pub(crate) use model::{futex_wait, futex_wake, wait_any};
+    pub(crate) use model::{futex_wait, futex_wake};
 
     #[cfg(nerve_loom)]
     mod model {
