@@ -613,7 +613,8 @@ fn receive_loop(
                 continue;
             }
         };
-        let log_time = nerve::wall_ns().max(0) as u64;
+        // the context's one clock (simulation time included, see nerve::time)
+        let log_time = ctx.clock().now_ns().max(0) as u64;
         c.received.fetch_add(1, Ordering::Relaxed);
         let lost = sub.stats().lost;
         if lost > lost_seen {

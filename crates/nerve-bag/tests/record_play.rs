@@ -602,3 +602,55 @@ fn a_stop_during_a_long_gap_ends_the_replay_without_waiting_for_the_next_message
     assert_eq!(report.published.get("/gap/imu"), Some(&1));
     drop(ctx);
 }
+
+#[test]
+fn a_recorder_on_simulation_time_stamps_with_it() {
+    // a simulation time far from the wall clock: 1000 s after the epoch
+    const SIM: u64 = 1_000_000_000_000;
+    let mut sim = config("bag-sim-stamps");
+    sim.sim_time = true;
+    let rec_ctx = Context::new(sim).unwrap();
+    let ctx = Context::new(config("bag-sim-stamps")).unwrap();
+    let node = ctx.node("sim").create().unwrap();
+    let clock = node
+        .publisher::<nerve_msgs::Clock>("/clock")
+        .qos(Qos::sensor())
+        .create()
+        .unwrap();
+    let imus = node.publisher::<Imu>("/sim/imu").create().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sim.mcap");
+    let mut opts = RecordOptions::new(&path);
+    opts.selection.all = false;
+    opts.selection.topics = vec!["/sim/imu".into()];
+    let rec = Recorder::start(&rec_ctx, opts).unwrap();
+    wait_recording(&rec, 1);
+    assert!(imus.wait_for_subscribers(1, Duration::from_secs(5)));
+    // the recorder's clock follows /clock (a watchdog bounds the wait, nothing is timed)
+    let end = Instant::now() + Duration::from_secs(120);
+    while rec_ctx.clock().now_ns() != SIM as i64 {
+        assert!(Instant::now() < end, "the simulation clock started");
+        clock
+            .publish(&nerve_msgs::Clock {
+                clock: Time { nanos: SIM as i64 },
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for i in 0..10 {
+        imus.publish(&imu(i)).unwrap();
+    }
+    while rec.stats().iter().map(|t| t.written).sum::<u64>() < 10 {
+        assert!(Instant::now() < end, "the recorder wrote the samples");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    rec.stop().unwrap();
+    let m = Mapped::open(&path).unwrap();
+    let mut times = Vec::new();
+    read::scan(&path, &m, |msg| {
+        times.push(msg.log_time);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(times, vec![SIM; 10], "stamped with the simulation time");
+}

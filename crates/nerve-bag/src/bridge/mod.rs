@@ -4,7 +4,8 @@
 //! Every topic is advertised as soon as it is found, with the schema [`crate::encoding`]
 //! gives it (standard messages as their ROS 2 types, so point clouds open in the 3D panel
 //! and images in the image panel; any other type as CDR with a generated `ros2msg`
-//! schema). Nothing else happens for a topic until a client subscribes: only then does
+//! schema), except Nerve's own serde-encoded topics (parameter events, action status),
+//! which are sent as JSON with a JSON Schema naming their fields ([`internal`]). Nothing else happens for a topic until a client subscribes: only then does
 //! the bridge subscribe to the Nerve topic (a thread per watched topic), convert each
 //! sample and hand it to the server; when the last client unsubscribes, the Nerve
 //! subscription is dropped again. A topic nobody watches has no subscriber, so its
@@ -47,6 +48,7 @@
 
 pub mod gate;
 pub mod inbound;
+pub mod internal;
 pub mod params;
 pub mod playback;
 
@@ -159,10 +161,60 @@ pub struct BridgeServiceStats {
     pub failed: u64,
 }
 
+/// How a topic's samples are sent to Foxglove.
+enum Form {
+    /// CDR with a `ros2msg` schema ([`crate::encoding`]).
+    Cdr(Encoding),
+    /// JSON with a JSON Schema (Nerve's own serde-encoded topics, [`internal`]).
+    Json(internal::Readable),
+}
+
+impl Form {
+    /// The form of the type `schema` describes, if it has one.
+    fn of(schema: &Schema) -> Option<Form> {
+        internal::Readable::of(schema)
+            .map(Form::Json)
+            .or_else(|| Encoding::for_schema(schema).ok().map(Form::Cdr))
+    }
+
+    fn schema_name(&self) -> String {
+        match self {
+            Form::Cdr(e) => e.schema_name.clone(),
+            Form::Json(r) => r.schema_name().to_string(),
+        }
+    }
+
+    /// The channel's message encoding and schema.
+    fn channel(&self) -> (&'static str, foxglove::Schema) {
+        match self {
+            Form::Cdr(e) => (
+                MESSAGE_ENCODING,
+                foxglove::Schema::new(
+                    e.schema_name.clone(),
+                    SCHEMA_ENCODING,
+                    e.schema_data.clone(),
+                ),
+            ),
+            Form::Json(r) => (
+                internal::MESSAGE_ENCODING,
+                foxglove::Schema::new(r.schema_name(), internal::SCHEMA_ENCODING, r.schema_data()),
+            ),
+        }
+    }
+
+    /// Converts a sample's payload into `out`.
+    fn encode(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        match self {
+            Form::Cdr(e) => e.encode(payload, out).map_err(|e| e.to_string()),
+            Form::Json(r) => r.encode(payload, out).map_err(|e| e.to_string()),
+        }
+    }
+}
+
 struct Bridged {
     name: String,
     schema: Schema,
-    encoding: Encoding,
+    form: Form,
     channel: Arc<RawChannel>,
     watchers: AtomicUsize,
     forwarded: AtomicU64,
@@ -224,7 +276,7 @@ impl Bridged {
     fn stats(&self) -> BridgeTopicStats {
         BridgeTopicStats {
             topic: self.name.clone(),
-            schema_name: self.encoding.schema_name.clone(),
+            schema_name: self.form.schema_name(),
             watchers: self.watchers.load(Ordering::Relaxed),
             forwarded: self.forwarded.load(Ordering::Relaxed),
             lost: self.lost.load(Ordering::Relaxed),
@@ -381,7 +433,7 @@ fn forward(ctx: &Context, t: &Bridged, stop: &AtomicBool) {
         let lost = sub.stats().lost;
         t.lost.fetch_add(lost - lost_seen, Ordering::Relaxed);
         lost_seen = lost;
-        if t.encoding.encode(s.bytes(), &mut buf).is_err() {
+        if t.form.encode(s.bytes(), &mut buf).is_err() {
             t.failed.fetch_add(1, Ordering::Relaxed);
             continue;
         }
@@ -676,11 +728,11 @@ fn discover(
             if info.publishers == 0 {
                 continue;
             }
-            let Ok(encoding) = Encoding::for_schema(&schema) else {
+            let Some(form) = Form::of(&schema) else {
                 skipped.insert(name.clone());
                 continue;
             };
-            if let Some(id) = advertise(shared, fctx, name, schema, encoding) {
+            if let Some(id) = advertise(shared, fctx, name, schema, form) {
                 offered.insert(name.clone(), (id, 0));
             }
         }
@@ -728,16 +780,12 @@ fn advertise(
     fctx: &Arc<foxglove::Context>,
     name: &str,
     schema: Schema,
-    encoding: Encoding,
+    form: Form,
 ) -> Option<u64> {
-    let fschema = foxglove::Schema::new(
-        encoding.schema_name.clone(),
-        SCHEMA_ENCODING,
-        encoding.schema_data.clone(),
-    );
+    let (message_encoding, fschema) = form.channel();
     let channel = ChannelBuilder::new(name)
         .context(fctx)
-        .message_encoding(MESSAGE_ENCODING)
+        .message_encoding(message_encoding)
         .schema(fschema)
         .build_raw()
         .ok()?;
@@ -747,7 +795,7 @@ fn advertise(
         Arc::new(Bridged {
             name: name.to_string(),
             schema,
-            encoding,
+            form,
             channel,
             watchers: AtomicUsize::new(0),
             forwarded: AtomicU64::new(0),
@@ -888,17 +936,22 @@ fn clock_context(ctx: &Context, clock: bool) -> Result<Context, BagError> {
     })
 }
 
+/// How often the server's time is sent again while it stands still (for clients that
+/// connected since it last changed).
+const TIME_REPEAT: Duration = Duration::from_millis(250);
+
 /// Broadcasts the bridge's clock (a simulation clock) as the server's time whenever it
-/// changes (forward or back; not before its first time).
+/// changes (forward or back; not before its first time), and every [`TIME_REPEAT`].
 fn broadcast_time(shared: &Shared) {
     let clock = shared.ctx.clock().clone();
-    let mut last = None;
+    let mut last: Option<(i64, Instant)> = None;
     while !shared.stop.load(Ordering::Relaxed) {
         let now = clock.now_ns();
-        if now > 0 && last != Some(now) {
+        let due = last.is_none_or(|(t, at)| t != now || at.elapsed() >= TIME_REPEAT);
+        if now > 0 && due {
             if let Some(server) = shared.server.lock().expect("poisoned").as_ref() {
                 server.broadcast_time(now as u64);
-                last = Some(now);
+                last = Some((now, Instant::now()));
             }
         }
         // wakes as soon as the time moves on (a jump back shows within the wait)

@@ -371,6 +371,38 @@ pub(crate) fn serde_decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Strin
     postcard::from_bytes(bytes).map_err(|e| e.to_string())
 }
 
+/// Decodes the value a [`Serde<T>`] message carries from the message's payload bytes, as
+/// a type-erased subscriber or a bag holds them (the head, then the encoded bytes). Reads
+/// nothing past `payload`; a length the payload cannot hold is an error.
+pub fn decode_serde_payload<T: SerdeMessage>(payload: &[u8]) -> Result<T, crate::DecodeError> {
+    let err = |reason: String| crate::DecodeError {
+        type_name: T::TYPE_NAME.to_string(),
+        reason,
+    };
+    let head = read_pod::<Serde<T>>(payload)
+        .map(|s| s.head)
+        .ok_or_else(|| {
+            err(format!(
+                "a payload of {} bytes is shorter than its head",
+                payload.len()
+            ))
+        })?;
+    let body = payload
+        .get(elems_offset::<Serde<T>>()..)
+        .unwrap_or_default();
+    let body = usize::try_from(head.len)
+        .ok()
+        .and_then(|n| body.get(..n))
+        .ok_or_else(|| {
+            err(format!(
+                "its head says {} encoded bytes, the payload holds {}",
+                head.len,
+                body.len()
+            ))
+        })?;
+    serde_decode(body).map_err(err)
+}
+
 /// Reinterprets plain data as bytes.
 pub fn as_bytes<T: Pod>(v: &T) -> &[u8] {
     // naming the hash evaluates any layout check a Pod type carries in it
