@@ -143,13 +143,15 @@ fn outcome_to_nerve(cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         success: u8::from(success != 0),
         ..Default::default()
     };
-    // a longer message is cut at a character boundary (Outcome holds 127 bytes)
-    let text = String::from_utf8_lossy(message);
-    let mut end = text.len().min(127);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    o.message = nerve_msgs::FixedStr::new(&text[..end]).map_err(|e| e.to_string())?;
+    // a message Outcome cannot hold whole is refused by name, never cut (issue 42)
+    let text = std::str::from_utf8(message).map_err(|e| format!("message: {e}"))?;
+    o.message = nerve_msgs::FixedStr::new(text).map_err(|_| {
+        format!(
+            "message: {} bytes do not fit nerve_msgs/Outcome's {}",
+            text.len(),
+            std::mem::size_of_val(&o.message)
+        )
+    })?;
     out.clear();
     out.extend_from_slice(nerve::message::as_bytes(&o));
     Ok(())
@@ -835,6 +837,13 @@ mod tests {
         for n in 0..cdr.len() {
             let _ = outcome_to_nerve(&cdr[..n], &mut back);
         }
+        // a message longer than Outcome holds is refused naming the field, not cut
+        let long = "é".repeat(100);
+        let mut w = CdrWriter::new(&mut cdr);
+        w.u8(1);
+        w.string(long.as_bytes()).unwrap();
+        let e = outcome_to_nerve(&cdr, &mut back).unwrap_err();
+        assert!(e.contains("message: 200 bytes do not fit"), "{e}");
         assert!(two_ints_to_nerve(&[0, 1, 0, 0, 1], &mut back).is_err());
     }
 
