@@ -17,6 +17,7 @@ import queue
 import signal
 import subprocess
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -46,6 +47,8 @@ def kind_of(message: str) -> str:
         return "out_of_range"
     if "unknown message type" in message:
         return "unknown_type"
+    if "expected " in message or " has no field " in message:
+        return "bad_value"
     return "failed"
 
 
@@ -105,27 +108,29 @@ _FLOAT_TEXT = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": ma
                "-Infinity": -math.inf, "-inf": -math.inf}
 
 
-def _py_value(shape: tuple, v: Any) -> Any:
-    """A JSON value as the Python value a field of ``shape`` takes."""
+def _py_value(shape: tuple, v: Any, path: str) -> Any:
+    """A JSON value as the Python value a field of ``shape`` (at ``path``) takes; the
+    values themselves are the nerve package's to check."""
     kind = shape[0]
     if kind == "prim":
         name = shape[2]
         if name in ("f32", "f64") and isinstance(v, str):
             if v not in _FLOAT_TEXT:
-                raise ValueError(f"expected a number, found {v!r}")
+                raise ValueError(f"{path}: expected a number, found {v!r}")
             return _FLOAT_TEXT[v]
         if name in ("u128", "i128") and isinstance(v, str):
             return int(v)
         return v
     if kind == "array":
         if not isinstance(v, list):
-            raise TypeError(f"expected an array, found {v!r}")
-        return [_py_value(shape[1], x) for x in v]
+            raise TypeError(f"{path}: expected an array, found {v!r}")
+        return [_py_value(shape[1], x, f"{path}[{i}]") for i, x in enumerate(v)]
     if kind == "struct":
         fields = {f[0]: f[2] for f in shape[3]}
         if not isinstance(v, dict):
-            raise TypeError(f"expected an object, found {v!r}")
-        return {k: _py_value(fields[k], x) if k in fields else x for k, x in v.items()}
+            raise TypeError(f"{path}: expected an object, found {v!r}")
+        return {k: _py_value(fields[k], x, f"{path}.{k}".lstrip(".")) if k in fields else x
+                for k, x in v.items()}
     if kind == "opaque":
         return bytes(v)
     return v  # "str"
@@ -171,9 +176,13 @@ def _json_value(shape: tuple, v: Any) -> Any:
 
 
 class PythonDoor(Door):
-    """The ``nerve`` package, in this process."""
+    """The ``nerve`` package, in this process. Its endpoints live as long as the door (as
+    a node's do), so other subscribers may attach after a roundtrip."""
 
     name = "python"
+
+    def __init__(self) -> None:
+        self._alive: List[Any] = []
 
     def roundtrip(self, env, topic, type_name, values, max_payload=None):
         with _environ(env):
@@ -182,8 +191,10 @@ class PythonDoor(Door):
         head, elem = mt.describe()
         qos = nerve.Qos(depth=64, max_payload=max_payload)
         node = ctx.node("conformance_py")
+        self._alive.append(ctx)
         try:
             pub = node.create_publisher(mt, topic, qos)
+            self._alive.append(pub)
             sub = node.create_subscription(mt, topic, qos=qos)
         except nerve.NerveError as e:
             return _expand(error(kind_of(str(e)), str(e)), len(values))
@@ -192,8 +203,13 @@ class PythonDoor(Door):
             try:
                 msg = self._build(pub.message_class, head, elem, v)
                 pub.publish(msg)
-            except (nerve.NerveError, TypeError, ValueError, OverflowError, AttributeError) as e:
+            except nerve.NerveError as e:
                 results.append(error(kind_of(str(e)), str(e)))
+                continue
+            except (TypeError, ValueError, OverflowError, AttributeError) as e:
+                # a value the field cannot take: out of range where Nerve says so
+                kind = kind_of(str(e))
+                results.append(error("bad_value" if kind == "failed" else kind, str(e)))
                 continue
             got = sub.recv(timeout=TIMEOUT)
             if got is None:
@@ -215,10 +231,10 @@ class PythonDoor(Door):
         elems = v.pop("elems", None)
         v.pop("elems_len", None)
         msg = cls(_elems=len(elems) if elems else 0)
-        for k, x in _py_value(head, v).items():
+        for k, x in _py_value(head, v, "").items():
             setattr(msg, k, x)
         if elems:
-            msg._elems[...] = [_py_value(elem, x) for x in elems]
+            msg._elems[...] = [_py_value(elem, x, f"elems[{i}]") for i, x in enumerate(elems)]
         return msg
 
 
@@ -257,7 +273,16 @@ class CliDoor(Door):
             return "the CLI has no option for a topic's max_payload"
         return None
 
+    def _subscribers(self, env, topic) -> Optional[int]:
+        """The topic's subscriber count (`nerve topic info`), None where it has none."""
+        p = subprocess.run([self.binary, "topic", "info", topic, "--format", "json"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        return json.loads(p.stdout)["subscribers"] if p.returncode == 0 else None
+
     def roundtrip(self, env, topic, type_name, values, max_payload=None):
+        # on a topic that exists, `topic pub` may find another subscriber before echo's:
+        # echo is waited for (a new topic's first pub waits for echo, its only subscriber)
+        before = self._subscribers(env, topic)
         echo = subprocess.Popen(
             [self.binary, "topic", "echo", topic, "--format", "json", "--timeout", "60"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -269,6 +294,12 @@ class CliDoor(Door):
             lines.put(None)
 
         threading.Thread(target=read, daemon=True).start()
+        if before is not None:
+            deadline = time.monotonic() + TIMEOUT
+            while echo.poll() is None and time.monotonic() < deadline:
+                if (self._subscribers(env, topic) or 0) > before:
+                    break
+                time.sleep(0.05)
         resolved = None
         results = []
         try:

@@ -8,6 +8,7 @@ differs, so a fix turns it into a failure until the mark goes.
 """
 
 import math
+import threading
 
 import pytest
 
@@ -127,3 +128,146 @@ def test_echo_pub_echo_is_the_identity(env, type_name):
         assert [outcome_kind(r) for r in out["results"]] == ["ok"] * len(values), (name, out)
         for sent, r in zip(values, out["results"]):
             assert same_json(r["ok"], sent), (name, r["ok"], sent)
+
+
+def door_param(scenario, xfail=None):
+    """One pytest param per door for a scenario: skipped where the door cannot express it
+    (its reason), xfail(strict) where the door is known to differ (`xfail`: door -> what
+    differs)."""
+    params = []
+    for name in DOOR_NAMES:
+        marks = []
+        if xfail and name in xfail:
+            marks.append(pytest.mark.xfail(strict=True, reason=f"issue 42: {xfail[name]}"))
+        params.append(pytest.param(name, marks=marks, id=name))
+    return params
+
+
+def run_door(name, scenario, *args, **kw):
+    door = make_door(name)
+    why = door.cannot(scenario)
+    if why:
+        pytest.skip(f"the {name} door: {why}")
+    return door.roundtrip(*args, **kw)
+
+
+CLI_RELATIVE = ("`nerve topic pub/echo` refuse relative names (they check the absolute "
+                "grammar first) where Rust and Python resolve them under NERVE_NAMESPACE and "
+                "NERVE_REMAP")
+
+# (given name, resolved name) under NERVE_NAMESPACE=/robot1, NERVE_REMAP=chatter:=/remapped/chatter
+NAMES = {
+    "relative": ("status", "/robot1/status"),
+    "nested_relative": ("lidar/points", "/robot1/lidar/points"),
+    "remapped": ("chatter", "/remapped/chatter"),
+    "absolute": ("/plain", "/plain"),
+}
+
+
+@pytest.mark.parametrize("door,case", [
+    pytest.param(door, case, id=f"{door}-{case}", marks=[pytest.mark.xfail(
+        strict=True, reason=f"issue 42: {CLI_RELATIVE}")] if door == "cli" and case != "absolute" else [])
+    for door in DOOR_NAMES for case in sorted(NAMES)])
+def test_names_resolve_under_namespace_and_remap(env, door, case):
+    """A relative name resolves under the namespace, a remap rule replaces it, an absolute
+    name stays: every door reports the same resolved name and publishes there."""
+    given, resolved = NAMES[case]
+    # the test's own view (root namespace, no remaps), receiving on a thread of its own
+    # while the door runs: a subscriber attaches to a publisher while it receives
+    ready, done, got = threading.Event(), threading.Event(), []
+
+    def observe():
+        sub = nerve.Context().node("observer").create_subscription(
+            "nerve_msgs/CmdVel", resolved, qos=nerve.Qos(depth=8))
+        ready.set()
+        # receives until a message comes, or a while after the door has finished
+        while (m := sub.recv(timeout=0.1)) is None and not done.wait(0):
+            pass
+        if m is None:
+            m = sub.recv(timeout=2.0)
+        got.append(None if m is None else (m.linear, m.stamp.nanos))
+
+    observer = threading.Thread(target=observe)
+    observer.start()
+    assert ready.wait(30.0)
+    door_env = dict(env, NERVE_NAMESPACE="/robot1", NERVE_REMAP="chatter:=/remapped/chatter")
+    value = full("nerve_msgs/CmdVel", {"linear": 0.25, "stamp": {"nanos": 7}})
+    try:
+        out = run_door(door, "names", door_env, given, "nerve_msgs/CmdVel", [value])
+    finally:
+        done.set()
+        observer.join()
+    assert [outcome_kind(r) for r in out["results"]] == ["ok"], out
+    assert out["topic"] == resolved, out
+    assert got == [(0.25, 7)], "the observer on the resolved name got nothing"
+
+
+@pytest.mark.parametrize("door", door_param("bad_name"))
+def test_a_bad_name_is_refused_as_bad_name(env, door):
+    out = run_door(door, "bad_name", env, "9bad", "nerve_msgs/CmdVel",
+                   [full("nerve_msgs/CmdVel", {})])
+    assert [outcome_kind(r) for r in out["results"]] == ["bad_name"], out
+    assert "9bad" in out["results"][0]["message"], out
+
+
+@pytest.mark.parametrize("door", door_param("type_mismatch"))
+def test_a_second_type_on_an_existing_topic_is_a_type_mismatch(env, door):
+    ctx = nerve.Context()
+    holder = ctx.node("holder").create_publisher("nerve_msgs/CmdVel", "/shared")
+    out = run_door(door, "type_mismatch", env, "/shared", "nerve_msgs/Imu",
+                   [full("nerve_msgs/Imu", {})])
+    assert [outcome_kind(r) for r in out["results"]] == ["type_mismatch"], out
+    message = out["results"][0]["message"]
+    assert "nerve_msgs/CmdVel" in message and "nerve_msgs/Imu" in message, message
+    del holder
+
+
+@pytest.mark.parametrize("door", door_param("too_large"))
+def test_an_oversized_payload_is_too_large(env, door):
+    value = full("nerve_msgs/LaserScan", {"elems": [1.0] * 100})
+    small = full("nerve_msgs/LaserScan", {"elems": [1.0]})
+    out = run_door(door, "too_large", env, "/scan", "nerve_msgs/LaserScan", [value, small],
+                   max_payload=256)
+    assert [outcome_kind(r) for r in out["results"]] == ["too_large", "ok"], out
+    assert "256" in out["results"][0]["message"], out
+
+
+PY_F32_ARRAYS = ("Python's numpy array fields and slices store 1e39 in an f32 as inf (a "
+                 "RuntimeWarning only) where the other doors refuse it as out of range for f32")
+PY_BOOL = "Python takes True for an f32 field (as 1.0) where the other doors refuse a boolean"
+
+# values a field cannot take, with the error kind every door must give
+BAD_VALUES = {
+    "f32_overflow": ("nerve_msgs/CmdVel", {"linear": 1e39}, "out_of_range", None),
+    "i64_overflow": ("nerve_msgs/CmdVel", {"stamp": {"nanos": 2**63}}, "out_of_range", None),
+    "u8_overflow": ("nerve_msgs/BatteryState", {"power_supply_status": 256}, "out_of_range", None),
+    "u8_negative": ("nerve_msgs/BatteryState", {"power_supply_status": -1}, "out_of_range", None),
+    "f32_array_overflow": ("nerve_msgs/BatteryState", {"cell_voltage": [1e39] + [0.0] * 14},
+                           "out_of_range", {"python": PY_F32_ARRAYS}),
+    "f32_slice_overflow": ("nerve_msgs/LaserScan", {"elems": [1.0, -1e39]}, "out_of_range",
+                           {"python": PY_F32_ARRAYS}),
+    "fraction_for_integer": ("nerve_msgs/BatteryState", {"power_supply_status": 1.5}, "bad_value",
+                             None),
+    "text_for_number": ("nerve_msgs/CmdVel", {"linear": "fast"}, "bad_value", None),
+    "bool_for_number": ("nerve_msgs/CmdVel", {"linear": True}, "bad_value", {"python": PY_BOOL}),
+    "unknown_field": ("nerve_msgs/CmdVel", {"speed": 1.0}, "bad_value", None),
+    "short_array": ("nerve_msgs/BatteryState", {"cell_voltage": [0.0] * 3}, "bad_value", None),
+}
+
+
+@pytest.mark.parametrize("door,case", [
+    pytest.param(door, case, id=f"{door}-{case}", marks=[pytest.mark.xfail(
+        strict=True, reason=f"issue 42: {BAD_VALUES[case][3][door]}")]
+        if BAD_VALUES[case][3] and door in BAD_VALUES[case][3] else [])
+    for case in sorted(BAD_VALUES) for door in DOOR_NAMES])
+def test_a_value_a_field_cannot_take_is_refused_with_the_same_kind(env, door, case):
+    """A numeric overflow from JSON or Python, a wrong kind of value, an unknown field: the
+    same error kind through every door, and the message names the field; nothing is sent
+    (the good message after it comes back alone)."""
+    type_name, bad, kind, _ = BAD_VALUES[case]
+    good = full(type_name, {})
+    out = run_door(door, case, env, "/values", type_name, [bad, good])
+    assert [outcome_kind(r) for r in out["results"]] == [kind, "ok"], out
+    field = next(iter(bad))
+    assert field in out["results"][0]["message"], out
+    assert same_json(out["results"][1]["ok"], good), out

@@ -42,6 +42,10 @@ enum Command {
 /// How long one message may take to come back.
 const RECV_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Longest wait at the end for other subscribers to attach (see
+/// [`nerve::Publisher::settle`]), as `nerve topic pub` waits.
+const SETTLE: Duration = Duration::from_secs(1);
+
 /// An outcome of the shared vocabulary.
 fn error(kind: &str, message: impl ToString) -> Value {
     json!({"error": kind, "message": message.to_string()})
@@ -144,6 +148,8 @@ fn run(
             Err(e) => error("failed", e),
         });
     }
+    // what was sent survives this process for subscribers that have not attached yet
+    publisher.settle(SETTLE);
     Ok(json!({"topic": subscriber.topic(), "results": results}))
 }
 
