@@ -27,7 +27,7 @@ import nerve
 
 # the shared vocabulary of error kinds
 KINDS = ("bad_name", "type_mismatch", "too_large", "out_of_range", "bad_value",
-         "unknown_type", "timeout", "failed")
+         "unknown_type", "no_server", "server_gone", "handler_failed", "timeout", "failed")
 
 # how long one message may take to come back through a door
 TIMEOUT = 20.0
@@ -45,8 +45,16 @@ def kind_of(message: str) -> str:
         return "too_large"
     if "out of range for" in message or "out of bounds for" in message:
         return "out_of_range"
-    if "unknown message type" in message:
+    if "unknown message type" in message or "unknown service type" in message:
         return "unknown_type"
+    if ": no server " in message:
+        return "no_server"
+    if "went away before responding" in message:
+        return "server_gone"
+    if ": handler failed: " in message:
+        return "handler_failed"
+    if ": no response within " in message:
+        return "timeout"
     if "expected " in message or " has no field " in message:
         return "bad_value"
     return "failed"
@@ -93,6 +101,13 @@ class Door:
 
     def roundtrip(self, env: Dict[str, str], topic: str, type_name: str, values: List[Any],
                   max_payload: Optional[int] = None) -> Dict[str, Any]:
+        raise NotImplementedError
+
+    def call(self, env: Dict[str, str], service: str, type_name: str, request: Any,
+             timeout: float) -> Dict[str, Any]:
+        """Calls ``service`` of the standard service type ``type_name`` once, waiting up
+        to ``timeout`` seconds for a server and then for the response: the response as
+        JSON, or why there is none."""
         raise NotImplementedError
 
 
@@ -223,6 +238,28 @@ class PythonDoor(Door):
             results.append({"ok": out})
         return {"topic": pub.topic, "results": results}
 
+    def call(self, env, service, type_name, request, timeout):
+        from nerve import srv
+        with _environ(env):
+            ctx = nerve.Context()
+        self._alive.append(ctx)
+        st = getattr(srv, type_name.rsplit("/", 1)[-1], None)
+        if not isinstance(st, nerve.ServiceType):
+            return error("unknown_type", f"unknown service type {type_name!r}")
+        try:
+            client = ctx.node("conformance_py").create_client(st, service)
+        except nerve.NerveError as e:
+            return error(kind_of(str(e)), str(e))
+        if not client.wait_for_service(timeout):
+            return error("no_server", f"service {service}: no server within {timeout} s")
+        head = st.request._type.describe()[0]
+        try:
+            resp = client.call(_py_value(head, request, ""), timeout=timeout)
+        except nerve.NerveError as e:
+            return error(kind_of(str(e)), str(e))
+        rhead = st.response._type.describe()[0]
+        return {"ok": {f[0]: _json_value(f[2], getattr(resp, f[0])) for f in rhead[3]}}
+
     @staticmethod
     def _build(cls: type, head: tuple, elem: Optional[tuple], v: Any) -> Any:
         if not isinstance(v, dict):
@@ -336,6 +373,17 @@ class CliDoor(Door):
         return {"topic": resolved, "results": results}
 
 
+    def call(self, env, service, type_name, request, timeout):
+        p = subprocess.run(
+            [self.binary, "service", "call", service, type_name, json.dumps(request),
+             "--timeout", str(int(timeout * 1000)), "--format", "json"],
+            env=env, capture_output=True, text=True, timeout=timeout * 2 + 60)
+        if p.returncode != 0:
+            msg = _cli_error(p.stderr)
+            return error(kind_of(msg), msg)
+        return {"ok": json.loads(p.stdout)}
+
+
 # ---------------------------------------------------------------------------------------
 # Rust: examples/src/bin/conformance.rs (nerve::RawPublisher, nerve::message::json)
 
@@ -359,3 +407,12 @@ class RustDoor(Door):
         if "results" not in out:
             return _expand(out, len(values))
         return out
+
+    def call(self, env, service, type_name, request, timeout):
+        p = subprocess.run(
+            [self.binary, "call", service, type_name, "--timeout-ms", str(int(timeout * 1000))],
+            env=env, input=json.dumps(request), capture_output=True, text=True,
+            timeout=timeout * 2 + 60)
+        if p.returncode != 0:
+            raise AssertionError(f"the Rust door failed (exit {p.returncode}): {p.stderr}")
+        return json.loads(p.stdout)

@@ -8,6 +8,8 @@ differs, so a fix turns it into a failure until the mark goes.
 """
 
 import math
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -271,3 +273,57 @@ def test_a_value_a_field_cannot_take_is_refused_with_the_same_kind(env, door, ca
     field = next(iter(bad))
     assert field in out["results"][0]["message"], out
     assert same_json(out["results"][1]["ok"], good), out
+
+
+# a server in a process of its own: `mode` says how it answers AddTwoInts
+SERVER = r"""
+import os, sys, nerve
+from nerve import srv
+mode = sys.argv[1]
+node = nerve.Context().node("conformance_server")
+
+def handle(req):
+    if mode == "fails":
+        raise ValueError("no adding today")
+    if mode == "dies":
+        os._exit(3)  # gone with the request taken and no response
+    return {"value": req.a + req.b}
+
+server = node.create_service(srv.AddTwoInts, "/add", handle)
+print("ready", flush=True)
+while True:
+    server.spin_once(0.1)
+"""
+
+# scenario -> (the server's mode or None for no server, the outcome every door must give)
+CALLS = {
+    "answered": ("adds", "ok"),
+    "no_server": (None, "no_server"),
+    "handler_fails": ("fails", "handler_failed"),
+    "server_dies": ("dies", "server_gone"),
+}
+
+
+@pytest.mark.parametrize("door,case", [
+    pytest.param(door, case, id=f"{door}-{case}") for case in sorted(CALLS) for door in DOOR_NAMES])
+def test_a_call_gives_the_same_outcome_through_every_door(env, door, case):
+    """A call answered, with no server, to a handler that fails, to a server that dies
+    with the request: the same outcome kind through every door."""
+    mode, kind = CALLS[case]
+    server = None
+    if mode is not None:
+        server = subprocess.Popen([sys.executable, "-c", SERVER, mode], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert server.stdout.readline().strip() == "ready", server.stderr.read()
+    try:
+        out = make_door(door).call(env, "/add", "nerve_msgs/AddTwoInts", {"a": 2, "b": 40},
+                                   timeout=1.0 if mode is None else 10.0)
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+    assert outcome_kind(out) == kind, out
+    if kind == "ok":
+        assert out["ok"] == {"value": 42}, out
+    if kind == "handler_failed":
+        assert "no adding today" in out["message"], out

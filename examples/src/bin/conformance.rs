@@ -10,11 +10,20 @@
 //! `{"topic": RESOLVED, "results": [OUTCOME, ...]}`: for each message what came back, as
 //! JSON, or why it was refused. An error before any message (a bad name, a topic of
 //! another type) prints one outcome for the whole command.
+//!
+//! `conformance call SERVICE TYPE [--timeout-ms MS] < request.json` calls a service of the
+//! standard type TYPE (`nerve_msgs/AddTwoInts` or `AddTwoInts`) once, waiting as
+//! `nerve service call` does (first for a server, then for the response), and prints the
+//! outcome: the response as JSON, or `no_server`, `timeout`, `server_gone`,
+//! `handler_failed`.
 
 use clap::{Parser, Subcommand};
 use nerve::message::json::{from_json, to_json};
 use nerve::message::schema::Schema;
-use nerve::{LoanError, PublishError, Qos, RawPublisher, RawSubscriber, TopicError};
+use nerve::{
+    CallError, LoanError, PublishError, Qos, RawClient, RawPublisher, RawSubscriber, ServiceError,
+    ServiceQos, ServiceType, TopicError, WaitMode,
+};
 use serde_json::{json, Value};
 use std::io::Read;
 use std::time::Duration;
@@ -36,6 +45,16 @@ enum Command {
         /// The topic's largest payload in bytes (QoS `max_payload`).
         #[arg(long)]
         max_payload: Option<usize>,
+    },
+    /// Call a service once with the JSON request read from stdin.
+    Call {
+        /// Service name.
+        service: String,
+        /// Standard service type, full or short name.
+        type_name: String,
+        /// How long to wait for a server, then for the response.
+        #[arg(long, default_value_t = 5000)]
+        timeout_ms: u64,
     },
 }
 
@@ -153,6 +172,85 @@ fn run(
     Ok(json!({"topic": subscriber.topic(), "results": results}))
 }
 
+/// The kind of a call error.
+fn call_kind(e: &CallError) -> &'static str {
+    match e {
+        CallError::NoServer { .. } => "no_server",
+        CallError::Timeout { .. } => "timeout",
+        CallError::ServerGone { .. } => "server_gone",
+        CallError::Handler { .. } => "handler_failed",
+        CallError::PayloadTooLarge { .. } => "too_large",
+        _ => "failed",
+    }
+}
+
+/// The kind of a service error.
+fn service_kind(e: &ServiceError) -> &'static str {
+    match e {
+        ServiceError::Name(_) => "bad_name",
+        ServiceError::TypeMismatch { .. } => "type_mismatch",
+        _ => "failed",
+    }
+}
+
+fn call(service: &str, type_name: &str, timeout: Duration) -> Value {
+    let Some(info) = nerve_msgs::srv::services()
+        .into_iter()
+        .find(|s| s.name == type_name || s.name.rsplit('/').next() == Some(type_name))
+    else {
+        return error(
+            "unknown_type",
+            format!("unknown service type {type_name:?}"),
+        );
+    };
+    let schema = |name: &str| nerve_msgs::schemas().into_iter().find(|s| s.name == name);
+    let (Some(request), Some(response)) = (schema(info.request), schema(info.response)) else {
+        return error(
+            "unknown_type",
+            format!("{}: no schema of its payloads", info.name),
+        );
+    };
+    let mut input = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut input) {
+        return error("bad_value", format!("stdin: {e}"));
+    }
+    let value: Value = match serde_json::from_str(&input) {
+        Ok(v) => v,
+        Err(e) => return error("bad_value", format!("stdin is not JSON: {e}")),
+    };
+    let bytes = match from_json(&request, &value) {
+        Ok((bytes, _)) => bytes,
+        Err(e) => return error(json_kind(&e.reason), &e),
+    };
+    let ctx = match nerve::Context::from_env() {
+        Ok(c) => c,
+        Err(e) => return error("failed", e),
+    };
+    let node = match ctx.node("conformance_rust").create() {
+        Ok(n) => n,
+        Err(e) => return error("failed", e),
+    };
+    let ty = ServiceType::new(info.name, request.type_info(), response.type_info());
+    let client =
+        match RawClient::create(&node, service, &ty, ServiceQos::default(), WaitMode::Block) {
+            Ok(c) => c,
+            Err(e) => return error(service_kind(&e), &e),
+        };
+    if !client.wait_for_service(timeout) {
+        return error(
+            "no_server",
+            format!("service {}: no server within {timeout:?}", client.name()),
+        );
+    }
+    match client
+        .send_bytes(&bytes)
+        .and_then(|call| call.wait(timeout))
+    {
+        Ok(reply) => json!({"ok": to_json(&response, reply.bytes(), reply.elems(), usize::MAX)}),
+        Err(e) => error(call_kind(&e), &e),
+    }
+}
+
 fn main() {
     let args = Args::parse();
     let outcome = match args.command {
@@ -161,6 +259,11 @@ fn main() {
             type_name,
             max_payload,
         } => roundtrip(&topic, &type_name, max_payload),
+        Command::Call {
+            service,
+            type_name,
+            timeout_ms,
+        } => call(&service, &type_name, Duration::from_millis(timeout_ms)),
     };
     println!("{outcome}");
 }
