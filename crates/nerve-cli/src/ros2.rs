@@ -4,61 +4,45 @@
 use crate::failure::{usage, Failure};
 use crate::types::{repeat, PubOptions, SETTLE};
 use nerve::message::schema::Schema;
+use nerve_ros2_map::carrier::{Ros2Pass, HEAD as ROS2_HEAD};
 use serde_json::{json, Value};
 
-/// A ROS 2 type carried as CDR ([`nerve_msgs::ros2::Ros2Cdr`]), with its definitions.
+/// A ROS 2 type carried as CDR ([`nerve_msgs::ros2::Ros2Cdr`]), with its definitions
+/// (the carrier of `nerve_ros2_map`, as the bridge and bags use it).
 pub struct Ros2Type {
-    name: String,
-    registry: nerve_ros2_types::Registry,
+    pass: Ros2Pass,
     schema: Schema,
 }
-
-/// Bytes of the carrier's head before the CDR.
-const ROS2_HEAD: usize = std::mem::size_of::<nerve_msgs::ros2::Ros2Cdr>();
 
 impl Ros2Type {
     /// The ROS 2 type a topic's schema describes, if it is one.
     pub fn of(schema: &Schema) -> Option<Result<Ros2Type, Failure>> {
-        let (name, _, text) = nerve_msgs::ros2::ros2_type(schema)?;
+        let pass = Ros2Pass::of_schema(schema)?;
         Some(
-            nerve_ros2_types::Registry::from_ros2msg(name, text)
-                .map(|registry| Ros2Type {
-                    name: name.to_string(),
-                    registry,
-                    schema: schema.clone(),
-                })
-                .map_err(|e| {
-                    Failure::Runtime(anyhow::anyhow!(
-                        "the ROS 2 definition of {name} on the topic cannot be used: {e}"
-                    ))
-                }),
+            pass.map(|pass| Ros2Type {
+                pass,
+                schema: schema.clone(),
+            })
+            .map_err(|e| Failure::Runtime(anyhow::anyhow!("on the topic, {e}"))),
         )
     }
 
     /// ROS 2 type `name` (`pkg/msg/Name`) from the definitions on AMENT_PREFIX_PATH.
     pub fn from_search_path(name: &str) -> Result<Ros2Type, Failure> {
         let search = nerve_ros2_types::SearchPath::from_env();
-        let mut registry = nerve_ros2_types::Registry::new();
-        let fail = |e: nerve_ros2_types::RegistryError| {
+        let (pass, schema) = Ros2Pass::load(name, &search).map_err(|e| {
             usage(format!(
                 "unknown message type {name:?}: not built in (see `nerve types`), not on an \
                  existing topic, and not a ROS 2 type on AMENT_PREFIX_PATH: {e}"
             ))
-        };
-        registry.load(name, &search).map_err(fail)?;
-        let hash = registry.type_hash(name).map_err(fail)?;
-        let text = registry.ros2msg_text(name).map_err(fail)?;
-        Ok(Ros2Type {
-            name: name.to_string(),
-            schema: nerve_msgs::ros2::ros2_schema(name, &hash.to_string(), &text),
-            registry,
-        })
+        })?;
+        Ok(Ros2Type { pass, schema })
     }
 
     /// A carrier payload as the ROS 2 message's fields (or why it does not decode).
     pub fn to_json(&self, payload: &[u8]) -> Value {
         let cdr = payload.get(ROS2_HEAD..).unwrap_or_default();
-        match nerve_ros2_types::decode(&self.registry, &self.name, cdr) {
+        match nerve_ros2_types::decode(self.pass.registry(), self.pass.name(), cdr) {
             Ok(v) => nerve_ros2_types::to_json(&v),
             Err(e) => json!({"size": cdr.len(), "undecoded": e.to_string()}),
         }
@@ -67,13 +51,16 @@ impl Ros2Type {
     /// A carrier payload of the ROS 2 message `v` describes (fields left out take their
     /// defaults).
     pub fn payload(&self, v: &Value) -> Result<Vec<u8>, Failure> {
-        let value = nerve_ros2_types::from_json(&self.registry, &self.name, v)
-            .map_err(|e| usage(format!("{}: {e}", self.name)))?;
+        let name = self.pass.name();
+        let value = nerve_ros2_types::from_json(self.pass.registry(), name, v)
+            .map_err(|e| usage(format!("{name}: {e}")))?;
         let mut cdr = Vec::new();
-        nerve_ros2_types::encode(&self.registry, &self.name, &value, &mut cdr)
-            .map_err(|e| usage(format!("{}: {e}", self.name)))?;
-        let mut payload = nerve::wall_ns().to_le_bytes().to_vec();
-        payload.extend_from_slice(&cdr);
+        nerve_ros2_types::encode(self.pass.registry(), name, &value, &mut cdr)
+            .map_err(|e| usage(format!("{name}: {e}")))?;
+        let mut payload = Vec::new();
+        self.pass
+            .decode(&cdr, nerve::wall_ns(), &mut payload)
+            .map_err(|e| usage(format!("{name}: {e}")))?;
         Ok(payload)
     }
 

@@ -9,8 +9,8 @@
 
 use crate::ConvertError;
 use nerve::message::schema::Schema;
-use nerve_msgs::ros2::{ros2_schema, Ros2Cdr};
-use nerve_ros2_types::{Registry, TypeName};
+use nerve_msgs::ros2::{ros2_schema, ros2_type, Ros2Cdr};
+use nerve_ros2_types::{Registry, RegistryError, SearchPath, TypeName};
 
 /// Bytes of the carrier's head ([`Ros2Cdr::source_stamp_ns`]) before the CDR.
 pub const HEAD: usize = std::mem::size_of::<Ros2Cdr>();
@@ -58,9 +58,36 @@ impl Ros2Pass {
         Ok(Ros2Pass { name, registry })
     }
 
+    /// ROS 2 type `name` (`pkg/msg/Name`) from the interface files on `search`, and the
+    /// schema of the Nerve topics that carry it (its RIHS01 hash and `ros2msg` text).
+    pub fn load(name: &str, search: &SearchPath) -> Result<(Ros2Pass, Schema), RegistryError> {
+        let mut registry = Registry::new();
+        registry.load(name, search)?;
+        let hash = registry.type_hash(name)?;
+        let text = registry.ros2msg_text(name)?;
+        let schema = ros2_schema(name, &hash.to_string(), &text);
+        let pass = Ros2Pass {
+            name: name.to_string(),
+            registry,
+        };
+        Ok((pass, schema))
+    }
+
+    /// The conversion of the ROS 2 type a carrier schema describes; `None` for a schema
+    /// that is not a [`Ros2Cdr`] carrier.
+    pub fn of_schema(schema: &Schema) -> Option<Result<Ros2Pass, ConvertError>> {
+        let (name, _, definition) = ros2_type(schema)?;
+        Some(Ros2Pass::new(name, definition))
+    }
+
     /// The ROS 2 type.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The definitions of the type and of the types it uses.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     fn check(&self, cdr: &[u8]) -> Result<(), ConvertError> {

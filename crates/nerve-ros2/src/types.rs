@@ -7,10 +7,11 @@
 
 use crate::{BridgeConfig, BridgeError, BridgeStats, Event};
 use nerve::message::schema::Schema;
-use nerve_msgs::ros2::{ros2_schema, ros2_type, Ros2Cdr};
+use nerve_msgs::ros2::ros2_type;
+use nerve_ros2_map::carrier::Ros2Pass;
 use nerve_ros2_map::standard::{of_nerve, of_ros, Standard};
 use nerve_ros2_map::ConvertError;
-use nerve_ros2_types::{Registry, SearchPath};
+use nerve_ros2_types::SearchPath;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -21,10 +22,7 @@ pub enum Carrier {
     /// A standard message: CDR is converted to and from Nerve's own type.
     Native(Standard),
     /// Any other type: the CDR bytes travel unchanged, checked against the definition.
-    Cdr {
-        /// The definitions the type needs.
-        registry: Arc<Registry>,
-    },
+    Cdr(Arc<Ros2Pass>),
 }
 
 /// One ROS 2 type's route.
@@ -49,12 +47,7 @@ impl TypeRoute {
         out.clear();
         match &self.carrier {
             Carrier::Native(s) => (s.decode)(cdr, out),
-            Carrier::Cdr { registry } => {
-                nerve_ros2_types::validate(registry, &self.ros_name, cdr)?;
-                out.extend_from_slice(&stamp_ns.to_le_bytes());
-                out.extend_from_slice(cdr);
-                Ok(())
-            }
+            Carrier::Cdr(pass) => pass.decode(cdr, stamp_ns, out),
         }
     }
 
@@ -63,14 +56,8 @@ impl TypeRoute {
         out.clear();
         match &self.carrier {
             Carrier::Native(s) => (s.encode)(payload, out),
-            Carrier::Cdr { registry } => {
-                let head = std::mem::size_of::<Ros2Cdr>();
-                let cdr = payload.get(head..).unwrap_or_default();
-                // a Nerve publisher's bytes are checked before ROS 2 sees them
-                nerve_ros2_types::validate(registry, &self.ros_name, cdr)?;
-                out.extend_from_slice(cdr);
-                Ok(())
-            }
+            // a Nerve publisher's bytes are checked before ROS 2 sees them
+            Carrier::Cdr(pass) => pass.encode(payload, out),
         }
     }
 }
@@ -187,20 +174,15 @@ impl Catalog {
                 });
             }
         }
-        let type_err = |e: nerve_ros2_types::RegistryError| BridgeError::Type {
-            ros_type: ros_name.to_string(),
-            reason: e.to_string(),
-        };
-        let mut registry = Registry::new();
-        registry.load(ros_name, &self.search).map_err(type_err)?;
-        let hash = registry.type_hash(ros_name).map_err(type_err)?;
-        let text = registry.ros2msg_text(ros_name).map_err(type_err)?;
+        let (pass, schema) =
+            Ros2Pass::load(ros_name, &self.search).map_err(|e| BridgeError::Type {
+                ros_type: ros_name.to_string(),
+                reason: e.to_string(),
+            })?;
         Ok(TypeRoute {
             ros_name: ros_name.to_string(),
-            schema: ros2_schema(ros_name, &hash.to_string(), &text),
-            carrier: Carrier::Cdr {
-                registry: Arc::new(registry),
-            },
+            schema,
+            carrier: Carrier::Cdr(Arc::new(pass)),
         })
     }
 
@@ -212,18 +194,16 @@ impl Catalog {
             if let Some(r) = self.routes.get(&key) {
                 return Some(r.clone());
             }
-            let route = Registry::from_ros2msg(name, text)
+            let route = Ros2Pass::new(name, text)
                 .map_err(|e| BridgeError::Type {
                     ros_type: name.to_string(),
                     reason: e.to_string(),
                 })
-                .map(|registry| {
+                .map(|pass| {
                     Arc::new(TypeRoute {
                         ros_name: name.to_string(),
                         schema: schema.clone(),
-                        carrier: Carrier::Cdr {
-                            registry: Arc::new(registry),
-                        },
+                        carrier: Carrier::Cdr(Arc::new(pass)),
                     })
                 });
             self.remember(key, route.clone());

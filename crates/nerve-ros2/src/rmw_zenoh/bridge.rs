@@ -165,7 +165,7 @@ pub(crate) fn route_type_hash(route: &TypeRoute) -> Result<String, BridgeError> 
         Carrier::Native(s) => Registry::from_ros2msg(&route.ros_name, &(s.text)())
             .and_then(|r| r.type_hash(&route.ros_name))
             .map_err(err)?,
-        Carrier::Cdr { registry } => registry.type_hash(&route.ros_name).map_err(err)?,
+        Carrier::Cdr(pass) => pass.registry().type_hash(pass.name()).map_err(err)?,
     };
     Ok(hash.to_string())
 }
