@@ -480,6 +480,8 @@ def test_sigterm_stops_the_bridge_cleanly(ros2):
     (["--deny", "[x"], "--deny"),
     (["--types", "/nonexistent/share"], "/nonexistent/share"),
     (["--zenoh-connect", "tcp/127.0.0.1:7447"], "--zenoh"),
+    # an exact form is not a lossy one to ask for
+    (["--lossy", "nerve_msgs/Odometry"], "nerve_msgs/Odometry is not a lossy ROS 2 form"),
 ])
 def test_bad_bridge_arguments_are_usage_errors_naming_them(args, named, domain):
     r = subprocess.run([target_bin("nerve"), "bridge", "ros2", *args, "--duration", "1"],
