@@ -190,6 +190,16 @@ def _json_value(shape: tuple, v: Any) -> Any:
     return v
 
 
+def _message_json(msg: Any, head: tuple, elem: Optional[tuple]) -> Dict[str, Any]:
+    """A message as Nerve's JSON (as `nerve topic echo` prints it)."""
+    out = {f[0]: _json_value(f[2], getattr(msg, f[0])) for f in head[3]}
+    if elem is not None:
+        items = msg._elems.tolist()
+        out["elems_len"] = len(items)
+        out["elems"] = [_json_value(elem, x) for x in items]
+    return out
+
+
 class PythonDoor(Door):
     """The ``nerve`` package, in this process. Its endpoints live as long as the door (as
     a node's do), so other subscribers may attach after a roundtrip."""
@@ -230,12 +240,7 @@ class PythonDoor(Door):
             if got is None:
                 results.append(error("timeout", f"nothing came back within {TIMEOUT} s"))
                 continue
-            out = {f[0]: _json_value(f[2], getattr(got, f[0])) for f in head[3]}
-            if elem is not None:
-                items = got._elems.tolist()
-                out["elems_len"] = len(items)
-                out["elems"] = [_json_value(elem, x) for x in items]
-            results.append({"ok": out})
+            results.append({"ok": _message_json(got, head, elem)})
         return {"topic": pub.topic, "results": results}
 
     def call(self, env, service, type_name, request, timeout):
@@ -416,3 +421,56 @@ class RustDoor(Door):
         if p.returncode != 0:
             raise AssertionError(f"the Rust door failed (exit {p.returncode}): {p.stderr}")
         return json.loads(p.stdout)
+
+
+# ---------------------------------------------------------------------------------------
+# C++: examples/cpp/conformance.cpp (nerve.hpp, typed messages written through a loan)
+
+class CppDoor(Door):
+    """The C++ door binary. C++ has no JSON: each message goes in as its payload bytes
+    (built from the JSON by the nerve package, whose conversions the Python door checks)
+    and comes back as bytes, shown as JSON the same way."""
+
+    name = "cpp"
+
+    def __init__(self, binary) -> None:
+        self.binary = str(binary)
+
+    def cannot(self, scenario: str) -> Optional[str]:
+        if scenario.startswith("bad_value"):
+            return ("C++ writes typed fields: a JSON or Python value the field cannot take "
+                    "never reaches it (the compiler refuses it)")
+        if scenario.startswith("call"):
+            return "the C++ door does not call services yet"
+        return None
+
+    def roundtrip(self, env, topic, type_name, values, max_payload=None):
+        mt = nerve.message_type(type_name)
+        head, elem = mt.describe()
+        cls = nerve.message_class(mt)
+        lines = []
+        for v in values:
+            msg = PythonDoor._build(cls, head, elem, v)
+            n = len(msg._elems) if elem is not None else 0
+            lines.append(f"{n} {msg._bytes().hex()}")
+        cmd = [self.binary, "--topic", topic, "--type", type_name]
+        if max_payload is not None:
+            cmd += ["--max-payload", str(max_payload)]
+        p = subprocess.run(cmd, env=env, input="\n".join(lines) + "\n", capture_output=True,
+                           text=True, timeout=120)
+        if p.returncode != 0:
+            raise AssertionError(f"the C++ door failed (exit {p.returncode}): {p.stderr}")
+        out = json.loads(p.stdout)
+        if "results" not in out:
+            return _expand(error(kind_of(out["message"]), out["message"]), len(values))
+        results = []
+        for r in out["results"]:
+            if "ok_hex" not in r:
+                results.append(error(kind_of(r["message"]), r["message"]))
+                continue
+            data = bytes.fromhex(r["ok_hex"])
+            buf = nerve._nerve.heap_buffer(len(data))
+            buf.write_bytes(0, data)
+            results.append({"ok": _message_json(cls._wrap(buf), head, elem)})
+        return {"topic": out["topic"], "results": results}
+

@@ -1,0 +1,147 @@
+// The C++ door of the conformance matrix (crates/nerve-py/tests/test_conformance.py):
+// performs one command through nerve.hpp and prints its outcome as one JSON line.
+//
+//     conformance --topic TOPIC --type TYPE [--max-payload BYTES] < payloads
+//
+// C++ has no JSON: each stdin line is one message as `ELEMS HEX` (its slice length and
+// payload bytes, which the test builds from JSON). The door subscribes to TOPIC (resolved
+// under NERVE_NAMESPACE and NERVE_REMAP), publishes each payload as the typed message TYPE
+// (nerve_msgs/CmdVel, Imu, BatteryState, Odometry, LaserScan) through a loan and prints
+// {"topic": RESOLVED, "results": [{"ok_hex": HEX} or {"error": STATUS, "message": WHAT}]};
+// an error before any message prints one {"error": ..., "message": ...}.
+#include <nerve.hpp>
+#include <nerve/msgs/battery_state.hpp>
+#include <nerve/msgs/cmd_vel.hpp>
+#include <nerve/msgs/imu.hpp>
+#include <nerve/msgs/laser_scan.hpp>
+#include <nerve/msgs/odometry.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+/// `s` as a JSON string.
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (const unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string error(const nerve::Error& e) {
+  return "{\"error\": " + quoted(nerve::status_name(e.code())) + ", \"message\": " +
+         quoted(e.what()) + "}";
+}
+
+std::string hex(const void* data, std::size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) {
+    out += digits[p[i] >> 4];
+    out += digits[p[i] & 15];
+  }
+  return out;
+}
+
+std::vector<unsigned char> unhex(const std::string& s) {
+  std::vector<unsigned char> out;
+  for (std::size_t i = 0; i + 1 < s.size(); i += 2)
+    out.push_back(static_cast<unsigned char>(std::stoi(s.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+template <class T>
+std::string roundtrip(nerve::Node& node, const std::string& topic, const nerve::Qos& qos) {
+  using E = typename nerve::message_traits<T>::elem_type;
+  nerve::Publisher<T> pub;
+  nerve::Subscriber<T> sub;
+  try {
+    pub = node.publisher<T>(topic, qos);
+    sub = node.subscriber<T>(topic, qos);
+  } catch (const nerve::Error& e) {
+    return error(e);
+  }
+  std::string results;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    std::istringstream in(line);
+    std::size_t elems = 0;
+    std::string payload;
+    in >> elems >> payload;
+    const std::vector<unsigned char> bytes = unhex(payload);
+    if (!results.empty()) results += ", ";
+    try {
+      nerve::Loan<T> loan = [&] {
+        if constexpr (nerve::detail::is_elem<E>) return pub.loan(elems);
+        else return pub.loan();
+      }();
+      if (loan.size_bytes() != bytes.size()) {
+        results += "{\"error\": \"bad_payload\", \"message\": " +
+                   quoted("a payload of " + std::to_string(bytes.size()) + " bytes for " +
+                          std::to_string(loan.size_bytes())) + "}";
+        continue;
+      }
+      std::memcpy(static_cast<void*>(loan.get()), bytes.data(), bytes.size());
+      pub.send(std::move(loan));
+      auto got = sub.take(10s);
+      if (!got) {
+        results += "{\"error\": \"timeout\", \"message\": \"nothing came back within 10 s\"}";
+        continue;
+      }
+      results += "{\"ok_hex\": " + quoted(hex(got->ref().data(), got->size_bytes())) + "}";
+    } catch (const nerve::Error& e) {
+      results += error(e);
+    }
+  }
+  // what was sent survives this process for subscribers that have not attached yet
+  pub.wait_for_subscribers(pub.subscriber_count(), 1s);
+  return "{\"topic\": " + quoted(sub.topic_name()) + ", \"results\": [" + results + "]}";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const example::Args args(argc, argv);
+  const std::string topic = args.str("topic", "");
+  const std::string type = args.str("type", "");
+  nerve::Qos qos = nerve::Qos::sensor();
+  qos.depth = 64;
+  qos.max_payload = static_cast<std::uint64_t>(args.integer("max-payload", 0));
+  nerve::Context ctx;
+  nerve::Node node(ctx, "conformance_cpp");
+  std::string out;
+  const std::string name = type.substr(type.rfind('/') + 1);
+  if (name == "CmdVel") out = roundtrip<nerve::msgs::CmdVel>(node, topic, qos);
+  else if (name == "Imu") out = roundtrip<nerve::msgs::Imu>(node, topic, qos);
+  else if (name == "BatteryState") out = roundtrip<nerve::msgs::BatteryState>(node, topic, qos);
+  else if (name == "Odometry") out = roundtrip<nerve::msgs::Odometry>(node, topic, qos);
+  else if (name == "LaserScan") out = roundtrip<nerve::msgs::LaserScan>(node, topic, qos);
+  else out = "{\"error\": \"unknown_type\", \"message\": " + quoted("unknown type " + type) + "}";
+  std::printf("%s\n", out.c_str());
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "conformance: %s\n", e.what());
+  return 1;
+}
