@@ -2,14 +2,19 @@
 // performs one command through nerve.hpp and prints its outcome as one JSON line.
 //
 //     conformance --topic TOPIC --type TYPE [--max-payload BYTES] < payloads
+//     conformance --call SERVICE --type nerve_msgs/AddTwoInts [--timeout-ms MS] < request
 //
 // C++ has no JSON: each stdin line is one message as `ELEMS HEX` (its slice length and
 // payload bytes, which the test builds from JSON). The door subscribes to TOPIC (resolved
 // under NERVE_NAMESPACE and NERVE_REMAP), publishes each payload as the typed message TYPE
 // (nerve_msgs/CmdVel, Imu, BatteryState, Odometry, LaserScan) through a loan and prints
 // {"topic": RESOLVED, "results": [{"ok_hex": HEX} or {"error": STATUS, "message": WHAT}]};
-// an error before any message prints one {"error": ..., "message": ...}.
+// an error before any message prints one {"error": ..., "message": ...}. With --call it
+// calls SERVICE once with the request (one such line), waiting first for a server, then
+// for the response, and prints {"ok_hex": RESPONSE} or the error ("no_server" when no
+// server came).
 #include <nerve.hpp>
+#include <nerve/msgs/add_two_ints.hpp>
 #include <nerve/msgs/battery_state.hpp>
 #include <nerve/msgs/cmd_vel.hpp>
 #include <nerve/msgs/imu.hpp>
@@ -120,6 +125,37 @@ std::string roundtrip(nerve::Node& node, const std::string& topic, const nerve::
   return "{\"topic\": " + quoted(sub.topic_name()) + ", \"results\": [" + results + "]}";
 }
 
+template <class S>
+std::string call(nerve::Node& node, const std::string& service, std::chrono::milliseconds timeout) {
+  using Request = typename nerve::service_traits<S>::request;
+  std::string line;
+  std::getline(std::cin, line);
+  std::istringstream in(line);
+  std::size_t elems = 0;
+  std::string payload;
+  in >> elems >> payload;
+  const std::vector<unsigned char> bytes = unhex(payload);
+  Request req{};
+  if (bytes.size() != sizeof(Request)) {
+    return "{\"error\": \"bad_payload\", \"message\": " +
+           quoted("a request of " + std::to_string(bytes.size()) + " bytes for " +
+                  std::to_string(sizeof(Request))) + "}";
+  }
+  std::memcpy(static_cast<void*>(&req), bytes.data(), bytes.size());
+  try {
+    auto client = node.client<S>(service);
+    if (!client.wait_for_service(timeout)) {
+      return "{\"error\": \"no_server\", \"message\": " +
+             quoted("service " + service + ": no server within " +
+                    std::to_string(timeout.count()) + " ms") + "}";
+    }
+    const auto reply = client.call(req, timeout);
+    return "{\"ok_hex\": " + quoted(hex(reply.ref().data(), reply.size_bytes())) + "}";
+  } catch (const nerve::Error& e) {
+    return error(e);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -133,7 +169,12 @@ int main(int argc, char** argv) try {
   nerve::Node node(ctx, "conformance_cpp");
   std::string out;
   const std::string name = type.substr(type.rfind('/') + 1);
-  if (name == "CmdVel") out = roundtrip<nerve::msgs::CmdVel>(node, topic, qos);
+  const std::string service = args.str("call", "");
+  if (!service.empty()) {
+    const std::chrono::milliseconds timeout(args.integer("timeout-ms", 5000));
+    if (name == "AddTwoInts") out = call<nerve::msgs::AddTwoInts>(node, service, timeout);
+    else out = "{\"error\": \"unknown_type\", \"message\": " + quoted("unknown service type " + type) + "}";
+  } else if (name == "CmdVel") out = roundtrip<nerve::msgs::CmdVel>(node, topic, qos);
   else if (name == "Imu") out = roundtrip<nerve::msgs::Imu>(node, topic, qos);
   else if (name == "BatteryState") out = roundtrip<nerve::msgs::BatteryState>(node, topic, qos);
   else if (name == "Odometry") out = roundtrip<nerve::msgs::Odometry>(node, topic, qos);
