@@ -1,7 +1,7 @@
 // The C++ door of the conformance matrix (crates/nerve-py/tests/test_conformance.py):
 // performs one command through nerve.hpp and prints its outcome as one JSON line.
 //
-//     conformance --topic TOPIC --type TYPE [--max-payload BYTES] < payloads
+//     conformance --topic TOPIC --type TYPE [--max-payload BYTES] [--unsent-loans N] < payloads
 //     conformance --call SERVICE --type nerve_msgs/AddTwoInts [--timeout-ms MS] < request
 //
 // C++ has no JSON: each stdin line is one message as `ELEMS HEX` (its slice length and
@@ -9,7 +9,8 @@
 // under NERVE_NAMESPACE and NERVE_REMAP), publishes each payload as the typed message TYPE
 // (nerve_msgs/CmdVel, Imu, BatteryState, Odometry, LaserScan) through a loan and prints
 // {"topic": RESOLVED, "results": [{"ok_hex": HEX} or {"error": STATUS, "message": WHAT}]};
-// an error before any message prints one {"error": ..., "message": ...}. With --call it
+// --unsent-loans N first loans N samples and destroys each unsent; an error before any
+// message prints one {"error": ..., "message": ...}. With --call it
 // calls SERVICE once with the request (one such line), waiting first for a server, then
 // for the response, and prints {"ok_hex": RESPONSE} or the error ("no_server" when no
 // server came).
@@ -77,13 +78,20 @@ std::vector<unsigned char> unhex(const std::string& s) {
 }
 
 template <class T>
-std::string roundtrip(nerve::Node& node, const std::string& topic, const nerve::Qos& qos) {
+std::string roundtrip(nerve::Node& node, const std::string& topic, const nerve::Qos& qos,
+                      long long unsent_loans) {
   using E = typename nerve::message_traits<T>::elem_type;
   nerve::Publisher<T> pub;
   nerve::Subscriber<T> sub;
   try {
     pub = node.publisher<T>(topic, qos);
     sub = node.subscriber<T>(topic, qos);
+  } catch (const nerve::Error& e) {
+    return error(e);
+  }
+  try {
+    // a loan destroyed unsent goes back to the pool and is never delivered
+    for (long long i = 0; i < unsent_loans; ++i) nerve::Loan<T> unsent = pub.loan();
   } catch (const nerve::Error& e) {
     return error(e);
   }
@@ -165,6 +173,7 @@ int main(int argc, char** argv) try {
   nerve::Qos qos = nerve::Qos::sensor();
   qos.depth = 64;
   qos.max_payload = static_cast<std::uint64_t>(args.integer("max-payload", 0));
+  const long long unsent = args.integer("unsent-loans", 0);
   nerve::Context ctx;
   nerve::Node node(ctx, "conformance_cpp");
   std::string out;
@@ -174,11 +183,11 @@ int main(int argc, char** argv) try {
     const std::chrono::milliseconds timeout(args.integer("timeout-ms", 5000));
     if (name == "AddTwoInts") out = call<nerve::msgs::AddTwoInts>(node, service, timeout);
     else out = "{\"error\": \"unknown_type\", \"message\": " + quoted("unknown service type " + type) + "}";
-  } else if (name == "CmdVel") out = roundtrip<nerve::msgs::CmdVel>(node, topic, qos);
-  else if (name == "Imu") out = roundtrip<nerve::msgs::Imu>(node, topic, qos);
-  else if (name == "BatteryState") out = roundtrip<nerve::msgs::BatteryState>(node, topic, qos);
-  else if (name == "Odometry") out = roundtrip<nerve::msgs::Odometry>(node, topic, qos);
-  else if (name == "LaserScan") out = roundtrip<nerve::msgs::LaserScan>(node, topic, qos);
+  } else if (name == "CmdVel") out = roundtrip<nerve::msgs::CmdVel>(node, topic, qos, unsent);
+  else if (name == "Imu") out = roundtrip<nerve::msgs::Imu>(node, topic, qos, unsent);
+  else if (name == "BatteryState") out = roundtrip<nerve::msgs::BatteryState>(node, topic, qos, unsent);
+  else if (name == "Odometry") out = roundtrip<nerve::msgs::Odometry>(node, topic, qos, unsent);
+  else if (name == "LaserScan") out = roundtrip<nerve::msgs::LaserScan>(node, topic, qos, unsent);
   else out = "{\"error\": \"unknown_type\", \"message\": " + quoted("unknown type " + type) + "}";
   std::printf("%s\n", out.c_str());
   return 0;

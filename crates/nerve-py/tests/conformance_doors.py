@@ -100,7 +100,8 @@ class Door:
         return None
 
     def roundtrip(self, env: Dict[str, str], topic: str, type_name: str, values: List[Any],
-                  max_payload: Optional[int] = None) -> Dict[str, Any]:
+                  max_payload: Optional[int] = None, unsent_loans: int = 0) -> Dict[str, Any]:
+        """(``unsent_loans``: first loan that many samples and drop each unsent.)"""
         raise NotImplementedError
 
     def call(self, env: Dict[str, str], service: str, type_name: str, request: Any,
@@ -209,7 +210,7 @@ class PythonDoor(Door):
     def __init__(self) -> None:
         self._alive: List[Any] = []
 
-    def roundtrip(self, env, topic, type_name, values, max_payload=None):
+    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0):
         with _environ(env):
             ctx = nerve.Context()
         mt = nerve.message_type(type_name)
@@ -221,6 +222,12 @@ class PythonDoor(Door):
             pub = node.create_publisher(mt, topic, qos)
             self._alive.append(pub)
             sub = node.create_subscription(mt, topic, qos=qos)
+        except nerve.NerveError as e:
+            return _expand(error(kind_of(str(e)), str(e)), len(values))
+        try:
+            for _ in range(unsent_loans):
+                unsent = pub.loan()
+                del unsent  # dropped unsent: back to the pool, never delivered
         except nerve.NerveError as e:
             return _expand(error(kind_of(str(e)), str(e)), len(values))
         results = []
@@ -313,6 +320,8 @@ class CliDoor(Door):
     def cannot(self, scenario: str) -> Optional[str]:
         if scenario == "too_large":
             return "the CLI has no option for a topic's max_payload"
+        if scenario == "unsent_loans":
+            return "the CLI publishes whole messages: it has no loans"
         return None
 
     def _subscribers(self, env, topic) -> Optional[int]:
@@ -321,7 +330,7 @@ class CliDoor(Door):
                            capture_output=True, text=True, timeout=60)
         return json.loads(p.stdout)["subscribers"] if p.returncode == 0 else None
 
-    def roundtrip(self, env, topic, type_name, values, max_payload=None):
+    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0):
         # on a topic that exists, `topic pub` may find another subscriber before echo's:
         # echo is waited for (a new topic's first pub waits for echo, its only subscriber)
         before = self._subscribers(env, topic)
@@ -400,8 +409,8 @@ class RustDoor(Door):
     def __init__(self, binary) -> None:
         self.binary = str(binary)
 
-    def roundtrip(self, env, topic, type_name, values, max_payload=None):
-        cmd = [self.binary, "roundtrip", topic, type_name]
+    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0):
+        cmd = [self.binary, "roundtrip", topic, type_name, "--unsent-loans", str(unsent_loans)]
         if max_payload is not None:
             cmd += ["--max-payload", str(max_payload)]
         p = subprocess.run(cmd, env=env, input=json.dumps(values), capture_output=True,
@@ -442,7 +451,7 @@ class CppDoor(Door):
                     "never reaches it (the compiler refuses it)")
         return None
 
-    def roundtrip(self, env, topic, type_name, values, max_payload=None):
+    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0):
         mt = nerve.message_type(type_name)
         head, elem = mt.describe()
         cls = nerve.message_class(mt)
@@ -451,7 +460,8 @@ class CppDoor(Door):
             msg = PythonDoor._build(cls, head, elem, v)
             n = len(msg._elems) if elem is not None else 0
             lines.append(f"{n} {msg._bytes().hex()}")
-        cmd = [self.binary, "--topic", topic, "--type", type_name]
+        cmd = [self.binary, "--topic", topic, "--type", type_name,
+               "--unsent-loans", str(unsent_loans)]
         if max_payload is not None:
             cmd += ["--max-payload", str(max_payload)]
         p = subprocess.run(cmd, env=env, input="\n".join(lines) + "\n", capture_output=True,

@@ -330,3 +330,15 @@ def test_a_call_gives_the_same_outcome_through_every_door(env, door, case):
         assert out["ok"] == {"value": 42}, out
     if kind == "handler_failed":
         assert "no adding today" in out["message"], out
+
+
+@pytest.mark.parametrize("door", DOOR_NAMES)
+def test_a_loan_never_sent_is_never_delivered_and_goes_back(env, door):
+    """Loans dropped unsent (more of them than a publisher may hold at once) deliver
+    nothing and go back to the pool: the messages published after them come back alone."""
+    values = [full("nerve_msgs/CmdVel", {"linear": 1.5}), full("nerve_msgs/CmdVel", {"angular": -2.0})]
+    out = run_door(door, "unsent_loans", env, "/loans", "nerve_msgs/CmdVel", values,
+                   unsent_loans=5)
+    assert [outcome_kind(r) for r in out["results"]] == ["ok", "ok"], out
+    for sent, r in zip(values, out["results"]):
+        assert same_json(r["ok"], sent), (r["ok"], sent)

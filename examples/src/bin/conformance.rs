@@ -8,7 +8,8 @@
 //! `NERVE_REMAP`, as every door resolves names), publishes each message with the schema of
 //! the built-in type TYPE (`nerve_msgs/Imu` or `Imu`) and prints
 //! `{"topic": RESOLVED, "results": [OUTCOME, ...]}`: for each message what came back, as
-//! JSON, or why it was refused. An error before any message (a bad name, a topic of
+//! JSON, or why it was refused (`--unsent-loans N` first loans N samples and drops each
+//! unsent). An error before any message (a bad name, a topic of
 //! another type) prints one outcome for the whole command.
 //!
 //! `conformance call SERVICE TYPE [--timeout-ms MS] < request.json` calls a service of the
@@ -45,6 +46,9 @@ enum Command {
         /// The topic's largest payload in bytes (QoS `max_payload`).
         #[arg(long)]
         max_payload: Option<usize>,
+        /// Loans this many samples first and drops each unsent.
+        #[arg(long, default_value_t = 0)]
+        unsent_loans: usize,
     },
     /// Call a service once with the JSON request read from stdin.
     Call {
@@ -96,7 +100,12 @@ fn json_kind(reason: &str) -> &'static str {
     }
 }
 
-fn roundtrip(topic: &str, type_name: &str, max_payload: Option<usize>) -> Value {
+fn roundtrip(
+    topic: &str,
+    type_name: &str,
+    max_payload: Option<usize>,
+    unsent_loans: usize,
+) -> Value {
     let Some(schema) = nerve_msgs::schemas()
         .into_iter()
         .find(|s| s.name == type_name || s.name.rsplit('/').next() == Some(type_name))
@@ -128,7 +137,7 @@ fn roundtrip(topic: &str, type_name: &str, max_payload: Option<usize>) -> Value 
         let initial = max.min(qos.initial_payload);
         qos = qos.payload(initial, max);
     }
-    match run(&node, topic, &schema, qos, &values) {
+    match run(&node, topic, &schema, qos, &values, unsent_loans) {
         Ok(v) => v,
         Err(outcome) => outcome,
     }
@@ -140,11 +149,20 @@ fn run(
     schema: &Schema,
     qos: Qos,
     values: &[Value],
+    unsent_loans: usize,
 ) -> Result<Value, Value> {
     let publisher = RawPublisher::create(node, topic, schema, qos.clone())
         .map_err(|e| error(topic_kind(&e), &e))?;
     let subscriber =
         RawSubscriber::create(node, topic, qos).map_err(|e| error(topic_kind(&e), &e))?;
+    for _ in 0..unsent_loans {
+        // a loan dropped unsent goes back to the pool and is never delivered
+        drop(
+            publisher
+                .loan(schema.type_info().head_size)
+                .map_err(|e| error("failed", &e))?,
+        );
+    }
     let mut results = Vec::new();
     for v in values {
         let bytes = match from_json(schema, v) {
@@ -258,7 +276,8 @@ fn main() {
             topic,
             type_name,
             max_payload,
-        } => roundtrip(&topic, &type_name, max_payload),
+            unsent_loans,
+        } => roundtrip(&topic, &type_name, max_payload, unsent_loans),
         Command::Call {
             service,
             type_name,
