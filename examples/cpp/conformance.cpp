@@ -2,6 +2,7 @@
 // performs one command through nerve.hpp and prints its outcome as one JSON line.
 //
 //     conformance --topic TOPIC --type TYPE [--max-payload BYTES] [--unsent-loans N] < payloads
+//     conformance --spin TOPIC --type nerve_msgs/CmdVel
 //     conformance --call SERVICE --type nerve_msgs/AddTwoInts [--timeout-ms MS] < request
 //
 // C++ has no JSON: each stdin line is one message as `ELEMS HEX` (its slice length and
@@ -13,7 +14,8 @@
 // message prints one {"error": ..., "message": ...}. With --call it
 // calls SERVICE once with the request (one such line), waiting first for a server, then
 // for the response, and prints {"ok_hex": RESPONSE} or the error ("no_server" when no
-// server came).
+// server came). With --spin it spins a node with a subscription on TOPIC in an executor,
+// prints "spinning", and after Ctrl-C (or SIGTERM) prints {"ok": "interrupted"}.
 #include <nerve.hpp>
 #include <nerve/msgs/add_two_ints.hpp>
 #include <nerve/msgs/battery_state.hpp>
@@ -179,7 +181,20 @@ int main(int argc, char** argv) try {
   std::string out;
   const std::string name = type.substr(type.rfind('/') + 1);
   const std::string service = args.str("call", "");
-  if (!service.empty()) {
+  const std::string spin = args.str("spin", "");
+  if (!spin.empty()) {
+    if (name != "CmdVel") {
+      out = "{\"error\": \"unknown_type\", \"message\": " + quoted("unknown type " + type) + "}";
+    } else {
+      nerve::Executor exec(ctx);  // SIGINT / SIGTERM end exec.spin()
+      exec.add(node.subscriber<nerve::msgs::CmdVel>(spin),
+               [](const nerve::SampleRef<nerve::msgs::CmdVel>&) {});
+      std::printf("spinning\n");
+      std::fflush(stdout);
+      exec.spin();
+      out = "{\"ok\": \"interrupted\"}";
+    }
+  } else if (!service.empty()) {
     const std::chrono::milliseconds timeout(args.integer("timeout-ms", 5000));
     if (name == "AddTwoInts") out = call<nerve::msgs::AddTwoInts>(node, service, timeout);
     else out = "{\"error\": \"unknown_type\", \"message\": " + quoted("unknown service type " + type) + "}";

@@ -16,6 +16,7 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -94,6 +95,8 @@ class Door:
     "results": [outcome per message]}``."""
 
     name = "?"
+    # whether ``spinner``'s process needs its topic made first (and prints no line)
+    spinner_needs_topic = False
 
     def cannot(self, scenario: str) -> Optional[str]:
         """Why this door cannot run a scenario, or None."""
@@ -102,6 +105,11 @@ class Door:
     def roundtrip(self, env: Dict[str, str], topic: str, type_name: str, values: List[Any],
                   max_payload: Optional[int] = None, unsent_loans: int = 0) -> Dict[str, Any]:
         """(``unsent_loans``: first loan that many samples and drop each unsent.)"""
+        raise NotImplementedError
+
+    def spinner(self, env: Dict[str, str], topic: str) -> List[str]:
+        """The command of a process that spins a node with a CmdVel subscription on
+        ``topic`` until Ctrl-C or SIGTERM; it prints a line once it spins."""
         raise NotImplementedError
 
     def call(self, env: Dict[str, str], service: str, type_name: str, request: Any,
@@ -250,6 +258,22 @@ class PythonDoor(Door):
             results.append({"ok": _message_json(got, head, elem)})
         return {"topic": pub.topic, "results": results}
 
+    def spinner(self, env, topic):
+        code = f"""
+import nerve
+node = nerve.Context().node("conformance_py")
+node.create_subscription("nerve_msgs/CmdVel", {topic!r}, lambda m: None)
+ex = nerve.Executor()
+ex.add_node(node)
+print("spinning", flush=True)
+try:
+    ex.spin()
+except KeyboardInterrupt:  # how Ctrl-C reaches Python
+    pass
+print('{{"ok": "interrupted"}}')
+"""
+        return [sys.executable, "-c", code]
+
     def call(self, env, service, type_name, request, timeout):
         from nerve import srv
         with _environ(env):
@@ -313,6 +337,7 @@ class CliDoor(Door):
     publishes each message."""
 
     name = "cli"
+    spinner_needs_topic = True
 
     def __init__(self, binary) -> None:
         self.binary = str(binary)
@@ -387,6 +412,10 @@ class CliDoor(Door):
         return {"topic": resolved, "results": results}
 
 
+    def spinner(self, env, topic):
+        # echo spins its node once the topic exists (the test makes it first)
+        return [self.binary, "topic", "echo", topic, "--format", "json"]
+
     def call(self, env, service, type_name, request, timeout):
         p = subprocess.run(
             [self.binary, "service", "call", service, type_name, json.dumps(request),
@@ -421,6 +450,9 @@ class RustDoor(Door):
         if "results" not in out:
             return _expand(out, len(values))
         return out
+
+    def spinner(self, env, topic):
+        return [self.binary, "spin", topic, "nerve_msgs/CmdVel"]
 
     def call(self, env, service, type_name, request, timeout):
         p = subprocess.run(
@@ -483,6 +515,9 @@ class CppDoor(Door):
             results.append({"ok": _message_json(cls._wrap(buf), head, elem)})
         return {"topic": out["topic"], "results": results}
 
+
+    def spinner(self, env, topic):
+        return [self.binary, "--spin", topic, "--type", "nerve_msgs/CmdVel"]
 
     def call(self, env, service, type_name, request, timeout):
         from nerve import srv

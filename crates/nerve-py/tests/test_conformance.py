@@ -7,10 +7,15 @@ doors truly disagree and nobody has fixed it yet the case is an xfail(strict) na
 differs, so a fix turns it into a failure until the mark goes.
 """
 
+import gc
+import json
 import math
+import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -342,3 +347,37 @@ def test_a_loan_never_sent_is_never_delivered_and_goes_back(env, door):
     assert [outcome_kind(r) for r in out["results"]] == ["ok", "ok"], out
     for sent, r in zip(values, out["results"]):
         assert same_json(r["ok"], sent), (r["ok"], sent)
+
+
+@pytest.mark.parametrize("door", DOOR_NAMES)
+def test_ctrl_c_ends_a_spinning_node_and_leaves_nothing(env, domain, door):
+    """Ctrl-C (SIGINT) of a node spinning with a subscription: it stops by itself, exits
+    as a clean stop (0, or 130 where an interrupted command says so) and, as the domain's
+    last process, leaves nothing of the domain in /dev/shm."""
+    d = make_door(door, "ctrl_c")
+    feeder = None
+    if d.spinner_needs_topic:
+        feeder = nerve.Context().node("feeder").create_publisher("nerve_msgs/CmdVel", "/spin")
+    child = subprocess.Popen(d.spinner(env, "/spin"), env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        if feeder is not None:
+            # joined once it subscribes; then this process leaves the domain
+            assert feeder.wait_for_subscribers(1, timeout=20.0), child.stderr
+            feeder.close()
+            feeder = None
+            gc.collect()
+        else:
+            assert child.stdout.readline().strip() == "spinning", child.stderr.read()
+        time.sleep(0.3)  # into its wait
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode in (0, 130), (child.returncode, err)
+    if not d.spinner_needs_topic:
+        assert json.loads(out.strip().splitlines()[-1]) == {"ok": "interrupted"}, out
+    left = [f for f in os.listdir("/dev/shm") if f.startswith(f"nerve{domain}_")]
+    assert left == [], (left, err)

@@ -12,6 +12,10 @@
 //! unsent). An error before any message (a bad name, a topic of
 //! another type) prints one outcome for the whole command.
 //!
+//! `conformance spin TOPIC TYPE` spins a node with a subscription on TOPIC in an
+//! executor, prints `spinning` once it does, and after Ctrl-C (or SIGTERM) prints the
+//! outcome `{"ok": "interrupted"}`.
+//!
 //! `conformance call SERVICE TYPE [--timeout-ms MS] < request.json` calls a service of the
 //! standard type TYPE (`nerve_msgs/AddTwoInts` or `AddTwoInts`) once, waiting as
 //! `nerve service call` does (first for a server, then for the response), and prints the
@@ -49,6 +53,13 @@ enum Command {
         /// Loans this many samples first and drops each unsent.
         #[arg(long, default_value_t = 0)]
         unsent_loans: usize,
+    },
+    /// Spin a node with a subscription on TOPIC until Ctrl-C (SIGINT) or SIGTERM.
+    Spin {
+        /// Topic name.
+        topic: String,
+        /// Built-in message type, full or short name.
+        type_name: String,
     },
     /// Call a service once with the JSON request read from stdin.
     Call {
@@ -269,6 +280,37 @@ fn call(service: &str, type_name: &str, timeout: Duration) -> Value {
     }
 }
 
+fn spin(topic: &str, type_name: &str) -> Value {
+    let Some(schema) = nerve_msgs::schemas()
+        .into_iter()
+        .find(|s| s.name == type_name || s.name.rsplit('/').next() == Some(type_name))
+    else {
+        return error(
+            "unknown_type",
+            format!("unknown message type {type_name:?}"),
+        );
+    };
+    let run = || -> Result<(), Value> {
+        let ctx = nerve::Context::from_env().map_err(|e| error("failed", e))?;
+        let node = ctx
+            .node("conformance_rust")
+            .create()
+            .map_err(|e| error("failed", e))?;
+        let sub = RawSubscriber::with_schema(&node, topic, &schema, Qos::sensor())
+            .map_err(|e| error(topic_kind(&e), &e))?;
+        let mut exec = nerve::Executor::new();
+        exec.subscribe_raw(sub, |_| Ok(()))
+            .map_err(|e| error("failed", e))?;
+        println!("spinning");
+        // SIGINT and SIGTERM end the spin (the executor handles them)
+        exec.spin().map_err(|e| error("failed", e))
+    };
+    match run() {
+        Ok(()) => json!({"ok": "interrupted"}),
+        Err(e) => e,
+    }
+}
+
 fn main() {
     let args = Args::parse();
     let outcome = match args.command {
@@ -278,6 +320,7 @@ fn main() {
             max_payload,
             unsent_loans,
         } => roundtrip(&topic, &type_name, max_payload, unsent_loans),
+        Command::Spin { topic, type_name } => spin(&topic, &type_name),
         Command::Call {
             service,
             type_name,
