@@ -1,7 +1,8 @@
 // The C++ door of the conformance matrix (crates/nerve-py/tests/test_conformance.py):
 // performs one command through nerve.hpp and prints its outcome as one JSON line.
 //
-//     conformance --topic TOPIC --type TYPE [--max-payload BYTES] [--unsent-loans N] < payloads
+//     conformance --topic TOPIC --type TYPE [--max-payload BYTES] [--unsent-loans N]
+//                 [--wait-clock] < payloads
 //     conformance --spin TOPIC --type nerve_msgs/CmdVel
 //     conformance --call SERVICE --type nerve_msgs/AddTwoInts [--timeout-ms MS] < request
 //
@@ -10,7 +11,9 @@
 // under NERVE_NAMESPACE and NERVE_REMAP), publishes each payload as the typed message TYPE
 // (nerve_msgs/CmdVel, Imu, BatteryState, Odometry, LaserScan) through a loan and prints
 // {"topic": RESOLVED, "results": [{"ok_hex": HEX} or {"error": STATUS, "message": WHAT}]};
-// --unsent-loans N first loans N samples and destroys each unsent; an error before any
+// --unsent-loans N first loans N samples and destroys each unsent, --wait-clock first
+// waits for the clock to leave 0 (simulation time); a message that came back carries its
+// header's "wall_ns". An error before any
 // message prints one {"error": ..., "message": ...}. With --call it
 // calls SERVICE once with the request (one such line), waiting first for a server, then
 // for the response, and prints {"ok_hex": RESPONSE} or the error ("no_server" when no
@@ -30,6 +33,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "args.hpp"
@@ -125,7 +129,8 @@ std::string roundtrip(nerve::Node& node, const std::string& topic, const nerve::
         results += "{\"error\": \"timeout\", \"message\": \"nothing came back within 10 s\"}";
         continue;
       }
-      results += "{\"ok_hex\": " + quoted(hex(got->ref().data(), got->size_bytes())) + "}";
+      results += "{\"ok_hex\": " + quoted(hex(got->ref().data(), got->size_bytes())) +
+                 ", \"wall_ns\": " + std::to_string(got->wall_ns()) + "}";
     } catch (const nerve::Error& e) {
       results += error(e);
     }
@@ -178,6 +183,17 @@ int main(int argc, char** argv) try {
   const long long unsent = args.integer("unsent-loans", 0);
   nerve::Context ctx;
   nerve::Node node(ctx, "conformance_cpp");
+  if (args.flag("wait-clock")) {
+    // simulation time stands at 0 until the first message on /clock
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (nerve_time_now_ns() == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::printf("{\"error\": \"timeout\", \"message\": \"the clock stayed at 0 for 10 s\"}\n");
+        return 0;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  }
   std::string out;
   const std::string name = type.substr(type.rfind('/') + 1);
   const std::string service = args.str("call", "");

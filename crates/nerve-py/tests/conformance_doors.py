@@ -103,8 +103,11 @@ class Door:
         return None
 
     def roundtrip(self, env: Dict[str, str], topic: str, type_name: str, values: List[Any],
-                  max_payload: Optional[int] = None, unsent_loans: int = 0) -> Dict[str, Any]:
-        """(``unsent_loans``: first loan that many samples and drop each unsent.)"""
+                  max_payload: Optional[int] = None, unsent_loans: int = 0,
+                  wait_clock: bool = False) -> Dict[str, Any]:
+        """``unsent_loans``: first loan that many samples and drop each unsent;
+        ``wait_clock``: first wait for the clock to leave 0 (simulation time). A message
+        that came back carries its header's publish time as ``wall_ns``."""
         raise NotImplementedError
 
     def spinner(self, env: Dict[str, str], topic: str) -> List[str]:
@@ -218,9 +221,16 @@ class PythonDoor(Door):
     def __init__(self) -> None:
         self._alive: List[Any] = []
 
-    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0):
+    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0,
+                  wait_clock=False):
         with _environ(env):
             ctx = nerve.Context()
+        deadline = time.monotonic() + TIMEOUT
+        while wait_clock and ctx.now_ns() == 0:
+            if time.monotonic() > deadline:
+                return _expand(error("timeout", f"the clock stayed at 0 for {TIMEOUT} s"),
+                               len(values))
+            time.sleep(0.005)
         mt = nerve.message_type(type_name)
         head, elem = mt.describe()
         qos = nerve.Qos(depth=64, max_payload=max_payload)
@@ -255,7 +265,7 @@ class PythonDoor(Door):
             if got is None:
                 results.append(error("timeout", f"nothing came back within {TIMEOUT} s"))
                 continue
-            results.append({"ok": _message_json(got, head, elem)})
+            results.append({"ok": _message_json(got, head, elem), "wall_ns": got._header.wall_ns})
         return {"topic": pub.topic, "results": results}
 
     def spinner(self, env, topic):
@@ -347,6 +357,9 @@ class CliDoor(Door):
             return "the CLI has no option for a topic's max_payload"
         if scenario == "unsent_loans":
             return "the CLI publishes whole messages: it has no loans"
+        if scenario == "sim_time":
+            return ("`nerve topic pub` cannot wait for the simulation clock's first time: its "
+                    "one message may carry 0 (the clock before /clock speaks)")
         return None
 
     def _subscribers(self, env, topic) -> Optional[int]:
@@ -355,7 +368,8 @@ class CliDoor(Door):
                            capture_output=True, text=True, timeout=60)
         return json.loads(p.stdout)["subscribers"] if p.returncode == 0 else None
 
-    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0):
+    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0,
+                  wait_clock=False):
         # on a topic that exists, `topic pub` may find another subscriber before echo's:
         # echo is waited for (a new topic's first pub waits for echo, its only subscriber)
         before = self._subscribers(env, topic)
@@ -400,7 +414,7 @@ class CliDoor(Door):
                     continue
                 got = json.loads(line)
                 resolved = got["topic"]
-                results.append({"ok": got["msg"]})
+                results.append({"ok": got["msg"], "wall_ns": got["header"]["publish_wall_ns"]})
         finally:
             if echo.poll() is None:
                 echo.send_signal(signal.SIGINT)
@@ -438,8 +452,11 @@ class RustDoor(Door):
     def __init__(self, binary) -> None:
         self.binary = str(binary)
 
-    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0):
+    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0,
+                  wait_clock=False):
         cmd = [self.binary, "roundtrip", topic, type_name, "--unsent-loans", str(unsent_loans)]
+        if wait_clock:
+            cmd.append("--wait-clock")
         if max_payload is not None:
             cmd += ["--max-payload", str(max_payload)]
         p = subprocess.run(cmd, env=env, input=json.dumps(values), capture_output=True,
@@ -483,7 +500,8 @@ class CppDoor(Door):
                     "never reaches it (the compiler refuses it)")
         return None
 
-    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0):
+    def roundtrip(self, env, topic, type_name, values, max_payload=None, unsent_loans=0,
+                  wait_clock=False):
         mt = nerve.message_type(type_name)
         head, elem = mt.describe()
         cls = nerve.message_class(mt)
@@ -496,6 +514,8 @@ class CppDoor(Door):
                "--unsent-loans", str(unsent_loans)]
         if max_payload is not None:
             cmd += ["--max-payload", str(max_payload)]
+        if wait_clock:
+            cmd.append("--wait-clock")
         p = subprocess.run(cmd, env=env, input="\n".join(lines) + "\n", capture_output=True,
                            text=True, timeout=120)
         if p.returncode != 0:
@@ -512,7 +532,8 @@ class CppDoor(Door):
             data = bytes.fromhex(r["ok_hex"])
             buf = nerve._nerve.heap_buffer(len(data))
             buf.write_bytes(0, data)
-            results.append({"ok": _message_json(cls._wrap(buf), head, elem)})
+            results.append({"ok": _message_json(cls._wrap(buf), head, elem),
+                            "wall_ns": r["wall_ns"]})
         return {"topic": out["topic"], "results": results}
 
 

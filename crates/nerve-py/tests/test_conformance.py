@@ -381,3 +381,34 @@ def test_ctrl_c_ends_a_spinning_node_and_leaves_nothing(env, domain, door):
         assert json.loads(out.strip().splitlines()[-1]) == {"ok": "interrupted"}, out
     left = [f for f in os.listdir("/dev/shm") if f.startswith(f"nerve{domain}_")]
     assert left == [], (left, err)
+
+
+SIM_NOW = 1_700_000_000_123_456_789
+
+
+@pytest.mark.parametrize("door", DOOR_NAMES)
+def test_stamps_follow_simulation_time(env, door):
+    """Under NERVE_SIM_TIME=1 a sample's publish stamp is the simulation time /clock
+    gives, not the wall clock, through every door."""
+    d = make_door(door, "sim_time")
+    ready, stop = threading.Event(), threading.Event()
+
+    def clock():  # a simulator: /clock stands at SIM_NOW
+        pub = nerve.Context(sim_time=False).node("simulator").create_publisher(
+            "nerve_msgs/Clock", "/clock")
+        ready.set()
+        while not stop.wait(0.02):
+            pub.publish(clock={"nanos": SIM_NOW})
+
+    simulator = threading.Thread(target=clock)
+    simulator.start()
+    try:
+        assert ready.wait(30.0)
+        values = [full("nerve_msgs/CmdVel", {"linear": 0.5}), full("nerve_msgs/CmdVel", {})]
+        out = d.roundtrip(dict(env, NERVE_SIM_TIME="1"), "/sim_stamped", "nerve_msgs/CmdVel",
+                          values, wait_clock=True)
+    finally:
+        stop.set()
+        simulator.join()
+    assert [outcome_kind(r) for r in out["results"]] == ["ok", "ok"], out
+    assert [r["wall_ns"] for r in out["results"]] == [SIM_NOW, SIM_NOW], out

@@ -9,7 +9,9 @@
 //! the built-in type TYPE (`nerve_msgs/Imu` or `Imu`) and prints
 //! `{"topic": RESOLVED, "results": [OUTCOME, ...]}`: for each message what came back, as
 //! JSON, or why it was refused (`--unsent-loans N` first loans N samples and drops each
-//! unsent). An error before any message (a bad name, a topic of
+//! unsent; `--wait-clock` first waits for the clock to leave 0, as under simulation time
+//! until the first /clock message); each message that came back carries its header's
+//! `wall_ns`. An error before any message (a bad name, a topic of
 //! another type) prints one outcome for the whole command.
 //!
 //! `conformance spin TOPIC TYPE` spins a node with a subscription on TOPIC in an
@@ -53,6 +55,10 @@ enum Command {
         /// Loans this many samples first and drops each unsent.
         #[arg(long, default_value_t = 0)]
         unsent_loans: usize,
+        /// Waits for the context's clock to leave 0 first (simulation time: the first
+        /// message on /clock).
+        #[arg(long)]
+        wait_clock: bool,
     },
     /// Spin a node with a subscription on TOPIC until Ctrl-C (SIGINT) or SIGTERM.
     Spin {
@@ -116,6 +122,7 @@ fn roundtrip(
     type_name: &str,
     max_payload: Option<usize>,
     unsent_loans: usize,
+    wait_clock: bool,
 ) -> Value {
     let Some(schema) = nerve_msgs::schemas()
         .into_iter()
@@ -143,6 +150,18 @@ fn roundtrip(
         Ok(n) => n,
         Err(e) => return error("failed", e),
     };
+    if wait_clock {
+        let deadline = std::time::Instant::now() + RECV_TIMEOUT;
+        while ctx.clock().now_ns() == 0 {
+            if std::time::Instant::now() >= deadline {
+                return error(
+                    "timeout",
+                    format!("the clock stayed at 0 for {RECV_TIMEOUT:?}"),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     let mut qos = Qos::sensor().depth(64);
     if let Some(max) = max_payload {
         let initial = max.min(qos.initial_payload);
@@ -188,7 +207,10 @@ fn run(
             continue;
         }
         results.push(match subscriber.recv_timeout(RECV_TIMEOUT) {
-            Ok(Some(s)) => json!({"ok": to_json(schema, s.bytes(), s.elems(), usize::MAX)}),
+            Ok(Some(s)) => json!({
+                "ok": to_json(schema, s.bytes(), s.elems(), usize::MAX),
+                "wall_ns": s.header().publish_wall_ns,
+            }),
             Ok(None) => error(
                 "timeout",
                 format!("nothing came back within {RECV_TIMEOUT:?}"),
@@ -319,7 +341,8 @@ fn main() {
             type_name,
             max_payload,
             unsent_loans,
-        } => roundtrip(&topic, &type_name, max_payload, unsent_loans),
+            wait_clock,
+        } => roundtrip(&topic, &type_name, max_payload, unsent_loans, wait_clock),
         Command::Spin { topic, type_name } => spin(&topic, &type_name),
         Command::Call {
             service,
