@@ -1018,15 +1018,29 @@ fn bag_recorder_killed_mid_run_leaves_a_readable_file_and_ctrl_c_a_complete_one(
     assert!(topic["written"].as_u64().unwrap() > 500, "{report}");
     assert_eq!(topic["dropped"], 0);
 
-    // the killed recorder's file: incomplete, readable up to its last whole chunk
-    let (code, out, err) = d.run(
+    // the killed recorder's file: incomplete, so `info` refuses it naming the damage
+    // (exit 1) unless asked to keep going; readable up to its last whole chunk
+    let (code, _, err) = d.run(
         &nerve,
         &["bag", "info", killed.to_str().unwrap(), "--format", "json"],
+    );
+    assert_eq!(code, 1, "a damaged bag is an error: {err}");
+    assert!(err.contains("killed.mcap"), "the error names the file: {err}");
+    let (code, out, err) = d.run(
+        &nerve,
+        &[
+            "bag",
+            "info",
+            killed.to_str().unwrap(),
+            "--format",
+            "json",
+            "--tolerate-damage",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let info: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(info["complete"], false, "{info}");
-    assert!(info["damage"].as_str().is_some(), "{info}");
+    assert!(info["damage"]["what"].as_str().is_some(), "{info}");
     let saved = info["messages"].as_u64().unwrap();
     assert!(
         saved >= 500,
