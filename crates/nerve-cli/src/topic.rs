@@ -138,27 +138,46 @@ fn topic_error(e: TopicError) -> Failure {
     }
 }
 
-/// Opens a raw subscriber, waiting for the topic to appear until the deadline.
+/// The topic `name` names for `node`: relative and private names resolve under the
+/// namespace and remap rules (`NERVE_NAMESPACE`, `NERVE_REMAP`) exactly as every other
+/// door resolves them; a name that is not valid once resolved is a usage error.
+pub(crate) fn resolve_topic(node: &nerve::Node, name: &str) -> Result<String, Failure> {
+    let topic = node.resolve_name(name);
+    nerve::name::validate_topic(&topic).map_err(|e| {
+        if topic == name {
+            usage(e.to_string())
+        } else {
+            usage(format!("{name} (resolved to {topic}): {e}"))
+        }
+    })?;
+    Ok(topic)
+}
+
+/// Opens a raw subscriber on the topic `name` names (see [`resolve_topic`]), waiting for
+/// the topic to appear until the deadline.
 fn subscribe(
     node: &nerve::Node,
-    topic: &str,
+    name: &str,
     deadline: Option<Instant>,
 ) -> Result<RawSubscriber, Failure> {
-    nerve::name::validate_topic(topic).map_err(|e| usage(e.to_string()))?;
+    let resolved = resolve_topic(node, name)?;
+    let topic = resolved.as_str();
     let mut told = false;
     let qos = Qos::sensor().depth(64);
     loop {
-        match RawSubscriber::create(node, topic, qos.clone()) {
+        // the endpoints resolve `name` themselves (resolving twice would chain remaps);
+        // the lookups below use the resolved name
+        match RawSubscriber::create(node, name, qos.clone()) {
             Ok(s) => return Ok(s),
             Err(TopicError::Shm { .. }) if introspect::topic_info(node, topic).is_err() => {
                 // published on another host only: subscribe with its type if this tool
                 // knows it, or with the schema its publishers offer
                 match remote_type(node.context(), topic)? {
                     Some(Remote::Known(ty)) => {
-                        return RawSubscriber::with_type(node, topic, &ty, qos).map_err(topic_error)
+                        return RawSubscriber::with_type(node, name, &ty, qos).map_err(topic_error)
                     }
                     Some(Remote::Described(schema)) => {
-                        return RawSubscriber::with_schema(node, topic, &schema, qos)
+                        return RawSubscriber::with_schema(node, name, &schema, qos)
                             .map_err(topic_error)
                     }
                     None => {}
@@ -325,6 +344,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
         }
         TopicCommand::Info { topic, format } => {
             let node = cli_node(ctx)?;
+            let topic = resolve_topic(&node, &topic)?;
             let local = match introspect::topic_info(&node, &topic) {
                 Ok(t) => Some(t),
                 Err(TopicError::Shm { .. }) => None,
@@ -418,7 +438,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                     continue;
                 };
                 n += 1;
-                print_sample(&topic, &sub, &shown, &s)?;
+                print_sample(sub.topic(), &sub, &shown, &s)?;
             }
             if let Some(c) = count {
                 if n < c && !nerve::shutdown::requested() {
@@ -441,7 +461,6 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             qos,
             wait_subscribers,
         } => {
-            nerve::name::validate_topic(&topic).map_err(|e| usage(e.to_string()))?;
             let value: Value = serde_json::from_str(&json)
                 .map_err(|e| usage(format!("invalid JSON for {type_name}: {e}")))?;
             if !(rate.is_finite() && rate >= 0.0) {
@@ -456,9 +475,12 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                 wait: seconds("wait-subscribers", wait_subscribers)?,
             };
             let node = cli_node(ctx)?;
+            // the publisher resolves `topic` itself (resolving twice would chain remaps);
+            // the schema lookup and the report use the resolved name
+            let resolved = resolve_topic(&node, &topic)?;
             let sent = match types::find(&type_name) {
                 Some(entry) => (entry.publish)(&node, &topic, &value, &opt)?,
-                None => match topic_schema(&node, &topic, &type_name) {
+                None => match topic_schema(&node, &resolved, &type_name) {
                     // not built in: the topic's recorded schema describes it
                     Ok(schema) => match crate::ros2::Ros2Type::of(&schema) {
                         Some(ros2) => ros2?.publish(&node, &topic, &value, &opt)?,
@@ -473,7 +495,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                     Err(e) => return Err(e),
                 },
             };
-            eprintln!("published {sent} message(s) on {topic}");
+            eprintln!("published {sent} message(s) on {resolved}");
             Ok(())
         }
     }
@@ -594,6 +616,8 @@ fn measure(ctx: &nerve::Context, args: MeasureArgs, what: Measure) -> CmdResult 
     let limit = wait.timeout.map(|t| seconds("timeout", t)).transpose()?;
     let node = cli_node(ctx)?;
     let sub = subscribe(&node, topic, limit.map(|l| Instant::now() + l))?;
+    let topic = sub.topic().to_string();
+    let topic = topic.as_str();
     let start = Instant::now();
     let end = start + window;
     let mut periods = Running::default();

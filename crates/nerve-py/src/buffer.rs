@@ -9,7 +9,7 @@ use nerve::tensor::DType;
 use nerve::{RawLoan, RawSample, SampleHeader};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyInt, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -331,6 +331,12 @@ impl Buffer {
             .get(kind as usize)
             .ok_or_else(|| PyValueError::new_err(format!("unknown kind {kind}")))?;
         let mut raw = [0u8; 16];
+        // a bool is a Python int, but a number field takes no booleans (as from JSON)
+        if value.is_instance_of::<PyBool>() {
+            return Err(PyTypeError::new_err(format!(
+                "expected a number for {name}, got bool"
+            )));
+        }
         if name.starts_with('f') {
             if !(value.is_instance_of::<PyFloat>() || value.is_instance_of::<PyInt>()) {
                 return Err(PyTypeError::new_err(format!(

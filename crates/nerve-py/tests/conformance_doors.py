@@ -317,7 +317,9 @@ print('{{"ok": "interrupted"}}')
         for k, x in _py_value(head, v, "").items():
             setattr(msg, k, x)
         if elems:
-            msg._elems[...] = [_py_value(elem, x, f"elems[{i}]") for i, x in enumerate(elems)]
+            # through the message's own slice attribute, as a user writes it
+            setattr(msg, cls._slice_name,
+                    [_py_value(elem, x, f"elems[{i}]") for i, x in enumerate(elems)])
         return msg
 
 

@@ -67,6 +67,25 @@ def _field_error(cls_name: str, field: str, e: Exception) -> Exception:
     return type(e)(f"{cls_name}.{field}: {e}")
 
 
+def _assign(view: np.ndarray, value: Any) -> None:
+    """Writes ``value`` into ``view`` (an array field or a slice) by the rules of every
+    other path into fields: no booleans into numbers, and a finite number too large for
+    float32 is refused (numpy would store inf with only a warning)."""
+    if view.dtype.kind in "iuf":
+        arr = np.asarray(value)
+        if arr.dtype == np.bool_:
+            raise TypeError(f"expected numbers for {view.dtype}, got bool")
+        if view.dtype == np.float32 and arr.dtype.kind in "iuf":
+            wide = arr.astype(np.float64)
+            with np.errstate(over="ignore"):
+                narrow = wide.astype(np.float32)
+            bad = np.isinf(narrow) & np.isfinite(wide)
+            if bad.any():
+                first = wide[bad].flat[0]
+                raise OverflowError(f"{first!r} is out of range for f32")
+    view[...] = value
+
+
 class _Fields:
     """Fields as attributes over a Buffer at offset ``_off`` (shared by structs and
     messages)."""
@@ -196,8 +215,8 @@ def _array_property(cls_name: str, name: str, offset: int, shape: tuple) -> prop
         if not view.flags.writeable:
             raise ValueError(f"{cls_name}.{name}: this message is read-only")
         try:
-            view[...] = value
-        except (TypeError, ValueError) as e:
+            _assign(view, value)
+        except (TypeError, ValueError, OverflowError) as e:
             raise _field_error(cls_name, name, e) from None
     return property(get, set_)
 
@@ -275,8 +294,8 @@ class Message(_Fields):
             setattr(self, k, v)
         if data is not None:
             try:
-                self._elems[...] = data.reshape(-1)
-            except (TypeError, ValueError) as e:
+                _assign(self._elems, data.reshape(-1))
+            except (TypeError, ValueError, OverflowError) as e:
                 raise type(e)(f"{self._name}.{self._slice_name}: {e}") from None
 
     @classmethod
@@ -354,7 +373,10 @@ class Message(_Fields):
             view = self._elems
             if not view.flags.writeable:
                 raise ValueError(f"{self._name}.{name}: this message is read-only")
-            view[...] = value
+            try:
+                _assign(view, value)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise _field_error(self._name, name, e) from None
             return
         super().__setattr__(name, value)
 
