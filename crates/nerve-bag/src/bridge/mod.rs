@@ -270,6 +270,11 @@ struct Shared {
     /// Schemas of the domain's types by layout hash, learnt from the topics' records (at
     /// most [`MAX_KNOWN_SCHEMAS`]).
     known: inbound::Known,
+    /// Subscriptions that came before their channel was in [`Shared::topics`] (the SDK
+    /// advertises a channel as it is built, before the bridge knows its id): taken up
+    /// when it is. Held while a topic is added and while a subscription looks for its
+    /// topic, so that none falls between the two.
+    early: Mutex<HashMap<u64, Vec<Client>>>,
 }
 
 impl Bridged {
@@ -350,28 +355,41 @@ impl ServerListener for Listener {
         let Some(shared) = self.0.upgrade() else {
             return;
         };
-        let Some(t) = shared.find(&channel) else {
-            return;
-        };
-        {
-            let mut clients = t.clients.lock().expect("poisoned");
-            if clients.len() < gate::MAX_CONNECTIONS {
-                clients.push(client);
+        let t = {
+            let mut early = shared.early.lock().expect("poisoned");
+            match shared.find(&channel) {
+                Some(t) => t,
+                None => {
+                    // a channel being added (see Shared::early); one the bridge closed
+                    // is never added again, and its entry goes with the client
+                    let id: u64 = channel.id().into();
+                    let waiting = early.entry(id).or_default();
+                    if waiting.len() < gate::MAX_CONNECTIONS {
+                        waiting.push(client);
+                    }
+                    return;
+                }
             }
-        }
-        // the count changes under the worker's lock, so a subscribe and an unsubscribe
-        // arriving together cannot leave a worker running for nobody (or none for someone)
-        let mut w = t.worker.lock().expect("poisoned");
-        if t.watchers.fetch_add(1, Ordering::Relaxed) == 0 && !t.closed.load(Ordering::Relaxed) {
-            start_worker(&shared, &t, &mut w);
-        }
+        };
+        watch(&shared, &t, client);
     }
 
     fn on_unsubscribe(&self, client: Client, channel: ChannelView) {
         let Some(shared) = self.0.upgrade() else {
             return;
         };
-        let Some(t) = shared.find(&channel) else {
+        let t = {
+            let mut early = shared.early.lock().expect("poisoned");
+            let id: u64 = channel.id().into();
+            if let Some(waiting) = early.get_mut(&id) {
+                waiting.retain(|c| c.id() != client.id());
+                if waiting.is_empty() {
+                    early.remove(&id);
+                }
+            }
+            shared.find(&channel)
+        };
+        let Some(t) = t else {
             return;
         };
         t.clients
@@ -382,6 +400,22 @@ impl ServerListener for Listener {
         if t.watchers.fetch_sub(1, Ordering::Relaxed) == 1 {
             stop_worker(&mut w);
         }
+    }
+}
+
+/// A client watches topic `t` from now on: its worker runs while anyone does.
+fn watch(shared: &Arc<Shared>, t: &Arc<Bridged>, client: Client) {
+    {
+        let mut clients = t.clients.lock().expect("poisoned");
+        if clients.len() < gate::MAX_CONNECTIONS {
+            clients.push(client);
+        }
+    }
+    // the count changes under the worker's lock, so a subscribe and an unsubscribe
+    // arriving together cannot leave a worker running for nobody (or none for someone)
+    let mut w = t.worker.lock().expect("poisoned");
+    if t.watchers.fetch_add(1, Ordering::Relaxed) == 0 && !t.closed.load(Ordering::Relaxed) {
+        start_worker(shared, t, &mut w);
     }
 }
 
@@ -473,6 +507,7 @@ impl Bridge {
             graph_watched: AtomicBool::new(false),
             retired: Mutex::new(BTreeMap::new()),
             known: Mutex::new(HashMap::new()),
+            early: Mutex::new(HashMap::new()),
         });
         let fctx = foxglove::Context::new();
         let mut caps = vec![Capability::ConnectionGraph];
@@ -673,7 +708,7 @@ pub const LOSS_REPORT_PERIOD: Duration = Duration::from_secs(2);
 pub const MAX_KNOWN_SCHEMAS: usize = 4096;
 
 fn discover(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     fctx: &Arc<foxglove::Context>,
     opts: &BridgeOptions,
     calls: &Sender<Call>,
@@ -776,7 +811,7 @@ fn discover(
 
 /// Offers a topic to clients; its channel id.
 fn advertise(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     fctx: &Arc<foxglove::Context>,
     name: &str,
     schema: Schema,
@@ -790,30 +825,41 @@ fn advertise(
         .build_raw()
         .ok()?;
     let id: u64 = channel.id().into();
-    shared.topics.lock().expect("poisoned").insert(
-        id,
-        Arc::new(Bridged {
-            name: name.to_string(),
-            schema,
-            form,
-            channel,
-            watchers: AtomicUsize::new(0),
-            forwarded: AtomicU64::new(0),
-            lost: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
-            worker: Mutex::new(None),
-            error: Mutex::new(None),
-            clients: Mutex::new(Vec::new()),
-            reported_lost: AtomicU64::new(0),
-            closed: AtomicBool::new(false),
-        }),
-    );
+    let t = Arc::new(Bridged {
+        name: name.to_string(),
+        schema,
+        form,
+        channel,
+        watchers: AtomicUsize::new(0),
+        forwarded: AtomicU64::new(0),
+        lost: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        worker: Mutex::new(None),
+        error: Mutex::new(None),
+        clients: Mutex::new(Vec::new()),
+        reported_lost: AtomicU64::new(0),
+        closed: AtomicBool::new(false),
+    });
+    // clients that subscribed while the channel was being built are taken up now
+    let waiting = {
+        let mut early = shared.early.lock().expect("poisoned");
+        shared
+            .topics
+            .lock()
+            .expect("poisoned")
+            .insert(id, t.clone());
+        early.remove(&id).unwrap_or_default()
+    };
+    for client in waiting {
+        watch(shared, &t, client);
+    }
     Some(id)
 }
 
 /// Withdraws a topic: its channel is closed (clients get an unadvertise) and its
 /// forwarding thread stopped. Its counts stay in [`Bridge::stats`].
 fn unadvertise(shared: &Shared, id: u64) {
+    shared.early.lock().expect("poisoned").remove(&id);
     let t = shared.topics.lock().expect("poisoned").remove(&id);
     if let Some(t) = t {
         {
