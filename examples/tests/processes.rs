@@ -1025,7 +1025,10 @@ fn bag_recorder_killed_mid_run_leaves_a_readable_file_and_ctrl_c_a_complete_one(
         &["bag", "info", killed.to_str().unwrap(), "--format", "json"],
     );
     assert_eq!(code, 1, "a damaged bag is an error: {err}");
-    assert!(err.contains("killed.mcap"), "the error names the file: {err}");
+    assert!(
+        err.contains("killed.mcap"),
+        "the error names the file: {err}"
+    );
     let (code, out, err) = d.run(
         &nerve,
         &[

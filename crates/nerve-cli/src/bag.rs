@@ -1,8 +1,8 @@
 //! `nerve bag …`: record, play, info, recover, diff, digest (MCAP, see the nerve-bag
 //! crate).
 
+use crate::failure::{usage, CmdResult, Failure};
 use crate::output::{self, Format};
-use crate::{usage, CmdResult, Failure};
 use clap::{Subcommand, ValueEnum};
 use nerve_bag::play::{PlayOptions, Player};
 use nerve_bag::record::{Compression, RecordOptions, RecordReport, Recorder, Selection};

@@ -1,8 +1,8 @@
 //! `nerve bridge foxglove`: live topics in Foxglove (see nerve_bag::bridge);
 //! `nerve bridge ros2`: a Nerve domain and a ROS 2 domain in one graph (see nerve_ros2).
 
+use crate::failure::{usage, CmdResult, Failure};
 use crate::output::{self, Format};
-use crate::{usage, CmdResult, Failure};
 use clap::Subcommand;
 use nerve_bag::bridge::{Bridge, BridgeOptions};
 use nerve_bag::record::Selection;

@@ -1,6 +1,6 @@
 //! `nerve replay`: a bag through a set of nodes in lockstep (see `nerve_bag::replay`).
 
-use crate::{usage, CmdResult, Failure};
+use crate::failure::{usage, CmdResult, Failure};
 use anyhow::Context as _;
 use clap::Args;
 use nerve::time::lockstep::{Lockstep, LockstepError};

@@ -270,22 +270,34 @@ impl Node {
     }
 
     /// Starts building a publisher of `M` on `topic`.
-    pub fn publisher<M: crate::Message>(&self, topic: &str) -> crate::PublisherBuilder<M> {
-        crate::PublisherBuilder::new(self.clone(), topic)
+    pub fn publisher<M: crate::message::Message>(
+        &self,
+        topic: &str,
+    ) -> crate::topic::publisher::PublisherBuilder<M> {
+        crate::topic::publisher::PublisherBuilder::new(self.clone(), topic)
     }
 
     /// Starts building a subscriber of `M` on `topic`.
-    pub fn subscriber<M: crate::Message>(&self, topic: &str) -> crate::SubscriberBuilder<M> {
-        crate::SubscriberBuilder::new(self.clone(), topic)
+    pub fn subscriber<M: crate::message::Message>(
+        &self,
+        topic: &str,
+    ) -> crate::topic::subscriber::SubscriberBuilder<M> {
+        crate::topic::subscriber::SubscriberBuilder::new(self.clone(), topic)
     }
 
     /// Starts building the server of service `name` of type `S`.
-    pub fn service<S: crate::Service>(&self, name: &str) -> crate::ServiceBuilder<S> {
-        crate::ServiceBuilder::new(self.clone(), name)
+    pub fn service<S: crate::service::Service>(
+        &self,
+        name: &str,
+    ) -> crate::service::server::ServiceBuilder<S> {
+        crate::service::server::ServiceBuilder::new(self.clone(), name)
     }
 
     /// Starts building a client of service `name` of type `S`.
-    pub fn client<S: crate::Service>(&self, name: &str) -> crate::ClientBuilder<S> {
-        crate::ClientBuilder::new(self.clone(), name)
+    pub fn client<S: crate::service::Service>(
+        &self,
+        name: &str,
+    ) -> crate::service::client::ClientBuilder<S> {
+        crate::service::client::ClientBuilder::new(self.clone(), name)
     }
 }

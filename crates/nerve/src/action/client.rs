@@ -6,10 +6,15 @@ use super::{
     names, Action, CancelRequest, CancelService, GoalId, GoalService, GoalState, ResultRequest,
     ResultService, Tagged,
 };
+use crate::context::Node;
 use crate::error::CallError;
 use crate::message::{zeroed, Message};
+use crate::qos::Overflow;
+use crate::qos::Qos;
+use crate::service::client::LIVENESS_CHECK;
 use crate::service::client::{Client, Reply};
-use crate::{Node, Overflow, Qos, Sample, Subscriber, LIVENESS_CHECK};
+use crate::topic::subscriber::Sample;
+use crate::topic::subscriber::Subscriber;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::ops::Deref;

@@ -7,9 +7,9 @@ use super::server::{ActionServer, GoalHandle, GoalRequest};
 use super::{Action, GoalId};
 use crate::error::ExecError;
 use crate::exec::executor::{Budget, EntityId, EntityStats, Executor, Now, RingWatch, Work};
+use crate::service::client::LIVENESS_CHECK;
 use crate::sys::clock::mono_ns;
 use crate::transport::doorbell::SlotRef;
-use crate::LIVENESS_CHECK;
 use std::cell::Cell;
 
 fn exec_err(e: ActionError) -> ExecError {

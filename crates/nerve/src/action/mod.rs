@@ -363,7 +363,7 @@ pub struct StatusList {
     pub goals: Vec<GoalStatus>,
 }
 
-impl crate::SerdeMessage for StatusList {
+impl crate::message::SerdeMessage for StatusList {
     const TYPE_NAME: &'static str = "nerve/action/StatusList";
 }
 
@@ -393,17 +393,17 @@ impl<A: Action> Service for ResultService<A> {
 
 /// QoS of an action's three services on both sides: 64 clients (a client per
 /// process that sends goals, tools included).
-pub(crate) fn service_qos() -> crate::ServiceQos {
-    crate::ServiceQos {
+pub(crate) fn service_qos() -> crate::qos::ServiceQos {
+    crate::qos::ServiceQos {
         max_clients: 64,
-        ..crate::ServiceQos::default()
+        ..crate::qos::ServiceQos::default()
     }
 }
 
 /// QoS of an action's status topic, for the server and every reader: latched, one
 /// publisher, many readers.
-pub fn status_qos() -> crate::Qos {
-    crate::Qos::latched().max_endpoints(2, 64)
+pub fn status_qos() -> crate::qos::Qos {
+    crate::qos::Qos::latched().max_endpoints(2, 64)
 }
 
 /// The names an action's endpoints use under its name.

@@ -6,10 +6,13 @@ use super::{
     names, Action, CancelReply, CancelService, GoalId, GoalPolicy, GoalReply, GoalService,
     GoalState, GoalStatus, ResultService, StatusList, Tagged,
 };
+use crate::context::Node;
+use crate::exec::waitset::WaitSet;
 use crate::message::{zeroed, Message, Serde};
+use crate::qos::ServiceQos;
 use crate::service::server::{KeptRequest, Request, Server};
+use crate::topic::publisher::Publisher;
 use crate::transport::wait::SpinWindow;
-use crate::{Node, Publisher, ServiceQos, WaitSet};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
@@ -279,12 +282,12 @@ impl<A: Action> ActionServer<A> {
             core::hint::spin_loop();
         }
         let mut ws = WaitSet::new();
-        let protocol = |e: crate::WaitError| ActionError::Protocol {
+        let protocol = |e: crate::error::WaitError| ActionError::Protocol {
             action: i.name.clone(),
             reason: e.to_string(),
         };
         for w in [
-            &i.goal_srv as &dyn crate::Waitable,
+            &i.goal_srv as &dyn crate::exec::waitset::Waitable,
             &i.cancel_srv,
             &i.result_srv,
         ] {
@@ -304,7 +307,7 @@ impl<A: Action> ActionServer<A> {
     /// What [`ActionServer::wait`] sleeps on: the goal, cancel and result services, for
     /// a [`WaitSet`] that waits on other things too (ready when a request waits there;
     /// [`ActionServer::handle_pending`] handles it).
-    pub fn waitables(&self) -> [&dyn crate::Waitable; 3] {
+    pub fn waitables(&self) -> [&dyn crate::exec::waitset::Waitable; 3] {
         let i = &self.inner;
         [&i.goal_srv, &i.cancel_srv, &i.result_srv]
     }
@@ -393,7 +396,7 @@ impl<A: Action> ActionServer<A> {
                     req.reply(&GoalReply {
                         state: GoalState::Accepted as u32,
                         reserved: 0,
-                        stamp_ns: crate::wall_ns(),
+                        stamp_ns: crate::sys::clock::wall_ns(),
                     })?;
                     req.keep()
                 },
@@ -483,7 +486,7 @@ impl<A: Action> ActionServer<A> {
                 return Err(format!("more than {} clients", i.max_clients));
             }
         }
-        let open = || -> Result<ClientPorts<A>, crate::TopicError> {
+        let open = || -> Result<ClientPorts<A>, crate::error::TopicError> {
             Ok(ClientPorts {
                 feedback: Rc::new(
                     i.node

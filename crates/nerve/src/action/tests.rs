@@ -2,26 +2,29 @@
 //! server that goes away, large goals in place, and executors.
 
 use super::*;
-use crate::{Config, Context, Executor, Overrun};
+use crate::config::Config;
+use crate::context::Context;
+use crate::exec::executor::Executor;
+use crate::exec::timer::Overrun;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-#[derive(Clone, Copy, crate::Message)]
+#[derive(Clone, Copy, nerve_derive::Message)]
 #[repr(C)]
 #[message(name = "test/WorkGoal", elem = u8)]
 struct WorkGoal {
     steps: u64,
 }
 
-#[derive(Clone, Copy, crate::Message)]
+#[derive(Clone, Copy, nerve_derive::Message)]
 #[repr(C)]
 #[message(name = "test/WorkFeedback")]
 struct WorkFeedback {
     step: u64,
 }
 
-#[derive(Clone, Copy, crate::Message)]
+#[derive(Clone, Copy, nerve_derive::Message)]
 #[repr(C)]
 #[message(name = "test/WorkResult", elem = u8)]
 struct WorkResult {

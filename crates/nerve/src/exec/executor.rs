@@ -266,7 +266,7 @@ impl Executor {
 
     /// Takes the clock of `node`'s context unless the executor chose one already: an
     /// executor runs on the clock of its first subscription's or state machine's context.
-    fn adopt_clock(&mut self, node: &crate::Node) {
+    fn adopt_clock(&mut self, node: &crate::context::Node) {
         if self.clock.get().is_none() {
             self.use_clock(node.inner.ctx.inner.clock.clone());
         }
@@ -413,9 +413,9 @@ impl Executor {
         if let Some(slot) = work.slot() {
             if !self.slots.iter().any(|s| s.same(&slot)) {
                 // two words of the wait set are the control and shutdown words
-                if self.slots.len() + 2 >= crate::MAX_WAITSET_ENTRIES {
+                if self.slots.len() + 2 >= crate::exec::waitset::MAX_WAITSET_ENTRIES {
                     return Err(ExecError::Full {
-                        max: crate::MAX_WAITSET_ENTRIES - 2,
+                        max: crate::exec::waitset::MAX_WAITSET_ENTRIES - 2,
                     });
                 }
                 self.slots.push(slot);
@@ -499,11 +499,11 @@ impl Executor {
     /// error from it ends the spin with [`ExecError::Work`] (that sample is consumed).
     pub fn subscribe_raw<F>(
         &mut self,
-        sub: crate::RawSubscriber,
+        sub: crate::topic::raw::RawSubscriber,
         callback: F,
     ) -> Result<EntityId, ExecError>
     where
-        F: FnMut(&crate::RawSample) -> Result<(), CallbackError> + 'static,
+        F: FnMut(&crate::topic::raw::RawSample) -> Result<(), CallbackError> + 'static,
     {
         let name = sub.topic().to_string();
         self.adopt_clock(sub.rx.node());
@@ -523,11 +523,11 @@ impl Executor {
     /// error's message, so the caller learns why, and the executor goes on.
     pub fn serve_raw<F>(
         &mut self,
-        server: crate::RawServer,
+        server: crate::service::server::RawServer,
         handler: F,
     ) -> Result<EntityId, ExecError>
     where
-        F: FnMut(&crate::RawRequest) -> Result<(), CallbackError> + 'static,
+        F: FnMut(&crate::service::server::RawRequest) -> Result<(), CallbackError> + 'static,
     {
         let name = server.name().to_string();
         self.add_work(&name, Box::new(RawServing { server, handler }))
@@ -567,7 +567,7 @@ impl Executor {
     /// For latched topics (maps, parameters, static transforms) published rarely.
     pub fn latch<M: Message>(
         &mut self,
-        publisher: Rc<crate::Publisher<M>>,
+        publisher: Rc<crate::topic::publisher::Publisher<M>>,
     ) -> Result<EntityId, ExecError> {
         let name = publisher.topic().to_string();
         let watch = RingWatch::new(publisher.wake_slot().clone());
@@ -646,7 +646,7 @@ impl Executor {
     /// returned handle, publishing every transition.
     pub fn machine(
         &mut self,
-        node: &crate::Node,
+        node: &crate::context::Node,
         machine: crate::exec::machine::Machine,
     ) -> Result<(EntityId, crate::exec::machine::MachineHandle), ExecError> {
         let name = machine.name().to_string();
@@ -923,7 +923,7 @@ impl RingWatch {
 
 /// Hands a latched publisher's history to subscribers that join while it is idle.
 struct Latch<M: Message> {
-    publisher: Rc<crate::Publisher<M>>,
+    publisher: Rc<crate::topic::publisher::Publisher<M>>,
     watch: RingWatch,
 }
 
@@ -972,7 +972,7 @@ struct Subscription<M: Message, F> {
 
 /// Counts a subscription as a receiver of `topic` in the replay its context takes part in.
 fn replay_receiver(
-    node: &crate::Node,
+    node: &crate::context::Node,
     topic: &str,
 ) -> Result<Option<crate::time::lockstep::Receiver>, ExecError> {
     let Some(ls) = &node.inner.ctx.inner.lockstep else {
@@ -985,7 +985,10 @@ fn replay_receiver(
 }
 
 /// Samples a subscriber took, dropped or lost since `before` (what a replay counted).
-fn taken_since(before: &crate::SubscriberStats, after: &crate::SubscriberStats) -> u32 {
+fn taken_since(
+    before: &crate::topic::subscriber::SubscriberStats,
+    after: &crate::topic::subscriber::SubscriberStats,
+) -> u32 {
     let n = (after.received - before.received)
         + (after.malformed - before.malformed)
         + (after.lost - before.lost);
@@ -1020,12 +1023,14 @@ impl<M: Message, F: FnMut(&Sample<M>)> Work for Subscription<M, F> {
 }
 
 struct RawSubscription<F> {
-    sub: crate::RawSubscriber,
+    sub: crate::topic::raw::RawSubscriber,
     callback: F,
     counted: Option<crate::time::lockstep::Receiver>,
 }
 
-impl<F: FnMut(&crate::RawSample) -> Result<(), CallbackError>> Work for RawSubscription<F> {
+impl<F: FnMut(&crate::topic::raw::RawSample) -> Result<(), CallbackError>> Work
+    for RawSubscription<F>
+{
     fn slot(&self) -> Option<SlotRef> {
         Some(self.sub.rx.slot().clone())
     }
@@ -1056,11 +1061,13 @@ impl<F: FnMut(&crate::RawSample) -> Result<(), CallbackError>> Work for RawSubsc
 }
 
 struct RawServing<F> {
-    server: crate::RawServer,
+    server: crate::service::server::RawServer,
     handler: F,
 }
 
-impl<F: FnMut(&crate::RawRequest) -> Result<(), CallbackError>> Work for RawServing<F> {
+impl<F: FnMut(&crate::service::server::RawRequest) -> Result<(), CallbackError>> Work
+    for RawServing<F>
+{
     fn slot(&self) -> Option<SlotRef> {
         Some(self.server.wake_slot().clone())
     }
@@ -1424,7 +1431,7 @@ mod tests {
         }
     }
 
-    #[derive(Clone, Copy, crate::Message)]
+    #[derive(Clone, Copy, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "exec_test/Num")]
     struct Num {
@@ -1479,17 +1486,20 @@ mod tests {
     #[test]
     fn malformed_samples_count_as_rejected() {
         let dir = std::env::temp_dir().join("nerve-tests/");
-        let cfg = crate::Config::default().domain(977).unwrap().state_dir(dir);
-        let ctx = crate::Context::new(cfg).unwrap();
+        let cfg = crate::config::Config::default()
+            .domain(977)
+            .unwrap()
+            .state_dir(dir);
+        let ctx = crate::context::Context::new(cfg).unwrap();
         let node = ctx.node("rejects").create().unwrap();
         let sub = node.subscriber::<Num>("/exec/rejects").create().unwrap();
-        let ty = crate::TypeInfo::of::<Num>();
+        let ty = crate::message::TypeInfo::of::<Num>();
         let service = crate::transport::shm::open_topic(
             &node.inner.iox,
             "/exec/rejects",
             Some(&ty),
             None,
-            &crate::Qos::default(),
+            &crate::qos::Qos::default(),
         )
         .unwrap();
         let raw = service
@@ -1497,7 +1507,7 @@ mod tests {
             .initial_max_slice_len(4)
             .create()
             .unwrap();
-        let good = crate::SampleHeader {
+        let good = crate::message::header::SampleHeader {
             seq: 1,
             payload_len: 8,
             type_hash: ty.layout_hash,
@@ -1505,19 +1515,19 @@ mod tests {
             ..Default::default()
         };
         let lies = [
-            crate::SampleHeader {
+            crate::message::header::SampleHeader {
                 type_hash: ty.layout_hash ^ 1,
                 ..good
             },
-            crate::SampleHeader {
+            crate::message::header::SampleHeader {
                 payload_len: 4096,
                 ..good
             },
-            crate::SampleHeader {
+            crate::message::header::SampleHeader {
                 payload_len: 3,
                 ..good
             },
-            crate::SampleHeader { seq: 2, ..good },
+            crate::message::header::SampleHeader { seq: 2, ..good },
         ];
         for h in lies {
             let mut s = raw.loan_slice(1).unwrap();
@@ -1543,7 +1553,7 @@ mod tests {
         bell.unlink();
         let slot = |i: usize| Box::new(Slotted(bell.bind(&format!("/k{i}")).unwrap()));
         let mut exec = Executor::new();
-        let max = crate::MAX_WAITSET_ENTRIES - 2;
+        let max = crate::exec::waitset::MAX_WAITSET_ENTRIES - 2;
         for i in 0..max {
             exec.add_work("s", slot(i)).unwrap();
         }

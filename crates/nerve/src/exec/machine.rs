@@ -351,7 +351,7 @@ pub struct Transition<'a> {
 }
 
 /// A transition as published on `/<machine>/event`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, crate::Message)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, nerve_derive::Message)]
 #[repr(C)]
 #[message(name = "nerve/TransitionEvent")]
 pub struct TransitionEvent {
@@ -781,8 +781,8 @@ impl Machine {
 
 /// Quality of service of `/<machine>/event`: the last event kept for late joiners (the
 /// current state), 64 queued per subscriber.
-pub fn event_qos() -> crate::Qos {
-    crate::Qos::default().history(1).depth(64)
+pub fn event_qos() -> crate::qos::Qos {
+    crate::qos::Qos::default().history(1).depth(64)
 }
 
 /// The event topic of machine `name`.
@@ -873,7 +873,7 @@ impl Runner {
             .create()?;
         let spec = node
             .publisher::<Serde<SpecText>>(&spec_topic(&name))
-            .qos(crate::Qos::latched())
+            .qos(crate::qos::Qos::latched())
             .create()?;
         spec.publish_value(&SpecText {
             toml: machine.spec().to_toml()?,

@@ -317,7 +317,7 @@ pub struct Scheduler {
     rt: Option<RtConfig>,
     watchdog: Option<(Duration, HangFn)>,
     on_safe_stop: Option<MissFn>,
-    stats: Option<crate::Publisher<crate::Serde<SchedulerReport>>>,
+    stats: Option<crate::topic::publisher::Publisher<crate::message::Serde<SchedulerReport>>>,
     stop: SchedulerStop,
 }
 
@@ -407,9 +407,12 @@ impl Scheduler {
 
     /// Publishes the report on [`STATS_TOPIC`] every [`STATS_PERIOD`] through `node`, so
     /// `nerve node list` shows the nodes' rates, jitter and misses.
-    pub fn publish_stats(&mut self, node: &crate::Node) -> Result<&mut Self, SchedulerError> {
+    pub fn publish_stats(
+        &mut self,
+        node: &crate::context::Node,
+    ) -> Result<&mut Self, SchedulerError> {
         let p = node
-            .publisher::<crate::Serde<SchedulerReport>>(STATS_TOPIC)
+            .publisher::<crate::message::Serde<SchedulerReport>>(STATS_TOPIC)
             .qos(stats_qos())
             .create()?;
         self.stats = Some(p);
@@ -647,8 +650,8 @@ struct Progress<'a> {
 
 /// Quality of service of [`STATS_TOPIC`]: the latest report of every scheduler is kept
 /// for late joiners.
-pub fn stats_qos() -> crate::Qos {
-    crate::Qos::latched().max_endpoints(64, 16)
+pub fn stats_qos() -> crate::qos::Qos {
+    crate::qos::Qos::latched().max_endpoints(64, 16)
 }
 
 struct Watchdog {

@@ -76,14 +76,14 @@ impl<M: Message> Waitable for Subscriber<M> {
     }
 }
 
-impl<S: crate::Service> sealed::Sealed for crate::Server<S> {
+impl<S: crate::service::Service> sealed::Sealed for crate::service::server::Server<S> {
     fn wake_slot(&self) -> &SlotRef {
-        crate::Server::wake_slot(self)
+        crate::service::server::Server::wake_slot(self)
     }
 }
 
 /// A server is ready when requests wait.
-impl<S: crate::Service> Waitable for crate::Server<S> {
+impl<S: crate::service::Service> Waitable for crate::service::server::Server<S> {
     fn is_ready(&self) -> bool {
         self.has_requests()
     }

@@ -342,14 +342,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[derive(Clone, Copy, Debug, PartialEq, crate::Pod)]
+    #[derive(Clone, Copy, Debug, PartialEq, nerve_derive::Pod)]
     #[repr(C)]
     struct Stamp {
         sec: i32,
         nanosec: u32,
     }
 
-    #[derive(Clone, Copy, Debug, PartialEq, crate::Message)]
+    #[derive(Clone, Copy, Debug, PartialEq, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "test/Reading", elem = f32)]
     struct Reading {
@@ -405,7 +405,7 @@ mod tests {
         assert_eq!(missing, ["stamp.nanosec", "frame", "values", "big"]);
     }
 
-    #[derive(Clone, Copy, Debug, PartialEq, crate::Message)]
+    #[derive(Clone, Copy, Debug, PartialEq, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "test/Prims", elem = f64)]
     struct Prims {

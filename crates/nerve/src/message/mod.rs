@@ -374,8 +374,10 @@ pub(crate) fn serde_decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Strin
 /// Decodes the value a [`Serde<T>`] message carries from the message's payload bytes, as
 /// a type-erased subscriber or a bag holds them (the head, then the encoded bytes). Reads
 /// nothing past `payload`; a length the payload cannot hold is an error.
-pub fn decode_serde_payload<T: SerdeMessage>(payload: &[u8]) -> Result<T, crate::DecodeError> {
-    let err = |reason: String| crate::DecodeError {
+pub fn decode_serde_payload<T: SerdeMessage>(
+    payload: &[u8],
+) -> Result<T, crate::error::DecodeError> {
+    let err = |reason: String| crate::error::DecodeError {
         type_name: T::TYPE_NAME.to_string(),
         reason,
     };
@@ -446,7 +448,7 @@ mod tests {
         assert!(serde_decode::<String>(&bytes[..3]).is_err(), "truncated");
     }
 
-    #[derive(Clone, Copy, crate::Message)]
+    #[derive(Clone, Copy, nerve_derive::Message)]
     #[repr(C)]
     struct A {
         x: f64,
@@ -454,7 +456,7 @@ mod tests {
         z: u32,
     }
 
-    #[derive(Clone, Copy, crate::Message)]
+    #[derive(Clone, Copy, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "A")]
     struct B {
@@ -463,7 +465,7 @@ mod tests {
         w: u32,
     }
 
-    #[derive(Clone, Copy, crate::Message)]
+    #[derive(Clone, Copy, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "test/Cloud", elem = f32)]
     struct Cloud {

@@ -696,14 +696,14 @@ fn check_type_name(s: &str) -> Result<(), SchemaError> {
 mod tests {
     use super::*;
 
-    #[derive(Clone, Copy, crate::Pod)]
+    #[derive(Clone, Copy, nerve_derive::Pod)]
     #[repr(C)]
     struct Inner {
         a: u32,
         b: [u16; 2],
     }
 
-    #[derive(Clone, Copy, crate::Message)]
+    #[derive(Clone, Copy, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "test/Outer", elem = Inner)]
     struct Outer {

@@ -388,14 +388,14 @@ pub fn decode_call_parts(
 mod tests {
     use super::*;
 
-    #[derive(Clone, Copy, crate::Message)]
+    #[derive(Clone, Copy, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "test/Blob", elem = u8)]
     struct Blob {
         n: u32,
     }
 
-    #[derive(Clone, Copy, crate::Message)]
+    #[derive(Clone, Copy, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "test/Other")]
     struct Other {

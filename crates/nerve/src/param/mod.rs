@@ -48,9 +48,10 @@ pub use store::{
 };
 pub use value::{FromParam, ParamType, ParamValue};
 
+use crate::context::Node;
 use crate::message::Serde;
 use crate::service::server::Server;
-use crate::{Node, Publisher};
+use crate::topic::publisher::Publisher;
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -327,7 +328,7 @@ impl Parameters {
     fn publish(&self, changes: Vec<ParamChange>) -> Result<(), ParamError> {
         let event = ParamEvent {
             node: self.inner.path.clone(),
-            stamp_ns: crate::wall_ns(),
+            stamp_ns: crate::sys::clock::wall_ns(),
             changes,
         };
         self.inner.events.publish_value(&event)?;
@@ -359,8 +360,8 @@ impl Parameters {
     /// Answers one remote request.
     pub(crate) fn answer(
         &self,
-        req: &crate::Request<'_, ParamService>,
-    ) -> Result<(), crate::ServeError> {
+        req: &crate::service::server::Request<'_, ParamService>,
+    ) -> Result<(), crate::error::ServeError> {
         let request = match req.decode() {
             Ok(r) => r,
             Err(e) => return req.fail(&e.to_string()),

@@ -4,9 +4,10 @@
 use super::error::ParamError;
 use super::store::{ParamChange, ParamInfo};
 use super::value::ParamValue;
+use crate::context::Node;
 use crate::message::{Serde, SerdeMessage};
 use crate::service::client::Client;
-use crate::{Node, Service};
+use crate::service::Service;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -15,8 +16,8 @@ pub const EVENTS_TOPIC: &str = "/parameter_events";
 
 /// QoS of [`EVENTS_TOPIC`], for every node's publisher and every reader (whoever opens
 /// the topic first fixes its limits): one publisher per node with parameters.
-pub fn events_qos() -> crate::Qos {
-    crate::Qos::default().max_endpoints(256, 64).depth(64)
+pub fn events_qos() -> crate::qos::Qos {
+    crate::qos::Qos::default().max_endpoints(256, 64).depth(64)
 }
 /// A node's parameter service is its full name plus this suffix.
 pub const SERVICE_SUFFIX: &str = "/_params";

@@ -1,7 +1,8 @@
 //! Parameters through a real context: local and remote sets, events, files.
 
 use super::*;
-use crate::{Config, Context};
+use crate::config::Config;
+use crate::context::Context;
 use std::time::Duration;
 
 fn ctx() -> Context {

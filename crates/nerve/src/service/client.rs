@@ -843,11 +843,13 @@ where
 {
     /// Decodes a serde-encoded response (bounded by its bytes; malformed input is an
     /// error).
-    pub fn decode(&self) -> Result<U, crate::DecodeError> {
+    pub fn decode(&self) -> Result<U, crate::error::DecodeError> {
         let n = self.encoded_len().min(self.elems().len());
-        crate::message::serde_decode(&self.elems()[..n]).map_err(|reason| crate::DecodeError {
-            type_name: U::TYPE_NAME.to_string(),
-            reason,
+        crate::message::serde_decode(&self.elems()[..n]).map_err(|reason| {
+            crate::error::DecodeError {
+                type_name: U::TYPE_NAME.to_string(),
+                reason,
+            }
         })
     }
 }

@@ -65,7 +65,7 @@ impl ServiceType {
 /// Records the schemas of `S`'s request and response in the node's domain (once per
 /// type), so tools and bridges can describe the service's payloads
 /// ([`crate::introspect::recorded_schema`]). Best effort: a service works without them.
-fn record_schemas<S: Service>(node: &crate::Node) {
+fn record_schemas<S: Service>(node: &crate::context::Node) {
     use crate::message::schema::Schema;
     let iox = &node.inner.iox;
     let _ = crate::transport::shm::write_schema_file(iox, &Schema::of::<S::Request>());

@@ -909,11 +909,13 @@ where
 {
     /// Decodes a serde-encoded request (bounded by its bytes; malformed input is an
     /// error).
-    pub fn decode(&self) -> Result<T, crate::DecodeError> {
+    pub fn decode(&self) -> Result<T, crate::error::DecodeError> {
         let n = self.encoded_len().min(self.elems().len());
-        crate::message::serde_decode(&self.elems()[..n]).map_err(|reason| crate::DecodeError {
-            type_name: T::TYPE_NAME.to_string(),
-            reason,
+        crate::message::serde_decode(&self.elems()[..n]).map_err(|reason| {
+            crate::error::DecodeError {
+                type_name: T::TYPE_NAME.to_string(),
+                reason,
+            }
         })
     }
 }

@@ -11,7 +11,7 @@ use super::{DType, MAX_DIMS, MAX_NAME};
 /// generation, phase and recorded shape, refusing each mismatch with a named
 /// [`crate::TensorError`]; `user` is the application's and is not checked. 136 bytes, no
 /// padding.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, crate::Message)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, nerve_derive::Message)]
 #[repr(C)]
 #[message(name = "nerve/TensorDescriptor")]
 pub struct TensorDescriptor {

@@ -2,10 +2,10 @@
 
 use super::handle::{Held, Tensor, TensorMut};
 use super::{DType, TensorDescriptor, MAX_DIMS, MAX_NAME, MAX_SLOTS, MAX_SLOT_BYTES, RECORDS};
+use crate::context::Context;
 use crate::error::TensorError;
 use crate::sys::files::{check_owner, Mapping, OfdLock};
 use crate::transport::doorbell::LOCK_TIMEOUT;
-use crate::Context;
 use rustix::fs::{FallocateFlags, Mode, OFlags};
 use rustix::io::Errno;
 use std::os::fd::OwnedFd;
@@ -872,7 +872,12 @@ fn random_id() -> u64 {
             Err(_) => break, // fall back to the clock below
         }
     }
-    let id = u64::from_ne_bytes(b) ^ if got < 8 { crate::mono_ns() } else { 0 };
+    let id = u64::from_ne_bytes(b)
+        ^ if got < 8 {
+            crate::sys::clock::mono_ns()
+        } else {
+            0
+        };
     id.max(1)
 }
 

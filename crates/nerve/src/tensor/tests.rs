@@ -6,7 +6,8 @@
 
 use super::pool::{FREE, READY, WRITING};
 use super::*;
-use crate::{Config, Context};
+use crate::config::Config;
+use crate::context::Context;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 

@@ -23,7 +23,10 @@ impl Drop for Feed {
 impl Feed {
     /// Starts a thread with a context of its own (on the system clock, or it would feed
     /// itself) that sets `target` from every clock message of `config`'s domain.
-    pub(crate) fn start(config: &crate::Config, target: Weak<SimSource>) -> std::io::Result<Feed> {
+    pub(crate) fn start(
+        config: &crate::config::Config,
+        target: Weak<SimSource>,
+    ) -> std::io::Result<Feed> {
         let mut cfg = config.clone();
         cfg.sim_time = false;
         cfg.lockstep = false;
@@ -35,7 +38,7 @@ impl Feed {
             .name("nerve-clock".into())
             .spawn(move || {
                 let setup = (|| {
-                    let ctx = crate::Context::new(cfg).map_err(|e| e.to_string())?;
+                    let ctx = crate::context::Context::new(cfg).map_err(|e| e.to_string())?;
                     let node = ctx
                         .node(&format!("_nerve_clock_{}", std::process::id()))
                         .create()

@@ -171,7 +171,7 @@ impl Clock {
 
     /// A simulation clock following the clock topic of `config`'s domain (a thread of its
     /// own reads it).
-    pub(crate) fn following(config: &crate::Config) -> Result<Clock, std::io::Error> {
+    pub(crate) fn following(config: &crate::config::Config) -> Result<Clock, std::io::Error> {
         let clock = Clock::manual();
         let Some(SimSource::Local { feed, .. }) = clock.sim.as_deref() else {
             unreachable!("a manual clock is local")
@@ -301,7 +301,7 @@ pub fn now_ns() -> i64 {
 /// `nerve_msgs::Clock` (a test in nerve-msgs holds them together).
 pub mod wire {
     /// Nanoseconds since the Unix epoch (`nerve_msgs::Time`).
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, crate::Pod)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, nerve_derive::Pod)]
     #[repr(C)]
     pub struct Time {
         /// Nanoseconds.
@@ -309,7 +309,7 @@ pub mod wire {
     }
 
     /// The simulation time (`nerve_msgs::Clock`).
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, crate::Message)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "nerve_msgs/Clock")]
     pub struct Clock {

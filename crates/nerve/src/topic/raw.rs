@@ -312,7 +312,7 @@ mod tests {
     use super::*;
     use crate::message::schema::Schema;
 
-    #[derive(Clone, Copy, crate::Message)]
+    #[derive(Clone, Copy, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "raw_test/Samples", elem = u32)]
     struct Samples {
@@ -324,8 +324,11 @@ mod tests {
     #[test]
     fn raw_payloads_are_checked_against_the_layout() {
         let dir = std::env::temp_dir().join("nerve-tests/");
-        let cfg = crate::Config::default().domain(979).unwrap().state_dir(dir);
-        let ctx = crate::Context::new(cfg).unwrap();
+        let cfg = crate::config::Config::default()
+            .domain(979)
+            .unwrap()
+            .state_dir(dir);
+        let ctx = crate::context::Context::new(cfg).unwrap();
         let node = ctx.node("raw_pub").create().unwrap();
         let sub = node.subscriber::<Samples>("/raw/samples").create().unwrap();
         let publisher = RawPublisher::create(
@@ -355,7 +358,7 @@ mod tests {
     #[test]
     fn raw_endpoints_resolve_names_as_typed_ones() {
         let dir = std::env::temp_dir().join("nerve-tests/");
-        let cfg = crate::Config::default()
+        let cfg = crate::config::Config::default()
             .domain(974)
             .unwrap()
             .state_dir(dir)
@@ -363,7 +366,7 @@ mod tests {
             .unwrap()
             .remap("cmd", "/base/cmd")
             .unwrap();
-        let ctx = crate::Context::new(cfg).unwrap();
+        let ctx = crate::context::Context::new(cfg).unwrap();
         let node = ctx.node("talker").create().unwrap();
         let schema = Schema::of::<Samples>();
         let typed = node.subscriber::<Samples>("chatter").create().unwrap();
@@ -399,8 +402,11 @@ mod tests {
     #[test]
     fn max_loans_holds_alike_with_and_without_a_subscriber_elsewhere() {
         let dir = std::env::temp_dir().join("nerve-tests/");
-        let cfg = crate::Config::default().domain(975).unwrap().state_dir(dir);
-        let ctx = crate::Context::new(cfg.clone()).unwrap();
+        let cfg = crate::config::Config::default()
+            .domain(975)
+            .unwrap()
+            .state_dir(dir);
+        let ctx = crate::context::Context::new(cfg.clone()).unwrap();
         let node = ctx.node("raw_loans").create().unwrap();
         let max = 3;
         let qos = Qos {
@@ -428,7 +434,7 @@ mod tests {
         drop(loans);
 
         // a subscriber in another context (as `nerve topic echo` in another process)
-        let other = crate::Context::new(cfg).unwrap();
+        let other = crate::context::Context::new(cfg).unwrap();
         let echo = other.node("raw_loans_echo").create().unwrap();
         let sub = RawSubscriber::create(&echo, "/raw/loans", Qos::default()).unwrap();
         assert_eq!(publisher.subscriber_count(), 1);
@@ -446,7 +452,7 @@ mod tests {
         assert_eq!(s.bytes()[..8], 7u64.to_ne_bytes());
     }
 
-    #[derive(Clone, Copy, crate::Message)]
+    #[derive(Clone, Copy, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "raw_test/ManyFields")]
     struct ManyFields {
@@ -468,8 +474,11 @@ mod tests {
     #[test]
     fn a_schema_over_several_record_chunks_comes_back_in_order() {
         let dir = std::env::temp_dir().join("nerve-tests/");
-        let cfg = crate::Config::default().domain(978).unwrap().state_dir(dir);
-        let ctx = crate::Context::new(cfg).unwrap();
+        let cfg = crate::config::Config::default()
+            .domain(978)
+            .unwrap()
+            .state_dir(dir);
+        let ctx = crate::context::Context::new(cfg).unwrap();
         let node = ctx.node("raw_chunks").create().unwrap();
         let expected = Schema::of::<ManyFields>();
         assert!(

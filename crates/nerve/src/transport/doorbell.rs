@@ -1141,8 +1141,10 @@ mod tests {
 
     #[test]
     fn a_process_stopped_inside_the_bind_lock_stalls_no_creation() {
+        use crate::config::Config;
+        use crate::context::Context;
         use crate::exec::machine::SpecText;
-        use crate::{Config, Context, Serde};
+        use crate::message::Serde;
         use rustix::process::{kill_process, Pid, Signal};
         use std::io::{BufRead, Write};
         let domain = 700 + std::process::id() % 200;

@@ -630,7 +630,7 @@ mod tests {
     use super::*;
     use crate::message::schema::Schema;
 
-    #[derive(Clone, Copy, crate::Message)]
+    #[derive(Clone, Copy, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "shm_test/Pair")]
     struct Pair {
@@ -643,8 +643,11 @@ mod tests {
     #[test]
     fn recorded_schemas_are_checked_not_trusted() {
         let dir = std::env::temp_dir().join("nerve-tests/");
-        let cfg = crate::Config::default().domain(978).unwrap().state_dir(dir);
-        let ctx = crate::Context::new(cfg).unwrap();
+        let cfg = crate::config::Config::default()
+            .domain(978)
+            .unwrap()
+            .state_dir(dir);
+        let ctx = crate::context::Context::new(cfg).unwrap();
         let node = ctx.node("schema_lies").create().unwrap();
         let ty = TypeInfo::of::<Pair>();
         let good = Schema::of::<Pair>().encode();
@@ -720,7 +723,7 @@ mod tests {
     }
 
     /// A type whose schema is larger than a topic's record holds.
-    #[derive(Clone, Copy, crate::Message)]
+    #[derive(Clone, Copy, nerve_derive::Message)]
     #[repr(C)]
     #[message(name = "shm_test/Wide")]
     struct Wide {
