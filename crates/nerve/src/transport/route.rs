@@ -492,9 +492,14 @@ impl SendRoute {
         };
         self.unconfirmed.set(true);
         if !ring.writer.push(head, payload, deadline) {
-            // a subscriber reserved for may have died before it found the ring: the next
-            // publish reclaims dead nodes and keeps entries for the living only
-            self.reclaim_due.set(true);
+            // a subscriber reserved for may have died before it found the ring, or an
+            // entry may be for a subscriber that reads in this context: reclaim dead nodes,
+            // keep entries for the living outside it only, and look once more (a publish
+            // that found no room in time returns a reclaim's length late)
+            self.reclaim_dead_subscribers();
+            if ring.writer.push(head, payload, deadline) {
+                return Ok(());
+            }
             return Err(PublishError::BackPressureTimeout {
                 topic: self.topic.clone(),
                 timeout: self.timeout(),
