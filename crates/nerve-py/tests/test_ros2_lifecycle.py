@@ -97,8 +97,8 @@ def test_rclpy_drives_a_nerve_managed_node_and_sees_its_transition_events(ros2, 
                 break
             time.sleep(0.1)
         assert dropped == [
-            "/py_lc/change_state: lifecycle_msgs/srv/ChangeState request dropped: cannot "
-            "convert transition.label: 40 bytes do not fit Nerve's 31"], bridge.err
+            "/py_lc/change_state: lifecycle_msgs/srv/ChangeState request dropped: "
+            "transition.label: 40 bytes do not fit Nerve's 31"], bridge.err
     finally:
         done.set()
         t.join(30)
