@@ -380,12 +380,7 @@ def test_ctrl_c_ends_a_spinning_node_and_leaves_nothing(env, domain, door):
 SIM_NOW = 1_700_000_000_123_456_789
 
 
-@pytest.mark.parametrize("door", [
-    pytest.param(d, marks=[pytest.mark.xfail(strict=False, reason=(
-        "issue 42, not yet explained: the C++ door's two samples carry wall_ns 0 in about one "
-        "run of three, though it waited for nerve_time_now_ns() to leave 0 before it made "
-        "them (the Rust and Python doors never did in the same runs)"))] if d == "cpp" else [])
-    for d in DOOR_NAMES])
+@pytest.mark.parametrize("door", DOOR_NAMES)
 def test_stamps_follow_simulation_time(env, door):
     """Under NERVE_SIM_TIME=1 a sample's publish stamp is the simulation time /clock
     gives, not the wall clock, through every door."""

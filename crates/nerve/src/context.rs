@@ -71,6 +71,20 @@ impl Context {
 
     /// Creates a context from explicit settings.
     pub fn new(config: Config) -> Result<Context, ContextError> {
+        let ctx = Context::open(config)?;
+        crate::time::adopt(&ctx.inner.clock);
+        Ok(ctx)
+    }
+
+    /// A context for Nerve's own helper threads (the simulation clock's feed): its clock
+    /// never becomes the process clock. The feed's system-clock context used to be the
+    /// process's first, so under `NERVE_SIM_TIME` `time::now_ns()` read the wall clock
+    /// while samples were stamped with simulation time.
+    pub(crate) fn new_internal(config: Config) -> Result<Context, ContextError> {
+        Context::open(config)
+    }
+
+    fn open(config: Config) -> Result<Context, ContextError> {
         // publishers of this process may then use light fences (see sys::membarrier)
         crate::sys::membarrier::register();
         let iox = shm::iceoryx_config(&config)?;
@@ -93,7 +107,6 @@ impl Context {
                 .map_err(|reason| ContextError::SimClock { reason })?,
             None => crate::time::Clock::system(),
         };
-        crate::time::adopt(&clock);
         Ok(Context {
             inner: Arc::new(ContextInner {
                 config,

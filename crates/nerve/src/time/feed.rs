@@ -38,7 +38,8 @@ impl Feed {
             .name("nerve-clock".into())
             .spawn(move || {
                 let setup = (|| {
-                    let ctx = crate::context::Context::new(cfg).map_err(|e| e.to_string())?;
+                    let ctx =
+                        crate::context::Context::new_internal(cfg).map_err(|e| e.to_string())?;
                     let node = ctx
                         .node(&format!("_nerve_clock_{}", std::process::id()))
                         .create()
