@@ -64,10 +64,26 @@ def run_python(code: str, timeout: float = 60, **kw) -> subprocess.CompletedProc
                           timeout=timeout, **kw)
 
 
-@pytest.fixture
-def ros2(domain):
-    """Real ROS 2 (rclpy) peers and `nerve bridge ros2` in a ROS 2 domain of the test's own,
-    on loopback only (see ros2/harness.py)."""
-    from ros2.harness import ros2_fixture
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "every_ros2_distro: the test's `ros2` fixture runs once per ROS 2 distribution of "
+        "ros2/harness.py (ids like [jazzy]); unmarked tests run against the first only",
+    )
 
-    yield from ros2_fixture(domain)
+
+def pytest_generate_tests(metafunc):
+    if "ros2" in metafunc.fixturenames and metafunc.definition.get_closest_marker("every_ros2_distro"):
+        from ros2.harness import DISTROS
+
+        metafunc.parametrize("ros2", list(DISTROS), indirect=True)
+
+
+@pytest.fixture
+def ros2(request, domain):
+    """Real ROS 2 (rclpy) peers and `nerve bridge ros2` in a ROS 2 domain of the test's own,
+    on loopback only (see ros2/harness.py); the distribution is the test's parameter where
+    it is marked `every_ros2_distro`, else the harness's first (Kilted)."""
+    from ros2.harness import DEFAULT_DISTRO, ros2_fixture
+
+    yield from ros2_fixture(domain, getattr(request, "param", DEFAULT_DISTRO))

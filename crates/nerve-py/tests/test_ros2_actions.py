@@ -54,6 +54,7 @@ def fib(n):
     return seq[: n + 1]
 
 
+@pytest.mark.every_ros2_distro
 def test_an_rclpy_action_client_gets_feedback_results_and_cancels_from_a_nerve_server(ros2, domain):
     server = Thread(domain, nerve_fibonacci("/nerve_fib", 0.05))
     try:

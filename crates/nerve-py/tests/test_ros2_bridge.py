@@ -53,6 +53,7 @@ def test_nerve_imu_reaches_rclpy_listener_field_by_field(ros2):
     pub.stop()
 
 
+@pytest.mark.every_ros2_distro
 def test_rclpy_client_calls_a_nerve_server_and_nerve_calls_an_rclpy_server(ros2, domain):
     import nerve
     from nerve import srv
@@ -103,6 +104,7 @@ def check_sequences(m):
             assert m[k] == v, (k, m[k])
 
 
+@pytest.mark.every_ros2_distro
 def test_a_test_msgs_type_with_strings_and_sequences_crosses_both_ways(ros2):
     bridge = ros2.bridge()
     ty = "test_msgs/msg/UnboundedSequences"
@@ -295,6 +297,7 @@ def test_a_ros2_server_that_dies_mid_call_ends_the_nerve_call_with_server_gone(r
     assert "went away before responding" in str(e.value), str(e.value)
 
 
+@pytest.mark.every_ros2_distro
 def test_each_graph_shows_the_other_sides_nodes_topics_and_services(ros2, domain):
     import nerve
     from nerve import msgs

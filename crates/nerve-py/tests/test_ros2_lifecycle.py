@@ -12,6 +12,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 import nerve
 from conftest import target_bin
 
@@ -132,6 +134,7 @@ def test_rclpy_drives_a_nerve_managed_node_and_sees_its_transition_events(ros2, 
     assert result["state"] == "active"
 
 
+@pytest.mark.every_ros2_distro
 def test_the_nerve_lifecycle_cli_drives_an_rclpy_lifecycle_node(ros2, domain):
     node = ros2.peer("lifecycle_node", "ros2_lc", 180)
     node.wait_line(lambda l: '"ready"' in l)

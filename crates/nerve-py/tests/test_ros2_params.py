@@ -5,6 +5,8 @@ parameters. The harness is tests/ros2/harness.py; nothing here mocks ROS 2."""
 import json
 import threading
 
+import pytest
+
 import nerve
 
 
@@ -23,6 +25,7 @@ def param_client(ros2, node, op, *args):
     return got[0]
 
 
+@pytest.mark.every_ros2_distro
 def test_nerve_param_reads_and_sets_an_rclpy_node(ros2):
     bridge = ros2.bridge()
     node = ros2.peer("param_node", 120, "--name", "param_node")

@@ -1,8 +1,10 @@
-"""The ROS 2 test harness: real rclpy nodes (ROS 2 Kilted over Fast DDS, from PyPI wheels
-in a virtual environment of their own) run `tests/ros2/peer.py` with that environment's
-python, and `nerve bridge ros2` between them and Nerve. Where the ROS 2 environment is
-missing the tests are skipped with the reason, unless NERVE_REQUIRE_ROS2=1 (set by
-.ci/run), which fails them instead. The `ros2` fixture is in conftest.py."""
+"""The ROS 2 test harness: real rclpy nodes (ROS 2 over Fast DDS, from PyPI wheels in a
+virtual environment of their own per distribution: Kilted, and Jazzy for the tests marked
+`every_ros2_distro`) run `tests/ros2/peer.py` with that environment's python, and
+`nerve bridge ros2` between them and Nerve. Where a distribution's environment is missing
+its tests are skipped with the reason, unless NERVE_REQUIRE_ROS2=1 (set by .ci/run), which
+fails them instead. The `ros2` fixture is in conftest.py; scripts/test installs the
+environments."""
 
 import itertools
 import json
@@ -21,23 +23,35 @@ PEER = pathlib.Path(__file__).parent / "peer.py"
 _ros_domains = itertools.count(20 + (os.getpid() * 11) % 150)
 
 
-def ros2_venv() -> pathlib.Path:
-    env = os.environ.get("NERVE_ROS2_VENV")
+# The ROS 2 distributions the tests run against: name -> (the variable naming its virtual
+# environment, the environment's default folder under $CARGO_TARGET_DIR). The first is the
+# one every ROS 2 test uses; tests marked `every_ros2_distro` run against each.
+DISTROS = {
+    "kilted": ("NERVE_ROS2_VENV", "ros2-venv"),
+    "jazzy": ("NERVE_ROS2_JAZZY_VENV", "ros2-jazzy-venv"),
+}
+DEFAULT_DISTRO = next(iter(DISTROS))
+
+
+def ros2_venv(distro: str = DEFAULT_DISTRO) -> pathlib.Path:
+    var, folder = DISTROS[distro]
+    env = os.environ.get(var)
     if env:
         return pathlib.Path(env)
-    return pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "ros2-venv"
+    return pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / folder
 
 
-def _require_ros2() -> pathlib.Path:
-    venv = ros2_venv()
+def _require_ros2(distro: str) -> pathlib.Path:
+    venv = ros2_venv(distro)
     py = venv / "bin" / "python"
     why = None
     if not py.exists():
-        why = f"no ROS 2 environment at {venv} (scripts/test installs it with python3.11)"
+        why = (f"no ROS 2 {distro} environment at {venv} (scripts/test installs it with "
+               f"python3.11; ${DISTROS[distro][0]} names another)")
     else:
         r = subprocess.run([py, "-c", "import rclpy"], capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
-            why = f"rclpy does not import in {venv}: {r.stderr.strip()[-300:]}"
+            why = f"rclpy does not import in the ROS 2 {distro} environment {venv}: {r.stderr.strip()[-300:]}"
     if why:
         if os.environ.get("NERVE_REQUIRE_ROS2") == "1":
             pytest.fail(why)
@@ -117,9 +131,10 @@ class Proc:
                 self.p.wait()
 
 
-def ros2_fixture(domain):
-    """The ROS 2 environment and a ROS 2 domain of this test's own, on loopback only."""
-    venv = _require_ros2()
+def ros2_fixture(domain, distro: str = DEFAULT_DISTRO):
+    """The ROS 2 `distro`'s environment and a ROS 2 domain of this test's own, on loopback
+    only."""
+    venv = _require_ros2(distro)
     ros_domain = next(_ros_domains) % 200 + 1
     env = {
         **os.environ,
@@ -130,6 +145,7 @@ def ros2_fixture(domain):
     procs: list[Proc] = []
 
     class Ros2:
+        name = distro
         share = venv / "share"
         environ = env
 
