@@ -491,3 +491,92 @@ def test_bad_bridge_arguments_are_usage_errors_naming_them(args, named, domain):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert named in r.stderr, r.stderr
+
+
+# An rclpy publisher of geometry_msgs/Twist (linear.x = argv[3]) with the reliability
+# argv[2] names ("reliable" or "best_effort"), on topic argv[1], for 60 s.
+TWIST_TALKER = """
+import sys, time, rclpy
+from geometry_msgs.msg import Twist
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+rclpy.init()
+node = rclpy.create_node("ros2_twist_" + sys.argv[2])
+rel = ReliabilityPolicy.RELIABLE if sys.argv[2] == "reliable" else ReliabilityPolicy.BEST_EFFORT
+pub = node.create_publisher(Twist, sys.argv[1], QoSProfile(depth=10, reliability=rel))
+m = Twist()
+m.linear.x = float(sys.argv[3])
+print("ready", flush=True)
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    pub.publish(m)
+    rclpy.spin_once(node, timeout_sec=0.05)
+"""
+
+
+def twist_talker(ros2, topic, reliability, x):
+    p = Proc([ros2.share.parent / "bin" / "python", "-c", TWIST_TALKER, topic, reliability, str(x)],
+             ros2.environ, f"twist talker {reliability}")
+    p.wait_line(lambda l: l == "ready")
+    return p
+
+
+def recv_x(sub, want, timeout=30.0):
+    """Receives until a Twist with linear.x == want arrives; the values seen."""
+    seen = []
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        m = sub.recv(timeout=max(0.1, end - time.monotonic()))
+        if m is None:
+            continue
+        seen.append(m.linear.x)
+        if m.linear.x == want:
+            break
+    return seen
+
+
+@pytest.mark.parametrize("nerve_qos, ros_reliability", [
+    ("sensor", "reliable"),
+    ("reliable", "best_effort"),
+])
+def test_a_nerve_subscriber_made_before_the_ros2_publisher_is_served(ros2, domain, nerve_qos, ros_reliability):
+    import nerve
+    from nerve import msgs
+
+    bridge = ros2.bridge()
+    node = nerve.Context(domain).node("early_listener")
+    # the Nerve subscriber exists (and fixed the topic's overflow) before ROS 2 publishes
+    sub = node.create_subscription(msgs.Twist, "/early", qos=getattr(nerve.Qos, nerve_qos)())
+    talker = twist_talker(ros2, "/early", ros_reliability, 1.5)
+    try:
+        seen = recv_x(sub, 1.5)
+        assert seen and seen[-1] == 1.5, (seen, bridge.err)
+        assert not any("/early" in l and "not bridged" in l for l in bridge.err), bridge.err
+    finally:
+        talker.stop()
+
+
+def test_a_best_effort_ros2_publisher_joining_a_reliable_one_is_heard_too(ros2, domain):
+    import nerve
+    from nerve import msgs
+
+    bridge = ros2.bridge()
+    reliable = twist_talker(ros2, "/mixed", "reliable", 1.0)
+    bridge.wait_line(lambda l: l.startswith("/mixed: topic ROS 2 -> Nerve"))
+    node = nerve.Context(domain).node("mixed_listener")
+    sub = node.create_subscription(msgs.Twist, "/mixed", qos=nerve.Qos.sensor())
+    best_effort = None
+    try:
+        assert recv_x(sub, 1.0)[-1:] == [1.0], bridge.err
+        # a second publisher that offers less than the first: the route must hear it too
+        best_effort = twist_talker(ros2, "/mixed", "best_effort", 2.0)
+        seen = recv_x(sub, 2.0)
+        assert seen[-1:] == [2.0], (sorted(set(seen)), bridge.err)
+    finally:
+        reliable.stop()
+        if best_effort:
+            best_effort.stop()
+
+
+# An rclpy publisher of type argv[2] on topic argv[1], 10 a second for 60 s (a `data`
+# string field holds "<argv[3]> <i>"); argv[4] "serve" or "quiet": whether the node
+# serves its types' descriptions (REP-2016's `get_type_description`, on by default).

@@ -3,11 +3,15 @@ a real rclpy node, and rclpy's AsyncParameterClient reading and setting a Nerve 
 parameters. The harness is tests/ros2/harness.py; nothing here mocks ROS 2."""
 
 import json
+import subprocess
 import threading
+import time
 
 import pytest
 
 import nerve
+
+from conftest import target_bin
 
 
 def cli_json(ros2, *args, timeout=60):
@@ -157,3 +161,69 @@ def test_a_ros2_node_that_goes_away_mid_call_ends_the_nerve_call(ros2):
     # "went away", not the 30 s timeout's message: ended by the node's departure
     err = "".join(setter.err)
     assert "went away" in err, (setter.lines, setter.err)
+
+
+def test_ros2_and_nerve_parameter_events_live_side_by_side_whatever_starts_first(ros2, domain):
+    """ROS 2's /parameter_events (rcl_interfaces/msg/ParameterEvent) and Nerve's own
+    (nerve/ParamEvent) are two topics in Nerve: ROS 2's crosses as /_ros2/parameter_events,
+    so a Nerve node with parameters starts before or after the bridge and rclpy nodes."""
+    before_ready, before_stop, before = threading.Event(), threading.Event(), {}
+    t_before = serve_nerve_params(domain, before_ready, before_stop, before)
+    assert before_ready.wait(30) and "error" not in before, before
+    after_stop, after = threading.Event(), {}
+    t_after = None
+    try:
+        bridge = ros2.bridge()
+        node = ros2.peer("param_node", 120, "--name", "events_node")
+        node.wait_line(lambda l: '"ready"' in l)
+        bridge.wait_line(lambda l: "rcl_interfaces/msg/ParameterEvent" in l, timeout=60)
+        assert not any("ParameterEvent" in l for l in bridge.err), bridge.err
+
+        # a Nerve node with parameters made now, after the bridge crossed ROS 2's events
+        def run_after():
+            try:
+                n = nerve.Context(domain).node("late_params")
+                p = n.create_parameters(from_env=False)
+                p.declare("gain", 2.0)
+                after["ready"] = True
+                while not after_stop.is_set():
+                    p.serve(0.05)
+            except Exception as e:  # surfaced by the test
+                after["error"] = e
+
+        t_after = threading.Thread(target=run_after, daemon=True)
+        t_after.start()
+        end = time.monotonic() + 30
+        while not after and time.monotonic() < end:
+            time.sleep(0.05)
+        assert after.get("ready") and "error" not in after, after
+        assert "error" not in before, before
+
+        # ROS 2's events reach Nerve under /_ros2/parameter_events
+        echo = ros2.nerve("topic", "echo", "/_ros2/parameter_events", "--count", "1", "--format", "json",
+                          "--timeout", "30")
+        end = time.monotonic() + 30
+        got = None
+        while time.monotonic() < end and echo.p.poll() is None:
+            got = param_client(ros2, "/events_node", "set", "speed", "2.5")
+            time.sleep(0.5)
+        assert echo.wait(60) == 0, (echo.err, bridge.err)
+        event = json.loads(echo.lines[-1])
+        assert event["type"] == "rcl_interfaces/msg/ParameterEvent", event
+        assert event["msg"]["node"] == "/events_node", event
+        assert got and got["results"] == [{"successful": True, "reason": ""}], got
+
+        # and Nerve's own events stay Nerve's: the topic keeps Nerve's type
+        c = nerve.Context(domain).node("events_checker").create_param_client("/late_params")
+        assert c.wait_for_node(10)
+        assert c.get(["gain"]) == {"gain": 2.0}
+        info = subprocess.run([target_bin("nerve"), "topic", "info", "/parameter_events", "--format", "json"],
+                              env=ros2.environ, capture_output=True, text=True, timeout=60)
+        assert info.returncode == 0, info.stderr
+        assert json.loads(info.stdout)["type"] == "nerve/ParamEvent", info.stdout
+    finally:
+        before_stop.set()
+        after_stop.set()
+        t_before.join(10)
+        if t_after:
+            t_after.join(10)

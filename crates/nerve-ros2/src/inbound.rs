@@ -1,15 +1,20 @@
 //! ROS 2 → Nerve: for every ROS 2 topic with publishers (other than bridges), a Nerve
 //! publisher of the mapped type announces the topic; the DDS reader that pulls the
 //! samples exists only while the Nerve topic has subscribers (no traffic for nobody).
+//! Whichever side starts first: the Nerve publisher takes the overflow policy a Nerve
+//! subscriber already fixed ([`route_qos`]), the DDS reader is made again when a
+//! publisher that offers less joins ([`hears`]), and a ROS 2 topic whose name Nerve
+//! uses for its own type crosses under `/_ros2` ([`nerve_topic`]).
 
 use crate::dds::{self, RawAdapter, RawCdr, RosQos};
 use crate::types::{count_unconverted, ros_type_of_dds, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError, Event, Shared};
-use nerve::{Node, RawPublisher};
+use nerve::{Node, Overflow, RawPublisher};
 use rustdds::mio1::{Events, Interest, Poll, Token};
 use rustdds::no_key::DataReader;
 use rustdds::{RTPSEntity, TopicKind};
 use std::collections::{BTreeMap, HashMap};
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +24,69 @@ use std::time::{Duration, Instant};
 const GRACE: Duration = Duration::from_secs(2);
 
 struct Route {
+/// Where ROS 2 topics whose name Nerve uses for a topic of its own type cross to.
+pub(crate) const RENAMED_PREFIX: &str = "/_ros2";
+
+/// ROS 2 topics whose name Nerve uses for its own type: `/parameter_events` carries
+/// `rcl_interfaces/msg/ParameterEvent` in ROS 2 and [`nerve::param::ParamEvent`] in
+/// Nerve, which no conversion maps exactly (ROS 2's event has no old values).
+const NERVE_OWNED: &[&str] = &[nerve::param::EVENTS_TOPIC];
+
+/// The Nerve topic a ROS 2 topic crosses to: its own name, or under [`RENAMED_PREFIX`]
+/// where Nerve uses the name for a type of its own (both then live side by side,
+/// whichever side starts first).
+pub(crate) fn nerve_topic(ros_topic: &str) -> Cow<'_, str> {
+    if NERVE_OWNED.contains(&ros_topic) {
+        Cow::Owned(format!("{RENAMED_PREFIX}{ros_topic}"))
+    } else {
+        Cow::Borrowed(ros_topic)
+    }
+}
+
+/// The Nerve QoS of the publisher that carries ROS 2 publishers with `ros` into Nerve
+/// topic `topic`: theirs ([`RosQos::nerve`]), within what the Nerve topic was created
+/// with if it exists (a Nerve subscriber made first fixed its overflow policy, its
+/// largest depth and its history: an endpoint that asks otherwise is refused).
+pub(crate) fn route_qos(node: &Node, topic: &str, ros: RosQos) -> nerve::Qos {
+    let mut qos = ros.nerve();
+    let Ok(info) = nerve::introspect::topic_info(node, topic) else {
+        return qos;
+    };
+    let back_pressure = info.overflow == "back-pressure";
+    if back_pressure != matches!(qos.overflow, Overflow::BackPressure { .. }) {
+        qos.overflow = if back_pressure {
+            nerve::Qos::reliable().overflow
+        } else {
+            Overflow::DropOldest
+        };
+    }
+    qos.depth = qos.depth.clamp(1, info.max_depth.max(1));
+    qos.history = qos.history.min(info.history);
+    if back_pressure {
+        // under back-pressure the history fits in the queue
+        qos.history = qos.history.min(qos.depth);
+    }
+    qos
+}
+
+/// Opens the Nerve publisher of a ROS 2 → Nerve route of ROS 2 topic `ros_topic` (on
+/// [`nerve_topic`], with [`route_qos`]): the one way both bridge modes do it.
+pub(crate) fn open_publisher(
+    node: &Node,
+    ros_topic: &str,
+    route: &TypeRoute,
+    ros: RosQos,
+) -> Result<RawPublisher, nerve::TopicError> {
+    let topic = nerve_topic(ros_topic);
+    RawPublisher::create(node, &topic, &route.schema, route_qos(node, &topic, ros))
+}
+
+/// Whether a DDS reader (or Zenoh subscription) asking `reader` hears a publisher
+/// offering `writer`: it asks no more than the publisher offers.
+pub(crate) fn hears(reader: RosQos, writer: RosQos) -> bool {
+    (!reader.reliable || writer.reliable) && (!reader.transient_local || writer.transient_local)
+}
+
     ty: Arc<TypeRoute>,
     publisher: RawPublisher,
     qos: RosQos,
@@ -189,6 +257,14 @@ impl Inbound {
                 r.last_seen = now;
                 continue;
             }
+                // a reader made for publishers that offered more would not hear one that
+                // offers less: it is made again for what every publisher offers now
+                if r.reader.is_none() || !hears(r.qos, *qos) {
+                    if let Some(mut reader) = r.reader.take() {
+                        let _ = self.poll.registry().deregister(&mut reader);
+                    }
+                    r.qos = *qos;
+                }
             if self
                 .failed
                 .get(topic)
@@ -202,7 +278,7 @@ impl Inbound {
                     self.failed.remove(topic);
                     (self.shared.events)(Event::Bridged {
                         kind: crate::Kind::Topic,
-                        topic: topic.clone(),
+                        topic: nerve_topic(topic).into_owned(),
                         ros_type: ty.clone(),
                         nerve_type: route.ty.schema.name.clone(),
                         to_ros: false,
@@ -211,7 +287,7 @@ impl Inbound {
                         .inbound_topics
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .insert(topic.clone());
+                        .insert(nerve_topic(topic).into_owned());
                     self.routes.insert(topic.clone(), route);
                 }
                 Err(e) => {
@@ -244,7 +320,7 @@ impl Inbound {
                 .inbound_topics
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .remove(&t);
+                .remove(nerve_topic(&t).as_ref());
         }
         // readers only while Nerve listens
         let topics: Vec<String> = self.routes.keys().cloned().collect();
@@ -285,8 +361,9 @@ impl Inbound {
 
     fn open(&mut self, topic: &str, ty: &str, qos: RosQos) -> Result<Route, BridgeError> {
         let route = self.catalog.for_ros(ty)?;
-        let publisher = RawPublisher::create(&self.node, topic, &route.schema, qos.nerve())
-            .map_err(|e| match self.other_version(topic, &route) {
+        let publisher = open_publisher(&self.node, topic, &route, qos).map_err(|e| {
+            let topic = nerve_topic(topic);
+            match self.other_version(&topic, &route) {
                 // the same ROS 2 type name, another definition: both hashes named
                 Some(theirs) => BridgeError::Type {
                     ros_type: ty.to_string(),
@@ -297,7 +374,8 @@ impl Inbound {
                     ),
                 },
                 None => BridgeError::Nerve(format!("{topic}: {e}")),
-            })?;
+            }
+        })?;
         let token = self.next_token;
         self.next_token += 1;
         self.tokens.insert(token, topic.to_string());

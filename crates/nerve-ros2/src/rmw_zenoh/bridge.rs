@@ -482,14 +482,15 @@ impl Inbound {
             match self.open(topic, ty, *hash, *qos) {
                 Ok(route) => {
                     self.failed.remove(topic);
+                    let nerve_topic = crate::inbound::nerve_topic(topic).into_owned();
                     self.shared.event(Event::Bridged {
                         kind: Kind::Topic,
-                        topic: topic.clone(),
+                        topic: nerve_topic.clone(),
                         ros_type: ty.clone(),
                         nerve_type: route.ty.schema.name.clone(),
                         to_ros: false,
                     });
-                    lock(&self.shared.inbound_topics).insert(topic.clone());
+                    lock(&self.shared.inbound_topics).insert(nerve_topic);
                     lock(&self.shared.inbound_publishers).insert(route.publisher.id());
                     self.routes.insert(topic.clone(), route);
                 }
@@ -519,7 +520,7 @@ impl Inbound {
                 }
                 lock(&self.shared.inbound_publishers).remove(&r.publisher.id());
             }
-            lock(&self.shared.inbound_topics).remove(&t);
+            lock(&self.shared.inbound_topics).remove(crate::inbound::nerve_topic(&t).as_ref());
         }
         // subscriptions only while Nerve listens
         for (t, r) in self.routes.iter_mut() {
@@ -571,7 +572,7 @@ impl Inbound {
         let route = self.catalog.for_ros(ty)?;
         // the token announces the type's own hash; a Humble publisher's when none is known
         let hash = route_type_hash(&route).unwrap_or_else(|_| hash.to_string());
-        let publisher = RawPublisher::create(&self.node, topic, &route.schema, qos.nerve())
+        let publisher = crate::inbound::open_publisher(&self.node, topic, &route, qos)
             .map_err(|e| BridgeError::Nerve(format!("{topic}: {e}")))?;
         Ok(InRoute {
             ty: route,
