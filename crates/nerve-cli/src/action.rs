@@ -5,8 +5,10 @@ use crate::output::{self, Format, FormatArg};
 use crate::types::{from_json, message_json, Built};
 use clap::Subcommand;
 use nerve::action::{names, Action, ActionClient, ActionError, StatusList};
-use nerve::message::Serde;
+use nerve::message::{Message, Serde};
 use nerve_msgs::action::{EchoAction, Fibonacci};
+use nerve_msgs::ros2::{Ros2Action, Ros2ActionCdr};
+use nerve_ros2_map::action::{ActionPass, Part};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -28,7 +30,9 @@ pub enum ActionCommand {
     SendGoal {
         /// Action name, e.g. /fibonacci.
         name: String,
-        /// Action type (full or short name), e.g. Fibonacci.
+        /// Action type: built in (full or short name, e.g. Fibonacci), or a ROS 2 action
+        /// type (`pkg/action/Name`, its `.action` file on AMENT_PREFIX_PATH), e.g.
+        /// test_msgs/action/NestedMessage.
         action_type: String,
         /// Goal as JSON; fields left out keep their defaults, e.g. '{"order": 5}'.
         goal: String,
@@ -43,23 +47,133 @@ pub enum ActionCommand {
     },
 }
 
+/// What `send_goal` needs of a goal: where, what, and how to show it.
+struct Request<'a> {
+    node: &'a nerve::Node,
+    name: &'a str,
+    goal: &'a Value,
+    feedback: bool,
+    timeout: Duration,
+    format: Format,
+}
+
 /// One action type the tool can send goals of.
 struct ActionEntry {
     name: &'static str,
-    send: fn(&nerve::Node, &str, &Value, bool, Duration, Format) -> CmdResult,
+    send: fn(&Request<'_>) -> CmdResult,
 }
 
 fn registry() -> Vec<ActionEntry> {
     vec![
         ActionEntry {
             name: Fibonacci::TYPE_NAME,
-            send: send::<Fibonacci>,
+            send: |r| send(r, &BuiltIn::<Fibonacci>(std::marker::PhantomData)),
         },
         ActionEntry {
             name: EchoAction::TYPE_NAME,
-            send: send::<EchoAction>,
+            send: |r| send(r, &BuiltIn::<EchoAction>(std::marker::PhantomData)),
         },
     ]
+}
+
+/// A goal: its head and elements.
+type Parts<M> = (M, Vec<<M as Message>::Elem>);
+
+/// How the tool builds goals of an action type from JSON and shows its feedback and
+/// results as JSON.
+trait Codec {
+    /// The Nerve action type.
+    type A: Action;
+    /// The goal `v` describes.
+    fn goal(&self, v: &Value) -> Result<Parts<<Self::A as Action>::Goal>, Failure>;
+    /// Feedback as JSON.
+    fn feedback(
+        &self,
+        head: &<Self::A as Action>::Feedback,
+        elems: &[<<Self::A as Action>::Feedback as Message>::Elem],
+    ) -> Result<Value, Failure>;
+    /// A result as JSON.
+    fn result(
+        &self,
+        head: &<Self::A as Action>::Result,
+        elems: &[<<Self::A as Action>::Result as Message>::Elem],
+    ) -> Result<Value, Failure>;
+}
+
+/// A built-in action type: its messages through their schemas.
+struct BuiltIn<A>(std::marker::PhantomData<A>);
+
+impl<A: Action> Codec for BuiltIn<A>
+where
+    A::Goal: Default,
+{
+    type A = A;
+    fn goal(&self, v: &Value) -> Result<Parts<A::Goal>, Failure> {
+        let Built { head, elems, zero } = from_json::<A::Goal>(v).map_err(usage)?;
+        if !zero.is_empty() {
+            eprintln!("note: goal fields not given are zero: {}", zero.join(", "));
+        }
+        Ok((head, elems))
+    }
+    fn feedback(
+        &self,
+        head: &A::Feedback,
+        elems: &[<A::Feedback as Message>::Elem],
+    ) -> Result<Value, Failure> {
+        Ok(message_json::<A::Feedback>(head, elems))
+    }
+    fn result(
+        &self,
+        head: &A::Result,
+        elems: &[<A::Result as Message>::Elem],
+    ) -> Result<Value, Failure> {
+        Ok(message_json::<A::Result>(head, elems))
+    }
+}
+
+/// A ROS 2 action type carried as CDR: its messages through its definition.
+struct Ros2(ActionPass);
+
+impl Ros2 {
+    /// ROS 2 action type `name` from the `.action` files on AMENT_PREFIX_PATH.
+    fn load(name: &str) -> Result<Ros2, Failure> {
+        let search = nerve_ros2_types::SearchPath::from_env();
+        ActionPass::load(name, &search).map(Ros2).map_err(|e| {
+            usage(format!(
+                "unknown action type {name:?}: not built in ({}), and not a ROS 2 action \
+                 type on AMENT_PREFIX_PATH: {e}",
+                registry()
+                    .iter()
+                    .map(|e| e.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+    }
+
+    fn json(&self, part: Part, head: &Ros2ActionCdr, cdr: &[u8]) -> Result<Value, Failure> {
+        self.0
+            .check(part, head, cdr)
+            .and_then(|()| self.0.to_json(part, cdr))
+            .map_err(|e| Failure::Runtime(anyhow::anyhow!("{}: {e}", self.0.name())))
+    }
+}
+
+impl Codec for Ros2 {
+    type A = Ros2Action;
+    fn goal(&self, v: &Value) -> Result<Parts<Ros2ActionCdr>, Failure> {
+        let cdr = self
+            .0
+            .from_json(Part::Goal, v)
+            .map_err(|e| usage(e.to_string()))?;
+        Ok((self.0.head(), cdr))
+    }
+    fn feedback(&self, head: &Ros2ActionCdr, elems: &[u8]) -> Result<Value, Failure> {
+        self.json(Part::Feedback, head, elems)
+    }
+    fn result(&self, head: &Ros2ActionCdr, elems: &[u8]) -> Result<Value, Failure> {
+        self.json(Part::Result, head, elems)
+    }
 }
 
 fn print(v: &Value, format: Format) -> std::io::Result<()> {
@@ -72,22 +186,17 @@ fn print(v: &Value, format: Format) -> std::io::Result<()> {
     }
 }
 
-fn send<A: Action>(
-    node: &nerve::Node,
-    name: &str,
-    goal: &Value,
-    feedback: bool,
-    timeout: Duration,
-    format: Format,
-) -> CmdResult
-where
-    A::Goal: Default,
-{
-    let Built { head, elems, zero } = from_json::<A::Goal>(goal).map_err(usage)?;
-    if !zero.is_empty() {
-        eprintln!("note: goal fields not given are zero: {}", zero.join(", "));
-    }
-    let client = ActionClient::<A>::create(node, name).map_err(|e| match e {
+fn send<C: Codec>(req: &Request<'_>, codec: &C) -> CmdResult {
+    let Request {
+        node,
+        name,
+        goal,
+        feedback,
+        timeout,
+        format,
+    } = *req;
+    let (head, elems) = codec.goal(goal)?;
+    let client = ActionClient::<C::A>::create(node, name).map_err(|e| match e {
         ActionError::Service(nerve::ServiceError::Name(_))
         | ActionError::Topic(nerve::TopicError::Name(_)) => usage(e.to_string()),
         e => Failure::Runtime(e.into()),
@@ -104,9 +213,10 @@ where
     eprintln!("goal {} accepted", g.id());
     let deadline = Instant::now() + timeout;
     let mut canceled = false;
-    let print_feedback = |f: &nerve::action::Feedback<A>| {
-        let v = message_json::<A::Feedback>(f, f.elems());
-        print(&json!({"feedback": v, "state": f.state().name()}), format)
+    let print_feedback = |f: &nerve::action::Feedback<C::A>| -> CmdResult {
+        let v = codec.feedback(f, f.elems())?;
+        print(&json!({"feedback": v, "state": f.state().name()}), format)?;
+        Ok(())
     };
     loop {
         if nerve::shutdown::requested() && !canceled {
@@ -133,7 +243,7 @@ where
                 while let Some(f) = g.try_feedback().filter(|_| feedback) {
                     print_feedback(&f)?;
                 }
-                let v = message_json::<A::Result>(&r, r.elems());
+                let v = codec.result(&r, r.elems())?;
                 print(
                     &json!({"goal": g.id().to_string(), "state": r.state().name(), "result": v}),
                     format,
@@ -230,29 +340,26 @@ pub fn run(ctx: &nerve::Context, cmd: ActionCommand) -> CmdResult {
             timeout,
             format,
         } => {
-            let entry = registry()
-                .into_iter()
-                .find(|e| e.name == action_type || e.name.rsplit('/').next() == Some(&action_type))
-                .ok_or_else(|| {
-                    usage(format!(
-                        "unknown action type {action_type:?}; known: {}",
-                        registry()
-                            .iter()
-                            .map(|e| e.name)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                })?;
             let value: Value = serde_json::from_str(&goal)
                 .map_err(|e| usage(format!("goal is not valid JSON: {e}")))?;
-            (entry.send)(
-                &node,
-                &name,
-                &value,
+            let req = Request {
+                node: &node,
+                name: &name,
+                goal: &value,
                 feedback,
-                Duration::from_millis(timeout),
-                format.format,
-            )
+                timeout: Duration::from_millis(timeout),
+                format: format.format,
+            };
+            // a ROS 2 type with a Nerve form is that form (test_msgs/action/Fibonacci)
+            let native = nerve_ros2_map::action::native_action(&action_type);
+            let wanted = native.unwrap_or(&action_type);
+            match registry()
+                .into_iter()
+                .find(|e| e.name == wanted || e.name.rsplit('/').next() == Some(wanted))
+            {
+                Some(entry) => (entry.send)(&req),
+                None => send(&req, &Ros2::load(&action_type)?),
+            }
         }
     }
 }

@@ -42,6 +42,30 @@ pub fn ros2_type(schema: &Schema) -> Option<(&str, &str, &str)> {
     }
 }
 
+/// A goal, feedback or result of a ROS 2 action carried as CDR ([`Ros2Action`]): the
+/// action type's RIHS01 hash, then the CDR of the message (`pkg/action/Name_Goal`,
+/// `_Feedback` or `_Result`, with its 4-byte encapsulation header) as the slice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Message)]
+#[repr(C)]
+#[message(name = "nerve_msgs/Ros2ActionCdr", elem = u8)]
+pub struct Ros2ActionCdr {
+    /// The RIHS01 hash of the ROS 2 action type (`pkg/action/Name`): every Nerve action of
+    /// a ROS 2 type is a [`Ros2Action`], so a server refuses a goal of another action type
+    /// (or another version of it) by this hash, and a client a result.
+    pub action_hash: [u8; 32],
+}
+
+/// Any ROS 2 action type, carried as CDR: what the ROS 2 bridge serves a ROS 2 action
+/// server of a type with no Nerve form as, and what tools send goals of such a type with.
+/// The type itself travels in every message ([`Ros2ActionCdr::action_hash`]).
+pub struct Ros2Action;
+impl nerve::action::Action for Ros2Action {
+    const TYPE_NAME: &'static str = "nerve_msgs/Ros2Action";
+    type Goal = Ros2ActionCdr;
+    type Feedback = Ros2ActionCdr;
+    type Result = Ros2ActionCdr;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,3 +142,62 @@ def test_a_nerve_action_client_gets_feedback_results_and_cancels_from_an_rclpy_s
     assert send.wait(60) != 0
     out = [json.loads(l) for l in send.lines if l.startswith("{")]
     assert out[-1]["state"] == "canceled", (out, send.err)
+
+
+NESTED_GOAL = {
+    "nested_field": {"int32_value": 7, "char_value": 104, "float64_value": 0.1, "uint8_value": 255,
+                     "int64_value": -9},
+    "nested_different_pkg": {"sec": 3, "nanosec": 4},
+    "nested_field_no_pkg": {"time_value": {"sec": 9, "nanosec": 1}, "duration_value": {"sec": -1, "nanosec": 5}},
+}
+
+
+def test_any_ros2_action_type_crosses_as_cdr_to_the_cli(ros2, domain):
+    # test_msgs/action/NestedMessage has no Nerve form: the bridge serves it in Nerve as
+    # CDR with its definition, and `nerve action send_goal` speaks it by its ROS 2 name
+    bridge = ros2.bridge()
+    server = ros2.peer("nested_action_server", "/nested", 120, "--feedbacks", "3")
+    long = ros2.peer("nested_action_server", "/nested_long", 120, "--feedbacks", "1000")
+    for name in ("/nested", "/nested_long"):
+        bridge.wait_line(lambda l: l.startswith(
+            f"{name}: action ROS 2 -> Nerve (test_msgs/action/NestedMessage as nerve_msgs/Ros2Action)"),
+            timeout=60)
+    send = ros2.nerve("action", "send_goal", "/nested", "test_msgs/action/NestedMessage",
+                      json.dumps(NESTED_GOAL), "--feedback", "--format", "json", ament=True)
+    assert send.wait(60) == 0, (send.err, bridge.err)
+    out = [json.loads(l) for l in send.lines if l.startswith("{")]
+    feedback = [o["feedback"] for o in out if "feedback" in o]
+    assert [f["nested_field"]["int32_value"] for f in feedback] == [7, 8, 9], (out, bridge.err)
+    assert all(f["nested_field"]["char_value"] == 104 for f in feedback), feedback
+    assert out[-1]["state"] == "succeeded", out
+    result = out[-1]["result"]
+    assert result["nested_field"]["float64_value"] == 0.1
+    assert result["nested_field"]["uint8_value"] == 255
+    assert result["nested_field"]["int64_value"] == -9
+    assert result["nested_different_pkg"] == {"sec": 3, "nanosec": 4}
+    assert result["nested_field_no_pkg"]["time_value"] == {"sec": 9, "nanosec": 1}
+    assert result["nested_field_no_pkg"]["duration_value"] == {"sec": -1, "nanosec": 5}
+    (goal,) = server.json_events("goal")
+    assert goal["goal"]["nested_field"]["char_value"] == 104
+    assert goal["goal"]["nested_field_no_pkg"]["duration_value"] == {"sec": -1, "nanosec": 5}
+
+    # a goal with a field the type does not have is refused by name, before it is sent
+    bad = ros2.nerve("action", "send_goal", "/nested", "test_msgs/action/NestedMessage",
+                     '{"nested_feld": {}}', ament=True)
+    assert bad.wait(30) == 2
+    assert any("nested_feld" in l for l in bad.err), bad.err
+
+    # Ctrl-C cancels: the ROS 2 server sees the cancel, the goal ends canceled
+    send = ros2.nerve("action", "send_goal", "/nested_long", "test_msgs/action/NestedMessage",
+                      json.dumps(NESTED_GOAL), "--feedback", "--format", "json", ament=True)
+    send.wait_line(lambda l: '"feedback"' in l, timeout=30)
+    send.p.send_signal(signal.SIGINT)
+    assert send.wait(60) != 0
+    out = [json.loads(l) for l in send.lines if l.startswith("{")]
+    assert out[-1]["state"] == "canceled", (out, send.err, bridge.err)
+    long.wait_line(lambda l: '"canceled"' in l)
+    (canceled,) = long.json_events("canceled")
+    # the result ROS 2's server ended the goal with (it counts the feedbacks it sent)
+    got, sent = out[-1]["result"]["nested_field"], canceled["result"]["nested_field"]
+    assert (got["int32_value"], got["char_value"]) == (sent["int32_value"], 104), (got, sent)
+    assert 1 <= got["int32_value"] < 1000

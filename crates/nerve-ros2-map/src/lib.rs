@@ -7,6 +7,8 @@
 //!   lookups every user goes through: [`standard::of_nerve`] (a Nerve type's ROS 2 form)
 //!   and [`standard::of_ros`] (the Nerve type a ROS 2 type becomes: only a conversion that
 //!   is exact, unless the user names a lossy one).
+//! - [`action`]: ROS 2 action types: the Fibonacci actions as Nerve's own, any other as
+//!   CDR ([`nerve_msgs::ros2::Ros2Action`]) with the wire messages of ROS 2 actions.
 //! - [`carrier`]: any other ROS 2 type, carried through Nerve as its CDR
 //!   ([`nerve_msgs::ros2::Ros2Cdr`]), checked against its definition both ways.
 //!
@@ -20,6 +22,7 @@
 //! delivered instead of sending something else.
 #![warn(missing_docs)]
 
+pub mod action;
 pub mod carrier;
 pub mod standard;
 

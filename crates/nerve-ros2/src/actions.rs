@@ -22,10 +22,18 @@
 //!   the Nerve acceptance or rejection), asks for its result at once, and forwards
 //!   feedback, cancels and the result.
 //!
-//! The action types that cross are the Fibonacci actions (`test_msgs`,
-//! `example_interfaces` and `action_tutorials_interfaces`: `int32 order` → `int32[]`),
-//! converted field by field to [`nerve_msgs::action::Fibonacci`] (`i64 order` → a
-//! sequence of `i64`). A number that does not fit ROS 2's `int32` is refused, not cut.
+//! How an action type's messages cross is its [`Form`] (the one table is
+//! [`nerve_ros2_map::action`]):
+//! - the Fibonacci actions (`test_msgs`, `example_interfaces` and
+//!   `action_tutorials_interfaces`: `int32 order` → `int32[]`) are converted field by
+//!   field to [`nerve_msgs::action::Fibonacci`] (`i64 order` → a sequence of `i64`); a
+//!   number that does not fit ROS 2's `int32` is refused, not cut;
+//! - a ROS 2 server of any other action type is served in Nerve as a [`Ros2Action`]:
+//!   goal, feedback and result travel as their CDR behind the action's hash, checked
+//!   against the action's definition (its `.action` file on the type search path). A
+//!   Nerve server of such an action is not offered to ROS 2: its ROS 2 type is known
+//!   only from its goals.
+//!
 //! Goals in flight are bounded ([`MAX_GOALS`] per action) and forgotten when they end
 //! (a finished goal's result is kept a while for a `get_result` that comes late).
 
@@ -33,10 +41,16 @@ use crate::dds::{RawAdapter, RawCdr, RosQos};
 use crate::peers::Peers;
 use crate::types::{dds_type_of_ros, ros_type_of_dds};
 use crate::{BridgeConfig, BridgeError, Event, Shared};
-use nerve::action::{ActionClient, ActionServer, ClientGoal, GoalHandle, GoalPolicy, GoalState};
+use nerve::action::{
+    Action, ActionClient, ActionServer, ClientGoal, GoalHandle, GoalPolicy, GoalState,
+};
+use nerve::message::Message;
 use nerve::service::ServiceType;
 use nerve::Node;
-use nerve_msgs::action::{Fibonacci, FibonacciGoal};
+use nerve_msgs::action::{Fibonacci, FibonacciGoal, FibonacciSequence};
+use nerve_msgs::ros2::{Ros2Action, Ros2ActionCdr};
+use nerve_ros2_map::action::{ActionPass, Part};
+use nerve_ros2_map::ConvertError;
 use rustdds::no_key::{DataReader, DataWriter};
 use rustdds::{RTPSEntity, SampleIdentity, Timestamp, TopicKind, WriteOptionsBuilder, GUID};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -60,12 +74,7 @@ const TICK: Duration = Duration::from_millis(5);
 /// `get_result` requests one goal holds at most.
 const WAITERS_PER_GOAL: usize = 16;
 
-/// The ROS 2 action types that are [`Fibonacci`] field by field.
-pub const FIBONACCI_TYPES: [&str; 3] = [
-    "test_msgs/action/Fibonacci",
-    "example_interfaces/action/Fibonacci",
-    "action_tutorials_interfaces/action/Fibonacci",
-];
+pub use nerve_ros2_map::action::FIBONACCI_TYPES;
 /// The ROS 2 type a Nerve Fibonacci server is offered as.
 pub const OFFERED_FIBONACCI: &str = "test_msgs/action/Fibonacci";
 
@@ -77,8 +86,7 @@ mod cancel_code {
     pub const GOAL_TERMINATED: i8 = 3;
 }
 
-/// A ROS 2 goal id (unique_identifier_msgs/UUID).
-pub type Uuid = [u8; 16];
+pub use nerve_ros2_map::action::Uuid;
 
 /// A builtin_interfaces/Time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -116,6 +124,9 @@ pub enum WireError {
     /// A Nerve number does not fit ROS 2's `int32`.
     #[error("{0} does not fit a ROS 2 int32")]
     OutOfRange(i64),
+    /// A message of an action carried as CDR that does not convert.
+    #[error(transparent)]
+    Convert(#[from] ConvertError),
 }
 
 /// The action_msgs/GoalStatus number of a Nerve goal state.
@@ -295,6 +306,229 @@ pub mod wire {
     }
 }
 
+/// A Nerve message: its head and its slice's elements.
+pub struct Msg<M: Message> {
+    /// The head.
+    pub head: M,
+    /// The elements.
+    pub elems: Vec<M::Elem>,
+}
+
+/// The goal of action `A` as a Nerve message.
+type GoalMsg<A> = Msg<<A as Action>::Goal>;
+/// Feedback of action `A` as a Nerve message.
+type FeedbackMsg<A> = Msg<<A as Action>::Feedback>;
+/// The result of action `A` as a Nerve message.
+type ResultMsg<A> = Msg<<A as Action>::Result>;
+
+/// How one action type's messages cross: its Nerve action type, and the messages ROS 2
+/// actions use on the wire, written from and read into Nerve messages.
+pub trait Form: 'static {
+    /// The Nerve action type.
+    type A: Action;
+    /// The ROS 2 action type (`pkg/action/Name`).
+    fn ros_type(&self) -> &str;
+    /// A `_SendGoal_Request`'s goal id and goal.
+    fn read_send_goal_request(&self, cdr: &[u8]) -> Result<(Uuid, GoalMsg<Self::A>), WireError>;
+    /// Writes a `_SendGoal_Request` of a goal.
+    fn send_goal_request(
+        &self,
+        out: &mut Vec<u8>,
+        id: &Uuid,
+        goal: &<Self::A as Action>::Goal,
+        elems: &[<<Self::A as Action>::Goal as Message>::Elem],
+    ) -> Result<(), WireError>;
+    /// Writes a `_FeedbackMessage` of feedback.
+    fn feedback(
+        &self,
+        out: &mut Vec<u8>,
+        id: &Uuid,
+        feedback: &<Self::A as Action>::Feedback,
+        elems: &[<<Self::A as Action>::Feedback as Message>::Elem],
+    ) -> Result<(), WireError>;
+    /// A `_FeedbackMessage`'s goal id and feedback.
+    fn read_feedback(&self, cdr: &[u8]) -> Result<(Uuid, FeedbackMsg<Self::A>), WireError>;
+    /// Writes a `_GetResult_Response` of a status and a result (`None`: the default
+    /// result, for a goal that ended without one or was never seen).
+    fn get_result_response(
+        &self,
+        out: &mut Vec<u8>,
+        status: i8,
+        result: Option<&ResultMsg<Self::A>>,
+    ) -> Result<(), WireError>;
+    /// A `_GetResult_Response`'s status and result.
+    fn read_get_result_response(&self, cdr: &[u8]) -> Result<(i8, ResultMsg<Self::A>), WireError>;
+    /// The result a goal ends with when there is none (the type's default).
+    fn default_result(&self) -> Result<ResultMsg<Self::A>, WireError>;
+}
+
+/// Ends a Nerve goal with `result`, or with the default result of `form`.
+fn end<F: Form>(
+    form: &F,
+    handle: &GoalHandle<F::A>,
+    state: GoalState,
+    result: Option<ResultMsg<F::A>>,
+) -> Result<(), nerve::action::ActionError> {
+    match result.or_else(|| form.default_result().ok()) {
+        Some(r) => handle.end_with(state, r.elems.len(), |head, elems| {
+            *head = r.head;
+            elems.copy_from_slice(&r.elems);
+        }),
+        None => handle.end_with(state, 0, |_, _| {}),
+    }
+}
+
+/// The Fibonacci actions, field by field as [`Fibonacci`].
+pub struct FibonacciForm {
+    ros_type: String,
+}
+
+fn sequence(seq: Vec<i64>) -> Msg<FibonacciSequence> {
+    Msg {
+        head: FibonacciSequence {
+            len: seq.len() as u64,
+        },
+        elems: seq,
+    }
+}
+
+impl Form for FibonacciForm {
+    type A = Fibonacci;
+    fn ros_type(&self) -> &str {
+        &self.ros_type
+    }
+    fn read_send_goal_request(&self, cdr: &[u8]) -> Result<(Uuid, Msg<FibonacciGoal>), WireError> {
+        let (id, order) = wire::read_send_goal_request(cdr)?;
+        Ok((
+            id,
+            Msg {
+                head: FibonacciGoal { order },
+                elems: Vec::new(),
+            },
+        ))
+    }
+    fn send_goal_request(
+        &self,
+        out: &mut Vec<u8>,
+        id: &Uuid,
+        goal: &FibonacciGoal,
+        _: &[nerve::message::NoElem],
+    ) -> Result<(), WireError> {
+        wire::send_goal_request(out, id, goal.order)
+    }
+    fn feedback(
+        &self,
+        out: &mut Vec<u8>,
+        id: &Uuid,
+        _: &FibonacciSequence,
+        elems: &[i64],
+    ) -> Result<(), WireError> {
+        wire::feedback(out, id, elems)
+    }
+    fn read_feedback(&self, cdr: &[u8]) -> Result<(Uuid, Msg<FibonacciSequence>), WireError> {
+        let (id, seq) = wire::read_feedback(cdr)?;
+        Ok((id, sequence(seq)))
+    }
+    fn get_result_response(
+        &self,
+        out: &mut Vec<u8>,
+        status: i8,
+        result: Option<&Msg<FibonacciSequence>>,
+    ) -> Result<(), WireError> {
+        wire::get_result_response(out, status, result.map_or(&[][..], |r| &r.elems))
+    }
+    fn read_get_result_response(
+        &self,
+        cdr: &[u8],
+    ) -> Result<(i8, Msg<FibonacciSequence>), WireError> {
+        let (status, seq) = wire::read_get_result_response(cdr)?;
+        Ok((status, sequence(seq)))
+    }
+    fn default_result(&self) -> Result<Msg<FibonacciSequence>, WireError> {
+        Ok(sequence(Vec::new()))
+    }
+}
+
+/// Any other ROS 2 action type, carried as CDR ([`Ros2Action`]).
+pub struct CdrForm(pub Arc<ActionPass>);
+
+impl CdrForm {
+    fn msg(&self, cdr: Vec<u8>) -> Msg<Ros2ActionCdr> {
+        Msg {
+            head: self.0.head(),
+            elems: cdr,
+        }
+    }
+    /// The CDR of a Nerve message of `part`, checked: of this action, decoding as its type.
+    fn cdr<'a>(
+        &self,
+        part: Part,
+        head: &Ros2ActionCdr,
+        elems: &'a [u8],
+    ) -> Result<&'a [u8], WireError> {
+        self.0.check(part, head, elems)?;
+        Ok(elems)
+    }
+}
+
+impl Form for CdrForm {
+    type A = Ros2Action;
+    fn ros_type(&self) -> &str {
+        self.0.name()
+    }
+    fn read_send_goal_request(&self, cdr: &[u8]) -> Result<(Uuid, Msg<Ros2ActionCdr>), WireError> {
+        let (id, goal) = self.0.read_send_goal_request(cdr)?;
+        Ok((id, self.msg(goal)))
+    }
+    fn send_goal_request(
+        &self,
+        out: &mut Vec<u8>,
+        id: &Uuid,
+        goal: &Ros2ActionCdr,
+        elems: &[u8],
+    ) -> Result<(), WireError> {
+        let goal = self.cdr(Part::Goal, goal, elems)?;
+        Ok(self.0.send_goal_request(id, goal, out)?)
+    }
+    fn feedback(
+        &self,
+        out: &mut Vec<u8>,
+        id: &Uuid,
+        feedback: &Ros2ActionCdr,
+        elems: &[u8],
+    ) -> Result<(), WireError> {
+        let feedback = self.cdr(Part::Feedback, feedback, elems)?;
+        Ok(self.0.feedback_message(id, feedback, out)?)
+    }
+    fn read_feedback(&self, cdr: &[u8]) -> Result<(Uuid, Msg<Ros2ActionCdr>), WireError> {
+        let (id, feedback) = self.0.read_feedback_message(cdr)?;
+        Ok((id, self.msg(feedback)))
+    }
+    fn get_result_response(
+        &self,
+        out: &mut Vec<u8>,
+        status: i8,
+        result: Option<&Msg<Ros2ActionCdr>>,
+    ) -> Result<(), WireError> {
+        let default;
+        let cdr = match result {
+            Some(r) => self.cdr(Part::Result, &r.head, &r.elems)?,
+            None => {
+                default = self.0.default_cdr(Part::Result)?;
+                &default
+            }
+        };
+        Ok(self.0.get_result_response(status, cdr, out)?)
+    }
+    fn read_get_result_response(&self, cdr: &[u8]) -> Result<(i8, Msg<Ros2ActionCdr>), WireError> {
+        let (status, result) = self.0.read_get_result_response(cdr)?;
+        Ok((status, self.msg(result)))
+    }
+    fn default_result(&self) -> Result<Msg<Ros2ActionCdr>, WireError> {
+        Ok(self.msg(self.0.default_cdr(Part::Result)?))
+    }
+}
+
 /// A DDS reader of raw CDR.
 type Reader = DataReader<RawCdr, RawAdapter>;
 /// A DDS writer of raw CDR.
@@ -367,8 +601,8 @@ fn write(
 }
 
 /// A goal of a ROS 2 client, sent on to the Nerve server.
-struct RosGoal {
-    goal: ClientGoal<Fibonacci>,
+struct RosGoal<A: Action> {
+    goal: ClientGoal<A>,
     stamp: Stamp,
     state: GoalState,
     /// `get_result` requests waiting for the result.
@@ -376,17 +610,18 @@ struct RosGoal {
 }
 
 /// A finished goal's result, kept for late `get_result` requests.
-struct Done {
+struct Done<R: Message> {
     id: Uuid,
     status: i8,
-    seq: Vec<i64>,
+    result: Option<Msg<R>>,
     at: Instant,
 }
 
 /// A Nerve action server offered to ROS 2 clients.
-struct OfferedToRos {
+struct OfferedToRos<F: Form> {
     name: String,
-    client: ActionClient<Fibonacci>,
+    form: F,
+    client: ActionClient<F::A>,
     goal_rq: Reader,
     goal_rr: Writer,
     cancel_rq: Reader,
@@ -395,22 +630,23 @@ struct OfferedToRos {
     result_rr: Writer,
     feedback: Writer,
     status: Writer,
-    goals: HashMap<Uuid, RosGoal>,
-    done: VecDeque<Done>,
+    goals: HashMap<Uuid, RosGoal<F::A>>,
+    done: VecDeque<Done<<F::A as Action>::Result>>,
 }
 
 /// A goal of a Nerve client, sent on to the ROS 2 server.
-struct NerveGoal {
-    handle: GoalHandle<Fibonacci>,
+struct NerveGoal<A: Action> {
+    handle: GoalHandle<A>,
     /// The `get_result` request sent for it.
     result_call: Option<SampleIdentity>,
     cancel_sent: bool,
 }
 
 /// A ROS 2 action server offered to Nerve clients.
-struct OfferedToNerve {
+struct OfferedToNerve<F: Form> {
     name: String,
-    server: ActionServer<Fibonacci>,
+    form: F,
+    server: ActionServer<F::A>,
     goal_rq: Writer,
     goal_rr: Reader,
     cancel_rq: Writer,
@@ -418,7 +654,19 @@ struct OfferedToNerve {
     result_rq: Writer,
     result_rr: Reader,
     feedback: Reader,
-    goals: HashMap<Uuid, NerveGoal>,
+    goals: HashMap<Uuid, NerveGoal<F::A>>,
+}
+
+/// A bridged action, whatever its form.
+trait Bridged {
+    /// Moves what waits on both sides.
+    fn pump(&mut self, ctx: &Ctx<'_>, scratch: &mut Vec<u8>);
+    /// The other side went away: every goal ends aborted.
+    fn abort_all(&mut self, scratch: &mut Vec<u8>);
+    /// Whether the Nerve server lives (for a Nerve server offered to ROS 2).
+    fn server_alive(&self) -> bool {
+        true
+    }
 }
 
 /// The actions part of a bridge (one thread).
@@ -429,9 +677,11 @@ pub(crate) struct Actions {
     dds_pub: rustdds::Publisher,
     dds_sub: rustdds::Subscriber,
     /// Nerve servers offered to ROS 2, by action name.
-    to_ros: BTreeMap<String, OfferedToRos>,
+    to_ros: BTreeMap<String, Box<dyn Bridged>>,
     /// ROS 2 servers offered to Nerve, by action name.
-    to_nerve: BTreeMap<String, OfferedToNerve>,
+    to_nerve: BTreeMap<String, Box<dyn Bridged>>,
+    /// ROS 2 action types carried as CDR, by type (a failure is reported per action).
+    passes: HashMap<String, Arc<ActionPass>>,
     /// Names that failed (reported once, tried again later).
     failures: crate::worker::Failures,
     scratch: Vec<u8>,
@@ -452,6 +702,7 @@ impl Actions {
             node,
             to_ros: BTreeMap::new(),
             to_nerve: BTreeMap::new(),
+            passes: HashMap::new(),
             failures: Default::default(),
             scratch: Vec::new(),
         })
@@ -542,23 +793,22 @@ impl Actions {
             if self.to_nerve.contains_key(name) || self.failed_lately(name) {
                 continue;
             }
-            if !FIBONACCI_TYPES.contains(&ty.as_str()) {
-                self.report(
-                    name,
-                    format!(
-                        "ROS 2 action type {ty} has no Nerve form (actions that cross: {})",
-                        FIBONACCI_TYPES.join(", ")
-                    ),
-                );
-                continue;
-            }
-            match self.offer_to_nerve(name, ty) {
-                Ok(a) => {
+            let offered = if FIBONACCI_TYPES.contains(&ty.as_str()) {
+                let form = FibonacciForm {
+                    ros_type: ty.clone(),
+                };
+                self.offer_to_nerve(name, form)
+            } else {
+                self.pass(ty)
+                    .and_then(|pass| self.offer_to_nerve(name, CdrForm(pass)))
+            };
+            match offered {
+                Ok((a, nerve_type)) => {
                     (self.shared.events)(Event::Bridged {
                         kind: crate::Kind::Action,
                         topic: name.clone(),
                         ros_type: ty.clone(),
-                        nerve_type: <Fibonacci as nerve::action::Action>::TYPE_NAME.to_string(),
+                        nerve_type: nerve_type.to_string(),
                         to_ros: false,
                     });
                     self.to_nerve.insert(name.clone(), a);
@@ -574,8 +824,8 @@ impl Actions {
             .cloned()
             .collect();
         for n in gone {
-            if let Some(a) = self.to_nerve.remove(&n) {
-                a.abort_all();
+            if let Some(mut a) = self.to_nerve.remove(&n) {
+                a.abort_all(&mut self.scratch);
             }
         }
         let fibonacci = ServiceType::of::<nerve::action::GoalService<Fibonacci>>();
@@ -584,17 +834,24 @@ impl Actions {
                 continue;
             }
             if *ty != fibonacci {
-                self.report(
-                    name,
+                let why = if ty.name == nerve_ros2_map::action::CARRIER {
+                    "a ROS 2 action type carried as CDR is offered to ROS 2 only from ROS 2 \
+                     (its type is known only from its goals)"
+                        .to_string()
+                } else {
                     format!(
                         "Nerve action type {} has no ROS 2 form (actions that cross: {})",
                         ty.name,
-                        <Fibonacci as nerve::action::Action>::TYPE_NAME
-                    ),
-                );
+                        <Fibonacci as Action>::TYPE_NAME
+                    )
+                };
+                self.report(name, why);
                 continue;
             }
-            match self.offer_to_ros(name) {
+            let form = FibonacciForm {
+                ros_type: OFFERED_FIBONACCI.to_string(),
+            };
+            match self.offer_to_ros(name, form) {
                 Ok(a) => {
                     (self.shared.events)(Event::Bridged {
                         kind: crate::Kind::Action,
@@ -613,7 +870,7 @@ impl Actions {
         let gone: Vec<String> = self
             .to_ros
             .iter()
-            .filter(|(n, a)| !live.contains(n.as_str()) || !a.client.server_alive())
+            .filter(|(n, a)| !live.contains(n.as_str()) || !a.server_alive())
             .map(|(n, _)| n.clone())
             .collect();
         for n in gone {
@@ -653,18 +910,41 @@ impl Actions {
             .map_err(|e| BridgeError::Dds(format!("{name}: {e}")))
     }
 
-    fn offer_to_ros(&mut self, name: &str) -> Result<OfferedToRos, BridgeError> {
-        let client = ActionClient::<Fibonacci>::create(&self.node, name)
+    /// ROS 2 action type `ty` carried as CDR, from its definition on the type search path.
+    fn pass(&mut self, ty: &str) -> Result<Arc<ActionPass>, BridgeError> {
+        if let Some(p) = self.passes.get(ty) {
+            return Ok(p.clone());
+        }
+        let mut search = nerve_ros2_types::SearchPath::new();
+        for d in &self.config.types {
+            search.push_dir(d.clone());
+        }
+        let pass = ActionPass::load(ty, &search).map_err(|e| BridgeError::Type {
+            ros_type: ty.to_string(),
+            reason: e.to_string(),
+        })?;
+        let pass = Arc::new(pass);
+        self.passes.insert(ty.to_string(), pass.clone());
+        Ok(pass)
+    }
+
+    fn offer_to_ros<F: Form>(
+        &mut self,
+        name: &str,
+        form: F,
+    ) -> Result<Box<dyn Bridged>, BridgeError> {
+        let client = ActionClient::<F::A>::create(&self.node, name)
             .map_err(|e| BridgeError::Nerve(e.to_string()))?;
         client.set_accept_timeout(NERVE_ACCEPT_TIMEOUT);
-        let ty = OFFERED_FIBONACCI;
+        let ty = form.ros_type().to_string();
         let q = RosQos::default();
         let (goal_rq, goal_rr) = service_topics(name, "send_goal");
         let (cancel_rq, cancel_rr) = service_topics(name, "cancel_goal");
         let (result_rq, result_rr) = service_topics(name, "get_result");
         let cancel = "action_msgs/srv/CancelGoal";
-        Ok(OfferedToRos {
+        Ok(Box::new(OfferedToRos {
             name: name.to_string(),
+            form,
             client,
             goal_rq: self.reader(&goal_rq, &format!("{ty}_SendGoal_Request"), q)?,
             goal_rr: self.writer(&goal_rr, &format!("{ty}_SendGoal_Response"), q)?,
@@ -690,11 +970,16 @@ impl Actions {
             )?,
             goals: HashMap::new(),
             done: VecDeque::new(),
-        })
+        }))
     }
 
-    fn offer_to_nerve(&mut self, name: &str, ty: &str) -> Result<OfferedToNerve, BridgeError> {
-        let server = ActionServer::<Fibonacci>::builder(&self.node, name)
+    /// Serves ROS 2 action `name` in Nerve; with the Nerve action type it is served as.
+    fn offer_to_nerve<F: Form>(
+        &mut self,
+        name: &str,
+        form: F,
+    ) -> Result<(Box<dyn Bridged>, &'static str), BridgeError> {
+        let server = ActionServer::<F::A>::builder(&self.node, name)
             .policy(GoalPolicy::Parallel { max: MAX_GOALS })
             .create()
             .map_err(|e| BridgeError::Nerve(e.to_string()))?;
@@ -703,8 +988,10 @@ impl Actions {
         let (cancel_rq, cancel_rr) = service_topics(name, "cancel_goal");
         let (result_rq, result_rr) = service_topics(name, "get_result");
         let cancel = "action_msgs/srv/CancelGoal";
-        Ok(OfferedToNerve {
+        let ty = form.ros_type().to_string();
+        let a = OfferedToNerve {
             name: name.to_string(),
+            form,
             server,
             goal_rq: self.writer(&goal_rq, &format!("{ty}_SendGoal_Request"), q)?,
             goal_rr: self.reader(&goal_rr, &format!("{ty}_SendGoal_Response"), q)?,
@@ -718,11 +1005,33 @@ impl Actions {
                 q,
             )?,
             goals: HashMap::new(),
-        })
+        };
+        Ok((Box::new(a), <F::A as Action>::TYPE_NAME))
     }
 }
 
-impl OfferedToRos {
+impl<F: Form> Bridged for OfferedToRos<F> {
+    fn pump(&mut self, ctx: &Ctx<'_>, scratch: &mut Vec<u8>) {
+        OfferedToRos::pump(self, ctx, scratch)
+    }
+    fn abort_all(&mut self, scratch: &mut Vec<u8>) {
+        OfferedToRos::abort_all(self, scratch)
+    }
+    fn server_alive(&self) -> bool {
+        self.client.server_alive()
+    }
+}
+
+impl<F: Form> Bridged for OfferedToNerve<F> {
+    fn pump(&mut self, ctx: &Ctx<'_>, scratch: &mut Vec<u8>) {
+        OfferedToNerve::pump(self, ctx, scratch)
+    }
+    fn abort_all(&mut self, _: &mut Vec<u8>) {
+        OfferedToNerve::abort_all(self)
+    }
+}
+
+impl<F: Form> OfferedToRos<F> {
     fn pump(&mut self, ctx: &Ctx<'_>, scratch: &mut Vec<u8>) {
         let mut changed = false;
         let mut finished: Vec<(Uuid, Stamp, i8)> = Vec::new();
@@ -733,8 +1042,8 @@ impl OfferedToRos {
                 continue;
             }
             let call = info.sample_identity();
-            let accepted = match wire::read_send_goal_request(&s.value().0) {
-                Ok((id, order)) => self.accept(ctx, id, order),
+            let accepted = match self.form.read_send_goal_request(&s.value().0) {
+                Ok((id, goal)) => self.accept(ctx, id, goal),
                 Err(e) => {
                     ctx.malformed(&self.name, format!("a send_goal request dropped: {e}"));
                     None
@@ -792,16 +1101,21 @@ impl OfferedToRos {
                 continue;
             }
             // a finished goal's result, or STATUS_UNKNOWN for a goal never seen
-            let (status, seq) = match self.done.iter().find(|d| d.id == id) {
-                Some(d) => (d.status, d.seq.as_slice()),
-                None => (0, &[][..]),
+            let (status, result) = match self.done.iter().find(|d| d.id == id) {
+                Some(d) => (d.status, d.result.as_ref()),
+                None => (0, None),
             };
-            if wire::get_result_response(scratch, status, seq).is_ok() {
+            if self
+                .form
+                .get_result_response(scratch, status, result)
+                .is_ok()
+            {
                 let _ = write(&self.result_rr, std::mem::take(scratch), Some(call));
             }
         }
         // feedback and results from the Nerve server
-        let mut ended: Vec<(Uuid, GoalState, Vec<i64>)> = Vec::new();
+        type Ended<R> = (Uuid, GoalState, Option<Msg<R>>);
+        let mut ended: Vec<Ended<<F::A as Action>::Result>> = Vec::new();
         for (id, g) in self.goals.iter_mut() {
             while let Some(f) = g.goal.try_feedback() {
                 let state = f.state();
@@ -811,7 +1125,7 @@ impl OfferedToRos {
                     g.state = state;
                     changed = true;
                 }
-                match wire::feedback(scratch, id, f.elems()) {
+                match self.form.feedback(scratch, id, &f, f.elems()) {
                     Ok(()) => {
                         if write(&self.feedback, std::mem::take(scratch), None).is_ok() {
                             ctx.shared.stats.to_ros.fetch_add(1, Ordering::Relaxed);
@@ -821,19 +1135,25 @@ impl OfferedToRos {
                 }
             }
             match g.goal.try_result() {
-                Ok(Some(r)) => ended.push((*id, r.state(), r.elems().to_vec())),
+                Ok(Some(r)) => {
+                    let result = Msg {
+                        head: *r,
+                        elems: r.elems().to_vec(),
+                    };
+                    ended.push((*id, r.state(), Some(result)))
+                }
                 Ok(None) => {}
                 Err(e) => {
                     ctx.dropped(&self.name, format!("goal {}: {e}", g.goal.id()));
-                    ended.push((*id, GoalState::Aborted, Vec::new()));
+                    ended.push((*id, GoalState::Aborted, None));
                 }
             }
         }
         if std::mem::take(&mut changed) {
             self.publish_status(&[], scratch);
         }
-        for (id, state, seq) in ended {
-            if let Some(stamp) = self.finish(ctx, id, state, seq, scratch) {
+        for (id, state, result) in ended {
+            if let Some(stamp) = self.finish(ctx, id, state, result, scratch) {
                 finished.push((id, stamp, ros_status(state)));
                 changed = true;
             }
@@ -844,7 +1164,7 @@ impl OfferedToRos {
     }
 
     /// Passes a ROS 2 goal to the Nerve server; its acceptance stamp if it was accepted.
-    fn accept(&mut self, ctx: &Ctx<'_>, id: Uuid, order: i64) -> Option<Stamp> {
+    fn accept(&mut self, ctx: &Ctx<'_>, id: Uuid, goal: GoalMsg<F::A>) -> Option<Stamp> {
         if self.goals.contains_key(&id) || self.done.iter().any(|d| d.id == id) {
             return None; // a goal id sent before
         }
@@ -855,7 +1175,11 @@ impl OfferedToRos {
             );
             return None;
         }
-        match self.client.send_goal(&FibonacciGoal { order }) {
+        let sent = self.client.send_goal_with(goal.elems.len(), |h, e| {
+            *h = goal.head;
+            e.copy_from_slice(&goal.elems);
+        });
+        match sent {
             Ok(goal) => {
                 let stamp = Stamp::now();
                 self.goals.insert(
@@ -930,16 +1254,19 @@ impl OfferedToRos {
         ctx: &Ctx<'_>,
         id: Uuid,
         state: GoalState,
-        mut seq: Vec<i64>,
+        mut result: Option<ResultMsg<F::A>>,
         scratch: &mut Vec<u8>,
     ) -> Option<Stamp> {
         let g = self.goals.remove(&id)?;
         let mut status = ros_status(state);
-        if let Err(e) = wire::get_result_response(scratch, status, &seq) {
+        if let Err(e) = self
+            .form
+            .get_result_response(scratch, status, result.as_ref())
+        {
             ctx.malformed(&self.name, format!("result not sent to ROS 2: {e}"));
             status = ros_status(GoalState::Aborted);
-            seq.clear();
-            let _ = wire::get_result_response(scratch, status, &seq);
+            result = None;
+            let _ = self.form.get_result_response(scratch, status, None);
         }
         for call in g.waiting {
             let _ = write(&self.result_rr, scratch.clone(), Some(call));
@@ -950,7 +1277,7 @@ impl OfferedToRos {
         self.done.push_back(Done {
             id,
             status,
-            seq,
+            result,
             at: Instant::now(),
         });
         Some(g.stamp)
@@ -977,7 +1304,7 @@ impl OfferedToRos {
         for id in ids {
             if let Some(g) = self.goals.remove(&id) {
                 let status = ros_status(GoalState::Aborted);
-                let _ = wire::get_result_response(scratch, status, &[]);
+                let _ = self.form.get_result_response(scratch, status, None);
                 for call in g.waiting {
                     let _ = write(&self.result_rr, scratch.clone(), Some(call));
                 }
@@ -990,14 +1317,14 @@ impl OfferedToRos {
     }
 }
 
-impl OfferedToNerve {
+impl<F: Form> OfferedToNerve<F> {
     fn pump(&mut self, ctx: &Ctx<'_>, scratch: &mut Vec<u8>) {
         // goals, cancels and result requests of Nerve clients (the Nerve server answers
         // cancels and result requests itself; a goal is accepted if ROS 2 accepts it)
         let server = self.server.clone();
         let mut accepted = Vec::new();
         let handled = server.handle_pending_with(
-            |req| self.send_goal(ctx, uuid_of(req.id()), req.goal().order),
+            |req| self.send_goal(ctx, uuid_of(req.id()), req.goal(), req.elems()),
             |h| accepted.push(h),
         );
         if let Err(e) = handled {
@@ -1010,7 +1337,7 @@ impl OfferedToNerve {
                 Ok(call) => Some(call),
                 Err(e) => {
                     ctx.dropped(&self.name, format!("get_result not sent to ROS 2: {e}"));
-                    let _ = handle.end_with(GoalState::Aborted, 0, |_, _| {});
+                    let _ = end(&self.form, &handle, GoalState::Aborted, None);
                     continue;
                 }
             };
@@ -1043,16 +1370,14 @@ impl OfferedToNerve {
             if !ctx.foreign(s.sample_info().writer_guid()) {
                 continue;
             }
-            match wire::read_feedback(&s.value().0) {
-                Ok((id, seq)) => {
+            match self.form.read_feedback(&s.value().0) {
+                Ok((id, f)) => {
                     let Some(g) = self.goals.get(&id) else {
                         continue;
                     };
-                    let sent = g.handle.feedback_with(seq.len(), |head, elems| {
-                        head.len = seq.len() as u64;
-                        for (to, from) in elems.iter_mut().zip(&seq) {
-                            *to = *from;
-                        }
+                    let sent = g.handle.feedback_with(f.elems.len(), |head, elems| {
+                        *head = f.head;
+                        elems.copy_from_slice(&f.elems);
                     });
                     match sent {
                         Ok(()) => {
@@ -1079,23 +1404,18 @@ impl OfferedToNerve {
             else {
                 continue; // another client's
             };
-            let (state, seq) = match wire::read_get_result_response(&s.value().0) {
-                Ok((status, seq)) => match nerve_state(status) {
-                    Some(s @ (GoalState::Succeeded | GoalState::Canceled)) => (s, seq),
-                    _ => (GoalState::Aborted, seq),
+            let (state, result) = match self.form.read_get_result_response(&s.value().0) {
+                Ok((status, r)) => match nerve_state(status) {
+                    Some(s @ (GoalState::Succeeded | GoalState::Canceled)) => (s, Some(r)),
+                    _ => (GoalState::Aborted, Some(r)),
                 },
                 Err(e) => {
                     ctx.malformed(&self.name, format!("a get_result response: {e}"));
-                    (GoalState::Aborted, Vec::new())
+                    (GoalState::Aborted, None)
                 }
             };
             if let Some(g) = self.goals.remove(&id) {
-                let ended = g.handle.end_with(state, seq.len(), |head, elems| {
-                    head.len = seq.len() as u64;
-                    for (to, from) in elems.iter_mut().zip(&seq) {
-                        *to = *from;
-                    }
-                });
+                let ended = end(&self.form, &g.handle, state, result);
                 match ended {
                     Ok(()) => {
                         ctx.shared.stats.calls.fetch_add(1, Ordering::Relaxed);
@@ -1107,7 +1427,13 @@ impl OfferedToNerve {
     }
 
     /// Sends a Nerve goal to the ROS 2 server and waits for its answer.
-    fn send_goal(&mut self, ctx: &Ctx<'_>, id: Uuid, order: i64) -> Result<(), String> {
+    fn send_goal(
+        &mut self,
+        ctx: &Ctx<'_>,
+        id: Uuid,
+        goal: &<F::A as Action>::Goal,
+        elems: &[<<F::A as Action>::Goal as Message>::Elem],
+    ) -> Result<(), String> {
         if self.goals.len() >= MAX_GOALS {
             return Err(format!(
                 "the bridge has {MAX_GOALS} goals of {} in flight",
@@ -1115,7 +1441,9 @@ impl OfferedToNerve {
             ));
         }
         let mut buf = Vec::new();
-        wire::send_goal_request(&mut buf, &id, order).map_err(|e| format!("order: {e}"))?;
+        self.form
+            .send_goal_request(&mut buf, &id, goal, elems)
+            .map_err(|e| format!("the goal does not convert: {e}"))?;
         let call = write(&self.goal_rq, buf, None)
             .map_err(|e| format!("the goal was not sent to ROS 2: {e}"))?;
         let deadline = Instant::now() + ACCEPT_TIMEOUT;
@@ -1147,9 +1475,9 @@ impl OfferedToNerve {
     }
 
     /// The ROS 2 server went away: every goal ends aborted.
-    fn abort_all(self) {
-        for (_, g) in self.goals {
-            let _ = g.handle.end_with(GoalState::Aborted, 0, |_, _| {});
+    fn abort_all(&mut self) {
+        for (_, g) in self.goals.drain() {
+            let _ = end(&self.form, &g.handle, GoalState::Aborted, None);
         }
     }
 }

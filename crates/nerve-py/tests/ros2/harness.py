@@ -165,8 +165,11 @@ def ros2_fixture(domain, distro: str = DEFAULT_DISTRO):
             p.wait_line(lambda l: l.startswith("bridging ROS 2 domain"), timeout=30)
             return p
 
-        def nerve(self, *args, name="nerve"):
-            p = Proc([target_bin("nerve"), *map(str, args)], env, name)
+        def nerve(self, *args, name="nerve", ament=False):
+            """`nerve ARGS...`; `ament`: with AMENT_PREFIX_PATH at this distribution's
+            prefix, where the CLI finds ROS 2 type definitions."""
+            environ = {**env, "AMENT_PREFIX_PATH": str(venv)} if ament else env
+            p = Proc([target_bin("nerve"), *map(str, args)], environ, name)
             procs.append(p)
             return p
 

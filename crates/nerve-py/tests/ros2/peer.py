@@ -9,6 +9,7 @@ virtual environment's python. One role per run; every line it prints is JSON.
   client SERVICE TYPE JSON COUNT [--timeout S]
   action_server NAME SECONDS [--step S] [--max-order N]   (test_msgs/action/Fibonacci)
   action_client NAME ORDER [--cancel-after N] [--timeout S]
+  nested_action_server NAME SECONDS [--feedbacks N] [--step S]   (test_msgs/action/NestedMessage)
   lifecycle_client NODE GO_FILE STEP... [--events N]   (lifecycle_msgs services, as `ros2 lifecycle` calls them)
   lifecycle_node NAME SECONDS         (an rclpy.lifecycle.LifecycleNode; says when its callbacks run)
 """
@@ -387,6 +388,64 @@ def action_client(a):
     out(event="done")
 
 
+def nested_action_server(a):
+    """Serves test_msgs/action/NestedMessage on NAME, as ROS 2's own action test server
+    (system_tests test_communication) does: N feedbacks, each the goal's fields with
+    nested_field.int32_value counting up from the goal's, then the goal's fields as the
+    result; cancels accepted (the result then counts the feedbacks sent)."""
+    import copy
+
+    from rclpy.action import ActionServer, CancelResponse, GoalResponse
+    from rclpy.callback_groups import ReentrantCallbackGroup
+    from rclpy.executors import MultiThreadedExecutor
+    from test_msgs.action import NestedMessage
+
+    node = rclpy.create_node("ros2_nested_action_server")
+
+    def echo(cls, g):
+        m = cls()
+        m.nested_field_no_pkg = copy.deepcopy(g.nested_field_no_pkg)
+        m.nested_field = copy.deepcopy(g.nested_field)
+        m.nested_different_pkg = copy.deepcopy(g.nested_different_pkg)
+        return m
+
+    def execute(gh):
+        g = gh.request
+        out(event="goal", goal=to_json(g))
+        for i in range(a.feedbacks):
+            if gh.is_cancel_requested:
+                gh.canceled()
+                r = echo(NestedMessage.Result, g)
+                r.nested_field.int32_value = i
+                out(event="canceled", result=to_json(r))
+                return r
+            fb = echo(NestedMessage.Feedback, g)
+            fb.nested_field.int32_value = g.nested_field.int32_value + i
+            gh.publish_feedback(fb)
+            time.sleep(a.step)
+        gh.succeed()
+        r = echo(NestedMessage.Result, g)
+        out(event="succeeded", result=to_json(r))
+        return r
+
+    def on_goal(_req):
+        return GoalResponse.ACCEPT
+
+    def on_cancel(_gh):
+        out(event="cancel_request")
+        return CancelResponse.ACCEPT
+
+    ActionServer(node, NestedMessage, a.name, execute, callback_group=ReentrantCallbackGroup(),
+                 goal_callback=on_goal, cancel_callback=on_cancel)
+    ex = MultiThreadedExecutor()
+    ex.add_node(node)
+    out(event="ready")
+    end = time.monotonic() + a.seconds
+    while time.monotonic() < end:
+        ex.spin_once(timeout_sec=0.05)
+    out(event="done")
+
+
 def lifecycle_client(a):
     """Drives NODE's lifecycle with lifecycle_msgs services and watches
     NODE/transition_event. Once its services answer and the events' publisher is matched
@@ -571,6 +630,12 @@ def main():
     acl.add_argument("--cancel-after", type=int, default=None, help="feedbacks before a cancel")
     acl.add_argument("--timeout", type=float, default=30.0)
     acl.set_defaults(run=action_client)
+    nas = sub.add_parser("nested_action_server")
+    nas.add_argument("name")
+    nas.add_argument("seconds", type=float)
+    nas.add_argument("--feedbacks", type=int, default=3)
+    nas.add_argument("--step", type=float, default=0.05, help="seconds per feedback")
+    nas.set_defaults(run=nested_action_server)
     lc = sub.add_parser("lifecycle_client")
     lc.add_argument("node")
     lc.add_argument("go_file")
