@@ -341,7 +341,8 @@ def test_a_type_without_a_definition_is_reported_once_naming_where_it_looked(ros
     empty.mkdir()
     env = {k: v for k, v in ros2.environ.items() if k != "AMENT_PREFIX_PATH"}
     bridge = ros2.bridge("--types", empty, types=False, environ=env)
-    talker = ros2.peer("talker", "/strings", "test_msgs/msg/Strings", 100, "--rate", "10", "--wait", "0")
+    # a node that does not serve its types' descriptions either (REP-2016)
+    talker = string_talker(ros2, "/strings", "test_msgs/msg/Strings", serve=False)
     end = time.monotonic() + 20
     while time.monotonic() < end and not any("/strings" in l for l in bridge.err):
         time.sleep(0.1)
@@ -349,6 +350,7 @@ def test_a_type_without_a_definition_is_reported_once_naming_where_it_looked(ros
     reports = [l for l in bridge.err if l.startswith("/strings")]
     assert len(reports) == 1, bridge.err
     assert "test_msgs/msg/Strings" in reports[0] and str(empty) in reports[0], reports[0]
+    assert "get_type_description" in reports[0], reports[0]
     talker.stop()
 
 
@@ -580,3 +582,50 @@ def test_a_best_effort_ros2_publisher_joining_a_reliable_one_is_heard_too(ros2, 
 # An rclpy publisher of type argv[2] on topic argv[1], 10 a second for 60 s (a `data`
 # string field holds "<argv[3]> <i>"); argv[4] "serve" or "quiet": whether the node
 # serves its types' descriptions (REP-2016's `get_type_description`, on by default).
+STRING_TALKER = """
+import importlib, sys, rclpy
+from rclpy.parameter import Parameter
+rclpy.init()
+pkg, kind, name = sys.argv[2].split("/")
+cls = getattr(importlib.import_module(pkg + "." + kind), name)
+serve = Parameter("start_type_description_service", value=sys.argv[4] == "serve")
+node = rclpy.create_node("ros2_described_talker", parameter_overrides=[serve])
+pub = node.create_publisher(cls, sys.argv[1], 10)
+print("ready", flush=True)
+for i in range(600):
+    m = cls()
+    if isinstance(getattr(m, "data", None), str):
+        m.data = f"{sys.argv[3]} {i}"
+    pub.publish(m)
+    rclpy.spin_once(node, timeout_sec=0.1)
+"""
+
+
+def string_talker(ros2, topic, ros_type, serve=True, data="hello"):
+    p = Proc([ros2.share.parent / "bin" / "python", "-c", STRING_TALKER, topic, ros_type, data,
+              "serve" if serve else "quiet"], ros2.environ, f"talker {ros_type}")
+    p.wait_line(lambda l: l == "ready")
+    return p
+
+
+def test_a_type_with_no_definition_here_is_learned_from_the_publishing_node(ros2, tmp_path):
+    empty = tmp_path / "no_types"
+    empty.mkdir()
+    # neither the bridge nor the echo has a definition of std_msgs/String on its path
+    env = {k: v for k, v in ros2.environ.items() if k != "AMENT_PREFIX_PATH"}
+    bridge = ros2.bridge("--types", empty, types=False, environ=env)
+    talker = string_talker(ros2, "/learned", "std_msgs/msg/String", data="learned")
+    try:
+        bridge.wait_line(lambda l: l.startswith("/learned: topic ROS 2 -> Nerve (std_msgs/msg/String"))
+        echo = Proc([target_bin("nerve"), "topic", "echo", "/learned", "--count", "3", "--format", "json",
+                     "--timeout", "30"], env, "echo")
+        assert echo.wait(60) == 0, (echo.err, bridge.err)
+        msgs = [json.loads(l) for l in echo.lines if l.startswith("{")]
+        assert len(msgs) == 3, echo.lines
+        for m in msgs:
+            assert m["type"] == "std_msgs/msg/String"
+            assert m["msg"]["data"].startswith("learned "), m
+        # asked, answered and checked against the announced hash: never reported as a failure
+        assert not any(l.startswith("/learned") for l in bridge.err), bridge.err
+    finally:
+        talker.stop()

@@ -7,14 +7,15 @@
 //! uses for its own type crosses under `/_ros2` ([`nerve_topic`]).
 
 use crate::dds::{self, RawAdapter, RawCdr, RosQos};
+use crate::type_description::Learner;
 use crate::types::{count_unconverted, ros_type_of_dds, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError, Event, Shared};
 use nerve::{Node, Overflow, RawPublisher};
 use rustdds::mio1::{Events, Interest, Poll, Token};
 use rustdds::no_key::DataReader;
 use rustdds::{RTPSEntity, TopicKind};
-use std::collections::{BTreeMap, HashMap};
 use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,7 +24,6 @@ use std::time::{Duration, Instant};
 /// subscribers).
 const GRACE: Duration = Duration::from_secs(2);
 
-struct Route {
 /// Where ROS 2 topics whose name Nerve uses for a topic of its own type cross to.
 pub(crate) const RENAMED_PREFIX: &str = "/_ros2";
 
@@ -87,6 +87,7 @@ pub(crate) fn hears(reader: RosQos, writer: RosQos) -> bool {
     (!reader.reliable || writer.reliable) && (!reader.transient_local || writer.transient_local)
 }
 
+struct Route {
     ty: Arc<TypeRoute>,
     publisher: RawPublisher,
     qos: RosQos,
@@ -122,7 +123,8 @@ impl Inbound {
             .create_subscriber(&rustdds::QosPolicies::qos_none())
             .map_err(|e| BridgeError::Dds(e.to_string()))?;
         Ok(Inbound {
-            catalog: Catalog::of(&config),
+            // a type with no definition here is asked of its publishers (REP-2016)
+            catalog: Catalog::of(&config).with_learner(Learner::new(&shared.participant)?),
             shared,
             config,
             node,
@@ -255,8 +257,6 @@ impl Inbound {
         for (topic, (ty, qos)) in &wanted {
             if let Some(r) = self.routes.get_mut(topic) {
                 r.last_seen = now;
-                continue;
-            }
                 // a reader made for publishers that offered more would not hear one that
                 // offers less: it is made again for what every publisher offers now
                 if r.reader.is_none() || !hears(r.qos, *qos) {
@@ -265,6 +265,8 @@ impl Inbound {
                     }
                     r.qos = *qos;
                 }
+                continue;
+            }
             if self
                 .failed
                 .get(topic)
@@ -290,6 +292,9 @@ impl Inbound {
                         .insert(nerve_topic(topic).into_owned());
                     self.routes.insert(topic.clone(), route);
                 }
+                // a type still asked of its publishers (type_description.rs) is not a
+                // failure yet: looked at again at the next refresh
+                Err(_) if self.catalog.learning(ty) => {}
                 Err(e) => {
                     if first_failure {
                         (self.shared.events)(Event::NotBridged {

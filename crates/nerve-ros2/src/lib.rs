@@ -24,6 +24,7 @@ mod params;
 pub mod peers;
 pub mod rmw_zenoh;
 pub mod services;
+pub mod type_description;
 pub mod types;
 mod worker;
 

@@ -5,13 +5,14 @@
 //! RIHS01 hash (found on the type search path). The choice is the one table of
 //! [`nerve_ros2_map::standard`], the same bags use.
 
+use crate::type_description::{Learner, Learning};
 use crate::{BridgeConfig, BridgeError, BridgeStats, Event};
 use nerve::message::schema::Schema;
-use nerve_msgs::ros2::ros2_type;
+use nerve_msgs::ros2::{ros2_schema, ros2_type};
 use nerve_ros2_map::carrier::Ros2Pass;
 use nerve_ros2_map::standard::{of_nerve, of_ros, Standard};
 use nerve_ros2_map::ConvertError;
-use nerve_ros2_types::SearchPath;
+use nerve_ros2_types::{RegistryError, SearchPath};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -107,6 +108,8 @@ pub struct Catalog {
     native: bool,
     lossy: Vec<String>,
     routes: HashMap<String, Result<Arc<TypeRoute>, BridgeError>>,
+    /// Asks the publishers of a type found nowhere on the search path (REP-2016).
+    learner: Option<Learner>,
 }
 
 impl Catalog {
@@ -123,6 +126,7 @@ impl Catalog {
             native,
             lossy: Vec::new(),
             routes: HashMap::new(),
+            learner: None,
         }
     }
 
@@ -160,11 +164,14 @@ impl Catalog {
             return r.clone();
         }
         let route = self.resolve(ros_name).map(Arc::new);
-        self.remember(ros_name.to_string(), route.clone());
+        // a type still asked of its publishers has no answer yet
+        if !self.learning(ros_name) {
+            self.remember(ros_name.to_string(), route.clone());
+        }
         route
     }
 
-    fn resolve(&self, ros_name: &str) -> Result<TypeRoute, BridgeError> {
+    fn resolve(&mut self, ros_name: &str) -> Result<TypeRoute, BridgeError> {
         if self.native {
             if let Some(s) = of_ros(ros_name, &self.lossy) {
                 return Ok(TypeRoute {
@@ -174,17 +181,75 @@ impl Catalog {
                 });
             }
         }
-        let (pass, schema) =
-            Ros2Pass::load(ros_name, &self.search).map_err(|e| BridgeError::Type {
-                ros_type: ros_name.to_string(),
-                reason: e.to_string(),
-            })?;
+        let (pass, schema) = match Ros2Pass::load(ros_name, &self.search) {
+            Ok(found) => found,
+            Err(e @ RegistryError::NotFound { .. }) if self.learner.is_some() => {
+                return self.learned(ros_name, e);
+            }
+            Err(e) => {
+                return Err(BridgeError::Type {
+                    ros_type: ros_name.to_string(),
+                    reason: e.to_string(),
+                })
+            }
+        };
         Ok(TypeRoute {
             ros_name: ros_name.to_string(),
             schema,
             carrier: Carrier::Cdr(Arc::new(pass)),
         })
     }
+
+    // ---- types learned from the wire (REP-2016): crate::type_description ----
+
+    /// The same catalog, asking the publishers of a type with no definition on the
+    /// search path for its description ([`Learner`]).
+    pub(crate) fn with_learner(mut self, learner: Learner) -> Catalog {
+        self.learner = Some(learner);
+        self
+    }
+
+    /// Whether ROS 2 type `ros_name` is still being asked of its publishers (not an
+    /// answer yet: ask [`Catalog::for_ros`] again later).
+    pub(crate) fn learning(&self, ros_name: &str) -> bool {
+        self.learner.as_ref().is_some_and(|l| l.asking(ros_name))
+    }
+
+    /// The route of a type not found on the search path, from its publishers' answer.
+    fn learned(
+        &mut self,
+        ros_name: &str,
+        not_found: RegistryError,
+    ) -> Result<TypeRoute, BridgeError> {
+        let fail = |reason: String| BridgeError::Type {
+            ros_type: ros_name.to_string(),
+            reason,
+        };
+        let Some(learner) = self.learner.as_mut() else {
+            return Err(fail(not_found.to_string()));
+        };
+        let text = match learner.learn(ros_name) {
+            Learning::Learned(text) => text,
+            Learning::Pending => {
+                return Err(fail(format!(
+                    "{not_found}; asking its publishers for its type description"
+                )))
+            }
+            Learning::Failed(why) => return Err(fail(format!("{not_found}; {why}"))),
+        };
+        let pass = Ros2Pass::new(ros_name, &text).map_err(|e| fail(e.to_string()))?;
+        let hash = pass
+            .registry()
+            .type_hash(pass.name())
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(TypeRoute {
+            ros_name: ros_name.to_string(),
+            schema: ros2_schema(pass.name(), &hash.to_string(), &text),
+            carrier: Carrier::Cdr(Arc::new(pass)),
+        })
+    }
+
+    // ---- end of types learned from the wire ----
 
     /// The route of a Nerve topic's type towards ROS 2: a ROS 2 type carried as CDR, or
     /// a standard message; `None` for types ROS 2 has no form of here.
