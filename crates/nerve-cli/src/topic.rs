@@ -55,6 +55,7 @@ pub enum TopicCommand {
         #[arg(value_name = "TYPE")]
         type_name: String,
         /// The message as JSON, e.g. '{"linear": 0.5}'; slice types take "elems": [...].
+        /// `-` reads it from standard input (Linux refuses an argument over 128 KiB).
         json: String,
         /// Messages per second (0: as fast as possible).
         #[arg(long, default_value_t = 10.0)]
@@ -461,6 +462,15 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             qos,
             wait_subscribers,
         } => {
+            let json = if json == "-" {
+                std::io::read_to_string(std::io::stdin()).map_err(|e| {
+                    Failure::Runtime(anyhow::anyhow!(
+                        "reading the JSON for {type_name} from standard input: {e}"
+                    ))
+                })?
+            } else {
+                json
+            };
             let value: Value = serde_json::from_str(&json)
                 .map_err(|e| usage(format!("invalid JSON for {type_name}: {e}")))?;
             if !(rate.is_finite() && rate >= 0.0) {

@@ -4,6 +4,7 @@
 //! parser reads one unit off).
 
 use serde_json::{json, Value};
+use std::io::Write;
 use std::process::{Child, Command, Output, Stdio};
 
 const DOMAIN: &str = "993";
@@ -194,4 +195,62 @@ fn numbers_pub_cannot_store_are_refused_naming_the_field() {
         assert_eq!(out.status.code(), Some(2), "{msg}: {err}");
         assert!(err.contains(needle), "{msg}: {err}");
     }
+}
+
+#[test]
+fn pub_reads_a_message_too_long_for_an_argument_from_stdin() {
+    // Linux refuses one argument over 128 KiB (MAX_ARG_STRLEN): `-` reads the JSON from
+    // standard input instead (ROS 2's own test fixtures go up to 354 KB)
+    let ranges: Vec<Value> = (0..40_000)
+        .map(|i| json!(f64::from(i % 1000) * 0.125))
+        .collect();
+    let scan = json!({"header": {"frame_id": "long"}, "elems": ranges}).to_string();
+    assert!(scan.len() > 128 * 1024, "{} bytes", scan.len());
+    let topic = "/cli/echo_pub/long";
+    let echo = nerve(&[
+        "topic",
+        "echo",
+        topic,
+        "--count",
+        "1",
+        "--format",
+        "json",
+        "--timeout",
+        "60",
+    ])
+    .spawn()
+    .expect("run nerve topic echo");
+    let mut publisher = nerve(&[
+        "topic",
+        "pub",
+        topic,
+        "LaserScan",
+        "-",
+        "--rate",
+        "20",
+        "--wait-subscribers",
+        "60",
+    ])
+    .stdin(Stdio::piped())
+    .spawn()
+    .expect("run nerve topic pub");
+    let mut stdin = publisher.stdin.take().unwrap();
+    stdin.write_all(scan.as_bytes()).unwrap();
+    drop(stdin);
+    let out = echo.wait_with_output().unwrap();
+    interrupt(&publisher);
+    let p = publisher.wait_with_output().unwrap();
+    assert!(
+        p.status.success(),
+        "pub: {}",
+        String::from_utf8_lossy(&p.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "echo: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["msg"]["header"]["frame_id"], json!("long"));
+    assert_eq!(v["msg"]["elems"], json!(ranges));
 }
