@@ -1,6 +1,6 @@
 //! `nerve service …`
 
-use crate::failure::{usage, CmdResult};
+use crate::failure::{usage, CmdResult, Failure};
 use crate::output::{self, Format, FormatArg};
 use crate::remote;
 use crate::types::{self, find_service};
@@ -18,7 +18,9 @@ pub enum ServiceCommand {
     Call {
         /// Service name, e.g. /add.
         name: String,
-        /// Service type (full or short name, see `nerve types`), e.g. AddTwoInts.
+        /// Service type: built in (full or short name, see `nerve types`), e.g.
+        /// AddTwoInts, or a ROS 2 service type (`pkg/srv/Name`, its `.srv` file on
+        /// AMENT_PREFIX_PATH), e.g. test_msgs/srv/BasicTypes.
         service_type: String,
         /// Request as JSON; fields left out keep their defaults, e.g. '{"a": 2, "b": 3}'.
         request: String,
@@ -28,6 +30,68 @@ pub enum ServiceCommand {
         #[command(flatten)]
         format: FormatArg,
     },
+}
+
+/// Calls a service of ROS 2 type `ros_type` (`pkg/srv/Name`) as the ROS 2 bridge serves
+/// it (the one route of [`nerve_ros2::services::service_route`]): a standard service is
+/// Nerve's own type (its JSON is that type's), any other crosses as CDR, built from and
+/// shown as the ROS 2 request and response (definitions on AMENT_PREFIX_PATH).
+fn call_ros2(
+    node: &nerve::Node,
+    name: &str,
+    ros_type: &str,
+    request: &serde_json::Value,
+    timeout: Duration,
+) -> Result<serde_json::Value, Failure> {
+    use nerve_ros2::services::{service_route, ServiceForm};
+    let search = nerve_ros2_types::SearchPath::from_env();
+    let mut catalog = nerve_ros2::types::Catalog::new(search.dirs().to_vec(), true);
+    let route = service_route(&mut catalog, ros_type).map_err(|e| {
+        usage(format!(
+            "unknown service type {ros_type:?}: not built in (`nerve types` lists those), and \
+             {e}"
+        ))
+    })?;
+    let (req_schema, resp_schema) = match &route.form {
+        ServiceForm::Native { .. } => {
+            let entry = find_service(&route.nerve_type.name).ok_or_else(|| {
+                Failure::Runtime(anyhow::anyhow!(
+                    "{ros_type} is Nerve's {}, which this tool cannot call",
+                    route.nerve_type.name
+                ))
+            })?;
+            return (entry.call)(node, name, request, timeout);
+        }
+        ServiceForm::Cdr { request, response } => (&request.schema, &response.schema),
+    };
+    let carried = |schema| {
+        crate::ros2::Ros2Type::of(schema).unwrap_or_else(|| {
+            Err(Failure::Runtime(anyhow::anyhow!(
+                "{ros_type}: {} is not carried as CDR",
+                schema.name
+            )))
+        })
+    };
+    let (req_type, resp_type) = (carried(req_schema)?, carried(resp_schema)?);
+    let payload = req_type.payload(request)?;
+    let client = nerve::RawClient::create(
+        node,
+        name,
+        &route.nerve_type,
+        nerve::ServiceQos::default(),
+        nerve::WaitMode::Block,
+    )
+    .map_err(|e| match e {
+        nerve::ServiceError::Name(_) => usage(e.to_string()),
+        e => Failure::Runtime(e.into()),
+    })?;
+    if !client.wait_for_service(timeout) {
+        return Err(Failure::Runtime(anyhow::anyhow!(
+            "service {name}: no server within {timeout:?}"
+        )));
+    }
+    let reply = client.send_bytes(&payload)?.wait(timeout)?;
+    Ok(resp_type.to_json(reply.bytes()))
 }
 
 /// Runs a service command.
@@ -96,14 +160,21 @@ pub fn run(ctx: &nerve::Context, cmd: ServiceCommand) -> CmdResult {
             timeout,
             format,
         } => {
-            let entry = find_service(&service_type).ok_or_else(|| {
-                usage(format!(
-                    "unknown service type {service_type:?}; `nerve types` lists the known ones"
-                ))
-            })?;
             let value: serde_json::Value = serde_json::from_str(&request)
                 .map_err(|e| usage(format!("request is not valid JSON: {e}")))?;
-            let response = (entry.call)(&node, &name, &value, Duration::from_millis(timeout))?;
+            let timeout = Duration::from_millis(timeout);
+            let response = match find_service(&service_type) {
+                Some(entry) => (entry.call)(&node, &name, &value, timeout)?,
+                None if service_type.matches('/').count() == 2 => {
+                    call_ros2(&node, &name, &service_type, &value, timeout)?
+                }
+                None => {
+                    return Err(usage(format!(
+                        "unknown service type {service_type:?}: not built in (`nerve types` \
+                         lists those) and not a ROS 2 type (pkg/srv/Name)"
+                    )))
+                }
+            };
             match format.format {
                 Format::Json => output::json(&response)?,
                 Format::Human => println!("{}", types::pretty(&response)),

@@ -160,6 +160,15 @@ def server(a):
             resp.message = f"rclpy got {to_json(req)}"
         if hasattr(resp, "sum"):
             resp.sum = req.a + req.b
+        # a response with the request's fields (test_msgs/srv/BasicTypes) echoes them,
+        # the strings and the 64-bit integers told apart by a change
+        same = set(resp.get_fields_and_field_types()) & set(req.get_fields_and_field_types())
+        for f in same:
+            setattr(resp, f, getattr(req, f))
+        if "string_value" in same:
+            resp.string_value = req.string_value + " back"
+        if "uint64_value" in same:
+            resp.uint64_value = req.uint64_value - 1
         return resp
 
     node.create_service(cls, a.service, handle)

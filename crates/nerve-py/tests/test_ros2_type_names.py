@@ -1,0 +1,56 @@
+"""ROS 2 type names at every door: a type the ROS 2 bridge carries is named as ROS 2 names
+it (`pkg/srv/Name`, `pkg/msg/Name`, `pkg/action/Name`) by `nerve service call`, `nerve
+topic pub/echo` and `nerve action send_goal`, with JSON in and out, against real rclpy
+peers through `nerve bridge ros2` (see ros2/harness.py)."""
+
+import json
+
+BASIC = {
+    "bool_value": True, "byte_value": 200, "char_value": 65, "float32_value": 1.5,
+    "float64_value": 0.1, "int8_value": -128, "uint8_value": 255, "int16_value": -300,
+    "uint16_value": 65535, "int32_value": -70000, "uint32_value": 4294967295,
+    "int64_value": -9007199254740993, "uint64_value": 18446744073709551615,
+    "string_value": "hé",
+}
+
+
+def test_the_cli_calls_a_bridged_ros2_service_of_any_type_by_its_ros2_name(ros2, domain):
+    bridge = ros2.bridge()
+    server = ros2.peer("server", "/basic", "test_msgs/srv/BasicTypes", 120)
+    server.wait_line(lambda l: '"ready"' in l)
+    bridge.wait_line(lambda l: l.startswith("/basic: service ROS 2 -> Nerve"), timeout=60)
+    # as `nerve service list` names it
+    listed = ros2.nerve("service", "list", "--format", "json")
+    assert listed.wait(30) == 0, listed.err
+    rows = json.loads("".join(listed.lines))
+    assert {"name": "/basic", "type": "test_msgs/srv/BasicTypes"}.items() <= next(
+        r for r in rows if r["name"] == "/basic").items(), rows
+
+    call = ros2.nerve("service", "call", "/basic", "test_msgs/srv/BasicTypes", json.dumps(BASIC),
+                      "--format", "json", ament=True)
+    assert call.wait(60) == 0, (call.err, bridge.err)
+    got = json.loads("".join(call.lines))
+    # every value exact, both ways (64-bit integers beyond a double's 53 bits too)
+    want = BASIC | {"string_value": "hé back", "uint64_value": 18446744073709551614}
+    assert got == want, (got, want)
+    (seen,) = server.json_events("call")
+    assert seen["request"]["int64_value"] == -9007199254740993, seen
+
+    # a field the type does not have is refused by name, before anything is sent
+    bad = ros2.nerve("service", "call", "/basic", "test_msgs/srv/BasicTypes", '{"int65_value": 1}',
+                     ament=True)
+    assert bad.wait(30) == 2
+    assert any("int65_value" in l for l in bad.err), bad.err
+    unknown = ros2.nerve("service", "call", "/basic", "test_msgs/srv/NoSuchType", "{}", ament=True)
+    assert unknown.wait(30) == 2
+    assert any("NoSuchType" in l for l in unknown.err), unknown.err
+
+    # a standard service named as ROS 2 names it is Nerve's own type (its JSON is Nerve's)
+    switch = ros2.peer("server", "/switch", "std_srvs/srv/SetBool", 120)
+    switch.wait_line(lambda l: '"ready"' in l)
+    bridge.wait_line(lambda l: l.startswith("/switch: service ROS 2 -> Nerve"), timeout=60)
+    call = ros2.nerve("service", "call", "/switch", "std_srvs/srv/SetBool", '{"data": 1}',
+                      "--format", "json", ament=True)
+    assert call.wait(60) == 0, (call.err, bridge.err)
+    got = json.loads("".join(call.lines))
+    assert got["success"] == 1 and "True" in got["message"], got
