@@ -66,5 +66,7 @@ fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(wait::now_ns, m)?)?;
     m.add_function(wrap_pyfunction!(buffer::heap_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(ros2::ros2_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(ros2::ros2_encode, m)?)?;
+    m.add_function(wrap_pyfunction!(ros2::ros2_message_type, m)?)?;
     Ok(())
 }

@@ -94,6 +94,40 @@ fn struct_to_py<'py>(py: Python<'py>, s: &nerve_ros2_types::Struct) -> PyResult<
     Ok(d.into_any())
 }
 
+/// The message type ROS 2 type `name` (`pkg/msg/Name`, or a service's
+/// `pkg/srv/Name_Request`) travels as in Nerve, decided as the ROS 2 bridge decides it
+/// ([`nerve_ros2_map`]): a standard type Nerve holds exactly is Nerve's own, any other is
+/// carried as CDR with its definition, found on AMENT_PREFIX_PATH. A name found nowhere is
+/// a ValueError naming where it was looked for.
+#[pyfunction]
+pub fn ros2_message_type(name: &str) -> PyResult<crate::types::MessageType> {
+    if let Some(s) = nerve_ros2_map::of_ros(name, &[]) {
+        return Ok(crate::types::MessageType::new((s.schema)()));
+    }
+    let search = nerve_ros2_types::SearchPath::from_env();
+    let (_, schema) = nerve_ros2_map::carrier::Ros2Pass::load(name, &search)
+        .map_err(|e| PyValueError::new_err(format!("ROS 2 type {name}: {e}")))?;
+    Ok(crate::types::MessageType::new(schema))
+}
+
+/// The payload (carrier head, then CDR) of the ROS 2 message `json` (JSON text) describes,
+/// of the type `schema_text` carries; fields left out take their defaults. A field the
+/// type does not have, or a value that does not fit its field, is a ValueError naming it.
+#[pyfunction]
+pub fn ros2_encode<'py>(
+    py: Python<'py>,
+    schema_text: &str,
+    json: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let reg = registry(schema_text)?;
+    let fail = |e: &dyn std::fmt::Display| PyValueError::new_err(format!("{}: {e}", reg.0));
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| fail(&e))?;
+    let value = nerve_ros2_types::from_json(&reg.1, &reg.0, &v).map_err(|e| fail(&e))?;
+    let mut payload = 0i64.to_le_bytes().to_vec();
+    nerve_ros2_types::encode(&reg.1, &reg.0, &value, &mut payload).map_err(|e| fail(&e))?;
+    Ok(PyBytes::new(py, &payload))
+}
+
 /// The fields of a ROS 2 message carried as CDR, by name: `schema_text` is its topic's
 /// schema, `payload` the message's bytes (carrier head, then CDR). Numeric arrays come
 /// as numpy arrays; a message that does not decode is a ValueError naming why.

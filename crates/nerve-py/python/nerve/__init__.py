@@ -90,7 +90,11 @@ class _Closable:
 
 
 def message_type(ty: MessageLike) -> MessageType:
-    """The MessageType of a message class, a MessageType, or a built-in type's name."""
+    """The MessageType of a message class, a MessageType, a built-in type's name, or a
+    ROS 2 type's name (``pkg/msg/Name``): as the ROS 2 bridge carries it, a standard type
+    Nerve holds exactly is Nerve's own, any other is CDR with its definition from
+    AMENT_PREFIX_PATH (build one with ``Type._from_ros2(fields)``, read it with
+    ``msg._ros2()``)."""
     if isinstance(ty, MessageType):
         return ty
     if isinstance(ty, type) and issubclass(ty, Message) and ty._type is not None:
@@ -99,7 +103,14 @@ def message_type(ty: MessageLike) -> MessageType:
         try:
             return _BUILTIN[ty]
         except KeyError:
-            raise TypeError(f"unknown message type {ty!r}; known: {', '.join(sorted(_BUILTIN))}") from None
+            pass
+        if ty.count("/") == 2:
+            try:
+                return _nerve.ros2_message_type(ty)
+            except ValueError as e:
+                raise TypeError(f"unknown message type {ty!r}: not built in, and {e}") from None
+        raise TypeError(f"unknown message type {ty!r}; known: {', '.join(sorted(_BUILTIN))}, "
+                        "or a ROS 2 type (pkg/msg/Name)")
     raise TypeError(f"expected a message class, a MessageType or a type name, got {ty!r}")
 
 

@@ -7,6 +7,7 @@ arrays refer to the same Buffer, so the memory lives as long as any of them.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -340,6 +341,17 @@ class Message(_Fields):
         bag): its fields by name, numeric arrays as numpy arrays. ValueError for other
         types and for bytes that do not decode."""
         return _nerve.ros2_decode(type(self)._type.schema_text, self._buf.tobytes())
+
+    @classmethod
+    def _from_ros2(cls, fields: Dict[str, Any]) -> "Message":
+        """A ROS 2 message carried as CDR (a type from ``nerve.message_type("pkg/msg/Name")``)
+        built from its fields by name (plain values: numbers, strings, lists, dicts;
+        fields left out take their defaults). ValueError naming a field the type does not
+        have or a value that does not fit it."""
+        payload = _nerve.ros2_encode(cls._type.schema_text, json.dumps(fields))
+        buf = _nerve.heap_buffer(len(payload))
+        buf.write_bytes(0, payload)
+        return cls._wrap(buf)
 
     def _copy(self) -> "Message":
         """A writable heap copy."""
