@@ -629,3 +629,46 @@ def test_a_type_with_no_definition_here_is_learned_from_the_publishing_node(ros2
         assert not any(l.startswith("/learned") for l in bridge.err), bridge.err
     finally:
         talker.stop()
+
+
+# An rclpy client of `get_type_description` service argv[1]: asks for type argv[2] with
+# each hash argv[3:], and prints each answer as JSON.
+DESCRIBE_CLIENT = """
+import json, sys, rclpy
+from type_description_interfaces.srv import GetTypeDescription
+rclpy.init()
+node = rclpy.create_node("ros2_describe_client")
+cli = node.create_client(GetTypeDescription, sys.argv[1])
+if not cli.wait_for_service(timeout_sec=30):
+    print(json.dumps({"error": "no service"}), flush=True)
+    sys.exit(1)
+for h in sys.argv[3:]:
+    req = GetTypeDescription.Request(type_name=sys.argv[2], type_hash=h, include_type_sources=True)
+    fut = cli.call_async(req)
+    rclpy.spin_until_future_complete(node, fut, timeout_sec=30)
+    r = fut.result()
+    if r is None:
+        print(json.dumps({"error": "no answer"}), flush=True)
+        continue
+    d = r.type_description.type_description
+    print(json.dumps({"successful": r.successful, "reason": r.failure_reason, "type_name": d.type_name,
+                      "fields": [[f.name, f.type.type_id] for f in d.fields],
+                      "sources": [s.raw_file_contents for s in r.type_sources]}), flush=True)
+"""
+
+
+def test_the_bridge_node_answers_get_type_description_for_the_types_it_knows(ros2):
+    bridge = ros2.bridge()
+    string_hash = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18"
+    client = Proc([ros2.share.parent / "bin" / "python", "-c", DESCRIBE_CLIENT,
+                   f"/nerve_bridge_{bridge.p.pid}/get_type_description", "std_msgs/msg/String",
+                   string_hash, "RIHS01_" + "0" * 64], ros2.environ, "describe client")
+    assert client.wait(90) == 0, (client.lines, client.err, bridge.err)
+    answers = [json.loads(l) for l in client.lines]
+    assert len(answers) == 2, answers
+    ok, other = answers
+    assert ok["successful"] and ok["type_name"] == "std_msgs/msg/String", ok
+    assert ok["fields"] == [["data", 17]], ok
+    assert any("string data" in s for s in ok["sources"]), ok
+    # another hash of the same name: refused, naming the bridge's
+    assert not other["successful"] and string_hash in other["reason"], other

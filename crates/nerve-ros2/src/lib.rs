@@ -170,6 +170,11 @@ impl Shared {
     }
 }
 
+/// The name of the ROS 2 node that stands for the bridge (in namespace `/`).
+fn ros_node_base() -> String {
+    format!("nerve_bridge_{}", std::process::id())
+}
+
 /// A running bridge.
 pub struct Bridge {
     shared: Arc<Shared>,
@@ -202,9 +207,8 @@ impl Bridge {
         let nerve_ctx = nerve::Context::new(config.nerve.clone())
             .map_err(|e| BridgeError::Nerve(e.to_string()))?;
         let node_name = peers::node_name(prefix.as_ref());
-        let ros_name =
-            ros2_client::NodeName::new("/", &format!("nerve_bridge_{}", std::process::id()))
-                .map_err(|e| BridgeError::Config(format!("{e:?}")))?;
+        let ros_name = ros2_client::NodeName::new("/", &ros_node_base())
+            .map_err(|e| BridgeError::Config(format!("{e:?}")))?;
         let ros = ros_context
             .new_node(
                 ros_name,
@@ -228,6 +232,7 @@ impl Bridge {
             "services",
             "actions",
             "params",
+            "types",
         ] {
             let (for_half, config, ctx, name) = (
                 shared.clone(),
@@ -270,6 +275,19 @@ impl Bridge {
                             }
                         },
                         "params" => match params::Params::new(for_half, config, node) {
+                            Ok(h) => Box::new(move || h.run()),
+                            Err(e) => {
+                                let _ = tx.send(Err(e));
+                                return;
+                            }
+                        },
+                        // get_type_description on the bridge's ROS 2 node (REP-2016)
+                        "types" => match type_description::Describer::new(
+                            for_half,
+                            config,
+                            node,
+                            &format!("/{}", ros_node_base()),
+                        ) {
                             Ok(h) => Box::new(move || h.run()),
                             Err(e) => {
                                 let _ = tx.send(Err(e));

@@ -732,6 +732,197 @@ fn endpoints(
     Ok((writer, reader))
 }
 
+/// A `GetTypeDescription` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The type, `pkg/msg/Name`.
+    pub type_name: String,
+    /// Its RIHS01 hash, as text.
+    pub type_hash: String,
+    /// Whether the interface files are wanted too.
+    pub include_type_sources: bool,
+}
+
+/// Decodes a `GetTypeDescription` request.
+pub fn decode_request(cdr: &[u8]) -> Result<Request, DescriptionError> {
+    let mut r = CdrReader::new(cdr).map_err(malformed)?;
+    Ok(Request {
+        type_name: text(&mut r, "type name", MAX_NAME)?,
+        type_hash: text(&mut r, "type hash", MAX_NAME)?,
+        include_type_sources: r.u8().map_err(malformed)? != 0,
+    })
+}
+
+/// A refusal (`successful: false`) saying why.
+fn refusal(reason: String) -> Reply {
+    Reply {
+        successful: false,
+        failure_reason: reason,
+        description: TypeDescription {
+            type_description: IndividualTypeDescription {
+                type_name: String::new(),
+                fields: Vec::new(),
+            },
+            referenced_type_descriptions: Vec::new(),
+        },
+        sources: Vec::new(),
+    }
+}
+
+/// The answer to `req` from the definitions in `registry` (which hold the type asked
+/// for, or not): its description and, when asked, its interface files; a refusal for a
+/// type it does not hold or whose hash differs.
+pub fn answer(req: &Request, registry: Option<&Registry>) -> Reply {
+    let Ok(asked) = req.type_hash.parse::<Rihs01>() else {
+        return refusal(format!("`{}` is not a RIHS01 type hash", req.type_hash));
+    };
+    let Some(reg) = registry else {
+        return refusal(format!("{} is not a type this bridge knows", req.type_name));
+    };
+    let description = match reg.type_description(&req.type_name) {
+        Ok(d) => d,
+        Err(e) => return refusal(e.to_string()),
+    };
+    let ours = description.hash();
+    if ours != asked {
+        return refusal(format!(
+            "this bridge's {} hashes to {ours}, not {asked}",
+            req.type_name
+        ));
+    }
+    let sources = if req.include_type_sources {
+        std::iter::once(&description.type_description)
+            .chain(&description.referenced_type_descriptions)
+            .filter_map(|d| {
+                let src = reg.get(&d.type_name)?.source.as_ref()?;
+                Some(TypeSource {
+                    type_name: d.type_name.clone(),
+                    encoding: "msg".into(),
+                    raw_file_contents: src.to_string(),
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Reply {
+        successful: true,
+        failure_reason: String::new(),
+        description,
+        sources,
+    }
+}
+
+/// Answers `get_type_description` on the bridge's ROS 2 node (REP-2016) for the ROS 2
+/// types it knows: those on its type search path, and those Nerve topics carry (with
+/// their definition and hash: what Nerve publishes to ROS 2, and what the bridge
+/// learned).
+pub(crate) struct Describer {
+    shared: Arc<crate::Shared>,
+    config: crate::BridgeConfig,
+    node: nerve::Node,
+    search: nerve_ros2_types::SearchPath,
+    requests: DataReader<RawCdr, RawAdapter>,
+    replies: DataWriter<RawCdr, RawAdapter>,
+}
+
+impl Describer {
+    /// The service of the bridge's ROS 2 node `ros_node` (`/name`).
+    pub(crate) fn new(
+        shared: Arc<crate::Shared>,
+        config: crate::BridgeConfig,
+        node: nerve::Node,
+        ros_node: &str,
+    ) -> Result<Describer, BridgeError> {
+        let (publisher, subscriber) = crate::worker::dds_endpoints(&shared)?;
+        let qos = RosQos::default().policies();
+        let dds = |e: &dyn std::fmt::Display| BridgeError::Dds(format!("{ros_node}{SERVICE}: {e}"));
+        let topic = |name: String, ty: &str| {
+            shared
+                .participant
+                .create_topic(name, ty.to_string(), &qos, TopicKind::NoKey)
+                .map_err(|e| dds(&e))
+        };
+        let rq = topic(format!("rq{ros_node}{SERVICE}Request"), REQUEST_TYPE)?;
+        let rr = topic(format!("rr{ros_node}{SERVICE}Reply"), REPLY_TYPE)?;
+        let requests = subscriber
+            .create_datareader_no_key::<RawCdr, RawAdapter>(&rq, Some(qos.clone()))
+            .map_err(|e| dds(&e))?;
+        let replies = publisher
+            .create_datawriter_no_key::<RawCdr, RawAdapter>(&rr, Some(qos.clone()))
+            .map_err(|e| dds(&e))?;
+        let mut search = nerve_ros2_types::SearchPath::new();
+        for d in &config.types {
+            search.push_dir(d.clone());
+        }
+        Ok(Describer {
+            shared,
+            config,
+            node,
+            search,
+            requests,
+            replies,
+        })
+    }
+
+    /// Runs until the bridge stops (requests are answered at each refresh).
+    pub(crate) fn run(mut self) {
+        let refresh = self.config.refresh;
+        crate::worker::run(&mut self, refresh);
+    }
+
+    /// The definitions of ROS 2 type `name` with hash `hash` the bridge knows.
+    fn registry(&self, name: &str, hash: &str) -> Option<Registry> {
+        // a Nerve topic that carries it
+        for t in nerve::introspect::list_topics(&self.node).unwrap_or_default() {
+            let Some(Ok(schema)) = t.schema else {
+                continue;
+            };
+            if let Some((n, h, text)) = nerve_msgs::ros2::ros2_type(&schema) {
+                if h == hash && TypeName::parse(n).ok() == TypeName::parse(name).ok() {
+                    if let Ok(reg) = Registry::from_ros2msg(n, text) {
+                        return Some(reg);
+                    }
+                }
+            }
+        }
+        let mut reg = Registry::new();
+        reg.load(name, &self.search).ok()?;
+        Some(reg)
+    }
+}
+
+impl crate::worker::Worker for Describer {
+    fn shared(&self) -> &crate::Shared {
+        &self.shared
+    }
+    fn config(&self) -> &crate::BridgeConfig {
+        &self.config
+    }
+    fn refresh(&mut self) {
+        while let Ok(Some(sample)) = self.requests.take_next_sample() {
+            let id = sample.sample_info().sample_identity();
+            let RawCdr(cdr) = sample.value();
+            let reply = match decode_request(cdr) {
+                Ok(req) => answer(&req, self.registry(&req.type_name, &req.type_hash).as_ref()),
+                Err(e) => refusal(format!("the request: {e}")),
+            };
+            let Ok(cdr) = encode_reply(&reply) else {
+                continue;
+            };
+            let opts = WriteOptionsBuilder::new()
+                .source_timestamp(Timestamp::now())
+                .related_sample_identity(id)
+                .build();
+            let _ = self.replies.write_with_options(RawCdr(cdr), opts);
+        }
+    }
+    fn busy(&self) -> bool {
+        false
+    }
+    fn pump(&mut self) {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1015,5 +1206,50 @@ mod tests {
         assert_eq!(r.string().unwrap(), STRING_HASH.as_bytes());
         assert_eq!(r.u8().unwrap(), 1);
         assert_eq!(r.remaining(), 0);
+    }
+
+    #[test]
+    fn the_bridge_answers_for_a_type_it_knows_with_its_hash_only() {
+        let mut reg = Registry::new();
+        reg.add_interface_text("my_pkg/msg/Pose2", POSE.1).unwrap();
+        reg.add_interface_text("my_pkg/msg/Point2", POINT.1)
+            .unwrap();
+        let hash = reg.type_hash("my_pkg/msg/Pose2").unwrap();
+        let req = Request {
+            type_name: "my_pkg/msg/Pose2".into(),
+            type_hash: hash.to_string(),
+            include_type_sources: true,
+        };
+        let mut cdr = Vec::new();
+        let mut w = CdrWriter::new(&mut cdr);
+        w.string(req.type_name.as_bytes()).unwrap();
+        w.string(req.type_hash.as_bytes()).unwrap();
+        w.u8(1);
+        assert_eq!(decode_request(&cdr).unwrap(), req);
+        // what the bridge answers is what it learns from
+        let reply = through_cdr(&answer(&req, Some(&reg)));
+        assert!(reply.successful, "{}", reply.failure_reason);
+        assert_eq!(reply.sources.len(), 2);
+        let text = definition("my_pkg/msg/Pose2", &hash, &reply).unwrap();
+        assert!(text.contains("int32 MAX_X=10"), "{text}");
+        // another hash, an unknown type, a hash that is not one
+        let other = Request {
+            type_hash: format!("RIHS01_{}", "1".repeat(64)),
+            ..req.clone()
+        };
+        let r = answer(&other, Some(&reg));
+        assert!(
+            !r.successful && r.failure_reason.contains(&hash.to_string()),
+            "{}",
+            r.failure_reason
+        );
+        assert!(!answer(&req, None).successful);
+        let bad = Request {
+            type_hash: "RIHS01_x".into(),
+            ..req
+        };
+        assert!(answer(&bad, Some(&reg))
+            .failure_reason
+            .contains("not a RIHS01"));
     }
 }
