@@ -608,6 +608,7 @@ def string_talker(ros2, topic, ros_type, serve=True, data="hello"):
     return p
 
 
+@pytest.mark.every_ros2_distro
 def test_a_type_with_no_definition_here_is_learned_from_the_publishing_node(ros2, tmp_path):
     empty = tmp_path / "no_types"
     empty.mkdir()
@@ -657,6 +658,7 @@ for h in sys.argv[3:]:
 """
 
 
+@pytest.mark.every_ros2_distro
 def test_the_bridge_node_answers_get_type_description_for_the_types_it_knows(ros2):
     bridge = ros2.bridge()
     string_hash = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18"
