@@ -5,7 +5,7 @@
 //! (`type_description_interfaces/srv/GetTypeDescription`) and announces each endpoint's
 //! RIHS01 type hash in discovery (DDS USER_DATA `typehash=RIHS01_…;`). The bridge asks
 //! the nodes of the publishing participant for the type and its announced hash
-//! ([`Learner`]), and takes the answer only when it hashes to what the publisher
+//! (`Learner`), and takes the answer only when it hashes to what the publisher
 //! announced: the description itself, and the definition made of it ([`definition`]).
 //! The definition is the interface files the node sent along (`.msg` sources: comments,
 //! constants and defaults kept) when they hash the same, else the description's fields
@@ -15,7 +15,10 @@
 //! A reply is untrusted input: it is refused, naming what was wrong, when it is larger
 //! than [`MAX_REPLY_BYTES`], describes more than [`MAX_TYPES`] types or a type with more
 //! than [`MAX_FIELDS`] fields, names longer than [`MAX_NAME`] bytes, nests deeper than
-//! [`nerve_ros2_types::MAX_NESTING_DEPTH`] (or recursively), or holds a field type ROS 2 messages cannot.
+//! [`nerve_ros2_types::MAX_NESTING_DEPTH`] (or recursively), or holds a field type ROS 2
+//! messages cannot.
+//!
+//! The bridge's own ROS 2 node answers `get_type_description` too (`Describer`).
 
 use crate::dds::{RawAdapter, RawCdr, RosQos};
 use crate::BridgeError;
@@ -45,6 +48,10 @@ pub const MAX_LEARNED: usize = 256;
 const MAX_NODES: usize = 8;
 /// How long the nodes of a publisher have to answer before the type is refused.
 const ASK_TIMEOUT: Duration = Duration::from_secs(8);
+/// How long an ask waits for more nodes of the publisher to be discovered before the
+/// refusals of those it knows end it (a node refuses the types it does not use itself,
+/// and another node in the same process may be the publisher).
+const SETTLE: Duration = Duration::from_secs(2);
 /// How long a request goes unanswered before it is sent again (it may have been
 /// written before the node's reader matched).
 const RESEND: Duration = Duration::from_secs(1);
@@ -684,7 +691,8 @@ impl Learner {
             }
         }
         let all_refused = !ask.nodes.is_empty() && ask.nodes.iter().all(|n| n.refused.is_some());
-        if !all_refused && ask.since.elapsed() < ASK_TIMEOUT {
+        let waited = ask.since.elapsed();
+        if !(all_refused && waited >= SETTLE) && waited < ASK_TIMEOUT {
             return None;
         }
         let why = if ask.nodes.is_empty() {

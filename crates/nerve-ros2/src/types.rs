@@ -2,7 +2,8 @@
 //! (converted once, so Nerve subscribers get zero-copy samples of their own type), a
 //! lossy standard form only where the user named it ([`BridgeConfig::lossy`]), or any
 //! other type as CDR in a [`Ros2Cdr`] carrier whose schema holds the definition and
-//! RIHS01 hash (found on the type search path). The choice is the one table of
+//! RIHS01 hash (found on the type search path, else asked of the publishing node:
+//! [`crate::type_description`]). The choice is the one table of
 //! [`nerve_ros2_map::standard`], the same bags use.
 
 use crate::type_description::{Learner, Learning};
