@@ -1260,4 +1260,27 @@ mod tests {
             .failure_reason
             .contains("not a RIHS01"));
     }
+
+    #[test]
+    fn a_type_no_publisher_announces_is_refused_naming_both_places_looked() {
+        let participant = rustdds::DomainParticipantBuilder::new(231)
+            .with_only_networks([std::net::Ipv4Addr::LOCALHOST])
+            .build()
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!("nerve_no_types_{}", std::process::id()));
+        let mut c = crate::types::Catalog::new(vec![dir.clone()], true)
+            .with_learner(Learner::new(&participant).unwrap());
+        let e = c.for_ros("my_pkg/msg/Unknown").err().unwrap().to_string();
+        assert!(!c.learning("my_pkg/msg/Unknown"));
+        assert!(
+            e.contains("my_pkg/msg/Unknown.msg") && e.contains(&dir.display().to_string()),
+            "{e}"
+        );
+        assert!(e.contains("announce no type hash"), "{e}");
+        // remembered: the same answer again, once
+        assert_eq!(
+            c.for_ros("my_pkg/msg/Unknown").err().unwrap().to_string(),
+            e
+        );
+    }
 }
