@@ -488,9 +488,16 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             // the publisher resolves `topic` itself (resolving twice would chain remaps);
             // the schema lookup and the report use the resolved name
             let resolved = resolve_topic(&node, &topic)?;
-            let sent = match types::find(&type_name) {
-                Some(entry) => (entry.publish)(&node, &topic, &value, &opt)?,
-                None => match topic_schema(&node, &resolved, &type_name) {
+            // a ROS 2 name of a standard type Nerve holds exactly is that Nerve type, as
+            // the bridge carries it (nerve_ros2_map; its JSON is the Nerve type's)
+            let standard = nerve_ros2_map::of_ros(&type_name, &[]).map(|s| (s.schema)());
+            let sent = match (types::find(&type_name), standard) {
+                (Some(entry), _) => (entry.publish)(&node, &topic, &value, &opt)?,
+                (None, Some(schema)) => match types::find(&schema.name) {
+                    Some(entry) => (entry.publish)(&node, &topic, &value, &opt)?,
+                    None => types::publish_with_schema(&node, &topic, &schema, &value, &opt)?,
+                },
+                (None, None) => match topic_schema(&node, &resolved, &type_name) {
                     // not built in: the topic's recorded schema describes it
                     Ok(schema) => match crate::ros2::Ros2Type::of(&schema) {
                         Some(ros2) => ros2?.publish(&node, &topic, &value, &opt)?,

@@ -91,3 +91,25 @@ def test_python_makes_a_ros2_type_by_name_and_publishes_it_to_ros2(ros2, domain,
     # rclpy shows `byte` as bytes and `char` as a number
     assert got | {"byte_value": BASIC_MSG["byte_value"]} == BASIC_MSG, (got, bridge.err)
     assert got["byte_value"] == [BASIC_MSG["byte_value"]], got
+
+
+def test_the_cli_publishes_a_standard_ros2_type_by_its_ros2_name_as_nerves_own(ros2, domain):
+    # geometry_msgs/msg/TwistStamped is Nerve's TwistStamped, as the bridge carries it: a
+    # Nerve subscriber of that type and ROS 2 both get what `nerve topic pub` sends
+    import nerve
+
+    bridge = ros2.bridge()
+    listener = ros2.peer("listener", "/tw", "geometry_msgs/msg/TwistStamped", 1, "--timeout", "40")
+    listener.wait_line(lambda l: '"ready"' in l)
+    pub = ros2.nerve("topic", "pub", "/tw", "geometry_msgs/msg/TwistStamped",
+                     '{"header": {"frame_id": "base"}, "twist": {"linear": {"x": 1.5}}}',
+                     "--rate", "10", "--count", "300")
+    listener.wait_line(lambda l: '"done"' in l, timeout=60)
+    (got,) = [e["msg"] for e in listener.json_events("msg")]
+    assert got["header"]["frame_id"] == "base" and got["twist"]["linear"]["x"] == 1.5, (got, bridge.err)
+    # (the topic is the CLI's: a carrier of the ROS 2 type would refuse this subscription)
+    node = nerve.Context(domain).node("tw_sub")
+    sub = node.create_subscription("geometry_msgs/msg/TwistStamped", "/tw")
+    m = sub.recv(20)
+    assert m is not None and m.twist.linear.x == 1.5, pub.err
+    pub.stop()
