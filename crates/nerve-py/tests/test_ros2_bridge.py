@@ -674,3 +674,24 @@ def test_the_bridge_node_answers_get_type_description_for_the_types_it_knows(ros
     assert any("string data" in s for s in ok["sources"]), ok
     # another hash of the same name: refused, naming the bridge's
     assert not other["successful"] and string_hash in other["reason"], other
+
+
+def test_a_nested_type_is_learned_with_the_types_it_references(ros2, tmp_path):
+    empty = tmp_path / "no_types"
+    empty.mkdir()
+    env = {k: v for k, v in ros2.environ.items() if k != "AMENT_PREFIX_PATH"}
+    bridge = ros2.bridge("--types", empty, types=False, environ=env)
+    # Header (and its builtin_interfaces/Time), Polygon and its Point32s come with it
+    ty = "geometry_msgs/msg/PolygonStamped"
+    talker = string_talker(ros2, "/polygon", ty)
+    try:
+        bridge.wait_line(lambda l: l.startswith(f"/polygon: topic ROS 2 -> Nerve ({ty}"))
+        echo = Proc([target_bin("nerve"), "topic", "echo", "/polygon", "--count", "1", "--format", "json",
+                     "--timeout", "30"], env, "echo")
+        assert echo.wait(60) == 0, (echo.err, bridge.err)
+        m = json.loads(next(l for l in echo.lines if l.startswith("{")))
+        assert m["type"] == ty
+        assert m["msg"]["header"] == {"stamp": {"sec": 0, "nanosec": 0}, "frame_id": ""}, m
+        assert m["msg"]["polygon"] == {"points": []}, m
+    finally:
+        talker.stop()
