@@ -48,12 +48,18 @@ fn scheduler_reports(ctx: &nerve::Context) -> anyhow::Result<Vec<SchedulerReport
 pub fn run(ctx: &nerve::Context, cmd: NodeCommand) -> CmdResult {
     match cmd {
         NodeCommand::List(f) => {
-            let nodes = nerve::introspect::list_nodes(ctx).map_err(anyhow::Error::msg)?;
+            let mut nodes = nerve::introspect::list_nodes(ctx).map_err(anyhow::Error::msg)?;
+            // one entry per node of a process: a node that works on several threads has
+            // one node per thread (ports belong to the thread that made them), as the
+            // ROS 2 bridge does; the list comes sorted by name and pid
+            nodes.dedup_by(|a, b| a.name == b.name && a.pid == b.pid && a.state == b.state);
             let schedulers = scheduler_reports(ctx)?;
             let (host, remote) = crate::remote::discover(ctx)?;
+            let mut seen = std::collections::HashSet::new();
             let remote: Vec<_> = remote
                 .into_iter()
                 .filter(|e| e.kind == nerve::net::EntityKind::Node)
+                .filter(|e| seen.insert((e.name.clone(), e.host_id.clone())))
                 .collect();
             // ROS 2's nodes, where a bridge runs
             let cli = ctx

@@ -695,3 +695,17 @@ def test_a_nested_type_is_learned_with_the_types_it_references(ros2, tmp_path):
         assert m["msg"]["polygon"] == {"points": []}, m
     finally:
         talker.stop()
+
+
+def test_a_bridge_is_one_entry_in_the_nerve_node_list(ros2):
+    bridge = ros2.bridge()
+    r = subprocess.run([target_bin("nerve"), "node", "list", "--format", "json"], env=ros2.environ,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    bridges = [n for n in json.loads(r.stdout)["nodes"] if n["name"].startswith("_ros2_bridge_")]
+    assert len(bridges) == 1, bridges
+    assert bridges[0]["pid"] == bridge.p.pid and bridges[0]["state"] == "alive", bridges
+    r = subprocess.run([target_bin("nerve"), "node", "list"], env=ros2.environ,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert sum(l.startswith("_ros2_bridge_") for l in r.stdout.splitlines()) == 1, r.stdout
