@@ -1,8 +1,11 @@
 //! Type-erased clients and servers of the built-in action types, for bindings (Python,
 //! C) that know an action only by its type name: goals, feedback and results cross as
-//! message payloads (head, then slice elements), one copy each way.
+//! message payloads (head, then slice elements), one copy each way. A ROS 2 action type
+//! carried as CDR is [`Ros2Action`] here; the binding checks its messages against the
+//! ROS 2 definition (`nerve_ros2_map::action`).
 
 use crate::action::{EchoAction, Fibonacci};
+use crate::ros2::Ros2Action;
 use nerve::action::{
     Action, ActionClient, ActionError, ActionServer, ClientGoal, GoalHandle, GoalPolicy, GoalState,
 };
@@ -249,7 +252,7 @@ pub fn client(
     fn open<A: Action>(n: &nerve::Node, name: &str) -> Result<Box<dyn ErasedClient>, ErasedError> {
         Ok(Box::new(ActionClient::<A>::create(n, name)?))
     }
-    let f = by_type!(action_type, open, Fibonacci, EchoAction);
+    let f = by_type!(action_type, open, Fibonacci, EchoAction, Ros2Action);
     f(node, name)
 }
 
@@ -271,6 +274,6 @@ pub fn server(
                 .create()?,
         ))
     }
-    let f = by_type!(action_type, open, Fibonacci, EchoAction);
+    let f = by_type!(action_type, open, Fibonacci, EchoAction, Ros2Action);
     f(node, name, policy)
 }

@@ -1,7 +1,9 @@
 //! Actions for Python: clients and servers of the action types built into the package
-//! (`nerve_msgs/Fibonacci`, `nerve_msgs/EchoAction`). Goals, feedback and results cross
-//! into Python as message payloads (one copy each way); the Python layer wraps them in
-//! the message classes of their schemas.
+//! (`nerve_msgs/Fibonacci`, `nerve_msgs/EchoAction`) and of ROS 2 action types by their
+//! ROS 2 names (`test_msgs/action/Fibonacci` is `nerve_msgs/Fibonacci`, any other is
+//! carried as CDR, see `nerve_ros2_map::action`). Goals, feedback and results cross into
+//! Python as message payloads (one copy each way); the Python layer wraps them in the
+//! message classes of their schemas, or reads a ROS 2 type's as its fields.
 
 use crate::affine::Affine;
 use crate::errors::{err, ActionError as PyActionError};
@@ -51,12 +53,31 @@ pub struct ActionClientRaw {
     inner: Affine<Box<dyn DynClient>>,
 }
 
+/// The erased type of `action_type`: a built-in type as it is, a ROS 2 action type
+/// (`pkg/action/Name`) as it crosses ([`crate::ros2::ros2_action_type`]), with its
+/// definitions if it is carried as CDR.
+fn erased_type(
+    action_type: &str,
+) -> PyResult<(
+    String,
+    Option<std::sync::Arc<nerve_ros2_map::action::ActionPass>>,
+)> {
+    if !action_type.contains("/action/") {
+        return Ok((action_type.to_string(), None));
+    }
+    let ty = crate::ros2::ros2_action_type(action_type)?;
+    let pass = (ty == nerve_ros2_map::action::CARRIER)
+        .then(|| crate::ros2::action_pass(action_type))
+        .transpose()?;
+    Ok((ty.to_string(), pass))
+}
+
 #[pymethods]
 impl ActionClientRaw {
     #[new]
     fn new(node: &Node, name: &str, action_type: &str) -> PyResult<Self> {
-        let c =
-            nerve_msgs::erased::client(node.inner.get()?, name, action_type).map_err(erased_err)?;
+        let (ty, _) = erased_type(action_type)?;
+        let c = nerve_msgs::erased::client(node.inner.get()?, name, &ty).map_err(erased_err)?;
         Ok(ActionClientRaw {
             inner: Affine::new(c, node.inner.graveyard(), "ActionClient"),
         })
@@ -138,6 +159,9 @@ impl GoalRaw {
 #[pyclass(frozen, module = "nerve._nerve")]
 pub struct ActionServerRaw {
     pub(crate) inner: Affine<Box<dyn DynServer>>,
+    /// For a ROS 2 action type carried as CDR: the announcement of its type, so the ROS
+    /// 2 bridge offers it to ROS 2 as that type.
+    _announce: Option<Affine<nerve::RawPublisher>>,
 }
 
 #[pymethods]
@@ -156,10 +180,18 @@ impl ActionServerRaw {
                 )))
             }
         };
-        let s = nerve_msgs::erased::server(node.inner.get()?, name, action_type, policy)
-            .map_err(erased_err)?;
+        let (ty, pass) = erased_type(action_type)?;
+        let n = node.inner.get()?;
+        let s = nerve_msgs::erased::server(n, name, &ty, policy).map_err(erased_err)?;
+        let announce = match pass {
+            Some(pass) => Some(
+                nerve_ros2_map::action::announce(n, name, &pass).map_err(err::<PyActionError>)?,
+            ),
+            None => None,
+        };
         Ok(ActionServerRaw {
             inner: Affine::new(s, node.inner.graveyard(), "ActionServer"),
+            _announce: announce.map(|p| Affine::new(p, node.inner.graveyard(), "ActionServer")),
         })
     }
 

@@ -2,6 +2,7 @@
 //! `nerve_msgs::ros2`): their fields by name, numeric arrays as numpy arrays.
 
 use nerve::message::schema::Schema;
+use nerve_ros2_map::action::{ActionPass, Part};
 use nerve_ros2_types::{Array, Registry, Value};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -126,6 +127,95 @@ pub fn ros2_encode<'py>(
     let mut payload = 0i64.to_le_bytes().to_vec();
     nerve_ros2_types::encode(&reg.1, &reg.0, &value, &mut payload).map_err(|e| fail(&e))?;
     Ok(PyBytes::new(py, &payload))
+}
+
+/// ROS 2 action types carried as CDR, by name (bounded: a process sees few types).
+static ACTIONS: Mutex<Vec<Arc<ActionPass>>> = Mutex::new(Vec::new());
+
+/// ROS 2 action type `name` (`pkg/action/Name`) from the `.action` files on
+/// AMENT_PREFIX_PATH.
+pub(crate) fn action_pass(name: &str) -> PyResult<Arc<ActionPass>> {
+    let mut cache = ACTIONS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(p) = cache.iter().find(|p| p.name() == name) {
+        return Ok(p.clone());
+    }
+    let search = nerve_ros2_types::SearchPath::from_env();
+    let pass = ActionPass::load(name, &search)
+        .map_err(|e| PyValueError::new_err(format!("ROS 2 action type {name}: {e}")))?;
+    let pass = Arc::new(pass);
+    if cache.len() >= MAX_CACHED {
+        cache.remove(0);
+    }
+    cache.push(pass.clone());
+    Ok(pass)
+}
+
+/// The Nerve action type ROS 2 action type `name` is served as: Nerve's own for the
+/// Fibonacci actions (`nerve_msgs/Fibonacci`), else `nerve_msgs/Ros2Action` (CDR with the
+/// definition from AMENT_PREFIX_PATH, which must be there: a ValueError names why not).
+#[pyfunction]
+pub fn ros2_action_type(name: &str) -> PyResult<&'static str> {
+    if let Some(native) = nerve_ros2_map::action::native_action(name) {
+        return Ok(native);
+    }
+    action_pass(name)?;
+    Ok(nerve_ros2_map::action::CARRIER)
+}
+
+fn part_of(part: &str) -> PyResult<Part> {
+    Ok(match part {
+        "goal" => Part::Goal,
+        "feedback" => Part::Feedback,
+        "result" => Part::Result,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "an action's part is goal, feedback or result, not {other:?}"
+            )))
+        }
+    })
+}
+
+/// The payload (the action's hash, then CDR) of the goal, feedback or result (`part`) of
+/// ROS 2 action `action` that `json` describes; fields left out take their defaults.
+#[pyfunction]
+pub fn ros2_action_encode<'py>(
+    py: Python<'py>,
+    action: &str,
+    part: &str,
+    json: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let pass = action_pass(action)?;
+    let part = part_of(part)?;
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| PyValueError::new_err(format!("{action}: {e}")))?;
+    let cdr = pass
+        .from_json(part, &v)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let mut payload = pass.head().action_hash.to_vec();
+    payload.extend_from_slice(&cdr);
+    Ok(PyBytes::new(py, &payload))
+}
+
+/// The fields of a goal, feedback or result (`part`) payload of ROS 2 action `action`,
+/// by name; a payload of another action type, or one that does not decode, is a
+/// ValueError naming why.
+#[pyfunction]
+pub fn ros2_action_decode<'py>(
+    py: Python<'py>,
+    action: &str,
+    part: &str,
+    payload: &[u8],
+) -> PyResult<Bound<'py, PyAny>> {
+    let pass = action_pass(action)?;
+    let part = part_of(part)?;
+    let head = nerve::message::read_pod::<nerve_msgs::ros2::Ros2ActionCdr>(payload)
+        .ok_or_else(|| PyValueError::new_err(format!("{action}: a payload cut short")))?;
+    let cdr = &payload[nerve_ros2_map::action::HEAD..];
+    pass.check(part, &head, cdr)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let value = nerve_ros2_types::decode(pass.registry(), &pass.type_of(part), cdr)
+        .map_err(|e| PyValueError::new_err(format!("{action}: {e}")))?;
+    to_py(py, &value)
 }
 
 /// The fields of a ROS 2 message carried as CDR, by name: `schema_text` is its topic's

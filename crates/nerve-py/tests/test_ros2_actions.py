@@ -201,3 +201,76 @@ def test_any_ros2_action_type_crosses_as_cdr_to_the_cli(ros2, domain):
     got, sent = out[-1]["result"]["nested_field"], canceled["result"]["nested_field"]
     assert (got["int32_value"], got["char_value"]) == (sent["int32_value"], 104), (got, sent)
     assert 1 <= got["int32_value"] < 1000
+
+
+def nerve_nested(name, feedbacks, step):
+    """A Nerve server of the ROS 2 type test_msgs/action/NestedMessage (carried as CDR):
+    `feedbacks` feedbacks counting nested_field.int32_value up from the goal's, then the
+    goal back as the result; cancels honored at once."""
+
+    def body(ctx, t):
+        server = ctx.node("nerve_nested_server").create_action_server(
+            name, "test_msgs/action/NestedMessage", policy="parallel")
+        t.ready.set()
+        sent, due = {}, {}
+        while not t.stop:
+            server.wait(0.01)
+            server.handle_pending()
+            for g in server.goals():
+                goal = g.goal
+                n = sent.setdefault(g.id, 0)
+                echo = {k: goal[k] for k in ("nested_field_no_pkg", "nested_different_pkg")}
+                nested = {k: (v.tolist() if hasattr(v, "tolist") else v)
+                          for k, v in goal["nested_field"].items()}
+                if g.is_canceling:
+                    g.canceled(echo, nested_field=dict(nested, int32_value=n))
+                elif time.monotonic() < due.get(g.id, 0.0):
+                    continue
+                elif n == feedbacks:
+                    g.succeed(echo, nested_field=nested)
+                else:
+                    g.feedback(echo, nested_field=dict(nested, int32_value=nested["int32_value"] + n))
+                    sent[g.id] = n + 1
+                    due[g.id] = time.monotonic() + step
+
+    return body
+
+
+def test_an_rclpy_action_client_reaches_a_nerve_server_of_any_ros2_action_type(ros2, domain,
+                                                                              monkeypatch):
+    # the Nerve server says its ROS 2 type; the bridge offers it to ROS 2 as that type
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(ros2.share.parent))
+    server = Thread(domain, nerve_nested("/nerve_nested", 3, 0.05))
+    long = Thread(domain, nerve_nested("/nerve_nested_long", 1000, 0.05))
+    try:
+        bridge = ros2.bridge()
+        bridge.wait_line(lambda l: l.startswith(
+            "/nerve_nested: action Nerve -> ROS 2 (test_msgs/action/NestedMessage as "
+            "nerve_msgs/Ros2Action)"), timeout=60)
+        c = ros2.peer("action_client", "/nerve_nested", 0, "--type", "test_msgs/action/NestedMessage",
+                      "--goal", json.dumps(NESTED_GOAL))
+        c.wait_line(lambda l: '"done"' in l or '"no_server"' in l, timeout=60)
+        assert c.json_events("accepted"), (c.lines, bridge.err)
+        feedback = [e["feedback"]["nested_field"]["int32_value"] for e in c.json_events("feedback")]
+        assert feedback == [7, 8, 9], (c.lines, bridge.err)
+        (result,) = c.json_events("result")
+        assert result["status"] == ROS_STATUS["succeeded"], result
+        assert result["result"]["nested_field"]["int64_value"] == -9
+        assert result["result"]["nested_field"]["float64_value"] == 0.1
+        assert result["result"]["nested_different_pkg"] == {"sec": 3, "nanosec": 4}
+        assert result["result"]["nested_field_no_pkg"]["duration_value"] == {"sec": -1, "nanosec": 5}
+
+        # a cancel after two feedbacks: the Nerve server ends the goal canceled
+        bridge.wait_line(lambda l: l.startswith("/nerve_nested_long: action Nerve -> ROS 2"), timeout=60)
+        c = ros2.peer("action_client", "/nerve_nested_long", 0, "--cancel-after", "2",
+                      "--type", "test_msgs/action/NestedMessage", "--goal", json.dumps(NESTED_GOAL))
+        c.wait_line(lambda l: '"done"' in l or '"no_server"' in l, timeout=60)
+        assert c.json_events("cancel") == [{"event": "cancel", "return_code": 0, "canceling": 1}], c.lines
+        (result,) = c.json_events("result")
+        assert result["status"] == ROS_STATUS["canceled"], (c.lines, bridge.err)
+        assert 2 <= result["result"]["nested_field"]["int32_value"] < 1000, result
+        statuses = c.json_events("statuses")[0]["statuses"]
+        assert ROS_STATUS["canceling"] in statuses and statuses[-1] == ROS_STATUS["canceled"], statuses
+    finally:
+        server.join()
+        long.join()

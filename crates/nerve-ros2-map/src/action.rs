@@ -117,6 +117,24 @@ impl ActionPass {
         format!("{}{}", self.name, part.suffix())
     }
 
+    /// The schema that names this action type on its servers' [`type_topic`].
+    pub fn type_schema(&self) -> Result<nerve::message::schema::Schema, ConvertError> {
+        let text = self
+            .registry
+            .ros2msg_text(&self.name)
+            .map_err(|e| fail(&self.name, e))?;
+        Ok(nerve_msgs::ros2::ros2_schema(
+            &self.name,
+            &self.hash_text(),
+            &text,
+        ))
+    }
+
+    /// Its RIHS01 hash as text (`RIHS01_<hex>`).
+    pub fn hash_text(&self) -> String {
+        nerve_ros2_types::Rihs01(self.hash).to_string()
+    }
+
     /// The head of this action's [`Ros2ActionCdr`] messages.
     pub fn head(&self) -> Ros2ActionCdr {
         Ros2ActionCdr {
@@ -300,6 +318,51 @@ impl ActionPass {
     }
 }
 
+/// The topic on which a Nerve server of a ROS 2 action type carried as CDR says which
+/// type it serves (every such server is a [`Ros2Action`] to Nerve): the topic's schema
+/// names the action type, its RIHS01 hash and its `ros2msg` definition (no message is
+/// ever sent: the schema is read from the topic's record). The ROS 2 bridge offers the
+/// server to ROS 2 as that type.
+pub fn type_topic(action: &str) -> String {
+    format!("{action}/_action/ros2_type")
+}
+
+/// What is wrong with a server's type announcement.
+#[derive(Debug, thiserror::Error)]
+pub enum AnnounceError {
+    /// The topic could not be opened or written.
+    #[error("the type topic of {action}: {reason}")]
+    Topic {
+        /// The action.
+        action: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Says on [`type_topic`] that action `action` (served by `node`) is of `pass`'s type;
+/// keep the publisher as long as the server.
+pub fn announce(
+    node: &nerve::Node,
+    action: &str,
+    pass: &ActionPass,
+) -> Result<nerve::RawPublisher, AnnounceError> {
+    let fail = |e: &dyn std::fmt::Display| AnnounceError::Topic {
+        action: action.to_string(),
+        reason: e.to_string(),
+    };
+    let schema = pass.type_schema().map_err(|e| fail(&e))?;
+    nerve::RawPublisher::create(node, &type_topic(action), &schema, nerve::Qos::default())
+        .map_err(|e| fail(&e))
+}
+
+/// The ROS 2 action type a [`type_topic`]'s schema names: its name and RIHS01 hash
+/// (`None` for a schema that names no ROS 2 type).
+pub fn announced(schema: &nerve::message::schema::Schema) -> Option<(&str, &str)> {
+    let (name, hash, _) = nerve_msgs::ros2::ros2_type(schema)?;
+    Some((name, hash))
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -391,6 +454,15 @@ mod tests {
             .to_string();
         assert!(e.contains("tto"), "{e}");
         assert_eq!(p.default_cdr(Part::Result).unwrap().len(), 4 + 8);
+        let schema = p.type_schema().unwrap();
+        assert_eq!(
+            announced(&schema),
+            Some(("demo_msgs/action/Count", p.hash_text().as_str()))
+        );
+        assert_eq!(
+            announced(&nerve::message::schema::Schema::of::<Ros2ActionCdr>()),
+            None
+        );
         assert_eq!(
             native_action("test_msgs/action/Fibonacci"),
             Some("nerve_msgs/Fibonacci")

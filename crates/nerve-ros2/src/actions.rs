@@ -30,9 +30,9 @@
 //!   number that does not fit ROS 2's `int32` is refused, not cut;
 //! - a ROS 2 server of any other action type is served in Nerve as a [`Ros2Action`]:
 //!   goal, feedback and result travel as their CDR behind the action's hash, checked
-//!   against the action's definition (its `.action` file on the type search path). A
-//!   Nerve server of such an action is not offered to ROS 2: its ROS 2 type is known
-//!   only from its goals.
+//!   against the action's definition (its `.action` file on the type search path); a
+//!   Nerve server of such an action says its ROS 2 type on its type topic
+//!   ([`nerve_ros2_map::action::announce`]) and is offered to ROS 2 as that type.
 //!
 //! Goals in flight are bounded ([`MAX_GOALS`] per action) and forgotten when they end
 //! (a finished goal's result is kept a while for a `get_result` that comes late).
@@ -829,34 +829,44 @@ impl Actions {
             }
         }
         let fibonacci = ServiceType::of::<nerve::action::GoalService<Fibonacci>>();
+        let carried = ServiceType::of::<nerve::action::GoalService<Ros2Action>>();
         for (name, ty) in &nerve_servers {
             if self.to_ros.contains_key(name) || self.failed_lately(name) {
                 continue;
             }
-            if *ty != fibonacci {
-                let why = if ty.name == nerve_ros2_map::action::CARRIER {
-                    "a ROS 2 action type carried as CDR is offered to ROS 2 only from ROS 2 \
-                     (its type is known only from its goals)"
-                        .to_string()
-                } else {
+            let offered = if *ty == fibonacci {
+                let form = FibonacciForm {
+                    ros_type: OFFERED_FIBONACCI.to_string(),
+                };
+                self.offer_to_ros(name, form)
+                    .map(|a| (a, OFFERED_FIBONACCI.to_string()))
+            } else if *ty == carried {
+                // the server says its ROS 2 type on its type topic (not yet: later)
+                match self.announced(name) {
+                    None => continue,
+                    Some(pass) => pass.and_then(|pass| {
+                        let ros = pass.name().to_string();
+                        self.offer_to_ros(name, CdrForm(pass)).map(|a| (a, ros))
+                    }),
+                }
+            } else {
+                self.report(
+                    name,
                     format!(
-                        "Nerve action type {} has no ROS 2 form (actions that cross: {})",
+                        "Nerve action type {} has no ROS 2 form (actions that cross: {}, and \
+                         ROS 2 action types carried as CDR)",
                         ty.name,
                         <Fibonacci as Action>::TYPE_NAME
-                    )
-                };
-                self.report(name, why);
+                    ),
+                );
                 continue;
-            }
-            let form = FibonacciForm {
-                ros_type: OFFERED_FIBONACCI.to_string(),
             };
-            match self.offer_to_ros(name, form) {
-                Ok(a) => {
+            match offered {
+                Ok((a, ros_type)) => {
                     (self.shared.events)(Event::Bridged {
                         kind: crate::Kind::Action,
                         topic: name.clone(),
-                        ros_type: OFFERED_FIBONACCI.to_string(),
+                        ros_type,
                         nerve_type: ty.name.clone(),
                         to_ros: true,
                     });
@@ -865,6 +875,7 @@ impl Actions {
                 Err(e) => self.report(name, e.to_string()),
             }
         }
+
         // a Nerve server that went away (or died): its ROS 2 goals end aborted
         let live: HashSet<&str> = nerve_servers.iter().map(|(n, _)| n.as_str()).collect();
         let gone: Vec<String> = self
@@ -908,6 +919,38 @@ impl Actions {
         self.dds_pub
             .create_datawriter_no_key::<RawCdr, RawAdapter>(&topic, Some(qos.policies()))
             .map_err(|e| BridgeError::Dds(format!("{name}: {e}")))
+    }
+
+    /// The ROS 2 type a Nerve server of action `name` carried as CDR announced
+    /// ([`nerve_ros2_map::action::type_topic`]), from the definition on the type search
+    /// path (its hash must be the announced one); `None` while it said nothing.
+    fn announced(&mut self, name: &str) -> Option<Result<Arc<ActionPass>, BridgeError>> {
+        let topic = nerve_ros2_map::action::type_topic(name);
+        let info = nerve::introspect::topic_info(&self.node, &topic).ok()?;
+        let said = match &info.schema {
+            Some(Ok(schema)) => nerve_ros2_map::action::announced(schema)
+                .map(|(ros, hash)| (ros.to_string(), hash.to_string())),
+            _ => None,
+        };
+        let Some((ros, hash)) = said else {
+            return Some(Err(BridgeError::Config(format!(
+                "{topic}: its schema names no ROS 2 action type"
+            ))));
+        };
+        Some(self.pass(&ros).and_then(|pass| {
+            if pass.hash_text() == hash {
+                Ok(pass)
+            } else {
+                Err(BridgeError::Type {
+                    ros_type: ros.clone(),
+                    reason: format!(
+                        "the Nerve server's definition ({hash}) differs from the one on the \
+                         type search path ({})",
+                        pass.hash_text()
+                    ),
+                })
+            }
+        }))
     }
 
     /// ROS 2 action type `ty` carried as CDR, from its definition on the type search path.

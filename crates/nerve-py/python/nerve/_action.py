@@ -1,10 +1,15 @@
 """Actions from Python: send goals and follow their feedback and result, or serve goals.
 Goals, feedback and results are messages of their action type's schemas. The built-in
-action types are ``nerve_msgs/Fibonacci`` and ``nerve_msgs/EchoAction``."""
+action types are ``nerve_msgs/Fibonacci`` and ``nerve_msgs/EchoAction``; a ROS 2 action
+type is named as ROS 2 names it (``pkg/action/Name``): the Fibonacci actions are
+``nerve_msgs/Fibonacci``, any other is carried as CDR with its definition from
+AMENT_PREFIX_PATH, its goals, feedback and results given and read as dicts of their
+fields (a Nerve server of such a type is offered to ROS 2 by ``nerve bridge ros2``)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, List, Optional, Tuple
+import json
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
 
 from . import _nerve
 from ._messages import Message, message_class
@@ -13,8 +18,46 @@ from ._service import _payload
 _ACTIONS = {a[0]: a[1:] for a in _nerve.builtin_action_types()}
 
 
-def _types(action_type: str) -> Tuple[str, type, type, type]:
+class _Ros2Part:
+    """The goal, feedback or result of a ROS 2 action type carried as CDR: given as a dict
+    or keyword fields, read as a dict of its fields."""
+
+    __slots__ = ("action", "part")
+
+    def __init__(self, action: str, part: str) -> None:
+        self.action = action
+        self.part = part
+
+    def __repr__(self) -> str:
+        return f"<{self.action} {self.part}>"
+
+
+Part = Union[type, _Ros2Part]
+
+
+def _encode(ty: Part, value: Any, fields: dict) -> bytes:
+    if not isinstance(ty, _Ros2Part):
+        return _payload(ty, value, fields)
+    if value is not None and not isinstance(value, dict):
+        raise TypeError(f"expected a dict or keyword fields for {ty!r}, got {type(value).__name__}")
+    return _nerve.ros2_action_encode(ty.action, ty.part, json.dumps(dict(value or {}, **fields)))
+
+
+def _decode(ty: Part, payload: bytes) -> Any:
+    if isinstance(ty, _Ros2Part):
+        return _nerve.ros2_action_decode(ty.action, ty.part, payload)
+    return _message(ty, payload)
+
+
+def _types(action_type: str) -> Tuple[str, Part, Part, Part]:
     full = next((n for n in _ACTIONS if n == action_type or n.rsplit("/", 1)[-1] == action_type), None)
+    if full is None and "/action/" in action_type:
+        # a ROS 2 name: Nerve's own type, or the ROS 2 type carried as CDR
+        native = _nerve.ros2_action_type(action_type)
+        if native not in _ACTIONS:
+            parts = (_Ros2Part(action_type, p) for p in ("goal", "feedback", "result"))
+            return (action_type, *parts)
+        full = native
     if full is None:
         raise ValueError(f"unknown action type {action_type!r}; built in: {', '.join(_ACTIONS)}")
     from . import message_type
@@ -44,7 +87,7 @@ class Goal:
     def feedback(self) -> Optional[Message]:
         """The next feedback that arrived, or None."""
         b = self._raw.try_feedback()
-        return None if b is None else _message(self._client.feedback_type, b)
+        return None if b is None else _decode(self._client.feedback_type, b)
 
     def feedbacks(self) -> Iterator[Message]:
         """Every feedback that arrived so far."""
@@ -56,7 +99,7 @@ class Goal:
         ``succeeded``, ``aborted`` or ``canceled``. ActionError if the server dies or no
         result comes within ``timeout`` seconds."""
         state, b = self._raw.result(timeout)
-        return state, _message(self._client.result_type, b)
+        return state, _decode(self._client.result_type, b)
 
     def cancel(self) -> str:
         """Asks the server to cancel; returns the goal's state after the request."""
@@ -77,7 +120,7 @@ class ActionClient:
     def send_goal(self, goal: Any = None, **fields: Any) -> Goal:
         """Sends a goal (a message, a dict or keyword fields) and waits for its
         acceptance; ActionError with the server's reason if it is rejected."""
-        return Goal(self._raw.send_goal(_payload(self.goal_type, goal, fields)), self)
+        return Goal(self._raw.send_goal(_encode(self.goal_type, goal, fields)), self)
 
 
 class ServerGoal:
@@ -95,7 +138,7 @@ class ServerGoal:
 
     @property
     def goal(self) -> Message:
-        return _message(self._server.goal_type, self._raw.goal())
+        return _decode(self._server.goal_type, self._raw.goal())
 
     @property
     def is_canceling(self) -> bool:
@@ -103,16 +146,16 @@ class ServerGoal:
         return self._raw.is_canceling
 
     def feedback(self, feedback: Any = None, **fields: Any) -> None:
-        self._raw.feedback(_payload(self._server.feedback_type, feedback, fields))
+        self._raw.feedback(_encode(self._server.feedback_type, feedback, fields))
 
     def succeed(self, result: Any = None, **fields: Any) -> None:
-        self._raw.end("succeeded", _payload(self._server.result_type, result, fields))
+        self._raw.end("succeeded", _encode(self._server.result_type, result, fields))
 
     def abort(self, result: Any = None, **fields: Any) -> None:
-        self._raw.end("aborted", _payload(self._server.result_type, result, fields))
+        self._raw.end("aborted", _encode(self._server.result_type, result, fields))
 
     def canceled(self, result: Any = None, **fields: Any) -> None:
-        self._raw.end("canceled", _payload(self._server.result_type, result, fields))
+        self._raw.end("canceled", _encode(self._server.result_type, result, fields))
 
 
 class ActionServer:
@@ -144,7 +187,7 @@ class ActionServer:
         ``on_accepted(server_goal)`` gets each accepted goal (end quick goals there; a
         queued goal is worked on once it shows in ``goals()``)."""
         def cb(b: bytes) -> Optional[str]:
-            return None if on_goal is None else on_goal(_message(self.goal_type, b))
+            return None if on_goal is None else on_goal(_decode(self.goal_type, b))
         if on_accepted is None:
             return self._raw.handle_pending(cb)
         return self._raw.handle_pending(cb, lambda g: on_accepted(ServerGoal(g, self)))

@@ -8,7 +8,7 @@ virtual environment's python. One role per run; every line it prints is JSON.
   server SERVICE TYPE SECONDS       (std_srvs SetBool/Trigger: answers success=data, message)
   client SERVICE TYPE JSON COUNT [--timeout S]
   action_server NAME SECONDS [--step S] [--max-order N]   (test_msgs/action/Fibonacci)
-  action_client NAME ORDER [--cancel-after N] [--timeout S]
+  action_client NAME ORDER [--cancel-after N] [--timeout S] [--type T --goal JSON]
   nested_action_server NAME SECONDS [--feedbacks N] [--step S]   (test_msgs/action/NestedMessage)
   lifecycle_client NODE GO_FILE STEP... [--events N]   (lifecycle_msgs services, as `ros2 lifecycle` calls them)
   lifecycle_node NAME SECONDS         (an rclpy.lifecycle.LifecycleNode; says when its callbacks run)
@@ -335,13 +335,16 @@ def action_server(a):
 
 def action_client(a):
     """Sends one test_msgs/action/Fibonacci goal to NAME; prints accepted, feedback,
-    cancel (after N feedbacks with --cancel-after), result and the goal's statuses."""
+    cancel (after N feedbacks with --cancel-after), result and the goal's statuses. With
+    --type (another action type) and --goal (its goal as JSON), feedback and result are
+    printed whole."""
     from action_msgs.msg import GoalStatusArray
     from rclpy.action import ActionClient
     from test_msgs.action import Fibonacci
 
+    cls = Fibonacci if a.type is None else msg_type(a.type)
     node = rclpy.create_node("ros2_action_client")
-    cli = ActionClient(node, Fibonacci, a.name)
+    cli = ActionClient(node, cls, a.name)
     seen = []
     node.create_subscription(
         GoalStatusArray, a.name + "/_action/status",
@@ -355,10 +358,15 @@ def action_client(a):
     feedback = []
 
     def on_feedback(m):
-        feedback.append(list(m.feedback.sequence))
-        out(event="feedback", sequence=feedback[-1])
+        if a.type is None:
+            feedback.append(list(m.feedback.sequence))
+            out(event="feedback", sequence=feedback[-1])
+        else:
+            feedback.append(to_json(m.feedback))
+            out(event="feedback", feedback=feedback[-1])
 
-    fut = cli.send_goal_async(Fibonacci.Goal(order=a.order), feedback_callback=on_feedback)
+    goal = Fibonacci.Goal(order=a.order) if a.type is None else from_json(cls.Goal, json.loads(a.goal))
+    fut = cli.send_goal_async(goal, feedback_callback=on_feedback)
     rclpy.spin_until_future_complete(node, fut, timeout_sec=a.timeout)
     gh = fut.result() if fut.done() else None
     if gh is None:
@@ -382,7 +390,10 @@ def action_client(a):
                 canceling=0 if r is None else len(r.goals_canceling))
     if res.done():
         r = res.result()
-        out(event="result", status=r.status, sequence=list(r.result.sequence))
+        if a.type is None:
+            out(event="result", status=r.status, sequence=list(r.result.sequence))
+        else:
+            out(event="result", status=r.status, result=to_json(r.result))
     else:
         out(event="timeout", what="result")
     end = time.monotonic() + 0.5
@@ -638,6 +649,8 @@ def main():
     acl.add_argument("order", type=int)
     acl.add_argument("--cancel-after", type=int, default=None, help="feedbacks before a cancel")
     acl.add_argument("--timeout", type=float, default=30.0)
+    acl.add_argument("--type", default=None, help="another action type (pkg/action/Name)")
+    acl.add_argument("--goal", default="{}", help="its goal as JSON (with --type)")
     acl.set_defaults(run=action_client)
     nas = sub.add_parser("nested_action_server")
     nas.add_argument("name")
