@@ -135,6 +135,12 @@ def test_a_nerve_action_client_gets_feedback_results_and_cancels_from_an_rclpy_s
     assert send.wait(60) == 0, send.err
     out = [json.loads(l) for l in send.lines if l.startswith("{")]
     assert [o["state"] for o in out] == ["executing"] * 3 + ["succeeded"], out
+    # by its ROS 2 name: the Nerve form it crosses as
+    send = ros2.nerve("action", "send_goal", "/ros_fib", "test_msgs/action/Fibonacci", '{"order": 3}',
+                      "--format", "json")
+    assert send.wait(60) == 0, send.err
+    out = [json.loads(l) for l in send.lines if l.startswith("{")]
+    assert out[-1]["state"] == "succeeded" and out[-1]["result"]["elems"] == fib(3), out
     send = ros2.nerve("action", "send_goal", "/ros_fib", "Fibonacci", '{"order": 40}', "--feedback",
                       "--format", "json")
     send.wait_line(lambda l: '"feedback"' in l, timeout=30)
@@ -152,7 +158,7 @@ NESTED_GOAL = {
 }
 
 
-def test_any_ros2_action_type_crosses_as_cdr_to_the_cli(ros2, domain):
+def test_any_ros2_action_type_crosses_as_cdr_to_the_cli_and_python(ros2, domain, monkeypatch):
     # test_msgs/action/NestedMessage has no Nerve form: the bridge serves it in Nerve as
     # CDR with its definition, and `nerve action send_goal` speaks it by its ROS 2 name
     bridge = ros2.bridge()
@@ -179,6 +185,20 @@ def test_any_ros2_action_type_crosses_as_cdr_to_the_cli(ros2, domain):
     assert result["nested_field_no_pkg"]["duration_value"] == {"sec": -1, "nanosec": 5}
     (goal,) = server.json_events("goal")
     assert goal["goal"]["nested_field"]["char_value"] == 104
+
+    # Python names the type as ROS 2 does; goals, feedback and results are dicts
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(ros2.share.parent))
+    client = nerve.Context(domain).node("py_nested").create_action_client(
+        "/nested", "test_msgs/action/NestedMessage")
+    assert client.wait_for_server(20)
+    g = client.send_goal(NESTED_GOAL)
+    state, result = g.result(30)
+    assert state == "succeeded", bridge.err
+    assert result["nested_field"]["int64_value"] == -9
+    assert result["nested_different_pkg"] == {"sec": 3, "nanosec": 4}
+    assert [f["nested_field"]["int32_value"] for f in g.feedbacks()] == [7, 8, 9]
+    with pytest.raises(ValueError, match="nested_feld"):
+        client.send_goal(nested_feld={})
     assert goal["goal"]["nested_field_no_pkg"]["duration_value"] == {"sec": -1, "nanosec": 5}
 
     # a goal with a field the type does not have is refused by name, before it is sent
