@@ -431,3 +431,36 @@ impl Shared {
             .map_err(|e| BridgeError::Dds(format!("{topic}: {e}")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_names_nerve_uses_for_its_own_types_are_renamed() {
+        assert_eq!(nerve_topic("/parameter_events"), "/_ros2/parameter_events");
+        assert_eq!(nerve_topic("/chatter"), "/chatter");
+        assert_eq!(nerve_topic("/ns/parameter_events"), "/ns/parameter_events");
+        // the rename never lands on a name ROS 2 could also publish and Nerve forward
+        assert!(nerve_topic(nerve::param::EVENTS_TOPIC).starts_with("/_ros2/"));
+    }
+
+    #[test]
+    fn a_reader_hears_publishers_that_offer_at_least_what_it_asks() {
+        let q = |reliable, transient_local| RosQos {
+            reliable,
+            transient_local,
+            depth: 10,
+        };
+        assert!(hears(q(true, true), q(true, true)));
+        assert!(hears(q(false, false), q(true, true)));
+        assert!(
+            !hears(q(true, false), q(false, false)),
+            "reliable asks too much"
+        );
+        assert!(
+            !hears(q(false, true), q(false, false)),
+            "transient local asks too much"
+        );
+    }
+}
