@@ -405,12 +405,12 @@ fn message(d: &IndividualTypeDescription) -> Result<MessageDefinition, Descripti
     })
 }
 
-/// The definitions of the interface files a node sent, when they are `.msg` files of
-/// every type and hash to `announced`.
+/// The definitions of the interface files a node sent, when they are `.msg` (`.srv`,
+/// `.action`) files of every type and hash to `announced`.
 fn from_sources(asked: &str, announced: &Rihs01, sources: &[TypeSource]) -> Option<Registry> {
     let mut reg = Registry::new();
     for s in sources {
-        if s.encoding != "msg" {
+        if !matches!(s.encoding.as_str(), "msg" | "srv" | "action") {
             return None;
         }
         reg.add_interface_text(&s.type_name, &s.raw_file_contents)
@@ -419,14 +419,25 @@ fn from_sources(asked: &str, announced: &Rihs01, sources: &[TypeSource]) -> Opti
     (reg.type_hash(asked).ok()? == *announced).then_some(reg)
 }
 
-/// The `ros2msg` definition of ROS 2 type `asked` from a node's reply, checked against
-/// the hash its publisher announced: the description must hash to it, and so must the
-/// definition made of it.
+/// The `ros2msg` definition of ROS 2 message type `asked` from a node's reply, checked
+/// against the hash its publisher announced (see [`definitions`]).
 pub fn definition(
     asked: &str,
     announced: &Rihs01,
     reply: &Reply,
 ) -> Result<String, DescriptionError> {
+    ros2msg_of(&definitions(asked, announced, reply)?, asked)
+}
+
+/// The definitions of ROS 2 type `asked` (a message, or a service `pkg/srv/Name` with its
+/// `_Request`, `_Response` and `_Event`) and of the types it references, from a node's
+/// reply, checked against the hash its endpoints announced: the description must hash to
+/// it, and so must the definitions made of it.
+pub fn definitions(
+    asked: &str,
+    announced: &Rihs01,
+    reply: &Reply,
+) -> Result<Registry, DescriptionError> {
     if !reply.successful {
         return Err(DescriptionError::Refused(reply.failure_reason.clone()));
     }
@@ -465,17 +476,22 @@ pub fn definition(
             "its fields make a definition that hashes to {ours}, not {announced}"
         )));
     }
-    let reg = from_sources(asked, announced, &reply.sources).unwrap_or(reg);
-    let text = reg
-        .ros2msg_text(asked)
-        .map_err(|e| DescriptionError::Definition(e.to_string()))?;
-    // the text is what the carrier reads back: it must hash the same
-    let back = Registry::from_ros2msg(asked, &text)
-        .and_then(|r| r.type_hash(asked))
+    Ok(from_sources(asked, announced, &reply.sources).unwrap_or(reg))
+}
+
+/// The `ros2msg` text of message type `wanted` in checked definitions (the type asked
+/// for, or one it references, such as a service's `_Request`): the text the carrier reads
+/// back, which must hash as the definitions do.
+pub fn ros2msg_of(reg: &Registry, wanted: &str) -> Result<String, DescriptionError> {
+    let def = |e: nerve_ros2_types::RegistryError| DescriptionError::Definition(e.to_string());
+    let ours = reg.type_hash(wanted).map_err(def)?;
+    let text = reg.ros2msg_text(wanted).map_err(def)?;
+    let back = Registry::from_ros2msg(wanted, &text)
+        .and_then(|r| r.type_hash(wanted))
         .map_err(|e| DescriptionError::Definition(format!("its ros2msg text: {e}")))?;
-    if back != *announced {
+    if back != ours {
         return Err(DescriptionError::Definition(format!(
-            "its ros2msg text hashes to {back}, not {announced}"
+            "its ros2msg text hashes to {back}, not {ours}"
         )));
     }
     Ok(text)
@@ -519,7 +535,10 @@ struct NodeAsk {
 
 /// One type asked of the nodes of its publishers.
 struct Ask {
-    ros_name: String,
+    /// The type asked for.
+    asked: String,
+    /// The names it was wanted by (`pkg/msg/Name`, `pkg/Name`).
+    wanted: HashSet<String>,
     /// The GUID prefixes of the publishing participants.
     participants: Vec<Vec<u8>>,
     since: Instant,
@@ -532,7 +551,7 @@ pub(crate) struct Learner {
     publisher: rustdds::Publisher,
     subscriber: rustdds::Subscriber,
     asks: HashMap<Rihs01, Ask>,
-    answers: HashMap<Rihs01, Result<Arc<str>, String>>,
+    answers: HashMap<Rihs01, Result<Arc<Registry>, String>>,
 }
 
 impl Learner {
@@ -549,17 +568,22 @@ impl Learner {
         })
     }
 
-    /// Whether type `ros_name` is being asked of its publishers now.
+    /// Whether message type `ros_name` is being asked of its publishers now.
     pub(crate) fn asking(&self, ros_name: &str) -> bool {
-        self.asks.values().any(|a| a.ros_name == ros_name)
+        self.asks.values().any(|a| a.wanted.contains(ros_name))
     }
 
-    /// What is known of ROS 2 type `ros_name` from the nodes that publish it: asks them
-    /// (once per hash), and looks at their answers (never blocks).
+    /// What is known of ROS 2 message type `ros_name` from the nodes that publish it:
+    /// asks them (once per hash), and looks at their answers (never blocks).
+    ///
+    /// Only topics' types are learned: a service's endpoints announce the hashes of its
+    /// request and response messages, while a node keeps (and describes) the service by
+    /// the service's own hash, which nothing announces.
     pub(crate) fn learn(&mut self, ros_name: &str) -> Learning {
-        let Some(dds_type) = crate::types::dds_type_of_ros(ros_name) else {
+        let Ok(tn) = TypeName::parse(ros_name) else {
             return Learning::Failed(format!("{ros_name} is not a ROS 2 type name"));
         };
+        let (asked, dds_type) = (tn.to_string(), tn.to_dds_name());
         let me = self.participant.guid().prefix;
         let mut hashes: HashMap<Rihs01, Vec<Vec<u8>>> = HashMap::new();
         for w in self.participant.discovered_writers() {
@@ -590,38 +614,39 @@ impl Learner {
                     .into(),
             );
         };
-        if let Some(a) = self.answers.get(&hash) {
-            return match a {
-                Ok(text) => Learning::Learned(text.clone()),
-                Err(why) => Learning::Failed(why.clone()),
-            };
-        }
-        let participants = hashes.remove(&hash).unwrap_or_default();
-        let ask = self.asks.entry(hash).or_insert_with(|| Ask {
-            ros_name: ros_name.to_string(),
-            participants: Vec::new(),
-            since: Instant::now(),
-            nodes: Vec::new(),
-        });
-        ask.participants = participants;
-        let answer = match self.step(&hash) {
-            Some(a) => a,
-            None => return Learning::Pending,
+        let answer = match self.answers.get(&hash) {
+            Some(a) => a.clone(),
+            None => {
+                let participants = hashes.remove(&hash).unwrap_or_default();
+                let ask = self.asks.entry(hash).or_insert_with(|| Ask {
+                    asked,
+                    wanted: HashSet::new(),
+                    participants: Vec::new(),
+                    since: Instant::now(),
+                    nodes: Vec::new(),
+                });
+                ask.participants = participants;
+                ask.wanted.insert(ros_name.to_string());
+                let Some(answer) = self.step(&hash) else {
+                    return Learning::Pending;
+                };
+                self.asks.remove(&hash);
+                if self.answers.len() >= MAX_LEARNED {
+                    self.answers.clear();
+                }
+                self.answers.insert(hash, answer.clone());
+                answer
+            }
         };
-        self.asks.remove(&hash);
-        if self.answers.len() >= MAX_LEARNED {
-            self.answers.clear();
-        }
-        self.answers.insert(hash, answer.clone());
-        match answer {
-            Ok(text) => Learning::Learned(text),
+        match answer.and_then(|reg| ros2msg_of(&reg, ros_name).map_err(|e| e.to_string())) {
+            Ok(text) => Learning::Learned(text.into()),
             Err(why) => Learning::Failed(why),
         }
     }
 
     /// Moves the ask of `hash` on: finds the nodes to ask, sends the requests, reads the
     /// replies; the answer once there is one.
-    fn step(&mut self, hash: &Rihs01) -> Option<Result<Arc<str>, String>> {
+    fn step(&mut self, hash: &Rihs01) -> Option<Result<Arc<Registry>, String>> {
         let ask = self.asks.get_mut(hash)?;
         // the nodes of the publishing participants that offer the service
         let known: HashSet<String> = ask.nodes.iter().map(|n| n.node.clone()).collect();
@@ -660,7 +685,7 @@ impl Learner {
                 }
             }
         }
-        let req = request(&ask.ros_name, hash);
+        let req = request(&ask.asked, hash);
         for n in ask.nodes.iter_mut().filter(|n| n.refused.is_none()) {
             // sent again while unanswered: a request written before the node matched
             // this writer is not delivered (volatile)
@@ -681,8 +706,8 @@ impl Learner {
                     continue; // another client's
                 }
                 let RawCdr(cdr) = sample.value();
-                match decode_reply(cdr).and_then(|r| definition(&ask.ros_name, hash, &r)) {
-                    Ok(text) => return Some(Ok(text.into())),
+                match decode_reply(cdr).and_then(|r| definitions(&ask.asked, hash, &r)) {
+                    Ok(reg) => return Some(Ok(Arc::new(reg))),
                     Err(e) => {
                         n.refused = Some(format!("{}: {e}", n.node));
                         break;
@@ -951,7 +976,7 @@ mod tests {
                 .iter()
                 .map(|(n, t)| TypeSource {
                     type_name: n.to_string(),
-                    encoding: "msg".into(),
+                    encoding: TypeName::parse(n).unwrap().kind().as_str().into(),
                     raw_file_contents: t.to_string(),
                 })
                 .collect()
