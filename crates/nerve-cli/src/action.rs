@@ -98,6 +98,10 @@ trait Codec {
         head: &<Self::A as Action>::Result,
         elems: &[<<Self::A as Action>::Result as Message>::Elem],
     ) -> Result<Value, Failure>;
+    /// Refuses a server that says it serves another type.
+    fn check_server(&self, _node: &nerve::Node, _name: &str) -> CmdResult {
+        Ok(())
+    }
 }
 
 /// A built-in action type: its messages through their schemas.
@@ -159,6 +163,18 @@ impl Ros2 {
     }
 }
 
+/// The ROS 2 action type (name, RIHS01 hash) a server of action `action` (resolved)
+/// carried as CDR says it serves on its type topic, if it says one.
+fn announced_type(node: &nerve::Node, action: &str) -> Option<(String, String)> {
+    let topic = nerve_ros2_map::action::type_topic(action);
+    let info = nerve::introspect::topic_info(node, &topic).ok()?;
+    match &info.schema {
+        Some(Ok(s)) => nerve_ros2_map::action::announced(s)
+            .map(|(name, hash)| (name.to_string(), hash.to_string())),
+        _ => None,
+    }
+}
+
 impl Codec for Ros2 {
     type A = Ros2Action;
     fn goal(&self, v: &Value) -> Result<Parts<Ros2ActionCdr>, Failure> {
@@ -173,6 +189,25 @@ impl Codec for Ros2 {
     }
     fn result(&self, head: &Ros2ActionCdr, elems: &[u8]) -> Result<Value, Failure> {
         self.json(Part::Result, head, elems)
+    }
+    fn check_server(&self, node: &nerve::Node, name: &str) -> CmdResult {
+        let Some((ty, hash)) = announced_type(node, &node.resolve_name(name)) else {
+            return Ok(());
+        };
+        if ty != self.0.name() {
+            return Err(usage(format!(
+                "action {name} serves {ty}, not {}",
+                self.0.name()
+            )));
+        }
+        if hash != self.0.hash_text() {
+            return Err(usage(format!(
+                "action {name} serves another definition of {ty} ({hash}; AMENT_PREFIX_PATH \
+                 has {})",
+                self.0.hash_text()
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -196,6 +231,7 @@ fn send<C: Codec>(req: &Request<'_>, codec: &C) -> CmdResult {
         format,
     } = *req;
     let (head, elems) = codec.goal(goal)?;
+    codec.check_server(node, name)?;
     let client = ActionClient::<C::A>::create(node, name).map_err(|e| match e {
         ActionError::Service(nerve::ServiceError::Name(_))
         | ActionError::Topic(nerve::TopicError::Name(_)) => usage(e.to_string()),
@@ -271,8 +307,13 @@ pub fn run(ctx: &nerve::Context, cmd: ActionCommand) -> CmdResult {
                 .iter()
                 .filter(|s| s.servers > 0)
                 .filter_map(|s| {
-                    names::action_of_goal_service(&s.name)
-                        .map(|a| vec![a.to_string(), s.type_name.clone(), s.clients.to_string()])
+                    let a = names::action_of_goal_service(&s.name)?;
+                    // a ROS 2 type carried as CDR by the name its server says
+                    let ty = (s.type_name == nerve_ros2_map::action::CARRIER)
+                        .then(|| announced_type(&node, a).map(|(t, _)| t))
+                        .flatten()
+                        .unwrap_or_else(|| s.type_name.clone());
+                    Some(vec![a.to_string(), ty, s.clients.to_string()])
                 })
                 .collect();
             match f.format {

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import nerve
+from ros2.harness import Proc, target_bin
 from test_params_actions import Thread
 
 ROS_STATUS = {"accepted": 1, "executing": 2, "canceling": 3, "succeeded": 4, "canceled": 5, "aborted": 6}
@@ -158,7 +159,8 @@ NESTED_GOAL = {
 }
 
 
-def test_any_ros2_action_type_crosses_as_cdr_to_the_cli_and_python(ros2, domain, monkeypatch):
+def test_any_ros2_action_type_crosses_as_cdr_to_the_cli_and_python(ros2, domain, monkeypatch,
+                                                                    tmp_path):
     # test_msgs/action/NestedMessage has no Nerve form: the bridge serves it in Nerve as
     # CDR with its definition, and `nerve action send_goal` speaks it by its ROS 2 name
     bridge = ros2.bridge()
@@ -200,6 +202,26 @@ def test_any_ros2_action_type_crosses_as_cdr_to_the_cli_and_python(ros2, domain,
     with pytest.raises(ValueError, match="nested_feld"):
         client.send_goal(nested_feld={})
     assert goal["goal"]["nested_field_no_pkg"]["duration_value"] == {"sec": -1, "nanosec": 5}
+
+    # `nerve action list` names the type as ROS 2 does (its server, the bridge, says it)
+    listed = ros2.nerve("action", "list", "--format", "json")
+    assert listed.wait(30) == 0, listed.err
+    rows = json.loads("".join(listed.lines))
+    assert {"name": "/nested", "type": "test_msgs/action/NestedMessage"}.items() <= next(
+        r for r in rows if r["name"] == "/nested").items(), rows
+
+    # another definition of the type here: refused naming both hashes, before a goal is sent
+    other = tmp_path / "share" / "test_msgs" / "action"
+    other.mkdir(parents=True)
+    text = (ros2.share / "test_msgs" / "action" / "NestedMessage.action").read_text()
+    (other / "NestedMessage.action").write_text("int8 extra\n" + text)
+    env = {**ros2.environ, "AMENT_PREFIX_PATH": f"{tmp_path}:{ros2.share.parent}"}
+    goals = len(server.json_events("goal"))
+    bad = Proc([target_bin("nerve"), "action", "send_goal", "/nested", "test_msgs/action/NestedMessage",
+                "{}"], env, "other")
+    assert bad.wait(30) == 2
+    assert any("another definition" in l for l in bad.err), bad.err
+    assert len(server.json_events("goal")) == goals, server.lines
 
     # a goal with a field the type does not have is refused by name, before it is sent
     bad = ros2.nerve("action", "send_goal", "/nested", "test_msgs/action/NestedMessage",

@@ -360,6 +360,11 @@ pub trait Form: 'static {
     fn read_get_result_response(&self, cdr: &[u8]) -> Result<(i8, ResultMsg<Self::A>), WireError>;
     /// The result a goal ends with when there is none (the type's default).
     fn default_result(&self) -> Result<ResultMsg<Self::A>, WireError>;
+    /// For a type carried as CDR: says it on the action's type topic
+    /// ([`nerve_ros2_map::action::announce`]), so Nerve's tools name it.
+    fn announce(&self, _node: &Node, _action: &str) -> Result<Option<nerve::RawPublisher>, String> {
+        Ok(None)
+    }
 }
 
 /// Ends a Nerve goal with `result`, or with the default result of `form`.
@@ -527,6 +532,11 @@ impl Form for CdrForm {
     fn default_result(&self) -> Result<Msg<Ros2ActionCdr>, WireError> {
         Ok(self.msg(self.0.default_cdr(Part::Result)?))
     }
+    fn announce(&self, node: &Node, action: &str) -> Result<Option<nerve::RawPublisher>, String> {
+        nerve_ros2_map::action::announce(node, action, &self.0)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// A DDS reader of raw CDR.
@@ -647,6 +657,8 @@ struct OfferedToNerve<F: Form> {
     name: String,
     form: F,
     server: ActionServer<F::A>,
+    /// The type topic of a type carried as CDR.
+    _announce: Option<nerve::RawPublisher>,
     goal_rq: Writer,
     goal_rr: Reader,
     cancel_rq: Writer,
@@ -1032,10 +1044,14 @@ impl Actions {
         let (result_rq, result_rr) = service_topics(name, "get_result");
         let cancel = "action_msgs/srv/CancelGoal";
         let ty = form.ros_type().to_string();
+        let announce = form
+            .announce(&self.node, name)
+            .map_err(BridgeError::Nerve)?;
         let a = OfferedToNerve {
             name: name.to_string(),
             form,
             server,
+            _announce: announce,
             goal_rq: self.writer(&goal_rq, &format!("{ty}_SendGoal_Request"), q)?,
             goal_rr: self.reader(&goal_rr, &format!("{ty}_SendGoal_Response"), q)?,
             cancel_rq: self.writer(&cancel_rq, &format!("{cancel}_Request"), q)?,

@@ -187,7 +187,11 @@ class ActionServer:
         ``on_accepted(server_goal)`` gets each accepted goal (end quick goals there; a
         queued goal is worked on once it shows in ``goals()``)."""
         def cb(b: bytes) -> Optional[str]:
-            return None if on_goal is None else on_goal(_decode(self.goal_type, b))
+            try:
+                goal = _decode(self.goal_type, b)
+            except ValueError as e:
+                return str(e)  # a goal of another ROS 2 action type is rejected, named
+            return None if on_goal is None else on_goal(goal)
         if on_accepted is None:
             return self._raw.handle_pending(cb)
         return self._raw.handle_pending(cb, lambda g: on_accepted(ServerGoal(g, self)))
