@@ -709,3 +709,34 @@ def test_a_bridge_is_one_entry_in_the_nerve_node_list(ros2):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert sum(l.startswith("_ros2_bridge_") for l in r.stdout.splitlines()) == 1, r.stdout
+
+
+S = 1_000_000_000
+
+
+@pytest.mark.every_ros2_distro
+def test_a_nerve_clock_drives_an_rclpy_nodes_simulation_time(ros2, domain):
+    """/clock published in Nerve (nerve_msgs::Clock, what `nerve bag play --clock` sends)
+    is an rclpy node's time under use_sim_time: it reads 1000 s and on, which only the
+    Nerve clock gives (its wall clock reads ~1.7e9 s)."""
+    import nerve
+    from nerve import msgs
+
+    bridge = ros2.bridge()
+    clock = ros2.peer("sim_clock", 1005 * S, "--timeout", "90")
+    clock.wait_line(lambda l: '"ready"' in l)
+    pub = nerve.Context(domain).node("nerve_sim_clock").create_publisher(msgs.Clock, "/clock")
+    t = 1000 * S
+    give_up = time.monotonic() + 90
+    while clock.p.poll() is None and time.monotonic() < give_up:
+        pub.publish(clock={"nanos": t})
+        t += 50_000_000
+        time.sleep(0.02)
+    clock.wait_line(lambda l: '"done"' in l, timeout=10)
+    bridge.wait_line(lambda l: l.startswith("/clock: topic Nerve -> ROS 2 (rosgraph_msgs/msg/Clock"))
+    readings = [e["ns"] for e in clock.json_events("now") if e["ns"] != 0]
+    assert readings, (clock.lines, clock.err, bridge.err)
+    assert readings[-1] >= 1005 * S, readings
+    assert all(1000 * S <= ns < t for ns in readings), readings
+    assert readings == sorted(readings), readings
+

@@ -4,6 +4,7 @@ virtual environment's python. One role per run; every line it prints is JSON.
   talker TOPIC TYPE COUNT [--rate HZ] [--latched] [--json VALUES]
   listener TOPIC TYPE COUNT [--timeout S] [--latched]
   graph SECONDS
+  sim_clock UNTIL_NS [--timeout S]   (a node with use_sim_time: its clock's readings until UNTIL_NS)
   cloud TOPIC COUNT BYTES [--rate HZ]   (sensor_msgs/PointCloud2, data[i] = i % 251)
   server SERVICE TYPE SECONDS       (std_srvs SetBool/Trigger: answers success=data, message)
   client SERVICE TYPE JSON COUNT [--timeout S]
@@ -207,6 +208,24 @@ def graph(a):
         nodes=node.get_node_names(),
         topics={n: t for n, t in node.get_topic_names_and_types()},
     )
+
+
+def sim_clock(a):
+    from rclpy.parameter import Parameter
+
+    node = rclpy.create_node("ros2_sim_clock", parameter_overrides=[Parameter("use_sim_time", value=True)])
+    out(event="ready")
+    last = None
+    deadline = time.monotonic() + a.timeout
+    while time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+        ns = node.get_clock().now().nanoseconds
+        if ns != last:
+            out(event="now", ns=ns)
+            last = ns
+        if ns >= a.until_ns:
+            break
+    out(event="done", ns=last)
 
 
 def plain(v):
@@ -626,6 +645,10 @@ def main():
     g = sub.add_parser("graph")
     g.add_argument("seconds", type=float)
     g.set_defaults(run=graph)
+    sc = sub.add_parser("sim_clock")
+    sc.add_argument("until_ns", type=int)
+    sc.add_argument("--timeout", type=float, default=30.0)
+    sc.set_defaults(run=sim_clock)
     pn = sub.add_parser("param_node")
     pn.add_argument("seconds", type=float)
     pn.add_argument("--name", default="param_node")
