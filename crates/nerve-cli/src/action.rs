@@ -175,6 +175,15 @@ fn announced_type(node: &nerve::Node, action: &str) -> Option<(String, String)> 
     }
 }
 
+/// The type an action's server serves, as tools show it: a ROS 2 type carried as CDR by
+/// the name its server says (`pkg/action/Name`), any other by its Nerve name.
+fn type_name(node: &nerve::Node, action: &str, nerve_type: &str) -> String {
+    (nerve_type == nerve_ros2_map::action::CARRIER)
+        .then(|| announced_type(node, action).map(|(t, _)| t))
+        .flatten()
+        .unwrap_or_else(|| nerve_type.to_string())
+}
+
 impl Codec for Ros2 {
     type A = Ros2Action;
     fn goal(&self, v: &Value) -> Result<Parts<Ros2ActionCdr>, Failure> {
@@ -308,11 +317,7 @@ pub fn run(ctx: &nerve::Context, cmd: ActionCommand) -> CmdResult {
                 .filter(|s| s.servers > 0)
                 .filter_map(|s| {
                     let a = names::action_of_goal_service(&s.name)?;
-                    // a ROS 2 type carried as CDR by the name its server says
-                    let ty = (s.type_name == nerve_ros2_map::action::CARRIER)
-                        .then(|| announced_type(&node, a).map(|(t, _)| t))
-                        .flatten()
-                        .unwrap_or_else(|| s.type_name.clone());
+                    let ty = type_name(&node, a, &s.type_name);
                     Some(vec![a.to_string(), ty, s.clients.to_string()])
                 })
                 .collect();
@@ -332,6 +337,7 @@ pub fn run(ctx: &nerve::Context, cmd: ActionCommand) -> CmdResult {
                 .into_iter()
                 .find(|s| s.name == goal_service && s.servers > 0)
                 .ok_or_else(|| anyhow::anyhow!("action {name}: no server"))?;
+            let type_name = type_name(&node, &node.resolve_name(&name), &info.type_name);
             let status = node
                 .subscriber::<Serde<StatusList>>(&names::status(&name))
                 .qos(nerve::action::status_qos())
@@ -350,14 +356,14 @@ pub fn run(ctx: &nerve::Context, cmd: ActionCommand) -> CmdResult {
                 })
                 .collect();
             let v = json!({
-                "name": name, "type": info.type_name, "goal": info.request.name,
+                "name": name, "type": type_name, "goal": info.request.name,
                 "result": info.response.name, "clients": info.clients, "goals": goals,
             });
             match format.format {
                 Format::Json => output::json(&v)?,
                 Format::Human => {
                     println!("action:  {name}");
-                    println!("type:    {}", info.type_name);
+                    println!("type:    {type_name}");
                     println!("clients: {}", info.clients);
                     let rows: Vec<Vec<String>> = goals
                         .iter()

@@ -209,6 +209,9 @@ def test_any_ros2_action_type_crosses_as_cdr_to_the_cli_and_python(ros2, domain,
     rows = json.loads("".join(listed.lines))
     assert {"name": "/nested", "type": "test_msgs/action/NestedMessage"}.items() <= next(
         r for r in rows if r["name"] == "/nested").items(), rows
+    info = ros2.nerve("action", "info", "/nested", "--format", "json")
+    assert info.wait(30) == 0, info.err
+    assert json.loads("".join(info.lines))["type"] == "test_msgs/action/NestedMessage", info.lines
 
     # another definition of the type here: refused naming both hashes, before a goal is sent
     other = tmp_path / "share" / "test_msgs" / "action"
