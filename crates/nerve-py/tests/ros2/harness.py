@@ -63,10 +63,12 @@ def _require_ros2(distro: str) -> pathlib.Path:
 class Proc:
     """A child whose stdout lines are collected as they come."""
 
-    def __init__(self, args, env, name):
+    def __init__(self, args, env, name, stdin=None):
+        """`stdin`: text written to the child's standard input, which then closes."""
         self.name = name
         self.p = subprocess.Popen(
-            args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=None if stdin is None else subprocess.PIPE,
         )
         self.lines: list[str] = []
         self.err: list[str] = []
@@ -74,11 +76,21 @@ class Proc:
         self._e = threading.Thread(target=self._read, args=(self.p.stderr, self.err), daemon=True)
         self._t.start()
         self._e.start()
+        if stdin is not None:
+            threading.Thread(target=self._write, args=(self.p.stdin, stdin), daemon=True).start()
 
     @staticmethod
     def _read(stream, into):
         for line in stream:
             into.append(line.rstrip("\n"))
+
+    @staticmethod
+    def _write(stream, text):
+        try:
+            stream.write(text)
+            stream.close()
+        except (BrokenPipeError, ValueError):
+            pass  # the child ended without reading it: its exit says why
 
     def wait_line(self, pred, timeout=30.0):
         end = time.monotonic() + timeout
@@ -165,11 +177,11 @@ def ros2_fixture(domain, distro: str = DEFAULT_DISTRO):
             p.wait_line(lambda l: l.startswith("bridging ROS 2 domain"), timeout=30)
             return p
 
-        def nerve(self, *args, name="nerve", ament=False):
+        def nerve(self, *args, name="nerve", stdin=None, ament=False):
             """`nerve ARGS...`; `ament`: with AMENT_PREFIX_PATH at this distribution's
             prefix, where the CLI finds ROS 2 type definitions."""
             environ = {**env, "AMENT_PREFIX_PATH": str(venv)} if ament else env
-            p = Proc([target_bin("nerve"), *map(str, args)], environ, name)
+            p = Proc([target_bin("nerve"), *map(str, args)], environ, name, stdin=stdin)
             procs.append(p)
             return p
 

@@ -13,11 +13,18 @@ virtual environment's python. One role per run; every line it prints is JSON.
   nested_action_server NAME SECONDS [--feedbacks N] [--step S]   (test_msgs/action/NestedMessage)
   lifecycle_client NODE GO_FILE STEP... [--events N]   (lifecycle_msgs services, as `ros2 lifecycle` calls them)
   lifecycle_node NAME SECONDS         (an rclpy.lifecycle.LifecycleNode; says when its callbacks run)
+  fixtures                            (test_msgs' own message and service fixtures, in Nerve's JSON)
+  fixture_talker PREFIX SECONDS       (every message fixture i of type T on PREFIX_T_i, repeatedly)
+  fixture_listener PREFIX [--timeout S]  (compares what arrives on PREFIX_T_i with fixture i by ==)
+  fixture_server PREFIX SECONDS       (serves PREFIX_T for each service fixture type T)
+  fixture_client PREFIX [--timeout S] (calls PREFIX_T with each fixture's request, compares by ==)
 """
 
 import argparse
 import importlib
 import json
+import math
+import struct
 import sys
 import time
 
@@ -602,6 +609,189 @@ def lifecycle_node(a):
     out(event="done", state=node._state_machine.current_state[1])
 
 
+def _base_type(type_str: str) -> str:
+    """A field's element type: `sequence<float, 3>`, `float[3]` and `float` are `float`."""
+    if type_str.startswith("sequence<"):
+        type_str = type_str[len("sequence<"):-1].split(",")[0].strip()
+    return type_str.split("[")[0]
+
+
+def _scalar_json(v, base: str):
+    if hasattr(v, "get_fields_and_field_types"):
+        return nerve_json(v)
+    if base == "octet":
+        return v[0]  # rclpy holds a byte as a bytes object of length 1
+    if base == "float":
+        # the float32 it is on the wire, tagged: equal to what arrives when equal as float32
+        return {FLOAT32: struct.unpack("<f", struct.pack("<f", v))[0]}
+    return v.item() if hasattr(v, "item") else v
+
+
+FLOAT32 = "__float32__"
+
+
+def nerve_json(m):
+    """A message in the JSON mapping of Nerve's ROS 2 types (`nerve_ros2_types::json`):
+    structs as objects, bytes and chars as numbers; each float32 value is an object
+    {"__float32__": its exact value} (a test compares it as float32 and sends the value);
+    NaN and the infinities stay Python floats (json writes them as NaN, Infinity)."""
+    out = {}
+    for f, t in m.get_fields_and_field_types().items():
+        v, base = getattr(m, f), _base_type(t)
+        container = t.startswith("sequence<") or t.endswith("]")
+        out[f] = [_scalar_json(x, base) for x in v] if container else _scalar_json(v, base)
+    return out
+
+
+def _same(a, b) -> bool:
+    """Equal as JSON values, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def differing_fields(got, want) -> list:
+    """The top-level fields in which two messages of one type differ."""
+    g, w = nerve_json(got), nerve_json(want)
+    return [f for f in w if not _same(g.get(f), w[f])]
+
+
+def message_fixtures(only=None) -> dict:
+    """test_msgs' message fixtures (`get_test_msg`), by type name, for every message type
+    of the installed test_msgs that has some (or the `only` ones)."""
+    from test_msgs import message_fixtures as fixtures
+    from test_msgs import msg
+
+    out = {}
+    for name in sorted(n for n in dir(msg) if n[:1].isupper()):
+        if only and name not in only:
+            continue
+        try:
+            out[name] = fixtures.get_test_msg(name)
+        except NotImplementedError:
+            continue
+    return out
+
+
+def service_fixtures(only=None) -> dict:
+    """test_msgs' service fixtures (`get_test_srv`: (request, response) pairs) by type name."""
+    from test_msgs import service_fixtures as fixtures
+    from test_msgs import srv
+
+    out = {}
+    for name in sorted(n for n in dir(srv) if n[:1].isupper()):
+        if only and name not in only:
+            continue
+        try:
+            out[name] = fixtures.get_test_srv(name)
+        except NotImplementedError:
+            continue
+    return out
+
+
+def fixtures(a):
+    """Prints the fixtures in Nerve's JSON: messages as {type: [message...]}, services as
+    {type: [[request, response]...]}."""
+    out(event="fixtures",
+        messages={t: [nerve_json(m) for m in ms] for t, ms in message_fixtures(a.only).items()},
+        services={t: [[nerve_json(q), nerve_json(r)] for q, r in ps]
+                  for t, ps in service_fixtures(a.only).items()})
+
+
+def fixture_talker(a):
+    """Publishes message fixture i of type T on PREFIX_T_i, all of them every 1/RATE s."""
+    node = rclpy.create_node("ros2_fixture_talker")
+    pubs = []
+    for t, msgs in message_fixtures(a.only).items():
+        cls = msg_type(f"test_msgs/msg/{t}")
+        for i, m in enumerate(msgs):
+            pubs.append((node.create_publisher(cls, f"{a.prefix}_{t}_{i}", qos(False)), m))
+    out(event="ready", topics=len(pubs))
+    end = time.monotonic() + a.seconds
+    while time.monotonic() < end:
+        for pub, m in pubs:
+            pub.publish(m)
+        rclpy.spin_once(node, timeout_sec=1.0 / a.rate)
+    out(event="done")
+
+
+def fixture_listener(a):
+    """Takes the first message on each PREFIX_T_i and compares it with fixture i of T by
+    `==`: one `fixture` event each (the fields that differ where it is not equal), then
+    `done` naming the topics that got nothing."""
+    node = rclpy.create_node("ros2_fixture_listener")
+    want = {}
+    got = {}
+    for t, msgs in message_fixtures(a.only).items():
+        cls = msg_type(f"test_msgs/msg/{t}")
+        for i, m in enumerate(msgs):
+            want[(t, i)] = m
+            node.create_subscription(cls, f"{a.prefix}_{t}_{i}",
+                                     lambda r, k=(t, i): got.setdefault(k, r), qos(False))
+    out(event="ready", topics=len(want))
+    reported = set()
+    deadline = time.monotonic() + a.timeout
+    while len(reported) < len(want) and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+        for k in [k for k in got if k not in reported]:
+            reported.add(k)
+            equal = got[k] == want[k]
+            out(event="fixture", type=k[0], index=k[1], equal=equal,
+                fields=[] if equal else differing_fields(got[k], want[k]))
+    out(event="done", missing=[f"{t}_{i}" for t, i in want if (t, i) not in reported])
+
+
+def fixture_server(a):
+    """Serves PREFIX_T for each service fixture type T: a request equal (`==`) to fixture
+    i's is answered with fixture i's response; each call is a `call` event with the index
+    it matched (None: matched none, with the fields that differ from each request)."""
+    node = rclpy.create_node("ros2_fixture_server")
+    for t, pairs in service_fixtures(a.only).items():
+        cls = srv_type(f"test_msgs/srv/{t}")
+
+        def handle(req, resp, t=t, pairs=pairs):
+            for i, (q, r) in enumerate(pairs):
+                if req == q:
+                    out(event="call", type=t, index=i)
+                    return r
+            out(event="call", type=t, index=None,
+                fields=[differing_fields(req, q) for q, _ in pairs])
+            return resp
+
+        node.create_service(cls, f"{a.prefix}_{t}", handle)
+    out(event="ready")
+    end = time.monotonic() + a.seconds
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    out(event="done")
+
+
+def fixture_client(a):
+    """Calls PREFIX_T with each fixture request of each service type T and compares the
+    response with the fixture's by `==`: one `fixture` event each."""
+    node = rclpy.create_node("ros2_fixture_client")
+    out(event="ready")
+    for t, pairs in service_fixtures(a.only).items():
+        cli = node.create_client(srv_type(f"test_msgs/srv/{t}"), f"{a.prefix}_{t}")
+        if not cli.wait_for_service(timeout_sec=a.timeout):
+            out(event="no_service", type=t)
+            continue
+        for i, (q, r) in enumerate(pairs):
+            fut = cli.call_async(q)
+            rclpy.spin_until_future_complete(node, fut, timeout_sec=a.timeout)
+            if not fut.done():
+                out(event="fixture", type=t, index=i, equal=False, fields=["(no response)"])
+                continue
+            equal = fut.result() == r
+            out(event="fixture", type=t, index=i, equal=equal,
+                fields=[] if equal else differing_fields(fut.result(), r))
+    out(event="done")
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="role", required=True)
@@ -692,6 +882,27 @@ def main():
     ln.add_argument("name")
     ln.add_argument("seconds", type=float)
     ln.set_defaults(run=lifecycle_node)
+    fx = sub.add_parser("fixtures")
+    fx.set_defaults(run=fixtures)
+    ft = sub.add_parser("fixture_talker")
+    ft.add_argument("prefix")
+    ft.add_argument("seconds", type=float)
+    ft.add_argument("--rate", type=float, default=5.0)
+    ft.set_defaults(run=fixture_talker)
+    fl = sub.add_parser("fixture_listener")
+    fl.add_argument("prefix")
+    fl.add_argument("--timeout", type=float, default=60.0)
+    fl.set_defaults(run=fixture_listener)
+    fs = sub.add_parser("fixture_server")
+    fs.add_argument("prefix")
+    fs.add_argument("seconds", type=float)
+    fs.set_defaults(run=fixture_server)
+    fc = sub.add_parser("fixture_client")
+    fc.add_argument("prefix")
+    fc.add_argument("--timeout", type=float, default=20.0)
+    fc.set_defaults(run=fixture_client)
+    for f in (fx, ft, fl, fs, fc):
+        f.add_argument("--only", nargs="*", default=None, help="these test_msgs types only")
     a = p.parse_args()
     rclpy.init()
     try:

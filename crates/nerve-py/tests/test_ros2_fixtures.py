@@ -1,0 +1,325 @@
+"""ROS 2's own fixtures through `nerve bridge ros2`, both ways, on every ROS 2 distribution
+of the harness: the test_msgs package's `message_fixtures.get_test_msg` and
+`service_fixtures.get_test_srv`, the messages and calls of ROS 2's communication tests.
+
+- rclpy -> Nerve: every message fixture i of type T is published on `/fx_T_i` by rclpy and
+  read in Nerve with the Python API, field by field equal to the fixture (float32 values
+  as float32, NaN equal to NaN);
+- Nerve -> rclpy: `nerve topic pub` publishes each fixture (its JSON from standard input:
+  the largest is 354 KB, past what Linux allows one argument) and rclpy compares what
+  arrives with the fixture by `==`, naming the index and fields that differ;
+- services: `nerve service call` calls an rclpy server with each fixture request (the
+  server matches it by `==` and answers with the fixture response), and an rclpy client
+  calls a Python Nerve server, which answers each fixture request with its response.
+
+The fixtures come from the distribution's own test_msgs (peer.py `fixtures`), so a type
+added to test_msgs is tested without a change here. What cannot cross yet is an xfail
+naming the limitation."""
+
+import json
+import math
+import struct
+import time
+
+import numpy as np
+import pytest
+
+import nerve
+
+FLOAT32 = "__float32__"  # how peer.py tags a float32 value (see nerve_json there)
+
+
+def load_fixtures(ros2):
+    """The distribution's fixtures: (messages {T: [json]}, services {T: [[req, resp]]})."""
+    p = ros2.peer("fixtures", name="fixtures")
+    assert p.wait(120) == 0, p.err
+    (ev,) = p.json_events("fixtures")
+    return ev["messages"], ev["services"]
+
+
+def plain(v):
+    """A fixture's JSON as the CLI takes it: float32 tags dropped, NaN and the infinities
+    as the strings Nerve's JSON uses."""
+    if isinstance(v, dict):
+        if set(v) == {FLOAT32}:
+            return plain(v[FLOAT32])
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    return v
+
+
+def _f32(x):
+    return struct.pack("<f", x)
+
+
+def differences(got, want, path="msg"):
+    """Where `got` (what arrived) differs from `want` (a tagged fixture): [] when equal.
+    float32 values compare as float32, NaN equals NaN, types must match (no bool for an
+    int)."""
+    if isinstance(want, dict) and set(want) == {FLOAT32}:
+        w = want[FLOAT32]
+        if isinstance(got, str):
+            got = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(got, got)
+        if not isinstance(got, float):
+            return [f"{path}: {got!r}, want float32 {w!r}"]
+        if (math.isnan(got) and math.isnan(w)) or _f32(got) == _f32(w):
+            return []
+        return [f"{path}: {got!r}, want float32 {w!r}"]
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            return [f"{path}: {type(got).__name__}, want a message"]
+        out = [f"{path}.{k}: missing" for k in want if k not in got]
+        out += [f"{path}.{k}: not in the fixture" for k in got if k not in want]
+        for k in want:
+            if k in got:
+                out += differences(got[k], want[k], f"{path}.{k}")
+        return out
+    if isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            return [f"{path}: {len(got) if isinstance(got, list) else got!r} elements, want {len(want)}"]
+        return [d for i, (g, w) in enumerate(zip(got, want)) for d in differences(g, w, f"{path}[{i}]")]
+    if isinstance(want, float) and isinstance(got, str):
+        got = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(got, got)
+    if isinstance(want, float) and isinstance(got, float) and math.isnan(want) and math.isnan(got):
+        return []
+    if type(got) is not type(want) or got != want:
+        return [f"{path}: {got!r}, want {want!r}"]
+    return []
+
+
+def py_value(v):
+    """A value of `Message._ros2()` as plain Python (numpy arrays as lists)."""
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, dict):
+        return {k: py_value(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [py_value(x) for x in v]
+    return v
+
+
+NO_RESPONSE = "(no response)"  # peer.py fixture_client's word for a call that got none
+RUSTDDS_DATA_FRAG = "rustdds-0.15.1/src/rtps/message.rs"  # where its DATA_FRAG bug panics
+
+
+def panicked(proc):
+    return any("panicked at" in l for l in proc.err)
+
+
+def fixture_topics(messages):
+    return {f"/fx_{t}_{i}": (t, i) for t, ms in messages.items() for i in range(len(ms))}
+
+
+def keyed(ros2, t):
+    """Whether test_msgs type `t` has `@key` members (Kilted's KeyedLong, KeyedString,
+    ComplexNestedKey): a keyed DDS topic."""
+    idl = ros2.share / "test_msgs" / "msg" / f"{t}.idl"
+    return "@key" in idl.read_text()
+
+
+def idl_only(ros2, t):
+    """Whether test_msgs type `t` is defined in IDL only (no .msg): Kilted's keyed types and
+    NonKeyedWithNestedKey, which holds one."""
+    return not (ros2.share / "test_msgs" / "msg" / f"{t}.msg").exists()
+
+
+def with_msg(ros2, messages):
+    """The message types with a .msg definition, which `nerve topic pub` takes."""
+    return sorted(t for t in messages if not idl_only(ros2, t))
+
+
+def not_keyed(ros2, messages):
+    """The message types the bridge carries from ROS 2: all but the keyed ones."""
+    return sorted(t for t in messages if not keyed(ros2, t))
+
+
+def rclpy_to_nerve(ros2, domain, messages, types, guard=120):
+    """rclpy publishes the fixtures of `types`; Nerve reads each topic's first message.
+    Returns ({topic: differences ([] where equal)}, the topics that got nothing within
+    `guard` seconds (a hang guard), the bridge)."""
+    messages = {t: messages[t] for t in types}
+    bridge = ros2.bridge()
+    talker = ros2.peer("fixture_talker", "/fx", 300, "--rate", "2", "--only", *types)
+    node = nerve.Context(domain).node("fixture_reader")
+    topics = fixture_topics(messages)
+    subs, result = {}, {}
+    deadline = time.monotonic() + guard
+    while len(result) < len(topics) and time.monotonic() < deadline:
+        for topic in topics:
+            if topic in subs or topic in result:
+                continue
+            try:
+                # the topic's own type: the bridge's carrier of the ROS 2 type
+                subs[topic] = node.create_subscription(None, topic)
+            except nerve.NerveError:
+                pass  # not bridged yet
+        for topic, sub in list(subs.items()):
+            m = sub.recv(timeout=0.01)
+            if m is not None:
+                t, i = topics[topic]
+                result[topic] = differences(py_value(m._ros2()), messages[t][i])
+                # the first message is the one compared: later ones would only queue up
+                del subs[topic]
+        time.sleep(0.05)
+    talker.stop()
+    return result, sorted(set(topics) - set(result)), bridge
+
+
+def nerve_to_rclpy(ros2, messages, types, guard=150):
+    """`nerve topic pub` publishes the fixtures of `types` (JSON on stdin); rclpy compares
+    what arrives with them. Returns (fixture events, the topics that got nothing within
+    `guard` seconds (a hang guard), the publishers, the bridge)."""
+    messages = {t: messages[t] for t in types}
+    bridge = ros2.bridge()
+    listener = ros2.peer("fixture_listener", "/fx", "--timeout", guard, "--only", *types)
+    listener.wait_line(lambda l: '"ready"' in l, timeout=60)
+    pubs = [
+        ros2.nerve("topic", "pub", topic, f"test_msgs/msg/{t}", "-", "--rate", "2",
+                   "--qos", "reliable", name=f"pub {topic}", ament=True,
+                   stdin=json.dumps(plain(messages[t][i])))
+        for topic, (t, i) in fixture_topics(messages).items()
+    ]
+    # until the listener is done, or every publisher has given up (refused its message)
+    deadline = time.monotonic() + guard + 60
+    while (not listener.json_events("done") and time.monotonic() < deadline
+           and any(p.p.poll() is None for p in pubs)):
+        time.sleep(0.1)
+    for p in pubs:
+        p.stop()
+    listener.stop()
+    events = listener.json_events("fixture")
+    seen = {f"/fx_{e['type']}_{e['index']}" for e in events}
+    return events, sorted(set(fixture_topics(messages)) - seen), pubs, bridge
+
+
+@pytest.mark.every_ros2_distro
+def test_every_test_msgs_message_fixture_reaches_nerve_field_by_field(ros2, domain):
+    messages, _ = load_fixtures(ros2)
+    types = not_keyed(ros2, messages)
+    result, missing, bridge = rclpy_to_nerve(ros2, domain, messages, types)
+    assert not missing, (missing, bridge.err[-10:])
+    bad = {topic: d[:5] for topic, d in result.items() if d}
+    assert not bad, bad
+    # every fixture of every type was compared
+    assert len(result) == sum(len(messages[t]) for t in types)
+
+
+@pytest.mark.every_ros2_distro
+def test_every_test_msgs_message_fixture_reaches_rclpy_equal(ros2):
+    messages, _ = load_fixtures(ros2)
+    types = with_msg(ros2, messages)
+    events, missing, pubs, bridge = nerve_to_rclpy(ros2, messages, types)
+    refused = {p.name: p.err[-3:] for p in pubs if p.p.returncode not in (None, 0, -15)}
+    assert not missing, (missing, refused, bridge.err[-10:])
+    unequal = [(e["type"], e["index"], e["fields"]) for e in events if not e["equal"]]
+    assert not unequal, unequal
+    assert len(events) == sum(len(messages[t]) for t in types)
+
+
+@pytest.mark.every_ros2_distro
+def test_an_rclpy_server_answers_every_test_msgs_service_fixture_that_nerve_calls(ros2):
+    _, services = load_fixtures(ros2)
+    bridge = ros2.bridge()
+    server = ros2.peer("fixture_server", "/fxs", 300)
+    server.wait_line(lambda l: '"ready"' in l, timeout=60)
+    for t in services:
+        bridge.wait_line(lambda l: l.startswith(f"/fxs_{t}: service ROS 2 -> Nerve"), timeout=60)
+    wrong = []
+    for t, pairs in services.items():
+        for i, (req, resp) in enumerate(pairs):
+            # requests up to 40 KB: an argument takes them
+            call = ros2.nerve("service", "call", f"/fxs_{t}", f"test_msgs/srv/{t}",
+                              json.dumps(plain(req)), "--timeout", "30000", "--format", "json",
+                              name=f"call {t} {i}", ament=True)
+            assert call.wait(90) == 0, (t, i, call.err, bridge.err[-5:])
+            wrong += differences(json.loads("".join(call.lines)), resp, f"{t}[{i}].response")[:5]
+    calls = server.json_events("call")
+    # the server matched each request to its fixture (by ==), in order
+    assert [(c["type"], c["index"]) for c in calls] == [
+        (t, i) for t, pairs in services.items() for i in range(len(pairs))], calls
+    assert not wrong, wrong
+
+
+@pytest.mark.every_ros2_distro
+def test_an_rclpy_client_gets_every_test_msgs_service_fixture_from_a_nerve_server(
+        ros2, domain, monkeypatch):
+    _, services = load_fixtures(ros2)
+    # where Python finds the ROS 2 definitions
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(ros2.share.parent))
+    node = nerve.Context(domain).node("fixture_server")
+    unmatched = []
+
+    def answer(t, pairs, ty):
+        def handle(req):
+            got = py_value(req._ros2())
+            for q, r in pairs:
+                if not differences(got, q):
+                    return ty.response._from_ros2(plain(r))
+            unmatched.append((t, [differences(got, q)[:3] for q, _ in pairs]))
+            raise ValueError(f"a {t} request that is no fixture's")
+        return handle
+
+    servers = []
+    for t, pairs in services.items():
+        ty = nerve.ServiceType(f"test_msgs/srv/{t}", f"test_msgs/srv/{t}_Request",
+                               f"test_msgs/srv/{t}_Response")
+        servers.append(node.create_service(ty, f"/fxs_{t}", answer(t, pairs, ty)))
+    bridge = ros2.bridge()
+    for t in services:
+        bridge.wait_line(lambda l: l.startswith(f"/fxs_{t}: service Nerve -> ROS 2"), timeout=60)
+    client = ros2.peer("fixture_client", "/fxs", "--timeout", "30")
+    # the servers answer on this thread (a Nerve node's own) until the client is done
+    deadline = time.monotonic() + 200
+    while client.p.poll() is None and time.monotonic() < deadline and not panicked(bridge):
+        for s in servers:
+            s.spin_once(0.01)
+    client.stop()
+    events = client.json_events("fixture")
+    assert not unmatched, unmatched
+    answered = [(e["type"], e["index"], e["fields"]) for e in events if e["fields"] != [NO_RESPONSE]]
+    assert all(not fields for _, _, fields in answered), answered
+    if panicked(bridge) and RUSTDDS_DATA_FRAG in "\n".join(bridge.err):
+        pytest.xfail(
+            "RustDDS 0.15.1 writes a DATA_FRAG's inline QoS as a speedy Option, one byte more than "
+            "the submessage's length says (data_frag.rs write_to): a reply from a Nerve server "
+            "larger than one RTPS fragment (it carries the request's identity inline) fails the "
+            "debug assertion in message.rs write_to_vec_fast and ends the bridge's DDS thread; "
+            f"answered equal before it: {[(t, i) for t, i, _ in answered]}")
+    assert not panicked(bridge), bridge.err
+    assert [(e["type"], e["index"]) for e in events] == [
+        (t, i) for t, pairs in services.items() for i in range(len(pairs))], client.lines
+    unequal = [(e["type"], e["index"], e["fields"]) for e in events if not e["equal"]]
+    assert not unequal, unequal
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "keyed ROS 2 types do not reach Nerve: the bridge names a route for test_msgs KeyedLong, "
+    "KeyedString and ComplexNestedKey (their definitions learned from the wire) but reads "
+    "no-key DDS topics only, so nothing arrives and nothing says so"))
+def test_the_keyed_test_msgs_fixtures_reach_nerve(ros2, domain):
+    messages, _ = load_fixtures(ros2)
+    types = sorted(t for t in messages if keyed(ros2, t))
+    if not types:
+        pytest.skip(f"{ros2.name}'s test_msgs has no keyed type")
+    # a short hang guard: the other types take seconds
+    result, missing, bridge = rclpy_to_nerve(ros2, domain, messages, types, guard=30)
+    assert not missing, (missing, bridge.lines)
+    assert not {topic: d for topic, d in result.items() if d}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "`nerve topic pub` (like Python's message_type) reads ROS 2 definitions from .msg files "
+    "only: a type defined in IDL only (test_msgs KeyedLong, KeyedString, NonKeyedWithNestedKey, "
+    "ComplexNestedKey) is an unknown message type"))
+def test_the_idl_only_test_msgs_fixtures_reach_rclpy_from_nerve(ros2):
+    messages, _ = load_fixtures(ros2)
+    types = sorted(t for t in messages if idl_only(ros2, t))
+    if not types:
+        pytest.skip(f"{ros2.name}'s test_msgs has no type defined in IDL only")
+    events, missing, pubs, bridge = nerve_to_rclpy(ros2, messages, types, guard=30)
+    refused = {p.name: p.err[-1:] for p in pubs if p.err}
+    assert not missing, (missing, refused)
+    assert all(e["equal"] for e in events), events
