@@ -53,7 +53,7 @@ fn call_ros2(
         ))
     })?;
     let (req_schema, resp_schema) = match &route.form {
-        ServiceForm::Native { .. } => {
+        ServiceForm::Native(_) => {
             let entry = find_service(&route.nerve_type.name).ok_or_else(|| {
                 Failure::Runtime(anyhow::anyhow!(
                     "{ros_type} is Nerve's {}, which this tool cannot call",

@@ -69,6 +69,7 @@ fn _nerve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ros2::ros2_encode, m)?)?;
     m.add_function(wrap_pyfunction!(ros2::ros2_message_type, m)?)?;
     m.add_function(wrap_pyfunction!(ros2::ros2_action_type, m)?)?;
+    m.add_function(wrap_pyfunction!(ros2::ros2_service_type, m)?)?;
     m.add_function(wrap_pyfunction!(ros2::ros2_action_encode, m)?)?;
     m.add_function(wrap_pyfunction!(ros2::ros2_action_decode, m)?)?;
     Ok(())

@@ -129,6 +129,23 @@ pub fn ros2_encode<'py>(
     Ok(PyBytes::new(py, &payload))
 }
 
+/// The service type ROS 2 service type `name` (`pkg/srv/Name`) crosses as, decided as the
+/// ROS 2 bridge decides it ([`nerve_ros2_map::service`]): (service type name, request and
+/// response message type names). A standard service is Nerve's own
+/// (`std_srvs/srv/SetBool` is `nerve_msgs/SetBool`); any other is carried as CDR with its
+/// definition from AMENT_PREFIX_PATH (a ValueError names why it is not there).
+#[pyfunction]
+pub fn ros2_service_type(name: &str) -> PyResult<(String, String, String)> {
+    if let Some(n) = nerve_ros2_map::service::native_of_ros(name) {
+        let t = n.nerve_type;
+        return Ok((t.name, t.request.name, t.response.name));
+    }
+    let (request, response) = (format!("{name}_Request"), format!("{name}_Response"));
+    ros2_message_type(&request)?;
+    ros2_message_type(&response)?;
+    Ok((name.to_string(), request, response))
+}
+
 /// ROS 2 action types carried as CDR, by name (bounded: a process sees few types).
 static ACTIONS: Mutex<Vec<Arc<ActionPass>>> = Mutex::new(Vec::new());
 

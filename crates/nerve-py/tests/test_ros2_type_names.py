@@ -62,6 +62,34 @@ def test_the_cli_calls_a_bridged_ros2_service_of_any_type_by_its_ros2_name(ros2,
     assert got["success"] == 1 and "True" in got["message"], got
 
 
+def test_python_calls_a_bridged_ros2_service_by_its_ros2_name(ros2, domain, monkeypatch):
+    import nerve
+
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(ros2.share.parent))
+    bridge = ros2.bridge()
+    server = ros2.peer("server", "/py_basic_srv", "test_msgs/srv/BasicTypes", 120)
+    switch = ros2.peer("server", "/py_switch", "std_srvs/srv/SetBool", 120)
+    for name in ("/py_basic_srv", "/py_switch"):
+        bridge.wait_line(lambda l: l.startswith(f"{name}: service ROS 2 -> Nerve"), timeout=60)
+    node = nerve.Context(domain).node("py_srv")
+
+    st = nerve.ServiceType.ros2("test_msgs/srv/BasicTypes")
+    assert st.name == "test_msgs/srv/BasicTypes"
+    client = node.create_client(st, "/py_basic_srv")
+    assert client.wait_for_service(20)
+    reply = client.call(st.request._from_ros2(BASIC), timeout=20)
+    assert reply._ros2() == BASIC | {"string_value": "hé back", "uint64_value": 18446744073709551614}
+
+    # a standard service is Nerve's own type, called with Nerve's fields
+    st = nerve.ServiceType.ros2("std_srvs/srv/SetBool")
+    assert st.name == "nerve_msgs/SetBool"
+    client = node.create_client(st, "/py_switch")
+    assert client.wait_for_service(20)
+    assert client.call(data=1, timeout=20).success == 1
+    with pytest.raises(ValueError, match="NoSuchType"):
+        nerve.ServiceType.ros2("test_msgs/srv/NoSuchType")
+
+
 def test_python_makes_a_ros2_type_by_name_and_publishes_it_to_ros2(ros2, domain, monkeypatch):
     import nerve
 

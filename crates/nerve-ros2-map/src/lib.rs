@@ -9,6 +9,7 @@
 //!   is exact, unless the user names a lossy one).
 //! - [`action`]: ROS 2 action types: the Fibonacci actions as Nerve's own, any other as
 //!   CDR ([`nerve_msgs::ros2::Ros2Action`]) with the wire messages of ROS 2 actions.
+//! - [`service`]: the ROS 2 services that are Nerve's own service types.
 //! - [`carrier`]: any other ROS 2 type, carried through Nerve as its CDR
 //!   ([`nerve_msgs::ros2::Ros2Cdr`]), checked against its definition both ways.
 //!
@@ -24,6 +25,7 @@
 
 pub mod action;
 pub mod carrier;
+pub mod service;
 pub mod standard;
 
 pub use nerve_ros2_types::{CdrReader, CdrWriter, DecodeError, EncodeError};

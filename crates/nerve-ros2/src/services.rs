@@ -19,9 +19,7 @@ use crate::types::{dds_type_of_ros, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError, Event, Shared};
 use nerve::service::ServiceType;
 use nerve::{CallError, Node, RawClient, RawRequest, RawServer, ServiceQos, WaitMode};
-use nerve_msgs::{lifecycle, srv};
-use nerve_ros2_map::standard::lifecycle_services;
-use nerve_ros2_types::{CdrReader, CdrWriter};
+use nerve_ros2_map::service::{native_of_nerve, native_of_ros, Conversions};
 use rustdds::no_key::{DataReader, DataWriter};
 use rustdds::{RTPSEntity, SampleIdentity, Timestamp, TopicKind, WriteOptionsBuilder};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -36,25 +34,12 @@ const MAX_PENDING: usize = 256;
 /// How often the thread looks at Nerve's requests and replies while services cross.
 const TICK: Duration = Duration::from_millis(1);
 
-type Conv = fn(&[u8], &mut Vec<u8>) -> Result<(), String>;
-
 /// How a service type's requests and responses cross.
 #[derive(Clone)]
 pub enum ServiceForm {
-    /// A standard service: converted to and from Nerve's own types.
-    Native {
-        /// Request CDR → Nerve.
-        req_to_nerve: Conv,
-        /// Nerve request → CDR.
-        req_to_ros: Conv,
-        /// Response CDR → Nerve.
-        resp_to_nerve: Conv,
-        /// Nerve response → CDR.
-        resp_to_ros: Conv,
-        /// The CDR response a ROS 2 client gets when the Nerve server refuses the call
-        /// (ROS 2 has no error replies); `None`: the client gets no answer.
-        refusal: Option<fn(&mut Vec<u8>)>,
-    },
+    /// A standard service: converted to and from Nerve's own types
+    /// ([`nerve_ros2_map::service`]).
+    Native(Conversions),
     /// Any ROS 2 service: request and response as CDR carriers.
     Cdr {
         /// The request's route.
@@ -78,249 +63,52 @@ pub struct ServiceRoute {
 impl ServiceRoute {
     fn req_to_nerve(&self, cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
-            ServiceForm::Native { req_to_nerve, .. } => req_to_nerve(cdr, out),
-            ServiceForm::Cdr { request, .. } => request.to_nerve(cdr, 0, out).map_err(err),
+            ServiceForm::Native(c) => (c.req_to_nerve)(cdr, out),
+            ServiceForm::Cdr { request, .. } => {
+                request.to_nerve(cdr, 0, out).map_err(|e| e.to_string())
+            }
         }
     }
     fn req_to_ros(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
-            ServiceForm::Native { req_to_ros, .. } => req_to_ros(payload, out),
-            ServiceForm::Cdr { request, .. } => request.to_ros(payload, out).map_err(err),
+            ServiceForm::Native(c) => (c.req_to_ros)(payload, out),
+            ServiceForm::Cdr { request, .. } => {
+                request.to_ros(payload, out).map_err(|e| e.to_string())
+            }
         }
     }
     fn resp_to_nerve(&self, cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
-            ServiceForm::Native { resp_to_nerve, .. } => resp_to_nerve(cdr, out),
-            ServiceForm::Cdr { response, .. } => response.to_nerve(cdr, 0, out).map_err(err),
+            ServiceForm::Native(c) => (c.resp_to_nerve)(cdr, out),
+            ServiceForm::Cdr { response, .. } => {
+                response.to_nerve(cdr, 0, out).map_err(|e| e.to_string())
+            }
         }
     }
     fn resp_to_ros(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
-            ServiceForm::Native { resp_to_ros, .. } => resp_to_ros(payload, out),
-            ServiceForm::Cdr { response, .. } => response.to_ros(payload, out).map_err(err),
+            ServiceForm::Native(c) => (c.resp_to_ros)(payload, out),
+            ServiceForm::Cdr { response, .. } => {
+                response.to_ros(payload, out).map_err(|e| e.to_string())
+            }
         }
     }
     fn refusal(&self) -> Option<fn(&mut Vec<u8>)> {
         match &self.form {
-            ServiceForm::Native { refusal, .. } => *refusal,
+            ServiceForm::Native(c) => c.refusal,
             ServiceForm::Cdr { .. } => None,
         }
     }
 }
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-/// ROS 2 has no empty messages: an empty one carries `uint8 structure_needs_at_least_one_member`.
-fn empty_to_nerve(cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    let mut r = CdrReader::new(cdr).map_err(err)?;
-    r.u8().map_err(err)?;
-    out.clear();
-    Ok(())
-}
-fn empty_to_ros(_: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    CdrWriter::new(out).u8(0);
-    Ok(())
-}
-fn bool_to_nerve(cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    let v = CdrReader::new(cdr).and_then(|mut r| r.u8()).map_err(err)?;
-    out.clear();
-    out.push(u8::from(v != 0));
-    Ok(())
-}
-fn bool_to_ros(payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    let v = payload.first().ok_or("an empty nerve_msgs/Bool")?;
-    CdrWriter::new(out).u8(u8::from(*v != 0));
-    Ok(())
-}
-/// `bool success`, `string message` ↔ nerve_msgs/Outcome.
-fn outcome_to_nerve(cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    let mut r = CdrReader::new(cdr).map_err(err)?;
-    let success = r.u8().map_err(err)?;
-    let message = r.string().map_err(err)?;
-    let mut o = srv::Outcome {
-        success: u8::from(success != 0),
-        ..Default::default()
-    };
-    // a message Outcome cannot hold whole is refused by name, never cut (issue 42)
-    let text = std::str::from_utf8(message).map_err(|e| format!("message: {e}"))?;
-    o.message = nerve_msgs::FixedStr::new(text).map_err(|_| {
-        format!(
-            "message: {} bytes do not fit nerve_msgs/Outcome's {}",
-            text.len(),
-            std::mem::size_of_val(&o.message)
-        )
-    })?;
-    out.clear();
-    out.extend_from_slice(nerve::message::as_bytes(&o));
-    Ok(())
-}
-fn outcome_to_ros(payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    let o: srv::Outcome = nerve::message::read_pod(payload).ok_or("a short nerve_msgs/Outcome")?;
-    let mut w = CdrWriter::new(out);
-    w.u8(o.success);
-    w.string(o.message.as_str().as_bytes()).map_err(err)
-}
-fn i64_at(r: &mut CdrReader<'_>) -> Result<i64, String> {
-    r.align(8).map_err(err)?;
-    let b = r.take(8).map_err(err)?;
-    Ok(i64::from_le_bytes(b.try_into().map_err(|_| "8 bytes")?))
-}
-fn i64_to(w: &mut CdrWriter<'_>, v: i64) {
-    w.align(8);
-    w.bytes(&v.to_le_bytes());
-}
-fn two_ints_to_nerve(cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    let mut r = CdrReader::new(cdr).map_err(err)?;
-    let t = srv::TwoInts {
-        a: i64_at(&mut r)?,
-        b: i64_at(&mut r)?,
-    };
-    out.clear();
-    out.extend_from_slice(nerve::message::as_bytes(&t));
-    Ok(())
-}
-fn two_ints_to_ros(payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    let t: srv::TwoInts = nerve::message::read_pod(payload).ok_or("a short nerve_msgs/TwoInts")?;
-    let mut w = CdrWriter::new(out);
-    i64_to(&mut w, t.a);
-    i64_to(&mut w, t.b);
-    Ok(())
-}
-fn int_to_nerve(cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    let mut r = CdrReader::new(cdr).map_err(err)?;
-    let t = srv::Int {
-        value: i64_at(&mut r)?,
-    };
-    out.clear();
-    out.extend_from_slice(nerve::message::as_bytes(&t));
-    Ok(())
-}
-fn int_to_ros(payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    let t: srv::Int = nerve::message::read_pod(payload).ok_or("a short nerve_msgs/Int")?;
-    i64_to(&mut CdrWriter::new(out), t.value);
-    Ok(())
-}
-
-/// Which part of [`lifecycle_services`] a conversion uses.
-const LC_CHANGE_REQUEST: usize = 0;
-const LC_CHANGE_RESPONSE: usize = 1;
-const LC_GET_STATE_RESPONSE: usize = 2;
-const LC_STATES_RESPONSE: usize = 3;
-const LC_TRANSITIONS_RESPONSE: usize = 4;
-
-/// A conversion by part `$i` of [`lifecycle_services`], `decode` (CDR → Nerve) or
-/// `encode` (Nerve → CDR).
-macro_rules! lifecycle_conv {
-    ($i:expr, $dir:ident) => {
-        |bytes: &[u8], out: &mut Vec<u8>| (lifecycle_services()[$i].$dir)(bytes, out).map_err(err)
-    };
-}
-
-/// A refused change request is `success = false` to ROS 2 (as rclcpp answers an
-/// invalid transition).
-fn change_refused(out: &mut Vec<u8>) {
-    CdrWriter::new(out).u8(0);
-}
-
-/// A lifecycle_msgs service with an empty request.
-fn lifecycle_query(resp_to_nerve: Conv, resp_to_ros: Conv) -> ServiceForm {
-    ServiceForm::Native {
-        req_to_nerve: empty_to_nerve,
-        req_to_ros: empty_to_ros,
-        resp_to_nerve,
-        resp_to_ros,
-        refusal: None,
-    }
-}
-
-/// The standard services: (ROS 2 type, Nerve type, conversions).
-fn native() -> [(&'static str, ServiceType, ServiceForm); 7] {
-    use nerve::Service;
-    fn st<S: Service>() -> ServiceType {
-        ServiceType::of::<S>()
-    }
-    [
-        (
-            "std_srvs/srv/Trigger",
-            st::<srv::Trigger>(),
-            ServiceForm::Native {
-                req_to_nerve: empty_to_nerve,
-                req_to_ros: empty_to_ros,
-                resp_to_nerve: outcome_to_nerve,
-                resp_to_ros: outcome_to_ros,
-                refusal: None,
-            },
-        ),
-        (
-            "std_srvs/srv/SetBool",
-            st::<srv::SetBool>(),
-            ServiceForm::Native {
-                req_to_nerve: bool_to_nerve,
-                req_to_ros: bool_to_ros,
-                resp_to_nerve: outcome_to_nerve,
-                resp_to_ros: outcome_to_ros,
-                refusal: None,
-            },
-        ),
-        (
-            "example_interfaces/srv/AddTwoInts",
-            st::<srv::AddTwoInts>(),
-            ServiceForm::Native {
-                req_to_nerve: two_ints_to_nerve,
-                req_to_ros: two_ints_to_ros,
-                resp_to_nerve: int_to_nerve,
-                resp_to_ros: int_to_ros,
-                refusal: None,
-            },
-        ),
-        (
-            "lifecycle_msgs/srv/ChangeState",
-            st::<lifecycle::ChangeState>(),
-            ServiceForm::Native {
-                req_to_nerve: lifecycle_conv!(LC_CHANGE_REQUEST, decode),
-                req_to_ros: lifecycle_conv!(LC_CHANGE_REQUEST, encode),
-                resp_to_nerve: lifecycle_conv!(LC_CHANGE_RESPONSE, decode),
-                resp_to_ros: lifecycle_conv!(LC_CHANGE_RESPONSE, encode),
-                refusal: Some(change_refused),
-            },
-        ),
-        (
-            "lifecycle_msgs/srv/GetState",
-            st::<lifecycle::GetState>(),
-            lifecycle_query(
-                lifecycle_conv!(LC_GET_STATE_RESPONSE, decode),
-                lifecycle_conv!(LC_GET_STATE_RESPONSE, encode),
-            ),
-        ),
-        (
-            "lifecycle_msgs/srv/GetAvailableStates",
-            st::<lifecycle::GetAvailableStates>(),
-            lifecycle_query(
-                lifecycle_conv!(LC_STATES_RESPONSE, decode),
-                lifecycle_conv!(LC_STATES_RESPONSE, encode),
-            ),
-        ),
-        (
-            "lifecycle_msgs/srv/GetAvailableTransitions",
-            st::<lifecycle::GetAvailableTransitions>(),
-            lifecycle_query(
-                lifecycle_conv!(LC_TRANSITIONS_RESPONSE, decode),
-                lifecycle_conv!(LC_TRANSITIONS_RESPONSE, encode),
-            ),
-        ),
-    ]
-}
-
 /// The route of ROS 2 service type `ros_type` (`pkg/srv/Name`).
 pub fn service_route(catalog: &mut Catalog, ros_type: &str) -> Result<ServiceRoute, BridgeError> {
     if catalog.native() {
-        if let Some((_, nerve_type, form)) = native().into_iter().find(|(r, _, _)| *r == ros_type) {
+        if let Some(n) = native_of_ros(ros_type) {
             return Ok(ServiceRoute {
                 ros_type: ros_type.to_string(),
-                nerve_type,
-                form,
+                nerve_type: n.nerve_type,
+                form: ServiceForm::Native(n.conv),
             });
         }
     }
@@ -339,11 +127,11 @@ pub fn service_route(catalog: &mut Catalog, ros_type: &str) -> Result<ServiceRou
 
 /// The route of a Nerve service type towards ROS 2, if it has a ROS 2 form.
 fn route_of_nerve(catalog: &mut Catalog, ty: &ServiceType) -> Option<ServiceRoute> {
-    if let Some((ros, nerve_type, form)) = native().into_iter().find(|(_, n, _)| n == ty) {
+    if let Some(n) = native_of_nerve(ty) {
         return Some(ServiceRoute {
-            ros_type: ros.to_string(),
-            nerve_type,
-            form,
+            ros_type: n.ros_type.to_string(),
+            nerve_type: n.nerve_type,
+            form: ServiceForm::Native(n.conv),
         });
     }
     // a ROS 2 type carried as CDR: found on the search path, and the same identity
@@ -801,6 +589,8 @@ impl crate::worker::Worker for Services {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nerve_msgs::lifecycle;
+    use nerve_ros2_types::CdrWriter;
 
     #[test]
     fn service_names_and_types_map_from_dds() {
@@ -813,38 +603,6 @@ mod tests {
             service_type_of_request("std_srvs::srv::dds_::SetBool_Request_").as_deref(),
             Some("std_srvs/srv/SetBool")
         );
-    }
-
-    #[test]
-    fn standard_services_convert_both_ways() {
-        let mut cdr = Vec::new();
-        let mut back = Vec::new();
-        let o = srv::Outcome {
-            success: 1,
-            message: nerve_msgs::FixedStr::new("done").unwrap(),
-        };
-        outcome_to_ros(nerve::message::as_bytes(&o), &mut cdr).unwrap();
-        outcome_to_nerve(&cdr, &mut back).unwrap();
-        assert_eq!(back, nerve::message::as_bytes(&o));
-        let t = srv::TwoInts { a: -3, b: 1 << 40 };
-        two_ints_to_ros(nerve::message::as_bytes(&t), &mut cdr).unwrap();
-        assert_eq!(cdr.len(), 4 + 16);
-        two_ints_to_nerve(&cdr, &mut back).unwrap();
-        assert_eq!(back, nerve::message::as_bytes(&t));
-        empty_to_ros(&[], &mut cdr).unwrap();
-        assert_eq!(cdr, [0, 1, 0, 0, 0]);
-        // truncated bytes are errors, not panics
-        for n in 0..cdr.len() {
-            let _ = outcome_to_nerve(&cdr[..n], &mut back);
-        }
-        // a message longer than Outcome holds is refused naming the field, not cut
-        let long = "é".repeat(100);
-        let mut w = CdrWriter::new(&mut cdr);
-        w.u8(1);
-        w.string(long.as_bytes()).unwrap();
-        let e = outcome_to_nerve(&cdr, &mut back).unwrap_err();
-        assert!(e.contains("message: 200 bytes do not fit"), "{e}");
-        assert!(two_ints_to_nerve(&[0, 1, 0, 0, 1], &mut back).is_err());
     }
 
     fn route(ros: &str) -> ServiceRoute {
@@ -870,6 +628,11 @@ mod tests {
     }
 
     /// CDR of lifecycle_msgs `uint8 id` + `string label` after the header.
+    fn i64_to(w: &mut CdrWriter<'_>, v: i64) {
+        w.align(8);
+        w.bytes(&v.to_le_bytes());
+    }
+
     fn id_label_cdr(w: &mut CdrWriter<'_>, id: u8, label: &str) {
         w.u8(id);
         w.string(label.as_bytes()).unwrap();
@@ -1119,6 +882,8 @@ mod tests {
     #[test]
     fn lifecycle_definitions_hash_as_ros2s_own() {
         // RIHS01 hashes from the lifecycle_msgs package's type descriptions (Kilted)
+        // lifecycle_services' order: the ChangeState request and response, then the
+        // GetState, GetAvailableStates and GetAvailableTransitions responses
         let parts = nerve_ros2_map::standard::lifecycle_services();
         let standard = nerve_ros2_map::standard::standard();
         let event = standard
@@ -1131,23 +896,23 @@ mod tests {
                 "d5f8873a2f0146498f812d7885c7327ce27e463d36811d8792f35ee38c0d6c38",
             ),
             (
-                &parts[LC_CHANGE_REQUEST],
+                &parts[0],
                 "d74c6f524e14cade7b67e7297190360ed749264af300524fc1456f27cc2a553a",
             ),
             (
-                &parts[LC_CHANGE_RESPONSE],
+                &parts[1],
                 "e1ddfed0271fefe63767aa71561926e4d9eac0f1ddf9e71a8873eb46b36deac2",
             ),
             (
-                &parts[LC_GET_STATE_RESPONSE],
+                &parts[2],
                 "fe249babab472e42cb5653b5d6a6b0c42a003b0fdfb84851aea3fde08760b4f5",
             ),
             (
-                &parts[LC_STATES_RESPONSE],
+                &parts[3],
                 "223e0dd5bb8a847ebb9532adaf8b5e2a97e6e68e79faeaabd81a45fb32925bd1",
             ),
             (
-                &parts[LC_TRANSITIONS_RESPONSE],
+                &parts[4],
                 "4711339461aadf02bcfff797a198de911f885074bd3f2fe9f7b677ef87f0741c",
             ),
         ] {

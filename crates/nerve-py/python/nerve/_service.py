@@ -19,6 +19,15 @@ class ServiceType:
         self.request = message_class(message_type(request))
         self.response = message_class(message_type(response))
 
+    @classmethod
+    def ros2(cls, name: str) -> "ServiceType":
+        """The service type ROS 2 service type ``name`` (``pkg/srv/Name``) crosses as, as
+        the ROS 2 bridge serves it: a standard one is Nerve's own (``std_srvs/srv/SetBool``
+        is ``nerve_msgs/SetBool``), any other is carried as CDR with its definition from
+        AMENT_PREFIX_PATH (build requests with ``request._from_ros2(fields)``, read
+        responses with ``_ros2()``). ValueError if it is found nowhere."""
+        return cls(*_nerve.ros2_service_type(name))
+
     def __repr__(self) -> str:
         return f"ServiceType({self.name}: {self.request._name} -> {self.response._name})"
 
