@@ -322,7 +322,9 @@ def test_each_graph_shows_the_other_sides_nodes_topics_and_services(ros2, domain
         topics = {t["name"]: t for t in cli_json("topic", "list") if t.get("ros2")}
         nodes = {n["name"] for n in cli_json("node", "list")["nodes"] if n.get("ros2")}
         services = {s["name"]: s for s in cli_json("service", "list") if s.get("ros2")}
-        if ("/ros_topic" in topics and "/ros2_talker" in nodes and "/ros_service" in services) or time.monotonic() > deadline:
+        # every name asserted below (the server's node may show after its service)
+        if ("/ros_topic" in topics and {"/ros2_talker", "/ros2_server"} <= nodes
+                and "/ros_service" in services) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     assert topics["/ros_topic"]["type"] == "std_msgs/msg/String" and topics["/ros_topic"]["publishers"] == 1
