@@ -17,16 +17,13 @@ added to test_msgs is tested without a change here. What cannot cross yet is an 
 naming the limitation."""
 
 import json
-import math
-import struct
 import time
 
 import numpy as np
 import pytest
 
 import nerve
-
-FLOAT32 = "__float32__"  # how peer.py tags a float32 value (see nerve_json there)
+from ros2.fixture_json import differences, plain
 
 
 def load_fixtures(ros2):
@@ -35,59 +32,6 @@ def load_fixtures(ros2):
     assert p.wait(120) == 0, p.err
     (ev,) = p.json_events("fixtures")
     return ev["messages"], ev["services"]
-
-
-def plain(v):
-    """A fixture's JSON as the CLI takes it: float32 tags dropped, NaN and the infinities
-    as the strings Nerve's JSON uses."""
-    if isinstance(v, dict):
-        if set(v) == {FLOAT32}:
-            return plain(v[FLOAT32])
-        return {k: plain(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [plain(x) for x in v]
-    if isinstance(v, float) and not math.isfinite(v):
-        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
-    return v
-
-
-def _f32(x):
-    return struct.pack("<f", x)
-
-
-def differences(got, want, path="msg"):
-    """Where `got` (what arrived) differs from `want` (a tagged fixture): [] when equal.
-    float32 values compare as float32, NaN equals NaN, types must match (no bool for an
-    int)."""
-    if isinstance(want, dict) and set(want) == {FLOAT32}:
-        w = want[FLOAT32]
-        if isinstance(got, str):
-            got = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(got, got)
-        if not isinstance(got, float):
-            return [f"{path}: {got!r}, want float32 {w!r}"]
-        if (math.isnan(got) and math.isnan(w)) or _f32(got) == _f32(w):
-            return []
-        return [f"{path}: {got!r}, want float32 {w!r}"]
-    if isinstance(want, dict):
-        if not isinstance(got, dict):
-            return [f"{path}: {type(got).__name__}, want a message"]
-        out = [f"{path}.{k}: missing" for k in want if k not in got]
-        out += [f"{path}.{k}: not in the fixture" for k in got if k not in want]
-        for k in want:
-            if k in got:
-                out += differences(got[k], want[k], f"{path}.{k}")
-        return out
-    if isinstance(want, list):
-        if not isinstance(got, list) or len(got) != len(want):
-            return [f"{path}: {len(got) if isinstance(got, list) else got!r} elements, want {len(want)}"]
-        return [d for i, (g, w) in enumerate(zip(got, want)) for d in differences(g, w, f"{path}[{i}]")]
-    if isinstance(want, float) and isinstance(got, str):
-        got = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(got, got)
-    if isinstance(want, float) and isinstance(got, float) and math.isnan(want) and math.isnan(got):
-        return []
-    if type(got) is not type(want) or got != want:
-        return [f"{path}: {got!r}, want {want!r}"]
-    return []
 
 
 def py_value(v):

@@ -23,12 +23,12 @@ virtual environment's python. One role per run; every line it prints is JSON.
 import argparse
 import importlib
 import json
-import math
 import struct
 import sys
 import time
 
 import rclpy
+from fixture_json import FLOAT32, differences
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 
@@ -627,9 +627,6 @@ def _scalar_json(v, base: str):
     return v.item() if hasattr(v, "item") else v
 
 
-FLOAT32 = "__float32__"
-
-
 def nerve_json(m):
     """A message in the JSON mapping of Nerve's ROS 2 types (`nerve_ros2_types::json`):
     structs as objects, bytes and chars as numbers; each float32 value is an object
@@ -643,21 +640,10 @@ def nerve_json(m):
     return out
 
 
-def _same(a, b) -> bool:
-    """Equal as JSON values, NaN equal to NaN."""
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and a == b
-
-
 def differing_fields(got, want) -> list:
     """The top-level fields in which two messages of one type differ."""
     g, w = nerve_json(got), nerve_json(want)
-    return [f for f in w if not _same(g.get(f), w[f])]
+    return [f for f in w if differences(g.get(f), w[f])]
 
 
 def message_fixtures(only=None) -> dict:
