@@ -39,12 +39,29 @@ impl Ros2Type {
         Ok(Ros2Type { pass, schema })
     }
 
-    /// A carrier payload as the ROS 2 message's fields (or why it does not decode).
+    /// A carrier payload as the ROS 2 message's fields, or why it does not decode (naming
+    /// the type and the payload's size).
+    pub fn decode(&self, payload: &[u8]) -> Result<Value, String> {
+        let name = self.pass.name();
+        let Some(cdr) = payload.get(ROS2_HEAD..) else {
+            return Err(format!(
+                "{name}: {} bytes, shorter than the carrier's {ROS2_HEAD}-byte head",
+                payload.len()
+            ));
+        };
+        nerve_ros2_types::decode(self.pass.registry(), name, cdr)
+            .map(|v| nerve_ros2_types::to_json(&v))
+            .map_err(|e| format!("{name}: {} bytes of CDR do not decode: {e}", cdr.len()))
+    }
+
+    /// A carrier payload as the ROS 2 message's fields (or, for `topic echo`, which goes
+    /// on with the next sample, why it does not decode).
     pub fn to_json(&self, payload: &[u8]) -> Value {
-        let cdr = payload.get(ROS2_HEAD..).unwrap_or_default();
-        match nerve_ros2_types::decode(self.pass.registry(), self.pass.name(), cdr) {
-            Ok(v) => nerve_ros2_types::to_json(&v),
-            Err(e) => json!({"size": cdr.len(), "undecoded": e.to_string()}),
+        match self.decode(payload) {
+            Ok(v) => v,
+            Err(e) => {
+                json!({"size": payload.len().saturating_sub(ROS2_HEAD), "undecoded": e})
+            }
         }
     }
 

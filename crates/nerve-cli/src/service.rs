@@ -91,7 +91,12 @@ fn call_ros2(
         )));
     }
     let reply = client.send_bytes(&payload)?.wait(timeout)?;
-    Ok(resp_type.to_json(reply.bytes()))
+    // a response that does not decode is a failure, never printed as if it were one
+    resp_type.decode(reply.bytes()).map_err(|e| {
+        Failure::Runtime(anyhow::anyhow!(
+            "service {name}: the response does not decode as {e}"
+        ))
+    })
 }
 
 /// Runs a service command.

@@ -109,6 +109,13 @@ impl MessageType {
         self.schema.encode()
     }
 
+    /// The ROS 2 type (`pkg/msg/Name`) this type carries as CDR with its definition, or
+    /// None for any other type.
+    #[getter]
+    fn ros2(&self) -> Option<&str> {
+        nerve_msgs::ros2::ros2_type(&self.schema).map(|(name, _, _)| name)
+    }
+
     /// `(head, elem)` shapes as tuples (elem is None without a slice).
     fn describe<'py>(
         &self,

@@ -141,3 +141,84 @@ def test_the_cli_publishes_a_standard_ros2_type_by_its_ros2_name_as_nerves_own(r
     m = sub.recv(20)
     assert m is not None and m.twist.linear.x == 1.5, pub.err
     pub.stop()
+
+
+@pytest.mark.every_ros2_distro
+def test_python_publishes_and_calls_ros2_types_with_plain_dicts(ros2, domain, monkeypatch):
+    # a ROS 2 type carried as CDR takes a dict (or keyword fields) at publish and call, as
+    # Nerve's own types do: converted through the type's definition
+    import nerve
+
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(ros2.share.parent))
+    bridge = ros2.bridge()
+    listener = ros2.peer("listener", "/py_dict", "test_msgs/msg/BasicTypes", 2, "--timeout", "40")
+    server = ros2.peer("server", "/py_dict_srv", "test_msgs/srv/BasicTypes", 120)
+    listener.wait_line(lambda l: '"ready"' in l)
+    node = nerve.Context(domain).node("py_dict")
+    pub = node.create_publisher("test_msgs/msg/BasicTypes", "/py_dict")
+    deadline = time.monotonic() + 40
+    while len(listener.json_events("msg")) < 2 and time.monotonic() < deadline:
+        pub.publish(BASIC_MSG)
+        pub.publish(**BASIC_MSG)
+        time.sleep(0.1)
+    got = [e["msg"] for e in listener.json_events("msg")]
+    assert len(got) == 2, bridge.err
+    for m in got:
+        assert m | {"byte_value": BASIC_MSG["byte_value"]} == BASIC_MSG, m
+    with pytest.raises(ValueError, match="int65_value"):
+        pub.publish({"int65_value": 1})
+
+    st = nerve.ServiceType.ros2("test_msgs/srv/BasicTypes")
+    client = node.create_client(st, "/py_dict_srv")
+    assert client.wait_for_service(30), bridge.err
+    want = BASIC | {"string_value": "hé back", "uint64_value": 18446744073709551614}
+    assert client.call(BASIC, timeout=20)._ros2() == want
+    assert client.call(timeout=20, **BASIC)._ros2() == want
+    # what _ros2() gives (numpy arrays, NaN) goes back in as it came out
+    seq = nerve.message_class(nerve.message_type("test_msgs/msg/UnboundedSequences"))
+    m = seq._from_ros2({"float64_values": [1.5, float("nan")], "int32_values": [-1, 7]})
+    again = seq._from_ros2(m._ros2())
+    assert again._bytes() == m._bytes()
+
+
+def test_a_python_server_of_a_ros2_type_answers_the_cli_with_a_dict_and_a_bad_reply_fails(ros2, domain,
+                                                                                           monkeypatch):
+    # a Python server of a ROS 2 service type carried as CDR answers with a plain dict;
+    # a reply that does not decode makes `nerve service call` fail naming the type, never
+    # print it as if it were an answer
+    import nerve
+
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(ros2.share.parent))
+    st = nerve.ServiceType.ros2("test_msgs/srv/BasicTypes")
+    node = nerve.Context(domain).node("py_cdr_server")
+
+    def good(req):
+        return req._ros2() | {"string_value": "from a dict"}
+
+    def bad(req):
+        # a carrier head, then a string length far past the end
+        buf = nerve._nerve.heap_buffer(16)
+        buf.write_bytes(0, b"\0" * 8 + b"\x00\x01\x00\x00\xff\xff\xff\x7f")
+        return st.response._wrap(buf)
+
+    servers = [node.create_service(st, "/cdr_good", good), node.create_service(st, "/cdr_bad", bad)]
+
+    def served(call):
+        # the servers answer here (a node is single-threaded) until the CLI is done
+        deadline = time.monotonic() + 60
+        while call.p.poll() is None and time.monotonic() < deadline:
+            for s in servers:
+                s.spin_once(0.02)
+        return call.wait(5)
+
+    call = ros2.nerve("service", "call", "/cdr_good", "test_msgs/srv/BasicTypes", json.dumps(BASIC),
+                      "--format", "json", ament=True)
+    assert served(call) == 0, call.err
+    assert json.loads("".join(call.lines)) == BASIC | {"string_value": "from a dict"}
+
+    call = ros2.nerve("service", "call", "/cdr_bad", "test_msgs/srv/BasicTypes", "{}",
+                      "--format", "json", ament=True)
+    assert served(call) == 1, (call.lines, call.err)
+    assert not "".join(call.lines).strip(), call.lines
+    err = " ".join(call.err)
+    assert "test_msgs/srv/BasicTypes_Response" in err and "decode" in err, err

@@ -30,7 +30,7 @@ import threading
 from typing import Any, Callable, Iterator, List, Optional, Union
 
 from . import _nerve
-from ._messages import Message, Struct, message_class
+from ._messages import Message, Struct, message_class, message_of
 from ._nerve import __version__
 from ._nerve import (
     CallError, ClosedError, ContextError, Header, LoanError, MessageType, NerveError,
@@ -300,8 +300,7 @@ class Publisher(_Closable):
             return
         if msg is not None and not isinstance(msg, dict):
             raise TypeError(f"expected a {self._cls._name}, a dict or keyword fields, got {type(msg).__name__}")
-        values = dict(msg or {}, **fields)
-        m = self._cls(**values)
+        m = message_of(self._cls, msg, fields)
         self._pub.publish_buffer(m._buf)
 
     def publish_bytes(self, data: bytes) -> None:

@@ -348,7 +348,7 @@ class Message(_Fields):
         built from its fields by name (plain values: numbers, strings, lists, dicts;
         fields left out take their defaults). ValueError naming a field the type does not
         have or a value that does not fit it."""
-        payload = _nerve.ros2_encode(cls._type.schema_text, json.dumps(fields))
+        payload = _nerve.ros2_encode(cls._type.schema_text, _ros2_json(fields))
         buf = _nerve.heap_buffer(len(payload))
         buf.write_bytes(0, payload)
         return cls._wrap(buf)
@@ -421,3 +421,38 @@ def message_class(mt: Any) -> type:
     cls.__doc__ = f"The message type {mt.name} (layout hash {mt.layout_hash:016x})."
     _CLASSES[key] = cls
     return cls
+
+
+def _ros2_plain(v: Any) -> Any:
+    """``v`` as JSON takes it for a ROS 2 field: numpy arrays (as ``_ros2()`` gives them)
+    as lists, numpy scalars as numbers, NaN and the infinities as the strings the ROS 2
+    JSON form reads back exactly."""
+    if isinstance(v, dict):
+        return {k: _ros2_plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_ros2_plain(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return _ros2_plain(v.tolist())
+    if isinstance(v, np.generic):
+        return _ros2_plain(v.item())
+    if isinstance(v, float) and not np.isfinite(v):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+    return v
+
+
+def _ros2_json(fields: Any) -> str:
+    """The JSON text of a ROS 2 message's fields (see ``_ros2_plain``); a value JSON cannot
+    hold is a TypeError naming it."""
+    if not isinstance(fields, dict):
+        raise TypeError(f"a ROS 2 message's fields are a dict, got {type(fields).__name__}")
+    return json.dumps(_ros2_plain(fields), allow_nan=False)
+
+
+def message_of(cls: type, value: Any, fields: Dict[str, Any]) -> "Message":
+    """A message of ``cls`` from a dict of fields and keyword fields, as every door takes
+    one: a ROS 2 type carried as CDR (``cls._type.ros2``) is built through its definition
+    (``_from_ros2``), any other type field by field."""
+    values = dict(value or {}, **fields)
+    if getattr(cls._type, "ros2", None) is not None:
+        return cls._from_ros2(values)
+    return cls(**values)

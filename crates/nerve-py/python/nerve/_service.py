@@ -7,7 +7,7 @@ import asyncio
 from typing import Any, Callable, Optional, Union
 
 from . import _nerve
-from ._messages import Message, message_class
+from ._messages import Message, message_class, message_of
 
 
 class ServiceType:
@@ -40,7 +40,7 @@ def _payload(cls: type, value: Any, fields: dict) -> bytes:
         return value._bytes()
     if value is not None and not isinstance(value, dict):
         raise TypeError(f"expected a {cls._name}, a dict or keyword fields, got {type(value).__name__}")
-    return cls(**dict(value or {}, **fields))._bytes()
+    return message_of(cls, value, fields)._bytes()
 
 
 class PendingCall:
