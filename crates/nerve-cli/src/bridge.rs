@@ -86,7 +86,7 @@ pub enum BridgeCommand {
         #[arg(long)]
         duration: Option<f64>,
         /// The ROS 2 middleware the nodes use: DDS (Fast DDS, Cyclone DDS) or rmw_zenoh
-        /// (`rmw_zenoh_cpp`; topics only).
+        /// (`rmw_zenoh_cpp`; topics and services).
         #[arg(long, value_enum, default_value_t = Rmw::Dds)]
         rmw: Rmw,
         /// With `--rmw zenoh`: Zenoh endpoints to listen on, e.g. tcp/127.0.0.1:7448

@@ -28,9 +28,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a bridged call may take before the bridge gives up on it.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Calls in flight per service before new ones are refused.
-const MAX_PENDING: usize = 256;
+pub(crate) const MAX_PENDING: usize = 256;
 /// How often the thread looks at Nerve's requests and replies while services cross.
 const TICK: Duration = Duration::from_millis(1);
 
@@ -61,7 +61,7 @@ pub struct ServiceRoute {
 }
 
 impl ServiceRoute {
-    fn req_to_nerve(&self, cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    pub(crate) fn req_to_nerve(&self, cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
             ServiceForm::Native(c) => (c.req_to_nerve)(cdr, out),
             ServiceForm::Cdr { request, .. } => {
@@ -69,7 +69,7 @@ impl ServiceRoute {
             }
         }
     }
-    fn req_to_ros(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    pub(crate) fn req_to_ros(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
             ServiceForm::Native(c) => (c.req_to_ros)(payload, out),
             ServiceForm::Cdr { request, .. } => {
@@ -77,7 +77,7 @@ impl ServiceRoute {
             }
         }
     }
-    fn resp_to_nerve(&self, cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    pub(crate) fn resp_to_nerve(&self, cdr: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
             ServiceForm::Native(c) => (c.resp_to_nerve)(cdr, out),
             ServiceForm::Cdr { response, .. } => {
@@ -85,7 +85,7 @@ impl ServiceRoute {
             }
         }
     }
-    fn resp_to_ros(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    pub(crate) fn resp_to_ros(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         match &self.form {
             ServiceForm::Native(c) => (c.resp_to_ros)(payload, out),
             ServiceForm::Cdr { response, .. } => {
@@ -93,7 +93,7 @@ impl ServiceRoute {
             }
         }
     }
-    fn refusal(&self) -> Option<fn(&mut Vec<u8>)> {
+    pub(crate) fn refusal(&self) -> Option<fn(&mut Vec<u8>)> {
         match &self.form {
             ServiceForm::Native(c) => c.refusal,
             ServiceForm::Cdr { .. } => None,
@@ -126,7 +126,7 @@ pub fn service_route(catalog: &mut Catalog, ros_type: &str) -> Result<ServiceRou
 }
 
 /// The route of a Nerve service type towards ROS 2, if it has a ROS 2 form.
-fn route_of_nerve(catalog: &mut Catalog, ty: &ServiceType) -> Option<ServiceRoute> {
+pub(crate) fn route_of_nerve(catalog: &mut Catalog, ty: &ServiceType) -> Option<ServiceRoute> {
     if let Some(n) = native_of_nerve(ty) {
         return Some(ServiceRoute {
             ros_type: n.ros_type.to_string(),

@@ -8,7 +8,8 @@ use nerve::{Config, RawSubscriber};
 use nerve_msgs::ros2::ros2_type;
 use nerve_msgs::{Imu, Time};
 use nerve_ros2::rmw_zenoh::{
-    peer_config, EntityKind, Graph, GraphEntity, Qos, ZenohBridge, ZenohSide, BRIDGE_NODE_PREFIX,
+    peer_config, Attachment, EntityKind, EntityToken, Gid, Graph, GraphEntity, Qos, ZenohBridge,
+    ZenohSide, BRIDGE_NODE_PREFIX,
 };
 use nerve_ros2::{BridgeConfig, Event};
 use nerve_ros2_types::{Registry, SearchPath, Value};
@@ -78,13 +79,22 @@ fn free_port() -> u16 {
 /// A bridge listening on its own loopback port and a session of a ROS 2 node connected
 /// to it; the bridge's events come out of the receiver.
 fn setup(k: u32, ros_domain: u16) -> (ZenohBridge, zenoh::Session, Receiver<Event>) {
+    setup_with(k, ros_domain, vec![fixtures()])
+}
+
+/// [`setup`] with the bridge's type directories `types`.
+fn setup_with(
+    k: u32,
+    ros_domain: u16,
+    types: Vec<PathBuf>,
+) -> (ZenohBridge, zenoh::Session, Receiver<Event>) {
     let listen = format!("tcp/127.0.0.1:{}", free_port());
     let config = BridgeConfig {
         ros_domain,
         nerve: nerve_config(k),
         allow: Vec::new(),
         deny: Vec::new(),
-        types: vec![fixtures()],
+        types,
         native: true,
         lossy: Vec::new(),
         refresh: Duration::from_millis(50),
@@ -350,4 +360,229 @@ fn nerve_imu_reaches_rmw_zenoh_with_attachments() {
     wait_until("the bridge's Nerve subscriber gone", || {
         (imus.subscriber_count() == 0).then_some(())
     });
+}
+
+/// `example_interfaces/srv/AddTwoInts`'s RIHS01 hash (rmw_zenoh's design document).
+const ADD_TWO_INTS_HASH: &str =
+    "RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c81a";
+
+/// Little-endian CDR of int64 fields.
+fn i64s_cdr(values: &[i64]) -> Vec<u8> {
+    let mut v = vec![0, 1, 0, 0];
+    for x in values {
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+/// An rmw_zenoh server of `example_interfaces/srv/AddTwoInts` (its tokens and complete
+/// queryable declared by hand, as rmw_zenoh_cpp declares them) → the bridge → a Nerve
+/// client of `nerve_msgs/AddTwoInts`: each request reaches the queryable with the
+/// attachment of the bridge's `SC` token (sequence 1, 2, its GID), the reply (with the
+/// request's sequence number and GID) answers the Nerve call; when the server's token
+/// goes, a call in flight fails at once.
+#[test]
+fn a_rmw_zenoh_server_answers_nerve_clients() {
+    use nerve_msgs::srv::{AddTwoInts, TwoInts};
+    let (bridge, ros, events) = setup(2, 43);
+    let zid = ros.zid().to_string();
+    let node_token = EntityToken::node(43, &zid, 0, "/", "add_two_ints_server").unwrap();
+    let _node = ros
+        .liveliness()
+        .declare_token(node_token.key_expr())
+        .wait()
+        .unwrap();
+    let ss = ros
+        .liveliness()
+        .declare_token(format!(
+            "@ros2_lv/43/{zid}/0/10/SS/%/%/add_two_ints_server/%add_two_ints/\
+             example_interfaces::srv::dds_::AddTwoInts_/{ADD_TWO_INTS_HASH}/::,10:,:,:,,"
+        ))
+        .wait()
+        .unwrap();
+    let (qtx, qrx) = channel();
+    let qtx = Mutex::new(qtx);
+    let queryable = ros
+        .declare_queryable(format!(
+            "43/add_two_ints/example_interfaces::srv::dds_::AddTwoInts_/{ADD_TWO_INTS_HASH}"
+        ))
+        .complete(true)
+        .callback(move |q| {
+            let _ = qtx.lock().unwrap().send(q);
+        })
+        .wait()
+        .unwrap();
+    let observer = ZenohSide::new(ros.clone(), 43, "/", "observer").unwrap();
+
+    let ctx = Context::new(nerve_config(2)).unwrap();
+    let node = ctx.node("caller").create().unwrap();
+    let client = node.client::<AddTwoInts>("/add_two_ints").create().unwrap();
+    assert!(
+        client.wait_for_service(WAIT),
+        "the bridge serves it in Nerve"
+    );
+    let sc = wait_until("the bridge's client token", || {
+        bridge_entity(
+            &observer.graph(),
+            &bridge,
+            EntityKind::ServiceClient,
+            "/add_two_ints",
+        )
+    });
+    let t = sc.token.topic.as_ref().unwrap();
+    assert_eq!(t.ros_type, "example_interfaces/srv/AddTwoInts");
+    assert_eq!(t.type_hash.to_string(), ADD_TWO_INTS_HASH);
+
+    for (i, (a, b)) in [(2i64, 40i64), (-5, 3)].into_iter().enumerate() {
+        let call = client.send(&TwoInts { a, b }).unwrap();
+        let q = qrx.recv_timeout(WAIT).expect("the request in ROS 2");
+        let att = Attachment::decode(&q.attachment().expect("an attachment").to_bytes()).unwrap();
+        assert_eq!(att.sequence_number, i as i64 + 1);
+        assert_eq!(att.gid, sc.gid);
+        assert!(att.source_timestamp_ns > 0);
+        assert_eq!(
+            q.payload().unwrap().to_bytes().as_ref(),
+            i64s_cdr(&[a, b]).as_slice()
+        );
+        let reply = Attachment {
+            source_timestamp_ns: now_ns(),
+            ..att
+        };
+        q.reply(q.key_expr().clone(), i64s_cdr(&[a + b]))
+            .attachment(reply.encode().to_vec())
+            .wait()
+            .unwrap();
+        drop(q);
+        assert_eq!(call.wait(WAIT).expect("the sum").value, a + b);
+    }
+    let seen: Vec<Event> = events.try_iter().collect();
+    assert!(
+        seen.iter().any(
+            |e| matches!(e, Event::Bridged { topic, to_ros: false, .. } if topic == "/add_two_ints")
+        ),
+        "{seen:?}"
+    );
+
+    // the server goes away mid-call: the Nerve call fails without waiting for its timeout
+    let call = client.send(&TwoInts { a: 1, b: 1 }).unwrap();
+    let q = qrx.recv_timeout(WAIT).expect("the third request");
+    drop(ss);
+    drop(queryable);
+    let failed = call.wait(WAIT);
+    assert!(failed.is_err(), "{:?}", failed.map(|r| r.value));
+    drop(q);
+}
+
+/// A Nerve server of `nerve_msgs/AddTwoInts` → the bridge → rmw_zenoh clients: the
+/// bridge's `SS` token announces `example_interfaces/srv/AddTwoInts` with the RIHS01 hash
+/// ROS 2 computes (from the `.srv` on its type path), a query on that key with a client's
+/// attachment is answered on that key with the request's sequence number and GID, and a
+/// Humble client (`TypeHashNotSupported`) is answered too.
+#[test]
+fn nerve_servers_answer_rmw_zenoh_clients() {
+    use nerve_msgs::srv::{AddTwoInts, Int};
+    let types = std::env::temp_dir().join(format!(
+        "nerve-tests/rmw-zenoh-{}-srv/example_interfaces/srv",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&types).unwrap();
+    std::fs::write(
+        types.join("AddTwoInts.srv"),
+        "int64 a\nint64 b\n---\nint64 sum\n",
+    )
+    .unwrap();
+    let share = types.parent().unwrap().parent().unwrap().to_path_buf();
+    let (bridge, ros, _events) = setup_with(3, 44, vec![fixtures(), share]);
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ready_tx, ready) = channel();
+    let serving = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let ctx = Context::new(nerve_config(3)).unwrap();
+            let node = ctx.node("adder").create().unwrap();
+            let server = node.service::<AddTwoInts>("/add").create().unwrap();
+            ready_tx.send(()).unwrap();
+            let mut served = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(Some(req)) = server.take_timeout(Duration::from_millis(50)) {
+                    req.reply(&Int {
+                        value: req.a + req.b,
+                    })
+                    .unwrap();
+                    served += 1;
+                }
+            }
+            served
+        })
+    };
+    ready.recv().unwrap();
+    let observer = ZenohSide::new(ros.clone(), 44, "/", "observer").unwrap();
+    let ss = wait_until("the bridge's service token", || {
+        bridge_entity(
+            &observer.graph(),
+            &bridge,
+            EntityKind::ServiceServer,
+            "/add",
+        )
+    });
+    let t = ss.token.topic.as_ref().unwrap();
+    assert_eq!(t.ros_type, "example_interfaces/srv/AddTwoInts");
+    assert_eq!(t.type_hash.to_string(), ADD_TWO_INTS_HASH);
+    let key = ss.token.data_key().unwrap().key_expr();
+    assert_eq!(
+        key,
+        format!("44/add/example_interfaces::srv::dds_::AddTwoInts_/{ADD_TWO_INTS_HASH}")
+    );
+
+    let zid = ros.zid().to_string();
+    let client_token = format!(
+        "@ros2_lv/44/{zid}/0/11/SC/%/%/add_two_ints_client/%add/\
+         example_interfaces::srv::dds_::AddTwoInts_/{ADD_TWO_INTS_HASH}/::,10:,:,:,,"
+    );
+    let _sc = ros
+        .liveliness()
+        .declare_token(client_token.clone())
+        .wait()
+        .unwrap();
+    let gid = Gid::from_token_key(&client_token);
+    let humble_key = "44/add/example_interfaces::srv::dds_::AddTwoInts_/TypeHashNotSupported";
+    for (seq, key, a, b) in [(7i64, key.as_str(), 5i64, 7i64), (8, humble_key, 20, 22)] {
+        let (rtx, rrx) = channel();
+        let rtx = Mutex::new(rtx);
+        let request = Attachment {
+            sequence_number: seq,
+            source_timestamp_ns: now_ns(),
+            gid,
+        };
+        ros.get(key)
+            .payload(i64s_cdr(&[a, b]))
+            .attachment(request.encode().to_vec())
+            .target(zenoh::query::QueryTarget::AllComplete)
+            .timeout(WAIT)
+            .callback(move |r| {
+                let _ = rtx.lock().unwrap().send(r);
+            })
+            .wait()
+            .unwrap();
+        let r = rrx.recv_timeout(WAIT).expect("a reply");
+        let sample = r.result().expect("a reply, not an error");
+        assert_eq!(sample.key_expr().as_str(), key);
+        assert_eq!(
+            sample.payload().to_bytes().as_ref(),
+            i64s_cdr(&[a + b]).as_slice()
+        );
+        let att = Attachment::decode(&sample.attachment().unwrap().to_bytes()).unwrap();
+        assert_eq!((att.sequence_number, att.gid), (seq, gid));
+        assert!(att.source_timestamp_ns >= request.source_timestamp_ns);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(serving.join().unwrap(), 2);
 }

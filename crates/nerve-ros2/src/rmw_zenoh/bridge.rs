@@ -72,15 +72,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// State both halves share.
-struct Shared {
-    side: ZenohSide,
+/// State the bridge's threads share.
+pub(super) struct Shared {
+    pub(super) side: ZenohSide,
     /// This session's id (as tokens write it).
-    zid: String,
+    pub(super) zid: String,
     /// `z<zid>`: this bridge in the Nerve node list.
     me: String,
-    stop: AtomicBool,
-    stats: BridgeStats,
+    pub(super) stop: AtomicBool,
+    pub(super) stats: BridgeStats,
     events: Box<dyn Fn(Event) + Send + Sync>,
     /// Nerve topics the ROS 2 → Nerve half publishes (the other half discounts them).
     inbound_topics: Mutex<HashSet<String>>,
@@ -91,12 +91,12 @@ struct Shared {
 }
 
 impl Shared {
-    fn event(&self, e: Event) {
+    pub(super) fn event(&self, e: Event) {
         (self.events)(e)
     }
 
     /// The bridges alive now (scanned at most every [`PEER_SCAN`]).
-    fn peers(&self) -> Arc<Peers> {
+    pub(super) fn peers(&self) -> Arc<Peers> {
         let mut p = lock(&self.peers);
         if p.0.elapsed() > PEER_SCAN {
             *p = (Instant::now(), Arc::new(Peers::scan(&self.nerve)));
@@ -106,7 +106,7 @@ impl Shared {
 
     /// Whether this bridge forwards: the lowest session id of the rmw_zenoh bridges on
     /// the Nerve domain does (DDS bridges are not counted: they serve another network).
-    fn primary(&self) -> bool {
+    pub(super) fn primary(&self) -> bool {
         self.peers()
             .participants
             .iter()
@@ -115,7 +115,7 @@ impl Shared {
     }
 
     /// Whether a graph entity belongs to this or another bridge.
-    fn is_bridge(&self, e: &GraphEntity, peers: &Peers) -> bool {
+    pub(super) fn is_bridge(&self, e: &GraphEntity, peers: &Peers) -> bool {
         e.token.zid == self.zid
             || e.token.node_name.starts_with(BRIDGE_NODE_PREFIX)
             || peers
@@ -170,7 +170,8 @@ pub(crate) fn route_type_hash(route: &TypeRoute) -> Result<String, BridgeError> 
     Ok(hash.to_string())
 }
 
-/// A running rmw_zenoh bridge (two threads: ROS 2 → Nerve and Nerve → ROS 2).
+/// A running rmw_zenoh bridge (three threads: topics ROS 2 → Nerve, topics Nerve → ROS 2,
+/// services both ways).
 pub struct ZenohBridge {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
@@ -179,8 +180,8 @@ pub struct ZenohBridge {
 impl ZenohBridge {
     /// Opens a Zenoh session with `zenoh` (typically [`super::peer_config`] connected to
     /// rmw_zenoh's router), declares the bridge's ROS 2 node `nerve_bridge_<pid>` in ROS
-    /// domain `config.ros_domain` and starts both halves; `events` receives what the
-    /// bridge reports. Services are not bridged in this mode.
+    /// domain `config.ros_domain` and starts its threads; `events` receives what the
+    /// bridge reports.
     pub fn start(
         config: BridgeConfig,
         zenoh: zenoh::Config,
@@ -217,7 +218,7 @@ impl ZenohBridge {
             shared: shared.clone(),
             threads: Vec::new(),
         };
-        for half in ["ros2-to-nerve", "nerve-to-ros2"] {
+        for half in ["ros2-to-nerve", "nerve-to-ros2", "services"] {
             let (for_half, config, ctx, name) = (
                 shared.clone(),
                 config.clone(),
@@ -237,10 +238,10 @@ impl ZenohBridge {
                         }
                     };
                     let _ = tx.send(Ok(()));
-                    if half == "ros2-to-nerve" {
-                        Inbound::new(for_half, config, node).run()
-                    } else {
-                        Outbound::new(for_half, config, node).run()
+                    match half {
+                        "ros2-to-nerve" => Inbound::new(for_half, config, node).run(),
+                        "nerve-to-ros2" => Outbound::new(for_half, config, node).run(),
+                        _ => super::services::Services::new(for_half, config, node).run(),
                     }
                 })
                 .map_err(|e| BridgeError::Config(format!("thread: {e}")))?;
@@ -266,7 +267,7 @@ impl ZenohBridge {
         &self.shared.side
     }
 
-    /// Stops both halves and waits for them.
+    /// Stops its threads and waits for them.
     pub fn stop(mut self) {
         self.halt();
     }

@@ -22,7 +22,9 @@
 //! `std_msgs/msg/String`, type hash strings, CDR bytes) and nothing else of this crate.
 //!
 //! [`ZenohBridge`] is the bridge's rmw_zenoh mode on a [`ZenohSide`]: Nerve topics and
-//! rmw_zenoh topics both ways, demand-driven, with loop prevention.
+//! rmw_zenoh topics both ways, demand-driven, and services both ways (a ROS 2 server is
+//! a complete queryable with an `SS` token, a client queries it under an `SC` token; see
+//! [`ZenohSide::service`] and [`ZenohSide::client`]), with loop prevention.
 //!
 //! The formats are written here rather than taken from `ros2-client`'s `zenoh` feature:
 //! that one serializes typed messages through its own node and executor, where the bridge
@@ -34,6 +36,7 @@ pub mod attachment;
 mod bridge;
 pub mod names;
 pub mod qos;
+mod services;
 mod side;
 pub mod token;
 
@@ -42,7 +45,8 @@ pub use bridge::{ZenohBridge, BRIDGE_NODE_PREFIX, MAX_PENDING};
 pub use names::{DataKey, FormatError, TokenPart, TypeHash};
 pub use qos::{Durability, History, Liveliness, Qos, QosDuration, QosError, Reliability};
 pub use side::{
-    peer_config, Graph, GraphEntity, Received, RosPublisher, RosSubscriber, RosSubscription,
-    SubscriberStats, ZenohError, ZenohSide, MAX_GRAPH_ENTITIES, MAX_QUEUE,
+    peer_config, Graph, GraphEntity, Received, RosClient, RosPublisher, RosRequest, RosService,
+    RosSubscriber, RosSubscription, SubscriberStats, ZenohError, ZenohSide, MAX_GRAPH_ENTITIES,
+    MAX_QUEUE,
 };
 pub use token::{EntityKind, EntityToken, TopicInfo};

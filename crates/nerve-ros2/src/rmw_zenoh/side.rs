@@ -45,14 +45,14 @@ pub enum ZenohError {
     /// Declaring a Zenoh entity failed.
     #[error("Zenoh: declaring the {what} {key:?}: {reason}")]
     Declare {
-        /// What (publisher, subscriber, liveliness token, liveliness subscriber).
+        /// What (publisher, subscriber, queryable, liveliness token, liveliness subscriber).
         what: &'static str,
         /// Its key expression.
         key: String,
         /// Zenoh's reason.
         reason: String,
     },
-    /// Publishing failed.
+    /// Publishing, querying or replying failed.
     #[error("Zenoh: publishing on {key:?}: {reason}")]
     Publish {
         /// The data key expression.
@@ -438,6 +438,105 @@ impl ZenohSide {
             _live: live,
         })
     }
+    /// A service server of ROS 2 service `service` of type `ros_type`
+    /// (`example_interfaces/srv/AddTwoInts`) announced with hash `type_hash` (the
+    /// service type's `RIHS01_...`): a complete Zenoh queryable with its `SS` token, as
+    /// rmw_zenoh declares one. With `any_hash` the queryable's hash chunk is `*`, so
+    /// clients that announce another hash (Humble's `TypeHashNotSupported`) reach it too.
+    /// Every request goes to `on_request` (called on Zenoh's threads: it must not block);
+    /// requests of this same session are not heard.
+    pub fn service(
+        &self,
+        service: &str,
+        ros_type: &str,
+        type_hash: &str,
+        qos: Qos,
+        any_hash: bool,
+        on_request: impl Fn(RosRequest) + Send + Sync + 'static,
+    ) -> Result<RosService, ZenohError> {
+        let qos = qos.adapted();
+        let token = EntityToken::endpoint(
+            &self.node,
+            EntityKind::ServiceServer,
+            next_id(),
+            service,
+            ros_type,
+            type_hash,
+            qos,
+        )?;
+        let key = data_key_expr(&token);
+        let key = match key.rsplit_once('/') {
+            Some((head, _)) if any_hash => format!("{head}/*"),
+            _ => key,
+        };
+        let queryable = self
+            .session
+            .declare_queryable(key.clone())
+            .complete(true)
+            .allowed_origin(Locality::Remote)
+            .callback(move |query| {
+                let cdr = query
+                    .payload()
+                    .map(|p| p.to_bytes().into_owned())
+                    .unwrap_or_default();
+                let attachment = match query.attachment() {
+                    None => Err(AttachmentError::Missing),
+                    Some(a) => Attachment::decode(&a.to_bytes()),
+                };
+                on_request(RosRequest {
+                    cdr,
+                    attachment,
+                    query,
+                });
+            })
+            .wait()
+            .map_err(|e| ZenohError::Declare {
+                what: "queryable",
+                key: key.clone(),
+                reason: e.to_string(),
+            })?;
+        let live = declare_token(&self.session, &token)?;
+        Ok(RosService {
+            gid: token.gid(),
+            token_key: token.key_expr(),
+            key,
+            token,
+            _queryable: queryable,
+            _live: live,
+        })
+    }
+
+    /// A service client of ROS 2 service `service` of type `ros_type` with type hash
+    /// `type_hash` (the server's, so its requests reach that server's queryable),
+    /// announced with its `SC` token.
+    pub fn client(
+        &self,
+        service: &str,
+        ros_type: &str,
+        type_hash: &str,
+        qos: Qos,
+    ) -> Result<RosClient, ZenohError> {
+        let qos = qos.adapted();
+        let token = EntityToken::endpoint(
+            &self.node,
+            EntityKind::ServiceClient,
+            next_id(),
+            service,
+            ros_type,
+            type_hash,
+            qos,
+        )?;
+        let live = declare_token(&self.session, &token)?;
+        Ok(RosClient {
+            session: self.session.clone(),
+            key: data_key_expr(&token),
+            gid: token.gid(),
+            token_key: token.key_expr(),
+            token,
+            next_sequence: Mutex::new(1),
+            _live: live,
+        })
+    }
 }
 
 fn data_key_expr(token: &EntityToken) -> String {
@@ -521,6 +620,165 @@ impl RosPublisher {
     /// Its token.
     pub fn token(&self) -> &EntityToken {
         &self.token
+    }
+}
+
+/// A request a [`RosService`] received; answered by [`RosRequest::reply`] (a request
+/// dropped unanswered ends the client's query without a reply).
+pub struct RosRequest {
+    /// The serialized request (CDR with its encapsulation header).
+    pub cdr: Vec<u8>,
+    /// The client's attachment (sequence number, source timestamp, client GID), or what
+    /// was wrong with it.
+    pub attachment: Result<Attachment, AttachmentError>,
+    query: zenoh::query::Query,
+}
+
+impl RosRequest {
+    /// Replies with the serialized response `cdr`, on the query's key expression, with
+    /// the attachment rmw_zenoh's servers write: the request's sequence number and client
+    /// GID, the time now. Returns the attachment.
+    pub fn reply(&self, cdr: &[u8]) -> Result<Attachment, ZenohError> {
+        let request = self.attachment.map_err(|e| ZenohError::Publish {
+            key: self.query.key_expr().to_string(),
+            reason: format!("the request's attachment: {e}"),
+        })?;
+        let attachment = Attachment {
+            source_timestamp_ns: now_ns(),
+            ..request
+        };
+        self.query
+            .reply(self.query.key_expr().clone(), cdr.to_vec())
+            .attachment(attachment.encode().to_vec())
+            .wait()
+            .map_err(|e| ZenohError::Publish {
+                key: self.query.key_expr().to_string(),
+                reason: e.to_string(),
+            })?;
+        Ok(attachment)
+    }
+
+    /// The key expression the client queried.
+    pub fn key_expr(&self) -> &str {
+        self.query.key_expr().as_str()
+    }
+}
+
+/// A ROS 2 service server on rmw_zenoh (a queryable; undeclared, with its token, when
+/// dropped); see [`ZenohSide::service`].
+pub struct RosService {
+    key: String,
+    token_key: String,
+    token: EntityToken,
+    gid: Gid,
+    _queryable: zenoh::query::Queryable<()>,
+    _live: LivelinessToken,
+}
+
+impl RosService {
+    /// Its queryable's key expression (its last chunk `*` when it hears any type hash).
+    pub fn key_expr(&self) -> &str {
+        &self.key
+    }
+
+    /// Its liveliness token's key expression.
+    pub fn token_key_expr(&self) -> &str {
+        &self.token_key
+    }
+
+    /// Its token.
+    pub fn token(&self) -> &EntityToken {
+        &self.token
+    }
+
+    /// Its GID.
+    pub fn gid(&self) -> Gid {
+        self.gid
+    }
+}
+
+/// A ROS 2 service client on rmw_zenoh (undeclared, with its token, when dropped); see
+/// [`ZenohSide::client`].
+pub struct RosClient {
+    session: zenoh::Session,
+    key: String,
+    token_key: String,
+    token: EntityToken,
+    gid: Gid,
+    next_sequence: Mutex<i64>,
+    _live: LivelinessToken,
+}
+
+impl RosClient {
+    /// Sends one serialized request as rmw_zenoh's clients do: a query of every complete
+    /// queryable on the service's key with the request as payload and the attachment (the
+    /// next sequence number from 1, the time now, this client's GID), giving up after
+    /// `timeout`. Each reply goes to `on_reply` (on Zenoh's threads: it must not block):
+    /// the response and its attachment, or the error Zenoh answered. Returns the
+    /// request's attachment (its sequence number names the call).
+    pub fn call(
+        &self,
+        cdr: &[u8],
+        timeout: Duration,
+        on_reply: impl Fn(Result<Received, String>) + Send + Sync + 'static,
+    ) -> Result<Attachment, ZenohError> {
+        let mut seq = lock(&self.next_sequence);
+        let attachment = Attachment {
+            sequence_number: *seq,
+            source_timestamp_ns: now_ns(),
+            gid: self.gid,
+        };
+        *seq = seq.wrapping_add(1);
+        drop(seq);
+        self.session
+            .get(self.key.clone())
+            .payload(cdr.to_vec())
+            .attachment(attachment.encode().to_vec())
+            .target(zenoh::query::QueryTarget::AllComplete)
+            .consolidation(zenoh::query::ConsolidationMode::None)
+            .allowed_destination(Locality::Remote)
+            .timeout(timeout)
+            .callback(move |reply| {
+                on_reply(match reply.result() {
+                    Ok(sample) => Ok(Received {
+                        cdr: sample.payload().to_bytes().into_owned(),
+                        attachment: match sample.attachment() {
+                            None => Err(AttachmentError::Missing),
+                            Some(a) => Attachment::decode(&a.to_bytes()),
+                        },
+                    }),
+                    Err(e) => Err(format!(
+                        "the server answered an error: {}",
+                        String::from_utf8_lossy(&e.payload().to_bytes())
+                    )),
+                })
+            })
+            .wait()
+            .map_err(|e| ZenohError::Publish {
+                key: self.key.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(attachment)
+    }
+
+    /// Its data key expression (the server's queryable's).
+    pub fn key_expr(&self) -> &str {
+        &self.key
+    }
+
+    /// Its liveliness token's key expression.
+    pub fn token_key_expr(&self) -> &str {
+        &self.token_key
+    }
+
+    /// Its token.
+    pub fn token(&self) -> &EntityToken {
+        &self.token
+    }
+
+    /// Its GID.
+    pub fn gid(&self) -> Gid {
+        self.gid
     }
 }
 
