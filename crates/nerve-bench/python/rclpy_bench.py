@@ -91,6 +91,12 @@ def setup(spec):
         "FASTDDS_BUILTIN_TRANSPORTS",
     ):
         os.environ.pop(k, None)
+    # ... unless the spec names one (the bridge rows: a UDP receive buffer for large data)
+    profile = spec.get("fastdds_profile")
+    if profile:
+        os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = profile
+        # Fast DDS 2.x (Jazzy) reads the older name
+        os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] = profile
 
 
 def executor(kind):

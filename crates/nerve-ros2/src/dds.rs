@@ -5,6 +5,12 @@ use nerve_ros2_types::{CDR_BE_HEADER, CDR_LE_HEADER};
 use rustdds::no_key::{Decode, DefaultDecoder, DeserializerAdapter, SerializerAdapter};
 use rustdds::{policy, QosPolicies, QosPolicyBuilder, RepresentationIdentifier};
 
+/// The Fast DDS profile ROS 2 nodes that receive large messages from the bridge run with
+/// (`FASTDDS_DEFAULT_PROFILES_FILE`): a 4 MiB UDP receive buffer, shared memory kept.
+/// Fast DDS's default (the kernel's 208 KiB) overflows under one sample's train of
+/// DATA_FRAG datagrams, and most samples over a few hundred KiB are then lost.
+pub const FASTDDS_LARGE_DATA_PROFILE: &str = include_str!("../fastdds_large_data.xml");
+
 /// A ROS 2 message as it travels: CDR with its 4-byte encapsulation header.
 pub struct RawCdr(pub Vec<u8>);
 
@@ -91,6 +97,15 @@ pub fn topic_ros_name(dds: &str) -> Option<&str> {
     dds.strip_prefix("rt").filter(|n| n.starts_with('/'))
 }
 
+/// Samples a bridge's reliable DDS writer keeps unacknowledged at most: a write beyond
+/// waits up to [`WRITE_BLOCK`] for the ROS 2 subscriptions to acknowledge, and is then
+/// refused (the bridge counts the sample as not delivered and names the topic). Without
+/// the bound RustDDS keeps up to 8192 samples per writer for a slow subscription.
+pub const WRITER_WINDOW: usize = 32;
+
+/// How long a write waits for room in [`WRITER_WINDOW`].
+pub const WRITE_BLOCK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// QoS settings of one endpoint, in the terms both sides share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RosQos {
@@ -133,12 +148,14 @@ impl RosQos {
         }
     }
 
-    /// As DDS policies.
+    /// As DDS policies, with the samples a writer keeps unacknowledged bounded
+    /// ([`WRITER_WINDOW`], or the depth where it is larger).
     pub fn policies(&self) -> QosPolicies {
+        let window = self.depth.max(WRITER_WINDOW).min(i32::MAX as usize) as i32;
         QosPolicyBuilder::new()
             .reliability(if self.reliable {
                 policy::Reliability::Reliable {
-                    max_blocking_time: rustdds::Duration::from_millis(100),
+                    max_blocking_time: rustdds::Duration::from_std(WRITE_BLOCK),
                 }
             } else {
                 policy::Reliability::BestEffort
@@ -150,6 +167,11 @@ impl RosQos {
             })
             .history(policy::History::KeepLast {
                 depth: self.depth.min(i32::MAX as usize) as i32,
+            })
+            .resource_limits(policy::ResourceLimits {
+                max_samples: window,
+                max_instances: 1,
+                max_samples_per_instance: window,
             })
             .build()
     }
@@ -173,10 +195,18 @@ impl RosQos {
     /// subscription is starved by an offer below its request), transient local where the
     /// Nerve topic keeps history for late joiners.
     pub fn from_nerve(qos: &nerve::Qos) -> RosQos {
+        let transient_local = qos.history > 0;
         RosQos {
             reliable: true,
-            transient_local: qos.history > 0,
-            depth: qos.history.max(qos.depth).max(1),
+            transient_local,
+            // a volatile writer keeps a window of samples to repair from (a large sample
+            // lost in part is sent again from it); a transient local one keeps what late
+            // joiners get
+            depth: if transient_local {
+                qos.history.max(1)
+            } else {
+                WRITER_WINDOW
+            },
         }
     }
 }

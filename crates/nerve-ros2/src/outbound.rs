@@ -125,9 +125,19 @@ impl Outbound {
                 }
                 Err(e) => {
                     self.shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    let reason = match e {
+                        rustdds::dds::result::WriteError::WouldBlock { .. } => format!(
+                            "the ROS 2 subscriptions have not acknowledged the last {} \
+                             samples (reliable) within {:?}: a subscriber too slow for the \
+                             rate, or large samples repaired over a lossy path",
+                            dds::WRITER_WINDOW,
+                            dds::WRITE_BLOCK
+                        ),
+                        e => e.to_string(),
+                    };
                     (self.shared.events)(Event::Dropped {
                         topic: topic.to_string(),
-                        reason: e.to_string(),
+                        reason,
                     });
                 }
             }
