@@ -15,6 +15,7 @@
 //!   are never forwarded again ([`peers`]).
 
 mod actions;
+mod changes;
 mod config;
 pub mod dds;
 pub mod graph;
@@ -36,7 +37,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What can go wrong in a bridge.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -131,10 +132,6 @@ pub struct BridgeStats {
     pub calls: AtomicU64,
 }
 
-/// How long a scan of the bridges alive is trusted: a second bridge that starts stands
-/// by after at most this long in the first one's view.
-const PEER_SCAN: Duration = Duration::from_millis(250);
-
 /// How long a bridge waits before it tries again to bridge a name that failed (another
 /// bridge may have held it, a type may have been installed).
 pub(crate) const RETRY: Duration = Duration::from_secs(2);
@@ -147,7 +144,12 @@ pub(crate) struct Shared {
     events: Box<dyn Fn(Event) + Send + Sync>,
     /// Nerve topics the ROS 2 → Nerve half publishes (the other half discounts them).
     inbound_topics: Mutex<HashSet<String>>,
-    peers: Mutex<(Instant, Arc<Peers>)>,
+    /// The bridges alive, as [`changes::Changes`] last scanned them.
+    peers: Mutex<Arc<Peers>>,
+    /// Whether either graph changed (each thread compares them only then).
+    changes: changes::Changes,
+    /// The Nerve domain's state directory (its services, nodes and ports are files there).
+    nerve_state_dir: std::path::PathBuf,
     nerve: nerve::Context,
     /// The ROS 2 side's context (nodes that stand for Nerve's in ROS 2's graph).
     ros: ros2_client::Context,
@@ -160,13 +162,11 @@ impl Shared {
             .is_primary(self.participant.guid().prefix.as_ref())
     }
 
-    /// The bridges alive now (scanned at most once a second).
+    /// The bridges alive now (scanned again when a Nerve node comes or goes or a bridge's
+    /// process ends, at the next look of [`changes::Changes`], and at least once a
+    /// [`changes::SAFETY`] period).
     fn peers(&self) -> Arc<Peers> {
-        let mut p = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        if p.0.elapsed() > PEER_SCAN {
-            *p = (Instant::now(), Arc::new(Peers::scan(&self.nerve)));
-        }
-        p.1.clone()
+        self.peers.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -221,7 +221,9 @@ impl Bridge {
             stats: BridgeStats::default(),
             events: Box::new(events),
             inbound_topics: Mutex::new(HashSet::new()),
-            peers: Mutex::new((Instant::now() - Duration::from_secs(10), Arc::default())),
+            peers: Mutex::default(),
+            changes: changes::Changes::new(config.refresh),
+            nerve_state_dir: config.nerve.state_dir.clone(),
             nerve: nerve_ctx.clone(),
             ros: ros_context.clone(),
         });

@@ -63,10 +63,13 @@ impl Outbound {
     /// Runs until the bridge stops.
     pub(crate) fn run(mut self) {
         let mut next_refresh = Instant::now();
+        let mut gate = crate::changes::Gate::default();
         while !self.shared.stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             if now >= next_refresh {
-                self.refresh();
+                if gate.due(&self.shared) {
+                    self.refresh();
+                }
                 next_refresh = now + self.config.refresh;
             }
             let wait = next_refresh.saturating_duration_since(Instant::now());

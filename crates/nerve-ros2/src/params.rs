@@ -44,6 +44,10 @@ const MAX_PENDING: usize = 64;
 /// parameter call is not latency-bound, and every ROS 2 node has parameter services, so
 /// a short tick would cost CPU for every node in the graph.
 const TICK: Duration = Duration::from_millis(10);
+/// The longest the thread goes without looking while no call is in flight: each quiet
+/// look waits one [`TICK`] longer for the next, up to this (a call's first look comes at
+/// most this late; its answers are then looked at every tick).
+const QUIET: Duration = Duration::from_millis(100);
 
 /// The names of ROS 2's parameter services under a node's name (and the type
 /// description service every node has): the generic service bridge leaves them alone.
@@ -802,6 +806,10 @@ pub(crate) struct Params {
     nerve: BTreeMap<String, NerveNode>,
     /// Names that failed (reported once, tried again later).
     failures: crate::worker::Failures,
+    /// How long the last look waits for the next (grows while nothing is in flight).
+    quiet: Duration,
+    /// No look before this.
+    quiet_until: Instant,
 }
 
 impl Params {
@@ -820,6 +828,8 @@ impl Params {
             ros: BTreeMap::new(),
             nerve: BTreeMap::new(),
             failures: Default::default(),
+            quiet: Duration::ZERO,
+            quiet_until: Instant::now(),
         })
     }
 
@@ -1389,14 +1399,50 @@ impl crate::worker::Worker for Params {
         !(self.ros.is_empty() && self.nerve.is_empty())
     }
     fn pump(&mut self) {
+        let now = Instant::now();
+        if now < self.quiet_until {
+            return;
+        }
         self.pump_ros();
         self.pump_nerve();
+        let in_flight = self.ros.values().any(|n| !n.pending.is_empty())
+            || self.nerve.values().any(|n| !n.pending.is_empty());
+        self.quiet = next_quiet(self.quiet, in_flight);
+        self.quiet_until = now + self.quiet;
+    }
+}
+
+/// How long the thread waits after a look before the next, beyond its [`TICK`]: nothing
+/// while calls are in flight, one tick more after each quiet look, up to [`QUIET`].
+fn next_quiet(quiet: Duration, in_flight: bool) -> Duration {
+    if in_flight {
+        Duration::ZERO
+    } else {
+        (quiet + TICK).min(QUIET.saturating_sub(TICK))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_idle_thread_looks_less_often_and_at_once_again_while_calls_are_in_flight() {
+        let mut q = Duration::ZERO;
+        let mut waits = Vec::new();
+        for _ in 0..20 {
+            q = next_quiet(q, false);
+            waits.push(q + TICK);
+        }
+        assert_eq!(waits[0], 2 * TICK, "the first quiet look waits a tick more");
+        assert!(waits.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(*waits.last().unwrap(), QUIET, "never more than QUIET");
+        assert_eq!(
+            next_quiet(q, true) + TICK,
+            TICK,
+            "a call in flight: every tick"
+        );
+    }
 
     #[test]
     fn parameter_service_names_are_recognized() {

@@ -67,13 +67,17 @@ pub(crate) trait Worker {
     fn pump(&mut self);
 }
 
-/// Runs a worker until the bridge stops: a refresh every `config.refresh`, a pump every
-/// `tick` while it is busy.
+/// Runs a worker until the bridge stops: a refresh every `config.refresh` when either
+/// graph changed (else every [`crate::changes::SAFETY`]), a pump every `tick` while it is
+/// busy.
 pub(crate) fn run(w: &mut impl Worker, tick: Duration) {
     let mut next_refresh = Instant::now();
+    let mut gate = crate::changes::Gate::default();
     while !w.shared().stop.load(Ordering::Relaxed) {
         if Instant::now() >= next_refresh {
-            w.refresh();
+            if gate.due(w.shared()) {
+                w.refresh();
+            }
             next_refresh = Instant::now() + w.config().refresh;
         }
         if !w.busy() {
