@@ -164,6 +164,7 @@ fn subscribe(
     let resolved = resolve_topic(node, name)?;
     let topic = resolved.as_str();
     let mut told = false;
+    let (mut next_look, mut uncarried) = (None, None);
     let qos = Qos::sensor().depth(64);
     loop {
         // the endpoints resolve `name` themselves (resolving twice would chain remaps);
@@ -183,13 +184,34 @@ fn subscribe(
                     }
                     None => {}
                 }
+                // a ROS 2 topic the bridge does not carry: why, as the bridge says it
+                if next_look.is_none_or(|t| Instant::now() >= t) {
+                    next_look = Some(Instant::now() + Duration::from_secs(1));
+                    uncarried =
+                        crate::ros2::graph(node).and_then(|g| g.not_carried.get(topic).cloned());
+                    if let Some(n) = uncarried.as_ref().filter(|n| !n.learning) {
+                        return Err(Failure::Runtime(anyhow::anyhow!(
+                            "topic {topic} is a ROS 2 topic the bridge carries nothing of \
+                             into Nerve: {}",
+                            n.why
+                        )));
+                    }
+                }
                 if deadline.is_some_and(|d| Instant::now() >= d) || nerve::shutdown::requested() {
-                    return Err(Failure::Runtime(anyhow::anyhow!(
-                        "topic {topic} does not exist"
-                    )));
+                    return Err(Failure::Runtime(match &uncarried {
+                        Some(n) => anyhow::anyhow!(
+                            "topic {topic} is a ROS 2 topic the bridge carries nothing of \
+                             into Nerve yet: {}",
+                            n.why
+                        ),
+                        None => anyhow::anyhow!("topic {topic} does not exist"),
+                    }));
                 }
                 if !told && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                    eprintln!("waiting for topic {topic} to appear…");
+                    match &uncarried {
+                        Some(n) => eprintln!("waiting for topic {topic}: {}", n.why),
+                        None => eprintln!("waiting for topic {topic} to appear…"),
+                    }
                     told = true;
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -255,6 +277,29 @@ fn info_json(t: &TopicInfo) -> Value {
     })
 }
 
+/// `topic info` of a ROS 2 topic with no Nerve side, from the bridge's graph: its types,
+/// endpoints and why the bridge carries nothing of it (`None` for a topic not in it).
+fn ros2_info(g: &nerve_ros2::graph::RosGraph, topic: &str) -> Option<Value> {
+    let t = g.topics.get(topic)?;
+    let types: Vec<&str> = t.types.iter().map(String::as_str).collect();
+    let mut v = json!({"name": topic, "type": types.join(","), "host": crate::ros2::ROS2,
+        "ros2": true, "publishers": t.publishers, "subscribers": t.subscriptions});
+    if let Some(n) = g.not_carried.get(topic) {
+        v["not_carried"] = json!(n);
+    }
+    Some(v)
+}
+
+/// `topic info`'s human form: one field a line.
+fn print_fields(v: &Value) {
+    for (k, val) in v.as_object().into_iter().flatten() {
+        println!(
+            "{k:>16}: {}",
+            val.as_str().map(str::to_string).unwrap_or(val.to_string())
+        );
+    }
+}
+
 /// The schema of a type that is not built in, read from the topic it is published on.
 fn topic_schema(
     node: &nerve::Node,
@@ -298,6 +343,11 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                 let types: Vec<&str> = t.types.iter().map(String::as_str).collect();
                 (name, types.join(","), t.publishers, t.subscriptions)
             });
+            // what the bridge carries nothing of, and why (as `topic info/echo` say)
+            let uncarried = ros2
+                .not_carried
+                .iter()
+                .filter(|(name, _)| ros2.topics.contains_key(*name));
             match f.format {
                 Format::Json => {
                     let mut list: Vec<Value> = topics
@@ -310,8 +360,12 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                         .collect();
                     list.extend(remote::json_rows(&remote, ("publishers", "subscribers")));
                     list.extend(ros2_rows.map(|(name, ty, p, s)| {
-                        json!({"name": name, "type": ty, "host": crate::ros2::ROS2,
-                            "ros2": true, "publishers": p, "subscribers": s})
+                        let mut v = json!({"name": name, "type": ty, "host": crate::ros2::ROS2,
+                            "ros2": true, "publishers": p, "subscribers": s});
+                        if let Some(n) = ros2.not_carried.get(name) {
+                            v["not_carried"] = json!(n);
+                        }
+                        v
                     }));
                     output::json(&Value::Array(list))?
                 }
@@ -338,7 +392,13 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                             s.to_string(),
                         ]
                     }));
-                    output::table(&["TOPIC", "TYPE", "HOST", "PUBS", "SUBS"], &rows)?
+                    output::table(&["TOPIC", "TYPE", "HOST", "PUBS", "SUBS"], &rows)?;
+                    for (name, n) in uncarried {
+                        println!(
+                            "{name} ({}): nothing carried into Nerve: {}",
+                            n.ros_type, n.why
+                        );
+                    }
                 }
             }
             Ok(())
@@ -354,9 +414,17 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             let (host, remote) = remote::discover(ctx)?;
             let remote: Vec<_> = remote.into_iter().filter(|e| e.name == topic).collect();
             if local.is_none() && remote.is_empty() {
-                return Err(Failure::Runtime(anyhow::anyhow!(
-                    "topic {topic} does not exist"
-                )));
+                // a ROS 2 topic with no Nerve side: as the bridge sees it, and why
+                let Some(v) = crate::ros2::graph(&node).and_then(|g| ros2_info(&g, &topic)) else {
+                    return Err(Failure::Runtime(anyhow::anyhow!(
+                        "topic {topic} does not exist"
+                    )));
+                };
+                match format {
+                    Format::Json => output::json(&v)?,
+                    Format::Human => print_fields(&v),
+                }
+                return Ok(());
             }
             let mut v = local
                 .as_ref()
@@ -389,12 +457,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             match format {
                 Format::Json => output::json(&v)?,
                 Format::Human => {
-                    for (k, val) in v.as_object().into_iter().flatten() {
-                        println!(
-                            "{k:>16}: {}",
-                            val.as_str().map(str::to_string).unwrap_or(val.to_string())
-                        );
-                    }
+                    print_fields(&v);
                     if let Some(Some(Ok(schema))) = local.as_ref().map(|t| &t.schema) {
                         println!("{:>16}:", "layout");
                         print!("{}", types::layout_tree(schema));

@@ -222,3 +222,60 @@ def test_a_python_server_of_a_ros2_type_answers_the_cli_with_a_dict_and_a_bad_re
     assert not "".join(call.lines).strip(), call.lines
     err = " ".join(call.err)
     assert "test_msgs/srv/BasicTypes_Response" in err and "decode" in err, err
+
+
+@pytest.mark.every_ros2_distro
+def test_a_ros2_topic_the_bridge_cannot_carry_is_listed_with_why_and_echo_and_info_say_so(ros2, tmp_path):
+    # a ROS 2 type with no definition on the bridge's path, from a node that does not
+    # describe its types: every door says the same as the bridge (listed, nothing carried,
+    # naming the type), never "does not exist"
+    from test_ros2_bridge import string_talker
+
+    from conftest import target_bin
+    from ros2.harness import Proc
+
+    empty = tmp_path / "no_types"
+    empty.mkdir()
+    env = {k: v for k, v in ros2.environ.items() if k != "AMENT_PREFIX_PATH"}
+    bridge = ros2.bridge("--types", empty, types=False, environ=env)
+    talker = string_talker(ros2, "/uncarried", "test_msgs/msg/Strings", serve=False)
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not any(l.startswith("/uncarried") for l in bridge.err):
+            time.sleep(0.1)
+        assert any(l.startswith("/uncarried: not bridged") for l in bridge.err), bridge.err
+
+        def nerve(*args):
+            p = Proc([target_bin("nerve"), *args], env, "nerve")
+            return p.wait(60), p
+
+        deadline = time.monotonic() + 20
+        while True:
+            code, listed = nerve("topic", "list", "--format", "json")
+            assert code == 0, listed.err
+            row = next((r for r in json.loads("".join(listed.lines)) if r["name"] == "/uncarried"), {})
+            # (the graph the bridge publishes follows its report within a period)
+            if not row.get("not_carried", {"learning": True})["learning"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert row.get("ros2") and row["type"] == "test_msgs/msg/Strings", row
+        why = row["not_carried"]
+        assert why["ros_type"] == "test_msgs/msg/Strings" and not why["learning"], why
+        assert "test_msgs/msg/Strings" in why["why"] and str(empty) in why["why"], why
+
+        code, human = nerve("topic", "list")
+        assert code == 0 and any(l.startswith("/uncarried (test_msgs/msg/Strings): nothing carried")
+                                 for l in human.lines), human.lines
+
+        code, info = nerve("topic", "info", "/uncarried", "--format", "json")
+        assert code == 0, info.err
+        got = json.loads("".join(info.lines))
+        assert got["host"] == "ROS 2" and got["publishers"] == 1 and got["not_carried"] == why, got
+
+        code, echo = nerve("topic", "echo", "/uncarried", "--count", "1", "--timeout", "30")
+        assert code == 1, (echo.lines, echo.err)
+        err = " ".join(echo.err)
+        assert "test_msgs/msg/Strings" in err and "carries nothing" in err, err
+        assert "does not exist" not in err, err
+    finally:
+        talker.stop()

@@ -36,6 +36,22 @@ pub struct RosGraph {
     /// the Nerve side offers).
     #[serde(default)]
     pub qos_mismatches: BTreeMap<String, String>,
+    /// ROS 2 topic → why the bridge carries nothing of its publishers into Nerve (so
+    /// `nerve topic list/info/echo` say the same as the bridge).
+    #[serde(default)]
+    pub not_carried: BTreeMap<String, NotCarried>,
+}
+
+/// Why a ROS 2 topic with publishers has no Nerve side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct NotCarried {
+    /// Its ROS 2 type (`pkg/msg/Name`).
+    pub ros_type: String,
+    /// Whether the bridge is still asking the publishers' nodes for the type's
+    /// definition (it may be carried soon); else it was refused.
+    pub learning: bool,
+    /// Why, naming the type and where its definition was looked for.
+    pub why: String,
 }
 
 /// One ROS 2 topic.
@@ -144,6 +160,11 @@ impl GraphSync {
         }
         let mut g = RosGraph {
             qos_mismatches: self.mismatches.clone(),
+            not_carried: shared
+                .not_carried
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
             ..RosGraph::default()
         };
         let mut alive = BTreeSet::new();

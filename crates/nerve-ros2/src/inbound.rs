@@ -7,6 +7,7 @@
 //! uses for its own type crosses under `/_ros2` ([`nerve_topic`]).
 
 use crate::dds::{self, RawAdapter, RawCdr, RosQos};
+use crate::graph::NotCarried;
 use crate::type_description::Learner;
 use crate::types::{count_unconverted, ros_type_of_dds, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError, Event, Shared};
@@ -257,6 +258,13 @@ impl Inbound {
             e.1.depth = e.1.depth.max(q.depth);
         }
         let now = Instant::now();
+        let before = self
+            .shared
+            .not_carried
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut not_carried = BTreeMap::new();
         for (topic, (ty, qos)) in &wanted {
             if let Some(r) = self.routes.get_mut(topic) {
                 r.last_seen = now;
@@ -275,6 +283,10 @@ impl Inbound {
                 .get(topic)
                 .is_some_and(|t| t.elapsed() < crate::RETRY)
             {
+                // still refused for the reason said when it failed
+                if let Some(n) = before.get(topic) {
+                    not_carried.insert(topic.clone(), n.clone());
+                }
                 continue;
             }
             let first_failure = !self.failed.contains_key(topic);
@@ -297,8 +309,28 @@ impl Inbound {
                 }
                 // a type still asked of its publishers (type_description.rs) is not a
                 // failure yet: looked at again at the next refresh
-                Err(_) if self.catalog.learning(ty) => {}
+                Err(_) if self.catalog.learning(ty) => {
+                    not_carried.insert(
+                        topic.clone(),
+                        NotCarried {
+                            ros_type: ty.clone(),
+                            learning: true,
+                            why: format!(
+                                "{ty} is on no type search path: the bridge is asking its \
+                                 publishers' nodes for its definition (get_type_description)"
+                            ),
+                        },
+                    );
+                }
                 Err(e) => {
+                    not_carried.insert(
+                        topic.clone(),
+                        NotCarried {
+                            ros_type: ty.clone(),
+                            learning: false,
+                            why: format!("not bridged: {e}"),
+                        },
+                    );
                     if first_failure {
                         (self.shared.events)(Event::NotBridged {
                             topic: topic.clone(),
@@ -311,6 +343,11 @@ impl Inbound {
         }
         // a topic that failed is tried again once its publishers are gone and back
         self.failed.retain(|t, _| wanted.contains_key(t));
+        *self
+            .shared
+            .not_carried
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = not_carried;
         let gone: Vec<String> = self
             .routes
             .iter()

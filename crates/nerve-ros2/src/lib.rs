@@ -144,6 +144,9 @@ pub(crate) struct Shared {
     events: Box<dyn Fn(Event) + Send + Sync>,
     /// Nerve topics the ROS 2 → Nerve half publishes (the other half discounts them).
     inbound_topics: Mutex<HashSet<String>>,
+    /// ROS 2 topics with publishers that the ROS 2 → Nerve half carries nothing of, and
+    /// why (published with the ROS 2 graph, so every door says the same).
+    not_carried: Mutex<std::collections::BTreeMap<String, graph::NotCarried>>,
     /// The bridges alive, as [`changes::Changes`] last scanned them.
     peers: Mutex<Arc<Peers>>,
     /// Whether either graph changed (each thread compares them only then).
@@ -221,6 +224,7 @@ impl Bridge {
             stats: BridgeStats::default(),
             events: Box::new(events),
             inbound_topics: Mutex::new(HashSet::new()),
+            not_carried: Mutex::default(),
             peers: Mutex::default(),
             changes: changes::Changes::new(config.refresh),
             nerve_state_dir: config.nerve.state_dir.clone(),
