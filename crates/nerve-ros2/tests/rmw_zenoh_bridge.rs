@@ -8,8 +8,8 @@ use nerve::{Config, RawSubscriber};
 use nerve_msgs::ros2::ros2_type;
 use nerve_msgs::{Imu, Time};
 use nerve_ros2::rmw_zenoh::{
-    peer_config, Attachment, EntityKind, EntityToken, Gid, Graph, GraphEntity, Qos, ZenohBridge,
-    ZenohSide, BRIDGE_NODE_PREFIX,
+    peer_config, Attachment, Durability, EntityKind, EntityToken, Gid, Graph, GraphEntity, Qos,
+    Reliability, ZenohBridge, ZenohSide, BRIDGE_NODE_PREFIX,
 };
 use nerve_ros2::{BridgeConfig, Event};
 use nerve_ros2_types::{Registry, SearchPath, Value};
@@ -585,4 +585,195 @@ fn nerve_servers_answer_rmw_zenoh_clients() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert_eq!(serving.join().unwrap(), 2);
+}
+
+/// The profile of a reliable transient local endpoint keeping `depth` samples.
+fn transient_local(depth: u64) -> Qos {
+    Qos {
+        reliability: Reliability::Reliable,
+        durability: Durability::TransientLocal,
+        ..Qos::keep_last(depth)
+    }
+}
+
+/// An rmw_zenoh transient local publisher (an advanced publisher with a cache of its
+/// depth, publisher detection and sporadic heartbeats, as rmw_zenoh_cpp declares it)
+/// publishes before anyone listens; a Nerve subscriber that comes later gets those
+/// samples through the bridge, whose subscription (announced transient local) fetches
+/// the publisher's history.
+#[test]
+fn a_transient_local_rmw_zenoh_history_reaches_a_late_nerve_subscriber() {
+    use zenoh_ext::{AdvancedPublisherBuilderExt, CacheConfig, MissDetectionConfig};
+    let (bridge, ros, events) = setup(4, 45);
+    let zid = ros.zid().to_string();
+    let node_token = EntityToken::node(45, &zid, 0, "/", "map_server").unwrap();
+    let mp = EntityToken::endpoint(
+        &node_token,
+        EntityKind::Publisher,
+        1,
+        "/map",
+        "std_msgs/msg/String",
+        STRING_HASH,
+        transient_local(5),
+    )
+    .unwrap();
+    let _node = ros
+        .liveliness()
+        .declare_token(node_token.key_expr())
+        .wait()
+        .unwrap();
+    let _mp = ros
+        .liveliness()
+        .declare_token(mp.key_expr())
+        .wait()
+        .unwrap();
+    let key = mp.data_key().unwrap().key_expr();
+    assert_eq!(
+        key,
+        format!("45/map/std_msgs::msg::dds_::String_/{STRING_HASH}")
+    );
+    let publisher = ros
+        .declare_publisher(key)
+        .cache(CacheConfig::default().max_samples(5))
+        .publisher_detection()
+        .sample_miss_detection(
+            MissDetectionConfig::default().sporadic_heartbeat(Duration::from_millis(500)),
+        )
+        .wait()
+        .unwrap();
+    let texts = ["first", "second", "third"];
+    for (i, text) in texts.iter().enumerate() {
+        let a = Attachment {
+            sequence_number: i as i64 + 1,
+            source_timestamp_ns: now_ns(),
+            gid: mp.gid(),
+        };
+        publisher
+            .put(string_cdr(text))
+            .attachment(a.encode().to_vec())
+            .wait()
+            .unwrap();
+    }
+    wait_until("the bridged event", || {
+        events
+            .try_recv()
+            .ok()
+            .filter(|e| matches!(e, Event::Bridged { topic, to_ros: false, .. } if topic == "/map"))
+    });
+
+    let ctx = Context::new(nerve_config(4)).unwrap();
+    let node = ctx.node("late").create().unwrap();
+    let sub = RawSubscriber::create(&node, "/map", nerve::Qos::default()).unwrap();
+    let head = std::mem::size_of::<nerve_msgs::ros2::Ros2Cdr>();
+    for text in texts {
+        let got = sub
+            .recv_timeout(WAIT)
+            .unwrap()
+            .expect("the publisher's history in Nerve");
+        assert_eq!(&got.bytes()[head..], string_cdr(text).as_slice());
+    }
+    let observer = ZenohSide::new(ros.clone(), 45, "/", "observer").unwrap();
+    let s = wait_until("the bridge's subscription", || {
+        bridge_entity(&observer.graph(), &bridge, EntityKind::Subscription, "/map")
+    });
+    let qos = s.token.topic.as_ref().unwrap().qos;
+    assert_eq!(qos.durability, Durability::TransientLocal);
+    assert_eq!(qos.depth, 5);
+}
+
+/// A Nerve publisher with history → the bridge's transient local publisher (announced
+/// so in its token) → an rmw_zenoh transient local subscription gets the samples, and a
+/// second one that joins afterwards gets them from the bridge's cache, with the
+/// attachments they were published with.
+#[test]
+fn a_late_transient_local_rmw_zenoh_subscription_gets_the_bridges_cache() {
+    use zenoh_ext::{AdvancedSubscriberBuilderExt, HistoryConfig, RecoveryConfig};
+    let (bridge, ros, _events) = setup(5, 46);
+    let ctx = Context::new(nerve_config(5)).unwrap();
+    let node = ctx.node("imu_driver").create().unwrap();
+    let imus = node
+        .publisher::<Imu>("/imu_latched")
+        .qos(nerve::Qos::latched().history(3).depth(3))
+        .create()
+        .unwrap();
+    let observer = ZenohSide::new(ros.clone(), 46, "/", "observer").unwrap();
+    let p = wait_until("the bridge's publisher", || {
+        bridge_entity(
+            &observer.graph(),
+            &bridge,
+            EntityKind::Publisher,
+            "/imu_latched",
+        )
+    });
+    let qos = p.token.topic.as_ref().unwrap().qos;
+    assert_eq!(qos.durability, Durability::TransientLocal);
+    let key = p.token.data_key().unwrap().key_expr();
+
+    // an rmw_zenoh transient local subscription, as rmw_zenoh_cpp declares it
+    let subscription = |tx: std::sync::mpsc::Sender<(Vec<u8>, Attachment)>| {
+        let tx = Mutex::new(tx);
+        ros.declare_subscriber(key.clone())
+            .callback(move |s: zenoh::sample::Sample| {
+                let a = Attachment::decode(&s.attachment().unwrap().to_bytes()).unwrap();
+                let _ = tx
+                    .lock()
+                    .unwrap()
+                    .send((s.payload().to_bytes().into_owned(), a));
+            })
+            .advanced()
+            .subscriber_detection()
+            .history(
+                HistoryConfig::default()
+                    .detect_late_publishers()
+                    .max_samples(3),
+            )
+            .recovery(RecoveryConfig::default().heartbeat())
+            .wait()
+            .unwrap()
+    };
+    let ms = EntityToken::endpoint(
+        &observer.node().clone(),
+        EntityKind::Subscription,
+        90,
+        "/imu_latched",
+        "sensor_msgs/msg/Imu",
+        &fixture_hash("sensor_msgs/msg/Imu"),
+        transient_local(3),
+    )
+    .unwrap();
+    let (tx1, first) = channel();
+    let _s1 = subscription(tx1);
+    let _ms = ros
+        .liveliness()
+        .declare_token(ms.key_expr())
+        .wait()
+        .unwrap();
+    assert!(
+        imus.wait_for_subscribers(1, WAIT),
+        "the bridge subscribes in Nerve"
+    );
+    for i in 1..=3i64 {
+        imus.publish(&Imu {
+            stamp: Time { nanos: i * 1000 },
+            ..Default::default()
+        })
+        .unwrap();
+    }
+    let reg = registry("sensor_msgs/msg/Imu");
+    let check = |rx: &Receiver<(Vec<u8>, Attachment)>| {
+        for i in 1..=3u32 {
+            let (cdr, a) = rx.recv_timeout(WAIT).expect("an Imu in ROS 2");
+            assert_eq!((a.sequence_number, a.gid), (i64::from(i), p.gid));
+            let v = nerve_ros2_types::decode(&reg, "sensor_msgs/msg/Imu", &cdr).unwrap();
+            assert_eq!(
+                field(&v, &["header", "stamp", "nanosec"]),
+                &Value::UInt32(i * 1000)
+            );
+        }
+    };
+    check(&first);
+    // a late subscription: the same three, from the bridge's cache
+    let (tx2, second) = channel();
+    let _s2 = subscription(tx2);
+    check(&second);
 }

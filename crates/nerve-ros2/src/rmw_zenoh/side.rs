@@ -3,7 +3,7 @@
 
 use super::attachment::{Attachment, AttachmentError, Gid};
 use super::names::FormatError;
-use super::qos::{History, Qos, Reliability};
+use super::qos::{Durability, History, Qos, Reliability};
 use super::token::{graph_key_expr, EntityKind, EntityToken};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,12 +13,25 @@ use zenoh::liveliness::LivelinessToken;
 use zenoh::qos::CongestionControl;
 use zenoh::sample::{Locality, SampleKind};
 use zenoh::Wait;
+use zenoh_ext::{
+    AdvancedPublisher, AdvancedPublisherBuilderExt, AdvancedSubscriber,
+    AdvancedSubscriberBuilderExt, CacheConfig, HistoryConfig, MissDetectionConfig, RecoveryConfig,
+};
 
 /// The most entities a graph holds (tokens beyond are counted, not kept).
 pub const MAX_GRAPH_ENTITIES: usize = 65_536;
 
 /// The most samples a subscription queues (keep-all ones included).
 pub const MAX_QUEUE: usize = 4096;
+
+/// How often a reliable transient local publisher announces its last sequence number
+/// when it changed, so subscriptions detect a missed last sample and fetch it from the
+/// cache (rmw_zenoh's `SAMPLE_MISS_DETECTION_HEARTBEAT_PERIOD`, 500 ms).
+const HEARTBEAT_PERIOD: Duration = Duration::from_millis(500);
+
+/// How long a transient local subscription waits for a publisher's history (rmw_zenoh
+/// waits without limit; a day stands for that here).
+const HISTORY_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// Node and entity ids, unique in this process (so in every session it opens).
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
@@ -77,6 +90,8 @@ pub fn peer_config(listen: &[&str], connect: &[&str]) -> Result<zenoh::Config, Z
         ("scouting/multicast/enabled", "false".to_owned()),
         ("listen/endpoints", json(listen)),
         ("connect/endpoints", json(connect)),
+        // transient local publishers' caches order their samples by timestamp
+        ("timestamping/enabled", "true".to_owned()),
     ] {
         c.insert_json5(key, &value)
             .map_err(|e| ZenohError::Config {
@@ -290,8 +305,10 @@ impl ZenohSide {
     /// type hash `type_hash` (`RIHS01_...`, or `TypeHashNotSupported` to meet Humble),
     /// announced with its liveliness token. The QoS is adapted as rmw_zenoh does
     /// ([`Qos::adapted`]); reliable keep-all publishers block when the network is
-    /// congested, the others drop. Transient local is announced but no cache of past
-    /// samples is kept for late joiners.
+    /// congested, the others drop. A transient local publisher is, as rmw_zenoh's, an
+    /// advanced publisher that keeps its last `depth` samples for late subscriptions
+    /// (detected through its liveliness token under `@adv/pub`), with sample miss
+    /// detection (sporadic heartbeats) when reliable.
     pub fn publisher(
         &self,
         topic: &str,
@@ -316,7 +333,7 @@ impl ZenohSide {
         } else {
             CongestionControl::Drop
         };
-        let publisher = self
+        let builder = self
             .session
             .declare_publisher(key.clone())
             .congestion_control(congestion)
@@ -324,13 +341,27 @@ impl ZenohSide {
                 zenoh::qos::Reliability::Reliable
             } else {
                 zenoh::qos::Reliability::BestEffort
-            })
-            .wait()
-            .map_err(|e| ZenohError::Declare {
-                what: "publisher",
-                key: key.clone(),
-                reason: e.to_string(),
-            })?;
+            });
+        let declared = if qos.durability == Durability::TransientLocal {
+            let advanced = builder
+                .cache(CacheConfig::default().max_samples(depth_of(&qos)))
+                .publisher_detection();
+            let advanced = if reliable {
+                advanced.sample_miss_detection(
+                    MissDetectionConfig::default().sporadic_heartbeat(HEARTBEAT_PERIOD),
+                )
+            } else {
+                advanced
+            };
+            advanced.wait().map(Sender::Advanced)
+        } else {
+            builder.wait().map(Sender::Plain)
+        };
+        let publisher = declared.map_err(|e| ZenohError::Declare {
+            what: "publisher",
+            key: key.clone(),
+            reason: e.to_string(),
+        })?;
         let live = declare_token(&self.session, &token)?;
         let token_key = token.key_expr();
         Ok(RosPublisher {
@@ -405,11 +436,11 @@ impl ZenohSide {
             Some((head, _)) if any_hash => format!("{head}/*"),
             _ => key,
         };
-        let subscriber = self
+        let builder = self
             .session
             .declare_subscriber(key.clone())
             .allowed_origin(Locality::Remote)
-            .callback(move |sample| {
+            .callback(move |sample: zenoh::sample::Sample| {
                 if sample.kind() != SampleKind::Put {
                     return;
                 }
@@ -421,13 +452,33 @@ impl ZenohSide {
                     cdr: sample.payload().to_bytes().into_owned(),
                     attachment,
                 });
-            })
-            .wait()
-            .map_err(|e| ZenohError::Declare {
-                what: "subscriber",
-                key: key.clone(),
-                reason: e.to_string(),
-            })?;
+            });
+        let declared = if qos.durability == Durability::TransientLocal {
+            // as rmw_zenoh's: the history of the publishers there and of late ones
+            let advanced = builder
+                .advanced()
+                .allowed_origin(Locality::Remote)
+                .subscriber_detection()
+                .query_timeout(HISTORY_TIMEOUT)
+                .history(
+                    HistoryConfig::default()
+                        .detect_late_publishers()
+                        .max_samples(depth_of(&qos)),
+                );
+            let advanced = if qos.reliability == Reliability::Reliable {
+                advanced.recovery(RecoveryConfig::default().heartbeat())
+            } else {
+                advanced
+            };
+            advanced.wait().map(Receiving::Advanced)
+        } else {
+            builder.wait().map(Receiving::Plain)
+        };
+        let subscriber = declared.map_err(|e| ZenohError::Declare {
+            what: "subscriber",
+            key: key.clone(),
+            reason: e.to_string(),
+        })?;
         let live = declare_token(&self.session, &token)?;
         Ok(RosSubscription {
             gid: token.gid(),
@@ -539,6 +590,31 @@ impl ZenohSide {
     }
 }
 
+/// The history depth of a transient local publisher or subscription (keep-all ones keep
+/// [`MAX_QUEUE`]).
+fn depth_of(qos: &Qos) -> usize {
+    match qos.history {
+        History::KeepAll => MAX_QUEUE,
+        _ => usize::try_from(qos.depth)
+            .unwrap_or(MAX_QUEUE)
+            .clamp(1, MAX_QUEUE),
+    }
+}
+
+/// A publisher as declared: plain, or advanced with a cache (transient local).
+enum Sender {
+    Plain(zenoh::pubsub::Publisher<'static>),
+    Advanced(AdvancedPublisher<'static>),
+}
+
+/// A subscriber as declared: plain, or advanced with history (transient local); held
+/// only to be undeclared when dropped.
+#[allow(dead_code)]
+enum Receiving {
+    Plain(zenoh::pubsub::Subscriber<()>),
+    Advanced(AdvancedSubscriber<()>),
+}
+
 fn data_key_expr(token: &EntityToken) -> String {
     token.data_key().map(|k| k.key_expr()).unwrap_or_default()
 }
@@ -561,7 +637,7 @@ fn declare_token(
 
 /// A ROS 2 publisher of raw CDR on rmw_zenoh (undeclared, with its token, when dropped).
 pub struct RosPublisher {
-    publisher: zenoh::pubsub::Publisher<'static>,
+    publisher: Sender,
     key: String,
     token_key: String,
     token: EntityToken,
@@ -583,23 +659,25 @@ impl RosPublisher {
         };
         // like rmw_zenoh, a failed put still uses its sequence number
         *seq = seq.wrapping_add(1);
-        self.publisher
-            .put(cdr.to_vec())
-            .attachment(attachment.encode().to_vec())
-            .wait()
-            .map_err(|e| ZenohError::Publish {
-                key: self.key.clone(),
-                reason: e.to_string(),
-            })?;
+        let attached = attachment.encode().to_vec();
+        match &self.publisher {
+            Sender::Plain(p) => p.put(cdr.to_vec()).attachment(attached).wait(),
+            Sender::Advanced(p) => p.put(cdr.to_vec()).attachment(attached).wait(),
+        }
+        .map_err(|e| ZenohError::Publish {
+            key: self.key.clone(),
+            reason: e.to_string(),
+        })?;
         Ok(attachment)
     }
 
     /// Whether a Zenoh subscriber matches its data key expression now.
     pub fn has_subscribers(&self) -> bool {
-        self.publisher
-            .matching_status()
-            .wait()
-            .is_ok_and(|s| s.matching())
+        match &self.publisher {
+            Sender::Plain(p) => p.matching_status().wait(),
+            Sender::Advanced(p) => p.matching_status().wait(),
+        }
+        .is_ok_and(|s| s.matching())
     }
 
     /// Its GID (the hash of its token's key expression, as rmw_zenoh computes it).
@@ -841,7 +919,7 @@ pub struct RosSubscription {
     token_key: String,
     token: EntityToken,
     gid: Gid,
-    _subscriber: zenoh::pubsub::Subscriber<()>,
+    _subscriber: Receiving,
     _live: LivelinessToken,
 }
 
