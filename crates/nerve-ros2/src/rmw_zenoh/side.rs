@@ -1147,6 +1147,56 @@ mod tests {
         .is_some());
     }
 
+    /// rmw_zenoh's topology: peers that only know the router (`rmw_zenohd`) find each
+    /// other through it (its gossip) and exchange data and tokens. Zenoh 1.10.0 broke
+    /// this (eclipse-zenoh/zenoh#2753: peers of ROS 2 Kilted/Lyrical saw nothing); this
+    /// checks the pinned release.
+    #[test]
+    fn peers_find_each_other_through_a_router() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let router_at = format!("tcp/127.0.0.1:{port}");
+        let mut router = peer_config(&[&router_at], &[]).unwrap();
+        router.insert_json5("mode", "\"router\"").unwrap();
+        let _router = zenoh::open(router).wait().unwrap();
+        let peer = || {
+            zenoh::open(peer_config(&["tcp/127.0.0.1:0"], &[&router_at]).unwrap())
+                .wait()
+                .unwrap()
+        };
+        let a = ZenohSide::new(peer(), 73, "/", "talker").unwrap();
+        let b = ZenohSide::new(peer(), 73, "/", "listener").unwrap();
+        let sub = b
+            .subscriber(
+                "/chatter",
+                "std_msgs/msg/String",
+                STRING_HASH,
+                Qos::keep_last(10),
+            )
+            .unwrap();
+        let publ = a
+            .publisher(
+                "/chatter",
+                "std_msgs/msg/String",
+                STRING_HASH,
+                Qos::keep_last(10),
+            )
+            .unwrap();
+        wait_until(|| {
+            (b.graph()
+                .on_topic(EntityKind::Publisher, "/chatter")
+                .count()
+                == 1)
+                .then_some(())
+        })
+        .expect("a's publisher token through the router");
+        wait_until(|| publ.has_subscribers().then_some(())).expect("matching");
+        publ.publish(&HELLO).unwrap();
+        assert_eq!(sub.recv_timeout(WAIT).expect("the sample").cdr, HELLO);
+    }
+
     /// Samples without or with a malformed attachment are handed over with the error,
     /// counted and named; a malformed token is counted in the graph with its part named.
     #[test]
