@@ -490,3 +490,34 @@ impl Services {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixtures() -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../nerve-ros2-types/tests/fixtures/share")
+    }
+
+    /// A service carried as CDR announces the RIHS01 hash ROS 2 computes for the service
+    /// type (recorded in the fixture from a real ROS 2); a standard service found nowhere
+    /// on the type path announces `TypeHashNotSupported`.
+    #[test]
+    fn service_type_hashes() {
+        let search = vec![fixtures()];
+        let mut catalog = Catalog::new(search.clone(), true);
+        let basic = service_route(&mut catalog, "test_msgs/srv/BasicTypes").unwrap();
+        assert!(matches!(basic.form, ServiceForm::Cdr { .. }));
+        assert_eq!(
+            service_type_hash(&basic, &search),
+            "RIHS01_da348697437c103cc9a9322ac1bdbdcf8eb11a85de22f7f2492ca1df416e1a5f"
+        );
+        let trigger = service_route(&mut catalog, "std_srvs/srv/Trigger").unwrap();
+        assert!(matches!(trigger.form, ServiceForm::Native(_)));
+        assert_eq!(
+            service_type_hash(&trigger, &search),
+            TYPE_HASH_NOT_SUPPORTED
+        );
+    }
+}
