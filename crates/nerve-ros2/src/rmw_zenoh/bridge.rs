@@ -181,7 +181,9 @@ impl ZenohBridge {
     /// Opens a Zenoh session with `zenoh` (typically [`super::peer_config`] connected to
     /// rmw_zenoh's router), declares the bridge's ROS 2 node `nerve_bridge_<pid>` in ROS
     /// domain `config.ros_domain` and starts its threads; `events` receives what the
-    /// bridge reports.
+    /// bridge reports. Transient local topics need time stamps on the session
+    /// (`timestamping/enabled`, as rmw_zenoh's default session configuration and
+    /// [`super::peer_config`] have it): without, such a topic is reported not bridged.
     pub fn start(
         config: BridgeConfig,
         zenoh: zenoh::Config,
