@@ -161,8 +161,9 @@ def ros2_fixture(domain, distro: str = DEFAULT_DISTRO):
         share = venv / "share"
         environ = env
 
-        def peer(self, *args, name="rclpy"):
-            p = Proc([venv / "bin" / "python", PEER, *map(str, args)], env, name)
+        def peer(self, *args, name="rclpy", environ=None):
+            """An rclpy peer (tests/ros2/peer.py ARGS...); `environ`: extra variables."""
+            p = Proc([venv / "bin" / "python", PEER, *map(str, args)], {**env, **(environ or {})}, name)
             procs.append(p)
             return p
 

@@ -146,6 +146,29 @@ def cloud(a):
     out(event="done", sent=a.count)
 
 
+def cloud_listener(a):
+    """Counts sensor_msgs/PointCloud2 messages of `bytes` data bytes (reliable, keep last
+    10) until `count` distinct header stamps arrived or the timeout."""
+    from sensor_msgs.msg import PointCloud2
+
+    node = rclpy.create_node("ros2_cloud_listener")
+    stamps = set()
+    wrong = [0]
+
+    def on_cloud(m):
+        if len(m.data) != a.bytes:
+            wrong[0] += 1
+            return
+        stamps.add((m.header.stamp.sec, m.header.stamp.nanosec))
+
+    node.create_subscription(PointCloud2, a.topic, on_cloud, qos(False))
+    out(event="ready")
+    deadline = time.monotonic() + a.timeout
+    while len(stamps) < a.count and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    out(event="done", received=len(stamps), wrong_size=wrong[0])
+
+
 def srv_type(name: str):
     pkg, _, cls = name.split("/")
     return getattr(importlib.import_module(f"{pkg}.srv"), cls)
@@ -805,6 +828,12 @@ def main():
     c.add_argument("bytes", type=int)
     c.add_argument("--rate", type=float, default=10.0)
     c.set_defaults(run=cloud)
+    cli = sub.add_parser("cloud_listener")
+    cli.add_argument("topic")
+    cli.add_argument("count", type=int)
+    cli.add_argument("bytes", type=int)
+    cli.add_argument("--timeout", type=float, default=60.0)
+    cli.set_defaults(run=cloud_listener)
     sv = sub.add_parser("server")
     sv.add_argument("service")
     sv.add_argument("type")

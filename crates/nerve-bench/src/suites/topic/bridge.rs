@@ -304,9 +304,11 @@ fn start_bridge(venv: &Path, domain: u32) -> Result<Child, PeerError> {
 }
 
 /// How the rclpy ends start: the ROS 2 environment, and the Fast DDS profile every rclpy
-/// node of the section runs with (`nerve_ros2::dds::FASTDDS_LARGE_DATA_PROFILE`: a 4 MiB
-/// UDP receive buffer, as a ROS 2 user receiving large messages over UDP configures it;
-/// rclpy → rclpy on one host goes over shared memory either way).
+/// subscriber of the section runs with (`nerve_ros2::dds::FASTDDS_LARGE_DATA_PROFILE`: a
+/// 4 MiB UDP receive buffer, as a ROS 2 user receiving large messages over UDP configures
+/// it; rclpy → rclpy on one host goes over shared memory either way). Publishers run
+/// with Fast DDS's defaults: with the profile's own UDP transport, an rclpy publisher of
+/// 64 KiB samples stalled after 128 of them towards the bridge (measured, cause open).
 struct Rclpy<'a> {
     ros: &'a Ros2,
     profile: &'a Path,
@@ -332,7 +334,8 @@ fn python_end(
         "domain": domain,
         "cpu": cpu,
         "message": plan.message.id(),
-        "fastdds_profile": rclpy.profile.display().to_string(),
+        // the receiving node's configuration (see Rclpy)
+        "fastdds_profile": (role == "subscriber").then(|| rclpy.profile.display().to_string()),
     });
     args.extend([role.to_string(), spec.to_string()]);
     Child::spawn(&python, &args, &[("PYTHONNOUSERSITE", "1".to_string())], "rclpy")
@@ -795,8 +798,8 @@ pub fn describe(quick: bool) -> String {
          domain of its own, unpinned) → a Nerve RawSubscriber in the bench process \
          (pinned to the subscriber core); a Nerve RawPublisher in the bench process \
          (default QoS, loaned samples, pinned to the publisher core) → the bridge → an \
-         rclpy subscriber (reliable keep-last 10); every rclpy node runs with the Fast \
-         DDS profile for large data (crates/nerve-ros2/fastdds_large_data.xml: a 4 MiB \
+         rclpy subscriber (reliable keep-last 10); every rclpy subscriber runs with the \
+         Fast DDS profile for large data (crates/nerve-ros2/fastdds_large_data.xml: a 4 MiB \
          UDP receive buffer, shared memory kept); beside the same rclpy publisher → an \
          rclpy subscriber. std_msgs/UInt8MultiArray (a Ros2Cdr carrier in Nerve) at \
          1 KiB and 64 KiB @ 100 Hz, 1 MiB @ 30 Hz, 4 MiB @ 10 Hz on every path, received \
