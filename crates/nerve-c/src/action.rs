@@ -340,7 +340,7 @@ pub unsafe extern "C" fn nerve_action_server_create(
             }
         };
         let (n, ctx) = handle::get::<NodeObj>(node.id, Kind::Node)?;
-        let s = erased::server(&n.0, name, ty, policy).map_err(action_err)?;
+        let s = erased::server(&n.0, name, ty, policy, None).map_err(action_err)?;
         slot.id = handle::insert(
             Kind::ActionServer,
             ctx,

@@ -256,24 +256,33 @@ pub fn client(
     f(node, name)
 }
 
-/// A server of the built-in action type named `action_type` on `name`.
+/// What says which type a server serves (see
+/// [`nerve::action::ActionServerBuilder::create_saying`]).
+pub type Say<'a> =
+    Box<dyn FnOnce(&nerve::Node, &str) -> Result<Box<dyn std::any::Any>, String> + 'a>;
+
+/// A server of the built-in action type named `action_type` on `name`; `say` says which
+/// type it serves, as a type that carries others needs ([`Ros2Action`]: the ROS 2 action
+/// type, `nerve_ros2_map::action::say`).
 pub fn server(
     node: &nerve::Node,
     name: &str,
     action_type: &str,
     policy: GoalPolicy,
+    say: Option<Say<'_>>,
 ) -> Result<Box<dyn ErasedServer>, ErasedError> {
     fn open<A: Action>(
         n: &nerve::Node,
         name: &str,
         policy: GoalPolicy,
+        say: Option<Say<'_>>,
     ) -> Result<Box<dyn ErasedServer>, ErasedError> {
-        Ok(Box::new(
-            ActionServer::<A>::builder(n, name)
-                .policy(policy)
-                .create()?,
-        ))
+        let builder = ActionServer::<A>::builder(n, name).policy(policy);
+        Ok(Box::new(match say {
+            Some(say) => builder.create_saying(say)?,
+            None => builder.create()?,
+        }))
     }
     let f = by_type!(action_type, open, Fibonacci, EchoAction, Ros2Action);
-    f(node, name, policy)
+    f(node, name, policy, say)
 }

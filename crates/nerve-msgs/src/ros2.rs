@@ -64,6 +64,8 @@ impl nerve::action::Action for Ros2Action {
     type Goal = Ros2ActionCdr;
     type Feedback = Ros2ActionCdr;
     type Result = Ros2ActionCdr;
+    // a server says which ROS 2 action type it serves (nerve_ros2_map::action)
+    const CARRIER: bool = true;
 }
 
 #[cfg(test)]

@@ -159,9 +159,6 @@ impl GoalRaw {
 #[pyclass(frozen, module = "nerve._nerve")]
 pub struct ActionServerRaw {
     pub(crate) inner: Affine<Box<dyn DynServer>>,
-    /// For a ROS 2 action type carried as CDR: the announcement of its type, so the ROS
-    /// 2 bridge offers it to ROS 2 as that type.
-    _announce: Option<Affine<nerve::RawPublisher>>,
 }
 
 #[pymethods]
@@ -182,16 +179,13 @@ impl ActionServerRaw {
         };
         let (ty, pass) = erased_type(action_type)?;
         let n = node.inner.get()?;
-        let s = nerve_msgs::erased::server(n, name, &ty, policy).map_err(erased_err)?;
-        let announce = match pass {
-            Some(pass) => Some(
-                nerve_ros2_map::action::announce(n, name, &pass).map_err(err::<PyActionError>)?,
-            ),
-            None => None,
-        };
+        // a ROS 2 action type carried as CDR: the server says which (kept with it)
+        let say = pass
+            .as_deref()
+            .map(|p| Box::new(nerve_ros2_map::action::say(p)) as nerve_msgs::erased::Say<'_>);
+        let s = nerve_msgs::erased::server(n, name, &ty, policy, say).map_err(erased_err)?;
         Ok(ActionServerRaw {
             inner: Affine::new(s, node.inner.graveyard(), "ActionServer"),
-            _announce: announce.map(|p| Affine::new(p, node.inner.graveyard(), "ActionServer")),
         })
     }
 

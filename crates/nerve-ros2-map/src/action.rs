@@ -356,6 +356,31 @@ pub fn announce(
         .map_err(|e| fail(&e))
 }
 
+/// Opens the Nerve server `builder` describes as a server of ROS 2 action type `pass`: it
+/// says its type on [`type_topic`] (under the action's resolved name) for as long as it
+/// serves, so the ROS 2 bridge offers it to ROS 2 as that type and Nerve's tools name it.
+/// The one way to open a [`Ros2Action`] server (`create` refuses one: it would say
+/// nothing of its type).
+pub fn create_server(
+    builder: nerve::action::ActionServerBuilder<Ros2Action>,
+    pass: &ActionPass,
+) -> Result<nerve::action::ActionServer<Ros2Action>, nerve::action::ActionError> {
+    builder.create_saying(say(pass))
+}
+
+/// What [`nerve::action::ActionServerBuilder::create_saying`] calls to say that a server
+/// is of ROS 2 action type `pass` (for servers opened by type name, as the erased layer
+/// does).
+pub fn say(
+    pass: &ActionPass,
+) -> impl FnOnce(&nerve::Node, &str) -> Result<Box<dyn std::any::Any>, String> + '_ {
+    move |node, name| {
+        announce(node, name, pass)
+            .map(|p| Box::new(p) as Box<dyn std::any::Any>)
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// The ROS 2 action type a [`type_topic`]'s schema names: its name and RIHS01 hash
 /// (`None` for a schema that names no ROS 2 type).
 pub fn announced(schema: &nerve::message::schema::Schema) -> Option<(&str, &str)> {
@@ -397,6 +422,36 @@ mod tests {
         let mut search = SearchPath::new();
         search.push_dir(&dir);
         ActionPass::load("demo_msgs/action/Count", &search).unwrap()
+    }
+
+    #[test]
+    fn a_ros2_action_server_says_its_type_and_cannot_be_opened_without() {
+        use nerve::action::{ActionError, ActionServer};
+        let dir = std::env::temp_dir().join(format!("nerve_action_say_{}", std::process::id()));
+        let config = nerve::Config::default().domain(613).unwrap().state_dir(dir);
+        let ctx = nerve::Context::new(config).unwrap();
+        let node = ctx.node("say").create().unwrap();
+        // opened as any other action type, it would say nothing of its ROS 2 type
+        let unsaid = ActionServer::<Ros2Action>::builder(&node, "/unsaid").create();
+        match unsaid {
+            Err(ActionError::Unsaid { action, reason }) => {
+                assert_eq!(action, "/unsaid");
+                assert!(reason.contains("create_server"), "{reason}");
+            }
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("a Ros2Action server opened without saying its type"),
+        }
+        let p = pass();
+        let server =
+            create_server(ActionServer::<Ros2Action>::builder(&node, "/counted"), &p).unwrap();
+        let info = nerve::introspect::topic_info(&node, &type_topic("/counted")).unwrap();
+        let schema = info.schema.unwrap().unwrap();
+        let hash = p.hash_text();
+        assert_eq!(
+            announced(&schema),
+            Some(("demo_msgs/action/Count", hash.as_str()))
+        );
+        drop(server);
     }
 
     #[test]

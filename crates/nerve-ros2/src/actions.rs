@@ -657,8 +657,6 @@ struct OfferedToNerve<F: Form> {
     name: String,
     form: F,
     server: ActionServer<F::A>,
-    /// The type topic of a type carried as CDR.
-    _announce: Option<nerve::RawPublisher>,
     goal_rq: Writer,
     goal_rr: Reader,
     cancel_rq: Writer,
@@ -1034,9 +1032,13 @@ impl Actions {
         name: &str,
         form: F,
     ) -> Result<(Box<dyn Bridged>, &'static str), BridgeError> {
+        // a type carried as CDR says which it is, for as long as the server serves
         let server = ActionServer::<F::A>::builder(&self.node, name)
             .policy(GoalPolicy::Parallel { max: MAX_GOALS })
-            .create()
+            .create_saying(|node, action| {
+                form.announce(node, action)
+                    .map(|p| Box::new(p) as Box<dyn std::any::Any>)
+            })
             .map_err(|e| BridgeError::Nerve(e.to_string()))?;
         let q = RosQos::default();
         let (goal_rq, goal_rr) = service_topics(name, "send_goal");
@@ -1044,14 +1046,10 @@ impl Actions {
         let (result_rq, result_rr) = service_topics(name, "get_result");
         let cancel = "action_msgs/srv/CancelGoal";
         let ty = form.ros_type().to_string();
-        let announce = form
-            .announce(&self.node, name)
-            .map_err(BridgeError::Nerve)?;
         let a = OfferedToNerve {
             name: name.to_string(),
             form,
             server,
-            _announce: announce,
             goal_rq: self.writer(&goal_rq, &format!("{ty}_SendGoal_Request"), q)?,
             goal_rr: self.reader(&goal_rr, &format!("{ty}_SendGoal_Response"), q)?,
             cancel_rq: self.writer(&cancel_rq, &format!("{cancel}_Request"), q)?,

@@ -65,6 +65,15 @@ pub enum ActionError {
         /// What is wrong.
         reason: String,
     },
+    /// A server of an action type that carries others ([`super::Action::CARRIER`]) was
+    /// not told, or could not say, which type it serves.
+    #[error("action {action}: {reason}")]
+    Unsaid {
+        /// The action's name.
+        action: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// Too many clients for one server.
     #[error("action {action}: more than {max} clients")]
     TooManyClients {

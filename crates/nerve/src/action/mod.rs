@@ -116,6 +116,11 @@ pub trait Action: 'static {
     type Feedback: Message;
     /// What it ends with.
     type Result: Message;
+    /// Whether this type carries other action types, each server saying which it serves
+    /// (ROS 2 action types carried as CDR): [`ActionServerBuilder::create`] refuses it,
+    /// and the layer that knows the carried type opens the server with
+    /// [`ActionServerBuilder::create_saying`], so no server of it goes unnamed.
+    const CARRIER: bool = false;
 }
 
 /// Identifies a goal: the client that sent it and its number there.

@@ -63,8 +63,41 @@ impl<A: Action> ActionServerBuilder<A> {
         self
     }
 
-    /// Opens the action's services and status topic.
+    /// Opens the action's services and status topic. An action type that carries others
+    /// ([`Action::CARRIER`]) is refused: its server must say which type it serves
+    /// ([`create_saying`](Self::create_saying)).
     pub fn create(self) -> Result<ActionServer<A>, ActionError> {
+        if A::CARRIER {
+            return Err(ActionError::Unsaid {
+                action: self.node.resolve_name(&self.name),
+                reason: format!(
+                    "{} carries other action types: its server must say which one it serves \
+                     (ActionServerBuilder::create_saying; for a ROS 2 action type, \
+                     nerve_ros2_map::action::create_server)",
+                    A::TYPE_NAME
+                ),
+            });
+        }
+        self.open(None)
+    }
+
+    /// Opens the action's services and status topic after `say` says which type the
+    /// server serves (called with the node and the action's resolved name; what it returns
+    /// is kept as long as the server, e.g. the publisher that says it). For any action
+    /// type; the way to serve one that carries others ([`Action::CARRIER`]).
+    pub fn create_saying(
+        self,
+        say: impl FnOnce(&Node, &str) -> Result<Box<dyn std::any::Any>, String>,
+    ) -> Result<ActionServer<A>, ActionError> {
+        let name = self.node.resolve_name(&self.name);
+        let said = say(&self.node, &name).map_err(|reason| ActionError::Unsaid {
+            action: name.clone(),
+            reason,
+        })?;
+        self.open(Some(said))
+    }
+
+    fn open(self, said: Option<Box<dyn std::any::Any>>) -> Result<ActionServer<A>, ActionError> {
         let () = Tagged::<A::Goal>::NO_PADDING;
         let () = Tagged::<A::Feedback>::NO_PADDING;
         let () = Tagged::<A::Result>::NO_PADDING;
@@ -108,6 +141,7 @@ impl<A: Action> ActionServerBuilder<A> {
                 status,
                 spin: SpinWindow::new(),
                 status_dirty: Cell::new(true),
+                _said: said,
                 state: RefCell::new(State {
                     clients: HashMap::new(),
                     active: Vec::new(),
@@ -157,6 +191,8 @@ pub(crate) struct ServerInner<A: Action> {
     /// The goals changed since the status was last published (it is published only
     /// while someone reads it: encoding it is most of a quick goal's cost otherwise).
     status_dirty: Cell<bool>,
+    /// What says which type the server serves ([`ActionServerBuilder::create_saying`]).
+    _said: Option<Box<dyn std::any::Any>>,
 }
 
 struct State<A: Action> {
