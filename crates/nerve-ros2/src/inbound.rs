@@ -290,7 +290,22 @@ impl Inbound {
                 continue;
             }
             let first_failure = !self.failed.contains_key(topic);
-            match self.open(topic, ty, *qos) {
+            // the topic is the bridge's own before its Nerve publisher exists: the
+            // Nerve → ROS 2 half (another thread) never takes that publisher for a Nerve
+            // one and offers the topic back to ROS 2
+            let shared = self.shared.clone();
+            let inbound_topics = || {
+                shared
+                    .inbound_topics
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+            };
+            let claimed = inbound_topics().insert(nerve_topic(topic).into_owned());
+            let opened = self.open(topic, ty, *qos);
+            if opened.is_err() && claimed {
+                inbound_topics().remove(nerve_topic(topic).as_ref());
+            }
+            match opened {
                 Ok(route) => {
                     self.failed.remove(topic);
                     (self.shared.events)(Event::Bridged {
@@ -300,11 +315,6 @@ impl Inbound {
                         nerve_type: route.ty.schema.name.clone(),
                         to_ros: false,
                     });
-                    self.shared
-                        .inbound_topics
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(nerve_topic(topic).into_owned());
                     self.routes.insert(topic.clone(), route);
                 }
                 // a type still asked of its publishers (type_description.rs) is not a

@@ -482,10 +482,17 @@ impl Inbound {
                 continue;
             }
             let first_failure = !self.failed.contains_key(topic);
-            match self.open(topic, ty, *hash, *qos) {
+            // the topic is the bridge's own before its Nerve publisher exists (as in
+            // inbound.rs): the other half never offers it back
+            let nerve_topic = crate::inbound::nerve_topic(topic).into_owned();
+            let claimed = lock(&self.shared.inbound_topics).insert(nerve_topic.clone());
+            let opened = self.open(topic, ty, *hash, *qos);
+            if opened.is_err() && claimed {
+                lock(&self.shared.inbound_topics).remove(&nerve_topic);
+            }
+            match opened {
                 Ok(route) => {
                     self.failed.remove(topic);
-                    let nerve_topic = crate::inbound::nerve_topic(topic).into_owned();
                     self.shared.event(Event::Bridged {
                         kind: Kind::Topic,
                         topic: nerve_topic.clone(),
@@ -493,7 +500,6 @@ impl Inbound {
                         nerve_type: route.ty.schema.name.clone(),
                         to_ros: false,
                     });
-                    lock(&self.shared.inbound_topics).insert(nerve_topic);
                     lock(&self.shared.inbound_publishers).insert(route.publisher.id());
                     self.routes.insert(topic.clone(), route);
                 }
