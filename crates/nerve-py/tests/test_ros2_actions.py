@@ -159,6 +159,7 @@ NESTED_GOAL = {
 }
 
 
+@pytest.mark.every_ros2_distro
 def test_any_ros2_action_type_crosses_as_cdr_to_the_cli_and_python(ros2, domain, monkeypatch,
                                                                     tmp_path):
     # test_msgs/action/NestedMessage has no Nerve form: the bridge serves it in Nerve as
@@ -281,6 +282,7 @@ def nerve_nested(name, feedbacks, step):
     return body
 
 
+@pytest.mark.every_ros2_distro
 def test_an_rclpy_action_client_reaches_a_nerve_server_of_any_ros2_action_type(ros2, domain,
                                                                               monkeypatch):
     # the Nerve server says its ROS 2 type; the bridge offers it to ROS 2 as that type

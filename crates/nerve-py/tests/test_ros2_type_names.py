@@ -20,6 +20,7 @@ BASIC = {
 BASIC_MSG = {k: v for k, v in BASIC.items() if k != "string_value"}
 
 
+@pytest.mark.every_ros2_distro
 def test_the_cli_calls_a_bridged_ros2_service_of_any_type_by_its_ros2_name(ros2, domain):
     bridge = ros2.bridge()
     server = ros2.peer("server", "/basic", "test_msgs/srv/BasicTypes", 120)
