@@ -46,7 +46,6 @@ def py_value(v):
 
 
 NO_RESPONSE = "(no response)"  # peer.py fixture_client's word for a call that got none
-RUSTDDS_DATA_FRAG = "rustdds-0.15.1/src/rtps/message.rs"  # where its DATA_FRAG bug panics
 
 
 def panicked(proc):
@@ -225,13 +224,6 @@ def test_an_rclpy_client_gets_every_test_msgs_service_fixture_from_a_nerve_serve
     assert not unmatched, unmatched
     answered = [(e["type"], e["index"], e["fields"]) for e in events if e["fields"] != [NO_RESPONSE]]
     assert all(not fields for _, _, fields in answered), answered
-    if panicked(bridge) and RUSTDDS_DATA_FRAG in "\n".join(bridge.err):
-        pytest.xfail(
-            "RustDDS 0.15.1 writes a DATA_FRAG's inline QoS as a speedy Option, one byte more than "
-            "the submessage's length says (data_frag.rs write_to): a reply from a Nerve server "
-            "larger than one RTPS fragment (it carries the request's identity inline) fails the "
-            "debug assertion in message.rs write_to_vec_fast and ends the bridge's DDS thread; "
-            f"answered equal before it: {[(t, i) for t, i, _ in answered]}")
     assert not panicked(bridge), bridge.err
     assert [(e["type"], e["index"]) for e in events] == [
         (t, i) for t, pairs in services.items() for i in range(len(pairs))], client.lines
