@@ -307,6 +307,14 @@ impl FragmentAssembler {
     });
   }
 
+  /// Drops the partial samples below `sn` (already received or irrelevant to the
+  /// reader: they will never be delivered). Nerve patch.
+  pub fn discard_before(&mut self, sn: SequenceNumber) {
+    if matches!(self.assembly_buffers.keys().next(), Some(&first) if first < sn) {
+      self.assembly_buffers = self.assembly_buffers.split_off(&sn);
+    }
+  }
+
   // pub fn partially_received_sequence_numbers_iterator(&self) -> Box<dyn
   // Iterator<Item=SequenceNumber>> {   // Since we should only know about SNs
   // via DATAFRAG messages   // and AssemblyBuffers are removed immediately on

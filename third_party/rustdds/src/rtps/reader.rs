@@ -633,6 +633,31 @@ impl Reader {
       write_options_b = write_options_b.related_sample_identity(related_sample_identity);
     }
 
+    // A fragment of a sample this reader already has, or knows to be irrelevant, is
+    // a duplicate: drop it before it reaches the assembler (Nerve patch). A writer
+    // may send each submessage more than once (Fast DDS on a user-defined UDPv4
+    // transport sends every DATAFRAG from one socket per interface); the copy of
+    // the last fragment, arriving after the first copy completed the sample,
+    // opened a new assembly buffer that never completed. At 128 such buffers the
+    // reliable eviction (drop the highest sequence number) dropped every new
+    // sample and the reader stalled until the 10 s garbage collection.
+    if !self.like_stateless && self.my_guid.entity_id != EntityId::SPDP_BUILTIN_PARTICIPANT_READER {
+      if let Some((ignore, ack_base)) = self
+        .matched_writer(writer_guid)
+        .map(|wp| (wp.should_ignore_change(seq_num), wp.all_ackable_before()))
+      {
+        if let Some(fa) = self.fragment_assemblers.get_mut(&writer_guid) {
+          // Samples below ack_base were received or became irrelevant (GAP, or a
+          // HEARTBEAT past them): their partial buffers can never be used.
+          fa.discard_before(ack_base);
+        }
+        if ignore {
+          trace!("handle_datafrag_msg already have or skip seq={seq_num:?}");
+          return;
+        }
+      }
+    }
+
     // Feed to fragment assembler ...
     let writer_seq_num = datafrag.writer_sn; // for borrow checker
     let completed_dds_data = self
@@ -1487,6 +1512,8 @@ impl fmt::Debug for Reader {
 mod tests {
   use std::sync::RwLock;
 
+  use bytes::Bytes;
+
   use crate::{
     dds::{qos::policy::Reliability, statusevents::sync_status_channel, typedesc::TypeDesc},
     polling::{new_shared_timer, wake_channel, LoopWaker},
@@ -1687,6 +1714,115 @@ mod tests {
     assert_eq!(
       cc_from_cache, &cc_locally_built,
       "The content of the cache change in the topic cache not as expected"
+    );
+  }
+
+  // Nerve patch: every DATAFRAG arriving twice, as a Fast DDS writer on a
+  // user-defined UDPv4 transport sends them (one socket per interface), in its
+  // order: copy A and copy B of fragment 1, then A and B of fragment 2. Copy B
+  // of the last fragment used to open an assembly buffer for a sample already
+  // delivered; after 128 of them every new sample was evicted at once.
+  #[test]
+  fn reader_delivers_every_sample_of_duplicated_datafrags() {
+    let dds_cache = Arc::new(RwLock::new(DDSCache::new()));
+    let topic_name = "test_name";
+    let reliable_qos = QosPolicyBuilder::new()
+      .reliability(Reliability::Reliable {
+        max_blocking_time: Duration::from_millis(100),
+      })
+      .build();
+    let topic_cache_handle = dds_cache.write().unwrap().add_new_topic(
+      topic_name.to_string(),
+      TypeDesc::new("test_type".to_string()),
+      &reliable_qos,
+    );
+    let (notification_sender, _notification_receiver) =
+      crate::mio_source::notification_channel(100);
+    let (_notification_event_source, notification_event_sender) =
+      mio_source::make_poll_channel().unwrap();
+    let (status_sender, _status_receiver) = sync_status_channel::<DataReaderStatus>(4).unwrap();
+    let (participant_status_sender, _participant_status_receiver) =
+      sync_status_channel(16).unwrap();
+    let (_reader_command_sender, reader_command_receiver) =
+      wake_channel::<ReaderCommand>(10, &LoopWaker::new());
+    let reader_guid = GUID::dummy_test_guid(EntityKind::READER_NO_KEY_USER_DEFINED);
+    let mut reader = Reader::new(
+      ReaderIngredients {
+        guid: reader_guid,
+        notification_sender,
+        status_sender,
+        topic_name: topic_name.to_string(),
+        topic_cache_handle,
+        like_stateless: false,
+        qos_policy: reliable_qos.clone(),
+        data_reader_command_receiver: reader_command_receiver,
+        data_reader_waker: Arc::new(Mutex::new(None)),
+        poll_event_sender: notification_event_sender,
+        security_plugins: None,
+        discovery_notify: None,
+      },
+      Rc::new(UDPSender::new(0).unwrap()),
+      new_shared_timer(),
+      participant_status_sender,
+    );
+    let writer_guid = GUID::dummy_test_guid(EntityKind::WRITER_NO_KEY_USER_DEFINED);
+    let mr_state = MessageReceiverState {
+      source_guid_prefix: writer_guid.prefix,
+      ..Default::default()
+    };
+    reader.matched_writer_add(
+      writer_guid,
+      EntityId::UNKNOWN,
+      vec![],
+      vec![],
+      &reliable_qos,
+    );
+
+    // CDR_LE encapsulation header, then 300 bytes: two fragments of 256 bytes
+    let mut sample = vec![0u8, 1, 0, 0];
+    sample.extend((0..300u32).map(|i| (i % 251) as u8));
+    let frag_size = 256usize;
+    let frag = |sn: i64, num: usize| {
+      let from = (num - 1) * frag_size;
+      let to = sample.len().min(from + frag_size);
+      DataFrag {
+        reader_id: reader_guid.entity_id,
+        writer_id: writer_guid.entity_id,
+        writer_sn: SequenceNumber::new(sn),
+        fragment_starting_num: FragmentNumber::new(num as u32),
+        fragments_in_submessage: 1,
+        fragment_size: frag_size as u16,
+        data_size: sample.len() as u32,
+        inline_qos: None,
+        serialized_payload: Bytes::copy_from_slice(&sample[from..to]),
+      }
+    };
+    let samples = 300;
+    for sn in 1..=samples {
+      for num in [1, 2] {
+        for _copy in 0..2 {
+          reader.handle_datafrag_msg(&frag(sn, num), BitFlags::empty(), &mr_state);
+        }
+      }
+    }
+    let delivered: Vec<i64> = (1..=samples)
+      .filter(|&sn| {
+        reader
+          .seqnum_instant_map
+          .contains_key(&SequenceNumber::new(sn))
+      })
+      .collect();
+    assert_eq!(
+      delivered,
+      (1..=samples).collect::<Vec<_>>(),
+      "every sample delivered"
+    );
+    assert!(
+      reader
+        .fragment_assemblers
+        .get(&writer_guid)
+        .is_none_or(|fa| !fa.is_partially_received(SequenceNumber::new(1))),
+      "no partial sample left for a delivered sequence number"
     );
   }
 
