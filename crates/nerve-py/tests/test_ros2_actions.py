@@ -299,7 +299,11 @@ def test_an_rclpy_action_client_reaches_a_nerve_server_of_any_ros2_action_type(r
         c.wait_line(lambda l: '"done"' in l or '"no_server"' in l, timeout=60)
         assert c.json_events("accepted"), (c.lines, bridge.err)
         feedback = [e["feedback"]["nested_field"]["int32_value"] for e in c.json_events("feedback")]
-        assert feedback == [7, 8, 9], (c.lines, bridge.err)
+        # feedback is a volatile topic: what the bridge sends before its DDS writer has
+        # matched the client's new feedback reader is not the client's (as between two
+        # ROS 2 nodes; rclpy's wait_for_server waits for the services only), so the
+        # first of them may be missing, never reordered, changed or the last one lost
+        assert feedback and feedback == [7, 8, 9][-len(feedback):], (c.lines, bridge.err)
         (result,) = c.json_events("result")
         assert result["status"] == ROS_STATUS["succeeded"], result
         assert result["result"]["nested_field"]["int64_value"] == -9
