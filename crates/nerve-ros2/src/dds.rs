@@ -87,6 +87,138 @@ impl SerializerAdapter<RawCdr> for RawAdapter {
     }
 }
 
+/// Keyed ROS 2 topics (`@key` members, e.g. Kilted's `test_msgs/msg/KeyedLong`) are read
+/// as one instance: Nerve topics carry samples, not instances, and every sample still
+/// holds its key members, so nothing is lost on the way in. The key is `()` because the
+/// `@key` members are not known here (REP-2016 type descriptions carry none); RustDDS
+/// then keeps one history for the topic, as for a no-key one. No keyed writer of
+/// [`RawCdr`] exists (there is no keyed [`SerializerAdapter`]), so no key hash is ever
+/// sent from this.
+impl rustdds::Keyed for RawCdr {
+    type K = ();
+
+    fn key(&self) {}
+}
+
+impl rustdds::with_key::DeserializerAdapter<RawCdr> for RawAdapter {
+    type DecodedKey = ();
+
+    fn transform_decoded_key(decoded_key: ()) {
+        decoded_key
+    }
+}
+
+impl rustdds::with_key::DefaultDecoder<RawCdr> for RawAdapter {
+    type Decoder = RawDecoder;
+    const DECODER: RawDecoder = RawDecoder;
+}
+
+impl<'de> rustdds::with_key::Decode<'de, RawCdr, ()> for RawDecoder {
+    /// A serialized key (a dispose) of a keyed topic: the one instance.
+    fn decode_key_bytes(self, _: &'de [u8], _: RepresentationIdentifier) -> Result<(), NotCdr> {
+        Ok(())
+    }
+}
+
+/// Whether a discovered DDS endpoint (writer or reader) is of a keyed topic: its entity
+/// kind says so (RTPS 9.3.1.2), and a DDS implementation matches it only with endpoints
+/// of the same kind (Fast DDS: "inconsistent topic").
+pub fn is_keyed(endpoint: rustdds::GUID) -> bool {
+    // the low nibble: 0x02 writer with key, 0x07 reader with key (user-defined or built-in)
+    matches!(u8::from(endpoint.entity_id.entity_kind) & 0x0f, 0x02 | 0x07)
+}
+
+/// Why a keyed ROS 2 subscription of `topic` (type `ros_type`) gets nothing from the
+/// bridge: a Fast DDS reader of a keyed topic takes a sample only with its key hash, which
+/// the bridge cannot compute (the `@key` members are in no ROS 2 type description, and
+/// RustDDS sends none with a sample), and a no-key writer it does not match at all.
+pub fn keyed_subscription_refused(topic: &str, ros_type: &str) -> String {
+    format!(
+        "a ROS 2 subscription reads {topic} as a keyed DDS topic ({ros_type} has @key \
+         members): the bridge writes no-key topics to ROS 2 (a keyed reader takes a sample \
+         only with its key hash, and no ROS 2 type description names the members to hash), \
+         so it receives nothing"
+    )
+}
+
+/// A DDS reader of a ROS 2 topic, no-key or keyed (read as one instance: see
+/// [`RawCdr`]'s `Keyed`).
+pub enum TopicReader {
+    /// A no-key topic (every ROS 2 type without `@key` members).
+    NoKey(rustdds::no_key::DataReader<RawCdr, RawAdapter>),
+    /// A keyed topic.
+    Keyed(rustdds::with_key::DataReader<RawCdr, RawAdapter>),
+}
+
+/// One sample taken from a [`TopicReader`].
+pub struct Taken {
+    /// The sample; `None` for a keyed topic's dispose or unregister (no data).
+    pub value: Option<RawCdr>,
+    /// The writer that sent it.
+    pub writer: rustdds::GUID,
+    /// Its source time stamp, if it had one.
+    pub stamp: Option<rustdds::Timestamp>,
+}
+
+impl TopicReader {
+    /// The next sample not yet taken.
+    pub fn take_next(&mut self) -> rustdds::dds::result::ReadResult<Option<Taken>> {
+        Ok(match self {
+            TopicReader::NoKey(r) => r.take_next_sample()?.map(|s| {
+                let info = s.sample_info();
+                let (writer, stamp) = (info.writer_guid(), info.source_timestamp());
+                Taken {
+                    value: Some(s.into_value()),
+                    writer,
+                    stamp,
+                }
+            }),
+            TopicReader::Keyed(r) => r.take_next_sample()?.map(|s| {
+                let info = s.sample_info();
+                let (writer, stamp) = (info.writer_guid(), info.source_timestamp());
+                Taken {
+                    value: s.into_value().value(),
+                    writer,
+                    stamp,
+                }
+            }),
+        })
+    }
+}
+
+impl rustdds::mio1::event::Source for TopicReader {
+    fn register(
+        &mut self,
+        registry: &rustdds::mio1::Registry,
+        token: rustdds::mio1::Token,
+        interests: rustdds::mio1::Interest,
+    ) -> std::io::Result<()> {
+        match self {
+            TopicReader::NoKey(r) => r.register(registry, token, interests),
+            TopicReader::Keyed(r) => r.register(registry, token, interests),
+        }
+    }
+
+    fn reregister(
+        &mut self,
+        registry: &rustdds::mio1::Registry,
+        token: rustdds::mio1::Token,
+        interests: rustdds::mio1::Interest,
+    ) -> std::io::Result<()> {
+        match self {
+            TopicReader::NoKey(r) => r.reregister(registry, token, interests),
+            TopicReader::Keyed(r) => r.reregister(registry, token, interests),
+        }
+    }
+
+    fn deregister(&mut self, registry: &rustdds::mio1::Registry) -> std::io::Result<()> {
+        match self {
+            TopicReader::NoKey(r) => r.deregister(registry),
+            TopicReader::Keyed(r) => r.deregister(registry),
+        }
+    }
+}
+
 /// The DDS topic of ROS 2 topic `name` (`/ns/topic` → `rt/ns/topic`).
 pub fn topic_dds_name(name: &str) -> String {
     format!("rt{name}")
@@ -251,6 +383,54 @@ mod tests {
         };
         assert_eq!(latched.nerve().history, 1);
         assert!(RosQos::from_nerve(&latched.nerve()).transient_local);
+    }
+
+    #[test]
+    fn the_entity_kind_says_whether_an_endpoint_is_of_a_keyed_topic() {
+        let guid = |kind: u8| {
+            let mut b = [7u8; 16];
+            b[15] = kind;
+            rustdds::GUID::from_bytes(b)
+        };
+        // RTPS 9.3.1.2: writer with key 0x02, no key 0x03; reader with key 0x07, no key
+        // 0x04; the high nibble 0xc0 marks built-in endpoints
+        for keyed in [0x02, 0x07, 0xc2, 0xc7] {
+            assert!(is_keyed(guid(keyed)), "{keyed:#x}");
+        }
+        for no_key in [0x03, 0x04, 0xc3, 0xc4, 0x01, 0xc1] {
+            assert!(!is_keyed(guid(no_key)), "{no_key:#x}");
+        }
+    }
+
+    #[test]
+    fn a_keyed_topic_is_read_as_one_instance_with_its_samples_unchanged() {
+        use rustdds::with_key::Decode as _;
+        use rustdds::Keyed as _;
+        let body = [9u8, 0, 0, 0, 42, 0, 0, 0];
+        let raw = <RawDecoder as rustdds::no_key::Decode<'_, RawCdr>>::decode_bytes(
+            RawDecoder,
+            &body,
+            RepresentationIdentifier::CDR_LE,
+        )
+        .unwrap();
+        assert_eq!(&raw.0[4..], &body);
+        // every sample and every serialized key (a dispose) is the one instance
+        assert_eq!(raw.key(), ());
+        assert_eq!(
+            RawDecoder
+                .decode_key_bytes(&body, RepresentationIdentifier::CDR_BE)
+                .unwrap(),
+            ()
+        );
+    }
+
+    #[test]
+    fn the_refusal_of_a_keyed_subscription_names_topic_and_type() {
+        let why = keyed_subscription_refused("/k", "test_msgs/msg/KeyedLong");
+        assert!(
+            why.contains("reads /k as a keyed DDS topic (test_msgs/msg/KeyedLong"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -6,14 +6,13 @@
 //! publisher that offers less joins ([`hears`]), and a ROS 2 topic whose name Nerve
 //! uses for its own type crosses under `/_ros2` ([`nerve_topic`]).
 
-use crate::dds::{self, RawAdapter, RawCdr, RosQos};
+use crate::dds::{self, RawCdr, RosQos, Taken, TopicReader};
 use crate::graph::NotCarried;
 use crate::type_description::Learner;
 use crate::types::{count_unconverted, ros_type_of_dds, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError, Event, Shared};
 use nerve::{Node, Overflow, RawPublisher};
 use rustdds::mio1::{Events, Interest, Poll, Token};
-use rustdds::no_key::DataReader;
 use rustdds::{RTPSEntity, TopicKind};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -92,7 +91,10 @@ struct Route {
     ty: Arc<TypeRoute>,
     publisher: RawPublisher,
     qos: RosQos,
-    reader: Option<DataReader<RawCdr, RawAdapter>>,
+    /// Whether the ROS 2 publishers write a keyed topic (`@key` members): its reader is
+    /// then a keyed one, the only kind a DDS writer of a keyed topic matches.
+    keyed: bool,
+    reader: Option<TopicReader>,
     token: usize,
     last_seen: Instant,
 }
@@ -175,7 +177,7 @@ impl Inbound {
             return;
         };
         loop {
-            let sample = match reader.take_next_sample() {
+            let sample = match reader.take_next() {
                 Ok(Some(s)) => s,
                 Ok(None) => break,
                 Err(e) => {
@@ -187,18 +189,22 @@ impl Inbound {
                     continue;
                 }
             };
-            let info = sample.sample_info();
-            let writer = info.writer_guid().prefix;
+            let Taken {
+                value,
+                writer,
+                stamp,
+            } = sample;
+            // a keyed topic's dispose or unregister: no sample (Nerve has no instances)
+            let Some(RawCdr(cdr)) = value else {
+                continue;
+            };
+            let writer = writer.prefix;
             if writer == me || peers.is_bridge_participant(writer.as_ref()) {
                 self.shared.stats.loops_cut.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let stamp = info
-                .source_timestamp()
-                .map(dds::timestamp_ns)
-                .unwrap_or_else(nerve::wall_ns);
-            let RawCdr(cdr) = sample.value();
-            if let Err(e) = route.ty.to_nerve(cdr, stamp, &mut self.scratch) {
+            let stamp = stamp.map(dds::timestamp_ns).unwrap_or_else(nerve::wall_ns);
+            if let Err(e) = route.ty.to_nerve(&cdr, stamp, &mut self.scratch) {
                 if let Some(ev) = count_unconverted(&self.shared.stats, topic, &route.ty, &e) {
                     (self.shared.events)(ev);
                 }
@@ -224,8 +230,8 @@ impl Inbound {
     fn refresh(&mut self) {
         let me = self.shared.participant.guid().prefix;
         let peers = self.shared.peers();
-        // topic -> (type, combined QoS) of the ROS 2 publishers that are not bridges
-        let mut wanted: BTreeMap<String, (String, RosQos)> = BTreeMap::new();
+        // topic -> (type, combined QoS, keyed) of the ROS 2 publishers that are not bridges
+        let mut wanted: BTreeMap<String, (String, RosQos, bool)> = BTreeMap::new();
         // a standby bridge forwards nothing (and drops what it had at once)
         let primary = self.shared.primary();
         for w in self
@@ -251,7 +257,10 @@ impl Inbound {
                 continue;
             };
             let q = RosQos::of(&data.qos());
-            let e = wanted.entry(topic.to_string()).or_insert((ty, q));
+            let keyed = dds::is_keyed(data.key);
+            let e = wanted.entry(topic.to_string()).or_insert((ty, q, keyed));
+            // a keyed topic where any publisher writes one (DDS matches no mix of kinds)
+            e.2 |= keyed;
             // a reader matches every writer only if it asks no more than each offers
             e.1.reliable &= q.reliable;
             e.1.transient_local &= q.transient_local;
@@ -265,16 +274,18 @@ impl Inbound {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut not_carried = BTreeMap::new();
-        for (topic, (ty, qos)) in &wanted {
+        for (topic, (ty, qos, keyed)) in &wanted {
             if let Some(r) = self.routes.get_mut(topic) {
                 r.last_seen = now;
                 // a reader made for publishers that offered more would not hear one that
-                // offers less: it is made again for what every publisher offers now
-                if r.reader.is_none() || !hears(r.qos, *qos) {
+                // offers less (nor a keyed reader a no-key writer): it is made again for
+                // what every publisher offers now
+                if r.reader.is_none() || !hears(r.qos, *qos) || r.keyed != *keyed {
                     if let Some(mut reader) = r.reader.take() {
                         let _ = self.poll.registry().deregister(&mut reader);
                     }
                     r.qos = *qos;
+                    r.keyed = *keyed;
                 }
                 continue;
             }
@@ -301,7 +312,7 @@ impl Inbound {
                     .unwrap_or_else(|p| p.into_inner())
             };
             let claimed = inbound_topics().insert(nerve_topic(topic).into_owned());
-            let opened = self.open(topic, ty, *qos);
+            let opened = self.open(topic, ty, *qos, *keyed);
             if opened.is_err() && claimed {
                 inbound_topics().remove(nerve_topic(topic).as_ref());
             }
@@ -385,7 +396,10 @@ impl Inbound {
             };
             let listening = r.publisher.subscriber_count() > 0;
             if listening && r.reader.is_none() {
-                match self.shared.reader(&self.dds_sub, &t, &r.ty.ros_name, r.qos) {
+                match self
+                    .shared
+                    .reader(&self.dds_sub, &t, &r.ty.ros_name, r.qos, r.keyed)
+                {
                     Ok(mut reader) => {
                         if self
                             .poll
@@ -414,7 +428,13 @@ impl Inbound {
         }
     }
 
-    fn open(&mut self, topic: &str, ty: &str, qos: RosQos) -> Result<Route, BridgeError> {
+    fn open(
+        &mut self,
+        topic: &str,
+        ty: &str,
+        qos: RosQos,
+        keyed: bool,
+    ) -> Result<Route, BridgeError> {
         let route = self.catalog.for_ros(ty)?;
         let publisher = open_publisher(&self.node, topic, &route, qos).map_err(|e| {
             let topic = nerve_topic(topic);
@@ -438,6 +458,7 @@ impl Inbound {
             ty: route,
             publisher,
             qos,
+            keyed,
             reader: None,
             token,
             last_seen: Instant::now(),
@@ -458,14 +479,16 @@ impl Inbound {
 }
 
 impl Shared {
-    /// A DDS reader of ROS 2 topic `topic`.
+    /// A DDS reader of ROS 2 topic `topic`, of a keyed DDS topic if `keyed` (its
+    /// publishers' type has `@key` members: read as one instance, see [`dds::TopicReader`]).
     pub(crate) fn reader(
         &self,
         sub: &rustdds::Subscriber,
         topic: &str,
         ros_type: &str,
         qos: RosQos,
-    ) -> Result<DataReader<RawCdr, RawAdapter>, BridgeError> {
+        keyed: bool,
+    ) -> Result<TopicReader, BridgeError> {
         let dds_type = crate::types::dds_type_of_ros(ros_type)
             .ok_or_else(|| BridgeError::Config(format!("{ros_type} is not a ROS 2 type name")))?;
         let t = self
@@ -474,11 +497,21 @@ impl Shared {
                 dds::topic_dds_name(topic),
                 dds_type,
                 &qos.policies(),
-                TopicKind::NoKey,
+                if keyed {
+                    TopicKind::WithKey
+                } else {
+                    TopicKind::NoKey
+                },
             )
             .map_err(|e| BridgeError::Dds(format!("{topic}: {e}")))?;
-        sub.create_datareader_no_key::<RawCdr, RawAdapter>(&t, Some(qos.policies()))
-            .map_err(|e| BridgeError::Dds(format!("{topic}: {e}")))
+        let made = if keyed {
+            sub.create_datareader::<RawCdr, dds::RawAdapter>(&t, Some(qos.policies()))
+                .map(TopicReader::Keyed)
+        } else {
+            sub.create_datareader_no_key::<RawCdr, dds::RawAdapter>(&t, Some(qos.policies()))
+                .map(TopicReader::NoKey)
+        };
+        made.map_err(|e| BridgeError::Dds(format!("{topic}: {e}")))
     }
 }
 

@@ -261,11 +261,26 @@ impl Outbound {
                 continue;
             }
             if let Some(topic) = dds::topic_ros_name(data.topic_name()) {
-                *readers.entry(topic.to_string()).or_default() += 1;
+                // a keyed subscription matches no writer of the bridge: not counted (no
+                // Nerve subscriber for it), refused by name below
+                if !dds::is_keyed(key) {
+                    *readers.entry(topic.to_string()).or_default() += 1;
+                }
                 // a subscription that asks more than the Nerve topic offers gets nothing:
                 // say so, by name, instead of starving it silently
                 let asked = RosQos::of(&data.qos());
                 if let Some(route) = self.routes.get(topic) {
+                    if dds::is_keyed(key) {
+                        let why = dds::keyed_subscription_refused(topic, &route.ty.ros_name);
+                        if self.mismatched.insert(topic.to_string()) {
+                            (self.shared.events)(Event::NotBridged {
+                                topic: topic.to_string(),
+                                reason: why.clone(),
+                            });
+                        }
+                        mismatches.insert(topic.to_string(), why);
+                        continue;
+                    }
                     if asked.transient_local && route.nerve_qos.history == 0 {
                         let why = format!(
                             "a ROS 2 subscription asks for transient local, but the Nerve \

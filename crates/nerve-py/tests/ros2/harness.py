@@ -180,8 +180,9 @@ def ros2_fixture(domain, distro: str = DEFAULT_DISTRO):
 
         def nerve(self, *args, name="nerve", stdin=None, ament=False):
             """`nerve ARGS...`; `ament`: with AMENT_PREFIX_PATH at this distribution's
-            prefix, where the CLI finds ROS 2 type definitions."""
-            environ = {**env, "AMENT_PREFIX_PATH": str(venv)} if ament else env
+            prefix, where the CLI finds ROS 2 type definitions (or at `ament`, a path)."""
+            prefix = venv if ament is True else ament
+            environ = {**env, "AMENT_PREFIX_PATH": str(prefix)} if ament else env
             p = Proc([target_bin("nerve"), *map(str, args)], environ, name, stdin=stdin)
             procs.append(p)
             return p
