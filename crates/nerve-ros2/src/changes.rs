@@ -42,11 +42,11 @@ struct Look {
 }
 
 impl Changes {
-    /// Looks at most four times per `refresh` period: each thread compares the graphs
-    /// once a refresh period, so a change is seen by all within a period and a quarter.
+    /// Looks at most twice per `refresh` period: each thread compares the graphs once a
+    /// refresh period, so a change is seen by all within a period and a half.
     pub(crate) fn new(refresh: Duration) -> Changes {
         Changes {
-            period: refresh / 4,
+            period: refresh / 2,
             state: Mutex::new(Look::default()),
         }
     }

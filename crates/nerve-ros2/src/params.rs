@@ -1410,6 +1410,9 @@ impl crate::worker::Worker for Params {
         self.quiet = next_quiet(self.quiet, in_flight);
         self.quiet_until = now + self.quiet;
     }
+    fn next_pump(&self) -> Option<Instant> {
+        Some(self.quiet_until)
+    }
 }
 
 /// How long the thread waits after a look before the next, beyond its [`TICK`]: nothing

@@ -65,6 +65,11 @@ pub(crate) trait Worker {
     fn busy(&self) -> bool;
     /// Moves requests and answers.
     fn pump(&mut self);
+    /// When the next pump is worth it, if later than one tick from now (a worker with
+    /// nothing in flight may look less often).
+    fn next_pump(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// Runs a worker until the bridge stops: a refresh every `config.refresh` when either
@@ -85,6 +90,11 @@ pub(crate) fn run(w: &mut impl Worker, tick: Duration) {
             continue;
         }
         w.pump();
-        std::thread::sleep(tick);
+        let wake = w
+            .next_pump()
+            .map_or(tick, |at| at.saturating_duration_since(Instant::now()))
+            .max(tick)
+            .min(next_refresh.saturating_duration_since(Instant::now()));
+        std::thread::sleep(wake);
     }
 }
