@@ -307,8 +307,8 @@ fn start_bridge(venv: &Path, domain: u32) -> Result<Child, PeerError> {
 /// subscriber of the section runs with (`nerve_ros2::dds::FASTDDS_LARGE_DATA_PROFILE`: a
 /// 4 MiB UDP receive buffer, as a ROS 2 user receiving large messages over UDP configures
 /// it; rclpy → rclpy on one host goes over shared memory either way). Publishers run
-/// with Fast DDS's defaults: with the profile's own UDP transport, an rclpy publisher of
-/// 64 KiB samples stalled after 128 of them towards the bridge (measured, cause open).
+/// with Fast DDS's defaults: the profile's own UDP transport sends every datagram once
+/// per interface of the host (docs/design.md, "Large messages to ROS 2").
 struct Rclpy<'a> {
     ros: &'a Ros2,
     profile: &'a Path,
