@@ -93,20 +93,25 @@ def rclpy_to_nerve(ros2, domain, messages, types, guard=120):
     deadline = time.monotonic() + guard
     while len(result) < len(topics) and time.monotonic() < deadline:
         for topic in topics:
-            if topic in subs or topic in result:
+            if topic in subs:
                 continue
             try:
                 # the topic's own type: the bridge's carrier of the ROS 2 type
                 subs[topic] = node.create_subscription(None, topic)
             except nerve.NerveError:
                 pass  # not bridged yet
-        for topic, sub in list(subs.items()):
+        for topic, sub in subs.items():
+            if topic in result:
+                # the first message is the one compared, later ones are read on: a full
+                # queue holds the bridge's reliable publisher (back-pressure, a second a
+                # sample), and with it the bridge's other ROS 2 -> Nerve topics
+                while sub.recv(timeout=0) is not None:
+                    pass
+                continue
             m = sub.recv(timeout=0.01)
             if m is not None:
                 t, i = topics[topic]
                 result[topic] = differences(py_value(m._ros2()), messages[t][i])
-                # the first message is the one compared: later ones would only queue up
-                del subs[topic]
         time.sleep(0.05)
     talker.stop()
     return result, sorted(set(topics) - set(result)), bridge
