@@ -26,6 +26,22 @@ pub fn usage(msg: impl Into<String>) -> Failure {
     Failure::Usage(msg.into())
 }
 
+/// Why a service client could not be opened: a bad name is a usage error, anything else
+/// a failure at run time.
+pub fn client_failure(e: nerve::ServiceError) -> Failure {
+    match e {
+        nerve::ServiceError::Name(_) => usage(e.to_string()),
+        e => Failure::Runtime(e.into()),
+    }
+}
+
+/// A service client that found no server on `name` within `timeout`.
+pub fn no_server(name: &str, timeout: std::time::Duration) -> Failure {
+    Failure::Runtime(anyhow::anyhow!(
+        "service {name}: no server within {timeout:?}"
+    ))
+}
+
 /// The error and its causes on one line, each cause left out where the message before it
 /// already says it (library errors name their source in their own text: `{e:#}` would
 /// print it twice).

@@ -1,6 +1,6 @@
 //! `nerve service …`
 
-use crate::failure::{usage, CmdResult, Failure};
+use crate::failure::{client_failure, no_server, usage, CmdResult, Failure};
 use crate::output::{self, Format, FormatArg};
 use crate::remote;
 use crate::types::{self, find_service};
@@ -81,14 +81,9 @@ fn call_ros2(
         nerve::ServiceQos::default(),
         nerve::WaitMode::Block,
     )
-    .map_err(|e| match e {
-        nerve::ServiceError::Name(_) => usage(e.to_string()),
-        e => Failure::Runtime(e.into()),
-    })?;
+    .map_err(client_failure)?;
     if !client.wait_for_service(timeout) {
-        return Err(Failure::Runtime(anyhow::anyhow!(
-            "service {name}: no server within {timeout:?}"
-        )));
+        return Err(no_server(name, timeout));
     }
     let reply = client.send_bytes(&payload)?.wait(timeout)?;
     // a response that does not decode is a failure, never printed as if it were one

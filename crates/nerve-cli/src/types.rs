@@ -1,6 +1,6 @@
 //! The message types the tool knows: decoding samples to JSON and publishing from JSON.
 
-use crate::failure::{usage, CmdResult, Failure};
+use crate::failure::{client_failure, no_server, usage, CmdResult, Failure};
 use crate::output::{self, Format};
 use nerve::message::json::from_json_over;
 use nerve::message::schema::{Schema, Shape};
@@ -323,14 +323,9 @@ where
 {
     let Built { head, elems, zero } = from_json::<S::Request>(v).map_err(usage)?;
     note_zero(<S::Request as Message>::TYPE_NAME, &zero);
-    let client = node.client::<S>(name).create().map_err(|e| match e {
-        nerve::ServiceError::Name(_) => usage(e.to_string()),
-        e => Failure::Runtime(e.into()),
-    })?;
+    let client = node.client::<S>(name).create().map_err(client_failure)?;
     if !client.wait_for_service(timeout) {
-        return Err(Failure::Runtime(anyhow::anyhow!(
-            "service {name}: no server within {timeout:?}"
-        )));
+        return Err(no_server(name, timeout));
     }
     let reply = client.call_slice(&head, &elems, timeout)?;
     Ok(nerve::message::json::to_json(
