@@ -313,28 +313,6 @@ fn print_event(e: nerve_ros2::Event) {
     }
 }
 
-/// A running ROS 2 bridge of either mode.
-enum Ros2Bridge {
-    Dds(Box<nerve_ros2::Bridge>),
-    Zenoh(nerve_ros2::rmw_zenoh::ZenohBridge),
-}
-
-impl Ros2Bridge {
-    fn stats(&self) -> &nerve_ros2::BridgeStats {
-        match self {
-            Ros2Bridge::Dds(b) => b.stats(),
-            Ros2Bridge::Zenoh(b) => b.stats(),
-        }
-    }
-
-    fn stop(self) {
-        match self {
-            Ros2Bridge::Dds(b) => b.stop(),
-            Ros2Bridge::Zenoh(b) => b.stop(),
-        }
-    }
-}
-
 /// `nerve bridge ros2`; `zenoh`: the rmw_zenoh mode's listen and connect endpoints
 /// (`None`: DDS).
 #[allow(clippy::too_many_arguments)]
@@ -400,18 +378,18 @@ fn ros2(
     config.lossy = lossy;
     config.check().map_err(|e| usage(e.to_string()))?;
     let domain = config.ros_domain;
-    let bridge = match zenoh {
-        None => Ros2Bridge::Dds(Box::new(nerve_ros2::Bridge::start(config, print_event)?)),
-        Some((zenoh, connect)) => {
-            let b = nerve_ros2::rmw_zenoh::ZenohBridge::start(config, zenoh, print_event)?;
-            println!(
-                "rmw_zenoh: session {}, connecting to {}",
-                b.zid(),
-                connect.join(", ")
-            );
-            Ros2Bridge::Zenoh(b)
-        }
+    let (side, connect) = match zenoh {
+        None => (nerve_ros2::Side::Dds, None),
+        Some((zenoh, connect)) => (nerve_ros2::Side::Zenoh(Box::new(zenoh)), Some(connect)),
     };
+    let bridge = nerve_ros2::Bridge::start(config, side, print_event)?;
+    if let Some(connect) = connect {
+        println!(
+            "rmw_zenoh: session {}, connecting to {}",
+            bridge.id().trim_start_matches('z'),
+            connect.join(", ")
+        );
+    }
     // the line scripts and tests wait for
     println!("bridging ROS 2 domain {domain}");
     let started = Instant::now();

@@ -3,8 +3,9 @@
 //! Nerve's nodes announced to ROS 2 (`get_node_names()` in rclpy lists them).
 
 use crate::dds::topic_ros_name;
+use crate::dds::Shared;
 use crate::types::ros_type_of_dds;
-use crate::Shared;
+use crate::BridgeConfig;
 use nerve::{Node, Publisher, Qos};
 use nerve_msgs::srv::Bytes;
 use ros2_client::entities_info::ParticipantEntitiesInfo;
@@ -12,6 +13,7 @@ use rustdds::no_key::DataReader;
 use rustdds::{CDRDeserializerAdapter, RTPSEntity, TopicKind};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The Nerve topic the ROS 2 graph is published on (latched, JSON).
@@ -68,8 +70,11 @@ pub struct RosTopic {
 type InfoReader =
     DataReader<ParticipantEntitiesInfo, CDRDeserializerAdapter<ParticipantEntitiesInfo>>;
 
-/// Keeps both graphs in view of each other (run from the Nerve → ROS 2 thread).
-pub(crate) struct GraphSync {
+/// Keeps both graphs in view of each other (a thread of a DDS bridge).
+pub(crate) struct GraphHalf {
+    shared: Arc<Shared>,
+    config: BridgeConfig,
+    _node: Node,
     info: Option<InfoReader>,
     /// What each participant announced, and when its endpoints were last seen.
     participants: HashMap<ros2_client::Gid, (ParticipantEntitiesInfo, Instant)>,
@@ -77,12 +82,13 @@ pub(crate) struct GraphSync {
     last: Option<RosGraph>,
     mirrored: HashMap<String, ros2_client::Node>,
     next: Instant,
-    mismatches: BTreeMap<String, String>,
 }
 
-impl GraphSync {
-    pub(crate) fn new(shared: &Shared, node: &Node) -> GraphSync {
+impl GraphHalf {
+    /// The half, made on its own thread with its own Nerve node.
+    pub(crate) fn new(shared: Arc<Shared>, config: BridgeConfig, node: Node) -> GraphHalf {
         let info = shared
+            .side
             .participant
             .create_topic(
                 ros2_client::builtin_topics::ros_discovery::TOPIC_NAME.to_string(),
@@ -93,6 +99,7 @@ impl GraphSync {
             .ok()
             .and_then(|t| {
                 shared
+                    .side
                     .participant
                     .create_subscriber(&rustdds::QosPolicies::qos_none())
                     .ok()?
@@ -115,24 +122,28 @@ impl GraphSync {
             .qos(Qos::latched())
             .create()
             .ok();
-        GraphSync {
+        GraphHalf {
+            shared,
+            config,
+            _node: node,
             info,
             participants: HashMap::new(),
             publisher,
             last: None,
             mirrored: HashMap::new(),
             next: Instant::now(),
-            mismatches: BTreeMap::new(),
         }
     }
 
-    /// The QoS mismatches found now (published with the graph).
-    pub(crate) fn set_mismatches(&mut self, m: BTreeMap<String, String>) {
-        self.mismatches = m;
+    /// Runs until the bridge stops.
+    pub(crate) fn run(mut self) {
+        crate::engine::worker::run(&mut self, PERIOD);
     }
 
     /// Compares the graphs once a period.
-    pub(crate) fn tick(&mut self, shared: &Shared) {
+    fn tick(&mut self) {
+        let shared = self.shared.clone();
+        let shared = &*shared;
         // tools that just subscribed get the graph now, not at the next change
         if let Some(p) = &self.publisher {
             p.update_connections();
@@ -146,7 +157,7 @@ impl GraphSync {
     }
 
     fn publish_ros_graph(&mut self, shared: &Shared) {
-        let me = shared.participant.guid().prefix;
+        let me = shared.side.participant.guid().prefix;
         let peers = shared.peers();
         if let Some(r) = self.info.as_mut() {
             while let Ok(Some(s)) = r.take_next_sample() {
@@ -159,7 +170,7 @@ impl GraphSync {
             }
         }
         let mut g = RosGraph {
-            qos_mismatches: self.mismatches.clone(),
+            qos_mismatches: crate::engine::lock(&shared.qos_mismatches).clone(),
             not_carried: shared
                 .not_carried
                 .lock()
@@ -170,7 +181,7 @@ impl GraphSync {
         let mut alive = BTreeSet::new();
         let foreign =
             |g: &rustdds::GUID| g.prefix != me && !peers.is_bridge_participant(g.prefix.as_ref());
-        for w in shared.participant.discovered_writers() {
+        for w in shared.side.participant.discovered_writers() {
             let d = &w.publication_topic_data;
             if !foreign(&d.key) {
                 continue;
@@ -184,7 +195,7 @@ impl GraphSync {
                 e.publishers += 1;
             }
         }
-        for r in shared.participant.discovered_readers() {
+        for r in shared.side.participant.discovered_readers() {
             let d = &r.subscription_topic_data;
             if !foreign(&d.key()) {
                 continue;
@@ -257,7 +268,7 @@ impl GraphSync {
             let Ok(node_name) = ros2_client::NodeName::new(&ns, &base) else {
                 continue;
             };
-            if let Ok(n) = shared.ros.new_node(
+            if let Ok(n) = shared.side.ros.new_node(
                 node_name,
                 ros2_client::NodeOptions::new().enable_rosout(false),
             ) {
@@ -265,4 +276,21 @@ impl GraphSync {
             }
         }
     }
+}
+
+impl crate::engine::worker::Worker for GraphHalf {
+    type Side = crate::dds::DdsSide;
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn config(&self) -> &BridgeConfig {
+        &self.config
+    }
+    fn refresh(&mut self) {
+        self.tick();
+    }
+    fn busy(&self) -> bool {
+        false
+    }
+    fn pump(&mut self) {}
 }

@@ -9,33 +9,27 @@
 //! travels as CDR in a [`nerve_msgs::ros2::Ros2Cdr`] carrier whose schema holds its
 //! definition and RIHS01 hash. See `docs/design.md` ("ROS 2 in the loop").
 //!
-//! - [`Bridge::start`] runs a bridge in two threads (ROS 2 → Nerve and Nerve → ROS 2)
-//!   until it is dropped or [`Bridge::stop`] is called.
+//! - [`Bridge::start`] runs a bridge on a [`Side`] (DDS or rmw_zenoh) until it is dropped
+//!   or [`Bridge::stop`] is called; the [`engine`] does the work, written once against a
+//!   [`engine::RosSide`] that [`dds`] and [`rmw_zenoh`] implement.
 //! - Only topics with a subscriber on the other side carry traffic; samples from bridges
 //!   are never forwarded again ([`peers`]).
 
-mod actions;
-mod changes;
 mod config;
 pub mod dds;
+pub mod engine;
 pub mod graph;
-mod inbound;
-mod outbound;
-mod params;
 pub mod peers;
 pub mod rmw_zenoh;
 pub mod services;
 pub mod type_description;
 pub mod types;
-mod worker;
 
 pub use config::BridgeConfig;
 
-use peers::Peers;
-use rustdds::RTPSEntity;
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use engine::RosSide;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -136,214 +130,109 @@ pub struct BridgeStats {
 /// bridge may have held it, a type may have been installed).
 pub(crate) const RETRY: Duration = Duration::from_secs(2);
 
-/// State both halves of a bridge share.
-pub(crate) struct Shared {
-    participant: rustdds::DomainParticipant,
-    stop: AtomicBool,
-    stats: BridgeStats,
-    events: Box<dyn Fn(Event) + Send + Sync>,
-    /// Nerve topics the ROS 2 → Nerve half publishes (the other half discounts them).
-    inbound_topics: Mutex<HashSet<String>>,
-    /// ROS 2 topics with publishers that the ROS 2 → Nerve half carries nothing of, and
-    /// why (published with the ROS 2 graph, so every door says the same).
-    not_carried: Mutex<std::collections::BTreeMap<String, graph::NotCarried>>,
-    /// The bridges alive, as [`changes::Changes`] last scanned them.
-    peers: Mutex<Arc<Peers>>,
-    /// Whether either graph changed (each thread compares them only then).
-    changes: changes::Changes,
-    /// The Nerve domain's state directory (its services, nodes and ports are files there).
-    nerve_state_dir: std::path::PathBuf,
-    nerve: nerve::Context,
-    /// The ROS 2 side's context (nodes that stand for Nerve's in ROS 2's graph).
-    ros: ros2_client::Context,
-}
-
-impl Shared {
-    /// Whether this bridge forwards (see [`Peers::is_primary`]).
-    fn primary(&self) -> bool {
-        self.peers()
-            .is_primary(self.participant.guid().prefix.as_ref())
-    }
-
-    /// The bridges alive now (scanned again when a Nerve node comes or goes or a bridge's
-    /// process ends, at the next look of [`changes::Changes`], and at least once a
-    /// [`changes::SAFETY`] period).
-    fn peers(&self) -> Arc<Peers> {
-        self.peers.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
-
 /// The name of the ROS 2 node that stands for the bridge (in namespace `/`).
 fn ros_node_base() -> String {
     format!("nerve_bridge_{}", std::process::id())
 }
 
+/// The ROS 2 network a bridge joins.
+pub enum Side {
+    /// DDS (RTPS) through RustDDS: Fast DDS and Cyclone DDS, the default RMWs.
+    Dds,
+    /// rmw_zenoh (`rmw_zenoh_cpp`): a Zenoh session opened with this configuration
+    /// (typically [`rmw_zenoh::peer_config`] connected to rmw_zenoh's router). Transient
+    /// local topics need time stamps on the session (`timestamping/enabled`, as rmw_zenoh's
+    /// default configuration and [`rmw_zenoh::peer_config`] have it).
+    Zenoh(Box<zenoh::Config>),
+}
+
+/// The state of a running bridge, on its side.
+enum Running {
+    Dds(Arc<engine::Shared<dds::DdsSide>>),
+    Zenoh(Arc<engine::Shared<rmw_zenoh::ZenohEngineSide>>),
+}
+
 /// A running bridge.
 pub struct Bridge {
-    shared: Arc<Shared>,
+    running: Running,
     threads: Vec<JoinHandle<()>>,
-    // the ROS 2 node that names the bridge in ROS 2's graph
-    _ros: ros2_client::Node,
-    _ros_context: ros2_client::Context,
 }
 
 impl Bridge {
-    /// Starts a bridge (three threads: ROS 2 → Nerve topics, Nerve → ROS 2 topics, and
-    /// services both ways); `events` receives what it reports.
+    /// Starts a bridge between the Nerve domain of `config` and ROS 2 domain
+    /// `config.ros_domain` on `side`, one thread per half (topics each way, services,
+    /// and on DDS actions, parameters, type descriptions and the graph); `events`
+    /// receives what it reports. It runs until it is dropped or [`Bridge::stop`] is
+    /// called.
     pub fn start(
         config: BridgeConfig,
+        side: Side,
         events: impl Fn(Event) + Send + Sync + 'static,
     ) -> Result<Bridge, BridgeError> {
         config.check()?;
-        let dds_err = |e: &dyn std::fmt::Display| {
-            BridgeError::Dds(format!("ROS 2 domain {}: {e}", config.ros_domain))
-        };
-        let mut builder = rustdds::DomainParticipantBuilder::new(config.ros_domain);
-        if config.localhost_only {
-            builder = builder.with_only_networks([std::net::Ipv4Addr::LOCALHOST]);
-        }
-        let participant = builder.build().map_err(|e| dds_err(&e))?;
-        let ros_context =
-            ros2_client::Context::from_domain_participant(participant).map_err(|e| dds_err(&e))?;
-        let participant = ros_context.domain_participant();
-        let prefix = participant.guid().prefix;
-        let nerve_ctx = nerve::Context::new(config.nerve.clone())
+        let nerve = nerve::Context::new(config.nerve.clone())
             .map_err(|e| BridgeError::Nerve(e.to_string()))?;
-        let node_name = peers::node_name(prefix.as_ref());
-        let ros_name = ros2_client::NodeName::new("/", &ros_node_base())
-            .map_err(|e| BridgeError::Config(format!("{e:?}")))?;
-        let ros = ros_context
-            .new_node(
-                ros_name,
-                ros2_client::NodeOptions::new().enable_rosout(false),
-            )
-            .map_err(|e| BridgeError::Dds(format!("{e:?}")))?;
-        let shared = Arc::new(Shared {
-            participant,
-            stop: AtomicBool::new(false),
-            stats: BridgeStats::default(),
-            events: Box::new(events),
-            inbound_topics: Mutex::new(HashSet::new()),
-            not_carried: Mutex::default(),
-            peers: Mutex::default(),
-            changes: changes::Changes::new(config.refresh),
-            nerve_state_dir: config.nerve.state_dir.clone(),
-            nerve: nerve_ctx.clone(),
-            ros: ros_context.clone(),
-        });
-        let mut threads = Vec::new();
-        for half in [
-            "ros2-to-nerve",
-            "nerve-to-ros2",
-            "services",
-            "actions",
-            "params",
-            "types",
-        ] {
-            let (for_half, config, ctx, name) = (
-                shared.clone(),
-                config.clone(),
-                nerve_ctx.clone(),
-                node_name.clone(),
-            );
-            // each half owns its Nerve node (ports belong to the thread that made them)
-            let (tx, rx) = std::sync::mpsc::channel();
-            let handle = std::thread::Builder::new()
-                .name(half.into())
-                .spawn(move || {
-                    let node = match ctx.node(&name).create() {
-                        Ok(n) => n,
-                        Err(e) => {
-                            let _ = tx.send(Err(BridgeError::Nerve(e.to_string())));
-                            return;
-                        }
-                    };
-                    let run: Box<dyn FnOnce()> = match half {
-                        "ros2-to-nerve" => match inbound::Inbound::new(for_half, config, node) {
-                            Ok(h) => Box::new(move || h.run()),
-                            Err(e) => {
-                                let _ = tx.send(Err(e));
-                                return;
-                            }
-                        },
-                        "nerve-to-ros2" => match outbound::Outbound::new(for_half, config, node) {
-                            Ok(h) => Box::new(move || h.run()),
-                            Err(e) => {
-                                let _ = tx.send(Err(e));
-                                return;
-                            }
-                        },
-                        "actions" => match actions::Actions::new(for_half, config, node) {
-                            Ok(h) => Box::new(move || h.run()),
-                            Err(e) => {
-                                let _ = tx.send(Err(e));
-                                return;
-                            }
-                        },
-                        "params" => match params::Params::new(for_half, config, node) {
-                            Ok(h) => Box::new(move || h.run()),
-                            Err(e) => {
-                                let _ = tx.send(Err(e));
-                                return;
-                            }
-                        },
-                        // get_type_description on the bridge's ROS 2 node (REP-2016)
-                        "types" => match type_description::Describer::new(
-                            for_half,
-                            config,
-                            node,
-                            &format!("/{}", ros_node_base()),
-                        ) {
-                            Ok(h) => Box::new(move || h.run()),
-                            Err(e) => {
-                                let _ = tx.send(Err(e));
-                                return;
-                            }
-                        },
-                        _ => match services::Services::new(for_half, config, node) {
-                            Ok(h) => Box::new(move || h.run()),
-                            Err(e) => {
-                                let _ = tx.send(Err(e));
-                                return;
-                            }
-                        },
-                    };
-                    let _ = tx.send(Ok(()));
-                    run()
+        let events: Box<dyn Fn(Event) + Send + Sync> = Box::new(events);
+        match side {
+            Side::Dds => {
+                let side = dds::DdsSide::new(&config, &ros_node_base())?;
+                let shared = Arc::new(engine::Shared::new(side, &config, nerve, events));
+                let threads = engine::start(&shared, &config, &node_name(&shared), &dds::HALVES)?;
+                Ok(Bridge {
+                    running: Running::Dds(shared),
+                    threads,
                 })
-                .map_err(|e| BridgeError::Config(format!("thread: {e}")))?;
-            threads.push(handle);
-            let started = rx
-                .recv()
-                .unwrap_or_else(|_| Err(BridgeError::Config(format!("{half} thread died"))));
-            if let Err(e) = started {
-                shared.stop.store(true, Ordering::Relaxed);
-                for t in threads {
-                    let _ = t.join();
-                }
-                return Err(e);
+            }
+            Side::Zenoh(zenoh) => {
+                let side = rmw_zenoh::ZenohEngineSide::open(&config, *zenoh)?;
+                let shared = Arc::new(engine::Shared::new(side, &config, nerve, events));
+                let threads =
+                    engine::start(&shared, &config, &node_name(&shared), &rmw_zenoh::HALVES)?;
+                Ok(Bridge {
+                    running: Running::Zenoh(shared),
+                    threads,
+                })
             }
         }
-        Ok(Bridge {
-            shared,
-            threads,
-            _ros: ros,
-            _ros_context: ros_context,
-        })
     }
 
     /// The bridge's counters.
     pub fn stats(&self) -> &BridgeStats {
-        &self.shared.stats
+        match &self.running {
+            Running::Dds(s) => &s.stats,
+            Running::Zenoh(s) => &s.stats,
+        }
     }
 
-    /// Stops both halves and waits for them.
+    /// What names this bridge among the bridges on the Nerve domain (its Nerve node is
+    /// `_ros2_bridge_<id>`): the DDS participant's GUID prefix in hex, or `z` and the
+    /// Zenoh session id.
+    pub fn id(&self) -> &str {
+        match &self.running {
+            Running::Dds(s) => s.side.bridge_id(),
+            Running::Zenoh(s) => s.side.bridge_id(),
+        }
+    }
+
+    /// The rmw_zenoh side (its session, its ROS 2 node and graph), when it runs on one.
+    pub fn zenoh(&self) -> Option<&rmw_zenoh::ZenohSide> {
+        match &self.running {
+            Running::Dds(_) => None,
+            Running::Zenoh(s) => Some(s.side.side()),
+        }
+    }
+
+    /// Stops every half and waits for them.
     pub fn stop(mut self) {
         self.halt();
     }
 
     fn halt(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
+        let stop = match &self.running {
+            Running::Dds(s) => &s.stop,
+            Running::Zenoh(s) => &s.stop,
+        };
+        stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -354,4 +243,9 @@ impl Drop for Bridge {
     fn drop(&mut self) {
         self.halt();
     }
+}
+
+/// The name of the bridge's Nerve node (see [`peers`]).
+fn node_name<S: engine::RosSide>(shared: &engine::Shared<S>) -> String {
+    format!("{}{}", peers::NODE_PREFIX, shared.side.bridge_id())
 }

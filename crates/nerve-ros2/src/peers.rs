@@ -16,7 +16,7 @@ pub fn node_name(prefix: &[u8]) -> String {
     format!("{NODE_PREFIX}{}", hex(prefix))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

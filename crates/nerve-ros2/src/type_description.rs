@@ -851,7 +851,7 @@ pub fn answer(req: &Request, registry: Option<&Registry>) -> Reply {
 /// their definition and hash: what Nerve publishes to ROS 2, and what the bridge
 /// learned).
 pub(crate) struct Describer {
-    shared: Arc<crate::Shared>,
+    shared: Arc<crate::dds::Shared>,
     config: crate::BridgeConfig,
     node: nerve::Node,
     search: nerve_ros2_types::SearchPath,
@@ -862,16 +862,20 @@ pub(crate) struct Describer {
 impl Describer {
     /// The service of the bridge's ROS 2 node `ros_node` (`/name`).
     pub(crate) fn new(
-        shared: Arc<crate::Shared>,
+        shared: Arc<crate::dds::Shared>,
         config: crate::BridgeConfig,
         node: nerve::Node,
         ros_node: &str,
     ) -> Result<Describer, BridgeError> {
-        let (publisher, subscriber) = crate::worker::dds_endpoints(&shared)?;
+        let (publisher, subscriber) = (
+            shared.side.dds_publisher().clone(),
+            shared.side.dds_subscriber().clone(),
+        );
         let qos = RosQos::default().policies();
         let dds = |e: &dyn std::fmt::Display| BridgeError::Dds(format!("{ros_node}{SERVICE}: {e}"));
         let topic = |name: String, ty: &str| {
             shared
+                .side
                 .participant
                 .create_topic(name, ty.to_string(), &qos, TopicKind::NoKey)
                 .map_err(|e| dds(&e))
@@ -901,7 +905,7 @@ impl Describer {
     /// Runs until the bridge stops (requests are answered at each refresh).
     pub(crate) fn run(mut self) {
         let refresh = self.config.refresh;
-        crate::worker::run(&mut self, refresh);
+        crate::engine::worker::run(&mut self, refresh);
     }
 
     /// The definitions of ROS 2 type `name` with hash `hash` the bridge knows.
@@ -925,8 +929,9 @@ impl Describer {
     }
 }
 
-impl crate::worker::Worker for Describer {
-    fn shared(&self) -> &crate::Shared {
+impl crate::engine::worker::Worker for Describer {
+    type Side = crate::dds::DdsSide;
+    fn shared(&self) -> &crate::dds::Shared {
         &self.shared
     }
     fn config(&self) -> &crate::BridgeConfig {

@@ -9,9 +9,9 @@ use nerve_msgs::ros2::ros2_type;
 use nerve_msgs::{Imu, Time};
 use nerve_ros2::rmw_zenoh::{
     peer_config, Attachment, Durability, EntityKind, EntityToken, Gid, Graph, GraphEntity, Qos,
-    Reliability, ZenohBridge, ZenohSide, BRIDGE_NODE_PREFIX,
+    Reliability, ZenohSide, BRIDGE_NODE_PREFIX,
 };
-use nerve_ros2::{BridgeConfig, Event};
+use nerve_ros2::{Bridge, BridgeConfig, Event, Side};
 use nerve_ros2_types::{Registry, SearchPath, Value};
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver};
@@ -78,7 +78,7 @@ fn free_port() -> u16 {
 
 /// A bridge listening on its own loopback port and a session of a ROS 2 node connected
 /// to it; the bridge's events come out of the receiver.
-fn setup(k: u32, ros_domain: u16) -> (ZenohBridge, zenoh::Session, Receiver<Event>) {
+fn setup(k: u32, ros_domain: u16) -> (Bridge, zenoh::Session, Receiver<Event>) {
     setup_with(k, ros_domain, vec![fixtures()])
 }
 
@@ -87,7 +87,7 @@ fn setup_with(
     k: u32,
     ros_domain: u16,
     types: Vec<PathBuf>,
-) -> (ZenohBridge, zenoh::Session, Receiver<Event>) {
+) -> (Bridge, zenoh::Session, Receiver<Event>) {
     let listen = format!("tcp/127.0.0.1:{}", free_port());
     let config = BridgeConfig {
         ros_domain,
@@ -102,7 +102,8 @@ fn setup_with(
     };
     let (tx, rx) = channel();
     let tx = Mutex::new(tx);
-    let bridge = ZenohBridge::start(config, peer_config(&[&listen], &[]).unwrap(), move |e| {
+    let zenoh = Side::Zenoh(Box::new(peer_config(&[&listen], &[]).unwrap()));
+    let bridge = Bridge::start(config, zenoh, move |e| {
         let _ = tx.lock().unwrap().send(e);
     })
     .unwrap();
@@ -110,6 +111,11 @@ fn setup_with(
         .wait()
         .unwrap();
     (bridge, ros, rx)
+}
+
+/// The Zenoh session id of a bridge on rmw_zenoh.
+fn zid(bridge: &Bridge) -> &str {
+    bridge.id().trim_start_matches('z')
 }
 
 fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
@@ -126,13 +132,13 @@ fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 /// The bridge's entity of `kind` on `topic` in `ros`'s graph.
 fn bridge_entity(
     graph: &Graph,
-    bridge: &ZenohBridge,
+    bridge: &Bridge,
     kind: EntityKind,
     topic: &str,
 ) -> Option<GraphEntity> {
     graph
         .on_topic(kind, topic)
-        .find(|e| e.token.zid == bridge.zid())
+        .find(|e| e.token.zid == zid(bridge))
         .cloned()
 }
 
@@ -189,7 +195,7 @@ fn rmw_zenoh_strings_reach_nerve_as_cdr() {
     let g = talker.graph();
     let node = g
         .nodes()
-        .find(|n| n.token.zid == bridge.zid())
+        .find(|n| n.token.zid == zid(&bridge))
         .expect("the bridge's node token");
     assert_eq!(
         node.token.node_name,
@@ -303,7 +309,7 @@ fn nerve_imu_reaches_rmw_zenoh_with_attachments() {
     assert!(listener
         .graph()
         .nodes()
-        .any(|n| n.token.zid == bridge.zid()));
+        .any(|n| n.token.zid == zid(&bridge)));
     // no ROS 2 subscription yet: the bridge does not take Nerve's samples
     assert_eq!(imus.subscriber_count(), 0);
 

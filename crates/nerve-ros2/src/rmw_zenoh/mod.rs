@@ -21,10 +21,12 @@
 //! and returns plain Rust types (topic names, ROS 2 type names such as
 //! `std_msgs/msg/String`, type hash strings, CDR bytes) and nothing else of this crate.
 //!
-//! [`ZenohBridge`] is the bridge's rmw_zenoh mode on a [`ZenohSide`]: Nerve topics and
-//! rmw_zenoh topics both ways, demand-driven, and services both ways (a ROS 2 server is
-//! a complete queryable with an `SS` token, a client queries it under an `SC` token; see
-//! [`ZenohSide::service`] and [`ZenohSide::client`]), with loop prevention.
+//! [`ZenohEngineSide`] is the engine's [`crate::engine::RosSide`] on a [`ZenohSide`]
+//! ([`crate::Side::Zenoh`]): the engine carries topics both ways, demand-driven, and
+//! services both ways (a ROS 2 server is a complete queryable with an `SS` token, a
+//! client queries it under an `SC` token; see [`ZenohSide::service`] and
+//! [`ZenohSide::client`]), with loop prevention; [`mapping`] holds the names, hashes
+//! and QoS it announces.
 //!
 //! The formats are written here rather than taken from `ros2-client`'s `zenoh` feature:
 //! that one serializes typed messages through its own node and executor, where the bridge
@@ -33,15 +35,19 @@
 #![warn(missing_docs)]
 
 pub mod attachment;
-mod bridge;
+mod engine_side;
+pub mod mapping;
 pub mod names;
 pub mod qos;
-mod services;
 mod side;
 pub mod token;
 
 pub use attachment::{Attachment, AttachmentError, Gid};
-pub use bridge::{ZenohBridge, BRIDGE_NODE_PREFIX, MAX_PENDING};
+pub(crate) use engine_side::HALVES;
+pub use engine_side::{
+    ZenohClient, ZenohEngineSide, ZenohReader, ZenohReady, ZenohServer, ZenohWriter,
+};
+pub use mapping::BRIDGE_NODE_PREFIX;
 pub use names::{DataKey, FormatError, TokenPart, TypeHash};
 pub use qos::{Durability, History, Liveliness, Qos, QosDuration, QosError, Reliability};
 pub use side::{

@@ -20,9 +20,10 @@
 //! the thread). Calls in flight are bounded; a ROS 2 node that goes away ends the calls
 //! it had with [`RawRequest::server_gone`].
 
+use crate::dds::Shared;
 use crate::dds::{RawAdapter, RawCdr, RosQos};
 use crate::types::dds_type_of_ros;
-use crate::{BridgeConfig, BridgeError, Event, Shared};
+use crate::{BridgeConfig, BridgeError, Event};
 use nerve::param::{
     ParamDescriptor, ParamInfo, ParamRange, ParamRequest, ParamResponse, ParamService, ParamType,
     ParamValue, SERVICE_SUFFIX,
@@ -48,29 +49,6 @@ const TICK: Duration = Duration::from_millis(10);
 /// look waits one [`TICK`] longer for the next, up to this (a call's first look comes at
 /// most this late; its answers are then looked at every tick).
 const QUIET: Duration = Duration::from_millis(100);
-
-/// The names of ROS 2's parameter services under a node's name (and the type
-/// description service every node has): the generic service bridge leaves them alone.
-pub(crate) const ROS_PARAM_SERVICES: [&str; 7] = [
-    "get_parameters",
-    "set_parameters",
-    "set_parameters_atomically",
-    "list_parameters",
-    "describe_parameters",
-    "get_parameter_types",
-    "get_type_description",
-];
-
-/// Whether service `name` is a parameter service of either side (a ROS 2 node's
-/// `/<node>/get_parameters` and the like, or a Nerve node's `<node>/_params`): these
-/// cross here, never as plain services.
-pub(crate) fn is_param_service(name: &str) -> bool {
-    name.ends_with(SERVICE_SUFFIX)
-        || ROS_PARAM_SERVICES.iter().any(|s| {
-            name.strip_suffix(s)
-                .is_some_and(|node| node.ends_with('/') && node.len() > 1)
-        })
-}
 
 /// One of ROS 2's parameter services.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -805,7 +783,7 @@ pub(crate) struct Params {
     /// Nerve nodes offered to ROS 2, by full name.
     nerve: BTreeMap<String, NerveNode>,
     /// Names that failed (reported once, tried again later).
-    failures: crate::worker::Failures,
+    failures: crate::engine::worker::Failures,
     /// How long the last look waits for the next (grows while nothing is in flight).
     quiet: Duration,
     /// No look before this.
@@ -818,7 +796,10 @@ impl Params {
         config: BridgeConfig,
         node: Node,
     ) -> Result<Params, BridgeError> {
-        let (dds_pub, dds_sub) = crate::worker::dds_endpoints(&shared)?;
+        let (dds_pub, dds_sub) = (
+            shared.side.dds_publisher().clone(),
+            shared.side.dds_subscriber().clone(),
+        );
         Ok(Params {
             dds_pub,
             dds_sub,
@@ -835,7 +816,7 @@ impl Params {
 
     /// Runs until the bridge stops.
     pub(crate) fn run(mut self) {
-        crate::worker::run(&mut self, TICK);
+        crate::engine::worker::run(&mut self, TICK);
         for (name, n) in std::mem::take(&mut self.ros) {
             for (_, p) in n.pending {
                 let _ = p
@@ -855,13 +836,13 @@ impl Params {
 
     /// Compares both graphs: offers new nodes, withdraws those gone.
     fn sync(&mut self) {
-        let me = self.shared.participant.guid().prefix;
+        let me = self.shared.side.participant.guid().prefix;
         let peers = self.shared.peers();
         let primary = self.shared.primary();
         // ROS 2 nodes: readers of get_parameters requests, neither ours nor bridges'
         let mut ros_nodes: BTreeSet<String> = BTreeSet::new();
         if primary {
-            for r in self.shared.participant.discovered_readers() {
+            for r in self.shared.side.participant.discovered_readers() {
                 let d = &r.subscription_topic_data;
                 if d.key().prefix == me || peers.is_bridge_participant(d.key().prefix.as_ref()) {
                     continue;
@@ -935,7 +916,7 @@ impl Params {
     }
 
     fn bridged(&self, node: &str, to_ros: bool) {
-        (self.shared.events)(Event::Bridged {
+        self.shared.event(Event::Bridged {
             kind: crate::Kind::Service,
             topic: format!("{node}{SERVICE_SUFFIX}"),
             ros_type: "rcl_interfaces/srv/*Parameters".into(),
@@ -955,7 +936,7 @@ impl Params {
                 BridgeError::Config(format!("{} is not a ROS 2 type", op.ros_type()))
             })
         };
-        let p = &self.shared.participant;
+        let p = &self.shared.side.participant;
         let rq = p
             .create_topic(
                 format!("rq{name}Request"),
@@ -1138,7 +1119,7 @@ impl Params {
 
     /// ROS 2 clients → Nerve nodes.
     fn pump_nerve(&mut self) {
-        let me = self.shared.participant.guid().prefix;
+        let me = self.shared.side.participant.guid().prefix;
         let peers = self.shared.peers();
         for (name, n) in self.nerve.iter_mut() {
             for (op, reader, _) in n.ends.iter_mut() {
@@ -1153,7 +1134,7 @@ impl Params {
                         Ok(r) => r,
                         Err(reason) => {
                             self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                            (self.shared.events)(Event::Malformed {
+                            self.shared.event(Event::Malformed {
                                 topic: format!("{name}/{}", op.service()),
                                 reason: format!("{} request dropped: {reason}", op.ros_type()),
                             });
@@ -1168,7 +1149,7 @@ impl Params {
                             id,
                             since: Instant::now(),
                         }),
-                        Err(e) => (self.shared.events)(Event::Dropped {
+                        Err(e) => self.shared.event(Event::Dropped {
                             topic: format!("{name}/{}", op.service()),
                             reason: e.to_string(),
                         }),
@@ -1209,7 +1190,7 @@ impl Params {
                             }
                         }
                     }
-                    Err(reason) => (self.shared.events)(Event::Dropped { topic, reason }),
+                    Err(reason) => self.shared.event(Event::Dropped { topic, reason }),
                 }
                 n.pending.swap_remove(i);
             }
@@ -1385,7 +1366,8 @@ fn list_filter(all: &[String], prefixes: &[String], depth: u64) -> (Vec<String>,
     (names, found)
 }
 
-impl crate::worker::Worker for Params {
+impl crate::engine::worker::Worker for Params {
+    type Side = crate::dds::DdsSide;
     fn shared(&self) -> &Shared {
         &self.shared
     }
@@ -1428,6 +1410,7 @@ fn next_quiet(quiet: Duration, in_flight: bool) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::services::is_param_service;
 
     #[test]
     fn an_idle_thread_looks_less_often_and_at_once_again_while_calls_are_in_flight() {

@@ -37,10 +37,11 @@
 //! Goals in flight are bounded ([`MAX_GOALS`] per action) and forgotten when they end
 //! (a finished goal's result is kept a while for a `get_result` that comes late).
 
+use crate::dds::Shared;
 use crate::dds::{RawAdapter, RawCdr, RosQos};
 use crate::peers::Peers;
 use crate::types::{dds_type_of_ros, ros_type_of_dds};
-use crate::{BridgeConfig, BridgeError, Event, Shared};
+use crate::{BridgeConfig, BridgeError, Event};
 use nerve::action::{
     Action, ActionClient, ActionServer, ClientGoal, GoalHandle, GoalPolicy, GoalState,
 };
@@ -581,7 +582,7 @@ impl Ctx<'_> {
     fn malformed(&self, topic: &str, reason: String) {
         let n = self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed) + 1;
         if n <= 4 || n.is_power_of_two() {
-            (self.shared.events)(Event::Malformed {
+            self.shared.event(Event::Malformed {
                 topic: topic.to_string(),
                 reason,
             });
@@ -589,7 +590,7 @@ impl Ctx<'_> {
     }
     fn dropped(&self, topic: &str, reason: String) {
         self.shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
-        (self.shared.events)(Event::Dropped {
+        self.shared.event(Event::Dropped {
             topic: topic.to_string(),
             reason,
         });
@@ -693,7 +694,7 @@ pub(crate) struct Actions {
     /// ROS 2 action types carried as CDR, by type (a failure is reported per action).
     passes: HashMap<String, Arc<ActionPass>>,
     /// Names that failed (reported once, tried again later).
-    failures: crate::worker::Failures,
+    failures: crate::engine::worker::Failures,
     scratch: Vec<u8>,
 }
 
@@ -703,7 +704,10 @@ impl Actions {
         config: BridgeConfig,
         node: Node,
     ) -> Result<Actions, BridgeError> {
-        let (dds_pub, dds_sub) = crate::worker::dds_endpoints(&shared)?;
+        let (dds_pub, dds_sub) = (
+            shared.side.dds_publisher().clone(),
+            shared.side.dds_subscriber().clone(),
+        );
         Ok(Actions {
             dds_pub,
             dds_sub,
@@ -720,13 +724,13 @@ impl Actions {
 
     /// Runs until the bridge stops.
     pub(crate) fn run(mut self) {
-        crate::worker::run(&mut self, TICK);
+        crate::engine::worker::run(&mut self, TICK);
     }
 
     fn ctx(&self) -> Ctx<'_> {
         Ctx {
             shared: &self.shared,
-            me: self.shared.participant.guid(),
+            me: self.shared.side.participant.guid(),
             peers: self.shared.peers(),
         }
     }
@@ -734,7 +738,7 @@ impl Actions {
     fn pump(&mut self) {
         let ctx = Ctx {
             shared: &self.shared,
-            me: self.shared.participant.guid(),
+            me: self.shared.side.participant.guid(),
             peers: self.shared.peers(),
         };
         for a in self.to_ros.values_mut() {
@@ -762,6 +766,7 @@ impl Actions {
         let mut ros_servers: BTreeMap<String, String> = BTreeMap::new();
         for r in self
             .shared
+            .side
             .participant
             .discovered_readers()
             .into_iter()
@@ -814,7 +819,7 @@ impl Actions {
             };
             match offered {
                 Ok((a, nerve_type)) => {
-                    (self.shared.events)(Event::Bridged {
+                    self.shared.event(Event::Bridged {
                         kind: crate::Kind::Action,
                         topic: name.clone(),
                         ros_type: ty.clone(),
@@ -873,7 +878,7 @@ impl Actions {
             };
             match offered {
                 Ok((a, ros_type)) => {
-                    (self.shared.events)(Event::Bridged {
+                    self.shared.event(Event::Bridged {
                         kind: crate::Kind::Action,
                         topic: name.clone(),
                         ros_type,
@@ -907,6 +912,7 @@ impl Actions {
         let dds_type = dds_type_of_ros(ros_type)
             .ok_or_else(|| BridgeError::Config(format!("{ros_type} is not a ROS 2 type")))?;
         self.shared
+            .side
             .participant
             .create_topic(
                 name.to_string(),
@@ -1539,7 +1545,8 @@ impl<F: Form> OfferedToNerve<F> {
     }
 }
 
-impl crate::worker::Worker for Actions {
+impl crate::engine::worker::Worker for Actions {
+    type Side = crate::dds::DdsSide;
     fn shared(&self) -> &Shared {
         &self.shared
     }

@@ -1,23 +1,13 @@
-//! What the services, actions and parameters threads share: their DDS publisher and
-//! subscriber, the names that failed (reported once, tried again later), and the loop
-//! that compares the graphs every refresh and looks at calls in flight every tick.
+//! What the services, actions and parameters threads share: the names that failed
+//! (reported once, tried again later), and the loop that compares the graphs every
+//! refresh and looks at calls in flight every tick.
 
-use crate::{BridgeConfig, BridgeError, Event, Shared};
+use super::side::RosSide;
+use super::Shared;
+use crate::{BridgeConfig, Event};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// The DDS publisher and subscriber of one thread.
-pub(crate) fn dds_endpoints(
-    shared: &Shared,
-) -> Result<(rustdds::Publisher, rustdds::Subscriber), BridgeError> {
-    let qos = rustdds::QosPolicies::qos_none();
-    let dds = |e: rustdds::dds::CreateError| BridgeError::Dds(e.to_string());
-    Ok((
-        shared.participant.create_publisher(&qos).map_err(dds)?,
-        shared.participant.create_subscriber(&qos).map_err(dds)?,
-    ))
-}
 
 /// Names that could not be bridged: each is reported once (until it goes away) and
 /// tried again after [`crate::RETRY`] (another bridge may have held it).
@@ -29,10 +19,10 @@ pub(crate) struct Failures {
 
 impl Failures {
     /// Records that `name` failed; the first time, reports why.
-    pub(crate) fn report(&mut self, shared: &Shared, name: &str, reason: String) {
+    pub(crate) fn report<S: RosSide>(&mut self, shared: &Shared<S>, name: &str, reason: String) {
         self.when.insert(name.to_string(), Instant::now());
         if self.reported.insert(name.to_string()) {
-            (shared.events)(Event::NotBridged {
+            shared.event(Event::NotBridged {
                 topic: name.to_string(),
                 reason,
             });
@@ -55,8 +45,10 @@ impl Failures {
 
 /// A thread that compares the graphs and moves calls.
 pub(crate) trait Worker {
+    /// The ROS 2 network it works on.
+    type Side: RosSide;
     /// The state shared with the other threads.
-    fn shared(&self) -> &Shared;
+    fn shared(&self) -> &Shared<Self::Side>;
     /// The bridge's settings.
     fn config(&self) -> &BridgeConfig;
     /// Compares both graphs: offers what is new, withdraws what is gone.
@@ -77,7 +69,7 @@ pub(crate) trait Worker {
 /// busy.
 pub(crate) fn run(w: &mut impl Worker, tick: Duration) {
     let mut next_refresh = Instant::now();
-    let mut gate = crate::changes::Gate::default();
+    let mut gate = crate::engine::changes::Gate::default();
     while !w.shared().stop.load(Ordering::Relaxed) {
         if Instant::now() >= next_refresh {
             if gate.due(w.shared()) {

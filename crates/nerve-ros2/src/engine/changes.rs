@@ -5,16 +5,17 @@
 //! process killed with its ports still counted, a retry after [`crate::RETRY`], a type
 //! whose definition was being asked for).
 //!
-//! The look hashes the DDS endpoints discovered (GUID, topic, type, QoS), the bridges
+//! The look hashes the ROS 2 graph ([`RosSide::fingerprint`]: on DDS the endpoints
+//! discovered, GUID, topic, type and QoS; on rmw_zenoh the liveliness tokens), the bridges
 //! alive ([`crate::peers`]), and the names in the Nerve domain's state directory: every
 //! service and node is a file there and every port a file in its node's folder, so the
 //! names change whenever a Nerve endpoint comes or goes. The bridges alive are scanned
 //! again (the Nerve node list: costly) only when those names changed, a bridge's process
 //! ended, or a [`SAFETY`] period passed; every thread reads the last scan.
 
-use crate::dds::RosQos;
+use super::side::RosSide;
+use super::Shared;
 use crate::peers::Peers;
-use crate::Shared;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
@@ -52,7 +53,7 @@ impl Changes {
     }
 
     /// The generation now (looked at again if the last look is older than a period).
-    pub(crate) fn generation(&self, shared: &Shared) -> u64 {
+    pub(crate) fn generation<S: RosSide>(&self, shared: &Shared<S>) -> u64 {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if s.at.is_some_and(|t| t.elapsed() < self.period) {
             return s.generation;
@@ -92,7 +93,7 @@ pub(crate) struct Gate {
 impl Gate {
     /// Whether the thread should compare the graphs now: they changed since it last did,
     /// or that was [`SAFETY`] ago.
-    pub(crate) fn due(&mut self, shared: &Shared) -> bool {
+    pub(crate) fn due<S: RosSide>(&mut self, shared: &Shared<S>) -> bool {
         let g = shared.changes.generation(shared);
         match self.seen {
             Some((seen, at)) if seen == g && at.elapsed() < SAFETY => false,
@@ -104,23 +105,11 @@ impl Gate {
     }
 }
 
-/// The DDS endpoints discovered, the bridges and the Nerve state directory's names.
-fn fingerprint(shared: &Shared, nerve: u64, peers: &Peers) -> u64 {
+/// The ROS 2 graph, the bridges and the Nerve state directory's names.
+fn fingerprint<S: RosSide>(shared: &Shared<S>, nerve: u64, peers: &Peers) -> u64 {
     let mut h = DefaultHasher::new();
     nerve.hash(&mut h);
-    let qos = |q: RosQos, h: &mut DefaultHasher| {
-        (q.reliable, q.transient_local, q.depth).hash(h);
-    };
-    for w in shared.participant.discovered_writers() {
-        let d = &w.publication_topic_data;
-        (d.key, &d.topic_name, &d.type_name).hash(&mut h);
-        qos(RosQos::of(&d.qos()), &mut h);
-    }
-    for r in shared.participant.discovered_readers() {
-        let d = &r.subscription_topic_data;
-        (d.key(), d.topic_name(), d.type_name()).hash(&mut h);
-        qos(RosQos::of(&d.qos()), &mut h);
-    }
+    shared.side.fingerprint(&mut h);
     let mut bridges: Vec<&String> = peers.participants.iter().collect();
     bridges.sort();
     bridges.hash(&mut h);

@@ -1,5 +1,51 @@
 //! The DDS side: raw CDR samples (no decoding on the way through), QoS in both
-//! directions, and ROS 2's topic and type naming on DDS.
+//! directions, and ROS 2's topic and type naming on DDS; [`DdsSide`] is the engine's
+//! [`crate::engine::RosSide`] on DDS.
+
+pub(crate) mod actions;
+pub(crate) mod params;
+pub(crate) mod services;
+pub mod side;
+
+pub use side::DdsSide;
+
+/// The state of a DDS bridge's threads.
+pub(crate) type Shared = crate::engine::Shared<DdsSide>;
+
+/// The threads of a DDS bridge: the engine's topics and services, and (on DDS only so
+/// far) actions, parameters, the bridge's type descriptions and the graph.
+pub(crate) const HALVES: [(&str, crate::engine::Half<DdsSide>); 7] = [
+    ("ros2-to-nerve", |s, c, n| {
+        let h = crate::engine::topics::inbound::Inbound::new(s, c, n)?;
+        Ok(Box::new(move || h.run()))
+    }),
+    ("nerve-to-ros2", |s, c, n| {
+        let h = crate::engine::topics::outbound::Outbound::new(s, c, n)?;
+        Ok(Box::new(move || h.run()))
+    }),
+    ("services", |s, c, n| {
+        let h = crate::engine::services::Services::new(s, c, n)?;
+        Ok(Box::new(move || h.run()))
+    }),
+    ("actions", |s, c, n| {
+        let h = actions::Actions::new(s, c, n)?;
+        Ok(Box::new(move || h.run()))
+    }),
+    ("params", |s, c, n| {
+        let h = params::Params::new(s, c, n)?;
+        Ok(Box::new(move || h.run()))
+    }),
+    // get_type_description on the bridge's ROS 2 node (REP-2016)
+    ("types", |s, c, n| {
+        let name = format!("/{}", crate::ros_node_base());
+        let h = crate::type_description::Describer::new(s, c, n, &name)?;
+        Ok(Box::new(move || h.run()))
+    }),
+    ("graph", |s, c, n| {
+        let h = crate::graph::GraphHalf::new(s, c, n);
+        Ok(Box::new(move || h.run()))
+    }),
+];
 
 use nerve_ros2_types::{CDR_BE_HEADER, CDR_LE_HEADER};
 use rustdds::no_key::{Decode, DefaultDecoder, DeserializerAdapter, SerializerAdapter};
@@ -9,7 +55,7 @@ use rustdds::{policy, QosPolicies, QosPolicyBuilder, RepresentationIdentifier};
 /// (`FASTDDS_DEFAULT_PROFILES_FILE`): a 4 MiB UDP receive buffer, shared memory kept.
 /// Fast DDS's default (the kernel's 208 KiB) overflows under one sample's train of
 /// DATA_FRAG datagrams, and most samples over a few hundred KiB are then lost.
-pub const FASTDDS_LARGE_DATA_PROFILE: &str = include_str!("../fastdds_large_data.xml");
+pub const FASTDDS_LARGE_DATA_PROFILE: &str = include_str!("../../fastdds_large_data.xml");
 
 /// A ROS 2 message as it travels: CDR with its 4-byte encapsulation header.
 pub struct RawCdr(pub Vec<u8>);
