@@ -131,6 +131,32 @@ pub(crate) fn route_of_nerve(catalog: &mut Catalog, ty: &ServiceType) -> Option<
     (r.nerve_type == *ty).then_some(r)
 }
 
+/// The RIHS01 hash of a route's service type (`pkg/srv/Name`: its request, response and
+/// event) from the carrier's definitions or the search path `search`, if found.
+pub(crate) fn service_type_hash(
+    route: &ServiceRoute,
+    search: &[std::path::PathBuf],
+) -> Option<String> {
+    let of_carrier = match &route.form {
+        ServiceForm::Cdr { request, .. } => match &request.carrier {
+            crate::types::Carrier::Cdr(pass) => pass.registry().type_hash(&route.ros_type).ok(),
+            crate::types::Carrier::Native(_) => None,
+        },
+        ServiceForm::Native(_) => None,
+    };
+    of_carrier
+        .or_else(|| {
+            let mut path = nerve_ros2_types::SearchPath::new();
+            for d in search {
+                path.push_dir(d.clone());
+            }
+            let mut r = nerve_ros2_types::Registry::new();
+            r.load(&route.ros_type, &path).ok()?;
+            r.type_hash(&route.ros_type).ok()
+        })
+        .map(|h| h.to_string())
+}
+
 /// The names of ROS 2's parameter services under a node's name (and the type
 /// description service every node has): the generic service bridge leaves them alone.
 pub(crate) const ROS_PARAM_SERVICES: [&str; 7] = [
@@ -476,5 +502,28 @@ mod tests {
                 .unwrap();
             assert_eq!(got.to_string(), format!("RIHS01_{hash}"), "{}", s.ros_name);
         }
+    }
+
+    fn fixtures() -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../nerve-ros2-types/tests/fixtures/share")
+    }
+
+    /// A service carried as CDR announces the RIHS01 hash ROS 2 computes for the service
+    /// type (recorded in the fixture from a real ROS 2); a standard service found nowhere
+    /// on the type path has no hash here.
+    #[test]
+    fn service_type_hashes() {
+        let search = vec![fixtures()];
+        let mut catalog = Catalog::new(search.clone(), true);
+        let basic = service_route(&mut catalog, "test_msgs/srv/BasicTypes").unwrap();
+        assert!(matches!(basic.form, ServiceForm::Cdr { .. }));
+        assert_eq!(
+            service_type_hash(&basic, &search).as_deref(),
+            Some("RIHS01_da348697437c103cc9a9322ac1bdbdcf8eb11a85de22f7f2492ca1df416e1a5f")
+        );
+        let trigger = service_route(&mut catalog, "std_srvs/srv/Trigger").unwrap();
+        assert!(matches!(trigger.form, ServiceForm::Native(_)));
+        assert_eq!(service_type_hash(&trigger, &search), None);
     }
 }

@@ -64,6 +64,28 @@ impl TypeRoute {
     }
 }
 
+/// The RIHS01 type hash (`RIHS01_<hex>`) of a route's ROS 2 type: the one its carrier
+/// schema holds, else computed from the definition (a native standard type's `ros2msg`
+/// text).
+pub fn route_type_hash(route: &TypeRoute) -> Result<String, BridgeError> {
+    if let Some((_, hash, _)) = nerve_msgs::ros2::ros2_type(&route.schema) {
+        return Ok(hash.to_owned());
+    }
+    let err = |e: nerve_ros2_types::RegistryError| BridgeError::Type {
+        ros_type: route.ros_name.clone(),
+        reason: format!("no type hash: {e}"),
+    };
+    let hash = match &route.carrier {
+        Carrier::Native(s) => {
+            nerve_ros2_types::Registry::from_ros2msg(&route.ros_name, &(s.text)())
+                .and_then(|r| r.type_hash(&route.ros_name))
+                .map_err(err)?
+        }
+        Carrier::Cdr(pass) => pass.registry().type_hash(pass.name()).map_err(err)?,
+    };
+    Ok(hash.to_string())
+}
+
 /// Counts a message on `topic` that did not convert: malformed, or holding a value the
 /// other form cannot keep (not delivered, named with the field); the event to report,
 /// for the first ones and then at powers of two.
@@ -391,5 +413,21 @@ mod tests {
             Some("test_msgs::srv::dds_::Arrays_Request_")
         );
         assert_eq!(ros_type_of_dds("DDS::ParticipantBuiltinTopicData"), None);
+    }
+
+    /// A native standard type's hash is computed from its `ros2msg` text, a carrier's
+    /// read from its schema.
+    #[test]
+    fn route_hashes() {
+        let mut c = Catalog::new(Vec::new(), true).with_lossy(vec!["nerve_msgs/Imu".into()]);
+        let imu = c.for_ros("sensor_msgs/msg/Imu").unwrap();
+        assert_eq!(
+            route_type_hash(&imu).unwrap(),
+            "RIHS01_7d9a00ff131080897a5ec7e26e315954b8eae3353c3f995c55faf71574000b5b"
+        );
+        let schema =
+            nerve_msgs::ros2::ros2_schema("std_msgs/msg/String", "RIHS01_ab", "string data\n");
+        let r = c.for_nerve(&schema).unwrap().unwrap();
+        assert_eq!(route_type_hash(&r).unwrap(), "RIHS01_ab");
     }
 }

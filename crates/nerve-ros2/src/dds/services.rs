@@ -5,7 +5,6 @@
 use super::side::DdsSide;
 use super::{RawAdapter, RawCdr, RosQos};
 use crate::peers::Peers;
-use crate::services::ServiceRoute;
 use crate::BridgeError;
 use rustdds::no_key::{DataReader, DataWriter};
 use rustdds::{RTPSEntity, SampleIdentity, Timestamp, TopicKind, WriteOptionsBuilder};
@@ -33,18 +32,18 @@ type Reader = DataReader<RawCdr, RawAdapter>;
 /// A DDS writer of raw CDR.
 type Writer = DataWriter<RawCdr, RawAdapter>;
 
-/// The reader and writer of service `name`: a server reads requests and writes replies,
-/// a client the reverse.
+/// The reader and writer of service `name` of type `ros_type` (`pkg/srv/Name`): a server
+/// reads requests and writes replies, a client the reverse.
 fn endpoints(
     side: &DdsSide,
     name: &str,
-    route: &ServiceRoute,
+    ros_type: &str,
     server: bool,
 ) -> Result<(Reader, Writer), BridgeError> {
     let (rq, rr) = topics(name);
     let qos = RosQos::default().policies();
     let dds_err = |e: &dyn std::fmt::Display| BridgeError::Dds(format!("{name}: {e}"));
-    let ty = |suffix: &str| format!("{}{suffix}", route.ros_type);
+    let ty = |suffix: &str| format!("{ros_type}{suffix}");
     let rq = side.topic(rq, &ty("_Request"), &qos, TopicKind::NoKey)?;
     let rr = side.topic(rr, &ty("_Response"), &qos, TopicKind::NoKey)?;
     let (read, write) = if server { (&rq, &rr) } else { (&rr, &rq) };
@@ -71,9 +70,9 @@ impl DdsServer {
     pub(crate) fn new(
         side: &DdsSide,
         name: &str,
-        route: &ServiceRoute,
+        ros_type: &str,
     ) -> Result<DdsServer, BridgeError> {
-        let (requests, replies) = endpoints(side, name, route, true)?;
+        let (requests, replies) = endpoints(side, name, ros_type, true)?;
         Ok(DdsServer {
             requests,
             replies,
@@ -120,9 +119,9 @@ impl DdsClient {
     pub(crate) fn new(
         side: &DdsSide,
         name: &str,
-        route: &ServiceRoute,
+        ros_type: &str,
     ) -> Result<DdsClient, BridgeError> {
-        let (replies, requests) = endpoints(side, name, route, false)?;
+        let (replies, requests) = endpoints(side, name, ros_type, false)?;
         Ok(DdsClient { requests, replies })
     }
 }

@@ -4,11 +4,10 @@
 
 use super::services::{service_of_request_topic, service_type_of_request, DdsClient, DdsServer};
 use super::{is_keyed, topic_dds_name, topic_ros_name, RawAdapter, RawCdr, RosQos, TopicReader};
-use crate::engine::side::{Endpoint, Incoming, ReadySet, RosSide, SideGraph};
+use crate::engine::side::{Endpoint, Incoming, ReadySet, RosSide, RosType, SideGraph};
 use crate::peers::Peers;
-use crate::services::ServiceRoute;
 use crate::type_description::Learner;
-use crate::types::{dds_type_of_ros, ros_type_of_dds, Catalog, TypeRoute};
+use crate::types::{dds_type_of_ros, ros_type_of_dds, Catalog};
 use crate::{BridgeConfig, BridgeError};
 use rustdds::mio1::{Events, Interest, Poll, Registry, Token};
 use rustdds::no_key::DataWriter;
@@ -263,15 +262,10 @@ impl RosSide for DdsSide {
         })
     }
 
-    fn writer(
-        &self,
-        topic: &str,
-        route: &TypeRoute,
-        qos: RosQos,
-    ) -> Result<DdsWriter, BridgeError> {
+    fn writer(&self, topic: &str, ty: &RosType, qos: RosQos) -> Result<DdsWriter, BridgeError> {
         let t = self.topic(
             topic_dds_name(topic),
-            &route.ros_name,
+            &ty.name,
             &qos.policies(),
             TopicKind::NoKey,
         )?;
@@ -288,7 +282,7 @@ impl RosSide for DdsSide {
         ready: &mut DdsReady,
         token: usize,
         topic: &str,
-        route: &TypeRoute,
+        ty: &RosType,
         qos: RosQos,
         keyed: bool,
     ) -> Result<DdsReader, BridgeError> {
@@ -297,12 +291,7 @@ impl RosSide for DdsSide {
         } else {
             TopicKind::NoKey
         };
-        let t = self.topic(
-            topic_dds_name(topic),
-            &route.ros_name,
-            &qos.policies(),
-            kind,
-        )?;
+        let t = self.topic(topic_dds_name(topic), &ty.name, &qos.policies(), kind)?;
         let sub = &self.subscriber;
         let made = if keyed {
             sub.create_datareader::<RawCdr, RawAdapter>(&t, Some(qos.policies()))
@@ -327,17 +316,17 @@ impl RosSide for DdsSide {
         })
     }
 
-    fn server(&self, service: &str, route: &ServiceRoute) -> Result<DdsServer, BridgeError> {
-        DdsServer::new(self, service, route)
+    fn server(&self, service: &str, ty: &RosType) -> Result<DdsServer, BridgeError> {
+        DdsServer::new(self, service, &ty.name)
     }
 
     fn client(
         &self,
         service: &str,
-        route: &ServiceRoute,
+        ty: &RosType,
         _server: &Endpoint,
     ) -> Result<DdsClient, BridgeError> {
-        DdsClient::new(self, service, route)
+        DdsClient::new(self, service, &ty.name)
     }
 }
 

@@ -9,7 +9,7 @@
 //! How a type crosses is its [`ServiceRoute`]. Parameter services and an action's
 //! services are left to their own halves.
 
-use crate::engine::side::{Endpoint, RosSide, ServiceClient, ServiceServer};
+use crate::engine::side::{Endpoint, RosSide, RosType, ServiceClient, ServiceServer};
 use crate::engine::worker::{Failures, Worker};
 use crate::engine::Shared;
 use crate::services::{route_of_nerve, service_route, ServiceRoute, CALL_TIMEOUT, MAX_PENDING};
@@ -126,6 +126,16 @@ impl<S: RosSide> Services<S> {
                         }
                     },
                 }
+            }
+            let lost = s.server.lost();
+            if lost > 0 {
+                shared.stats.dropped.fetch_add(lost, Ordering::Relaxed);
+                shared.event(Event::Dropped {
+                    topic: name.clone(),
+                    reason: format!(
+                        "{lost} requests dropped on arrival: the bridge's queue was full"
+                    ),
+                });
             }
             let mut i = 0;
             while i < s.pending.len() {
@@ -347,7 +357,8 @@ impl<S: RosSide> Services<S> {
             WaitMode::Block,
         )
         .map_err(|e| BridgeError::Nerve(e.to_string()))?;
-        let server = self.shared.side.server(name, &route)?;
+        let ty = RosType::of_service(&route, &self.config.types);
+        let server = self.shared.side.server(name, &ty)?;
         Ok(ToNerve {
             route,
             client,
@@ -366,7 +377,8 @@ impl<S: RosSide> Services<S> {
             WaitMode::Block,
         )
         .map_err(|e| BridgeError::Nerve(e.to_string()))?;
-        let client = self.shared.side.client(&ros.name, &route, ros)?;
+        let ty = RosType::of_service(&route, &self.config.types);
+        let client = self.shared.side.client(&ros.name, &ty, ros)?;
         Ok(ToRos {
             route,
             ros: ros.clone(),

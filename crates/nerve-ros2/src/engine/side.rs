@@ -6,12 +6,40 @@
 
 use crate::dds::RosQos;
 use crate::peers::Peers;
-use crate::services::ServiceRoute;
-use crate::types::{Catalog, TypeRoute};
+use crate::services::{service_type_hash, ServiceRoute};
+use crate::types::{route_type_hash, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError};
 use std::collections::BTreeSet;
 use std::hash::Hash;
 use std::time::Duration;
+
+/// A ROS 2 type as a network announces it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RosType {
+    /// `pkg/msg/Name`, `pkg/srv/Name`, `pkg/action/Name_SendGoal`.
+    pub name: String,
+    /// Its RIHS01 hash (`RIHS01_<hex>`) where its definition is known (rmw_zenoh puts it
+    /// in every key; DDS does not use it).
+    pub hash: Option<String>,
+}
+
+impl RosType {
+    /// The type of a topic's route.
+    pub fn of_topic(route: &TypeRoute) -> RosType {
+        RosType {
+            name: route.ros_name.clone(),
+            hash: route_type_hash(route).ok(),
+        }
+    }
+
+    /// The type of a service's route; `search`: where definitions are looked up.
+    pub fn of_service(route: &ServiceRoute, search: &[std::path::PathBuf]) -> RosType {
+        RosType {
+            name: route.ros_type.clone(),
+            hash: service_type_hash(route, search),
+        }
+    }
+}
 
 /// One endpoint of the ROS 2 graph that is neither this bridge's nor another bridge's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +134,12 @@ pub trait ServiceServer: Send {
 
     /// Answers a request with `cdr`; `Err` says why the answer was not sent.
     fn reply(&mut self, to: Self::Request, cdr: Vec<u8>) -> Result<(), String>;
+
+    /// Requests the server itself dropped since the last call (a full queue); the engine
+    /// counts them as not delivered.
+    fn lost(&mut self) -> u64 {
+        0
+    }
 }
 
 /// Calls a ROS 2 server (a ROS 2 server offered to Nerve clients).
@@ -159,34 +193,29 @@ pub trait RosSide: Send + Sync + 'static {
     /// A new, empty set of readers to wait on.
     fn ready_set(&self) -> Result<Self::Ready, BridgeError>;
 
-    /// A writer of ROS 2 topic `topic` with type `route` and QoS `qos`.
-    fn writer(
-        &self,
-        topic: &str,
-        route: &TypeRoute,
-        qos: RosQos,
-    ) -> Result<Self::Writer, BridgeError>;
+    /// A writer of ROS 2 topic `topic` of type `ty` with QoS `qos`.
+    fn writer(&self, topic: &str, ty: &RosType, qos: RosQos) -> Result<Self::Writer, BridgeError>;
 
-    /// A reader of ROS 2 topic `topic` with type `route` and QoS `qos` (keyed: for keyed
-    /// DDS publishers), whose readiness `ready` reports as `token`.
+    /// A reader of ROS 2 topic `topic` of type `ty` with QoS `qos` (keyed: for keyed DDS
+    /// publishers), whose readiness `ready` reports as `token`.
     fn reader(
         &self,
         ready: &mut Self::Ready,
         token: usize,
         topic: &str,
-        route: &TypeRoute,
+        ty: &RosType,
         qos: RosQos,
         keyed: bool,
     ) -> Result<Self::Reader, BridgeError>;
 
-    /// A server of ROS 2 service `service` of type `route`.
-    fn server(&self, service: &str, route: &ServiceRoute) -> Result<Self::Server, BridgeError>;
+    /// A server of ROS 2 service `service` of type `ty`.
+    fn server(&self, service: &str, ty: &RosType) -> Result<Self::Server, BridgeError>;
 
-    /// A client of ROS 2 service `service` of type `route`, for the server `server`.
+    /// A client of ROS 2 service `service` of type `ty`, for the server `server`.
     fn client(
         &self,
         service: &str,
-        route: &ServiceRoute,
+        ty: &RosType,
         server: &Endpoint,
     ) -> Result<Self::Client, BridgeError>;
 }

@@ -14,9 +14,7 @@
 //! - Servers are complete queryables that answer clients of any type hash; requests of
 //!   bridges' clients are not handed over. Clients query the server's key (its hash).
 
-use super::mapping::{
-    ros_qos, route_type_hash, service_type_hash, zenoh_qos, BRIDGE_NODE_PREFIX, ZENOH_MARK,
-};
+use super::mapping::{ros_qos, zenoh_qos, BRIDGE_NODE_PREFIX, ZENOH_MARK};
 use super::names::TYPE_HASH_NOT_SUPPORTED;
 use super::qos::{History, Qos};
 use super::side::{
@@ -27,18 +25,16 @@ use super::token::EntityKind;
 use super::{Gid, TypeHash};
 use crate::dds::RosQos;
 use crate::engine::side::{
-    Endpoint, Incoming, ReadySet, RosSide, ServiceClient, ServiceServer, SideGraph, TopicReader,
-    TopicWriter,
+    Endpoint, Incoming, ReadySet, RosSide, RosType, ServiceClient, ServiceServer, SideGraph,
+    TopicReader, TopicWriter,
 };
 use crate::peers::Peers;
-use crate::services::{ServiceRoute, CALL_TIMEOUT, MAX_PENDING};
-use crate::types::TypeRoute;
+use crate::services::{CALL_TIMEOUT, MAX_PENDING};
 use crate::{BridgeConfig, BridgeError};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::hash::Hash;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -70,8 +66,6 @@ struct Inner {
     zid: String,
     /// `z<zid>`: this bridge in the Nerve node list.
     me: String,
-    /// Where service types are looked up for their hashes.
-    types: Vec<PathBuf>,
     gids: Mutex<Gids>,
 }
 
@@ -135,12 +129,11 @@ impl ZenohEngineSide {
             "/",
             &format!("{BRIDGE_NODE_PREFIX}{}", std::process::id()),
         )?;
-        Ok(Self::new(side, config.types.clone()))
+        Ok(Self::new(side))
     }
 
-    /// The engine side on the node `side`; `types` is the search path of ROS 2 type
-    /// definitions (`BridgeConfig::types`) where service types' hashes are looked up.
-    pub fn new(side: ZenohSide, types: Vec<PathBuf>) -> Self {
+    /// The engine side on the node `side`.
+    pub fn new(side: ZenohSide) -> Self {
         let zid = side.session().zid().to_string();
         let me = format!("{ZENOH_MARK}{zid}");
         ZenohEngineSide {
@@ -148,7 +141,6 @@ impl ZenohEngineSide {
                 side,
                 zid,
                 me,
-                types,
                 gids: Mutex::default(),
             }),
         }
@@ -235,22 +227,20 @@ impl RosSide for ZenohEngineSide {
         Ok(ZenohReady::default())
     }
 
-    fn writer(
-        &self,
-        topic: &str,
-        route: &TypeRoute,
-        qos: RosQos,
-    ) -> Result<ZenohWriter, BridgeError> {
-        let hash = route_type_hash(route)?;
+    /// A type with no known hash is refused: every rmw_zenoh key carries one.
+    fn writer(&self, topic: &str, ty: &RosType, qos: RosQos) -> Result<ZenohWriter, BridgeError> {
+        let hash = ty.hash.clone().ok_or_else(|| BridgeError::Type {
+            ros_type: ty.name.clone(),
+            reason: "no RIHS01 type hash (its definition was not found), which every \
+                     rmw_zenoh key carries"
+                .to_owned(),
+        })?;
         let qos = zenoh_qos(&qos);
-        let publisher = self
-            .inner
-            .side
-            .publisher(topic, &route.ros_name, &hash, qos)?;
+        let publisher = self.inner.side.publisher(topic, &ty.name, &hash, qos)?;
         Ok(ZenohWriter {
             inner: self.inner.clone(),
             topic: topic.to_owned(),
-            ros_type: route.ros_name.clone(),
+            ros_type: ty.name.clone(),
             hash,
             qos,
             publisher,
@@ -263,12 +253,12 @@ impl RosSide for ZenohEngineSide {
         ready: &mut ZenohReady,
         token: usize,
         topic: &str,
-        route: &TypeRoute,
+        ty: &RosType,
         qos: RosQos,
         _keyed: bool,
     ) -> Result<ZenohReader, BridgeError> {
         // the token announces the type's own hash; Humble's when none is known
-        let hash = route_type_hash(route).unwrap_or_else(|_| TYPE_HASH_NOT_SUPPORTED.to_owned());
+        let hash = ty.hash.as_deref().unwrap_or(TYPE_HASH_NOT_SUPPORTED);
         let qos = zenoh_qos(&qos);
         let adapted = qos.adapted();
         let capacity = match adapted.history {
@@ -286,7 +276,7 @@ impl RosSide for ZenohEngineSide {
         let subscription =
             self.inner
                 .side
-                .subscription(topic, &route.ros_name, &hash, qos, true, move |r| {
+                .subscription(topic, &ty.name, hash, qos, true, move |r| {
                     {
                         let mut i = lock(&into);
                         if i.samples.len() >= i.capacity {
@@ -304,24 +294,28 @@ impl RosSide for ZenohEngineSide {
         })
     }
 
-    fn server(&self, service: &str, route: &ServiceRoute) -> Result<ZenohServer, BridgeError> {
-        let hash = service_type_hash(route, &self.inner.types);
+    /// Announced with the type's hash, else Humble's `TypeHashNotSupported` (the
+    /// queryable answers every hash either way).
+    fn server(&self, service: &str, ty: &RosType) -> Result<ZenohServer, BridgeError> {
+        let hash = ty.hash.as_deref().unwrap_or(TYPE_HASH_NOT_SUPPORTED);
         let (tx, requests) = std::sync::mpsc::sync_channel(MAX_PENDING);
-        // a request that finds the queue full is dropped: its client's query ends
-        // without a reply
-        let service = self.inner.side.service(
-            service,
-            &route.ros_type,
-            &hash,
-            Qos::default(),
-            true,
-            move |req| {
-                let _ = tx.try_send(req);
-            },
-        )?;
+        let lost = Arc::new(AtomicU64::new(0));
+        let full = lost.clone();
+        // a request that finds the queue full is dropped (counted): its client's query
+        // ends without a reply
+        let service =
+            self.inner
+                .side
+                .service(service, &ty.name, hash, Qos::default(), true, move |req| {
+                    if tx.try_send(req).is_err() {
+                        // SYNC: a counter only; read with a swap on the engine's thread
+                        full.fetch_add(1, Ordering::Relaxed);
+                    }
+                })?;
         Ok(ZenohServer {
             inner: self.inner.clone(),
             requests,
+            lost,
             _service: service,
         })
     }
@@ -329,7 +323,7 @@ impl RosSide for ZenohEngineSide {
     fn client(
         &self,
         service: &str,
-        route: &ServiceRoute,
+        ty: &RosType,
         server: &Endpoint,
     ) -> Result<ZenohClient, BridgeError> {
         let hash = server
@@ -339,7 +333,7 @@ impl RosSide for ZenohEngineSide {
         let client = self
             .inner
             .side
-            .client(service, &route.ros_type, hash, Qos::default())?;
+            .client(service, &ty.name, hash, Qos::default())?;
         let (reply_tx, replies) = std::sync::mpsc::sync_channel(MAX_PENDING);
         Ok(ZenohClient {
             client,
@@ -494,6 +488,8 @@ impl TopicWriter for ZenohWriter {
 pub struct ZenohServer {
     inner: Arc<Inner>,
     requests: Receiver<RosRequest>,
+    /// Requests dropped because the queue was full.
+    lost: Arc<AtomicU64>,
     _service: RosService,
 }
 
@@ -522,6 +518,10 @@ impl ServiceServer for ZenohServer {
 
     fn reply(&mut self, to: RosRequest, cdr: Vec<u8>) -> Result<(), String> {
         to.reply(&cdr).map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    fn lost(&mut self) -> u64 {
+        self.lost.swap(0, Ordering::Relaxed)
     }
 }
 
@@ -621,7 +621,7 @@ mod tests {
             .unwrap();
         let bridge = ZenohSide::new(a, domain, "/", "nerve_bridge_1").unwrap();
         let other = ZenohSide::new(b, domain, "/", "talker").unwrap();
-        (ZenohEngineSide::new(bridge, Vec::new()), other)
+        (ZenohEngineSide::new(bridge), other)
     }
 
     fn wait_until<T>(mut f: impl FnMut() -> Option<T>) -> Option<T> {
@@ -636,13 +636,14 @@ mod tests {
     }
 
     /// `std_msgs/msg/String` as a Nerve carrier of it names it (with its hash).
-    fn string_route() -> Arc<TypeRoute> {
+    fn string_route() -> RosType {
         let schema =
             nerve_msgs::ros2::ros2_schema("std_msgs/msg/String", STRING_HASH, "string data\n");
-        Catalog::new(Vec::new(), true)
+        let route = Catalog::new(Vec::new(), true)
             .for_nerve(&schema)
             .unwrap()
-            .unwrap()
+            .unwrap();
+        RosType::of_topic(&route)
     }
 
     fn reliable(depth: usize) -> RosQos {
@@ -811,6 +812,7 @@ mod tests {
         let (side, other) = pair(84);
         let mut catalog = Catalog::new(Vec::new(), true);
         let route = service_route(&mut catalog, "std_srvs/srv/Trigger").unwrap();
+        let route = RosType::of_service(&route, &[]);
         let peers = Peers::default();
 
         // the engine's server, another session's client

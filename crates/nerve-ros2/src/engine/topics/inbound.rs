@@ -5,7 +5,7 @@
 
 use super::{hears, nerve_topic, open_publisher, GRACE};
 use crate::dds::RosQos;
-use crate::engine::side::{Incoming, ReadySet, RosSide, TopicReader};
+use crate::engine::side::{Incoming, ReadySet, RosSide, RosType, TopicReader};
 use crate::engine::{lock, Shared};
 use crate::graph::NotCarried;
 use crate::types::{count_unconverted, Catalog, TypeRoute};
@@ -285,10 +285,11 @@ impl<S: RosSide> Inbound<S> {
             };
             let listening = r.publisher.subscriber_count() > 0;
             if listening && r.reader.is_none() {
+                let ty = RosType::of_topic(&r.ty);
                 match self
                     .shared
                     .side
-                    .reader(&mut self.ready, r.token, &t, &r.ty, r.qos, r.keyed)
+                    .reader(&mut self.ready, r.token, &t, &ty, r.qos, r.keyed)
                 {
                     Ok(reader) => r.reader = Some(reader),
                     Err(e) => self.shared.event(Event::NotBridged {

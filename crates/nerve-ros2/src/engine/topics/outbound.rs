@@ -4,7 +4,7 @@
 //! writer serves are in the graph.
 
 use crate::dds::RosQos;
-use crate::engine::side::{Endpoint, RosSide, TopicWriter};
+use crate::engine::side::{Endpoint, RosSide, RosType, TopicWriter};
 use crate::engine::{lock, Shared};
 use crate::types::{count_unconverted, Catalog, TypeRoute};
 use crate::{BridgeConfig, BridgeError, Event};
@@ -200,11 +200,11 @@ impl<S: RosSide> Outbound<S> {
             } else {
                 nerve_qos
             };
-            match self
-                .shared
-                .side
-                .writer(&t.name, &route, RosQos::from_nerve(&nerve_qos))
-            {
+            match self.shared.side.writer(
+                &t.name,
+                &RosType::of_topic(&route),
+                RosQos::from_nerve(&nerve_qos),
+            ) {
                 Ok(writer) => {
                     self.shared.event(Event::Bridged {
                         kind: crate::Kind::Topic,
