@@ -783,3 +783,55 @@ fn a_late_transient_local_rmw_zenoh_subscription_gets_the_bridges_cache() {
     let _s2 = subscription(tx2);
     check(&second);
 }
+
+/// The graphs cross both ways on rmw_zenoh: a ROS 2 node and its publisher are in the
+/// ROS 2 graph the bridge publishes into Nerve, and a Nerve node is a node of ROS 2's
+/// graph (a node token of the bridge's session), gone with it.
+#[test]
+fn the_graphs_cross_both_ways() {
+    let (bridge, ros, _events) = setup(8, 49);
+    let talker = ZenohSide::new(ros, 49, "/robot", "talker").unwrap();
+    let _p = talker
+        .publisher(
+            "/chatter",
+            "std_msgs/msg/String",
+            STRING_HASH,
+            Qos::keep_last(10),
+        )
+        .unwrap();
+    let ctx = Context::new(nerve_config(8)).unwrap();
+    let node = ctx.node("driver").create().unwrap();
+    let graph = node
+        .subscriber::<nerve_msgs::srv::Bytes>(nerve_ros2::graph::GRAPH_TOPIC)
+        .qos(nerve::Qos::latched())
+        .create()
+        .unwrap();
+    wait_until("the ROS 2 graph in Nerve", || {
+        let s = graph.recv_timeout(Duration::from_millis(200)).ok()??;
+        let g: nerve_ros2::graph::RosGraph = serde_json::from_slice(s.elems()).ok()?;
+        let chatter = g.topics.get("/chatter")?;
+        (g.nodes.contains("/robot/talker")
+            && chatter.publishers == 1
+            && chatter.types.contains("std_msgs/msg/String"))
+        .then_some(())
+    });
+    let driver = |g: &Graph| {
+        g.nodes()
+            .any(|n| n.token.zid == zid(&bridge) && n.token.node_name == "driver")
+    };
+    wait_until("the Nerve node in ROS 2's graph", || {
+        driver(&talker.graph()).then_some(())
+    });
+    let n = talker
+        .graph()
+        .nodes()
+        .find(|n| n.token.node_name == "driver")
+        .cloned()
+        .unwrap();
+    assert_eq!(n.token.namespace, "/");
+    drop(graph);
+    drop(node);
+    wait_until("the Nerve node gone from ROS 2's graph", || {
+        (!driver(&talker.graph())).then_some(())
+    });
+}

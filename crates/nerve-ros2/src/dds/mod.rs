@@ -3,6 +3,7 @@
 //! [`crate::engine::RosSide`] on DDS.
 
 pub(crate) mod actions;
+mod nodes;
 pub(crate) mod params;
 pub(crate) mod services;
 pub mod side;
@@ -42,7 +43,7 @@ pub(crate) const HALVES: [(&str, crate::engine::Half<DdsSide>); 7] = [
         Ok(Box::new(move || h.run()))
     }),
     ("graph", |s, c, n| {
-        let h = crate::graph::GraphHalf::new(s, c, n);
+        let h = crate::engine::graph::GraphHalf::new(s, c, n);
         Ok(Box::new(move || h.run()))
     }),
 ];

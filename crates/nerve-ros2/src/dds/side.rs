@@ -13,6 +13,7 @@ use rustdds::mio1::{Events, Interest, Poll, Registry, Token};
 use rustdds::no_key::DataWriter;
 use rustdds::{RTPSEntity, Timestamp, TopicKind};
 use std::collections::hash_map::DefaultHasher;
+use std::collections::BTreeSet;
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -26,6 +27,8 @@ pub struct DdsSide {
     subscriber: rustdds::Subscriber,
     /// The participant's GUID prefix in hex.
     id: String,
+    /// ROS 2's nodes, and those that stand for Nerve's.
+    nodes: super::nodes::Nodes,
     _node: ros2_client::Node,
 }
 
@@ -58,6 +61,7 @@ impl DdsSide {
             .map_err(|e| dds_err(&e))?;
         Ok(DdsSide {
             id: crate::peers::hex(participant.guid().prefix.as_ref()),
+            nodes: super::nodes::Nodes::new(&participant),
             participant,
             ros,
             publisher,
@@ -191,13 +195,17 @@ impl RosSide for DdsSide {
         peers.is_primary(self.participant.guid().prefix.as_ref())
     }
 
+    /// Nodes are those the participants with endpoints in the graph announce on
+    /// `ros_discovery_info`.
     fn graph(&self, peers: &Peers) -> SideGraph {
         let mut g = SideGraph::default();
+        let mut alive = BTreeSet::new();
         for w in self.participant.discovered_writers() {
             let d = &w.publication_topic_data;
             if self.is_bridge(d.key, peers) {
                 continue;
             }
+            alive.insert(d.key.prefix.as_ref().to_vec());
             let qos = RosQos::of(&d.qos());
             let keyed = is_keyed(d.key);
             if let (Some(topic), Some(ty)) =
@@ -217,6 +225,7 @@ impl RosSide for DdsSide {
             if self.is_bridge(key, peers) {
                 continue;
             }
+            alive.insert(key.prefix.as_ref().to_vec());
             let qos = RosQos::of(&d.qos());
             let keyed = is_keyed(key);
             if let (Some(topic), Some(ty)) = (
@@ -231,7 +240,12 @@ impl RosSide for DdsSide {
                 g.servers.push(endpoint(name, ty, qos, keyed));
             }
         }
+        g.nodes = self.nodes.names(&alive);
         g
+    }
+
+    fn mirror_nodes(&self, nerve_nodes: &BTreeSet<String>) {
+        self.nodes.mirror(&self.ros, nerve_nodes);
     }
 
     fn fingerprint(&self, h: &mut DefaultHasher) {

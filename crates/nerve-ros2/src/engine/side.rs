@@ -184,6 +184,10 @@ pub trait RosSide: Send + Sync + 'static {
     /// anything changed at all).
     fn fingerprint(&self, h: &mut std::collections::hash_map::DefaultHasher);
 
+    /// Announces Nerve's nodes `nerve_nodes` (full names) to ROS 2 as nodes of this
+    /// bridge, so ROS 2's tools list them, and withdraws those no longer given.
+    fn mirror_nodes(&self, nerve_nodes: &BTreeSet<String>);
+
     /// Where the engine finds the routes of ROS 2 types (DDS asks a type's publishers
     /// for a definition it does not have, REP-2016).
     fn catalog(&self, config: &BridgeConfig) -> Result<Catalog, BridgeError> {

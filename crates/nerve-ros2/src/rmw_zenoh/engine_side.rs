@@ -32,12 +32,13 @@ use crate::peers::Peers;
 use crate::services::{CALL_TIMEOUT, MAX_PENDING};
 use crate::{BridgeConfig, BridgeError};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use zenoh::liveliness::LivelinessToken;
 use zenoh::Wait;
 
 /// How often an unknown publisher GID may make the readers read the graph again.
@@ -67,6 +68,8 @@ struct Inner {
     /// `z<zid>`: this bridge in the Nerve node list.
     me: String,
     gids: Mutex<Gids>,
+    /// The node tokens that stand for Nerve's nodes, by full name.
+    mirrored: Mutex<HashMap<String, LivelinessToken>>,
 }
 
 impl Inner {
@@ -142,6 +145,7 @@ impl ZenohEngineSide {
                 zid,
                 me,
                 gids: Mutex::default(),
+                mirrored: Mutex::default(),
             }),
         }
     }
@@ -213,6 +217,27 @@ impl RosSide for ZenohEngineSide {
             list.extend(endpoint(&e));
         }
         g
+    }
+
+    /// Each Nerve node is a node token of this session (the graph leaves this session's
+    /// entities out, so they are never taken for ROS 2's).
+    fn mirror_nodes(&self, nerve_nodes: &BTreeSet<String>) {
+        let mut mirrored = lock(&self.inner.mirrored);
+        mirrored.retain(|n, _| nerve_nodes.contains(n));
+        for name in nerve_nodes {
+            if mirrored.contains_key(name) {
+                continue;
+            }
+            let (ns, base) = match name.rsplit_once('/') {
+                Some((ns, base)) if !ns.is_empty() => (ns, base),
+                Some((_, base)) => ("/", base),
+                None => ("/", name.as_str()),
+            };
+            // a name ROS 2 cannot hold is not announced
+            if let Ok(token) = self.inner.side.announce_node(ns, base) {
+                mirrored.insert(name.clone(), token);
+            }
+        }
     }
 
     fn fingerprint(&self, h: &mut DefaultHasher) {
@@ -573,8 +598,8 @@ impl ServiceClient for ZenohClient {
     }
 }
 
-/// The threads of a rmw_zenoh bridge: the engine's topics and services.
-pub(crate) const HALVES: [(&str, crate::engine::Half<ZenohEngineSide>); 3] = [
+/// The threads of a rmw_zenoh bridge: the engine's topics, services and graph.
+pub(crate) const HALVES: [(&str, crate::engine::Half<ZenohEngineSide>); 4] = [
     ("zenoh-ros2-to-nerve", |s, c, n| {
         let h = crate::engine::topics::inbound::Inbound::new(s, c, n)?;
         Ok(Box::new(move || h.run()))
@@ -585,6 +610,10 @@ pub(crate) const HALVES: [(&str, crate::engine::Half<ZenohEngineSide>); 3] = [
     }),
     ("zenoh-services", |s, c, n| {
         let h = crate::engine::services::Services::new(s, c, n)?;
+        Ok(Box::new(move || h.run()))
+    }),
+    ("zenoh-graph", |s, c, n| {
+        let h = crate::engine::graph::GraphHalf::new(s, c, n);
         Ok(Box::new(move || h.run()))
     }),
 ];

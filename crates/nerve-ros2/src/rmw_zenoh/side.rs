@@ -269,6 +269,23 @@ impl ZenohSide {
         })
     }
 
+    /// Announces another node, `name` in `namespace`, on this session (as a process with
+    /// several nodes does); it is withdrawn when the returned token is dropped.
+    pub fn announce_node(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<LivelinessToken, ZenohError> {
+        let node = EntityToken::node(
+            self.node.domain,
+            &self.session.zid().to_string(),
+            next_id(),
+            namespace,
+            name,
+        )?;
+        declare_token(&self.session, &node)
+    }
+
     /// The Zenoh session.
     pub fn session(&self) -> &zenoh::Session {
         &self.session
