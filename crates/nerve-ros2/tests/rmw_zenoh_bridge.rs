@@ -835,3 +835,355 @@ fn the_graphs_cross_both_ways() {
         (!driver(&talker.graph())).then_some(())
     });
 }
+
+/// The RIHS01 hash ROS 2 computes for `test_msgs/action/Fibonacci<part>` (recorded in the
+/// fixtures from a real ROS 2).
+fn fibonacci_hash(part: &str) -> String {
+    let path = fixtures().join("test_msgs/action/Fibonacci.json");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let name = format!("test_msgs/action/Fibonacci{part}");
+    json["type_hashes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["type_name"] == name.as_str())
+        .and_then(|h| h["hash_string"].as_str())
+        .unwrap()
+        .to_owned()
+}
+
+/// `action_msgs/srv/CancelGoal`'s RIHS01 hash (Jazzy's and Kilted's).
+const CANCEL_GOAL_HASH: &str =
+    "RIHS01_573d8b0a534451d7bc2ac8c5ffde8ac14b8593b7001175d0cd6516dcbeb8689a";
+/// `action_msgs/msg/GoalStatusArray`'s RIHS01 hash (Jazzy's and Kilted's).
+const GOAL_STATUS_ARRAY_HASH: &str =
+    "RIHS01_6c1684b00f177d37438febe6e709fc4e2b0d4248dca4854946f9ed8b30cda83e";
+
+/// CDR of a goal id followed by `int32` `order` (`Fibonacci_SendGoal_Request`) or, with
+/// no order, the goal id alone (`Fibonacci_GetResult_Request`).
+fn goal_id_cdr(id: &[u8; 16], order: Option<i32>) -> Vec<u8> {
+    let mut v = Vec::new();
+    let mut w = nerve_ros2_types::CdrWriter::new(&mut v);
+    w.bytes(id);
+    if let Some(order) = order {
+        w.i32(order);
+    }
+    v
+}
+
+/// An `int32[]` after `head` (read with `read_head`) in CDR.
+fn read_int32s<'a, T>(
+    cdr: &'a [u8],
+    read_head: impl FnOnce(&mut nerve_ros2_types::CdrReader<'a>) -> T,
+) -> (T, Vec<i32>) {
+    let mut r = nerve_ros2_types::CdrReader::new(cdr).unwrap();
+    let head = read_head(&mut r);
+    let n = r.len(4).unwrap();
+    (head, (0..n).map(|_| r.i32().unwrap()).collect())
+}
+
+/// A `GoalStatusArray`: each goal's id and status.
+fn read_status(cdr: &[u8]) -> Vec<([u8; 16], i8)> {
+    let mut r = nerve_ros2_types::CdrReader::new(cdr).unwrap();
+    let n = r.len(25).unwrap();
+    (0..n)
+        .map(|_| {
+            let id: [u8; 16] = r.take(16).unwrap().try_into().unwrap();
+            let _stamp = (r.i32().unwrap(), r.u32().unwrap());
+            (id, r.u8().unwrap() as i8)
+        })
+        .collect()
+}
+
+/// The first `n` Fibonacci numbers as the action's result holds them.
+fn fib(n: usize) -> Vec<i64> {
+    let mut s = vec![0i64, 1];
+    while s.len() < n {
+        s.push(s[s.len() - 1] + s[s.len() - 2]);
+    }
+    s.truncate(n);
+    s
+}
+
+/// A Nerve Fibonacci action server → the bridge → a rmw_zenoh action client: the bridge
+/// announces `send_goal`, `cancel_goal` and `get_result` as `test_msgs/action/Fibonacci`'s
+/// with the RIHS01 hashes ROS 2 computes, accepts the client's goal, and the feedback,
+/// the goal status (transient local) and the result come on ROS 2's topics and services.
+#[test]
+fn a_nerve_action_server_serves_rmw_zenoh_action_clients() {
+    use nerve::action::{ActionServer, GoalState};
+    use nerve_msgs::action::Fibonacci;
+    let (bridge, ros, events) = setup(6, 47);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ready_tx, ready) = channel();
+    let serving = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let ctx = Context::new(nerve_config(6)).unwrap();
+            let node = ctx.node("fibonacci").create().unwrap();
+            let server = ActionServer::<Fibonacci>::builder(&node, "/fib")
+                .create()
+                .unwrap();
+            ready_tx.send(()).unwrap();
+            let mut done = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                server.handle_pending(|_| Ok(())).unwrap();
+                for g in server.goals() {
+                    let seq = fib(g.goal().order as usize + 1);
+                    // feedback a few times (the first may come before ROS 2 listens)
+                    for k in 1..=3 {
+                        g.feedback_with(k, |h, e| {
+                            h.len = k as u64;
+                            e.copy_from_slice(&seq[..k]);
+                        })
+                        .unwrap();
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    g.end_with(GoalState::Succeeded, seq.len(), |h, e| {
+                        h.len = seq.len() as u64;
+                        e.copy_from_slice(&seq);
+                    })
+                    .unwrap();
+                    done += 1;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            done
+        })
+    };
+    ready.recv().unwrap();
+    let client = ZenohSide::new(ros, 47, "/", "fibonacci_client").unwrap();
+    let graph_has = |service: &str, ros_type: &str, hash: &str| {
+        let ss = wait_until(service, || {
+            bridge_entity(&client.graph(), &bridge, EntityKind::ServiceServer, service)
+        });
+        let t = ss.token.topic.as_ref().unwrap();
+        assert_eq!(t.ros_type, ros_type);
+        assert_eq!(t.type_hash.to_string(), hash);
+    };
+    let send_goal_hash = fibonacci_hash("_SendGoal");
+    let get_result_hash = fibonacci_hash("_GetResult");
+    graph_has(
+        "/fib/_action/send_goal",
+        "test_msgs/action/Fibonacci_SendGoal",
+        &send_goal_hash,
+    );
+    graph_has(
+        "/fib/_action/cancel_goal",
+        "action_msgs/srv/CancelGoal",
+        CANCEL_GOAL_HASH,
+    );
+    graph_has(
+        "/fib/_action/get_result",
+        "test_msgs/action/Fibonacci_GetResult",
+        &get_result_hash,
+    );
+    let feedback = client
+        .subscriber(
+            "/fib/_action/feedback",
+            "test_msgs/action/Fibonacci_FeedbackMessage",
+            &fibonacci_hash("_FeedbackMessage"),
+            Qos::keep_last(10),
+        )
+        .unwrap();
+    let status = client
+        .subscriber(
+            "/fib/_action/status",
+            "action_msgs/msg/GoalStatusArray",
+            GOAL_STATUS_ARRAY_HASH,
+            transient_local(10),
+        )
+        .unwrap();
+    let send_goal = client
+        .client(
+            "/fib/_action/send_goal",
+            "test_msgs/action/Fibonacci_SendGoal",
+            &send_goal_hash,
+            Qos::default(),
+        )
+        .unwrap();
+    let get_result = client
+        .client(
+            "/fib/_action/get_result",
+            "test_msgs/action/Fibonacci_GetResult",
+            &get_result_hash,
+            Qos::default(),
+        )
+        .unwrap();
+    // the bridge's writers match the subscriptions before the goal goes
+    wait_until("the bridge's feedback publisher", || {
+        bridge_entity(
+            &client.graph(),
+            &bridge,
+            EntityKind::Publisher,
+            "/fib/_action/feedback",
+        )
+    });
+    std::thread::sleep(Duration::from_millis(300));
+
+    let id: [u8; 16] = core::array::from_fn(|i| i as u8 + 1);
+    let (tx, rx) = channel();
+    let tx = Mutex::new(tx);
+    send_goal
+        .call(&goal_id_cdr(&id, Some(9)), WAIT, move |r| {
+            let _ = tx.lock().unwrap().send(r);
+        })
+        .unwrap();
+    let accepted = rx.recv_timeout(WAIT).expect("the goal's answer").unwrap();
+    assert_eq!(accepted.cdr[4], 1, "accepted");
+    let (tx, rx) = channel();
+    let tx = Mutex::new(tx);
+    get_result
+        .call(&goal_id_cdr(&id, None), WAIT, move |r| {
+            let _ = tx.lock().unwrap().send(r);
+        })
+        .unwrap();
+    let result = rx.recv_timeout(WAIT).expect("the result").unwrap();
+    let (status_code, seq) = read_int32s(&result.cdr, |r| r.u8().unwrap() as i8);
+    assert_eq!(status_code, 4, "succeeded");
+    let want: Vec<i32> = fib(10).into_iter().map(|x| x as i32).collect();
+    assert_eq!(seq, want);
+
+    let f = feedback.recv_timeout(WAIT).expect("feedback");
+    let (goal, seq) = read_int32s(&f.cdr, |r| -> [u8; 16] {
+        r.take(16).unwrap().try_into().unwrap()
+    });
+    assert_eq!(goal, id);
+    assert!(!seq.is_empty() && want.starts_with(&seq), "{seq:?}");
+    // the status shows the goal, and at last that it succeeded
+    wait_until("the goal's final status", || {
+        let s = status.try_recv()?;
+        read_status(&s.cdr).contains(&(id, 4)).then_some(())
+    });
+    let seen: Vec<Event> = events.try_iter().collect();
+    assert!(
+        seen.iter().any(
+            |e| matches!(e, Event::Bridged { topic, to_ros: true, ros_type, .. } if topic == "/fib" && ros_type == "test_msgs/action/Fibonacci")
+        ),
+        "{seen:?}"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(serving.join().unwrap(), 1);
+}
+
+/// A rmw_zenoh Fibonacci action server (played with its services and publishers) → the
+/// bridge → a Nerve action client: the bridge calls `send_goal` and `get_result` with the
+/// server's hashes, its acceptance and the feedback and result reach the Nerve client.
+#[test]
+fn a_rmw_zenoh_action_server_serves_nerve_action_clients() {
+    use nerve::action::{ActionClient, GoalState};
+    use nerve_msgs::action::{Fibonacci, FibonacciGoal};
+    let (bridge, ros, events) = setup(7, 48);
+    let server = ZenohSide::new(ros, 48, "/", "fibonacci_server").unwrap();
+    let (goal_tx, goals) = channel();
+    let goal_tx = Mutex::new(goal_tx);
+    let _send_goal = server
+        .service(
+            "/fib/_action/send_goal",
+            "test_msgs/action/Fibonacci_SendGoal",
+            &fibonacci_hash("_SendGoal"),
+            Qos::default(),
+            false,
+            move |req| {
+                let _ = goal_tx.lock().unwrap().send(req);
+            },
+        )
+        .unwrap();
+    let _cancel = server
+        .service(
+            "/fib/_action/cancel_goal",
+            "action_msgs/srv/CancelGoal",
+            CANCEL_GOAL_HASH,
+            Qos::default(),
+            false,
+            |_| {},
+        )
+        .unwrap();
+    let (result_tx, results) = channel();
+    let result_tx = Mutex::new(result_tx);
+    let _get_result = server
+        .service(
+            "/fib/_action/get_result",
+            "test_msgs/action/Fibonacci_GetResult",
+            &fibonacci_hash("_GetResult"),
+            Qos::default(),
+            false,
+            move |req| {
+                let _ = result_tx.lock().unwrap().send(req);
+            },
+        )
+        .unwrap();
+    let feedback = server
+        .publisher(
+            "/fib/_action/feedback",
+            "test_msgs/action/Fibonacci_FeedbackMessage",
+            &fibonacci_hash("_FeedbackMessage"),
+            Qos::keep_last(10),
+        )
+        .unwrap();
+
+    // the Nerve client, on its own thread (a goal waits for its acceptance)
+    let (fb_tx, fb) = channel();
+    let calling = std::thread::spawn(move || {
+        let ctx = Context::new(nerve_config(7)).unwrap();
+        let node = ctx.node("fibonacci_caller").create().unwrap();
+        let client = ActionClient::<Fibonacci>::create(&node, "/fib").unwrap();
+        assert!(
+            client.wait_for_server(WAIT),
+            "the bridge serves it in Nerve"
+        );
+        let goal = client.send_goal(&FibonacciGoal { order: 4 }).unwrap();
+        let f = goal.next_feedback(WAIT).unwrap().expect("feedback");
+        fb_tx.send(f.elems().to_vec()).unwrap();
+        let r = goal.result(WAIT).unwrap();
+        (r.state(), r.elems().to_vec())
+    });
+
+    let req = goals.recv_timeout(WAIT).expect("the goal in ROS 2");
+    let (id, order) = {
+        let mut r = nerve_ros2_types::CdrReader::new(&req.cdr).unwrap();
+        let id: [u8; 16] = r.take(16).unwrap().try_into().unwrap();
+        (id, r.i32().unwrap())
+    };
+    assert_eq!(order, 4);
+    let mut accepted = Vec::new();
+    let mut w = nerve_ros2_types::CdrWriter::new(&mut accepted);
+    w.u8(1);
+    w.i32(1_700_000_000);
+    w.u32(0);
+    req.reply(&accepted).unwrap();
+    // the bridge asks for the result at once: answered once the goal is done
+    let req = results.recv_timeout(WAIT).expect("get_result in ROS 2");
+    assert_eq!(req.cdr, goal_id_cdr(&id, None));
+    wait_until("the bridge's feedback subscription", || {
+        feedback.has_subscribers().then_some(())
+    });
+    let mut msg = Vec::new();
+    let mut w = nerve_ros2_types::CdrWriter::new(&mut msg);
+    w.bytes(&id);
+    w.len(3).unwrap();
+    for x in [0, 1, 1] {
+        w.i32(x);
+    }
+    feedback.publish(&msg).unwrap();
+    assert_eq!(fb.recv_timeout(WAIT).expect("feedback in Nerve"), [0, 1, 1]);
+    let mut result = Vec::new();
+    let mut w = nerve_ros2_types::CdrWriter::new(&mut result);
+    w.u8(4);
+    w.len(5).unwrap();
+    for x in [0, 1, 1, 2, 3] {
+        w.i32(x);
+    }
+    req.reply(&result).unwrap();
+    let (state, seq) = calling.join().unwrap();
+    assert_eq!(state, GoalState::Succeeded);
+    assert_eq!(seq, [0, 1, 1, 2, 3]);
+    let seen: Vec<Event> = events.try_iter().collect();
+    assert!(
+        seen.iter()
+            .any(|e| matches!(e, Event::Bridged { topic, to_ros: false, .. } if topic == "/fib")),
+        "{seen:?}"
+    );
+    let _ = bridge;
+}

@@ -2,7 +2,6 @@
 //! directions, and ROS 2's topic and type naming on DDS; [`DdsSide`] is the engine's
 //! [`crate::engine::RosSide`] on DDS.
 
-pub(crate) mod actions;
 mod nodes;
 pub(crate) mod params;
 pub(crate) mod services;
@@ -13,8 +12,8 @@ pub use side::DdsSide;
 /// The state of a DDS bridge's threads.
 pub(crate) type Shared = crate::engine::Shared<DdsSide>;
 
-/// The threads of a DDS bridge: the engine's topics and services, and (on DDS only so
-/// far) actions, parameters, the bridge's type descriptions and the graph.
+/// The threads of a DDS bridge: the engine's topics, services and actions, and (on DDS
+/// only so far) parameters, the bridge's type descriptions and the graph.
 pub(crate) const HALVES: [(&str, crate::engine::Half<DdsSide>); 7] = [
     ("ros2-to-nerve", |s, c, n| {
         let h = crate::engine::topics::inbound::Inbound::new(s, c, n)?;
@@ -29,7 +28,7 @@ pub(crate) const HALVES: [(&str, crate::engine::Half<DdsSide>); 7] = [
         Ok(Box::new(move || h.run()))
     }),
     ("actions", |s, c, n| {
-        let h = actions::Actions::new(s, c, n)?;
+        let h = crate::engine::actions::Actions::new(s, c, n)?;
         Ok(Box::new(move || h.run()))
     }),
     ("params", |s, c, n| {

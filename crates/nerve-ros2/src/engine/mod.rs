@@ -7,10 +7,13 @@
 //! - [`topics`]: ROS 2 → Nerve and Nerve → ROS 2, demand-driven (only topics with a
 //!   subscriber on the other side carry traffic);
 //! - [`services`]: servers of either side offered to the other's clients;
+//! - [`actions`]: action servers of either side offered to the other's clients (goals,
+//!   feedback, results, cancels, the goal status);
 //! - [`graph`]: ROS 2's graph published into Nerve, Nerve's nodes announced to ROS 2;
 //! - [`changes`]: whether either graph changed (the threads compare them only then);
 //! - [`worker`]: the loop of the threads that move calls.
 
+pub(crate) mod actions;
 pub(crate) mod changes;
 pub(crate) mod graph;
 pub(crate) mod services;

@@ -598,8 +598,8 @@ impl ServiceClient for ZenohClient {
     }
 }
 
-/// The threads of a rmw_zenoh bridge: the engine's topics, services and graph.
-pub(crate) const HALVES: [(&str, crate::engine::Half<ZenohEngineSide>); 4] = [
+/// The threads of a rmw_zenoh bridge: the engine's topics, services, actions and graph.
+pub(crate) const HALVES: [(&str, crate::engine::Half<ZenohEngineSide>); 5] = [
     ("zenoh-ros2-to-nerve", |s, c, n| {
         let h = crate::engine::topics::inbound::Inbound::new(s, c, n)?;
         Ok(Box::new(move || h.run()))
@@ -610,6 +610,10 @@ pub(crate) const HALVES: [(&str, crate::engine::Half<ZenohEngineSide>); 4] = [
     }),
     ("zenoh-services", |s, c, n| {
         let h = crate::engine::services::Services::new(s, c, n)?;
+        Ok(Box::new(move || h.run()))
+    }),
+    ("zenoh-actions", |s, c, n| {
+        let h = crate::engine::actions::Actions::new(s, c, n)?;
         Ok(Box::new(move || h.run()))
     }),
     ("zenoh-graph", |s, c, n| {

@@ -1,14 +1,17 @@
-//! Actions both ways: a Nerve action server is offered to ROS 2 action clients, a ROS 2
-//! action server to Nerve action clients, with goals, feedback, results, cancels and
-//! (towards ROS 2) the goal status.
+//! Actions both ways, on any [`RosSide`]: a Nerve action server is offered to ROS 2
+//! action clients, a ROS 2 action server to Nerve action clients, with goals, feedback,
+//! results, cancels and (towards ROS 2) the goal status.
 //!
-//! A ROS 2 action on DDS is three services and two topics under `<action>/_action/`
-//! (with the request/reply mapping of [`crate::services`]):
+//! A ROS 2 action is three services and two topics under `<action>/_action/`:
 //! - `send_goal` (`Name_SendGoal`: UUID + goal → accepted + stamp),
 //! - `cancel_goal` (`action_msgs/srv/CancelGoal`),
 //! - `get_result` (`Name_GetResult`: UUID → status + result), answered when the goal ends,
 //! - `feedback` (`Name_FeedbackMessage`: UUID + feedback),
 //! - `status` (`action_msgs/msg/GoalStatusArray`, transient local).
+//!
+//! The side reaches them as it reaches any service or topic (DDS: `rq/…Request` and
+//! `rr/…Reply`, `rt/…`; rmw_zenoh: keys with the type's RIHS01 hash, which
+//! [`action_types`] computes from the definitions).
 //!
 //! A Nerve action is the goal, cancel and result services and the status topic of
 //! [`nerve::action`], with feedback and results pushed on each client's own topics.
@@ -16,11 +19,12 @@
 //! - A Nerve server (not a bridge's) of an action type with a ROS 2 form is offered to
 //!   ROS 2: the bridge serves the ROS 2 side and passes each goal to the Nerve server
 //!   through a Nerve [`ActionClient`]; feedback, results, cancels and states come back.
-//! - A ROS 2 server (a reader of `rq/<action>/_action/send_goalRequest` that is neither
-//!   this bridge's nor another bridge's) is offered to Nerve: the bridge serves the action
-//!   with a Nerve [`ActionServer`], sends each goal to ROS 2 (the ROS 2 server's answer is
-//!   the Nerve acceptance or rejection), asks for its result at once, and forwards
-//!   feedback, cancels and the result.
+//! - A ROS 2 server (a `<action>/_action/send_goal` server of type
+//!   `pkg/action/Name_SendGoal` in the side's graph, neither this bridge's nor another
+//!   bridge's) is offered to Nerve: the bridge serves the action with a Nerve
+//!   [`ActionServer`], sends each goal to ROS 2 (the ROS 2 server's answer is the Nerve
+//!   acceptance or rejection), asks for its result at once (again when a network gives
+//!   up on the request first), and forwards feedback, cancels and the result.
 //!
 //! How an action type's messages cross is its [`Form`] (the one table is
 //! [`nerve_ros2_map::action`]):
@@ -37,10 +41,13 @@
 //! Goals in flight are bounded ([`MAX_GOALS`] per action) and forgotten when they end
 //! (a finished goal's result is kept a while for a `get_result` that comes late).
 
-use crate::dds::Shared;
-use crate::dds::{RawAdapter, RawCdr, RosQos};
+use crate::dds::RosQos;
+use crate::engine::side::{
+    Endpoint, Incoming, ReadySet, RosSide, RosType, ServiceClient, ServiceServer, TopicReader,
+    TopicWriter,
+};
+use crate::engine::Shared;
 use crate::peers::Peers;
-use crate::types::{dds_type_of_ros, ros_type_of_dds};
 use crate::{BridgeConfig, BridgeError, Event};
 use nerve::action::{
     Action, ActionClient, ActionServer, ClientGoal, GoalHandle, GoalPolicy, GoalState,
@@ -52,9 +59,9 @@ use nerve_msgs::action::{Fibonacci, FibonacciGoal, FibonacciSequence};
 use nerve_msgs::ros2::{Ros2Action, Ros2ActionCdr};
 use nerve_ros2_map::action::{ActionPass, Part};
 use nerve_ros2_map::ConvertError;
-use rustdds::no_key::{DataReader, DataWriter};
-use rustdds::{RTPSEntity, SampleIdentity, Timestamp, TopicKind, WriteOptionsBuilder, GUID};
+use nerve_ros2_types::{Registry, SearchPath};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -540,44 +547,161 @@ impl Form for CdrForm {
     }
 }
 
-/// A DDS reader of raw CDR.
-type Reader = DataReader<RawCdr, RawAdapter>;
-/// A DDS writer of raw CDR.
-type Writer = DataWriter<RawCdr, RawAdapter>;
+/// The service or topic `what` of action `name` (`/fib`, `send_goal` →
+/// `/fib/_action/send_goal`).
+fn part_name(name: &str, what: &str) -> String {
+    format!("{name}/_action/{what}")
+}
 
-/// The DDS topics of ROS 2 action `name`'s service `svc` (request, reply).
-fn service_topics(name: &str, svc: &str) -> (String, String) {
+/// The action a ROS 2 `send_goal` server serves (`/ns/fib/_action/send_goal` →
+/// `/ns/fib`).
+fn action_of_send_goal(service: &str) -> Option<&str> {
+    service
+        .strip_suffix("/_action/send_goal")
+        .filter(|s| s.len() > 1 && s.starts_with('/'))
+}
+
+/// The action type of a `send_goal` service's type (`pkg/action/Name_SendGoal` →
+/// `pkg/action/Name`).
+fn action_type_of_send_goal(ty: &str) -> Option<&str> {
+    ty.strip_suffix("_SendGoal")
+        .filter(|t| t.split('/').nth(1) == Some("action"))
+}
+
+/// The type of every action's `cancel_goal` service.
+const CANCEL_GOAL: &str = "action_msgs/srv/CancelGoal";
+/// The type of every action's `status` topic.
+const GOAL_STATUS_ARRAY: &str = "action_msgs/msg/GoalStatusArray";
+
+/// The definitions of the types every action uses, as ROS 2 ships them (comments left
+/// out), dependencies first: where the type search path lacks them.
+const STANDARD: [(&str, &str); 7] = [
+    ("builtin_interfaces/msg/Time", "int32 sec\nuint32 nanosec\n"),
+    ("unique_identifier_msgs/msg/UUID", "uint8[16] uuid\n"),
     (
-        format!("rq{name}/_action/{svc}Request"),
-        format!("rr{name}/_action/{svc}Reply"),
-    )
+        "service_msgs/msg/ServiceEventInfo",
+        "uint8 REQUEST_SENT = 0\nuint8 REQUEST_RECEIVED = 1\nuint8 RESPONSE_SENT = 2\n\
+         uint8 RESPONSE_RECEIVED = 3\nuint8 event_type\nbuiltin_interfaces/Time stamp\n\
+         char[16] client_gid\nint64 sequence_number\n",
+    ),
+    (
+        "action_msgs/msg/GoalInfo",
+        "unique_identifier_msgs/UUID goal_id\nbuiltin_interfaces/Time stamp\n",
+    ),
+    (
+        "action_msgs/msg/GoalStatus",
+        "int8 STATUS_UNKNOWN = 0\nint8 STATUS_ACCEPTED = 1\nint8 STATUS_EXECUTING = 2\n\
+         int8 STATUS_CANCELING = 3\nint8 STATUS_SUCCEEDED = 4\nint8 STATUS_CANCELED = 5\n\
+         int8 STATUS_ABORTED = 6\nGoalInfo goal_info\nint8 status\n",
+    ),
+    (
+        "action_msgs/msg/GoalStatusArray",
+        "GoalStatus[] status_list\n",
+    ),
+    (
+        "action_msgs/srv/CancelGoal",
+        "GoalInfo goal_info\n---\nint8 ERROR_NONE=0\nint8 ERROR_REJECTED=1\n\
+         int8 ERROR_UNKNOWN_GOAL_ID=2\nint8 ERROR_GOAL_TERMINATED=3\nint8 return_code\n\
+         GoalInfo[] goals_canceling\n",
+    ),
+];
+
+/// The definition of each of the Fibonacci actions ([`FIBONACCI_TYPES`]).
+const FIBONACCI_ACTION: &str = "int32 order\n---\nint32[] sequence\n---\nint32[] sequence\n";
+
+/// The [`STANDARD`] definitions and `more` (a type and its text) in one registry.
+fn standard_registry(more: Option<(&str, &str)>) -> Option<Registry> {
+    let mut r = Registry::new();
+    for (name, text) in STANDARD.iter().copied().chain(more) {
+        r.add_interface_text(name, text).ok()?;
+    }
+    Some(r)
 }
 
-/// A ROS 2 action name from the request topic of its `send_goal` service.
-fn action_of_goal_request_topic(dds: &str) -> Option<&str> {
-    dds.strip_prefix("rq")
-        .and_then(|s| s.strip_suffix("/_action/send_goalRequest"))
-        .filter(|s| s.starts_with('/'))
+/// The RIHS01 hash of `ty`: from its definition on `search`, else from `fallback`.
+fn hash_of(ty: &str, search: &SearchPath, fallback: Option<&Registry>) -> Option<String> {
+    let mut r = Registry::new();
+    let found = r.load(ty, search).ok().and_then(|_| r.type_hash(ty).ok());
+    found
+        .or_else(|| fallback?.type_hash(ty).ok())
+        .map(|h| h.to_string())
 }
 
-/// `pkg::action::dds_::Name_SendGoal_Request_` → `pkg/action/Name`.
-fn action_type_of_goal_request(dds_type: &str) -> Option<String> {
-    let ros = ros_type_of_dds(dds_type)?;
-    ros.strip_suffix("_SendGoal_Request").map(str::to_string)
+/// The ROS 2 types of one action's services and topics, with their RIHS01 hashes where
+/// the definitions are known (rmw_zenoh puts them in its keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ActionTypes {
+    /// `pkg/action/Name_SendGoal`.
+    pub(crate) send_goal: RosType,
+    /// `action_msgs/srv/CancelGoal`.
+    pub(crate) cancel_goal: RosType,
+    /// `pkg/action/Name_GetResult`.
+    pub(crate) get_result: RosType,
+    /// `pkg/action/Name_FeedbackMessage`.
+    pub(crate) feedback: RosType,
+    /// `action_msgs/msg/GoalStatusArray`.
+    pub(crate) status: RosType,
 }
 
-/// What the thread reports through, and who is who on the DDS side.
-struct Ctx<'a> {
-    shared: &'a Shared,
-    me: GUID,
+/// The types of action type `action` (`pkg/action/Name`): its own hashes from `pass` (a
+/// type carried as CDR) or from its definition on `search`, else (the Fibonacci actions)
+/// from the definition they all share; `action_msgs`' from `search`, else from
+/// [`STANDARD`].
+pub(crate) fn action_types(
+    action: &str,
+    pass: Option<&ActionPass>,
+    search: &[PathBuf],
+) -> ActionTypes {
+    let mut path = SearchPath::new();
+    for d in search {
+        path.push_dir(d.clone());
+    }
+    let fibonacci = FIBONACCI_TYPES
+        .contains(&action)
+        .then_some((action, FIBONACCI_ACTION));
+    let fallback = standard_registry(fibonacci);
+    let own = |suffix: &str| {
+        let name = format!("{action}{suffix}");
+        let hash = match pass {
+            Some(p) => p.registry().type_hash(&name).ok().map(|h| h.to_string()),
+            None => hash_of(&name, &path, fallback.as_ref()),
+        };
+        RosType { name, hash }
+    };
+    let standard = |name: &str| RosType {
+        name: name.to_string(),
+        hash: hash_of(name, &path, fallback.as_ref()),
+    };
+    ActionTypes {
+        send_goal: own("_SendGoal"),
+        cancel_goal: standard(CANCEL_GOAL),
+        get_result: own("_GetResult"),
+        feedback: own("_FeedbackMessage"),
+        status: standard(GOAL_STATUS_ARRAY),
+    }
+}
+
+/// The QoS of the status topic the bridge writes: deeper than ROS 2's own (1), so a
+/// quick cancel's `canceling` is not overwritten by the `canceled` that follows before
+/// it was delivered.
+const STATUS_QOS: RosQos = RosQos {
+    reliable: true,
+    transient_local: true,
+    depth: 10,
+};
+
+/// How a request of a server answers.
+type Req<S> = <<S as RosSide>::Server as ServiceServer>::Request;
+/// What names a client's call.
+type Call<S> = <<S as RosSide>::Client as ServiceClient>::Call;
+
+/// What the thread reports through.
+struct Ctx<'a, S: RosSide> {
+    shared: &'a Shared<S>,
     peers: Arc<Peers>,
 }
 
-impl Ctx<'_> {
-    /// Whether a DDS sample from `writer` is from a ROS 2 node (not a bridge).
-    fn foreign(&self, writer: GUID) -> bool {
-        writer.prefix != self.me.prefix && !self.peers.is_bridge_participant(writer.prefix.as_ref())
-    }
+impl<S: RosSide> Ctx<'_, S> {
     /// Counts a malformed message; reports the first ones, then at powers of two.
     fn malformed(&self, topic: &str, reason: String) {
         let n = self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed) + 1;
@@ -588,6 +712,8 @@ impl Ctx<'_> {
             });
         }
     }
+
+    /// Counts something not delivered and says why.
     fn dropped(&self, topic: &str, reason: String) {
         self.shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
         self.shared.event(Event::Dropped {
@@ -595,29 +721,44 @@ impl Ctx<'_> {
             reason,
         });
     }
-}
 
-/// Writes `cdr`, as a reply to `related` if given; returns the sample's identity.
-fn write(
-    w: &Writer,
-    cdr: Vec<u8>,
-    related: Option<SampleIdentity>,
-) -> Result<SampleIdentity, String> {
-    let mut opts = WriteOptionsBuilder::new().source_timestamp(Timestamp::now());
-    if let Some(id) = related {
-        opts = opts.related_sample_identity(id);
+    /// Counts `n` requests or samples a server or reader of the side dropped itself.
+    fn lost(&self, topic: &str, n: u64, what: &str) {
+        if n > 0 {
+            self.shared.stats.dropped.fetch_add(n, Ordering::Relaxed);
+            self.shared.event(Event::Dropped {
+                topic: topic.to_string(),
+                reason: format!("{n} {what} dropped on arrival: the bridge's queue was full"),
+            });
+        }
     }
-    w.write_with_options(RawCdr(cdr), opts.build())
-        .map_err(|e| e.to_string())
+
+    /// Answers a request; a failure is counted and named.
+    fn reply(&self, name: &str, server: &mut S::Server, to: Req<S>, cdr: Vec<u8>, what: &str) {
+        if let Err(e) = server.reply(to, cdr) {
+            self.dropped(name, format!("{what} not sent to ROS 2: {e}"));
+        }
+    }
+
+    /// Writes on a topic; a failure is counted and named. Whether it was sent.
+    fn write(&self, name: &str, writer: &mut S::Writer, cdr: Vec<u8>, what: &str) -> bool {
+        match writer.write(cdr) {
+            Ok(()) => true,
+            Err(e) => {
+                self.dropped(name, format!("{what} not sent to ROS 2: {e}"));
+                false
+            }
+        }
+    }
 }
 
 /// A goal of a ROS 2 client, sent on to the Nerve server.
-struct RosGoal<A: Action> {
+struct RosGoal<A: Action, R> {
     goal: ClientGoal<A>,
     stamp: Stamp,
     state: GoalState,
     /// `get_result` requests waiting for the result.
-    waiting: Vec<SampleIdentity>,
+    waiting: Vec<R>,
 }
 
 /// A finished goal's result, kept for late `get_result` requests.
@@ -629,68 +770,74 @@ struct Done<R: Message> {
 }
 
 /// A Nerve action server offered to ROS 2 clients.
-struct OfferedToRos<F: Form> {
+struct OfferedToRos<S: RosSide, F: Form> {
     name: String,
     form: F,
     client: ActionClient<F::A>,
-    goal_rq: Reader,
-    goal_rr: Writer,
-    cancel_rq: Reader,
-    cancel_rr: Writer,
-    result_rq: Reader,
-    result_rr: Writer,
-    feedback: Writer,
-    status: Writer,
-    goals: HashMap<Uuid, RosGoal<F::A>>,
+    goal: S::Server,
+    cancel: S::Server,
+    result: S::Server,
+    feedback: S::Writer,
+    status: S::Writer,
+    goals: HashMap<Uuid, RosGoal<F::A, Req<S>>>,
     done: VecDeque<Done<<F::A as Action>::Result>>,
 }
 
 /// A goal of a Nerve client, sent on to the ROS 2 server.
-struct NerveGoal<A: Action> {
+struct NerveGoal<A: Action, C> {
     handle: GoalHandle<A>,
     /// The `get_result` request sent for it.
-    result_call: Option<SampleIdentity>,
+    result_call: C,
+    /// When it was sent.
+    asked: Instant,
     cancel_sent: bool,
 }
 
+/// A `get_result` request that failed sooner than this after it was sent ends its goal;
+/// one that failed later (a network that gives up on requests, rmw_zenoh's queries after
+/// [`crate::services::CALL_TIMEOUT`]) is sent again.
+const ASK_AGAIN_AFTER: Duration = Duration::from_secs(1);
+
 /// A ROS 2 action server offered to Nerve clients.
-struct OfferedToNerve<F: Form> {
+struct OfferedToNerve<S: RosSide, F: Form> {
     name: String,
     form: F,
     server: ActionServer<F::A>,
-    goal_rq: Writer,
-    goal_rr: Reader,
-    cancel_rq: Writer,
-    cancel_rr: Reader,
-    result_rq: Writer,
-    result_rr: Reader,
-    feedback: Reader,
-    goals: HashMap<Uuid, NerveGoal<F::A>>,
+    goal: S::Client,
+    cancel: S::Client,
+    result: S::Client,
+    feedback: S::Reader,
+    goals: HashMap<Uuid, NerveGoal<F::A, Call<S>>>,
 }
 
 /// A bridged action, whatever its form.
-trait Bridged {
+trait Bridged<S: RosSide> {
     /// Moves what waits on both sides.
-    fn pump(&mut self, ctx: &Ctx<'_>, scratch: &mut Vec<u8>);
+    fn pump(&mut self, ctx: &Ctx<'_, S>, scratch: &mut Vec<u8>);
     /// The other side went away: every goal ends aborted.
-    fn abort_all(&mut self, scratch: &mut Vec<u8>);
+    fn abort_all(&mut self, ctx: &Ctx<'_, S>, scratch: &mut Vec<u8>);
     /// Whether the Nerve server lives (for a Nerve server offered to ROS 2).
     fn server_alive(&self) -> bool {
         true
     }
 }
 
-/// The actions part of a bridge (one thread).
-pub(crate) struct Actions {
-    shared: Arc<Shared>,
+/// A ROS 2 action server offered to Nerve: the graph's `send_goal` server it was made
+/// for (another type or hash is another server), and the bridged action.
+type ToNerve<S> = (Endpoint, Box<dyn Bridged<S>>);
+
+/// The actions half of a bridge (one thread).
+pub(crate) struct Actions<S: RosSide> {
+    shared: Arc<Shared<S>>,
     config: BridgeConfig,
     node: Node,
-    dds_pub: rustdds::Publisher,
-    dds_sub: rustdds::Subscriber,
+    /// Owns the readers of feedback (each is polled every tick, not waited on).
+    ready: S::Ready,
+    tokens: Vec<usize>,
     /// Nerve servers offered to ROS 2, by action name.
-    to_ros: BTreeMap<String, Box<dyn Bridged>>,
+    to_ros: BTreeMap<String, Box<dyn Bridged<S>>>,
     /// ROS 2 servers offered to Nerve, by action name.
-    to_nerve: BTreeMap<String, Box<dyn Bridged>>,
+    to_nerve: BTreeMap<String, ToNerve<S>>,
     /// ROS 2 action types carried as CDR, by type (a failure is reported per action).
     passes: HashMap<String, Arc<ActionPass>>,
     /// Names that failed (reported once, tried again later).
@@ -698,19 +845,16 @@ pub(crate) struct Actions {
     scratch: Vec<u8>,
 }
 
-impl Actions {
+impl<S: RosSide> Actions<S> {
+    /// The half, made on its own thread with its own Nerve node.
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        shared: Arc<Shared<S>>,
         config: BridgeConfig,
         node: Node,
-    ) -> Result<Actions, BridgeError> {
-        let (dds_pub, dds_sub) = (
-            shared.side.dds_publisher().clone(),
-            shared.side.dds_subscriber().clone(),
-        );
+    ) -> Result<Actions<S>, BridgeError> {
         Ok(Actions {
-            dds_pub,
-            dds_sub,
+            ready: shared.side.ready_set()?,
+            tokens: Vec::new(),
             shared,
             config,
             node,
@@ -727,24 +871,18 @@ impl Actions {
         crate::engine::worker::run(&mut self, TICK);
     }
 
-    fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            shared: &self.shared,
-            me: self.shared.side.participant.guid(),
-            peers: self.shared.peers(),
-        }
-    }
-
     fn pump(&mut self) {
+        // the readers are polled below: what the set noted is not needed
+        self.ready.wait(Duration::ZERO, &mut self.tokens);
+        self.tokens.clear();
         let ctx = Ctx {
             shared: &self.shared,
-            me: self.shared.side.participant.guid(),
             peers: self.shared.peers(),
         };
         for a in self.to_ros.values_mut() {
             a.pump(&ctx, &mut self.scratch);
         }
-        for a in self.to_nerve.values_mut() {
+        for (_, a) in self.to_nerve.values_mut() {
             a.pump(&ctx, &mut self.scratch);
         }
     }
@@ -758,32 +896,27 @@ impl Actions {
     }
 
     fn sync(&mut self) {
-        let ctx = self.ctx();
-        let (me, peers) = (ctx.me, ctx.peers.clone());
+        let peers = self.shared.peers();
         // a standby bridge forwards nothing
-        let primary = self.shared.primary();
-        // ROS 2 servers: readers of send_goal request topics, neither ours nor bridges'
-        let mut ros_servers: BTreeMap<String, String> = BTreeMap::new();
-        for r in self
-            .shared
-            .side
-            .participant
-            .discovered_readers()
-            .into_iter()
-            .filter(|_| primary)
-        {
-            let d = &r.subscription_topic_data;
-            let prefix = d.key().prefix;
-            if prefix == me.prefix || peers.is_bridge_participant(prefix.as_ref()) {
+        let primary = self.shared.side.primary(&peers);
+        let servers = if primary {
+            self.shared.side.graph(&peers).servers
+        } else {
+            Vec::new()
+        };
+        // ROS 2 action servers (neither ours nor bridges'): their send_goal services
+        let mut ros_servers: BTreeMap<String, (String, Endpoint)> = BTreeMap::new();
+        for e in &servers {
+            let (Some(name), Some(ty)) = (
+                action_of_send_goal(&e.name),
+                action_type_of_send_goal(&e.ros_type),
+            ) else {
                 continue;
-            }
-            if let (Some(name), Some(ty)) = (
-                action_of_goal_request_topic(d.topic_name()),
-                action_type_of_goal_request(d.type_name()),
-            ) {
-                if self.config.admits(name) {
-                    ros_servers.insert(name.to_string(), ty);
-                }
+            };
+            if self.config.admits(name) {
+                ros_servers
+                    .entry(name.to_string())
+                    .or_insert_with(|| (ty.to_string(), e.clone()));
             }
         }
         // Nerve servers that are not ours: `<action>/_action/goal` services
@@ -804,7 +937,28 @@ impl Actions {
                     })
                 })
                 .collect();
-        for (name, ty) in &ros_servers {
+        // a ROS 2 server that went away (or changed its type): its Nerve goals end
+        // aborted, its server goes
+        let gone: Vec<String> = self
+            .to_nerve
+            .iter()
+            .filter(|(n, (was, _))| {
+                ros_servers
+                    .get(*n)
+                    .is_none_or(|(_, e)| e.ros_type != was.ros_type || e.type_hash != was.type_hash)
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        let ctx = Ctx {
+            shared: &self.shared,
+            peers: peers.clone(),
+        };
+        for n in gone {
+            if let Some((_, mut a)) = self.to_nerve.remove(&n) {
+                a.abort_all(&ctx, &mut self.scratch);
+            }
+        }
+        for (name, (ty, send_goal)) in &ros_servers {
             if self.to_nerve.contains_key(name) || self.failed_lately(name) {
                 continue;
             }
@@ -812,10 +966,12 @@ impl Actions {
                 let form = FibonacciForm {
                     ros_type: ty.clone(),
                 };
-                self.offer_to_nerve(name, form)
+                self.offer_to_nerve(name, form, None, send_goal, &servers)
             } else {
-                self.pass(ty)
-                    .and_then(|pass| self.offer_to_nerve(name, CdrForm(pass)))
+                self.pass(ty).and_then(|pass| {
+                    let form = CdrForm(pass.clone());
+                    self.offer_to_nerve(name, form, Some(&pass), send_goal, &servers)
+                })
             };
             match offered {
                 Ok((a, nerve_type)) => {
@@ -826,21 +982,9 @@ impl Actions {
                         nerve_type: nerve_type.to_string(),
                         to_ros: false,
                     });
-                    self.to_nerve.insert(name.clone(), a);
+                    self.to_nerve.insert(name.clone(), (send_goal.clone(), a));
                 }
                 Err(e) => self.report(name, e.to_string()),
-            }
-        }
-        // a ROS 2 server that went away: its Nerve goals end aborted, its server goes
-        let gone: Vec<String> = self
-            .to_nerve
-            .keys()
-            .filter(|n| !ros_servers.contains_key(*n))
-            .cloned()
-            .collect();
-        for n in gone {
-            if let Some(mut a) = self.to_nerve.remove(&n) {
-                a.abort_all(&mut self.scratch);
             }
         }
         let fibonacci = ServiceType::of::<nerve::action::GoalService<Fibonacci>>();
@@ -853,7 +997,7 @@ impl Actions {
                 let form = FibonacciForm {
                     ros_type: OFFERED_FIBONACCI.to_string(),
                 };
-                self.offer_to_ros(name, form)
+                self.offer_to_ros(name, form, None)
                     .map(|a| (a, OFFERED_FIBONACCI.to_string()))
             } else if *ty == carried {
                 // the server says its ROS 2 type on its type topic (not yet: later)
@@ -861,7 +1005,8 @@ impl Actions {
                     None => continue,
                     Some(pass) => pass.and_then(|pass| {
                         let ros = pass.name().to_string();
-                        self.offer_to_ros(name, CdrForm(pass)).map(|a| (a, ros))
+                        self.offer_to_ros(name, CdrForm(pass.clone()), Some(&pass))
+                            .map(|a| (a, ros))
                     }),
                 }
             } else {
@@ -899,42 +1044,17 @@ impl Actions {
             .filter(|(n, a)| !live.contains(n.as_str()) || !a.server_alive())
             .map(|(n, _)| n.clone())
             .collect();
+        let ctx = Ctx {
+            shared: &self.shared,
+            peers,
+        };
         for n in gone {
             if let Some(mut a) = self.to_ros.remove(&n) {
-                a.abort_all(&mut self.scratch);
+                a.abort_all(&ctx, &mut self.scratch);
             }
         }
         self.failures
             .retain(|n| live.contains(n) || ros_servers.contains_key(n));
-    }
-
-    fn topic(&self, name: &str, ros_type: &str) -> Result<rustdds::Topic, BridgeError> {
-        let dds_type = dds_type_of_ros(ros_type)
-            .ok_or_else(|| BridgeError::Config(format!("{ros_type} is not a ROS 2 type")))?;
-        self.shared
-            .side
-            .participant
-            .create_topic(
-                name.to_string(),
-                dds_type,
-                &RosQos::default().policies(),
-                TopicKind::NoKey,
-            )
-            .map_err(|e| BridgeError::Dds(format!("{name}: {e}")))
-    }
-
-    fn reader(&self, name: &str, ros_type: &str, qos: RosQos) -> Result<Reader, BridgeError> {
-        let topic = self.topic(name, ros_type)?;
-        self.dds_sub
-            .create_datareader_no_key::<RawCdr, RawAdapter>(&topic, Some(qos.policies()))
-            .map_err(|e| BridgeError::Dds(format!("{name}: {e}")))
-    }
-
-    fn writer(&self, name: &str, ros_type: &str, qos: RosQos) -> Result<Writer, BridgeError> {
-        let topic = self.topic(name, ros_type)?;
-        self.dds_pub
-            .create_datawriter_no_key::<RawCdr, RawAdapter>(&topic, Some(qos.policies()))
-            .map_err(|e| BridgeError::Dds(format!("{name}: {e}")))
     }
 
     /// The ROS 2 type a Nerve server of action `name` carried as CDR announced
@@ -974,7 +1094,7 @@ impl Actions {
         if let Some(p) = self.passes.get(ty) {
             return Ok(p.clone());
         }
-        let mut search = nerve_ros2_types::SearchPath::new();
+        let mut search = SearchPath::new();
         for d in &self.config.types {
             search.push_dir(d.clone());
         }
@@ -987,57 +1107,62 @@ impl Actions {
         Ok(pass)
     }
 
+    /// Serves Nerve action `name` to ROS 2 clients.
     fn offer_to_ros<F: Form>(
         &mut self,
         name: &str,
         form: F,
-    ) -> Result<Box<dyn Bridged>, BridgeError> {
+        pass: Option<&ActionPass>,
+    ) -> Result<Box<dyn Bridged<S>>, BridgeError> {
         let client = ActionClient::<F::A>::create(&self.node, name)
             .map_err(|e| BridgeError::Nerve(e.to_string()))?;
         client.set_accept_timeout(NERVE_ACCEPT_TIMEOUT);
-        let ty = form.ros_type().to_string();
+        let types = action_types(form.ros_type(), pass, &self.config.types);
+        let side = &self.shared.side;
         let q = RosQos::default();
-        let (goal_rq, goal_rr) = service_topics(name, "send_goal");
-        let (cancel_rq, cancel_rr) = service_topics(name, "cancel_goal");
-        let (result_rq, result_rr) = service_topics(name, "get_result");
-        let cancel = "action_msgs/srv/CancelGoal";
-        Ok(Box::new(OfferedToRos {
+        Ok(Box::new(OfferedToRos::<S, F> {
             name: name.to_string(),
             form,
             client,
-            goal_rq: self.reader(&goal_rq, &format!("{ty}_SendGoal_Request"), q)?,
-            goal_rr: self.writer(&goal_rr, &format!("{ty}_SendGoal_Response"), q)?,
-            cancel_rq: self.reader(&cancel_rq, &format!("{cancel}_Request"), q)?,
-            cancel_rr: self.writer(&cancel_rr, &format!("{cancel}_Response"), q)?,
-            result_rq: self.reader(&result_rq, &format!("{ty}_GetResult_Request"), q)?,
-            result_rr: self.writer(&result_rr, &format!("{ty}_GetResult_Response"), q)?,
-            feedback: self.writer(
-                &format!("rt{name}/_action/feedback"),
-                &format!("{ty}_FeedbackMessage"),
-                q,
-            )?,
-            status: self.writer(
-                &format!("rt{name}/_action/status"),
-                "action_msgs/msg/GoalStatusArray",
-                // deeper than ROS 2's own (1): a quick cancel's `canceling` is not
-                // overwritten by the `canceled` that follows before it was delivered
-                RosQos {
-                    reliable: true,
-                    transient_local: true,
-                    depth: 10,
-                },
-            )?,
+            goal: side.server(&part_name(name, "send_goal"), &types.send_goal)?,
+            cancel: side.server(&part_name(name, "cancel_goal"), &types.cancel_goal)?,
+            result: side.server(&part_name(name, "get_result"), &types.get_result)?,
+            feedback: side.writer(&part_name(name, "feedback"), &types.feedback, q)?,
+            status: side.writer(&part_name(name, "status"), &types.status, STATUS_QOS)?,
             goals: HashMap::new(),
             done: VecDeque::new(),
         }))
     }
 
-    /// Serves ROS 2 action `name` in Nerve; with the Nerve action type it is served as.
+    /// Serves ROS 2 action `name` (whose `send_goal` server is `send_goal`; `servers`:
+    /// the graph's servers) in Nerve; with the Nerve action type it is served as.
     fn offer_to_nerve<F: Form>(
         &mut self,
         name: &str,
         form: F,
-    ) -> Result<(Box<dyn Bridged>, &'static str), BridgeError> {
+        pass: Option<&ActionPass>,
+        send_goal: &Endpoint,
+        servers: &[Endpoint],
+    ) -> Result<(Box<dyn Bridged<S>>, &'static str), BridgeError> {
+        let types = action_types(form.ros_type(), pass, &self.config.types);
+        // the ROS 2 server's cancel_goal and get_result as the graph shows them (their
+        // hashes); not yet seen: as its send_goal says (no hash where it has none)
+        let server_of = |what: &str, ty: &RosType| {
+            let service = part_name(name, what);
+            servers
+                .iter()
+                .find(|e| e.name == service && e.ros_type == ty.name)
+                .cloned()
+                .unwrap_or_else(|| Endpoint {
+                    name: service,
+                    ros_type: ty.name.clone(),
+                    qos: send_goal.qos,
+                    keyed: false,
+                    type_hash: send_goal.type_hash.as_ref().and(ty.hash.clone()),
+                })
+        };
+        let cancel_server = server_of("cancel_goal", &types.cancel_goal);
+        let result_server = server_of("get_result", &types.get_result);
         // a type carried as CDR says which it is, for as long as the server serves
         let server = ActionServer::<F::A>::builder(&self.node, name)
             .policy(GoalPolicy::Parallel { max: MAX_GOALS })
@@ -1046,26 +1171,21 @@ impl Actions {
                     .map(|p| Box::new(p) as Box<dyn std::any::Any>)
             })
             .map_err(|e| BridgeError::Nerve(e.to_string()))?;
-        let q = RosQos::default();
-        let (goal_rq, goal_rr) = service_topics(name, "send_goal");
-        let (cancel_rq, cancel_rr) = service_topics(name, "cancel_goal");
-        let (result_rq, result_rr) = service_topics(name, "get_result");
-        let cancel = "action_msgs/srv/CancelGoal";
-        let ty = form.ros_type().to_string();
-        let a = OfferedToNerve {
+        let side = &self.shared.side;
+        let a = OfferedToNerve::<S, F> {
             name: name.to_string(),
             form,
             server,
-            goal_rq: self.writer(&goal_rq, &format!("{ty}_SendGoal_Request"), q)?,
-            goal_rr: self.reader(&goal_rr, &format!("{ty}_SendGoal_Response"), q)?,
-            cancel_rq: self.writer(&cancel_rq, &format!("{cancel}_Request"), q)?,
-            cancel_rr: self.reader(&cancel_rr, &format!("{cancel}_Response"), q)?,
-            result_rq: self.writer(&result_rq, &format!("{ty}_GetResult_Request"), q)?,
-            result_rr: self.reader(&result_rr, &format!("{ty}_GetResult_Response"), q)?,
-            feedback: self.reader(
-                &format!("rt{name}/_action/feedback"),
-                &format!("{ty}_FeedbackMessage"),
-                q,
+            goal: side.client(&send_goal.name, &types.send_goal, send_goal)?,
+            cancel: side.client(&cancel_server.name, &types.cancel_goal, &cancel_server)?,
+            result: side.client(&result_server.name, &types.get_result, &result_server)?,
+            feedback: side.reader(
+                &mut self.ready,
+                0,
+                &part_name(name, "feedback"),
+                &types.feedback,
+                RosQos::default(),
+                false,
             )?,
             goals: HashMap::new(),
         };
@@ -1073,39 +1193,35 @@ impl Actions {
     }
 }
 
-impl<F: Form> Bridged for OfferedToRos<F> {
-    fn pump(&mut self, ctx: &Ctx<'_>, scratch: &mut Vec<u8>) {
+impl<S: RosSide, F: Form> Bridged<S> for OfferedToRos<S, F> {
+    fn pump(&mut self, ctx: &Ctx<'_, S>, scratch: &mut Vec<u8>) {
         OfferedToRos::pump(self, ctx, scratch)
     }
-    fn abort_all(&mut self, scratch: &mut Vec<u8>) {
-        OfferedToRos::abort_all(self, scratch)
+    fn abort_all(&mut self, ctx: &Ctx<'_, S>, scratch: &mut Vec<u8>) {
+        OfferedToRos::abort_all(self, ctx, scratch)
     }
     fn server_alive(&self) -> bool {
         self.client.server_alive()
     }
 }
 
-impl<F: Form> Bridged for OfferedToNerve<F> {
-    fn pump(&mut self, ctx: &Ctx<'_>, scratch: &mut Vec<u8>) {
+impl<S: RosSide, F: Form> Bridged<S> for OfferedToNerve<S, F> {
+    fn pump(&mut self, ctx: &Ctx<'_, S>, scratch: &mut Vec<u8>) {
         OfferedToNerve::pump(self, ctx, scratch)
     }
-    fn abort_all(&mut self, _: &mut Vec<u8>) {
+    fn abort_all(&mut self, _: &Ctx<'_, S>, _: &mut Vec<u8>) {
         OfferedToNerve::abort_all(self)
     }
 }
 
-impl<F: Form> OfferedToRos<F> {
-    fn pump(&mut self, ctx: &Ctx<'_>, scratch: &mut Vec<u8>) {
+impl<S: RosSide, F: Form> OfferedToRos<S, F> {
+    fn pump(&mut self, ctx: &Ctx<'_, S>, scratch: &mut Vec<u8>) {
+        let peers = ctx.peers.clone();
         let mut changed = false;
         let mut finished: Vec<(Uuid, Stamp, i8)> = Vec::new();
-        // goals from ROS 2 clients
-        while let Ok(Some(s)) = self.goal_rq.take_next_sample() {
-            let info = s.sample_info();
-            if !ctx.foreign(info.writer_guid()) {
-                continue;
-            }
-            let call = info.sample_identity();
-            let accepted = match self.form.read_send_goal_request(&s.value().0) {
+        // goals from ROS 2 clients (not bridges')
+        while let Some((call, cdr)) = self.goal.take(&peers) {
+            let accepted = match self.form.read_send_goal_request(&cdr) {
                 Ok((id, goal)) => self.accept(ctx, id, goal),
                 Err(e) => {
                     ctx.malformed(&self.name, format!("a send_goal request dropped: {e}"));
@@ -1114,19 +1230,22 @@ impl<F: Form> OfferedToRos<F> {
             };
             changed |= accepted.is_some();
             wire::send_goal_response(scratch, accepted.is_some(), accepted.unwrap_or_default());
-            let _ = write(&self.goal_rr, std::mem::take(scratch), Some(call));
+            let cdr = std::mem::take(scratch);
+            ctx.reply(
+                &self.name,
+                &mut self.goal,
+                call,
+                cdr,
+                "a send_goal response",
+            );
         }
+        ctx.lost(&self.name, self.goal.lost(), "send_goal requests");
         if std::mem::take(&mut changed) {
-            self.publish_status(&[], scratch);
+            self.publish_status(ctx, &[], scratch);
         }
         // cancels
-        while let Ok(Some(s)) = self.cancel_rq.take_next_sample() {
-            let info = s.sample_info();
-            if !ctx.foreign(info.writer_guid()) {
-                continue;
-            }
-            let call = info.sample_identity();
-            let (code, canceling) = match wire::read_cancel_request(&s.value().0) {
+        while let Some((call, cdr)) = self.cancel.take(&peers) {
+            let (code, canceling) = match wire::read_cancel_request(&cdr) {
                 Ok((id, before)) => self.cancel(ctx, id, before),
                 Err(e) => {
                     ctx.malformed(&self.name, format!("a cancel_goal request dropped: {e}"));
@@ -1134,23 +1253,29 @@ impl<F: Form> OfferedToRos<F> {
                 }
             };
             changed |= !canceling.is_empty();
-            if wire::cancel_response(scratch, code, &canceling).is_ok() {
-                let _ = write(&self.cancel_rr, std::mem::take(scratch), Some(call));
+            match wire::cancel_response(scratch, code, &canceling) {
+                Ok(()) => {
+                    let cdr = std::mem::take(scratch);
+                    ctx.reply(
+                        &self.name,
+                        &mut self.cancel,
+                        call,
+                        cdr,
+                        "a cancel_goal response",
+                    );
+                }
+                Err(e) => ctx.malformed(&self.name, format!("a cancel_goal response: {e}")),
             }
         }
+        ctx.lost(&self.name, self.cancel.lost(), "cancel_goal requests");
         // each change is published as it happens (a goal may end in this same pump)
         if std::mem::take(&mut changed) {
-            self.publish_status(&[], scratch);
+            self.publish_status(ctx, &[], scratch);
         }
         // result requests: answered when the goal ends (at once if it has)
         self.done.retain(|d| d.at.elapsed() < DONE_TTL);
-        while let Ok(Some(s)) = self.result_rq.take_next_sample() {
-            let info = s.sample_info();
-            if !ctx.foreign(info.writer_guid()) {
-                continue;
-            }
-            let call = info.sample_identity();
-            let id = match wire::read_get_result_request(&s.value().0) {
+        while let Some((call, cdr)) = self.result.take(&peers) {
+            let id = match wire::read_get_result_request(&cdr) {
                 Ok(id) => id,
                 Err(e) => {
                     ctx.malformed(&self.name, format!("a get_result request dropped: {e}"));
@@ -1160,6 +1285,11 @@ impl<F: Form> OfferedToRos<F> {
             if let Some(g) = self.goals.get_mut(&id) {
                 if g.waiting.len() < WAITERS_PER_GOAL {
                     g.waiting.push(call);
+                } else {
+                    ctx.dropped(
+                        &self.name,
+                        format!("a get_result request: {WAITERS_PER_GOAL} wait for the goal"),
+                    );
                 }
                 continue;
             }
@@ -1168,14 +1298,15 @@ impl<F: Form> OfferedToRos<F> {
                 Some(d) => (d.status, d.result.as_ref()),
                 None => (0, None),
             };
-            if self
-                .form
-                .get_result_response(scratch, status, result)
-                .is_ok()
-            {
-                let _ = write(&self.result_rr, std::mem::take(scratch), Some(call));
+            match self.form.get_result_response(scratch, status, result) {
+                Ok(()) => {
+                    let cdr = std::mem::take(scratch);
+                    ctx.reply(&self.name, &mut self.result, call, cdr, "a result");
+                }
+                Err(e) => ctx.malformed(&self.name, format!("result not sent to ROS 2: {e}")),
             }
         }
+        ctx.lost(&self.name, self.result.lost(), "get_result requests");
         // feedback and results from the Nerve server
         type Ended<R> = (Uuid, GoalState, Option<Msg<R>>);
         let mut ended: Vec<Ended<<F::A as Action>::Result>> = Vec::new();
@@ -1190,7 +1321,8 @@ impl<F: Form> OfferedToRos<F> {
                 }
                 match self.form.feedback(scratch, id, &f, f.elems()) {
                     Ok(()) => {
-                        if write(&self.feedback, std::mem::take(scratch), None).is_ok() {
+                        let cdr = std::mem::take(scratch);
+                        if ctx.write(&self.name, &mut self.feedback, cdr, "feedback") {
                             ctx.shared.stats.to_ros.fetch_add(1, Ordering::Relaxed);
                         }
                     }
@@ -1213,7 +1345,7 @@ impl<F: Form> OfferedToRos<F> {
             }
         }
         if std::mem::take(&mut changed) {
-            self.publish_status(&[], scratch);
+            self.publish_status(ctx, &[], scratch);
         }
         for (id, state, result) in ended {
             if let Some(stamp) = self.finish(ctx, id, state, result, scratch) {
@@ -1222,12 +1354,12 @@ impl<F: Form> OfferedToRos<F> {
             }
         }
         if changed {
-            self.publish_status(&finished, scratch);
+            self.publish_status(ctx, &finished, scratch);
         }
     }
 
     /// Passes a ROS 2 goal to the Nerve server; its acceptance stamp if it was accepted.
-    fn accept(&mut self, ctx: &Ctx<'_>, id: Uuid, goal: GoalMsg<F::A>) -> Option<Stamp> {
+    fn accept(&mut self, ctx: &Ctx<'_, S>, id: Uuid, goal: GoalMsg<F::A>) -> Option<Stamp> {
         if self.goals.contains_key(&id) || self.done.iter().any(|d| d.id == id) {
             return None; // a goal id sent before
         }
@@ -1268,7 +1400,7 @@ impl<F: Form> OfferedToRos<F> {
 
     /// Cancels the goals a ROS 2 cancel request names: one goal, or (a zero id) every
     /// goal accepted at or before `before` (every goal when that is zero).
-    fn cancel(&mut self, ctx: &Ctx<'_>, id: Uuid, before: Stamp) -> (i8, Vec<(Uuid, Stamp)>) {
+    fn cancel(&mut self, ctx: &Ctx<'_, S>, id: Uuid, before: Stamp) -> (i8, Vec<(Uuid, Stamp)>) {
         let targets: Vec<Uuid> = if id == [0; 16] {
             self.goals
                 .iter()
@@ -1314,7 +1446,7 @@ impl<F: Form> OfferedToRos<F> {
     /// the goal. Returns its stamp (`None` if it was not in flight).
     fn finish(
         &mut self,
-        ctx: &Ctx<'_>,
+        ctx: &Ctx<'_, S>,
         id: Uuid,
         state: GoalState,
         mut result: Option<ResultMsg<F::A>>,
@@ -1332,7 +1464,13 @@ impl<F: Form> OfferedToRos<F> {
             let _ = self.form.get_result_response(scratch, status, None);
         }
         for call in g.waiting {
-            let _ = write(&self.result_rr, scratch.clone(), Some(call));
+            ctx.reply(
+                &self.name,
+                &mut self.result,
+                call,
+                scratch.clone(),
+                "a result",
+            );
         }
         if self.done.len() >= DONE_KEPT {
             self.done.pop_front();
@@ -1347,7 +1485,12 @@ impl<F: Form> OfferedToRos<F> {
     }
 
     /// Publishes the status of every goal in flight and of `finished`.
-    fn publish_status(&self, finished: &[(Uuid, Stamp, i8)], scratch: &mut Vec<u8>) {
+    fn publish_status(
+        &mut self,
+        ctx: &Ctx<'_, S>,
+        finished: &[(Uuid, Stamp, i8)],
+        scratch: &mut Vec<u8>,
+    ) {
         let mut list: Vec<(Uuid, Stamp, i8)> = self
             .goals
             .iter()
@@ -1355,13 +1498,17 @@ impl<F: Form> OfferedToRos<F> {
             .chain(finished.iter().copied())
             .collect();
         list.sort_by_key(|(id, stamp, _)| (*stamp, *id));
-        if wire::status_array(scratch, &list).is_ok() {
-            let _ = write(&self.status, std::mem::take(scratch), None);
+        match wire::status_array(scratch, &list) {
+            Ok(()) => {
+                let cdr = std::mem::take(scratch);
+                ctx.write(&self.name, &mut self.status, cdr, "the goal status");
+            }
+            Err(e) => ctx.malformed(&self.name, format!("the goal status: {e}")),
         }
     }
 
     /// The Nerve server went away: every goal ends aborted.
-    fn abort_all(&mut self, scratch: &mut Vec<u8>) {
+    fn abort_all(&mut self, ctx: &Ctx<'_, S>, scratch: &mut Vec<u8>) {
         let mut finished = Vec::new();
         let ids: Vec<Uuid> = self.goals.keys().copied().collect();
         for id in ids {
@@ -1369,19 +1516,25 @@ impl<F: Form> OfferedToRos<F> {
                 let status = ros_status(GoalState::Aborted);
                 let _ = self.form.get_result_response(scratch, status, None);
                 for call in g.waiting {
-                    let _ = write(&self.result_rr, scratch.clone(), Some(call));
+                    ctx.reply(
+                        &self.name,
+                        &mut self.result,
+                        call,
+                        scratch.clone(),
+                        "a result",
+                    );
                 }
                 finished.push((id, g.stamp, status));
             }
         }
         if !finished.is_empty() {
-            self.publish_status(&finished, scratch);
+            self.publish_status(ctx, &finished, scratch);
         }
     }
 }
 
-impl<F: Form> OfferedToNerve<F> {
-    fn pump(&mut self, ctx: &Ctx<'_>, scratch: &mut Vec<u8>) {
+impl<S: RosSide, F: Form> OfferedToNerve<S, F> {
+    fn pump(&mut self, ctx: &Ctx<'_, S>, scratch: &mut Vec<u8>) {
         // goals, cancels and result requests of Nerve clients (the Nerve server answers
         // cancels and result requests itself; a goal is accepted if ROS 2 accepts it)
         let server = self.server.clone();
@@ -1396,8 +1549,8 @@ impl<F: Form> OfferedToNerve<F> {
         for handle in accepted {
             let id = uuid_of(handle.id());
             wire::get_result_request(scratch, &id);
-            let result_call = match write(&self.result_rq, std::mem::take(scratch), None) {
-                Ok(call) => Some(call),
+            let result_call = match self.result.call(std::mem::take(scratch)) {
+                Ok(call) => call,
                 Err(e) => {
                     ctx.dropped(&self.name, format!("get_result not sent to ROS 2: {e}"));
                     let _ = end(&self.form, &handle, GoalState::Aborted, None);
@@ -1409,6 +1562,7 @@ impl<F: Form> OfferedToNerve<F> {
                 NerveGoal {
                     handle,
                     result_call,
+                    asked: Instant::now(),
                     cancel_sent: false,
                 },
             );
@@ -1418,22 +1572,37 @@ impl<F: Form> OfferedToNerve<F> {
             if g.handle.is_canceling() && !g.cancel_sent {
                 g.cancel_sent = true;
                 wire::cancel_request(scratch, id, Stamp::default());
-                if let Err(e) = write(&self.cancel_rq, std::mem::take(scratch), None) {
+                if let Err(e) = self.cancel.call(std::mem::take(scratch)) {
                     ctx.dropped(&self.name, format!("cancel not sent to ROS 2: {e}"));
                 }
             }
         }
-        while let Ok(Some(s)) = self.cancel_rr.take_next_sample() {
-            if let Err(e) = wire::read_cancel_response(&s.value().0) {
-                ctx.malformed(&self.name, format!("a cancel_goal response: {e}"));
+        while let Some((_, answer)) = self.cancel.take() {
+            match answer {
+                Ok(cdr) => {
+                    if let Err(e) = wire::read_cancel_response(&cdr) {
+                        ctx.malformed(&self.name, format!("a cancel_goal response: {e}"));
+                    }
+                }
+                Err(e) => ctx.dropped(&self.name, format!("a cancel_goal request: {e}")),
             }
         }
         // feedback of our goals (the ROS 2 server's other clients' goals are not ours)
-        while let Ok(Some(s)) = self.feedback.take_next_sample() {
-            if !ctx.foreign(s.sample_info().writer_guid()) {
+        loop {
+            let Incoming {
+                cdr, from_bridge, ..
+            } = match self.feedback.take(&ctx.peers) {
+                Ok(Some(s)) => s,
+                Ok(None) => break,
+                Err(reason) => {
+                    ctx.malformed(&self.name, format!("feedback dropped: {reason}"));
+                    continue;
+                }
+            };
+            if from_bridge {
                 continue;
             }
-            match self.form.read_feedback(&s.value().0) {
+            match self.form.read_feedback(&cdr) {
                 Ok((id, f)) => {
                     let Some(g) = self.goals.get(&id) else {
                         continue;
@@ -1454,26 +1623,52 @@ impl<F: Form> OfferedToNerve<F> {
                 Err(e) => ctx.malformed(&self.name, format!("feedback dropped: {e}")),
             }
         }
+        ctx.lost(&self.name, self.feedback.lost(), "feedback messages");
         // results
-        while let Ok(Some(s)) = self.result_rr.take_next_sample() {
-            let Some(call) = s.sample_info().related_sample_identity() else {
-                continue;
-            };
+        while let Some((call, answer)) = self.result.take() {
             let Some(id) = self
                 .goals
                 .iter()
-                .find(|(_, g)| g.result_call == Some(call))
+                .find(|(_, g)| g.result_call == call)
                 .map(|(id, _)| *id)
             else {
-                continue; // another client's
+                continue; // an answer to a request given up
             };
-            let (state, result) = match self.form.read_get_result_response(&s.value().0) {
-                Ok((status, r)) => match nerve_state(status) {
-                    Some(s @ (GoalState::Succeeded | GoalState::Canceled)) => (s, Some(r)),
-                    _ => (GoalState::Aborted, Some(r)),
+            let (state, result) = match answer {
+                Ok(cdr) => match self.form.read_get_result_response(&cdr) {
+                    Ok((status, r)) => match nerve_state(status) {
+                        Some(s @ (GoalState::Succeeded | GoalState::Canceled)) => (s, Some(r)),
+                        _ => (GoalState::Aborted, Some(r)),
+                    },
+                    Err(e) => {
+                        ctx.malformed(&self.name, format!("a get_result response: {e}"));
+                        (GoalState::Aborted, None)
+                    }
                 },
                 Err(e) => {
-                    ctx.malformed(&self.name, format!("a get_result response: {e}"));
+                    // a request the network gave up on while the goal ran: asked again
+                    let again = self
+                        .goals
+                        .get(&id)
+                        .is_some_and(|g| g.asked.elapsed() >= ASK_AGAIN_AFTER);
+                    if again {
+                        wire::get_result_request(scratch, &id);
+                        match self.result.call(std::mem::take(scratch)) {
+                            Ok(call) => {
+                                if let Some(g) = self.goals.get_mut(&id) {
+                                    g.result_call = call;
+                                    g.asked = Instant::now();
+                                }
+                                continue;
+                            }
+                            Err(e) => ctx.dropped(
+                                &self.name,
+                                format!("get_result not sent to ROS 2 again: {e}"),
+                            ),
+                        }
+                    } else {
+                        ctx.dropped(&self.name, format!("the goal's result: {e}"));
+                    }
                     (GoalState::Aborted, None)
                 }
             };
@@ -1492,7 +1687,7 @@ impl<F: Form> OfferedToNerve<F> {
     /// Sends a Nerve goal to the ROS 2 server and waits for its answer.
     fn send_goal(
         &mut self,
-        ctx: &Ctx<'_>,
+        ctx: &Ctx<'_, S>,
         id: Uuid,
         goal: &<F::A as Action>::Goal,
         elems: &[<<F::A as Action>::Goal as Message>::Elem],
@@ -1507,15 +1702,19 @@ impl<F: Form> OfferedToNerve<F> {
         self.form
             .send_goal_request(&mut buf, &id, goal, elems)
             .map_err(|e| format!("the goal does not convert: {e}"))?;
-        let call = write(&self.goal_rq, buf, None)
+        let call = self
+            .goal
+            .call(buf)
             .map_err(|e| format!("the goal was not sent to ROS 2: {e}"))?;
         let deadline = Instant::now() + ACCEPT_TIMEOUT;
         loop {
-            while let Ok(Some(s)) = self.goal_rr.take_next_sample() {
-                if s.sample_info().related_sample_identity() != Some(call) {
-                    continue; // an answer to another client, or one that came too late
+            while let Some((answered, answer)) = self.goal.take() {
+                if answered != call {
+                    continue; // an answer that came too late
                 }
-                return match wire::read_send_goal_response(&s.value().0) {
+                let cdr = answer
+                    .map_err(|e| format!("the ROS 2 action server did not take the goal: {e}"))?;
+                return match wire::read_send_goal_response(&cdr) {
                     Ok((true, _)) => Ok(()),
                     Ok((false, _)) => Err("the ROS 2 action server rejected the goal".into()),
                     Err(e) => {
@@ -1528,7 +1727,9 @@ impl<F: Form> OfferedToNerve<F> {
                 // should it accept the goal later, it is canceled there
                 let mut buf = Vec::new();
                 wire::cancel_request(&mut buf, &id, Stamp::default());
-                let _ = write(&self.cancel_rq, buf, None);
+                if let Err(e) = self.cancel.call(buf) {
+                    ctx.dropped(&self.name, format!("cancel not sent to ROS 2: {e}"));
+                }
                 return Err(format!(
                     "the ROS 2 action server did not answer the goal in {ACCEPT_TIMEOUT:?}"
                 ));
@@ -1545,9 +1746,9 @@ impl<F: Form> OfferedToNerve<F> {
     }
 }
 
-impl crate::engine::worker::Worker for Actions {
-    type Side = crate::dds::DdsSide;
-    fn shared(&self) -> &Shared {
+impl<S: RosSide> crate::engine::worker::Worker for Actions<S> {
+    type Side = S;
+    fn shared(&self) -> &Shared<S> {
         &self.shared
     }
     fn config(&self) -> &BridgeConfig {
@@ -1569,24 +1770,73 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_and_types_map_from_dds() {
+    fn names_and_types_map_from_the_graph() {
         assert_eq!(
-            action_of_goal_request_topic("rq/ns/fib/_action/send_goalRequest"),
+            action_of_send_goal("/ns/fib/_action/send_goal"),
             Some("/ns/fib")
         );
-        assert_eq!(action_of_goal_request_topic("rq/ns/fibRequest"), None);
+        assert_eq!(action_of_send_goal("/_action/send_goal"), None);
+        assert_eq!(action_of_send_goal("/ns/fib"), None);
         assert_eq!(
-            action_type_of_goal_request("test_msgs::action::dds_::Fibonacci_SendGoal_Request_")
-                .as_deref(),
+            action_type_of_send_goal("test_msgs/action/Fibonacci_SendGoal"),
             Some("test_msgs/action/Fibonacci")
         );
+        assert_eq!(action_type_of_send_goal("pkg/srv/Foo_SendGoal"), None);
         assert_eq!(
-            service_topics("/f", "get_result"),
-            (
-                "rq/f/_action/get_resultRequest".to_string(),
-                "rr/f/_action/get_resultReply".to_string()
-            )
+            part_name("/f", "get_result"),
+            "/f/_action/get_result".to_string()
         );
+    }
+
+    /// The hashes ROS 2 computes (recorded from Kilted's `.json` type descriptions), with
+    /// no definitions on the search path and with them there.
+    #[test]
+    fn action_types_carry_ros2s_hashes() {
+        let fixtures = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../nerve-ros2-types/tests/fixtures/share");
+        let want = |name: &str, hash: &str| RosType {
+            name: name.into(),
+            hash: Some(hash.into()),
+        };
+        let cancel = want(
+            CANCEL_GOAL,
+            "RIHS01_573d8b0a534451d7bc2ac8c5ffde8ac14b8593b7001175d0cd6516dcbeb8689a",
+        );
+        let status = want(
+            GOAL_STATUS_ARRAY,
+            "RIHS01_6c1684b00f177d37438febe6e709fc4e2b0d4248dca4854946f9ed8b30cda83e",
+        );
+        let fibonacci = ActionTypes {
+            send_goal: want(
+                "test_msgs/action/Fibonacci_SendGoal",
+                "RIHS01_d807633803e38e164276573cd97e9fbd71e109c290bbf4cc312a0a1c9da7bbd9",
+            ),
+            cancel_goal: cancel.clone(),
+            get_result: want(
+                "test_msgs/action/Fibonacci_GetResult",
+                "RIHS01_5d30fdeb21d20e117aa5f36c7b4f0b6874f1a8cf7a9c038d58f1156c5737b209",
+            ),
+            feedback: want(
+                "test_msgs/action/Fibonacci_FeedbackMessage",
+                "RIHS01_37487bae8cea358366b97003c1ef1ca7ce7c08df36f9e8cca496624226aee64e",
+            ),
+            status: status.clone(),
+        };
+        let t = "test_msgs/action/Fibonacci";
+        assert_eq!(action_types(t, None, &[]), fibonacci);
+        assert_eq!(
+            action_types(t, None, std::slice::from_ref(&fixtures)),
+            fibonacci
+        );
+        let mut search = SearchPath::new();
+        search.push_dir(fixtures.clone());
+        let pass = ActionPass::load(t, &search).unwrap();
+        assert_eq!(action_types(t, Some(&pass), &[]), fibonacci);
+        // an action without a definition: its own types have no hash
+        let unknown = action_types("pkg/action/Unknown", None, &[fixtures]);
+        assert_eq!(unknown.send_goal.hash, None);
+        assert_eq!(unknown.feedback.name, "pkg/action/Unknown_FeedbackMessage");
+        assert_eq!((unknown.cancel_goal, unknown.status), (cancel, status));
     }
 
     #[test]
