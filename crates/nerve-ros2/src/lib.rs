@@ -160,8 +160,8 @@ pub struct Bridge {
 
 impl Bridge {
     /// Starts a bridge between the Nerve domain of `config` and ROS 2 domain
-    /// `config.ros_domain` on `side`, one thread per half (topics each way, services and
-    /// actions, and on DDS parameters, type descriptions and the graph); `events`
+    /// `config.ros_domain` on `side`, one thread per half (topics each way, services,
+    /// actions, parameters and the graph, and on DDS type descriptions); `events`
     /// receives what it reports. It runs until it is dropped or [`Bridge::stop`] is
     /// called.
     pub fn start(

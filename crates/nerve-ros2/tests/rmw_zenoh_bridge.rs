@@ -63,7 +63,7 @@ fn fixture_hash(ros_type: &str) -> String {
 
 /// A Nerve configuration of its own for test `k` of this process.
 fn nerve_config(k: u32) -> Config {
-    let domain = 960 + (std::process::id() % 18) * 2 + k;
+    let domain = 900 + (std::process::id() % 8) * 12 + k;
     let dir =
         std::env::temp_dir().join(format!("nerve-tests/rmw-zenoh-{}-{k}", std::process::id()));
     Config::default().domain(domain).unwrap().state_dir(dir)
@@ -1186,4 +1186,300 @@ fn a_rmw_zenoh_action_server_serves_nerve_action_clients() {
         "{seen:?}"
     );
     let _ = bridge;
+}
+
+/// `rcl_interfaces/srv/GetParameters`' RIHS01 hash (as Jazzy and Kilted install it).
+const GET_PARAMETERS_HASH: &str =
+    "RIHS01_bf9803d5c74cf989a5de3e0c2e99444599a627c7ff75f97b8c05b01003675cbc";
+
+/// The definitions a `GetParameters` request and response are read with.
+fn rcl_registry() -> Registry {
+    let mut r = Registry::new();
+    for (name, text) in [
+        ("builtin_interfaces/msg/Time", "int32 sec\nuint32 nanosec\n"),
+        (
+            "service_msgs/msg/ServiceEventInfo",
+            "uint8 event_type\nbuiltin_interfaces/Time stamp\nchar[16] client_gid\n\
+             int64 sequence_number\n",
+        ),
+        (
+            "rcl_interfaces/msg/ParameterValue",
+            "uint8 type\nbool bool_value\nint64 integer_value\nfloat64 double_value\n\
+             string string_value\nbyte[] byte_array_value\nbool[] bool_array_value\n\
+             int64[] integer_array_value\nfloat64[] double_array_value\n\
+             string[] string_array_value\n",
+        ),
+        (
+            "rcl_interfaces/srv/GetParameters",
+            "string[] names\n---\nParameterValue[] values\n",
+        ),
+    ] {
+        r.add_interface_text(name, text).unwrap();
+    }
+    r
+}
+
+/// A `GetParameters` request (or any `string[]` message) of `names` in CDR.
+fn names_cdr(names: &[&str]) -> Vec<u8> {
+    let mut v = vec![0, 1, 0, 0];
+    v.extend_from_slice(&(names.len() as u32).to_le_bytes());
+    for n in names {
+        while (v.len() - 4) % 4 != 0 {
+            v.push(0);
+        }
+        v.extend_from_slice(&(n.len() as u32 + 1).to_le_bytes());
+        v.extend_from_slice(n.as_bytes());
+        v.push(0);
+    }
+    v
+}
+
+/// A `GetParameters` response of one integer value in CDR.
+fn int_value_cdr(value: i64) -> Vec<u8> {
+    let mut v = vec![0, 1, 0, 0];
+    v.extend_from_slice(&1u32.to_le_bytes()); // one value
+    v.extend_from_slice(&[2, 0, 0, 0]); // type INTEGER, bool_value, padding to 8
+    v.extend_from_slice(&value.to_le_bytes());
+    v.extend_from_slice(&0f64.to_le_bytes());
+    v.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]); // string_value "" (and padding)
+    for _ in 0..5 {
+        v.extend_from_slice(&0u32.to_le_bytes()); // the five empty sequences
+    }
+    v
+}
+
+/// A Nerve node with a parameter → the bridge serves ROS 2's parameter services for it
+/// (announced with `rcl_interfaces`' RIHS01 hashes) → an rmw_zenoh client's
+/// `get_parameters` gets the parameter's value.
+#[test]
+fn rmw_zenoh_clients_read_a_nerve_nodes_parameters() {
+    use nerve::param::{ParamDescriptor, Parameters};
+    let (bridge, ros, events) = setup(9, 50);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ready_tx, ready) = channel();
+    let serving = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let ctx = Context::new(nerve_config(9)).unwrap();
+            let node = ctx.node("tuner").create().unwrap();
+            let params = Parameters::builder(&node).from_env(false).create().unwrap();
+            params
+                .declare("gain", 1.5, ParamDescriptor::new().description("volts"))
+                .unwrap();
+            ready_tx.send(()).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                params.serve_for(Duration::from_millis(50)).unwrap();
+            }
+        })
+    };
+    ready.recv().unwrap();
+    let caller = ZenohSide::new(ros, 50, "/", "caller").unwrap();
+    let ss = wait_until("the bridge's get_parameters server", || {
+        bridge_entity(
+            &caller.graph(),
+            &bridge,
+            EntityKind::ServiceServer,
+            "/tuner/get_parameters",
+        )
+    });
+    let t = ss.token.topic.as_ref().unwrap();
+    assert_eq!(t.ros_type, "rcl_interfaces/srv/GetParameters");
+    assert_eq!(t.type_hash.to_string(), GET_PARAMETERS_HASH);
+    for service in ["set_parameters", "list_parameters", "describe_parameters"] {
+        let name = format!("/tuner/{service}");
+        assert!(
+            bridge_entity(&caller.graph(), &bridge, EntityKind::ServiceServer, &name).is_some(),
+            "{name}"
+        );
+    }
+
+    let client = caller
+        .client(
+            "/tuner/get_parameters",
+            "rcl_interfaces/srv/GetParameters",
+            GET_PARAMETERS_HASH,
+            Qos::default(),
+        )
+        .unwrap();
+    let (tx, rx) = channel();
+    let tx = Mutex::new(tx);
+    client
+        .call(&names_cdr(&["gain", "nope"]), WAIT, move |r| {
+            let _ = tx.lock().unwrap().send(r);
+        })
+        .unwrap();
+    let reply = rx
+        .recv_timeout(WAIT)
+        .expect("a reply")
+        .expect("not an error");
+    let reg = rcl_registry();
+    let v = nerve_ros2_types::decode(
+        &reg,
+        "rcl_interfaces/srv/GetParameters_Response",
+        &reply.cdr,
+    )
+    .unwrap();
+    let Value::Array(values) = field(&v, &["values"]) else {
+        panic!("values: {v:?}")
+    };
+    let gain = values.get(0).expect("gain's value");
+    assert_eq!(field(&gain, &["type"]), &Value::UInt8(3));
+    assert_eq!(field(&gain, &["double_value"]), &Value::Float64(1.5));
+    let nope = values.get(1).expect("a value for the undeclared name");
+    assert_eq!(field(&nope, &["type"]), &Value::UInt8(0), "not set");
+    assert!(events.try_iter().any(|e| matches!(
+        e,
+        Event::Bridged { topic, to_ros: true, .. } if topic == "/tuner/_params"
+    )));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    serving.join().unwrap();
+}
+
+/// A ROS 2 node on rmw_zenoh (its `get_parameters` server played by a [`ZenohSide`]) →
+/// the bridge offers it to Nerve as `/driver/_params` → a Nerve `ParamClient` reads its
+/// parameter through it.
+#[test]
+fn nerve_reads_a_rmw_zenoh_nodes_parameters() {
+    use nerve::param::{ParamClient, ParamValue};
+    let (_bridge, ros, _events) = setup(10, 51);
+    let driver = ZenohSide::new(ros, 51, "/", "driver").unwrap();
+    let (asked_tx, asked) = channel();
+    let asked_tx = Mutex::new(asked_tx);
+    let _get = driver
+        .service(
+            "/driver/get_parameters",
+            "rcl_interfaces/srv/GetParameters",
+            GET_PARAMETERS_HASH,
+            Qos::default(),
+            false,
+            move |req| {
+                let _ = asked_tx.lock().unwrap().send(req.cdr.clone());
+                let _ = req.reply(&int_value_cdr(7));
+            },
+        )
+        .unwrap();
+    // what the server answers is a GetParameters response
+    let v = nerve_ros2_types::decode(
+        &rcl_registry(),
+        "rcl_interfaces/srv/GetParameters_Response",
+        &int_value_cdr(7),
+    )
+    .unwrap();
+    let Value::Array(values) = field(&v, &["values"]) else {
+        panic!("values: {v:?}")
+    };
+    assert_eq!(
+        field(&values.get(0).unwrap(), &["integer_value"]),
+        &Value::Int64(7)
+    );
+
+    let ctx = Context::new(nerve_config(10)).unwrap();
+    let node = ctx.node("tool").create().unwrap();
+    let params = ParamClient::create(&node, "/driver").unwrap().timeout(WAIT);
+    assert!(
+        params.wait_for_node(WAIT),
+        "the bridge serves /driver/_params"
+    );
+    assert_eq!(
+        params.get(&["speed"]).unwrap(),
+        vec![Some(ParamValue::Int(7))]
+    );
+    let request = asked.recv_timeout(WAIT).expect("the request in ROS 2");
+    let v = nerve_ros2_types::decode(
+        &rcl_registry(),
+        "rcl_interfaces/srv/GetParameters_Request",
+        &request,
+    )
+    .unwrap();
+    assert_eq!(
+        field(&v, &["names"]),
+        &Value::Array(nerve_ros2_types::Array::String(vec!["speed".into()]))
+    );
+}
+
+/// A Nerve managed node's `get_state` and `change_state` (ordinary services of
+/// `lifecycle_msgs` types) → the bridge → an rmw_zenoh client gets the state and the
+/// transition's outcome.
+#[test]
+fn rmw_zenoh_clients_drive_a_nerve_lifecycle_node() {
+    use nerve_msgs::lifecycle::{
+        ChangeState, ChangeStateResponse, GetState, GetStateResponse, Label, State,
+    };
+    let (bridge, ros, _events) = setup(11, 52);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ready_tx, ready) = channel();
+    let serving = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let ctx = Context::new(nerve_config(11)).unwrap();
+            let node = ctx.node("camera").create().unwrap();
+            let get = node
+                .service::<GetState>("/camera/get_state")
+                .create()
+                .unwrap();
+            let change = node
+                .service::<ChangeState>("/camera/change_state")
+                .create()
+                .unwrap();
+            ready_tx.send(()).unwrap();
+            let mut transitions = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(Some(req)) = get.take_timeout(Duration::from_millis(20)) {
+                    req.reply(&GetStateResponse {
+                        current_state: State {
+                            id: 2,
+                            label: Label::new("inactive").unwrap(),
+                        },
+                    })
+                    .unwrap();
+                }
+                if let Ok(Some(req)) = change.take_timeout(Duration::from_millis(20)) {
+                    transitions.push(req.transition.id);
+                    req.reply(&ChangeStateResponse { success: 1 }).unwrap();
+                }
+            }
+            transitions
+        })
+    };
+    ready.recv().unwrap();
+    let caller = ZenohSide::new(ros, 52, "/", "manager").unwrap();
+    for service in ["/camera/get_state", "/camera/change_state"] {
+        wait_until(service, || {
+            bridge_entity(&caller.graph(), &bridge, EntityKind::ServiceServer, service)
+        });
+    }
+    let call = |service: &str, ros_type: &str, cdr: &[u8]| {
+        let client = caller
+            .client(service, ros_type, "TypeHashNotSupported", Qos::default())
+            .unwrap();
+        let (tx, rx) = channel();
+        let tx = Mutex::new(tx);
+        client
+            .call(cdr, WAIT, move |r| {
+                let _ = tx.lock().unwrap().send(r);
+            })
+            .unwrap();
+        rx.recv_timeout(WAIT)
+            .expect("a reply")
+            .expect("not an error")
+            .cdr
+    };
+    // GetState: an empty request (one byte), a State (id, label)
+    let state = call(
+        "/camera/get_state",
+        "lifecycle_msgs/srv/GetState",
+        &[0, 1, 0, 0, 0],
+    );
+    assert_eq!(state[4], 2, "{state:?}");
+    assert_eq!(&state[8..12], &9u32.to_le_bytes());
+    assert_eq!(&state[12..21], b"inactive\0");
+    // ChangeState: transition 3 (activate) with an empty label; success
+    let done = call(
+        "/camera/change_state",
+        "lifecycle_msgs/srv/ChangeState",
+        &[0, 1, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0],
+    );
+    assert_eq!(done, [0, 1, 0, 0, 1]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(serving.join().unwrap(), [3]);
 }

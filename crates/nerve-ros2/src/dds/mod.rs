@@ -3,7 +3,6 @@
 //! [`crate::engine::RosSide`] on DDS.
 
 mod nodes;
-pub(crate) mod params;
 pub(crate) mod services;
 pub mod side;
 
@@ -12,8 +11,8 @@ pub use side::DdsSide;
 /// The state of a DDS bridge's threads.
 pub(crate) type Shared = crate::engine::Shared<DdsSide>;
 
-/// The threads of a DDS bridge: the engine's topics, services and actions, and (on DDS
-/// only so far) parameters, the bridge's type descriptions and the graph.
+/// The threads of a DDS bridge: the engine's topics, services, actions, parameters and
+/// graph, and (on DDS only so far) the bridge's type descriptions.
 pub(crate) const HALVES: [(&str, crate::engine::Half<DdsSide>); 7] = [
     ("ros2-to-nerve", |s, c, n| {
         let h = crate::engine::topics::inbound::Inbound::new(s, c, n)?;
@@ -32,7 +31,7 @@ pub(crate) const HALVES: [(&str, crate::engine::Half<DdsSide>); 7] = [
         Ok(Box::new(move || h.run()))
     }),
     ("params", |s, c, n| {
-        let h = params::Params::new(s, c, n)?;
+        let h = crate::engine::params::Params::new(s, c, n)?;
         Ok(Box::new(move || h.run()))
     }),
     // get_type_description on the bridge's ROS 2 node (REP-2016)

@@ -10,12 +10,15 @@
 //! - [`actions`]: action servers of either side offered to the other's clients (goals,
 //!   feedback, results, cancels, the goal status);
 //! - [`graph`]: ROS 2's graph published into Nerve, Nerve's nodes announced to ROS 2;
+//! - [`params`]: a node's parameters of either side offered to the other's clients
+//!   (ROS 2's parameter services ↔ a Nerve node's `<node>/_params`);
 //! - [`changes`]: whether either graph changed (the threads compare them only then);
 //! - [`worker`]: the loop of the threads that move calls.
 
 pub(crate) mod actions;
 pub(crate) mod changes;
 pub(crate) mod graph;
+pub(crate) mod params;
 pub(crate) mod services;
 pub mod side;
 pub(crate) mod topics;

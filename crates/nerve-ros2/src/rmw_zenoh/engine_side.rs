@@ -598,8 +598,9 @@ impl ServiceClient for ZenohClient {
     }
 }
 
-/// The threads of a rmw_zenoh bridge: the engine's topics, services, actions and graph.
-pub(crate) const HALVES: [(&str, crate::engine::Half<ZenohEngineSide>); 5] = [
+/// The threads of a rmw_zenoh bridge: the engine's topics, services, actions,
+/// parameters and graph.
+pub(crate) const HALVES: [(&str, crate::engine::Half<ZenohEngineSide>); 6] = [
     ("zenoh-ros2-to-nerve", |s, c, n| {
         let h = crate::engine::topics::inbound::Inbound::new(s, c, n)?;
         Ok(Box::new(move || h.run()))
@@ -618,6 +619,10 @@ pub(crate) const HALVES: [(&str, crate::engine::Half<ZenohEngineSide>); 5] = [
     }),
     ("zenoh-graph", |s, c, n| {
         let h = crate::engine::graph::GraphHalf::new(s, c, n);
+        Ok(Box::new(move || h.run()))
+    }),
+    ("zenoh-params", |s, c, n| {
+        let h = crate::engine::params::Params::new(s, c, n)?;
         Ok(Box::new(move || h.run()))
     }),
 ];

@@ -25,7 +25,8 @@
 //! ([`crate::Side::Zenoh`]): the engine carries topics both ways, demand-driven, and
 //! services both ways (a ROS 2 server is a complete queryable with an `SS` token, a
 //! client queries it under an `SC` token; see [`ZenohSide::service`] and
-//! [`ZenohSide::client`]), with loop prevention; [`mapping`] holds the names, hashes
+//! [`ZenohSide::client`]) and nodes' parameters both ways (as ROS 2's parameter
+//! services), with loop prevention; [`mapping`] holds the names, hashes
 //! and QoS it announces.
 //!
 //! The formats are written here rather than taken from `ros2-client`'s `zenoh` feature:

@@ -1,28 +1,30 @@
-//! Parameters both ways across the bridge.
+//! Parameters both ways across the bridge (one thread), on any ROS 2 network.
 //!
-//! - A ROS 2 node (seen by the readers of its `rq/<node>/get_parametersRequest` topic) is
+//! - A ROS 2 node (seen by its `/<node>/get_parameters` server in the ROS 2 graph) is
 //!   offered to Nerve as `<node>/_params`, the service every Nerve node with parameters
 //!   serves: `nerve param list|get|set|describe` and [`nerve::param::ParamClient`] work on
 //!   it unchanged. Each Nerve request becomes one or two calls of ROS 2's parameter
 //!   services (`list_parameters`, `get_parameters`, `describe_parameters`,
-//!   `set_parameters`, `set_parameters_atomically`) over DDS, answered when their
-//!   replies are in. A set first reads the current values so that an integer sets a
-//!   double parameter, as it does on a Nerve node.
-//! - A Nerve node with a `<node>/_params` service is offered to ROS 2: the bridge answers
+//!   `set_parameters`, `set_parameters_atomically`) through the side's service clients,
+//!   answered when their replies are in. A set first reads the current values so that an
+//!   integer sets a double parameter, as it does on a Nerve node.
+//! - A Nerve node with a `<node>/_params` service is offered to ROS 2: the bridge serves
 //!   `<node>/get_parameters`, `set_parameters`, `set_parameters_atomically`,
 //!   `list_parameters`, `describe_parameters` and `get_parameter_types` by calling the
 //!   node's parameter service, so that rclpy's `AsyncParameterClient` (or `ros2 param`)
 //!   reads and sets a Nerve node's parameters.
 //!
-//! The ROS 2 side is `rcl_interfaces` in CDR (written and read here); the Nerve side is
-//! [`ParamRequest`]/[`ParamResponse`] in postcard, the encoding of `Serde<T>` messages
-//! (written and read here, over raw service ports, so that calls wait without blocking
-//! the thread). Calls in flight are bounded; a ROS 2 node that goes away ends the calls
-//! it had with [`RawRequest::server_gone`].
+//! The ROS 2 side is `rcl_interfaces` in CDR (written and read here; the services' RIHS01
+//! hashes, which rmw_zenoh puts in its keys, are computed from their definitions, held
+//! here); the Nerve side is [`ParamRequest`]/[`ParamResponse`] in postcard, the
+//! encoding of `Serde<T>` messages (written and read here, over raw service ports, so
+//! that calls wait without blocking the thread). Calls in flight are bounded; a ROS 2
+//! node that goes away ends the calls it had with [`RawRequest::server_gone`]; what
+//! cannot be delivered is counted and named.
 
-use crate::dds::Shared;
-use crate::dds::{RawAdapter, RawCdr, RosQos};
-use crate::types::dds_type_of_ros;
+use crate::engine::side::{Endpoint, RosSide, RosType, ServiceClient, ServiceServer};
+use crate::engine::worker::{Failures, Worker};
+use crate::engine::Shared;
 use crate::{BridgeConfig, BridgeError, Event};
 use nerve::param::{
     ParamDescriptor, ParamInfo, ParamRange, ParamRequest, ParamResponse, ParamService, ParamType,
@@ -30,8 +32,6 @@ use nerve::param::{
 };
 use nerve::service::ServiceType;
 use nerve::{Node, RawClient, RawPendingCall, RawRequest, RawServer, ServiceQos, WaitMode};
-use rustdds::no_key::{DataReader, DataWriter};
-use rustdds::{RTPSEntity, SampleIdentity, Timestamp, TopicKind, WriteOptionsBuilder};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 /// How long a bridged parameter call may take before the bridge gives up on it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// Nerve calls in flight per ROS 2 node before new ones are refused.
+/// Calls in flight per node (each way) before new ones are refused.
 const MAX_PENDING: usize = 64;
 /// How often the thread looks at requests and replies while parameters cross: a
 /// parameter call is not latency-bound, and every ROS 2 node has parameter services, so
@@ -96,12 +96,85 @@ impl Op {
     }
 }
 
-/// The node whose `get_parameters` request topic is `dds` (`rq/ns/n/get_parametersRequest`
-/// → `/ns/n`).
-fn node_of_request_topic(dds: &str) -> Option<&str> {
-    dds.strip_prefix("rq")
-        .and_then(|s| s.strip_suffix("/get_parametersRequest"))
+/// The node whose parameter server `service` is (`/ns/n/get_parameters` → `/ns/n`).
+fn node_of_service(service: &str, op: Op) -> Option<&str> {
+    service
+        .strip_suffix(op.service())
+        .and_then(|s| s.strip_suffix('/'))
         .filter(|s| s.starts_with('/') && s.len() > 1)
+}
+
+/// The definitions of `rcl_interfaces`' parameter services (fields only: what their
+/// RIHS01 hashes are computed from; the same in Jazzy and Kilted).
+mod rcl {
+    use super::Op;
+    use nerve_ros2_types::Registry;
+
+    /// Messages the services use, and theirs.
+    const MESSAGES: [(&str, &str); 9] = [
+        ("builtin_interfaces/msg/Time", "int32 sec\nuint32 nanosec\n"),
+        (
+            "service_msgs/msg/ServiceEventInfo",
+            "uint8 event_type\nbuiltin_interfaces/Time stamp\nchar[16] client_gid\n\
+             int64 sequence_number\n",
+        ),
+        (
+            "rcl_interfaces/msg/ParameterValue",
+            "uint8 type\nbool bool_value\nint64 integer_value\nfloat64 double_value\n\
+             string string_value\nbyte[] byte_array_value\nbool[] bool_array_value\n\
+             int64[] integer_array_value\nfloat64[] double_array_value\n\
+             string[] string_array_value\n",
+        ),
+        (
+            "rcl_interfaces/msg/Parameter",
+            "string name\nParameterValue value\n",
+        ),
+        (
+            "rcl_interfaces/msg/FloatingPointRange",
+            "float64 from_value\nfloat64 to_value\nfloat64 step\n",
+        ),
+        (
+            "rcl_interfaces/msg/IntegerRange",
+            "int64 from_value\nint64 to_value\nuint64 step\n",
+        ),
+        (
+            "rcl_interfaces/msg/ParameterDescriptor",
+            "string name\nuint8 type\nstring description\nstring additional_constraints\n\
+             bool read_only\nbool dynamic_typing\n\
+             FloatingPointRange[<=1] floating_point_range\nIntegerRange[<=1] integer_range\n",
+        ),
+        (
+            "rcl_interfaces/msg/SetParametersResult",
+            "bool successful\nstring reason\n",
+        ),
+        (
+            "rcl_interfaces/msg/ListParametersResult",
+            "string[] names\nstring[] prefixes\n",
+        ),
+    ];
+
+    /// A service's definition.
+    fn service(op: Op) -> &'static str {
+        match op {
+            Op::Get => "string[] names\n---\nParameterValue[] values\n",
+            Op::Set => "Parameter[] parameters\n---\nSetParametersResult[] results\n",
+            Op::SetAtomically => "Parameter[] parameters\n---\nSetParametersResult result\n",
+            Op::List => "string[] prefixes\nuint64 depth\n---\nListParametersResult result\n",
+            Op::Describe => "string[] names\n---\nParameterDescriptor[] descriptors\n",
+            Op::Types => "string[] names\n---\nuint8[] types\n",
+        }
+    }
+
+    /// The RIHS01 hash of service `op`'s type (`None` only if the definitions above did
+    /// not parse, which a test rules out).
+    pub(super) fn type_hash(op: Op) -> Option<String> {
+        let mut r = Registry::new();
+        for (name, text) in MESSAGES {
+            r.add_interface_text(name, text).ok()?;
+        }
+        r.add_interface_text(op.ros_type(), service(op)).ok()?;
+        r.type_hash(op.ros_type()).ok().map(|h| h.to_string())
+    }
 }
 
 /// The parameter service's payloads: `Serde<T>` messages (an 8-byte length in native
@@ -521,11 +594,6 @@ mod cdr {
     }
 }
 
-/// A DDS reader of raw CDR.
-type Reader = DataReader<RawCdr, RawAdapter>;
-/// A DDS writer of raw CDR.
-type Writer = DataWriter<RawCdr, RawAdapter>;
-
 /// What a Nerve request to a ROS 2 node asks.
 enum Kind {
     /// Names starting with the prefix (ROS 2's prefixes are namespaces: filtered here).
@@ -541,7 +609,7 @@ enum Kind {
     },
 }
 
-/// What the bridge does for a Nerve request to a ROS 2 node, between the DDS calls it
+/// What the bridge does for a Nerve request to a ROS 2 node, between the ROS 2 calls it
 /// makes.
 struct Job {
     kind: Kind,
@@ -553,19 +621,19 @@ struct Job {
     setting: bool,
 }
 
-/// DDS calls to make (or their replies): the service and the CDR.
+/// ROS 2 calls to make (or their replies): the service and the CDR.
 type Calls = Vec<(Op, Vec<u8>)>;
 
 /// What comes of a step of a [`Job`].
 enum Step {
     /// The answer to the Nerve client.
     Reply(ParamResponse),
-    /// More DDS calls to make.
+    /// More ROS 2 calls to make.
     Call(Calls),
 }
 
 impl Job {
-    /// The job for a Nerve request and the DDS calls it starts with.
+    /// The job for a Nerve request and the ROS 2 calls it starts with.
     fn start(req: ParamRequest) -> Result<(Job, Calls), String> {
         let (kind, names) = match req {
             ParamRequest::List { prefix } => (Kind::List { prefix }, Vec::new()),
@@ -716,25 +784,32 @@ impl Job {
     }
 }
 
+/// A ROS 2 call of one of a node's parameter services: the service and the call as its
+/// client names it (clients number their calls each on their own).
+type CallId<S> = (Op, <<S as RosSide>::Client as ServiceClient>::Call);
+
 /// A Nerve request to a ROS 2 node, in flight.
-struct Pending {
+struct Pending<S: RosSide> {
     req: RawRequest,
     job: Job,
     since: Instant,
-    /// The DDS calls of this step, in the order they were made.
-    waiting: Vec<(SampleIdentity, Op)>,
+    /// The ROS 2 calls of this step, in the order they were made.
+    waiting: Vec<CallId<S>>,
     /// Their replies so far.
-    answers: HashMap<SampleIdentity, Vec<u8>>,
+    answers: HashMap<CallId<S>, Vec<u8>>,
 }
 
 /// A ROS 2 node whose parameters are offered to Nerve as `<node>/_params`.
-struct RosNode {
+struct RosNode<S: RosSide> {
     server: RawServer,
-    /// Per service: requests written, replies read.
-    ends: HashMap<Op, (Writer, Reader)>,
-    pending: HashMap<u64, Pending>,
-    /// Which pending request a DDS call belongs to, and to which service.
-    calls: HashMap<SampleIdentity, (u64, Op)>,
+    /// Its `get_parameters` server as the graph showed it (another type or hash is
+    /// another node).
+    get: Endpoint,
+    /// A client per service.
+    clients: HashMap<Op, S::Client>,
+    pending: HashMap<u64, Pending<S>>,
+    /// Which pending request a ROS 2 call belongs to.
+    calls: HashMap<CallId<S>, u64>,
     next: u64,
 }
 
@@ -755,60 +830,67 @@ enum Ask {
 }
 
 /// A ROS 2 request to a Nerve node, in flight.
-struct Asked {
+struct Asked<S: RosSide> {
     call: RawPendingCall,
     op: Op,
     ask: Ask,
-    id: SampleIdentity,
+    /// What the answer goes through.
+    id: <S::Server as ServiceServer>::Request,
     since: Instant,
 }
 
 /// A Nerve node whose parameters are offered to ROS 2.
-struct NerveNode {
+struct NerveNode<S: RosSide> {
     client: RawClient,
-    /// Per service: requests read, replies written.
-    ends: Vec<(Op, Reader, Writer)>,
-    pending: Vec<Asked>,
+    /// A server per service.
+    servers: Vec<(Op, S::Server)>,
+    pending: Vec<Asked<S>>,
 }
 
-/// The params part of a bridge (one thread).
-pub(crate) struct Params {
-    shared: Arc<Shared>,
+/// The parameters half of a bridge (one thread).
+pub(crate) struct Params<S: RosSide> {
+    shared: Arc<Shared<S>>,
     config: BridgeConfig,
     node: Node,
-    dds_pub: rustdds::Publisher,
-    dds_sub: rustdds::Subscriber,
+    /// The ROS 2 type of each parameter service.
+    types: HashMap<Op, RosType>,
     /// ROS 2 nodes offered to Nerve, by full name.
-    ros: BTreeMap<String, RosNode>,
+    ros: BTreeMap<String, RosNode<S>>,
     /// Nerve nodes offered to ROS 2, by full name.
-    nerve: BTreeMap<String, NerveNode>,
+    nerve: BTreeMap<String, NerveNode<S>>,
     /// Names that failed (reported once, tried again later).
-    failures: crate::engine::worker::Failures,
+    failures: Failures,
     /// How long the last look waits for the next (grows while nothing is in flight).
     quiet: Duration,
     /// No look before this.
     quiet_until: Instant,
 }
 
-impl Params {
+impl<S: RosSide> Params<S> {
+    /// The half, made on its own thread with its own Nerve node.
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        shared: Arc<Shared<S>>,
         config: BridgeConfig,
         node: Node,
-    ) -> Result<Params, BridgeError> {
-        let (dds_pub, dds_sub) = (
-            shared.side.dds_publisher().clone(),
-            shared.side.dds_subscriber().clone(),
-        );
+    ) -> Result<Params<S>, BridgeError> {
+        let types = Op::ALL
+            .into_iter()
+            .map(|op| {
+                let ty = RosType {
+                    name: op.ros_type().to_string(),
+                    hash: rcl::type_hash(op),
+                };
+                (op, ty)
+            })
+            .collect();
         Ok(Params {
-            dds_pub,
-            dds_sub,
             shared,
             config,
             node,
+            types,
             ros: BTreeMap::new(),
             nerve: BTreeMap::new(),
-            failures: Default::default(),
+            failures: Failures::default(),
             quiet: Duration::ZERO,
             quiet_until: Instant::now(),
         })
@@ -830,29 +912,33 @@ impl Params {
         self.failures.report(&self.shared, name, reason);
     }
 
-    fn failed_lately(&self, name: &str) -> bool {
-        self.failures.lately(name)
+    /// The ROS 2 type of service `op`.
+    fn ty(&self, op: Op) -> &RosType {
+        // every op has its type (made in `new`)
+        &self.types[&op]
     }
 
     /// Compares both graphs: offers new nodes, withdraws those gone.
     fn sync(&mut self) {
-        let me = self.shared.side.participant.guid().prefix;
         let peers = self.shared.peers();
-        let primary = self.shared.primary();
-        // ROS 2 nodes: readers of get_parameters requests, neither ours nor bridges'
-        let mut ros_nodes: BTreeSet<String> = BTreeSet::new();
+        let primary = self.shared.side.primary(&peers);
+        // ROS 2 nodes (neither ours nor bridges'): their parameter servers, by node; a
+        // node is one with a get_parameters server
+        let mut ros_nodes: BTreeMap<String, HashMap<Op, Endpoint>> = BTreeMap::new();
         if primary {
-            for r in self.shared.side.participant.discovered_readers() {
-                let d = &r.subscription_topic_data;
-                if d.key().prefix == me || peers.is_bridge_participant(d.key().prefix.as_ref()) {
+            for e in self.shared.side.graph(&peers).servers {
+                let Some(op) = Op::ALL.into_iter().find(|op| e.ros_type == op.ros_type()) else {
                     continue;
-                }
-                if let Some(node) = node_of_request_topic(d.topic_name()) {
-                    if self.config.admits(&format!("{node}{SERVICE_SUFFIX}")) {
-                        ros_nodes.insert(node.to_string());
-                    }
+                };
+                if let Some(node) = node_of_service(&e.name, op) {
+                    let ends = ros_nodes.entry(node.to_string()).or_default();
+                    ends.entry(op).or_insert(e);
                 }
             }
+            ros_nodes.retain(|node, ends| {
+                ends.contains_key(&Op::Get)
+                    && self.config.admits(&format!("{node}{SERVICE_SUFFIX}"))
+            });
         }
         // Nerve nodes with parameters, not served by us
         let mut nerve_nodes: BTreeSet<String> = BTreeSet::new();
@@ -864,30 +950,21 @@ impl Params {
                 let ours = usize::from(self.ros.contains_key(node));
                 if s.servers > ours
                     && !node.is_empty()
-                    && !ros_nodes.contains(node)
+                    && !ros_nodes.contains_key(node)
                     && self.config.admits(&s.name)
                 {
                     nerve_nodes.insert(node.to_string());
                 }
             }
         }
-        for name in &ros_nodes {
-            if self.ros.contains_key(name) || self.failed_lately(name) {
-                continue;
-            }
-            match self.offer_to_nerve(name) {
-                Ok(n) => {
-                    self.bridged(name, false);
-                    self.ros.insert(name.clone(), n);
-                }
-                Err(e) => self.report(name, e.to_string()),
-            }
-        }
+        // a ROS 2 node gone (or whose get_parameters changed its type): its calls end now
         let gone: Vec<String> = self
             .ros
-            .keys()
-            .filter(|n| !ros_nodes.contains(*n))
-            .cloned()
+            .iter()
+            .filter(|(name, n)| {
+                ros_nodes.get(*name).and_then(|ends| ends.get(&Op::Get)) != Some(&n.get)
+            })
+            .map(|(name, _)| name.clone())
             .collect();
         for name in gone {
             if let Some(n) = self.ros.remove(&name) {
@@ -898,8 +975,20 @@ impl Params {
                 }
             }
         }
+        for (name, ends) in &ros_nodes {
+            if self.ros.contains_key(name) || self.failures.lately(name) {
+                continue;
+            }
+            match self.offer_to_nerve(name, ends) {
+                Ok(n) => {
+                    self.bridged(name, false);
+                    self.ros.insert(name.clone(), n);
+                }
+                Err(e) => self.report(name, e.to_string()),
+            }
+        }
         for name in &nerve_nodes {
-            if self.nerve.contains_key(name) || self.failed_lately(name) {
+            if self.nerve.contains_key(name) || self.failures.lately(name) {
                 continue;
             }
             match self.offer_to_ros(name) {
@@ -912,7 +1001,7 @@ impl Params {
         }
         self.nerve.retain(|n, _| nerve_nodes.contains(n));
         self.failures
-            .retain(|n| ros_nodes.contains(n) || nerve_nodes.contains(n));
+            .retain(|n| ros_nodes.contains_key(n) || nerve_nodes.contains(n));
     }
 
     fn bridged(&self, node: &str, to_ros: bool) {
@@ -925,47 +1014,14 @@ impl Params {
         });
     }
 
-    /// A DDS reader and writer for service `op` of `node`: a server reads requests and
-    /// writes replies, a client the reverse.
-    fn endpoints(&self, node: &str, op: Op, server: bool) -> Result<(Reader, Writer), BridgeError> {
-        let name = format!("{node}/{}", op.service());
-        let qos = RosQos::default().policies();
-        let dds_err = |e: &dyn std::fmt::Display| BridgeError::Dds(format!("{name}: {e}"));
-        let ty = |suffix: &str| {
-            dds_type_of_ros(&format!("{}{suffix}", op.ros_type())).ok_or_else(|| {
-                BridgeError::Config(format!("{} is not a ROS 2 type", op.ros_type()))
-            })
-        };
-        let p = &self.shared.side.participant;
-        let rq = p
-            .create_topic(
-                format!("rq{name}Request"),
-                ty("_Request")?,
-                &qos,
-                TopicKind::NoKey,
-            )
-            .map_err(|e| dds_err(&e))?;
-        let rr = p
-            .create_topic(
-                format!("rr{name}Reply"),
-                ty("_Response")?,
-                &qos,
-                TopicKind::NoKey,
-            )
-            .map_err(|e| dds_err(&e))?;
-        let (read, write) = if server { (&rq, &rr) } else { (&rr, &rq) };
-        let reader = self
-            .dds_sub
-            .create_datareader_no_key::<RawCdr, RawAdapter>(read, Some(qos.clone()))
-            .map_err(|e| dds_err(&e))?;
-        let writer = self
-            .dds_pub
-            .create_datawriter_no_key::<RawCdr, RawAdapter>(write, Some(qos))
-            .map_err(|e| dds_err(&e))?;
-        Ok((reader, writer))
-    }
-
-    fn offer_to_nerve(&self, node: &str) -> Result<RosNode, BridgeError> {
+    /// ROS 2 node `node` offered to Nerve, with a client of each of its parameter
+    /// servers `ends` (one the graph does not show yet is called as the type is known
+    /// here).
+    fn offer_to_nerve(
+        &self,
+        node: &str,
+        ends: &HashMap<Op, Endpoint>,
+    ) -> Result<RosNode<S>, BridgeError> {
         let server = RawServer::create(
             &self.node,
             &format!("{node}{SERVICE_SUFFIX}"),
@@ -974,21 +1030,34 @@ impl Params {
             WaitMode::Block,
         )
         .map_err(|e| BridgeError::Nerve(e.to_string()))?;
-        let mut ends = HashMap::new();
+        let mut clients = HashMap::new();
         for op in [Op::Get, Op::Set, Op::SetAtomically, Op::List, Op::Describe] {
-            let (reader, writer) = self.endpoints(node, op, false)?;
-            ends.insert(op, (writer, reader));
+            let name = format!("{node}/{}", op.service());
+            let ty = self.ty(op);
+            let end = ends.get(&op).cloned().unwrap_or_else(|| Endpoint {
+                name: name.clone(),
+                ros_type: ty.name.clone(),
+                qos: crate::dds::RosQos::default(),
+                keyed: false,
+                type_hash: ty.hash.clone(),
+            });
+            clients.insert(op, self.shared.side.client(&name, ty, &end)?);
         }
         Ok(RosNode {
             server,
-            ends,
+            get: ends
+                .get(&Op::Get)
+                .cloned()
+                .ok_or_else(|| BridgeError::Config(format!("{node} has no get_parameters")))?,
+            clients,
             pending: HashMap::new(),
             calls: HashMap::new(),
             next: 0,
         })
     }
 
-    fn offer_to_ros(&self, node: &str) -> Result<NerveNode, BridgeError> {
+    /// Nerve node `node` offered to ROS 2: a server of each parameter service.
+    fn offer_to_ros(&self, node: &str) -> Result<NerveNode<S>, BridgeError> {
         let client = RawClient::create(
             &self.node,
             &format!("{node}{SERVICE_SUFFIX}"),
@@ -997,16 +1066,16 @@ impl Params {
             WaitMode::Block,
         )
         .map_err(|e| BridgeError::Nerve(e.to_string()))?;
-        let ends = Op::ALL
+        let servers = Op::ALL
             .into_iter()
             .map(|op| {
-                self.endpoints(node, op, true)
-                    .map(|(reader, writer)| (op, reader, writer))
+                let name = format!("{node}/{}", op.service());
+                self.shared.side.server(&name, self.ty(op)).map(|s| (op, s))
             })
             .collect::<Result<_, _>>()?;
         Ok(NerveNode {
             client,
-            ends,
+            servers,
             pending: Vec::new(),
         })
     }
@@ -1035,7 +1104,7 @@ impl Params {
                             waiting: Vec::new(),
                             answers: HashMap::new(),
                         };
-                        match send(&n.ends, &mut n.calls, token, &mut p, calls) {
+                        match send::<S>(&mut n.clients, &mut n.calls, token, &mut p, calls) {
                             Ok(()) => {
                                 n.pending.insert(token, p);
                             }
@@ -1051,21 +1120,32 @@ impl Params {
             }
             // replies
             let mut done: Vec<u64> = Vec::new();
-            for (_, reader) in n.ends.values_mut() {
-                while let Ok(Some(sample)) = reader.take_next_sample() {
-                    let Some(id) = sample.sample_info().related_sample_identity() else {
+            let mut failed: Vec<(u64, String)> = Vec::new();
+            for (op, client) in n.clients.iter_mut() {
+                while let Some((call, answer)) = client.take() {
+                    // replies to calls given up (or answered already) are not ours
+                    let Some(token) = n.calls.remove(&(*op, call)) else {
                         continue;
                     };
-                    // replies to other clients' requests are not ours
-                    let Some((token, _)) = n.calls.remove(&id) else {
-                        continue;
-                    };
-                    if let Some(p) = n.pending.get_mut(&token) {
-                        p.answers.insert(id, sample.value().0.clone());
-                        if p.answers.len() == p.waiting.len() {
-                            done.push(token);
+                    match answer {
+                        Ok(cdr) => {
+                            if let Some(p) = n.pending.get_mut(&token) {
+                                p.answers.insert((*op, call), cdr);
+                                if p.answers.len() == p.waiting.len() {
+                                    done.push(token);
+                                }
+                            }
                         }
+                        Err(reason) => failed.push((token, format!("{}: {reason}", op.service()))),
                     }
+                }
+            }
+            for (token, reason) in failed {
+                if let Some(p) = n.pending.remove(&token) {
+                    for id in &p.waiting {
+                        n.calls.remove(id);
+                    }
+                    let _ = p.req.fail(&format!("ROS 2 node {name}: {reason}"));
                 }
             }
             for token in done {
@@ -1075,7 +1155,7 @@ impl Params {
                 let mut got = std::mem::take(&mut p.answers);
                 let answers: Calls = std::mem::take(&mut p.waiting)
                     .into_iter()
-                    .filter_map(|(id, op)| got.remove(&id).map(|cdr| (op, cdr)))
+                    .filter_map(|id| got.remove(&id).map(|cdr| (id.0, cdr)))
                     .collect();
                 match p.job.step(&answers) {
                     Ok(Step::Reply(resp)) => {
@@ -1084,7 +1164,7 @@ impl Params {
                         }
                     }
                     Ok(Step::Call(calls)) => {
-                        match send(&n.ends, &mut n.calls, token, &mut p, calls) {
+                        match send::<S>(&mut n.clients, &mut n.calls, token, &mut p, calls) {
                             Ok(()) => {
                                 n.pending.insert(token, p);
                             }
@@ -1108,7 +1188,7 @@ impl Params {
                             "the ROS 2 node {name} did not answer in {CALL_TIMEOUT:?}"
                         ));
                     }
-                    for (id, _) in &p.waiting {
+                    for id in &p.waiting {
                         calls.remove(id);
                     }
                 }
@@ -1119,23 +1199,29 @@ impl Params {
 
     /// ROS 2 clients → Nerve nodes.
     fn pump_nerve(&mut self) {
-        let me = self.shared.side.participant.guid().prefix;
-        let peers = self.shared.peers();
+        let shared = &self.shared;
+        let peers = shared.peers();
+        let dropped = |topic: String, reason: String| {
+            shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            shared.event(Event::Dropped { topic, reason });
+        };
         for (name, n) in self.nerve.iter_mut() {
-            for (op, reader, _) in n.ends.iter_mut() {
-                while let Ok(Some(sample)) = reader.take_next_sample() {
-                    let info = sample.sample_info();
-                    let writer = info.writer_guid().prefix;
-                    if writer == me || peers.is_bridge_participant(writer.as_ref()) {
+            for (op, server) in n.servers.iter_mut() {
+                let topic = || format!("{name}/{}", op.service());
+                while let Some((id, cdr)) = server.take(&peers) {
+                    if n.pending.len() >= MAX_PENDING {
+                        dropped(
+                            topic(),
+                            format!("more than {MAX_PENDING} parameter calls in flight"),
+                        );
                         continue;
                     }
-                    let id = info.sample_identity();
-                    let (req, ask) = match ros_request(*op, &sample.value().0) {
+                    let (req, ask) = match ros_request(*op, &cdr) {
                         Ok(r) => r,
                         Err(reason) => {
-                            self.shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                            self.shared.event(Event::Malformed {
-                                topic: format!("{name}/{}", op.service()),
+                            shared.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                            shared.event(Event::Malformed {
+                                topic: topic(),
                                 reason: format!("{} request dropped: {reason}", op.ros_type()),
                             });
                             continue;
@@ -1149,11 +1235,18 @@ impl Params {
                             id,
                             since: Instant::now(),
                         }),
-                        Err(e) => self.shared.event(Event::Dropped {
-                            topic: format!("{name}/{}", op.service()),
-                            reason: e.to_string(),
-                        }),
+                        Err(e) => dropped(topic(), e.to_string()),
                     }
+                }
+                let lost = server.lost();
+                if lost > 0 {
+                    shared.stats.dropped.fetch_add(lost, Ordering::Relaxed);
+                    shared.event(Event::Dropped {
+                        topic: topic(),
+                        reason: format!(
+                            "{lost} requests dropped on arrival: the bridge's queue was full"
+                        ),
+                    });
                 }
             }
             let mut i = 0;
@@ -1176,48 +1269,56 @@ impl Params {
                         _ => Err(e.to_string()),
                     },
                 };
+                let a = n.pending.swap_remove(i);
                 let topic = format!("{name}/{}", a.op.service());
-                match outcome {
-                    Ok(cdr) => {
-                        let opts = WriteOptionsBuilder::new()
-                            .source_timestamp(Timestamp::now())
-                            .related_sample_identity(a.id)
-                            .build();
-                        let writer = n.ends.iter().find(|(o, _, _)| *o == a.op).map(|e| &e.2);
-                        if let Some(w) = writer {
-                            if w.write_with_options(RawCdr(cdr), opts).is_ok() {
-                                self.shared.stats.calls.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
+                let sent = outcome.and_then(|cdr| {
+                    let (_, server) = n
+                        .servers
+                        .iter_mut()
+                        .find(|(o, _)| *o == a.op)
+                        .ok_or_else(|| format!("no {} server", a.op.service()))?;
+                    server.reply(a.id, cdr)
+                });
+                match sent {
+                    Ok(()) => {
+                        shared.stats.calls.fetch_add(1, Ordering::Relaxed);
                     }
-                    Err(reason) => self.shared.event(Event::Dropped { topic, reason }),
+                    Err(reason) => dropped(topic, reason),
                 }
-                n.pending.swap_remove(i);
             }
         }
     }
 }
 
-/// Writes the DDS calls of a step of `p` (known as `token`).
-fn send(
-    ends: &HashMap<Op, (Writer, Reader)>,
-    calls: &mut HashMap<SampleIdentity, (u64, Op)>,
+/// Makes the ROS 2 calls of a step of `p` (known as `token`); when one cannot be made,
+/// those made are forgotten and the reason returned.
+fn send<S: RosSide>(
+    clients: &mut HashMap<Op, S::Client>,
+    calls: &mut HashMap<CallId<S>, u64>,
     token: u64,
-    p: &mut Pending,
+    p: &mut Pending<S>,
     what: Calls,
 ) -> Result<(), String> {
     for (op, body) in what {
-        let (writer, _) = ends
-            .get(&op)
-            .ok_or_else(|| format!("no {} client", op.service()))?;
-        let opts = WriteOptionsBuilder::new()
-            .source_timestamp(Timestamp::now())
-            .build();
-        let id = writer
-            .write_with_options(RawCdr(body), opts)
-            .map_err(|e| format!("ROS 2 {} request not sent: {e}", op.service()))?;
-        calls.insert(id, (token, op));
-        p.waiting.push((id, op));
+        let made = clients
+            .get_mut(&op)
+            .ok_or_else(|| format!("no {} client", op.service()))
+            .and_then(|c| {
+                c.call(body)
+                    .map_err(|e| format!("ROS 2 {}: {e}", op.service()))
+            });
+        match made {
+            Ok(call) => {
+                calls.insert((op, call), token);
+                p.waiting.push((op, call));
+            }
+            Err(e) => {
+                for id in p.waiting.drain(..) {
+                    calls.remove(&id);
+                }
+                return Err(e);
+            }
+        }
     }
     Ok(())
 }
@@ -1366,9 +1467,9 @@ fn list_filter(all: &[String], prefixes: &[String], depth: u64) -> (Vec<String>,
     (names, found)
 }
 
-impl crate::engine::worker::Worker for Params {
-    type Side = crate::dds::DdsSide;
-    fn shared(&self) -> &Shared {
+impl<S: RosSide> Worker for Params<S> {
+    type Side = S;
+    fn shared(&self) -> &Shared<S> {
         &self.shared
     }
     fn config(&self) -> &BridgeConfig {
@@ -1430,6 +1531,46 @@ mod tests {
         );
     }
 
+    /// The services' RIHS01 hashes, as Jazzy and Kilted install them
+    /// (`share/rcl_interfaces/srv/*.json`).
+    #[test]
+    fn the_services_type_hashes_are_ros2s() {
+        let want = [
+            (
+                Op::Get,
+                "bf9803d5c74cf989a5de3e0c2e99444599a627c7ff75f97b8c05b01003675cbc",
+            ),
+            (
+                Op::Set,
+                "56eed9a67e169f9cb6c1f987bc88f868c14a8fc9f743a263bc734c154015d7e0",
+            ),
+            (
+                Op::SetAtomically,
+                "0e192ef259c07fc3c07a13191d27002222e65e00ccec653ca05e856f79285fcd",
+            ),
+            (
+                Op::List,
+                "3e6062bfbb27bfb8730d4cef2558221f51a11646d78e7bb30a1e83afac3aad9d",
+            ),
+            (
+                Op::Describe,
+                "845b484d71eb0673dae682f2e3ba3c4851a65a3dcfb97bddd82c5b57e91e4cff",
+            ),
+            (
+                Op::Types,
+                "da199c878688b3e530bdfe3ca8f74cb9fa0c303101e980a9e8f260e25e1c80ca",
+            ),
+        ];
+        for (op, hash) in want {
+            assert_eq!(
+                rcl::type_hash(op),
+                Some(format!("RIHS01_{hash}")),
+                "{}",
+                op.ros_type()
+            );
+        }
+    }
+
     #[test]
     fn parameter_service_names_are_recognized() {
         assert!(is_param_service("/talker/get_parameters"));
@@ -1439,10 +1580,15 @@ mod tests {
         assert!(!is_param_service("/get_parameters"));
         assert!(!is_param_service("/add_two_ints"));
         assert_eq!(
-            node_of_request_topic("rq/ns/talker/get_parametersRequest"),
+            node_of_service("/ns/talker/get_parameters", Op::Get),
             Some("/ns/talker")
         );
-        assert_eq!(node_of_request_topic("rq/get_parametersRequest"), None);
+        assert_eq!(node_of_service("/get_parameters", Op::Get), None);
+        assert_eq!(node_of_service("/talker/xget_parameters", Op::Get), None);
+        assert_eq!(
+            node_of_service("/talker/get_parameter_types", Op::Types),
+            Some("/talker")
+        );
     }
 
     fn all_values() -> Vec<ParamValue> {
