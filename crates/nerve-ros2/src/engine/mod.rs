@@ -108,11 +108,6 @@ impl<S: RosSide> Shared<S> {
         lock(&self.peers).clone()
     }
 
-    /// Whether this bridge forwards (the others of its kind stand by).
-    pub(crate) fn primary(&self) -> bool {
-        self.side.primary(&self.peers())
-    }
-
     /// Whether the bridge is stopping.
     pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
