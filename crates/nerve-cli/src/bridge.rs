@@ -86,7 +86,7 @@ pub enum BridgeCommand {
         #[arg(long)]
         duration: Option<f64>,
         /// The ROS 2 middleware the nodes use: DDS (Fast DDS, Cyclone DDS) or rmw_zenoh
-        /// (`rmw_zenoh_cpp`; topics and services).
+        /// (`rmw_zenoh_cpp`): topics, services, actions, parameters and the graph alike.
         #[arg(long, value_enum, default_value_t = Rmw::Dds)]
         rmw: Rmw,
         /// With `--rmw zenoh`: Zenoh endpoints to listen on, e.g. tcp/127.0.0.1:7448
@@ -237,10 +237,7 @@ fn serve_bag(
     // the line scripts and tests wait for
     println!("listening on ws://{host}:{}", server.port());
     println!("serving {} ({start} to {end} ns), paused", bag.display());
-    let started = Instant::now();
-    while !nerve::shutdown::requested() && limit.is_none_or(|l| started.elapsed() < l) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    run_until_stopped(limit);
     let sent = server.sent();
     let client_drops = server.client_drops();
     let damage = server.damage();
@@ -392,10 +389,7 @@ fn ros2(
     }
     // the line scripts and tests wait for
     println!("bridging ROS 2 domain {domain}");
-    let started = Instant::now();
-    while !nerve::shutdown::requested() && limit.is_none_or(|l| started.elapsed() < l) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    run_until_stopped(limit);
     let s = bridge.stats();
     let n = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     println!(
@@ -456,10 +450,7 @@ fn foxglove(
     let bridge = Bridge::start(&ctx, opts)?;
     // the line scripts and tests wait for
     println!("listening on ws://{host}:{}", bridge.port());
-    let started = Instant::now();
-    while !nerve::shutdown::requested() && limit.is_none_or(|l| started.elapsed() < l) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    run_until_stopped(limit);
     let stats = bridge.stats();
     let services = bridge.service_stats();
     let published = bridge.inbound_stats();
@@ -535,4 +526,20 @@ fn foxglove(
         }
     }
     Ok(())
+}
+
+/// Sleeps until the first Ctrl-C or SIGTERM, or until `limit` has passed (woken by the
+/// signal at once, no polling).
+fn run_until_stopped(limit: Option<Duration>) {
+    let started = Instant::now();
+    let seen = nerve::shutdown::requests();
+    while !nerve::shutdown::requested() {
+        let left = limit.map_or(Duration::from_secs(3600), |l| {
+            l.saturating_sub(started.elapsed())
+        });
+        if left.is_zero() {
+            return;
+        }
+        nerve::shutdown::wait(seen, left);
+    }
 }

@@ -22,8 +22,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The longest a thread goes without comparing the graphs, changed or not.
-pub(crate) const SAFETY: Duration = Duration::from_secs(1);
+/// The longest a thread goes without comparing the graphs, changed or not (a retry after
+/// [`crate::RETRY`] comes within it; each comparison lists the Nerve domain, the cost of an
+/// idle bridge).
+pub(crate) const SAFETY: Duration = Duration::from_secs(2);
 
 /// The generation of both graphs: a number that grows whenever a look finds them changed.
 pub(crate) struct Changes {
@@ -43,11 +45,12 @@ struct Look {
 }
 
 impl Changes {
-    /// Looks at most twice per `refresh` period: each thread compares the graphs once a
-    /// refresh period, so a change is seen by all within a period and a half.
+    /// Looks at most once per `refresh` period (a look walks the Nerve state directory:
+    /// the cost of an idle bridge): each thread compares the graphs once a refresh period,
+    /// so a change is seen by all within two periods.
     pub(crate) fn new(refresh: Duration) -> Changes {
         Changes {
-            period: refresh / 2,
+            period: refresh,
             state: Mutex::new(Look::default()),
         }
     }
