@@ -30,7 +30,7 @@ def profile_environ():
 
 
 @pytest.mark.every_ros2_distro
-@pytest.mark.parametrize("size,count,rate", [(1 << 20, 30, 10), (4 << 20, 10, 5)], ids=["1MiB", "4MiB"])
+@pytest.mark.parametrize("size,count,rate", [(1 << 20, 30, 10), (4 << 20, 10, 5), (10 << 20, 6, 2)], ids=["1MiB", "4MiB", "10MiB"])
 def test_every_large_cloud_from_nerve_reaches_an_rclpy_subscriber(ros2, size, count, rate):
     bridge = ros2.bridge()
     listener = ros2.peer("cloud_listener", "/big", count, size, "--timeout", "90",
@@ -56,11 +56,13 @@ def test_every_large_cloud_from_nerve_reaches_an_rclpy_subscriber(ros2, size, co
 
 
 @pytest.mark.every_ros2_distro
-def test_every_64kib_cloud_from_an_rclpy_publisher_on_the_profile_reaches_nerve(ros2):
+@pytest.mark.parametrize("size,count,rate", [(64 << 10, 300, 100), (10 << 20, 6, 2)],
+                         ids=["64KiB", "10MiB"])
+def test_every_cloud_from_an_rclpy_publisher_on_the_profile_reaches_nerve(ros2, size, count, rate):
     """300 clouds of 64 KiB at 100 Hz (two DATA_FRAGs each, every one sent twice by the
-    profile's transport where the host has an interface besides loopback): before the fix
-    128 arrived, every time, on Kilted and Jazzy."""
-    size, count, rate = 64 << 10, 300, 100
+    profile's transport where the host has an interface besides loopback: before the fix
+    128 arrived, every time, on Kilted and Jazzy), and clouds of 10 MiB, the largest size
+    the bridge promises."""
     bridge = ros2.bridge()
     talker = ros2.peer("cloud", "/points", count, size, "--rate", rate, environ=profile_environ())
     talker.wait_line(lambda l: '"ready"' in l)
