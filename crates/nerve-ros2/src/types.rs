@@ -1,7 +1,7 @@
 //! Which Nerve type a ROS 2 type travels as: a standard message Nerve holds exactly
 //! (converted once, so Nerve subscribers get zero-copy samples of their own type), a
 //! lossy standard form only where the user named it ([`BridgeConfig::lossy`]), or any
-//! other type as CDR in a [`Ros2Cdr`] carrier whose schema holds the definition and
+//! other type as CDR in a [`nerve_msgs::ros2::Ros2Cdr`] carrier whose schema holds the definition and
 //! RIHS01 hash (found on the type search path, else asked of the publishing node:
 //! [`crate::type_description`]). The choice is the one table of
 //! [`nerve_ros2_map::standard`], the same bags use.

@@ -4,16 +4,16 @@
 //! through a [`RosSide`]: DDS ([`crate::dds::DdsSide`]) or rmw_zenoh
 //! ([`crate::rmw_zenoh::ZenohSide`]).
 //!
-//! - [`topics`]: ROS 2 → Nerve and Nerve → ROS 2, demand-driven (only topics with a
+//! - `topics`: ROS 2 → Nerve and Nerve → ROS 2, demand-driven (only topics with a
 //!   subscriber on the other side carry traffic);
-//! - [`services`]: servers of either side offered to the other's clients;
-//! - [`actions`]: action servers of either side offered to the other's clients (goals,
+//! - `services`: servers of either side offered to the other's clients;
+//! - `actions`: action servers of either side offered to the other's clients (goals,
 //!   feedback, results, cancels, the goal status);
-//! - [`graph`]: ROS 2's graph published into Nerve, Nerve's nodes announced to ROS 2;
-//! - [`params`]: a node's parameters of either side offered to the other's clients
+//! - `graph`: ROS 2's graph published into Nerve, Nerve's nodes announced to ROS 2;
+//! - `params`: a node's parameters of either side offered to the other's clients
 //!   (ROS 2's parameter services ↔ a Nerve node's `<node>/_params`);
-//! - [`changes`]: whether either graph changed (the threads compare them only then);
-//! - [`worker`]: the loop of the threads that move calls.
+//! - `changes`: whether either graph changed (the threads compare them only then);
+//! - `worker`: the loop of the threads that move calls.
 
 pub(crate) mod actions;
 pub(crate) mod changes;
