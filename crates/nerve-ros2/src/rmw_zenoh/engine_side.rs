@@ -565,7 +565,7 @@ impl ServiceClient for ZenohClient {
     /// The request's sequence number.
     type Call = i64;
 
-    /// Queries the server's key, giving up after the bridge's call timeout (30 s).
+    /// Queries the server's key, giving up after `crate::services::CALL_TIMEOUT`.
     fn call(&mut self, cdr: Vec<u8>) -> Result<i64, String> {
         let tx = self.reply_tx.clone();
         let seq = Arc::new(AtomicI64::new(-1));
