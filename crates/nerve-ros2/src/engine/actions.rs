@@ -1509,24 +1509,15 @@ impl<S: RosSide, F: Form> OfferedToRos<S, F> {
 
     /// The Nerve server went away: every goal ends aborted.
     fn abort_all(&mut self, ctx: &Ctx<'_, S>, scratch: &mut Vec<u8>) {
-        let mut finished = Vec::new();
+        let aborted = ros_status(GoalState::Aborted);
         let ids: Vec<Uuid> = self.goals.keys().copied().collect();
-        for id in ids {
-            if let Some(g) = self.goals.remove(&id) {
-                let status = ros_status(GoalState::Aborted);
-                let _ = self.form.get_result_response(scratch, status, None);
-                for call in g.waiting {
-                    ctx.reply(
-                        &self.name,
-                        &mut self.result,
-                        call,
-                        scratch.clone(),
-                        "a result",
-                    );
-                }
-                finished.push((id, g.stamp, status));
-            }
-        }
+        let finished: Vec<(Uuid, Stamp, i8)> = ids
+            .into_iter()
+            .filter_map(|id| {
+                let stamp = self.finish(ctx, id, GoalState::Aborted, None, scratch)?;
+                Some((id, stamp, aborted))
+            })
+            .collect();
         if !finished.is_empty() {
             self.publish_status(ctx, &finished, scratch);
         }
