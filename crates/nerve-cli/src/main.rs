@@ -4,6 +4,7 @@
 
 mod action;
 mod bag;
+#[cfg(feature = "bench")]
 mod bench;
 mod bridge;
 mod clean;
@@ -64,8 +65,13 @@ enum Command {
     #[command(subcommand)]
     Bridge(bridge::BridgeCommand),
     /// Benchmark Nerve side by side with other middleware.
+    #[cfg(feature = "bench")]
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Benchmark Nerve side by side with other middleware (not in this build: it was
+    /// built without the `bench` feature).
+    #[cfg(not(feature = "bench"))]
+    Bench(NotBuilt),
     /// Inspect nodes.
     #[command(subcommand)]
     Node(node::NodeCommand),
@@ -93,6 +99,15 @@ enum Command {
     Types(types::TypesArgs),
 }
 
+/// The arguments of a command left out of this build (taken as they come, so that the
+/// command can say which feature it needs).
+#[cfg(not(feature = "bench"))]
+#[derive(clap::Args)]
+struct NotBuilt {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    _args: Vec<String>,
+}
+
 fn config(domain: &Option<String>) -> Result<nerve::Config, Failure> {
     let mut cfg = nerve::Config::from_env().map_err(|e| usage(e.to_string()))?;
     if let Some(d) = domain {
@@ -110,7 +125,13 @@ fn run(cli: Cli) -> CmdResult {
         Command::Service(c) => service::run(&ctx()?, c),
         Command::Param(c) => param::run(&ctx()?, c),
         Command::Action(c) => action::run(&ctx()?, c),
+        #[cfg(feature = "bench")]
         Command::Bench(c) => bench::run(c),
+        #[cfg(not(feature = "bench"))]
+        Command::Bench(_) => Err(usage(
+            "this nerve was built without the `bench` feature: build it with default \
+             features (cargo build --release -p nerve-cli) to run benchmarks",
+        )),
         Command::Bag(c) => bag::run(|| Ok(ctx()?), c),
         Command::Bridge(c) => bridge::run(|| Ok(ctx()?), c),
         Command::Node(c) => node::run(&ctx()?, c),
@@ -168,7 +189,7 @@ fn main() -> ExitCode {
             eprintln!("error: {m}");
             ExitCode::from(2)
         }
-        Err(Failure::Interrupted) => ExitCode::from(nerve_bench::harness::interrupt::EXIT_STATUS),
+        Err(Failure::Interrupted) => ExitCode::from(nerve_bench_harness::interrupt::EXIT_STATUS),
         Err(Failure::Runtime(e)) => {
             if e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>()

@@ -114,8 +114,8 @@ pub fn ros2_registry(
 }
 
 /// The ROS 2 graph a running `nerve bridge ros2` publishes (`None` when no bridge runs).
-pub fn graph(node: &nerve::Node) -> Option<nerve_ros2::graph::RosGraph> {
-    use nerve_ros2::graph::GRAPH_TOPIC;
+pub fn graph(node: &nerve::Node) -> Option<nerve_ros2_map::graph::RosGraph> {
+    use nerve_ros2_map::graph::GRAPH_TOPIC;
     let names = nerve::introspect::topic_names(node).ok()?;
     if !names.contains(GRAPH_TOPIC) {
         return None;

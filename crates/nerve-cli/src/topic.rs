@@ -279,7 +279,7 @@ fn info_json(t: &TopicInfo) -> Value {
 
 /// `topic info` of a ROS 2 topic with no Nerve side, from the bridge's graph: its types,
 /// endpoints and why the bridge carries nothing of it (`None` for a topic not in it).
-fn ros2_info(g: &nerve_ros2::graph::RosGraph, topic: &str) -> Option<Value> {
+fn ros2_info(g: &nerve_ros2_map::graph::RosGraph, topic: &str) -> Option<Value> {
     let t = g.topics.get(topic)?;
     let types: Vec<&str> = t.types.iter().map(String::as_str).collect();
     let mut v = json!({"name": topic, "type": types.join(","), "host": crate::ros2::ROS2,

@@ -2,6 +2,7 @@
 //! reason), the report files hold the documented structure, bad arguments are refused;
 //! SIGINT and SIGTERM stop a run, which leaves the report of what finished and nothing
 //! in /dev/shm.
+#![cfg(feature = "bench")]
 
 use serde_json::Value;
 use std::collections::BTreeSet;

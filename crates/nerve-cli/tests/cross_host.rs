@@ -1,8 +1,8 @@
 //! `nerve topic list|info|echo` and `nerve node list` across simulated hosts (network
-//! namespaces with private /dev/shm, see `nerve_bench::harness::hosts`): remote entities show up
+//! namespaces with private /dev/shm, see `nerve_bench_harness::hosts`): remote entities show up
 //! with their host, and drop out once their process dies. Needs root and `ip`.
 
-use nerve_bench::harness::hosts::SimHosts;
+use nerve_bench_harness::hosts::SimHosts;
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -166,7 +166,7 @@ fn custom_type_publisher_child() {
 }
 
 /// Starts [`custom_type_publisher_child`] on simulated host 0.
-fn start_wheel_publisher(sim: &SimHosts) -> nerve_bench::harness::child::Child {
+fn start_wheel_publisher(sim: &SimHosts) -> nerve_bench_harness::child::Child {
     let me = std::env::current_exe().unwrap();
     let args: Vec<String> = ["--exact", "custom_type_publisher_child", "--ignored"]
         .iter()

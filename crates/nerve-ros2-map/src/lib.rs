@@ -12,6 +12,7 @@
 //! - [`service`]: the ROS 2 services that are Nerve's own service types.
 //! - [`carrier`]: any other ROS 2 type, carried through Nerve as its CDR
 //!   ([`nerve_msgs::ros2::Ros2Cdr`]), checked against its definition both ways.
+//! - [`graph`]: ROS 2's graph as a running bridge publishes it for the tools.
 //!
 //! CDR itself is read and written by [`nerve_ros2_types::CdrReader`] and
 //! [`nerve_ros2_types::CdrWriter`] (one codec for the dynamic and the typed forms).
@@ -25,6 +26,7 @@
 
 pub mod action;
 pub mod carrier;
+pub mod graph;
 pub mod service;
 pub mod standard;
 

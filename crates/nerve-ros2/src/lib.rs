@@ -18,7 +18,9 @@
 mod config;
 pub mod dds;
 pub mod engine;
-pub mod graph;
+/// ROS 2's graph as a bridge publishes it (its home is `nerve_ros2_map`, which the
+/// tools read without linking the bridge).
+pub use nerve_ros2_map::graph;
 pub mod peers;
 pub mod rmw_zenoh;
 pub mod services;

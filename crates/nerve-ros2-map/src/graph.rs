@@ -1,6 +1,7 @@
 //! ROS 2's graph as a bridge publishes it into Nerve (`/_ros2/graph`, which `nerve
-//! node/topic/service list` show marked as ROS 2); the engine's graph half
-//! ([`crate::engine`]) keeps it.
+//! node/topic/service list` show marked as ROS 2): the bridge (`nerve-ros2`'s engine)
+//! writes it, the tools read it, so it lives here, beside the other shared ROS 2 forms
+//! (the tools need not link the bridge to read it).
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,0 +1,1 @@
+//! The workspace-hack: no code, only dependencies with the union of their features (see Cargo.toml).
