@@ -9,6 +9,7 @@ mod bridge;
 mod clean;
 mod failure;
 mod gen_cpp;
+mod json_arg;
 mod launch;
 mod lifecycle;
 mod node;
