@@ -459,3 +459,171 @@ fn json_from_a_file_or_stdin_errors_name_the_source() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `nerve doctor --format json`: every check with a status, value and purposes.
+#[test]
+fn doctor_reports_each_check() {
+    let out = nerve_in(997, &["doctor", "--format", "json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value =
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let checks = v["checks"].as_array().unwrap();
+    for name in [
+        "/dev/shm",
+        "futex_waitv",
+        "leftovers",
+        "cgroup v2",
+        "cmake",
+        "ddsperf",
+        "ROS 2 Kilted venv",
+    ] {
+        assert!(checks.iter().any(|c| c["name"] == name), "{name}: {text}");
+    }
+    for c in checks {
+        let status = c["status"].as_str().unwrap();
+        assert!(["ok", "warn", "fail", "skip"].contains(&status), "{c}");
+        assert!(
+            c["value"].is_string() && !c["for"].as_array().unwrap().is_empty(),
+            "{c}"
+        );
+        assert!(
+            status == "ok" || c["hint"].is_string(),
+            "a problem says how to fix it: {c}"
+        );
+    }
+    assert_eq!(v["for"], serde_json::json!(["run"]), "{text}");
+}
+
+/// This machine runs Nerve: `--for run` (the default) exits 0, and so does the default
+/// whatever else is missing.
+#[test]
+fn doctor_for_run_passes_here() {
+    let out = nerve_in(997, &["doctor", "--for", "run"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shm = text.lines().find(|l| l.contains("/dev/shm")).unwrap();
+    assert!(shm.starts_with("ok") || shm.starts_with("warn"), "{text}");
+    assert!(text.lines().next().unwrap().starts_with("STATUS"), "{text}");
+}
+
+/// A tool missing for a purpose asked for fails the command, naming it and its package;
+/// the same tool for a purpose not asked for is a warning.
+#[test]
+fn doctor_names_a_missing_tool_and_its_package() {
+    let empty = scratch("empty-path");
+    let doctor = |args: &[&str]| {
+        let mut c = nerve_in(997, &[&["doctor"], args].concat());
+        c.env("PATH", &empty);
+        c.output().unwrap()
+    };
+    let out = doctor(&["--for", "cpp"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}{err}");
+    let cmake = text.lines().find(|l| l.contains("cmake")).unwrap();
+    assert!(cmake.starts_with("FAIL"), "{text}");
+    assert!(
+        cmake.contains("not found on PATH") && cmake.contains("apt-get install cmake"),
+        "{text}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains("failed for cpp,run: ") && err.contains("cmake"),
+        "{err}"
+    );
+
+    let out = doctor(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let cmake = text.lines().find(|l| l.contains("cmake")).unwrap();
+    assert!(cmake.starts_with("warn"), "{text}");
+    std::fs::remove_dir_all(&empty).unwrap();
+}
+
+/// What a killed process left is counted (nothing removed) and named for `nerve clean`.
+#[test]
+fn doctor_counts_what_dead_processes_left() {
+    const DOMAIN: u32 = 964;
+    let leftovers = || {
+        let out = nerve_in(DOMAIN, &["doctor", "--format", "json"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "leftovers")
+            .cloned()
+            .unwrap()
+    };
+    let shm_files = || -> Vec<String> {
+        std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!("nerve{DOMAIN}_")))
+            .collect()
+    };
+    // what earlier runs left goes first
+    assert!(nerve_in(DOMAIN, &["clean"]).status().unwrap().success());
+    let publisher = nerve_in(
+        DOMAIN,
+        &[
+            "topic",
+            "pub",
+            "/cli/left",
+            "CmdVel",
+            "{}",
+            "--rate",
+            "50",
+            "--wait-subscribers",
+            "0",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let start = std::time::Instant::now();
+    while shm_files().len() < 3 && start.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut publisher = publisher;
+    publisher.kill().unwrap();
+    publisher.wait().unwrap();
+    let before = shm_files();
+    assert!(!before.is_empty(), "the killed publisher left files");
+
+    let found = leftovers();
+    assert_eq!(found["status"], "warn", "{found}");
+    // "N file(s) of M dead node(s) in domain 964"
+    let words: Vec<&str> = found["value"].as_str().unwrap().split(' ').collect();
+    let (files, nodes) = (
+        words[0].parse::<usize>().unwrap(),
+        words[3].parse::<usize>().unwrap(),
+    );
+    assert!(files >= before.len() && nodes >= 1, "{found}");
+    assert!(
+        found["value"].as_str().unwrap().ends_with("in domain 964"),
+        "{found}"
+    );
+    assert!(
+        found["hint"]
+            .as_str()
+            .unwrap()
+            .contains("nerve clean --domain 964"),
+        "{found}"
+    );
+    assert_eq!(shm_files(), before, "doctor removes nothing");
+
+    let out = nerve_in(DOMAIN, &["clean"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(leftovers()["status"], "ok");
+}
