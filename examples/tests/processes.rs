@@ -970,7 +970,7 @@ fn cli_lists_and_calls_services() {
         ),
         (
             vec!["service", "call", "/add", "AddTwoInts", "not json"],
-            "not valid JSON",
+            "invalid JSON for the request",
         ),
         (
             vec!["service", "call", "bad name", "AddTwoInts", "{}"],

@@ -1,6 +1,7 @@
 //! `nerve action …`: list actions, inspect their goals, send a goal and watch it.
 
 use crate::failure::{usage, CmdResult, Failure};
+use crate::json_arg::JsonArg;
 use crate::output::{self, Format, FormatArg};
 use crate::types::{from_json, message_json, Built};
 use clap::Subcommand;
@@ -35,7 +36,10 @@ pub enum ActionCommand {
         /// test_msgs/action/NestedMessage.
         action_type: String,
         /// Goal as JSON; fields left out keep their defaults, e.g. '{"order": 5}'.
-        goal: String,
+        /// `@FILE` reads it from a file, `-` from standard input (Linux refuses one
+        /// argument over 128 KiB).
+        #[arg(value_parser = JsonArg::parse, value_name = "JSON|@FILE|-")]
+        goal: JsonArg,
         /// Print feedback as it arrives.
         #[arg(long)]
         feedback: bool,
@@ -387,8 +391,7 @@ pub fn run(ctx: &nerve::Context, cmd: ActionCommand) -> CmdResult {
             timeout,
             format,
         } => {
-            let value: Value = serde_json::from_str(&goal)
-                .map_err(|e| usage(format!("goal is not valid JSON: {e}")))?;
+            let value = goal.value("the goal")?;
             let req = Request {
                 node: &node,
                 name: &name,

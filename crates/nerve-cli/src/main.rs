@@ -8,8 +8,10 @@ mod bag;
 mod bench;
 mod bridge;
 mod clean;
+mod doctor;
 mod failure;
 mod gen_cpp;
+mod json_arg;
 mod launch;
 mod lifecycle;
 mod node;
@@ -94,6 +96,9 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Remove shared memory and state left by dead processes.
     Clean(clean::CleanArgs),
+    /// Check this machine for what Nerve, its tests and benchmarks need, and say how to
+    /// fix what is missing (exit 1 when a check of a purpose asked for fails).
+    Doctor(doctor::DoctorArgs),
     /// List the message and service types the tool can decode, publish and call;
     /// `types gen-cpp` generates C++ headers of message types.
     Types(types::TypesArgs),
@@ -141,6 +146,8 @@ fn run(cli: Cli) -> CmdResult {
         Command::Trace(c) => trace::run(c),
         // no context here: it would count as a live user of the domain
         Command::Clean(a) => clean::run(&cfg, a),
+        // no context either: the leftover check must not count as a user (nor clean)
+        Command::Doctor(a) => doctor::run(&cfg, a),
         // no context either: the launcher makes one only for readiness checks
         Command::Launch(a) => launch::run(&cfg, a),
         // the replay chooses a domain of its own unless --domain names one

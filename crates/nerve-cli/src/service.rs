@@ -1,6 +1,7 @@
 //! `nerve service …`
 
 use crate::failure::{client_failure, no_server, usage, CmdResult, Failure};
+use crate::json_arg::JsonArg;
 use crate::output::{self, Format, FormatArg};
 use crate::remote;
 use crate::types::{self, find_service};
@@ -23,7 +24,10 @@ pub enum ServiceCommand {
         /// AMENT_PREFIX_PATH), e.g. test_msgs/srv/BasicTypes.
         service_type: String,
         /// Request as JSON; fields left out keep their defaults, e.g. '{"a": 2, "b": 3}'.
-        request: String,
+        /// `@FILE` reads it from a file, `-` from standard input (Linux refuses one
+        /// argument over 128 KiB).
+        #[arg(value_parser = JsonArg::parse, value_name = "JSON|@FILE|-")]
+        request: JsonArg,
         /// How long to wait for a server and then for the response, in ms.
         #[arg(long, default_value_t = 5000)]
         timeout: u64,
@@ -160,8 +164,7 @@ pub fn run(ctx: &nerve::Context, cmd: ServiceCommand) -> CmdResult {
             timeout,
             format,
         } => {
-            let value: serde_json::Value = serde_json::from_str(&request)
-                .map_err(|e| usage(format!("request is not valid JSON: {e}")))?;
+            let value = request.value("the request")?;
             let timeout = Duration::from_millis(timeout);
             let response = match find_service(&service_type) {
                 Some(entry) => (entry.call)(&node, &name, &value, timeout)?,

@@ -1,6 +1,7 @@
 //! `nerve topic …`: list, info, echo, hz, bw, pub.
 
 use crate::failure::{usage, CmdResult, Failure};
+use crate::json_arg::JsonArg;
 use crate::output::{self, Format};
 use crate::remote;
 use crate::types::{self, PubOptions};
@@ -55,8 +56,10 @@ pub enum TopicCommand {
         #[arg(value_name = "TYPE")]
         type_name: String,
         /// The message as JSON, e.g. '{"linear": 0.5}'; slice types take "elems": [...].
-        /// `-` reads it from standard input (Linux refuses an argument over 128 KiB).
-        json: String,
+        /// `@FILE` reads it from a file, `-` from standard input (Linux refuses one
+        /// argument over 128 KiB); read once, however many messages are published.
+        #[arg(value_parser = JsonArg::parse, value_name = "JSON|@FILE|-")]
+        json: JsonArg,
         /// Messages per second (0: as fast as possible).
         #[arg(long, default_value_t = 10.0)]
         rate: f64,
@@ -525,17 +528,7 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
             qos,
             wait_subscribers,
         } => {
-            let json = if json == "-" {
-                std::io::read_to_string(std::io::stdin()).map_err(|e| {
-                    Failure::Runtime(anyhow::anyhow!(
-                        "reading the JSON for {type_name} from standard input: {e}"
-                    ))
-                })?
-            } else {
-                json
-            };
-            let value: Value = serde_json::from_str(&json)
-                .map_err(|e| usage(format!("invalid JSON for {type_name}: {e}")))?;
+            let value = json.value(&type_name)?;
             if !(rate.is_finite() && rate >= 0.0) {
                 return Err(usage(format!(
                     "--rate must be a non-negative number, got {rate}"

@@ -134,9 +134,8 @@ impl Contain {
     /// Chooses the mode for `want`, makes the launch's cgroup in cgroup mode and makes
     /// this process the subreaper in process-group mode (if `subreaper`).
     pub(crate) fn new(want: Containment, subreaper: bool) -> Result<Contain, LaunchError> {
-        static N: AtomicU64 = AtomicU64::new(0);
         let me = std::process::id() as i32;
-        let n = N.fetch_add(1, Ordering::Relaxed);
+        let n = LAUNCHES.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -575,6 +574,24 @@ impl Drop for Contain {
 
 fn why_mode(subreaper: bool, reason: String) -> ContainmentMode {
     ContainmentMode::ProcessGroups { subreaper, reason }
+}
+
+/// Launch cgroups made by this process (a number each).
+static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+/// The containment a launch from this process would get with [`Containment::Auto`],
+/// found the way a launch finds it: by making a launch cgroup below this process's own
+/// (then removed again). A cgroup's path names the one made; process groups say why
+/// not (subreaper: false, as nothing is started).
+pub fn probe_containment() -> ContainmentMode {
+    let me = std::process::id() as i32;
+    match make_launch_cgroup(me, LAUNCHES.fetch_add(1, Ordering::Relaxed)) {
+        Ok(path) => {
+            let _ = cgroup::remove(&path);
+            ContainmentMode::Cgroup { path }
+        }
+        Err(why) => why_mode(false, why),
+    }
 }
 
 /// Makes `nerve-launch-PID-N` below this process's cgroup, if processes can be moved

@@ -32,7 +32,7 @@ mod plan;
 mod supervisor;
 mod sys;
 
-pub use contain::{Containment, ContainmentMode};
+pub use contain::{probe_containment, Containment, ContainmentMode};
 pub use error::{BoxError, ContainerError, Diagnostic, LaunchError};
 pub use file::{parse_duration, LaunchFile, MAX_INCLUDE_DEPTH, MAX_PROCESSES};
 pub use guardian::{run_guardian_if_requested, Guardian, GUARDIAN_ARG};

@@ -304,6 +304,103 @@ pub fn doorbell_path(config: &Config) -> String {
     doorbell::path(config)
 }
 
+/// Why [`clean`] or [`stale`] could not look at a domain.
+#[derive(Debug, thiserror::Error)]
+pub enum CleanError {
+    /// The configuration names no usable state directory.
+    #[error(transparent)]
+    Config(#[from] crate::error::ContextError),
+    /// iceoryx2 could not list the domain's nodes.
+    #[error("cannot list the nodes of the domain: {0}")]
+    ListNodes(String),
+    /// The domain's doorbell could not be opened.
+    #[error("cannot open {path}: {source}")]
+    Doorbell {
+        /// The doorbell's path.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// What [`clean`] would remove in a domain, found by [`stale`] without removing anything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StaleReport {
+    /// Nodes of dead processes whose records are still there: (name, pid).
+    pub dead_nodes: Vec<(String, i32)>,
+    /// Files [`clean`] would remove: every file of the domain when no live process uses
+    /// it; otherwise the dead nodes' own records (their services go too once no live
+    /// node uses them, which is not foreseen here).
+    pub files: Vec<String>,
+    /// Whether live processes use the domain.
+    pub domain_in_use: bool,
+}
+
+/// A look at a domain: what is stale, the dead nodes to reclaim and every file.
+struct Survey {
+    report: StaleReport,
+    dead: Vec<iceoryx2::node::DeadNodeView<Ipc>>,
+    files: BTreeSet<String>,
+}
+
+/// Looks at a domain without changing anything in it: its files, its dead nodes, and
+/// whether live processes use it (found in the kernel's lock table, so a context that is
+/// joining or leaving the domain is not disturbed).
+fn survey(config: &Config) -> Result<Survey, CleanError> {
+    let iox = shm::iceoryx_config(config)?;
+    let files = domain_files(config);
+    let mut dead = Vec::new();
+    iceoryx2::node::Node::<Ipc>::list(&iox, |state| {
+        if let NodeState::Dead(v) = state {
+            dead.push(v);
+        }
+        CallbackProgression::Continue
+    })
+    .map_err(|e| CleanError::ListNodes(format!("{e:?}")))?;
+    let dead_nodes = dead
+        .iter()
+        .map(|v| {
+            v.details()
+                .as_ref()
+                .map(|d| (d.name().as_str().to_string(), d.process_id().value()))
+                .unwrap_or_default()
+        })
+        .collect();
+    let domain_in_use = doorbell::in_use(config);
+    let stale_files = if domain_in_use {
+        // a node's records: its folder (named by its id) and its monitor file under
+        // iceoryx2's node folder
+        let node_dir = iox.global.node_dir().to_string();
+        let ids: Vec<String> = dead.iter().map(|v| v.id().value().to_string()).collect();
+        files
+            .iter()
+            .filter(|f| {
+                f.strip_prefix(&node_dir)
+                    .is_some_and(|rel| ids.iter().any(|id| rel.contains(id.as_str())))
+            })
+            .cloned()
+            .collect()
+    } else {
+        files.iter().cloned().collect()
+    };
+    Ok(Survey {
+        report: StaleReport {
+            dead_nodes,
+            files: stale_files,
+            domain_in_use,
+        },
+        dead,
+        files,
+    })
+}
+
+/// What [`clean`] would remove in a domain, without removing anything (for `nerve
+/// doctor`). Takes a [`Config`], not a [`Context`]: a context would itself count as a
+/// live user, and the first one of a domain clears what is stale.
+pub fn stale(config: &Config) -> Result<StaleReport, CleanError> {
+    Ok(survey(config)?.report)
+}
+
 /// Result of [`clean`].
 #[derive(Clone, Debug, Default)]
 pub struct CleanReport {
@@ -315,33 +412,28 @@ pub struct CleanReport {
     pub domain_in_use: bool,
 }
 
-/// Removes resources of dead processes in a domain. When no live process uses the
-/// domain, the domain-wide files (doorbell, iceoryx2's management segment) go too.
-/// Takes a [`Config`], not a [`Context`]: a context would itself count as a live user.
-pub fn clean(config: &Config) -> Result<CleanReport, String> {
-    let iox = shm::iceoryx_config(config).map_err(|e| e.to_string())?;
-    let before = domain_files(config);
+/// Removes resources of dead processes in a domain (those [`stale`] lists). When no live
+/// process uses the domain, the domain-wide files (doorbell, iceoryx2's management
+/// segment) go too. Takes a [`Config`], not a [`Context`]: a context would itself count
+/// as a live user.
+pub fn clean(config: &Config) -> Result<CleanReport, CleanError> {
+    let Survey {
+        report: found,
+        dead,
+        files: before,
+    } = survey(config)?;
     let mut report = CleanReport::default();
-    let mut dead = Vec::new();
-    iceoryx2::node::Node::<Ipc>::list(&iox, |state| {
-        if let NodeState::Dead(v) = state {
-            dead.push(v);
-        }
-        CallbackProgression::Continue
-    })
-    .map_err(|e| format!("cannot list nodes: {e:?}"))?;
-    for v in dead {
-        let (name, pid) = v
-            .details()
-            .as_ref()
-            .map(|d| (d.name().as_str().to_string(), d.process_id().value()))
-            .unwrap_or_default();
+    for (v, node) in dead.into_iter().zip(found.dead_nodes) {
         if v.try_remove_stale_resources().is_ok() {
-            report.dead_nodes.push((name, pid));
+            report.dead_nodes.push(node);
         }
     }
-    let bell = Doorbell::open(&doorbell::file_name(config), 0o600)
-        .map_err(|e| format!("cannot open {}: {e}", doorbell::path(config)))?;
+    let bell = Doorbell::open(&doorbell::file_name(config), 0o600).map_err(|source| {
+        CleanError::Doorbell {
+            path: doorbell::path(config),
+            source,
+        }
+    })?;
     if bell.try_exclusive() {
         // No live context holds the doorbell: nobody uses the domain, so every file with
         // the domain's prefix is stale, also ones whose node records are gone.
@@ -354,4 +446,44 @@ pub fn clean(config: &Config) -> Result<CleanReport, String> {
     let after = domain_files(config);
     report.removed_files = before.difference(&after).cloned().collect();
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// `stale` lists what `clean` then removes, removing nothing itself; a domain a live
+    /// context uses has nothing stale of it (no dead node).
+    #[test]
+    fn stale_lists_what_clean_removes_and_removes_nothing() {
+        let dir = std::env::temp_dir().join(format!("nerve-stale-{}/", std::process::id()));
+        let cfg = Config::default().domain(965).unwrap().state_dir(&dir);
+        clean(&cfg).unwrap();
+        // a file a killed process left, in a domain no one uses
+        let junk = format!("/dev/shm/{}junk", cfg.file_prefix());
+        std::fs::write(&junk, b"x").unwrap();
+        let found = stale(&cfg).unwrap();
+        assert!(!found.domain_in_use, "{found:?}");
+        assert_eq!(found.files, vec![junk.clone()]);
+        assert!(found.dead_nodes.is_empty(), "{found:?}");
+        assert!(Path::new(&junk).exists(), "stale removes nothing");
+        assert_eq!(stale(&cfg).unwrap(), found, "and changes nothing");
+        let cleaned = clean(&cfg).unwrap();
+        assert_eq!(cleaned.removed_files, found.files);
+        assert!(!Path::new(&junk).exists());
+
+        let ctx = Context::new(cfg.clone()).unwrap();
+        let _node = ctx.node("live").create().unwrap();
+        let found = stale(&cfg).unwrap();
+        assert!(found.domain_in_use, "{found:?}");
+        assert!(
+            found.files.is_empty() && found.dead_nodes.is_empty(),
+            "{found:?}"
+        );
+        drop(_node);
+        drop(ctx);
+        let _ = clean(&cfg);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -159,6 +159,28 @@ pub(crate) fn path(config: &Config) -> String {
     format!("/dev/shm/{}", file_name(config))
 }
 
+/// Whether live contexts use a domain: each holds a lock on the domain's doorbell, which
+/// the kernel's lock table (`/proc/locks`) lists. Found without opening or locking the
+/// file, so a context joining or leaving the domain meanwhile is not disturbed. No
+/// doorbell: not in use; a table that cannot be read: in use (the cautious answer). The
+/// table shows only the locks of this PID namespace's processes.
+pub(crate) fn in_use(config: &Config) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::metadata(path(config)) {
+        Ok(m) => m,
+        Err(e) => return e.kind() != io::ErrorKind::NotFound,
+    };
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        rustix::fs::major(meta.dev()),
+        rustix::fs::minor(meta.dev()),
+        meta.ino()
+    );
+    std::fs::read_to_string("/proc/locks").map_or(true, |table| {
+        table.lines().any(|l| l.split_whitespace().any(|w| w == id))
+    })
+}
+
 impl Doorbell {
     /// Opens (or creates) the doorbell at `/dev/shm/<name>` with the given file mode.
     pub(crate) fn open(name: &str, mode: u32) -> io::Result<Doorbell> {
