@@ -221,6 +221,10 @@ const CPP_KEYWORDS: &[&str] = &[
     "virtual",
     "void",
     "volatile",
+    "wchar_t",
+    "while",
+    "xor",
+    "xor_eq",
 ];
 
 /// Object-like macros of the C library and of compilers in GNU modes that would replace a
@@ -307,5 +311,6 @@ mod tests {
         assert_eq!(field_name("0").unwrap(), "_0");
         assert!(field_name("new").is_err());
         assert!(field_name("_Upper").is_err());
+        assert!(field_name("while").is_err());
     }
 }
