@@ -8,7 +8,7 @@ mod bench;
 mod bridge;
 mod clean;
 mod failure;
-mod gen_cpp;
+mod gen_headers;
 mod launch;
 mod lifecycle;
 mod node;
@@ -89,7 +89,7 @@ enum Command {
     /// Remove shared memory and state left by dead processes.
     Clean(clean::CleanArgs),
     /// List the message and service types the tool can decode, publish and call;
-    /// `types gen-cpp` generates C++ headers of message types.
+    /// `types gen-cpp` and `types gen-c` generate C++ and C headers of message types.
     Types(types::TypesArgs),
 }
 
@@ -127,7 +127,12 @@ fn run(cli: Cli) -> CmdResult {
         Command::Types(a) => match a.command {
             None => types::list(&ctx()?, a.format.format),
             // a context only for --topic: it would count as a live user of the domain
-            Some(types::TypesCommand::GenCpp(g)) => gen_cpp::run(&g, || Ok(ctx()?)),
+            Some(types::TypesCommand::GenCpp(g)) => {
+                gen_headers::run(&g, nerve_c::codegen::Lang::Cpp, || Ok(ctx()?))
+            }
+            Some(types::TypesCommand::GenC(g)) => {
+                gen_headers::run(&g, nerve_c::codegen::Lang::C, || Ok(ctx()?))
+            }
         },
     }
 }
