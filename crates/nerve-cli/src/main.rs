@@ -10,7 +10,7 @@ mod bridge;
 mod clean;
 mod doctor;
 mod failure;
-mod gen_cpp;
+mod gen_headers;
 mod json_arg;
 mod launch;
 mod lifecycle;
@@ -100,7 +100,7 @@ enum Command {
     /// fix what is missing (exit 1 when a check of a purpose asked for fails).
     Doctor(doctor::DoctorArgs),
     /// List the message and service types the tool can decode, publish and call;
-    /// `types gen-cpp` generates C++ headers of message types.
+    /// `types gen-cpp` and `types gen-c` generate C++ and C headers of message types.
     Types(types::TypesArgs),
 }
 
@@ -155,7 +155,12 @@ fn run(cli: Cli) -> CmdResult {
         Command::Types(a) => match a.command {
             None => types::list(&ctx()?, a.format.format),
             // a context only for --topic: it would count as a live user of the domain
-            Some(types::TypesCommand::GenCpp(g)) => gen_cpp::run(&g, || Ok(ctx()?)),
+            Some(types::TypesCommand::GenCpp(g)) => {
+                gen_headers::run(&g, nerve_c::codegen::Lang::Cpp, || Ok(ctx()?))
+            }
+            Some(types::TypesCommand::GenC(g)) => {
+                gen_headers::run(&g, nerve_c::codegen::Lang::C, || Ok(ctx()?))
+            }
         },
     }
 }

@@ -29,7 +29,11 @@ pub struct TypesArgs {
 pub enum TypesCommand {
     /// Generate C++ headers (structs with static_asserted layouts and nerve::message_traits)
     /// of the built-in types, or of the types in schema files or on topics.
-    GenCpp(crate::gen_cpp::GenCppArgs),
+    GenCpp(crate::gen_headers::GenArgs),
+    /// Generate C headers (structs with _Static_asserted layouts, and macros of the type
+    /// name, layout hash and schema text) of the built-in types, or of the types in schema
+    /// files or on topics.
+    GenC(crate::gen_headers::GenArgs),
 }
 
 /// Options of `topic pub`.

@@ -1,7 +1,7 @@
 //! The text of the generated headers.
 
 use super::names::{self, CppName};
-use super::{ActionDef, CodegenError, ServiceDef};
+use super::{ActionDef, CodegenError, Lang, ServiceDef};
 use nerve::message::schema::{Prim, Schema, Shape, StructShape};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -70,6 +70,7 @@ impl Header {
         let unrepresentable = |reason: String| CodegenError::Unrepresentable {
             context: context(),
             reason,
+            lang: Lang::Cpp,
         };
         Ok(match shape {
             Shape::Prim(p) => prim_type(*p)
@@ -150,6 +151,7 @@ impl Header {
                     name: f.name.clone(),
                     context: format!("field of struct {} (in {origin})", shape.name),
                     reason,
+                    lang: Lang::Cpp,
                 })?;
             let member = self.cpp_type(&f.shape, cpp, false, &context)?;
             let traits = self.cpp_type(&f.shape, cpp, true, &context)?;
@@ -250,6 +252,7 @@ pub(super) fn message(cpp: &CppName, schema: &Schema) -> Result<String, CodegenE
                 return Err(CodegenError::Unrepresentable {
                     context: schema.name.clone(),
                     reason: format!("an opaque head of {size} bytes aligned to {align}"),
+                    lang: Lang::Cpp,
                 });
             }
             h.std.insert("array");
@@ -268,6 +271,7 @@ pub(super) fn message(cpp: &CppName, schema: &Schema) -> Result<String, CodegenE
             return Err(CodegenError::Unrepresentable {
                 context: schema.name.clone(),
                 reason: "the head is not a struct".into(),
+                lang: Lang::Cpp,
             })
         }
     }
@@ -409,7 +413,7 @@ fn prim_type(p: Prim) -> Option<String> {
 }
 
 /// Whether an opaque shape is a `nerve_msgs::FixedStr<size>`.
-fn is_fixed_str(size: usize, hash: u64) -> bool {
+pub(super) fn is_fixed_str(size: usize, hash: u64) -> bool {
     let bytes = Shape::Array {
         elem: Box::new(Shape::Prim(Prim::U8)),
         len: size,
@@ -418,7 +422,7 @@ fn is_fixed_str(size: usize, hash: u64) -> bool {
 }
 
 /// `s` as one C++ string literal.
-fn literal(s: &str) -> String {
+pub(super) fn literal(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -432,7 +436,7 @@ fn literal(s: &str) -> String {
 /// `indent`: the fields before the structs on the first line, then one struct a line
 /// (`|struct …`), a long line broken before a space or a `|`, anything still longer than
 /// [`LITERAL_PIECE`] characters (a foreign definition) cut anywhere.
-fn literal_lines(s: &str, indent: &str) -> String {
+pub(super) fn literal_lines(s: &str, indent: &str) -> String {
     let mut pieces: Vec<&str> = Vec::new();
     let mut rest = s;
     while let Some((at, _)) = rest.match_indices("|struct ").find(|(i, _)| *i > 0) {

@@ -1,8 +1,11 @@
-//! C++ message headers generated from Nerve schemas (`nerve types gen-cpp`).
+//! C++ and C message headers generated from Nerve schemas (`nerve types gen-cpp`,
+//! `nerve types gen-c`).
 //!
 //! Every message, service and action type becomes one header; every struct nested in a
 //! message (a `Header`, a `Vector3`) becomes a header of its own in the message's
-//! namespace, included where it is used, so messages that share it define it once.
+//! namespace, included where it is used, so messages that share it define it once. Both
+//! languages share the catalog of types (and its checks) and the names below; the C
+//! headers (`.h`, beside the `.hpp`) are described under [C headers](#c-headers).
 //!
 //! # Names and paths
 //! A type name `pkg/Name` maps to namespace `pkg` and header `pkg/<snake_name>.hpp`;
@@ -30,12 +33,31 @@
 //! embed generated types.
 //!
 //! The output is deterministic: sorted by path, every set in a stable order.
+//!
+//! # C headers
+//! The same types, paths with `.h` (`nerve/msgs/imu.h`), in C11. A type's C name is its
+//! namespace's segments and its name joined by `_` (`nerve_msgs_Imu`, a nested struct
+//! `nerve_msgs_Header`); its macros start with the C name in upper snake case
+//! (`NERVE_MSGS_POINT_CLOUD_`). A header holds `typedef struct nerve_msgs_Imu {…}
+//! nerve_msgs_Imu;` with the same members (fixed arrays as C arrays, `FixedStr<N>` as
+//! `char[N]`, other hand-written plain-data types as `_Alignas(A) uint8_t[N]`), a
+//! `_Static_assert` of its size, alignment and every field's offset, and for a message
+//! the macros `_TYPE_NAME`, `_LAYOUT_HASH`, `_SCHEMA` (the sealed schema text, for
+//! `nerve_publisher_create`), `_HEAD_SIZE`, `_ELEMS_OFFSET` and, with a slice, `_ELEM_SIZE`
+//! and the element's typedef `<C name>_elem`. A message whose head is empty (C has no
+//! empty struct) gets the macros only. A service gets `_TYPE_NAME` and
+//! `_SERVICE_TYPE_INIT`, an initializer of `nerve_service_type_t`; an action gets
+//! `_TYPE_NAME` and includes its messages' headers. Names follow the C++ rules above and
+//! C's keywords are refused too; two types of one C name, or a macro defined twice, are
+//! [`CodegenError::Conflict`]s.
 
 mod emit;
+mod emit_c;
 mod names;
 
 use nerve::message::schema::{Schema, SchemaError, Shape, StructShape};
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::path::PathBuf;
 
 pub use names::snake_case;
@@ -65,6 +87,34 @@ pub struct ActionDef {
     pub result: String,
 }
 
+/// The language headers are generated in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lang {
+    /// C11: `.h` headers of structs and macros.
+    C,
+    /// C++17: `.hpp` headers of structs and traits.
+    Cpp,
+}
+
+impl Lang {
+    /// The extension of its header files (`h`, `hpp`).
+    pub fn extension(self) -> &'static str {
+        match self {
+            Lang::C => "h",
+            Lang::Cpp => "hpp",
+        }
+    }
+}
+
+impl fmt::Display for Lang {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Lang::C => "C",
+            Lang::Cpp => "C++",
+        })
+    }
+}
+
 /// Why headers cannot be generated.
 #[derive(Debug, thiserror::Error)]
 pub enum CodegenError {
@@ -91,8 +141,8 @@ pub enum CodegenError {
         /// The missing message type.
         name: String,
     },
-    /// A name that cannot be a C++ name (not an identifier, a keyword, reserved).
-    #[error("{context} {name:?} cannot be a C++ name: {reason}")]
+    /// A name that cannot be a C++ (or C) name (not an identifier, a keyword, reserved).
+    #[error("{context} {name:?} cannot be a {lang} name: {reason}")]
     BadName {
         /// The name.
         name: String,
@@ -100,13 +150,16 @@ pub enum CodegenError {
         context: String,
         /// Why not.
         reason: String,
+        /// The language generated.
+        lang: Lang,
     },
-    /// One C++ type name with two different definitions (two different structs of one
-    /// Rust name in one namespace, or a service named as a message).
-    #[error("{cpp} would be defined twice, differently: by {first} and by {second}")]
+    /// One generated name with two different definitions (two different structs of one
+    /// Rust name in one namespace, a service named as a message; in C, two types of one
+    /// C name or one macro defined twice).
+    #[error("{name} would be defined twice, differently: by {first} and by {second}")]
     Conflict {
-        /// The C++ type.
-        cpp: String,
+        /// The C++ type (or C type or macro).
+        name: String,
         /// What defines it first.
         first: String,
         /// What defines it again.
@@ -122,13 +175,15 @@ pub enum CodegenError {
         /// The other.
         second: String,
     },
-    /// A layout C++ cannot express with the same bytes.
-    #[error("{context}: cannot be expressed in C++: {reason}")]
+    /// A layout C++ (or C) cannot express with the same bytes.
+    #[error("{context}: cannot be expressed in {lang}: {reason}")]
     Unrepresentable {
         /// The type (and field) concerned.
         context: String,
         /// Why not.
         reason: String,
+        /// The language generated.
+        lang: Lang,
     },
 }
 
@@ -163,13 +218,47 @@ pub fn cpp_headers(
     services: &[ServiceDef],
     actions: &[ActionDef],
 ) -> Result<Vec<(PathBuf, String)>, CodegenError> {
-    let catalog = Catalog::build(schemas, services, actions)?;
-    catalog.emit()
+    headers(Lang::Cpp, schemas, services, actions)
 }
 
-/// The headers of every built-in type of `nerve_msgs`: its messages, services and
+/// Generates the C headers of `schemas` (message types) and of the `services` and
+/// `actions` over them, as [`cpp_headers`] does the C++ ones (see [C headers](#c-headers)).
+pub fn c_headers(
+    schemas: &[Schema],
+    services: &[ServiceDef],
+    actions: &[ActionDef],
+) -> Result<Vec<(PathBuf, String)>, CodegenError> {
+    headers(Lang::C, schemas, services, actions)
+}
+
+/// Generates the headers of `schemas`, `services` and `actions` in `lang`
+/// ([`cpp_headers`] or [`c_headers`]).
+pub fn headers(
+    lang: Lang,
+    schemas: &[Schema],
+    services: &[ServiceDef],
+    actions: &[ActionDef],
+) -> Result<Vec<(PathBuf, String)>, CodegenError> {
+    let catalog = Catalog::build(lang, schemas, services, actions)?;
+    match lang {
+        Lang::Cpp => catalog.emit(),
+        Lang::C => catalog.emit_c(),
+    }
+}
+
+/// The C++ headers of every built-in type of `nerve_msgs`: its messages, services and
 /// actions.
 pub fn builtin_headers() -> Result<Vec<(PathBuf, String)>, CodegenError> {
+    builtin_headers_in(Lang::Cpp)
+}
+
+/// The C headers of every built-in type of `nerve_msgs`, as [`builtin_headers`].
+pub fn builtin_c_headers() -> Result<Vec<(PathBuf, String)>, CodegenError> {
+    builtin_headers_in(Lang::C)
+}
+
+/// The headers in `lang` of every built-in type of `nerve_msgs`.
+pub fn builtin_headers_in(lang: Lang) -> Result<Vec<(PathBuf, String)>, CodegenError> {
     let services: Vec<ServiceDef> = nerve_msgs::srv::services()
         .into_iter()
         .map(|s| ServiceDef {
@@ -187,7 +276,7 @@ pub fn builtin_headers() -> Result<Vec<(PathBuf, String)>, CodegenError> {
             result: a.result.into(),
         })
         .collect();
-    cpp_headers(&nerve_msgs::schemas(), &services, &actions)
+    headers(lang, &nerve_msgs::schemas(), &services, &actions)
 }
 
 /// What one header defines.
@@ -223,17 +312,20 @@ impl Item<'_> {
 
 /// Every type to generate, by C++ name, with the message types by Nerve name.
 struct Catalog<'a> {
+    lang: Lang,
     items: BTreeMap<CppName, Item<'a>>,
     messages: BTreeMap<&'a str, CppName>,
 }
 
 impl<'a> Catalog<'a> {
     fn build(
+        lang: Lang,
         schemas: &'a [Schema],
         services: &'a [ServiceDef],
         actions: &'a [ActionDef],
     ) -> Result<Catalog<'a>, CodegenError> {
         let mut catalog = Catalog {
+            lang,
             items: BTreeMap::new(),
             messages: BTreeMap::new(),
         };
@@ -250,7 +342,7 @@ impl<'a> Catalog<'a> {
             }
             check_schema(schema)?;
             by_name.insert(&schema.name, schema);
-            let cpp = names::cpp_name(&schema.name)?;
+            let cpp = names::cpp_name(&schema.name, lang)?;
             catalog.messages.insert(&schema.name, cpp.clone());
             // type names map to C++ names one to one: no two messages meet here
             catalog.items.insert(cpp, Item::Message(schema));
@@ -272,6 +364,7 @@ impl<'a> Catalog<'a> {
                         name: shape.name.clone(),
                         context: format!("struct nested in {}", schema.name),
                         reason,
+                        lang,
                     }
                 })?;
                 catalog.add_struct(cpp.sibling(&shape.name), shape, &schema.name)?;
@@ -281,7 +374,7 @@ impl<'a> Catalog<'a> {
             for (role, msg) in [("request", &s.request), ("response", &s.response)] {
                 catalog.require(&s.name, role, msg)?;
             }
-            catalog.add(names::cpp_name(&s.name)?, Item::Service(s))?;
+            catalog.add(names::cpp_name(&s.name, lang)?, Item::Service(s))?;
         }
         for a in actions {
             for (role, msg) in [
@@ -291,7 +384,7 @@ impl<'a> Catalog<'a> {
             ] {
                 catalog.require(&a.name, role, msg)?;
             }
-            catalog.add(names::cpp_name(&a.name)?, Item::Action(a))?;
+            catalog.add(names::cpp_name(&a.name, lang)?, Item::Action(a))?;
         }
         catalog.check_paths()?;
         Ok(catalog)
@@ -333,7 +426,7 @@ impl<'a> Catalog<'a> {
             }
             Some(Item::Message(m)) if matches!(&m.head, Shape::Struct(h) if h == shape) => Ok(()),
             Some(other) => Err(CodegenError::Conflict {
-                cpp: cpp.qualified(),
+                name: cpp.in_lang(self.lang),
                 first: other.origin(),
                 second: format!("struct {} nested in {user}", shape.name),
             }),
@@ -344,7 +437,7 @@ impl<'a> Catalog<'a> {
     fn add(&mut self, cpp: CppName, item: Item<'a>) -> Result<(), CodegenError> {
         if let Some(other) = self.items.get(&cpp) {
             return Err(CodegenError::Conflict {
-                cpp: cpp.qualified(),
+                name: cpp.in_lang(self.lang),
                 first: other.origin(),
                 second: item.origin(),
             });
@@ -359,12 +452,13 @@ impl<'a> Catalog<'a> {
         let mut paths: BTreeMap<String, &CppName> = BTreeMap::new();
         for cpp in self.items.keys() {
             // compared in lower case: case-insensitive file systems would collide too
-            let key = cpp.path().to_string_lossy().to_lowercase();
+            let path = cpp.path(self.lang);
+            let key = path.to_string_lossy().to_lowercase();
             if let Some(first) = paths.insert(key, cpp) {
                 return Err(CodegenError::PathCollision {
-                    path: cpp.path(),
-                    first: first.qualified(),
-                    second: cpp.qualified(),
+                    path,
+                    first: first.in_lang(self.lang),
+                    second: cpp.in_lang(self.lang),
                 });
             }
         }
@@ -380,7 +474,49 @@ impl<'a> Catalog<'a> {
                 Item::Service(s) => emit::service(cpp, s, &self.messages),
                 Item::Action(a) => emit::action(cpp, a, &self.messages),
             };
-            out.push((cpp.path(), text));
+            out.push((cpp.path(Lang::Cpp), text));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// The C headers, after checking that no two of them define one name (two types of
+    /// one C name, a macro of one type that is another's) and that no field is named as
+    /// a macro (which would replace it).
+    fn emit_c(&self) -> Result<Vec<(PathBuf, String)>, CodegenError> {
+        let mut out = Vec::with_capacity(self.items.len());
+        let mut defined: BTreeMap<String, String> = BTreeMap::new();
+        let mut macros = BTreeSet::new();
+        let mut fields = Vec::new();
+        for (cpp, item) in &self.items {
+            let file = match item {
+                Item::Struct { shape, users } => emit_c::nested_struct(cpp, shape, users)?,
+                Item::Message(schema) => emit_c::message(cpp, schema)?,
+                Item::Service(s) => emit_c::service(cpp, s, &self.messages),
+                Item::Action(a) => emit_c::action(cpp, a, &self.messages),
+            };
+            for name in file.types.into_iter().chain(file.macros.iter().cloned()) {
+                if let Some(first) = defined.insert(name.clone(), item.origin()) {
+                    return Err(CodegenError::Conflict {
+                        name,
+                        first,
+                        second: item.origin(),
+                    });
+                }
+            }
+            macros.extend(file.macros);
+            fields.extend(file.fields);
+            out.push((cpp.path(Lang::C), file.text));
+        }
+        for (field, context) in fields {
+            if macros.contains(&field) {
+                return Err(CodegenError::BadName {
+                    name: field,
+                    context,
+                    reason: "the name of a macro the headers define".into(),
+                    lang: Lang::C,
+                });
+            }
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)

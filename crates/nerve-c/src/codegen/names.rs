@@ -1,6 +1,6 @@
-//! Mapping Nerve names to C++: namespaces, identifiers and header paths.
+//! Mapping Nerve names to C++ (and C): namespaces, identifiers and header paths.
 
-use super::CodegenError;
+use super::{CodegenError, Lang};
 use std::path::PathBuf;
 
 /// Where a type goes in C++: its namespace, its name there and its header.
@@ -23,11 +23,32 @@ impl CppName {
         format!("::{}::{}", self.namespace(), self.name)
     }
 
-    /// The relative path of its header (`nerve/msgs/imu.hpp`).
-    pub fn path(&self) -> PathBuf {
+    /// The relative path of its header in `lang` (`nerve/msgs/imu.hpp`,
+    /// `nerve/msgs/imu.h`).
+    pub fn path(&self, lang: Lang) -> PathBuf {
         let mut p: PathBuf = self.ns.iter().collect();
-        p.push(format!("{}.hpp", snake_case(&self.name)));
+        p.push(format!("{}.{}", snake_case(&self.name), lang.extension()));
         p
+    }
+
+    /// Its name in C: the namespace's segments and the name joined by `_`
+    /// (`nerve_msgs_Imu`).
+    pub fn c_name(&self) -> String {
+        format!("{}_{}", self.ns.join("_"), self.name)
+    }
+
+    /// Its name as `lang` writes it (`::nerve::msgs::Imu`, `nerve_msgs_Imu`).
+    pub fn in_lang(&self, lang: Lang) -> String {
+        match lang {
+            Lang::Cpp => self.qualified(),
+            Lang::C => self.c_name(),
+        }
+    }
+
+    /// The prefix of its C macros: the C name in upper snake case
+    /// (`NERVE_MSGS_POINT_CLOUD`).
+    pub fn macro_prefix(&self) -> String {
+        snake_case(&self.c_name()).to_ascii_uppercase()
     }
 
     /// The same namespace with another type name in it.
@@ -43,12 +64,14 @@ impl CppName {
 /// `nerve_msgs` becomes namespace `nerve::msgs`, any other package keeps its name
 /// (`my_pkg/Pose2D` → `my_pkg::Pose2D`, `std_msgs/msg/String` → `std_msgs::msg::String`).
 /// Every segment must be a C++ identifier; the namespaces `nerve` (the library's own) and
-/// `std` are refused.
-pub(crate) fn cpp_name(type_name: &str) -> Result<CppName, CodegenError> {
+/// `std` are refused. In C, where the C name starts with the first segment, that segment
+/// may not start with `_` (reserved at file scope).
+pub(crate) fn cpp_name(type_name: &str, lang: Lang) -> Result<CppName, CodegenError> {
     let bad = |reason: String| CodegenError::BadName {
         name: type_name.to_string(),
         context: "type name".to_string(),
         reason,
+        lang,
     };
     let mut segments: Vec<&str> = type_name.split('/').collect();
     let name = segments.pop().unwrap_or_default();
@@ -64,6 +87,11 @@ pub(crate) fn cpp_name(type_name: &str) -> Result<CppName, CodegenError> {
         check_identifier(seg).map_err(|r| bad(format!("package segment {seg:?}: {r}")))?;
         if RESERVED_NAMESPACES.contains(seg) {
             return Err(bad(format!("namespace {seg:?} is reserved")));
+        }
+        if i == 0 && lang == Lang::C && seg.starts_with('_') {
+            return Err(bad(format!(
+                "package segment {seg:?}: a C name starting with `_` is reserved"
+            )));
         }
         ns.push(seg.to_string());
     }
@@ -121,6 +149,20 @@ pub(crate) fn check_identifier(s: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The C name of a struct field: its C++ name ([`field_name`]), and no keyword of C
+/// (C23's included) either.
+pub(crate) fn c_field_name(name: &str) -> Result<String, String> {
+    let c = field_name(name)?;
+    if C_KEYWORDS.contains(&c.as_str()) {
+        return Err("a C keyword".into());
+    }
+    Ok(c)
+}
+
+/// The keywords of C (to C23) that are not C++ keywords too, nor reserved names (`_Bool`,
+/// `_Alignas`, … start with `_` and a capital), and `fortran`, a common extension.
+const C_KEYWORDS: &[&str] = &["fortran", "restrict", "typeof", "typeof_unqual"];
 
 /// C++20 keywords and alternative tokens, sorted (for binary search).
 const CPP_KEYWORDS: &[&str] = &[
@@ -221,6 +263,10 @@ const CPP_KEYWORDS: &[&str] = &[
     "virtual",
     "void",
     "volatile",
+    "wchar_t",
+    "while",
+    "xor",
+    "xor_eq",
 ];
 
 /// Object-like macros of the C library and of compilers in GNU modes that would replace a
@@ -282,12 +328,28 @@ mod tests {
 
     #[test]
     fn type_names_map_to_namespaces_and_paths() {
-        let n = cpp_name("nerve_msgs/Imu").unwrap();
+        let n = cpp_name("nerve_msgs/Imu", Lang::Cpp).unwrap();
         assert_eq!(n.qualified(), "::nerve::msgs::Imu");
-        assert_eq!(n.path(), PathBuf::from("nerve/msgs/imu.hpp"));
-        let n = cpp_name("std_msgs/msg/String").unwrap();
+        assert_eq!(n.path(Lang::Cpp), PathBuf::from("nerve/msgs/imu.hpp"));
+        assert_eq!(n.path(Lang::C), PathBuf::from("nerve/msgs/imu.h"));
+        assert_eq!(n.c_name(), "nerve_msgs_Imu");
+        assert_eq!(n.macro_prefix(), "NERVE_MSGS_IMU");
+        let n = cpp_name("std_msgs/msg/String", Lang::Cpp).unwrap();
         assert_eq!(n.qualified(), "::std_msgs::msg::String");
-        assert_eq!(n.path(), PathBuf::from("std_msgs/msg/string.hpp"));
+        assert_eq!(n.path(Lang::Cpp), PathBuf::from("std_msgs/msg/string.hpp"));
+        assert_eq!(n.c_name(), "std_msgs_msg_String");
+        assert_eq!(n.macro_prefix(), "STD_MSGS_MSG_STRING");
+        let n = cpp_name("nerve_msgs/PointCloud", Lang::C).unwrap();
+        assert_eq!(n.macro_prefix(), "NERVE_MSGS_POINT_CLOUD");
+        assert_eq!(
+            cpp_name("my_pkg/Pose2D", Lang::C).unwrap().macro_prefix(),
+            "MY_PKG_POSE2_D"
+        );
+        assert!(cpp_name("_pkg/X", Lang::Cpp).is_ok());
+        assert!(matches!(
+            cpp_name("_pkg/X", Lang::C),
+            Err(CodegenError::BadName { lang: Lang::C, .. })
+        ));
         for bad in [
             "Imu",
             "/Imu",
@@ -300,12 +362,17 @@ mod tests {
             "pkg/__X",
         ] {
             assert!(
-                matches!(cpp_name(bad), Err(CodegenError::BadName { .. })),
+                matches!(cpp_name(bad, Lang::Cpp), Err(CodegenError::BadName { .. })),
                 "{bad}"
             );
         }
         assert_eq!(field_name("0").unwrap(), "_0");
         assert!(field_name("new").is_err());
         assert!(field_name("_Upper").is_err());
+        assert!(field_name("while").is_err());
+        assert_eq!(c_field_name("0").unwrap(), "_0");
+        assert!(c_field_name("restrict").is_err());
+        assert!(c_field_name("class").is_err(), "C++ keywords too");
+        assert!(field_name("restrict").is_ok(), "not in C++");
     }
 }

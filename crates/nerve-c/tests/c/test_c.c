@@ -1,33 +1,24 @@
 /* A plain C11 test of the C ABI basics (no framework): contexts, nodes, QoS, publishing
  * through a loan, taking and releasing samples, status codes and messages, null,
- * released (double free) and wrong-kind handles. Exits non-zero on the first failure.
+ * released (double free) and wrong-kind handles, with the message type's struct, schema
+ * and layout hash from its generated header (`nerve types gen-c`). Exits non-zero on the
+ * first failure.
  *
  * It uses its own domain (from its process id) and a temporary state directory. */
 
 #define _POSIX_C_SOURCE 200809L
 
 #include <nerve.h>
+#include <nerve/msgs/cmd_vel.h> /* nerve_msgs_CmdVel, NERVE_MSGS_CMD_VEL_SCHEMA, ... */
+#include <nerve/msgs/twist.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* The schema of nerve_msgs/CmdVel (as <nerve/msgs/cmd_vel.hpp> has it). */
-static const char CMD_VEL_SCHEMA[] =
-    "nerve-schema/1|type=nerve_msgs/CmdVel|hash=b2b8f7092626b0d0|head=CmdVel|"
-    "elem=-|struct Time 8 8 nanos:0:i64|struct CmdVel 16 8 stamp:0:Time linea"
-    "r:8:f32 angular:12:f32";
-static const uint64_t CMD_VEL_HASH = 0xb2b8f7092626b0d0ULL;
-
-/* The schema of nerve_msgs/Twist, another type. */
-static const char TWIST_SCHEMA_PREFIX[] = "nerve-schema/1|type=nerve_msgs/Twist|";
-
-typedef struct {
-  int64_t nanos;
-  float linear;
-  float angular;
-} cmd_vel_t;
+/* A Twist schema cut short after its type name: malformed. */
+static const char TWIST_SCHEMA_PREFIX[] = "nerve-schema/1|type=" NERVE_MSGS_TWIST_TYPE_NAME "|";
 
 static int failures = 0;
 static char state_dir[] = "/tmp/nerve-c-test-XXXXXX";
@@ -154,10 +145,19 @@ int main(void) {
   CHECK(qos.reliable);
   nerve_qos_default(NULL); /* ignored */
 
+  /* the generated macros: the schema of the type they name, the struct's size */
+  CHECK(strstr(NERVE_MSGS_CMD_VEL_SCHEMA, "|type=" NERVE_MSGS_CMD_VEL_TYPE_NAME "|") != NULL);
+  CHECK(sizeof(nerve_msgs_CmdVel) == NERVE_MSGS_CMD_VEL_HEAD_SIZE);
+  CHECK(strncmp(NERVE_MSGS_TWIST_SCHEMA, TWIST_SCHEMA_PREFIX, strlen(TWIST_SCHEMA_PREFIX)) == 0);
+
   /* a publisher and a subscriber of CmdVel */
   snprintf(topic, sizeof topic, "/c_test_%d", (int)getpid());
-  CHECK_STATUS(nerve_publisher_create(node, topic, CMD_VEL_SCHEMA, CMD_VEL_HASH, &qos, &pub), NERVE_OK);
-  CHECK_STATUS(nerve_subscriber_create(node, topic, CMD_VEL_SCHEMA, CMD_VEL_HASH, &qos, &sub), NERVE_OK);
+  CHECK_STATUS(nerve_publisher_create(node, topic, NERVE_MSGS_CMD_VEL_SCHEMA, NERVE_MSGS_CMD_VEL_LAYOUT_HASH,
+                                      &qos, &pub),
+               NERVE_OK);
+  CHECK_STATUS(nerve_subscriber_create(node, topic, NERVE_MSGS_CMD_VEL_SCHEMA, NERVE_MSGS_CMD_VEL_LAYOUT_HASH,
+                                       &qos, &sub),
+               NERVE_OK);
   CHECK_STATUS(nerve_publisher_wait_for_subscribers(pub, 1, 5000000000ULL), NERVE_OK);
   {
     size_t n = 0;
@@ -168,7 +168,8 @@ int main(void) {
   /* the wrong layout hash, a malformed schema */
   {
     nerve_publisher_t p = {0};
-    CHECK_STATUS(nerve_publisher_create(node, topic, CMD_VEL_SCHEMA, CMD_VEL_HASH + 1, NULL, &p),
+    CHECK_STATUS(nerve_publisher_create(node, topic, NERVE_MSGS_CMD_VEL_SCHEMA,
+                                        NERVE_MSGS_CMD_VEL_LAYOUT_HASH + 1, NULL, &p),
                  NERVE_ERR_TYPE_MISMATCH);
     CHECK(strstr(nerve_last_error(), "nerve_msgs/CmdVel") != NULL);
     CHECK_STATUS(nerve_publisher_create(node, topic, TWIST_SCHEMA_PREFIX, 0, NULL, &p), NERVE_ERR_SCHEMA);
@@ -176,11 +177,11 @@ int main(void) {
   }
 
   /* publish through a loan */
-  CHECK_STATUS(nerve_publisher_loan(pub, sizeof(cmd_vel_t), &loan, &data), NERVE_OK);
+  CHECK_STATUS(nerve_publisher_loan(pub, sizeof(nerve_msgs_CmdVel), &loan, &data), NERVE_OK);
   CHECK(data != NULL);
   CHECK(((uintptr_t)data) % 8 == 0);
-  CHECK(((cmd_vel_t*)data)->linear == 0.0f); /* zeroed head */
-  ((cmd_vel_t*)data)->linear = 1.25f;
+  CHECK(((nerve_msgs_CmdVel*)data)->linear == 0.0f); /* zeroed head */
+  ((nerve_msgs_CmdVel*)data)->linear = 1.25f;
   CHECK_STATUS(nerve_sample_send(loan), NERVE_OK);
   /* the loan is used up: sending it again is a stale handle */
   CHECK_STATUS(nerve_sample_send(loan), NERVE_ERR_STALE_HANDLE);
@@ -189,7 +190,7 @@ int main(void) {
 
   /* a copy */
   {
-    cmd_vel_t m;
+    nerve_msgs_CmdVel m;
     memset(&m, 0, sizeof m);
     m.angular = -2.0f;
     CHECK_STATUS(nerve_publisher_publish(pub, &m, sizeof m), NERVE_OK);
@@ -198,9 +199,9 @@ int main(void) {
 
   /* take both */
   CHECK_STATUS(nerve_subscriber_take(sub, 5000000000LL, &sample, &view), NERVE_OK);
-  CHECK(view.len == sizeof(cmd_vel_t));
+  CHECK(view.len == sizeof(nerve_msgs_CmdVel));
   CHECK(view.seq == 1);
-  CHECK(((const cmd_vel_t*)view.data)->linear == 1.25f);
+  CHECK(((const nerve_msgs_CmdVel*)view.data)->linear == 1.25f);
   {
     nerve_sample_view_t again;
     CHECK_STATUS(nerve_sample_view(sample, &again), NERVE_OK);
@@ -214,11 +215,11 @@ int main(void) {
 
   CHECK_STATUS(nerve_subscriber_take(sub, 5000000000LL, &sample, &view), NERVE_OK);
   CHECK(view.seq == 2);
-  CHECK(((const cmd_vel_t*)view.data)->angular == -2.0f);
+  CHECK(((const nerve_msgs_CmdVel*)view.data)->angular == -2.0f);
   /* the sample outlives its subscriber */
   CHECK_STATUS(nerve_subscriber_destroy(sub), NERVE_OK);
   CHECK_STATUS(nerve_subscriber_destroy(sub), NERVE_ERR_STALE_HANDLE);
-  CHECK(((const cmd_vel_t*)view.data)->angular == -2.0f);
+  CHECK(((const nerve_msgs_CmdVel*)view.data)->angular == -2.0f);
   CHECK_STATUS(nerve_sample_release(sample), NERVE_OK);
   sub.id = 0;
 

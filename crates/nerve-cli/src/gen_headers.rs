@@ -1,14 +1,17 @@
-//! `nerve types gen-cpp`: C++ message headers from Nerve schemas.
+//! `nerve types gen-cpp` and `nerve types gen-c`: C++ and C message headers from Nerve
+//! schemas.
 
 use crate::failure::{usage, CmdResult, Failure};
 use anyhow::Context as _;
 use nerve::message::schema::Schema;
+use nerve_c::codegen::{self, Lang};
 use std::path::{Path, PathBuf};
 
-/// Options of `types gen-cpp`.
+/// Options of `types gen-cpp` and `types gen-c`.
 #[derive(clap::Args)]
-pub struct GenCppArgs {
-    /// Directory the headers go to (as `<dir>/nerve/msgs/imu.hpp`, `<dir>/my_pkg/pose.hpp`).
+pub struct GenArgs {
+    /// Directory the headers go to (as `<dir>/nerve/msgs/imu.hpp` or `imu.h`,
+    /// `<dir>/my_pkg/pose.hpp`).
     #[arg(long, value_name = "DIR", default_value = "include")]
     pub out: PathBuf,
     /// A schema text file: one `nerve-schema/1|…` line, as `nerve topic info --format json`
@@ -22,11 +25,17 @@ pub struct GenCppArgs {
     pub topics: Vec<String>,
 }
 
-/// Runs `types gen-cpp`: the selected schemas' headers, or every built-in type's when
-/// none is selected. `ctx` makes a context, for `--topic` only.
-pub fn run(args: &GenCppArgs, ctx: impl FnOnce() -> Result<nerve::Context, Failure>) -> CmdResult {
+/// Runs `types gen-cpp` (`lang` C++) or `types gen-c` (`lang` C): the selected schemas'
+/// headers, or every built-in type's when none is selected. `ctx` makes a context, for
+/// `--topic` only.
+pub fn run(
+    args: &GenArgs,
+    lang: Lang,
+    ctx: impl FnOnce() -> Result<nerve::Context, Failure>,
+) -> CmdResult {
     let headers = if args.schemas.is_empty() && args.topics.is_empty() {
-        nerve_c::codegen::builtin_headers().context("generating the built-in headers")?
+        codegen::builtin_headers_in(lang)
+            .with_context(|| format!("generating the built-in {lang} headers"))?
     } else {
         let mut schemas = Vec::new();
         for file in &args.schemas {
@@ -38,7 +47,8 @@ pub fn run(args: &GenCppArgs, ctx: impl FnOnce() -> Result<nerve::Context, Failu
                 schemas.push(topic_schema(&ctx, topic)?);
             }
         }
-        nerve_c::codegen::cpp_headers(&schemas, &[], &[]).context("generating C++ headers")?
+        codegen::headers(lang, &schemas, &[], &[])
+            .with_context(|| format!("generating {lang} headers"))?
     };
     write(&args.out, &headers)
 }
@@ -86,7 +96,7 @@ fn schema_file(file: &Path) -> Result<Schema, Failure> {
             lines.len()
         )));
     };
-    nerve_c::codegen::seal(line).map_err(|e| usage(format!("schema file {}: {e}", file.display())))
+    codegen::seal(line).map_err(|e| usage(format!("schema file {}: {e}", file.display())))
 }
 
 /// The schema of the type on `topic`: recorded on this host's topic, offered by another

@@ -1,6 +1,6 @@
-//! `nerve types gen-cpp`: the built-in headers (the very files checked in under
-//! crates/nerve-c/include), headers from schema files and from a live topic, and one-line
-//! errors naming the file at fault.
+//! `nerve types gen-cpp` and `nerve types gen-c`: the built-in headers (the very files
+//! checked in under crates/nerve-c/include), headers from schema files and from a live
+//! topic, and one-line errors naming the file at fault.
 
 use nerve::prelude::*;
 use std::path::{Path, PathBuf};
@@ -79,6 +79,116 @@ fn builtin_headers_are_the_checked_in_ones() {
         again.contains(&format!("unchanged {}", imu.display())),
         "{again}"
     );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn builtin_c_headers_are_the_checked_in_ones() {
+    let dir = scratch("builtin-c");
+    let out = stdout(&nerve(&["types", "gen-c", "--out", dir.to_str().unwrap()]));
+    let imu = dir.join("nerve/msgs/imu.h");
+    assert!(out.contains(&format!("wrote {}", imu.display())), "{out}");
+    let checked_in = Path::new(env!("CARGO_MANIFEST_DIR")).join("../nerve-c/include");
+    let headers = nerve_c::codegen::builtin_c_headers().unwrap();
+    assert!(
+        out.contains(&format!("{} headers in", headers.len())),
+        "{out}"
+    );
+    for (rel, _) in &headers {
+        assert_eq!(rel.extension().unwrap(), "h", "{}", rel.display());
+        let ours = std::fs::read_to_string(dir.join(rel)).unwrap();
+        let theirs = std::fs::read_to_string(checked_in.join(rel)).unwrap_or_default();
+        assert_eq!(ours, theirs, "{}", rel.display());
+    }
+    assert!(!dir.join("nerve/msgs/imu.hpp").exists(), "C only: {out}");
+    // again: nothing to write
+    let again = stdout(&nerve(&["types", "gen-c", "--out", dir.to_str().unwrap()]));
+    assert!(again.contains("(0 written)"), "{again}");
+    assert!(
+        again.contains(&format!("unchanged {}", imu.display())),
+        "{again}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn gen_c_writes_schema_files_and_names_what_is_wrong() {
+    let dir = scratch("files-c");
+    let schema = nerve::message::schema::Schema::of::<Pose2D>();
+    let good = dir.join("pose.schema");
+    std::fs::write(&good, format!("{}\n", schema.encode())).unwrap();
+    let out_dir = dir.join("include");
+    let args = |file: &Path| {
+        vec![
+            "types".to_string(),
+            "gen-c".into(),
+            "--out".into(),
+            out_dir.display().to_string(),
+            "--schema".into(),
+            file.display().to_string(),
+        ]
+    };
+    let run = |file: &Path| {
+        let args = args(file);
+        nerve(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let out = stdout(&run(&good));
+    let path = out_dir.join("test_gen/pose2_d.h");
+    assert!(out.contains(&format!("wrote {}", path.display())), "{out}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("typedef struct test_gen_Pose2D {\n  double x;"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "#define TEST_GEN_POSE2_D_LAYOUT_HASH UINT64_C(0x{:016x})",
+            schema.layout_hash
+        )),
+        "{text}"
+    );
+    assert!(!out_dir.join("nerve").exists(), "only the selected types");
+    let again = stdout(&run(&good));
+    assert!(
+        again.contains(&format!("unchanged {}", path.display())) && again.contains("(0 written)"),
+        "{again}"
+    );
+
+    let hash = format!("hash={:016x}", schema.layout_hash);
+    let two_lines = dir.join("two.schema");
+    std::fs::write(&two_lines, format!("{0}\n{0}\n", schema.encode())).unwrap();
+    let lie = dir.join("lie.schema");
+    std::fs::write(
+        &lie,
+        schema.encode().replace(&hash, "hash=0000000000000001"),
+    )
+    .unwrap();
+    // a C keyword as a field name (unsealed: the layout gives the hash)
+    let keyword = dir.join("keyword.schema");
+    std::fs::write(
+        &keyword,
+        schema
+            .encode()
+            .replace(&hash, "hash=0000000000000000")
+            .replace("theta:", "restrict:"),
+    )
+    .unwrap();
+    let missing = dir.join("missing.schema");
+    for (file, code, needle) in [
+        (&two_lines, 2, "expected one nerve-schema/1 line, found 2"),
+        (&lie, 2, "does not match its layout hash"),
+        (&keyword, 1, "\"restrict\" cannot be a C name: a C keyword"),
+        (&missing, 1, "reading schema file"),
+    ] {
+        let out = run(file);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{}: {err}", file.display());
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(err.contains(needle), "{}: {err}", file.display());
+        if code == 2 || needle.contains("reading") {
+            assert!(err.contains(&file.display().to_string()), "{err}");
+        }
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 
