@@ -250,3 +250,18 @@ pub fn steal_ms_of(cpu: Option<usize>) -> Option<f64> {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     (hz > 0.0).then(|| steal * 1000.0 / hz)
 }
+
+/// Cargo's target directory: `CARGO_TARGET_DIR`, else `target` in the checkout.
+pub fn target_dir(workspace: &std::path::Path) -> std::path::PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => {
+            let d = std::path::PathBuf::from(d);
+            if d.is_absolute() {
+                d
+            } else {
+                std::env::current_dir().map_or(d.clone(), |c| c.join(d))
+            }
+        }
+        _ => workspace.join("target"),
+    }
+}

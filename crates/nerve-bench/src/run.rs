@@ -83,11 +83,18 @@ fn supervised(env: Env, plans: Vec<Plan>, quick: bool) -> Result<Ran, SuiteError
                     eprintln!("[{}/{n}] {}", i + 1, plan.name);
                 }
                 lock(&progress).running = Some(plan.name);
+                let started = std::time::Instant::now();
+                let name = plan.name;
                 let out = plan.run(&env);
                 let mut p = lock(&progress);
                 if interrupt::stopping() {
                     // it may have ended because its children were killed: not finished
                     return Ok(());
+                }
+                if n > 1 {
+                    // where a run's time goes, suite by suite
+                    let took = started.elapsed().as_secs_f64();
+                    eprintln!("[{}/{n}] {name}: {took:.0} s", i + 1);
                 }
                 p.finished.push(out?);
                 p.running = None;

@@ -327,5 +327,5 @@ pub fn ros2_venv(var: &str, folder: &str) -> Outcome {
 /// The target directory the tests use: `$CARGO_TARGET_DIR`, else `target` here.
 fn target_dir() -> PathBuf {
     let here = std::env::current_dir().unwrap_or_default();
-    nerve_bench::suites::python::target_dir(&here)
+    nerve_bench_harness::machine::target_dir(&here)
 }

@@ -592,20 +592,8 @@ pub fn workspace_root() -> PathBuf {
     p.canonicalize().unwrap_or(p)
 }
 
-/// Cargo's target directory: `CARGO_TARGET_DIR`, else `target` in the checkout.
-pub fn target_dir(workspace: &Path) -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(d) if !d.is_empty() => {
-            let d = PathBuf::from(d);
-            if d.is_absolute() {
-                d
-            } else {
-                std::env::current_dir().map_or(d.clone(), |c| c.join(d))
-            }
-        }
-        _ => workspace.join("target"),
-    }
-}
+/// Cargo's target directory (its home is the harness: `nerve doctor` asks it too).
+pub use crate::harness::machine::target_dir;
 
 /// The default virtual environment: `NERVE_BENCH_VENV`, else `bench-venv` in the target
 /// directory.
