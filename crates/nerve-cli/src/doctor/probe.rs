@@ -185,7 +185,8 @@ mod tests {
         let start = Instant::now();
         let ran = run_bounded(&sh, &["-c", "sleep 30"], Duration::from_millis(200));
         assert!(matches!(ran, Ran::TimedOut));
-        assert!(start.elapsed() < Duration::from_secs(5));
+        // killed at its limit, not waited for: a behaviour, not a speed (the sleep is 30 s)
+        assert!(start.elapsed() < Duration::from_secs(25));
         // stdin is /dev/null: a command reading it ends at once
         let ran = run_bounded(&sh, &["-c", "cat; echo done"], Duration::from_secs(5));
         assert_eq!(ran.first_line(), Some("done"));
