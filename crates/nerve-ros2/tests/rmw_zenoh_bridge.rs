@@ -192,11 +192,15 @@ fn rmw_zenoh_strings_reach_nerve_as_cdr() {
     assert_eq!(ros_type, "std_msgs/msg/String");
     assert_eq!(nerve_type, "std_msgs/msg/String");
     // the bridge's node token, and no subscription while Nerve does not listen
+    // (the bridge seeing the talker says nothing of when the talker sees the bridge)
+    let node = wait_until("the bridge's node token", || {
+        talker
+            .graph()
+            .nodes()
+            .find(|n| n.token.zid == zid(&bridge))
+            .cloned()
+    });
     let g = talker.graph();
-    let node = g
-        .nodes()
-        .find(|n| n.token.zid == zid(&bridge))
-        .expect("the bridge's node token");
     assert_eq!(
         node.token.node_name,
         format!("{BRIDGE_NODE_PREFIX}{}", std::process::id())
@@ -1286,11 +1290,11 @@ fn rmw_zenoh_clients_read_a_nerve_nodes_parameters() {
     assert_eq!(t.ros_type, "rcl_interfaces/srv/GetParameters");
     assert_eq!(t.type_hash.to_string(), GET_PARAMETERS_HASH);
     for service in ["set_parameters", "list_parameters", "describe_parameters"] {
+        // Each server's liveliness token arrives on its own: wait for each, not only the first.
         let name = format!("/tuner/{service}");
-        assert!(
-            bridge_entity(&caller.graph(), &bridge, EntityKind::ServiceServer, &name).is_some(),
-            "{name}"
-        );
+        wait_until(&name, || {
+            bridge_entity(&caller.graph(), &bridge, EntityKind::ServiceServer, &name)
+        });
     }
 
     let client = caller
