@@ -149,6 +149,20 @@ typedef enum {
   NERVE_DTYPE_BOOL = 12,
 } nerve_dtype_t;
 
+// Log levels (ROS 2's numbers).
+typedef enum {
+  // Detail for developers.
+  NERVE_LOG_DEBUG = 10,
+  // Normal operation.
+  NERVE_LOG_INFO = 20,
+  // Something unexpected that the node handles.
+  NERVE_LOG_WARN = 30,
+  // Something failed.
+  NERVE_LOG_ERROR = 40,
+  // The node cannot go on.
+  NERVE_LOG_FATAL = 50,
+} nerve_log_level_t;
+
 // A transform buffer shared by threads (opaque; see `nerve_tf_buffer_create`).
 typedef struct nerve_tf_buffer_t nerve_tf_buffer_t;
 
@@ -814,6 +828,29 @@ nerve_status_t nerve_managed_handle_pending(nerve_managed_t managed, size_t *out
 // Serves the node's lifecycle services (`nerve lifecycle`, `nerve launch`) on this
 // executor from now on.
 nerve_status_t nerve_executor_add_managed(nerve_executor_t exec, nerve_managed_t managed);
+
+// Writes a record of `level` from `node`: to stderr and to `/rosout`, stamped by the
+// context's clock (simulation time when on). Below the node's threshold it does
+// nothing. `file` and `function` may be null; `message` may not.
+//
+// # Safety
+// `message`, and `file` and `function` when not null, are NUL-terminated strings.
+nerve_status_t nerve_node_log(nerve_node_t node,
+                              int level,
+                              const char *message,
+                              const char *file,
+                              const char *function,
+                              uint32_t line);
+
+// Sets the node's threshold: records below `level` are not written.
+nerve_status_t nerve_node_set_log_level(nerve_node_t node, int level);
+
+// Whether a record of `level` would be written (`enabled` gets it): lets a caller skip
+// formatting a message nobody reads.
+//
+// # Safety
+// `enabled` points to writable storage.
+nerve_status_t nerve_node_log_enabled(nerve_node_t node, int level, bool *enabled);
 
 // Opens the parameters of `node` (a parameters file named by `NERVE_PARAMS` and
 // `--param` overrides in the environment apply at declaration). Serve remote requests

@@ -12,9 +12,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 #[derive(Clone)]
 pub(crate) struct Ctx(pub(crate) Rc<nerve::Context>);
 
-/// A node in the table.
+/// A node in the table, with its logger once it first logs (`log.rs`).
 #[derive(Clone)]
-pub(crate) struct NodeObj(pub(crate) Rc<nerve::Node>);
+pub(crate) struct NodeObj(
+    pub(crate) Rc<nerve::Node>,
+    pub(crate) Rc<std::cell::OnceCell<nerve::Logger>>,
+);
 
 boxed!(Ctx, NodeObj);
 
@@ -157,7 +160,7 @@ pub unsafe extern "C" fn nerve_node_create(
         let name = c_str(name, "name")?;
         let (c, id) = handle::get::<Ctx>(ctx.id, Kind::Context)?;
         let node = c.0.node(name).create().map_err(err(NERVE_ERR_NODE))?;
-        slot.id = handle::insert(Kind::Node, id, NodeObj(Rc::new(node)))?;
+        slot.id = handle::insert(Kind::Node, id, NodeObj(Rc::new(node), Rc::default()))?;
         Ok(NERVE_OK)
     })
 }

@@ -44,6 +44,7 @@ mod context;
 pub mod error;
 mod exec;
 pub mod introspect;
+pub mod log;
 mod loom;
 pub mod message;
 pub mod name;
@@ -78,6 +79,7 @@ pub use exec::machine::{
 pub use exec::scheduler::{MissPolicy, NodeConfig, Scheduler, SchedulerReport};
 pub use exec::timer::{Overrun, Precision, Tick, Timer, TimerHandle};
 pub use exec::waitset::{WaitSet, WaitSetWaker, Waitable, MAX_WAITSET_ENTRIES};
+pub use log::{Level, LogRecord, Logger};
 pub use message::header::{CallHeader, CallStatus, SampleHeader};
 pub use message::{Message, NoElem, Pod, Serde, SerdeMessage, TypeInfo};
 pub use nerve_derive::{Message, Pod};
