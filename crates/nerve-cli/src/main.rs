@@ -14,6 +14,7 @@ mod gen_headers;
 mod json_arg;
 mod launch;
 mod lifecycle;
+mod log;
 mod node;
 mod output;
 mod param;
@@ -77,6 +78,9 @@ enum Command {
     /// Inspect nodes.
     #[command(subcommand)]
     Node(node::NodeCommand),
+    /// Read the log records nodes write (/rosout).
+    #[command(subcommand)]
+    Log(log::LogCommand),
     /// Inspect state machines.
     #[command(subcommand)]
     Sm(sm::SmCommand),
@@ -140,6 +144,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Bag(c) => bag::run(|| Ok(ctx()?), c),
         Command::Bridge(c) => bridge::run(|| Ok(ctx()?), c),
         Command::Node(c) => node::run(&ctx()?, c),
+        Command::Log(c) => log::run(&ctx()?, c),
         Command::Sm(c) => sm::run(&ctx()?, c),
         Command::Lifecycle(c) => lifecycle::run(&ctx()?, c),
         Command::Tf(c) => tf::run(&ctx()?, c),

@@ -223,3 +223,8 @@ fn tf_monitor_leaves_nothing() {
 fn tf_echo_leaves_nothing() {
     case(9, &["tf", "echo", "map", "base_link"], End::Sigterm);
 }
+
+#[test]
+fn log_echo_leaves_nothing() {
+    case(10, &["log", "echo"], End::Sigint);
+}

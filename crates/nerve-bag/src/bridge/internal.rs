@@ -1,6 +1,7 @@
 //! Nerve's own serde-encoded topics, readable in Foxglove: parameter events
-//! (`/parameter_events`, [`nerve::param::ParamEvent`]) and action status lists
-//! (`<action>/_action/status`, [`nerve::action::StatusList`]).
+//! (`/parameter_events`, [`nerve::param::ParamEvent`]), action status lists
+//! (`<action>/_action/status`, [`nerve::action::StatusList`]) and log records (`/rosout`,
+//! [`nerve::log::LogRecord`], as `foxglove.Log`, which Foxglove's Log panel shows).
 //!
 //! Their Nerve schema is a length and a byte slice (the postcard encoding of
 //! [`nerve::Serde`] messages), which a generic tool can only show as bytes. The bridge
@@ -12,6 +13,7 @@
 //! as JavaScript does, rounds those beyond 2^53 itself).
 
 use nerve::action::{GoalStatus, StatusList};
+use nerve::log::{Level, LogRecord};
 use nerve::message::schema::Schema;
 use nerve::param::{ParamChange, ParamEvent, ParamValue};
 use nerve::{Serde, SerdeMessage, TypeInfo};
@@ -29,6 +31,8 @@ pub enum Readable {
     ParamEvent,
     /// [`StatusList`].
     StatusList,
+    /// [`LogRecord`], sent as Foxglove's `foxglove.Log`.
+    Log,
 }
 
 impl Readable {
@@ -40,6 +44,8 @@ impl Readable {
             Some(Readable::ParamEvent)
         } else if is(TypeInfo::of::<Serde<StatusList>>()) {
             Some(Readable::StatusList)
+        } else if is(TypeInfo::of::<Serde<LogRecord>>()) {
+            Some(Readable::Log)
         } else {
             None
         }
@@ -50,6 +56,8 @@ impl Readable {
         match self {
             Readable::ParamEvent => ParamEvent::TYPE_NAME,
             Readable::StatusList => StatusList::TYPE_NAME,
+            // the name Foxglove's Log panel looks for
+            Readable::Log => "foxglove.Log",
         }
     }
 
@@ -58,6 +66,7 @@ impl Readable {
         let mut s = match self {
             Readable::ParamEvent => param_event_schema(),
             Readable::StatusList => status_list_schema(),
+            Readable::Log => log_schema(),
         };
         s["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
         s["title"] = json!(self.schema_name());
@@ -79,12 +88,59 @@ impl Readable {
             Readable::StatusList => status_list(
                 &nerve::message::decode_serde_payload::<StatusList>(payload)?,
             ),
+            Readable::Log => {
+                log_record(&nerve::message::decode_serde_payload::<LogRecord>(payload)?)
+            }
         };
         out.clear();
         // writing a Value into a Vec cannot fail
         serde_json::to_writer(&mut *out, &value).expect("JSON into memory");
         Ok(())
     }
+}
+
+/// Foxglove's `LogLevel` of a level (its numbers: DEBUG 1 to FATAL 5).
+fn foxglove_level(l: Level) -> u8 {
+    match l {
+        Level::Debug => 1,
+        Level::Info => 2,
+        Level::Warn => 3,
+        Level::Error => 4,
+        Level::Fatal => 5,
+    }
+}
+
+/// A record as `foxglove.Log` (plus `function`, which that schema lacks).
+fn log_record(r: &LogRecord) -> Value {
+    json!({
+        "timestamp": time(r.stamp_ns),
+        "level": foxglove_level(r.level),
+        "message": r.message,
+        "name": r.node,
+        "file": r.location.file,
+        "line": r.location.line,
+        "function": r.location.function,
+    })
+}
+
+fn log_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "timestamp": time_schema(),
+            "level": {
+                "type": "integer",
+                "description": "1 debug, 2 info, 3 warning, 4 error, 5 fatal",
+                "minimum": 1,
+                "maximum": 5
+            },
+            "message": { "type": "string" },
+            "name": { "type": "string", "description": "the writing node's full name" },
+            "file": { "type": "string" },
+            "line": { "type": "integer", "minimum": 0 },
+            "function": { "type": "string" }
+        }
+    })
 }
 
 /// `{sec, nsec}` (Foxglove's time) of ns since the epoch; `nsec` in 0..1e9.
@@ -287,5 +343,45 @@ mod tests {
         assert_eq!(float(f64::INFINITY), json!("inf"));
         assert_eq!(float(f64::NEG_INFINITY), json!("-inf"));
         assert_eq!(time(-1), json!({"sec": -1, "nsec": 999_999_999}));
+    }
+
+    #[test]
+    fn a_log_record_reads_as_foxglove_log_with_every_field() {
+        let r = LogRecord {
+            stamp_ns: 1_700_000_000_000_000_123,
+            level: Level::Warn,
+            node: "/arm/gripper".into(),
+            message: "grip ünï 12.5 N".into(),
+            location: nerve::log::SourceLocation {
+                file: "gripper.cpp".into(),
+                function: "on_goal".into(),
+                line: 42,
+            },
+        };
+        // the payload as a type-erased subscriber holds it: the length, then postcard
+        let body = postcard::to_allocvec(&r).unwrap();
+        let mut payload = (body.len() as u64).to_le_bytes().to_vec();
+        payload.extend_from_slice(&body);
+        let schema = Schema::of::<Serde<LogRecord>>();
+        let readable = Readable::of(&schema).expect("readable");
+        assert_eq!(readable.schema_name(), "foxglove.Log");
+        let mut out = Vec::new();
+        readable.encode(&payload, &mut out).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "timestamp": {"sec": 1_700_000_000, "nsec": 123},
+                "level": 3,
+                "message": "grip ünï 12.5 N",
+                "name": "/arm/gripper",
+                "file": "gripper.cpp",
+                "line": 42,
+                "function": "on_goal",
+            })
+        );
+        // every level has its Foxglove number, in order
+        let numbers: Vec<u8> = Level::ALL.into_iter().map(foxglove_level).collect();
+        assert_eq!(numbers, [1, 2, 3, 4, 5]);
     }
 }

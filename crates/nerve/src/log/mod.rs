@@ -190,7 +190,8 @@ pub enum LogError {
 }
 
 /// The QoS of [`LOG_TOPIC`]: every node of a system may publish (256 publishers), a
-/// late reader gets each publisher's last 16 records.
+/// late reader gets each publisher's last 16 records (when that logger next writes or
+/// [`Logger::update_connections`] runs).
 pub fn log_qos() -> Qos {
     Qos::default()
         .max_endpoints(256, 16)
@@ -256,6 +257,12 @@ impl Logger {
     /// Records that could not be published (they reached stderr).
     pub fn dropped(&self) -> u64 {
         self.dropped.get()
+    }
+
+    /// Hands readers that joined since the last record this logger's last 16 records
+    /// (logging does it too; call it from idle loops to serve late readers sooner).
+    pub fn update_connections(&self) {
+        self.publisher.update_connections();
     }
 
     /// Writes `message` at `level` from `location` (nothing when below the threshold).
