@@ -182,13 +182,100 @@ class Error : public std::runtime_error {
   nerve_status_t code_;
 };
 
+// Typed errors (issue 45): one class per kind of failure that callers handle apart,
+// thrown for its status code whichever call met it (detail::throw_error is the one
+// mapping); every class is a nerve::Error, so `catch (const nerve::Error&)` still takes
+// them all, and code() gives the same NERVE_ERR_* a C caller sees.
+//
+//     nerve::Error
+//       CallError              a service call or action request failed on its way
+//         NoServer             NERVE_ERR_NO_SERVER
+//         ServerGone           NERVE_ERR_SERVER_GONE
+//         HandlerFailed        NERVE_ERR_HANDLER_FAILED
+//         TooManyInFlight      NERVE_ERR_TOO_MANY_IN_FLIGHT
+//         Rejected             NERVE_ERR_REJECTED
+//         Malformed            NERVE_ERR_MALFORMED
+//       Timeout                NERVE_ERR_TIMEOUT (calls, action results, tf lookups)
+//       TooLarge               NERVE_ERR_TOO_LARGE (requests, responses, topic payloads)
+//
+// Timeout and TooLarge are not CallErrors: tf lookups time out and topic payloads are
+// too large too. Catch them beside CallError (or catch nerve::Error and switch on
+// code()).
+
+/// A service call or an action request failed on its way (the kinds below, and
+/// NERVE_ERR_CALL for a shared-memory or network failure).
+class CallError : public Error {
+ public:
+  using Error::Error;
+};
+/// No server serves the service or action (NERVE_ERR_NO_SERVER).
+class NoServer : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// The server went away (died or stopped) before it answered (NERVE_ERR_SERVER_GONE).
+class ServerGone : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// The server's handler failed; what() carries its message (NERVE_ERR_HANDLER_FAILED).
+class HandlerFailed : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// More calls in flight than the client's ServiceQos::max_in_flight; nothing was sent
+/// (NERVE_ERR_TOO_MANY_IN_FLIGHT).
+class TooManyInFlight : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// The server rejected the request or the goal, with its reason (NERVE_ERR_REJECTED).
+class Rejected : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// The response broke its type's layout and was dropped (NERVE_ERR_MALFORMED).
+class Malformed : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// Nothing came within the time asked: a response, an action result, a transform
+/// (NERVE_ERR_TIMEOUT).
+class Timeout : public Error {
+ public:
+  using Error::Error;
+};
+/// A payload is larger than its service or topic allows; nothing was sent
+/// (NERVE_ERR_TOO_LARGE).
+class TooLarge : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
+
+/// Throws the error of `code` with `message`, as its class (the one mapping from status
+/// codes to the typed errors above).
+[[noreturn]] inline void throw_error(nerve_status_t code, const std::string& message) {
+  switch (code) {
+    case NERVE_ERR_NO_SERVER: throw NoServer(code, message);
+    case NERVE_ERR_SERVER_GONE: throw ServerGone(code, message);
+    case NERVE_ERR_HANDLER_FAILED: throw HandlerFailed(code, message);
+    case NERVE_ERR_TOO_MANY_IN_FLIGHT: throw TooManyInFlight(code, message);
+    case NERVE_ERR_REJECTED: throw Rejected(code, message);
+    case NERVE_ERR_MALFORMED: throw Malformed(code, message);
+    case NERVE_ERR_CALL: throw CallError(code, message);
+    case NERVE_ERR_TIMEOUT: throw Timeout(code, message);
+    case NERVE_ERR_TOO_LARGE: throw TooLarge(code, message);
+    default: throw Error(code, message);
+  }
+}
 
 /// The C ABI's message of the last failed call on this thread.
 inline std::string last_error() { return std::string(nerve_last_error()); }
 
 /// Throws the error of status `s` with the C ABI's message (call right after the failure).
-[[noreturn]] inline void throw_status(nerve_status_t s) { throw Error(s, last_error()); }
+[[noreturn]] inline void throw_status(nerve_status_t s) { throw_error(s, last_error()); }
 
 /// Whether `s` is an error (not NERVE_OK, not NERVE_NOTHING).
 constexpr bool is_error(nerve_status_t s) noexcept { return s != NERVE_OK && s != NERVE_NOTHING; }
@@ -307,7 +394,7 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
   /// Throws the error (or NERVE_NOTHING) as a nerve::Error unless a value is held.
   void check() const {
-    if (!ok()) throw Error(code_, is_nothing() ? std::string("nothing was there") : message_);
+    if (!ok()) detail::throw_error(code_, is_nothing() ? std::string("nothing was there") : message_);
   }
 
  private:
@@ -340,7 +427,7 @@ class [[nodiscard]] Result<void> {
   void value() const { check(); }
   /// Throws the error as a nerve::Error, if any.
   void check() const {
-    if (is_error()) throw Error(code_, message_);
+    if (is_error()) detail::throw_error(code_, message_);
   }
 
  private:
@@ -1026,7 +1113,7 @@ class Publisher {
   /// Loans a sample with `n_elems` slice elements.
   Loan<T> loan(std::size_t n_elems) {
     Result<Loan<T>> r = try_loan(n_elems);
-    if (!r.ok()) throw Error(r.code(), r.error_message());
+    if (!r.ok()) detail::throw_error(r.code(), r.error_message());
     return std::move(r).value();
   }
   /// Loans a sample without throwing.
@@ -1147,7 +1234,7 @@ class Subscriber {
     Result<Sample<T>> r = try_take(timeout);
     if (r.ok()) return std::optional<Sample<T>>(std::move(r).value());
     if (r.is_nothing()) return std::nullopt;
-    throw Error(r.code(), r.error_message());
+    detail::throw_error(r.code(), r.error_message());
   }
   /// Takes the next queued sample without throwing (NERVE_NOTHING: none queued).
   Result<Sample<T>> try_take() noexcept { return try_take(std::chrono::nanoseconds(0)); }
@@ -1264,13 +1351,14 @@ class Client {
     detail::check(nerve_client_create(node.handle(), detail::c_string(name).c_str(), &ty.c, &h));
     h_ = Handle(h);
   }
-  /// Calls the service and waits up to `timeout` for the reply. Throws nerve::Error on
-  /// failure: NERVE_ERR_TIMEOUT, NERVE_ERR_CALL (no server, the server's error),
-  /// NERVE_ERR_SERVER_GONE.
+  /// Calls the service and waits up to `timeout` for the reply. Throws the typed error
+  /// of the failure: nerve::Timeout, nerve::NoServer, nerve::HandlerFailed (the server's
+  /// error), nerve::ServerGone, nerve::TooLarge, nerve::TooManyInFlight, ... (all
+  /// nerve::Error).
   template <class Rep, class Period>
   Reply<S> call(const request& req, std::chrono::duration<Rep, Period> timeout) {
     Result<Reply<S>> r = try_call(req, timeout);
-    if (!r.ok()) throw Error(r.code(), r.error_message());
+    if (!r.ok()) detail::throw_error(r.code(), r.error_message());
     return std::move(r).value();
   }
   /// Calls the service with a request of `head` and slice `elems`.
@@ -1323,7 +1411,7 @@ class Client {
     return detail::ResultAccess::error<Result<Reply<S>>>(s);
   }
   static Reply<S> finish(Result<Reply<S>>&& r) {
-    if (!r.ok()) throw Error(r.code(), r.is_nothing() ? std::string("no reply") : r.error_message());
+    if (!r.ok()) detail::throw_error(r.code(), r.is_nothing() ? std::string("no reply") : r.error_message());
     return std::move(r).value();
   }
   Pending<S> send_raw(const void* data, std::size_t len);
@@ -1349,12 +1437,12 @@ class Pending {
     Result<Reply<S>> r = try_wait(timeout);
     if (r.ok()) return std::optional<Reply<S>>(std::move(r).value());
     if (r.is_nothing()) return std::nullopt;
-    throw Error(r.code(), r.error_message());
+    detail::throw_error(r.code(), r.error_message());
   }
   /// Waits until the call ends: its reply, or throws its error.
   Reply<S> wait() {
     Result<Reply<S>> r = try_wait(forever);
-    if (!r.ok()) throw Error(r.code(), r.is_nothing() ? std::string("no reply") : r.error_message());
+    if (!r.ok()) detail::throw_error(r.code(), r.is_nothing() ? std::string("no reply") : r.error_message());
     return std::move(r).value();
   }
   /// The reply if it came (NERVE_NOTHING while in flight), without waiting or throwing.
@@ -1478,7 +1566,7 @@ class Server {
     Result<Request<S>> r = try_take(timeout);
     if (r.ok()) return std::optional<Request<S>>(std::move(r).value());
     if (r.is_nothing()) return std::nullopt;
-    throw Error(r.code(), r.error_message());
+    detail::throw_error(r.code(), r.error_message());
   }
   /// Takes the next request, waiting up to `timeout`, without throwing.
   template <class Rep, class Period>
@@ -2196,8 +2284,15 @@ class ActionClient {
   bool wait_for_server(std::chrono::duration<Rep, Period> timeout) {
     return detail::check(nerve_action_client_wait_for_server(h_.get(), detail::timeout_u64(timeout)));
   }
-  /// Sends a goal and waits for the server to accept it; a rejection throws nerve::Error
-  /// (NERVE_ERR_ACTION) with the server's reason.
+  /// The action's resolved name: namespace, private name and remap rules applied
+  /// ("/robot1/fibonacci").
+  std::string name() const {
+    return detail::read_string(
+        [&](char* b, std::size_t c, std::size_t* n) { return nerve_action_client_name(h_.get(), b, c, n); });
+  }
+  /// Sends a goal and waits for the server to accept it; a rejection throws
+  /// nerve::Rejected (NERVE_ERR_REJECTED) with the server's reason, no server
+  /// nerve::NoServer.
   Goal<A> send_goal(const goal_type& goal) {
     auto [data, len] = packer_.pack(goal, static_cast<const span<const goal_elem>*>(nullptr));
     return send_raw(data, len);
@@ -2302,7 +2397,7 @@ class ServerGoal {
     if (detail::is_error(s)) {
       const std::string m = detail::last_error();
       (void)nerve_server_goal_destroy(h);
-      throw Error(s, m);
+      detail::throw_error(s, m);
     }
     return Payload<goal_type>(buf.data(), len);
   }
@@ -2366,6 +2461,11 @@ class ActionServer {
     detail::check(nerve_action_server_create(node.handle(), n.c_str(), t.c_str(),
                                              static_cast<std::int32_t>(policy), max, &h));
     h_ = Handle(h);
+  }
+  /// The action's resolved name: namespace, private name and remap rules applied.
+  std::string name() const {
+    return detail::read_string(
+        [&](char* b, std::size_t c, std::size_t* n) { return nerve_action_server_name(h_.get(), b, c, n); });
   }
   /// Waits up to `timeout` for requests and handles them, accepting every new goal (the
   /// policy permitting); the requests handled.
