@@ -286,14 +286,18 @@ typedef int32_t (*nerve_request_callback_t)(void *user,
 
 // One firing of a timer.
 typedef struct {
-  // The deadline this firing was for (monotonic ns).
+  // The deadline this firing was for (the timer's clock: monotonic ns, or simulation
+  // ns on a simulation clock).
   uint64_t deadline_ns;
-  // When the firing began (monotonic ns).
+  // When the firing began (the same clock; `fired_ns - deadline_ns` is its lateness).
   uint64_t fired_ns;
   // Firings so far, this one included.
   uint64_t count;
   // Ticks skipped just before this one because a callback overran.
   uint64_t skipped;
+  // Robot time when the firing began, ns since the Unix epoch: the executor's
+  // context's clock (`nerve_context_now`; simulation time when it runs on one).
+  int64_t time_ns;
 } nerve_tick_t;
 
 // Called at each firing of a timer. Returns 0, or non-zero to fail the spin.

@@ -495,6 +495,48 @@ constexpr std::uint64_t timeout_u64(std::chrono::duration<Rep, Period> d) noexce
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------
+// Time (issue 45)
+// ---------------------------------------------------------------------------------------
+
+/// Robot time as a std::chrono clock: nanoseconds since the Unix epoch on Nerve's one
+/// clock, the system clock or the simulation clock (NERVE_SIM_TIME=1: the time published
+/// on /clock, 0 before the first message). Sample stamps (publish_time()), timer ticks
+/// (Tick::time()) and tf stamps are on it. `Clock::now()` reads the process's clock (the
+/// first context's); `Context::now()` and `Node::now()` read their context's.
+struct Clock {
+  /// Nanoseconds.
+  using rep = std::int64_t;
+  /// Nanoseconds.
+  using period = std::nano;
+  /// std::chrono::nanoseconds.
+  using duration = std::chrono::nanoseconds;
+  /// A robot time.
+  using time_point = std::chrono::time_point<Clock, duration>;
+  /// Not steady: simulation time stands still, jumps, and runs backwards on a replay.
+  static constexpr bool is_steady = false;
+  /// The process's robot time now (nerve_time_now_ns).
+  static time_point now() noexcept { return time_point(duration(nerve_time_now_ns())); }
+  /// The time `ns` nanoseconds after the epoch (a C ABI stamp).
+  static constexpr time_point from_ns(std::int64_t ns) noexcept { return time_point(duration(ns)); }
+  /// Nanoseconds since the epoch (for the C ABI).
+  static constexpr std::int64_t to_ns(time_point t) noexcept { return t.time_since_epoch().count(); }
+  /// The same instant on std::chrono::system_clock (meaningful on the system clock).
+  static std::chrono::system_clock::time_point to_sys(time_point t) noexcept {
+    return std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(t.time_since_epoch()));
+  }
+  /// A system_clock time as a robot time.
+  static time_point from_sys(std::chrono::system_clock::time_point t) noexcept {
+    return time_point(std::chrono::duration_cast<duration>(t.time_since_epoch()));
+  }
+};
+
+/// A robot time (a point on nerve::Clock).
+using Time = Clock::time_point;
+/// A span of robot time.
+using Duration = std::chrono::nanoseconds;
+
+// ---------------------------------------------------------------------------------------
 // Message layout
 // ---------------------------------------------------------------------------------------
 
@@ -776,6 +818,19 @@ class Context {
     detail::check(nerve_context_domain(h_.get(), &d));
     return d;
   }
+  /// The context's robot time now: the system clock, or simulation time when it runs on
+  /// one (NERVE_SIM_TIME=1; 0 until the first /clock message).
+  Time now() const {
+    std::int64_t ns = 0;
+    detail::check(nerve_context_now(h_.get(), &ns));
+    return Clock::from_ns(ns);
+  }
+  /// Whether the context runs on simulation time.
+  bool sim_time() const {
+    bool sim = false;
+    detail::check(nerve_context_sim_time(h_.get(), &sim));
+    return sim;
+  }
   /// The C handle (still owned by this object).
   nerve_context_t handle() const noexcept { return h_.get(); }
   /// Whether this object holds a context (false once moved from).
@@ -810,6 +865,12 @@ class Node {
   std::string name() const {
     return detail::read_string(
         [&](char* b, std::size_t c, std::size_t* n) { return nerve_node_name(h_.get(), b, c, n); });
+  }
+  /// Its context's robot time now (see Context::now()).
+  Time now() const {
+    std::int64_t ns = 0;
+    detail::check(nerve_node_now(h_.get(), &ns));
+    return Clock::from_ns(ns);
   }
   /// A publisher of T on `topic` (see Publisher).
   template <class T>
@@ -873,6 +934,9 @@ class SampleRef {
   std::uint64_t stamp_ns() const noexcept { return v_.stamp_ns; }
   /// Publish time, wall clock, nanoseconds since the Unix epoch (0 for requests and replies).
   std::int64_t wall_ns() const noexcept { return v_.wall_ns; }
+  /// Publish time on the robot clock (wall_ns() as a nerve::Time: simulation time under
+  /// simulation time; the epoch for requests and replies).
+  Time publish_time() const noexcept { return Clock::from_ns(v_.wall_ns); }
   /// The publisher's id (0 for requests and replies).
   std::uint64_t publisher_id() const noexcept { return v_.publisher_id; }
   /// The payload's size in bytes.
@@ -929,6 +993,8 @@ class OwnedView {
   std::uint64_t stamp_ns() const { return ref().stamp_ns(); }
   /// Publish time, wall clock, nanoseconds since the Unix epoch (0 for requests, replies).
   std::int64_t wall_ns() const { return ref().wall_ns(); }
+  /// Publish time on the robot clock (see SampleRef::publish_time()).
+  Time publish_time() const { return ref().publish_time(); }
   /// The publisher's id (0 for requests and replies).
   std::uint64_t publisher_id() const { return ref().publisher_id(); }
   /// The payload's size in bytes.
@@ -1829,9 +1895,18 @@ class Parameters {
 // Executor and timers
 // ---------------------------------------------------------------------------------------
 
-/// One firing of a timer: deadline_ns, fired_ns (monotonic ns), count (firings so far,
-/// this one included), skipped (ticks skipped just before this one).
-using Tick = nerve_tick_t;
+/// One firing of a timer: the C fields deadline_ns and fired_ns (the timer's clock:
+/// monotonic ns, or simulation ns), count (firings so far, this one included), skipped
+/// (ticks skipped just before this one) and time_ns (robot time when it fired), with
+/// typed accessors.
+struct Tick : nerve_tick_t {
+  /// Robot time when the firing began (the executor's context's clock).
+  Time time() const noexcept { return Clock::from_ns(time_ns); }
+  /// How late the firing began after its deadline.
+  Duration lateness() const noexcept {
+    return Duration(fired_ns >= deadline_ns ? static_cast<std::int64_t>(fired_ns - deadline_ns) : 0);
+  }
+};
 
 /// A timer of an Executor: cancel(), arm() it again, count its firings. Destroying this
 /// object keeps the timer running on its executor (cancel() it to stop it).
@@ -1928,7 +2003,8 @@ struct TimerBox {
     auto* self = static_cast<TimerBox*>(user);
     try {
       if constexpr (std::is_invocable_v<F&, const Tick&>) {
-        self->f(*t);
+        const Tick tick{*t};
+        self->f(tick);
       } else if constexpr (std::is_invocable_v<F&>) {
         self->f();
       } else {

@@ -194,7 +194,7 @@ int main(void) {
     memset(&m, 0, sizeof m);
     m.angular = -2.0f;
     CHECK_STATUS(nerve_publisher_publish(pub, &m, sizeof m), NERVE_OK);
-    CHECK_STATUS(nerve_publisher_publish(pub, &m, 3), NERVE_ERR_PUBLISH); /* not a CmdVel */
+    CHECK_STATUS(nerve_publisher_publish(pub, &m, 3), NERVE_ERR_TYPE_MISMATCH); /* not a CmdVel: a payload size that does not fit the type */
   }
 
   /* take both */

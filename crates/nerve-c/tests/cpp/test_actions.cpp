@@ -152,15 +152,15 @@ TEST_F(Act, RejectedGoalsFailWithTheReason) {
   try {
     (void)client.send_goal(order(-1));
     FAIL() << "a rejected goal must throw";
-  } catch (const nerve::Error& e) {
-    EXPECT_EQ(e.code(), NERVE_ERR_ACTION) << e.what();
+  } catch (const nerve::Rejected& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_REJECTED) << e.what();
     EXPECT_TRUE(contains(e.what(), "rejected")) << e.what();
   }
   try {
     (void)client.send_goal(order(5000));
     FAIL() << "a rejected goal must throw";
-  } catch (const nerve::Error& e) {
-    EXPECT_EQ(e.code(), NERVE_ERR_ACTION) << e.what();
+  } catch (const nerve::Rejected& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_REJECTED) << e.what();
     EXPECT_TRUE(contains(e.what(), "order too large")) << e.what();
   }
   // an accepted one still works
