@@ -182,9 +182,12 @@ pub unsafe extern "C" fn nerve_executor_create(
     guard(|| {
         let slot = out(out_exec, "out_exec")?;
         let ctx_id = handle::context_of(ctx.id, Kind::Context)?;
-        let _ = handle::get::<Ctx>(ctx.id, Kind::Context)?;
+        let (c, _) = handle::get::<Ctx>(ctx.id, Kind::Context)?;
         let mut exec = Executor::new();
         exec.handle_signals(true);
+        // timers run on the context's clock (simulation time when it runs on one), not
+        // on the process clock, which is the first context's
+        exec.use_clock(c.0.clock().clone());
         let stop = Rc::new(exec.handle());
         slot.id = handle::insert(
             Kind::Executor,
