@@ -20,7 +20,9 @@
 //       exec.spin();                                         // until Ctrl-C or exec.stop()
 //     }
 //
-// What is here: Error and Result (errors), span, Qos, Context and Node; Publisher, Loan,
+// What is here: Error, its typed kinds (CallError, NoServer, ServerGone, HandlerFailed,
+// TooManyInFlight, Rejected, Malformed, Timeout, TooLarge) and Result (errors); Clock,
+// Time and Duration (robot time); span, Qos, Context and Node; Publisher, Loan,
 // Subscriber, Sample and SampleRef (topics); Client, Pending, Reply, Server, Request and
 // ResponseWriter (services); Parameters; Executor and Timer; ActionClient, Goal,
 // ActionServer, ServerGoal and Payload (actions); TensorPool, Tensor and
@@ -33,7 +35,9 @@
 //   handle used on another thread fails with NERVE_ERR_STALE_HANDLE; an object destroyed
 //   on another thread leaks its handle). Use one Context per thread.
 // - Throwing calls throw nerve::Error (code() and what(): the status name and the C
-//   ABI's message). The `try_*` forms are noexcept and return nerve::Result: use them in
+//   ABI's message), as the class of its kind where it has one (nerve::NoServer for
+//   NERVE_ERR_NO_SERVER, ...: see "Errors and results"). The `try_*` forms are noexcept
+//   and return nerve::Result (code(): the same status): use them in
 //   real-time loops. Loan/send, take/release, publish and call do not allocate in this
 //   layer (a std::string is built only when an error happened).
 // - Callbacks are any callable. An exception from a subscriber or timer callback ends
