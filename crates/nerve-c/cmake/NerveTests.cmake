@@ -34,8 +34,10 @@ function(nerve_test_target target)
     target_compile_options(${target} PRIVATE ${NERVE_SANITIZE_FLAGS})
     target_link_options(${target} PRIVATE ${NERVE_SANITIZE_FLAGS})
   endif()
+  # the headers and the tests clean under every warning a strict user turns on (g++ and
+  # clang++ alike): conversions that change a value or its sign included
   if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
-    target_compile_options(${target} PRIVATE -Wall -Wextra)
+    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wconversion -Wsign-conversion -Werror)
   endif()
 endfunction()
 

@@ -66,7 +66,8 @@ typedef enum {
   NERVE_ERR_RECV = 15,
   // A service endpoint could not be opened.
   NERVE_ERR_SERVICE = 16,
-  // A call failed (no server, timeout, the handler's error, malformed reply).
+  // A call failed for a reason without its own code (shared memory or network
+  // failure); the typed call failures have theirs (`NERVE_ERR_NO_SERVER` and after).
   NERVE_ERR_CALL = 17,
   // The server left while the call was in flight.
   NERVE_ERR_SERVER_GONE = 18,
@@ -87,10 +88,26 @@ typedef enum {
   NERVE_ERR_BUSY = 25,
   // A caller's buffer is too small; the size needed is reported.
   NERVE_ERR_BUFFER_TOO_SMALL = 26,
-  // A call timed out.
+  // A call timed out (no response, no action result, no transform within the time).
   NERVE_ERR_TIMEOUT = 27,
   // A bug in Nerve: a Rust panic was caught at the ABI.
   NERVE_ERR_PANIC = 28,
+  // No server serves the service or action (Rust `CallError::NoServer`).
+  NERVE_ERR_NO_SERVER = 29,
+  // The server's handler failed; its message is carried over (`CallError::Handler`).
+  NERVE_ERR_HANDLER_FAILED = 30,
+  // A payload is larger than its service or topic allows (`max_request`,
+  // `max_response`, `max_payload`); nothing was sent (`CallError::PayloadTooLarge`,
+  // `LoanError::PayloadTooLarge`, `ServeError::PayloadTooLarge`).
+  NERVE_ERR_TOO_LARGE = 31,
+  // More calls of this client are in flight than `ServiceQos::max_in_flight`
+  // (`CallError::TooManyInFlight`); nothing was sent.
+  NERVE_ERR_TOO_MANY_IN_FLIGHT = 32,
+  // The server rejected the request or the goal, with its reason
+  // (`CallError::Rejected`, `ActionError::Rejected`).
+  NERVE_ERR_REJECTED = 33,
+  // A response broke its type's layout and was dropped (`CallError::Malformed`).
+  NERVE_ERR_MALFORMED = 34,
 } nerve_status_t;
 
 // A goal's state.
@@ -200,6 +217,12 @@ typedef struct {
   uint64_t id;
 } nerve_server_goal_t;
 
+// A Nerve domain seen from this process.
+typedef struct {
+  // The handle's bits (0: none); opaque to callers.
+  uint64_t id;
+} nerve_context_t;
+
 // How to open a context. Zero-initialised (or null) means: from the `NERVE_*`
 // environment variables. Names of topics, services and actions made through it resolve
 // as in Rust: relative ones (`chatter`) under the namespace, private ones (`~/state`)
@@ -222,12 +245,6 @@ typedef struct {
   // the environment (null: none more).
   const char *remap;
 } nerve_context_options_t;
-
-// A Nerve domain seen from this process.
-typedef struct {
-  // The handle's bits (0: none); opaque to callers.
-  uint64_t id;
-} nerve_context_t;
 
 // An executor: runs callbacks of subscribers, servers and timers.
 typedef struct {
@@ -283,14 +300,18 @@ typedef int32_t (*nerve_request_callback_t)(void *user,
 
 // One firing of a timer.
 typedef struct {
-  // The deadline this firing was for (monotonic ns).
+  // The deadline this firing was for (the timer's clock: monotonic ns, or simulation
+  // ns on a simulation clock).
   uint64_t deadline_ns;
-  // When the firing began (monotonic ns).
+  // When the firing began (the same clock; `fired_ns - deadline_ns` is its lateness).
   uint64_t fired_ns;
   // Firings so far, this one included.
   uint64_t count;
   // Ticks skipped just before this one because a callback overran.
   uint64_t skipped;
+  // Robot time when the firing began, ns since the Unix epoch: the executor's
+  // context's clock (`nerve_context_now`; simulation time when it runs on one).
+  int64_t time_ns;
 } nerve_tick_t;
 
 // Called at each firing of a timer. Returns 0, or non-zero to fail the spin.
@@ -485,6 +506,18 @@ nerve_status_t nerve_action_client_create(nerve_node_t node,
                                           const char *action_type,
                                           nerve_action_client_t *out_client);
 
+// Copies the action's resolved name (namespace and remap rules applied, e.g.
+// `/robot1/fibonacci`) into `buf` (`cap` bytes, NUL terminated); `needed` (may be null)
+// receives its length plus one (`NERVE_ERR_BUFFER_TOO_SMALL` when `cap` is less).
+//
+// # Safety
+// `buf` points to `cap` writable bytes (or is null with `cap` 0); `needed` is null or
+// writable.
+nerve_status_t nerve_action_client_name(nerve_action_client_t client,
+                                        char *buf,
+                                        size_t cap,
+                                        size_t *needed);
+
 // Releases an action client handle (goals keep it alive).
 nerve_status_t nerve_action_client_destroy(nerve_action_client_t client);
 
@@ -493,7 +526,8 @@ nerve_status_t nerve_action_client_wait_for_server(nerve_action_client_t client,
                                                    uint64_t timeout_ns);
 
 // Sends a goal (its payload, `len` bytes) and waits for the server to accept it; a
-// rejection is `NERVE_ERR_ACTION` with the server's reason.
+// rejection is `NERVE_ERR_REJECTED` with the server's reason, no server
+// `NERVE_ERR_NO_SERVER`, other failures their typed codes or `NERVE_ERR_ACTION`.
 //
 // # Safety
 // `goal` points to `len` readable bytes; `out_goal` is writable.
@@ -551,6 +585,15 @@ nerve_status_t nerve_action_server_create(nerve_node_t node,
                                           int32_t policy,
                                           size_t max,
                                           nerve_action_server_t *out_server);
+
+// Copies the action's resolved name into `buf`, as `nerve_action_client_name`.
+//
+// # Safety
+// As `nerve_action_client_name`.
+nerve_status_t nerve_action_server_name(nerve_action_server_t server,
+                                        char *buf,
+                                        size_t cap,
+                                        size_t *needed);
 
 // Releases an action server handle (goals taken from it keep it alive).
 nerve_status_t nerve_action_server_destroy(nerve_action_server_t server);
@@ -614,6 +657,26 @@ nerve_status_t nerve_server_goal_end(nerve_server_goal_t goal,
 
 // Releases a server goal handle.
 nerve_status_t nerve_server_goal_destroy(nerve_server_goal_t goal);
+
+// The context's robot time now, ns since the Unix epoch: the system clock, or the
+// simulation clock when the context runs on simulation time (then 0 until the first
+// clock message).
+//
+// # Safety
+// `out_ns` points to writable storage.
+nerve_status_t nerve_context_now(nerve_context_t ctx, int64_t *out_ns);
+
+// The robot time now of the node's context, as `nerve_context_now`.
+//
+// # Safety
+// `out_ns` points to writable storage.
+nerve_status_t nerve_node_now(nerve_node_t node, int64_t *out_ns);
+
+// Whether the context runs on simulation time (`out_sim` true) or the system clock.
+//
+// # Safety
+// `out_sim` points to writable storage.
+nerve_status_t nerve_context_sim_time(nerve_context_t ctx, bool *out_sim);
 
 // Opens a context. `options` may be null (everything from the environment). The
 // context and everything made from it belong to the calling thread.
@@ -1011,7 +1074,8 @@ nerve_status_t nerve_client_send(nerve_client_t client,
 // Waits up to `timeout_ns` (0: only check, negative: until it ends) for the reply of
 // a call in flight: `NERVE_OK` with the reply (the pending handle is released),
 // `NERVE_NOTHING` while it is still in flight, or the call's error
-// (`NERVE_ERR_SERVER_GONE`, `NERVE_ERR_CALL`; the pending handle is released).
+// (`NERVE_ERR_SERVER_GONE`, `NERVE_ERR_HANDLER_FAILED`, ...: the typed codes of
+// `nerve_status_t`; the pending handle is released).
 //
 // # Safety
 // `out_reply` and `view` are writable.
@@ -1024,7 +1088,8 @@ nerve_status_t nerve_pending_wait(nerve_pending_t pending,
 nerve_status_t nerve_pending_destroy(nerve_pending_t pending);
 
 // Calls the service: sends `len` bytes and waits up to `timeout_ns` for the reply.
-// `NERVE_ERR_TIMEOUT` when none came in time.
+// `NERVE_ERR_TIMEOUT` when none came in time; the other failures have their typed codes
+// (`NERVE_ERR_NO_SERVER`, `NERVE_ERR_HANDLER_FAILED`, `NERVE_ERR_TOO_LARGE`, ...).
 //
 // # Safety
 // `data` points to `len` readable bytes; `out_reply` and `view` are writable.

@@ -20,7 +20,9 @@
 //       exec.spin();                                         // until Ctrl-C or exec.stop()
 //     }
 //
-// What is here: Error and Result (errors), span, Qos, Context and Node; Publisher, Loan,
+// What is here: Error, its typed kinds (CallError, NoServer, ServerGone, HandlerFailed,
+// TooManyInFlight, Rejected, Malformed, Timeout, TooLarge) and Result (errors); Clock,
+// Time and Duration (robot time); span, Qos, Context and Node; Publisher, Loan,
 // Subscriber, Sample and SampleRef (topics); Client, Pending, Reply, Server, Request and
 // ResponseWriter (services); Parameters; Executor and Timer; ActionClient, Goal,
 // ActionServer, ServerGoal and Payload (actions); TensorPool, Tensor and
@@ -33,7 +35,9 @@
 //   handle used on another thread fails with NERVE_ERR_STALE_HANDLE; an object destroyed
 //   on another thread leaks its handle). Use one Context per thread.
 // - Throwing calls throw nerve::Error (code() and what(): the status name and the C
-//   ABI's message). The `try_*` forms are noexcept and return nerve::Result: use them in
+//   ABI's message), as the class of its kind where it has one (nerve::NoServer for
+//   NERVE_ERR_NO_SERVER, ...: see "Errors and results"). The `try_*` forms are noexcept
+//   and return nerve::Result (code(): the same status): use them in
 //   real-time loops. Loan/send, take/release, publish and call do not allocate in this
 //   layer (a std::string is built only when an error happened).
 // - Callbacks are any callable. An exception from a subscriber or timer callback ends
@@ -182,13 +186,100 @@ class Error : public std::runtime_error {
   nerve_status_t code_;
 };
 
+// Typed errors (issue 45): one class per kind of failure that callers handle apart,
+// thrown for its status code whichever call met it (detail::throw_error is the one
+// mapping); every class is a nerve::Error, so `catch (const nerve::Error&)` still takes
+// them all, and code() gives the same NERVE_ERR_* a C caller sees.
+//
+//     nerve::Error
+//       CallError              a service call or action request failed on its way
+//         NoServer             NERVE_ERR_NO_SERVER
+//         ServerGone           NERVE_ERR_SERVER_GONE
+//         HandlerFailed        NERVE_ERR_HANDLER_FAILED
+//         TooManyInFlight      NERVE_ERR_TOO_MANY_IN_FLIGHT
+//         Rejected             NERVE_ERR_REJECTED
+//         Malformed            NERVE_ERR_MALFORMED
+//       Timeout                NERVE_ERR_TIMEOUT (calls, action results, tf lookups)
+//       TooLarge               NERVE_ERR_TOO_LARGE (requests, responses, topic payloads)
+//
+// Timeout and TooLarge are not CallErrors: tf lookups time out and topic payloads are
+// too large too. Catch them beside CallError (or catch nerve::Error and switch on
+// code()).
+
+/// A service call or an action request failed on its way (the kinds below, and
+/// NERVE_ERR_CALL for a shared-memory or network failure).
+class CallError : public Error {
+ public:
+  using Error::Error;
+};
+/// No server serves the service or action (NERVE_ERR_NO_SERVER).
+class NoServer : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// The server went away (died or stopped) before it answered (NERVE_ERR_SERVER_GONE).
+class ServerGone : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// The server's handler failed; what() carries its message (NERVE_ERR_HANDLER_FAILED).
+class HandlerFailed : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// More calls in flight than the client's ServiceQos::max_in_flight; nothing was sent
+/// (NERVE_ERR_TOO_MANY_IN_FLIGHT).
+class TooManyInFlight : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// The server rejected the request or the goal, with its reason (NERVE_ERR_REJECTED).
+class Rejected : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// The response broke its type's layout and was dropped (NERVE_ERR_MALFORMED).
+class Malformed : public CallError {
+ public:
+  using CallError::CallError;
+};
+/// Nothing came within the time asked: a response, an action result, a transform
+/// (NERVE_ERR_TIMEOUT).
+class Timeout : public Error {
+ public:
+  using Error::Error;
+};
+/// A payload is larger than its service or topic allows; nothing was sent
+/// (NERVE_ERR_TOO_LARGE).
+class TooLarge : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
+
+/// Throws the error of `code` with `message`, as its class (the one mapping from status
+/// codes to the typed errors above).
+[[noreturn]] inline void throw_error(nerve_status_t code, const std::string& message) {
+  switch (code) {
+    case NERVE_ERR_NO_SERVER: throw NoServer(code, message);
+    case NERVE_ERR_SERVER_GONE: throw ServerGone(code, message);
+    case NERVE_ERR_HANDLER_FAILED: throw HandlerFailed(code, message);
+    case NERVE_ERR_TOO_MANY_IN_FLIGHT: throw TooManyInFlight(code, message);
+    case NERVE_ERR_REJECTED: throw Rejected(code, message);
+    case NERVE_ERR_MALFORMED: throw Malformed(code, message);
+    case NERVE_ERR_CALL: throw CallError(code, message);
+    case NERVE_ERR_TIMEOUT: throw Timeout(code, message);
+    case NERVE_ERR_TOO_LARGE: throw TooLarge(code, message);
+    default: throw Error(code, message);
+  }
+}
 
 /// The C ABI's message of the last failed call on this thread.
 inline std::string last_error() { return std::string(nerve_last_error()); }
 
 /// Throws the error of status `s` with the C ABI's message (call right after the failure).
-[[noreturn]] inline void throw_status(nerve_status_t s) { throw Error(s, last_error()); }
+[[noreturn]] inline void throw_status(nerve_status_t s) { throw_error(s, last_error()); }
 
 /// Whether `s` is an error (not NERVE_OK, not NERVE_NOTHING).
 constexpr bool is_error(nerve_status_t s) noexcept { return s != NERVE_OK && s != NERVE_NOTHING; }
@@ -307,7 +398,7 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
   /// Throws the error (or NERVE_NOTHING) as a nerve::Error unless a value is held.
   void check() const {
-    if (!ok()) throw Error(code_, is_nothing() ? std::string("nothing was there") : message_);
+    if (!ok()) detail::throw_error(code_, is_nothing() ? std::string("nothing was there") : message_);
   }
 
  private:
@@ -340,7 +431,7 @@ class [[nodiscard]] Result<void> {
   void value() const { check(); }
   /// Throws the error as a nerve::Error, if any.
   void check() const {
-    if (is_error()) throw Error(code_, message_);
+    if (is_error()) detail::throw_error(code_, message_);
   }
 
  private:
@@ -406,6 +497,48 @@ constexpr std::uint64_t timeout_u64(std::chrono::duration<Rep, Period> d) noexce
 }
 
 }  // namespace detail
+
+// ---------------------------------------------------------------------------------------
+// Time (issue 45)
+// ---------------------------------------------------------------------------------------
+
+/// Robot time as a std::chrono clock: nanoseconds since the Unix epoch on Nerve's one
+/// clock, the system clock or the simulation clock (NERVE_SIM_TIME=1: the time published
+/// on /clock, 0 before the first message). Sample stamps (publish_time()), timer ticks
+/// (Tick::time()) and tf stamps are on it. `Clock::now()` reads the process's clock (the
+/// first context's); `Context::now()` and `Node::now()` read their context's.
+struct Clock {
+  /// Nanoseconds.
+  using rep = std::int64_t;
+  /// Nanoseconds.
+  using period = std::nano;
+  /// std::chrono::nanoseconds.
+  using duration = std::chrono::nanoseconds;
+  /// A robot time.
+  using time_point = std::chrono::time_point<Clock, duration>;
+  /// Not steady: simulation time stands still, jumps, and runs backwards on a replay.
+  static constexpr bool is_steady = false;
+  /// The process's robot time now (nerve_time_now_ns).
+  static time_point now() noexcept { return time_point(duration(nerve_time_now_ns())); }
+  /// The time `ns` nanoseconds after the epoch (a C ABI stamp).
+  static constexpr time_point from_ns(std::int64_t ns) noexcept { return time_point(duration(ns)); }
+  /// Nanoseconds since the epoch (for the C ABI).
+  static constexpr std::int64_t to_ns(time_point t) noexcept { return t.time_since_epoch().count(); }
+  /// The same instant on std::chrono::system_clock (meaningful on the system clock).
+  static std::chrono::system_clock::time_point to_sys(time_point t) noexcept {
+    return std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(t.time_since_epoch()));
+  }
+  /// A system_clock time as a robot time.
+  static time_point from_sys(std::chrono::system_clock::time_point t) noexcept {
+    return time_point(std::chrono::duration_cast<duration>(t.time_since_epoch()));
+  }
+};
+
+/// A robot time (a point on nerve::Clock).
+using Time = Clock::time_point;
+/// A span of robot time.
+using Duration = std::chrono::nanoseconds;
 
 // ---------------------------------------------------------------------------------------
 // Message layout
@@ -689,6 +822,19 @@ class Context {
     detail::check(nerve_context_domain(h_.get(), &d));
     return d;
   }
+  /// The context's robot time now: the system clock, or simulation time when it runs on
+  /// one (NERVE_SIM_TIME=1; 0 until the first /clock message).
+  Time now() const {
+    std::int64_t ns = 0;
+    detail::check(nerve_context_now(h_.get(), &ns));
+    return Clock::from_ns(ns);
+  }
+  /// Whether the context runs on simulation time.
+  bool sim_time() const {
+    bool sim = false;
+    detail::check(nerve_context_sim_time(h_.get(), &sim));
+    return sim;
+  }
   /// The C handle (still owned by this object).
   nerve_context_t handle() const noexcept { return h_.get(); }
   /// Whether this object holds a context (false once moved from).
@@ -723,6 +869,12 @@ class Node {
   std::string name() const {
     return detail::read_string(
         [&](char* b, std::size_t c, std::size_t* n) { return nerve_node_name(h_.get(), b, c, n); });
+  }
+  /// Its context's robot time now (see Context::now()).
+  Time now() const {
+    std::int64_t ns = 0;
+    detail::check(nerve_node_now(h_.get(), &ns));
+    return Clock::from_ns(ns);
   }
   /// A publisher of T on `topic` (see Publisher).
   template <class T>
@@ -786,6 +938,9 @@ class SampleRef {
   std::uint64_t stamp_ns() const noexcept { return v_.stamp_ns; }
   /// Publish time, wall clock, nanoseconds since the Unix epoch (0 for requests and replies).
   std::int64_t wall_ns() const noexcept { return v_.wall_ns; }
+  /// Publish time on the robot clock (wall_ns() as a nerve::Time: simulation time under
+  /// simulation time; the epoch for requests and replies).
+  Time publish_time() const noexcept { return Clock::from_ns(v_.wall_ns); }
   /// The publisher's id (0 for requests and replies).
   std::uint64_t publisher_id() const noexcept { return v_.publisher_id; }
   /// The payload's size in bytes.
@@ -842,6 +997,8 @@ class OwnedView {
   std::uint64_t stamp_ns() const { return ref().stamp_ns(); }
   /// Publish time, wall clock, nanoseconds since the Unix epoch (0 for requests, replies).
   std::int64_t wall_ns() const { return ref().wall_ns(); }
+  /// Publish time on the robot clock (see SampleRef::publish_time()).
+  Time publish_time() const { return ref().publish_time(); }
   /// The publisher's id (0 for requests and replies).
   std::uint64_t publisher_id() const { return ref().publisher_id(); }
   /// The payload's size in bytes.
@@ -1026,7 +1183,7 @@ class Publisher {
   /// Loans a sample with `n_elems` slice elements.
   Loan<T> loan(std::size_t n_elems) {
     Result<Loan<T>> r = try_loan(n_elems);
-    if (!r.ok()) throw Error(r.code(), r.error_message());
+    if (!r.ok()) detail::throw_error(r.code(), r.error_message());
     return std::move(r).value();
   }
   /// Loans a sample without throwing.
@@ -1147,7 +1304,7 @@ class Subscriber {
     Result<Sample<T>> r = try_take(timeout);
     if (r.ok()) return std::optional<Sample<T>>(std::move(r).value());
     if (r.is_nothing()) return std::nullopt;
-    throw Error(r.code(), r.error_message());
+    detail::throw_error(r.code(), r.error_message());
   }
   /// Takes the next queued sample without throwing (NERVE_NOTHING: none queued).
   Result<Sample<T>> try_take() noexcept { return try_take(std::chrono::nanoseconds(0)); }
@@ -1264,13 +1421,14 @@ class Client {
     detail::check(nerve_client_create(node.handle(), detail::c_string(name).c_str(), &ty.c, &h));
     h_ = Handle(h);
   }
-  /// Calls the service and waits up to `timeout` for the reply. Throws nerve::Error on
-  /// failure: NERVE_ERR_TIMEOUT, NERVE_ERR_CALL (no server, the server's error),
-  /// NERVE_ERR_SERVER_GONE.
+  /// Calls the service and waits up to `timeout` for the reply. Throws the typed error
+  /// of the failure: nerve::Timeout, nerve::NoServer, nerve::HandlerFailed (the server's
+  /// error), nerve::ServerGone, nerve::TooLarge, nerve::TooManyInFlight, ... (all
+  /// nerve::Error).
   template <class Rep, class Period>
   Reply<S> call(const request& req, std::chrono::duration<Rep, Period> timeout) {
     Result<Reply<S>> r = try_call(req, timeout);
-    if (!r.ok()) throw Error(r.code(), r.error_message());
+    if (!r.ok()) detail::throw_error(r.code(), r.error_message());
     return std::move(r).value();
   }
   /// Calls the service with a request of `head` and slice `elems`.
@@ -1323,7 +1481,7 @@ class Client {
     return detail::ResultAccess::error<Result<Reply<S>>>(s);
   }
   static Reply<S> finish(Result<Reply<S>>&& r) {
-    if (!r.ok()) throw Error(r.code(), r.is_nothing() ? std::string("no reply") : r.error_message());
+    if (!r.ok()) detail::throw_error(r.code(), r.is_nothing() ? std::string("no reply") : r.error_message());
     return std::move(r).value();
   }
   Pending<S> send_raw(const void* data, std::size_t len);
@@ -1349,12 +1507,12 @@ class Pending {
     Result<Reply<S>> r = try_wait(timeout);
     if (r.ok()) return std::optional<Reply<S>>(std::move(r).value());
     if (r.is_nothing()) return std::nullopt;
-    throw Error(r.code(), r.error_message());
+    detail::throw_error(r.code(), r.error_message());
   }
   /// Waits until the call ends: its reply, or throws its error.
   Reply<S> wait() {
     Result<Reply<S>> r = try_wait(forever);
-    if (!r.ok()) throw Error(r.code(), r.is_nothing() ? std::string("no reply") : r.error_message());
+    if (!r.ok()) detail::throw_error(r.code(), r.is_nothing() ? std::string("no reply") : r.error_message());
     return std::move(r).value();
   }
   /// The reply if it came (NERVE_NOTHING while in flight), without waiting or throwing.
@@ -1478,7 +1636,7 @@ class Server {
     Result<Request<S>> r = try_take(timeout);
     if (r.ok()) return std::optional<Request<S>>(std::move(r).value());
     if (r.is_nothing()) return std::nullopt;
-    throw Error(r.code(), r.error_message());
+    detail::throw_error(r.code(), r.error_message());
   }
   /// Takes the next request, waiting up to `timeout`, without throwing.
   template <class Rep, class Period>
@@ -1741,9 +1899,18 @@ class Parameters {
 // Executor and timers
 // ---------------------------------------------------------------------------------------
 
-/// One firing of a timer: deadline_ns, fired_ns (monotonic ns), count (firings so far,
-/// this one included), skipped (ticks skipped just before this one).
-using Tick = nerve_tick_t;
+/// One firing of a timer: the C fields deadline_ns and fired_ns (the timer's clock:
+/// monotonic ns, or simulation ns), count (firings so far, this one included), skipped
+/// (ticks skipped just before this one) and time_ns (robot time when it fired), with
+/// typed accessors.
+struct Tick : nerve_tick_t {
+  /// Robot time when the firing began (the executor's context's clock).
+  Time time() const noexcept { return Clock::from_ns(time_ns); }
+  /// How late the firing began after its deadline.
+  Duration lateness() const noexcept {
+    return Duration(fired_ns >= deadline_ns ? static_cast<std::int64_t>(fired_ns - deadline_ns) : 0);
+  }
+};
 
 /// A timer of an Executor: cancel(), arm() it again, count its firings. Destroying this
 /// object keeps the timer running on its executor (cancel() it to stop it).
@@ -1840,7 +2007,8 @@ struct TimerBox {
     auto* self = static_cast<TimerBox*>(user);
     try {
       if constexpr (std::is_invocable_v<F&, const Tick&>) {
-        self->f(*t);
+        const Tick tick{*t};
+        self->f(tick);
       } else if constexpr (std::is_invocable_v<F&>) {
         self->f();
       } else {
@@ -2196,8 +2364,15 @@ class ActionClient {
   bool wait_for_server(std::chrono::duration<Rep, Period> timeout) {
     return detail::check(nerve_action_client_wait_for_server(h_.get(), detail::timeout_u64(timeout)));
   }
-  /// Sends a goal and waits for the server to accept it; a rejection throws nerve::Error
-  /// (NERVE_ERR_ACTION) with the server's reason.
+  /// The action's resolved name: namespace, private name and remap rules applied
+  /// ("/robot1/fibonacci").
+  std::string name() const {
+    return detail::read_string(
+        [&](char* b, std::size_t c, std::size_t* n) { return nerve_action_client_name(h_.get(), b, c, n); });
+  }
+  /// Sends a goal and waits for the server to accept it; a rejection throws
+  /// nerve::Rejected (NERVE_ERR_REJECTED) with the server's reason, no server
+  /// nerve::NoServer.
   Goal<A> send_goal(const goal_type& goal) {
     auto [data, len] = packer_.pack(goal, static_cast<const span<const goal_elem>*>(nullptr));
     return send_raw(data, len);
@@ -2302,7 +2477,7 @@ class ServerGoal {
     if (detail::is_error(s)) {
       const std::string m = detail::last_error();
       (void)nerve_server_goal_destroy(h);
-      throw Error(s, m);
+      detail::throw_error(s, m);
     }
     return Payload<goal_type>(buf.data(), len);
   }
@@ -2366,6 +2541,11 @@ class ActionServer {
     detail::check(nerve_action_server_create(node.handle(), n.c_str(), t.c_str(),
                                              static_cast<std::int32_t>(policy), max, &h));
     h_ = Handle(h);
+  }
+  /// The action's resolved name: namespace, private name and remap rules applied.
+  std::string name() const {
+    return detail::read_string(
+        [&](char* b, std::size_t c, std::size_t* n) { return nerve_action_server_name(h_.get(), b, c, n); });
   }
   /// Waits up to `timeout` for requests and handles them, accepting every new goal (the
   /// policy permitting); the requests handled.

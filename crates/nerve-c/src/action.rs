@@ -4,7 +4,9 @@
 
 use crate::context::{copy_str, NodeObj};
 use crate::handle::{self, Kind};
-use crate::status::{bytes, c_str, guard, nerve_status_t, nerve_status_t::*, out, Error, Result};
+use crate::status::{
+    action_error, bytes, c_str, guard, nerve_status_t, nerve_status_t::*, out, Error, Result,
+};
 use crate::topic::wait_loop;
 use crate::types::{
     nerve_action_client_t, nerve_action_server_t, nerve_goal_t, nerve_node_t, nerve_server_goal_t,
@@ -69,7 +71,7 @@ pub enum nerve_goal_policy_t {
 fn action_err(e: ErasedError) -> Error {
     let code = match e {
         ErasedError::UnknownType { .. } | ErasedError::Payload(_) => NERVE_ERR_INVALID_ARGUMENT,
-        ErasedError::Action(_) => NERVE_ERR_ACTION,
+        ErasedError::Action(ref a) => crate::status::action_status(a),
     };
     Error::new(code, e.to_string())
 }
@@ -147,6 +149,27 @@ pub unsafe extern "C" fn nerve_action_client_create(
     })
 }
 
+/// Copies the action's resolved name (namespace and remap rules applied, e.g.
+/// `/robot1/fibonacci`) into `buf` (`cap` bytes, NUL terminated); `needed` (may be null)
+/// receives its length plus one (`NERVE_ERR_BUFFER_TOO_SMALL` when `cap` is less).
+///
+/// # Safety
+/// `buf` points to `cap` writable bytes (or is null with `cap` 0); `needed` is null or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn nerve_action_client_name(
+    client: nerve_action_client_t,
+    buf: *mut c_char,
+    cap: usize,
+    needed: *mut usize,
+) -> nerve_status_t {
+    guard(|| {
+        let name = handle::with(client.id, Kind::ActionClient, |c: &ClientObj, _| c.0.name())?;
+        // SAFETY: forwarded contract of this function.
+        unsafe { copy_str(&name, buf, cap, needed) }
+    })
+}
+
 /// Releases an action client handle (goals keep it alive).
 #[no_mangle]
 pub extern "C" fn nerve_action_client_destroy(client: nerve_action_client_t) -> nerve_status_t {
@@ -170,7 +193,8 @@ pub extern "C" fn nerve_action_client_wait_for_server(
 }
 
 /// Sends a goal (its payload, `len` bytes) and waits for the server to accept it; a
-/// rejection is `NERVE_ERR_ACTION` with the server's reason.
+/// rejection is `NERVE_ERR_REJECTED` with the server's reason, no server
+/// `NERVE_ERR_NO_SERVER`, other failures their typed codes or `NERVE_ERR_ACTION`.
 ///
 /// # Safety
 /// `goal` points to `len` readable bytes; `out_goal` is writable.
@@ -263,11 +287,7 @@ pub unsafe extern "C" fn nerve_goal_result(
         let kept = g.result.borrow_mut().take();
         let got = match kept {
             Some(r) => Some(r),
-            None => wait_loop(timeout_ns, |d| {
-                g.goal
-                    .result(d)
-                    .map_err(|e| Error::new(NERVE_ERR_ACTION, e.to_string()))
-            })?,
+            None => wait_loop(timeout_ns, |d| g.goal.result(d).map_err(action_error))?,
         };
         let Some((s, payload)) = got else {
             return Ok(NERVE_NOTHING);
@@ -293,11 +313,7 @@ pub unsafe extern "C" fn nerve_goal_cancel(
     guard(|| {
         let st = out(state, "state")?;
         let (g, _) = handle::get::<GoalObj>(goal.id, Kind::Goal)?;
-        *st = state_out(
-            g.goal
-                .cancel()
-                .map_err(|e| Error::new(NERVE_ERR_ACTION, e.to_string()))?,
-        );
+        *st = state_out(g.goal.cancel().map_err(action_error)?);
         Ok(NERVE_OK)
     })
 }
@@ -353,6 +369,26 @@ pub unsafe extern "C" fn nerve_action_server_create(
     })
 }
 
+/// Copies the action's resolved name into `buf`, as `nerve_action_client_name`.
+///
+/// # Safety
+/// As `nerve_action_client_name`.
+#[no_mangle]
+pub unsafe extern "C" fn nerve_action_server_name(
+    server: nerve_action_server_t,
+    buf: *mut c_char,
+    cap: usize,
+    needed: *mut usize,
+) -> nerve_status_t {
+    guard(|| {
+        let name = handle::with(server.id, Kind::ActionServer, |s: &ServerObj, _| {
+            s.server.name()
+        })?;
+        // SAFETY: forwarded contract of this function.
+        unsafe { copy_str(&name, buf, cap, needed) }
+    })
+}
+
 /// Releases an action server handle (goals taken from it keep it alive).
 #[no_mangle]
 pub extern "C" fn nerve_action_server_destroy(server: nerve_action_server_t) -> nerve_status_t {
@@ -385,7 +421,7 @@ pub unsafe extern "C" fn nerve_action_server_spin_once(
         if timeout_ns > 0 {
             s.server
                 .wait(Duration::from_nanos(timeout_ns))
-                .map_err(|e| Error::new(NERVE_ERR_ACTION, e.to_string()))?;
+                .map_err(action_error)?;
         }
         let mut decide = |payload: &[u8]| -> std::result::Result<(), String> {
             let Some(cb) = on_goal else {
@@ -409,7 +445,7 @@ pub unsafe extern "C" fn nerve_action_server_spin_once(
         let n = s
             .server
             .handle_pending(&mut decide, &mut accept)
-            .map_err(|e| Error::new(NERVE_ERR_ACTION, e.to_string()))?;
+            .map_err(action_error)?;
         // SAFETY: null or writable (the documented contract).
         if let Some(h) = unsafe { handled.as_mut() } {
             *h = n;

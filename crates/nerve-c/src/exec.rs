@@ -49,14 +49,18 @@ pub type nerve_request_callback_t = Option<
 #[derive(Clone, Copy, Debug)]
 #[allow(non_camel_case_types)]
 pub struct nerve_tick_t {
-    /// The deadline this firing was for (monotonic ns).
+    /// The deadline this firing was for (the timer's clock: monotonic ns, or simulation
+    /// ns on a simulation clock).
     pub deadline_ns: u64,
-    /// When the firing began (monotonic ns).
+    /// When the firing began (the same clock; `fired_ns - deadline_ns` is its lateness).
     pub fired_ns: u64,
     /// Firings so far, this one included.
     pub count: u64,
     /// Ticks skipped just before this one because a callback overran.
     pub skipped: u64,
+    /// Robot time when the firing began, ns since the Unix epoch: the executor's
+    /// context's clock (`nerve_context_now`; simulation time when it runs on one).
+    pub time_ns: i64,
 }
 
 /// Called at each firing of a timer. Returns 0, or non-zero to fail the spin.
@@ -178,9 +182,12 @@ pub unsafe extern "C" fn nerve_executor_create(
     guard(|| {
         let slot = out(out_exec, "out_exec")?;
         let ctx_id = handle::context_of(ctx.id, Kind::Context)?;
-        let _ = handle::get::<Ctx>(ctx.id, Kind::Context)?;
+        let (c, _) = handle::get::<Ctx>(ctx.id, Kind::Context)?;
         let mut exec = Executor::new();
         exec.handle_signals(true);
+        // timers run on the context's clock (simulation time when it runs on one), not
+        // on the process clock, which is the first context's
+        exec.use_clock(c.0.clock().clone());
         let stop = Rc::new(exec.handle());
         slot.id = handle::insert(
             Kind::Executor,
@@ -326,6 +333,7 @@ fn add_timer(
     let cb = callback.ok_or_else(|| Error::new(NERVE_ERR_NULL, "callback is null"))?;
     with_exec(exec, |ex, ctx| {
         let what = format!("timer {name}");
+        let clock = ex.clock().clone();
         let (_, th) = make(
             ex,
             &name,
@@ -335,6 +343,7 @@ fn add_timer(
                     fired_ns: t.fired_ns,
                     count: t.count,
                     skipped: t.skipped,
+                    time_ns: clock.now_ns(),
                 };
                 clear_callback_message();
                 // SAFETY: the registered callback with its own `user`.

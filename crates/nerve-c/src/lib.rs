@@ -12,6 +12,7 @@
 #[macro_use]
 mod handle;
 mod action;
+mod clock;
 pub mod codegen;
 mod context;
 mod exec;
@@ -26,6 +27,7 @@ mod topic;
 mod types;
 
 pub use action::*;
+pub use clock::*;
 pub use context::*;
 pub use exec::*;
 pub use handle::nerve_live_handles;

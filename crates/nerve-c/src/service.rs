@@ -3,7 +3,8 @@
 use crate::context::{copy_str, NodeObj};
 use crate::handle::{self, Kind};
 use crate::status::{
-    bytes, c_str, err, guard, nerve_status_t, nerve_status_t::*, out, Error, Result,
+    bytes, c_str, call_error, err, guard, nerve_status_t, nerve_status_t::*, out, serve_status,
+    Error, Result,
 };
 use crate::topic::{check_hash, nerve_sample_view_t, schema_arg, wait_loop};
 use crate::types::{
@@ -11,8 +12,7 @@ use crate::types::{
 };
 use nerve::message::header::CallHeader;
 use nerve::{
-    CallError, RawClient, RawPendingCall, RawReply, RawRequest, RawServer, ServiceQos, ServiceType,
-    WaitMode,
+    RawClient, RawPendingCall, RawReply, RawRequest, RawServer, ServiceQos, ServiceType, WaitMode,
 };
 use std::ffi::{c_char, c_void};
 use std::rc::Rc;
@@ -92,16 +92,6 @@ fn call_view(bytes: &[u8], elems: usize, h: &CallHeader) -> nerve_sample_view_t 
         wall_ns: 0,
         publisher_id: 0,
     }
-}
-
-/// The status code of a failed call.
-fn call_err(e: CallError) -> Error {
-    let code = match e {
-        CallError::ServerGone { .. } => NERVE_ERR_SERVER_GONE,
-        CallError::Timeout { .. } => NERVE_ERR_TIMEOUT,
-        _ => NERVE_ERR_CALL,
-    };
-    Error::new(code, e.to_string())
 }
 
 /// Opens a client or server (`create`) of the service `name` of type `ty` on `node`;
@@ -212,7 +202,7 @@ pub unsafe extern "C" fn nerve_client_send(
         let (call, ctx) = handle::with(client.id, Kind::Client, |c: &ClientObj, ctx| {
             c.0.send_bytes(payload).map(|p| (p, ctx))
         })?
-        .map_err(call_err)?;
+        .map_err(call_error)?;
         slot.id = handle::insert(Kind::Pending, ctx, call)?;
         Ok(NERVE_OK)
     })
@@ -232,7 +222,8 @@ fn store_reply(
 /// Waits up to `timeout_ns` (0: only check, negative: until it ends) for the reply of
 /// a call in flight: `NERVE_OK` with the reply (the pending handle is released),
 /// `NERVE_NOTHING` while it is still in flight, or the call's error
-/// (`NERVE_ERR_SERVER_GONE`, `NERVE_ERR_CALL`; the pending handle is released).
+/// (`NERVE_ERR_SERVER_GONE`, `NERVE_ERR_HANDLER_FAILED`, ...: the typed codes of
+/// `nerve_status_t`; the pending handle is released).
 ///
 /// # Safety
 /// `out_reply` and `view` are writable.
@@ -259,7 +250,7 @@ pub unsafe extern "C" fn nerve_pending_wait(
                 Ok(r) => Ok(r),
                 Err(e) => {
                     let _ = handle::release(pending.id, Kind::Pending);
-                    Err(call_err(e))
+                    Err(call_error(e))
                 }
             }
         })?;
@@ -281,7 +272,8 @@ pub extern "C" fn nerve_pending_destroy(pending: nerve_pending_t) -> nerve_statu
 }
 
 /// Calls the service: sends `len` bytes and waits up to `timeout_ns` for the reply.
-/// `NERVE_ERR_TIMEOUT` when none came in time.
+/// `NERVE_ERR_TIMEOUT` when none came in time; the other failures have their typed codes
+/// (`NERVE_ERR_NO_SERVER`, `NERVE_ERR_HANDLER_FAILED`, `NERVE_ERR_TOO_LARGE`, ...).
 ///
 /// # Safety
 /// `data` points to `len` readable bytes; `out_reply` and `view` are writable.
@@ -299,10 +291,10 @@ pub unsafe extern "C" fn nerve_client_call(
         let view = out(view, "view")?;
         let payload = bytes(data.cast(), len, "data")?;
         let (c, ctx) = handle::get::<ClientObj>(client.id, Kind::Client)?;
-        let call = c.0.send_bytes(payload).map_err(call_err)?;
+        let call = c.0.send_bytes(payload).map_err(call_error)?;
         let r = call
             .wait(Duration::from_nanos(timeout_ns))
-            .map_err(call_err)?;
+            .map_err(call_error)?;
         store_reply(r, ctx, slot, view)?;
         Ok(NERVE_OK)
     })
@@ -408,7 +400,8 @@ pub unsafe extern "C" fn nerve_request_reply(
     guard(|| {
         let payload = bytes(data.cast(), len, "data")?;
         let (r, _) = handle::remove::<RawRequest>(request.id, Kind::Request)?;
-        r.reply_bytes(payload).map_err(err(NERVE_ERR_SERVE))?;
+        r.reply_bytes(payload)
+            .map_err(|e| Error::new(serve_status(&e), e.to_string()))?;
         Ok(NERVE_OK)
     })
 }
@@ -426,7 +419,8 @@ pub unsafe extern "C" fn nerve_request_fail(
     guard(|| {
         let message = c_str(message, "message")?;
         let (r, _) = handle::remove::<RawRequest>(request.id, Kind::Request)?;
-        r.fail(message).map_err(err(NERVE_ERR_SERVE))?;
+        r.fail(message)
+            .map_err(|e| Error::new(serve_status(&e), e.to_string()))?;
         Ok(NERVE_OK)
     })
 }

@@ -46,7 +46,8 @@ pub enum nerve_status_t {
     NERVE_ERR_RECV = 15,
     /// A service endpoint could not be opened.
     NERVE_ERR_SERVICE = 16,
-    /// A call failed (no server, timeout, the handler's error, malformed reply).
+    /// A call failed for a reason without its own code (shared memory or network
+    /// failure); the typed call failures have theirs (`NERVE_ERR_NO_SERVER` and after).
     NERVE_ERR_CALL = 17,
     /// The server left while the call was in flight.
     NERVE_ERR_SERVER_GONE = 18,
@@ -67,10 +68,27 @@ pub enum nerve_status_t {
     NERVE_ERR_BUSY = 25,
     /// A caller's buffer is too small; the size needed is reported.
     NERVE_ERR_BUFFER_TOO_SMALL = 26,
-    /// A call timed out.
+    /// A call timed out (no response, no action result, no transform within the time).
     NERVE_ERR_TIMEOUT = 27,
     /// A bug in Nerve: a Rust panic was caught at the ABI.
     NERVE_ERR_PANIC = 28,
+    // Typed failures (issue 45), mapped from the Rust errors by `typed_status` below.
+    /// No server serves the service or action (Rust `CallError::NoServer`).
+    NERVE_ERR_NO_SERVER = 29,
+    /// The server's handler failed; its message is carried over (`CallError::Handler`).
+    NERVE_ERR_HANDLER_FAILED = 30,
+    /// A payload is larger than its service or topic allows (`max_request`,
+    /// `max_response`, `max_payload`); nothing was sent (`CallError::PayloadTooLarge`,
+    /// `LoanError::PayloadTooLarge`, `ServeError::PayloadTooLarge`).
+    NERVE_ERR_TOO_LARGE = 31,
+    /// More calls of this client are in flight than `ServiceQos::max_in_flight`
+    /// (`CallError::TooManyInFlight`); nothing was sent.
+    NERVE_ERR_TOO_MANY_IN_FLIGHT = 32,
+    /// The server rejected the request or the goal, with its reason
+    /// (`CallError::Rejected`, `ActionError::Rejected`).
+    NERVE_ERR_REJECTED = 33,
+    /// A response broke its type's layout and was dropped (`CallError::Malformed`).
+    NERVE_ERR_MALFORMED = 34,
 }
 
 use nerve_status_t::*;
@@ -98,6 +116,92 @@ pub(crate) type Result<T> = std::result::Result<T, Error>;
 /// Maps a library error to `code`, keeping its message.
 pub(crate) fn err<E: std::fmt::Display>(code: nerve_status_t) -> impl FnOnce(E) -> Error {
     move |e| Error::new(code, e.to_string())
+}
+
+// ---------------------------------------------------------------------------------------
+// Typed failures: the one mapping from the Rust errors to status codes (issue 45). Every
+// entry point that calls, publishes or acts maps its error here, so one failure has one
+// code whichever call met it.
+// ---------------------------------------------------------------------------------------
+
+/// The status code of a failed service call.
+pub(crate) fn call_status(e: &nerve::CallError) -> nerve_status_t {
+    use nerve::CallError as C;
+    match e {
+        C::NoServer { .. } => NERVE_ERR_NO_SERVER,
+        C::Timeout { .. } => NERVE_ERR_TIMEOUT,
+        C::ServerGone { .. } => NERVE_ERR_SERVER_GONE,
+        C::Handler { .. } => NERVE_ERR_HANDLER_FAILED,
+        C::Rejected { .. } => NERVE_ERR_REJECTED,
+        C::PayloadTooLarge { .. } => NERVE_ERR_TOO_LARGE,
+        C::BadPayload { .. } => NERVE_ERR_TYPE_MISMATCH,
+        C::TooManyInFlight { .. } => NERVE_ERR_TOO_MANY_IN_FLIGHT,
+        C::Malformed { .. } => NERVE_ERR_MALFORMED,
+        C::Shm { .. } | C::Net(_) => NERVE_ERR_CALL,
+    }
+}
+
+/// The status code of a failed loan: a payload over the topic's maximum is
+/// `NERVE_ERR_TOO_LARGE`, one not fitting the type `NERVE_ERR_TYPE_MISMATCH`, the rest
+/// `otherwise`.
+pub(crate) fn loan_status(e: &nerve::LoanError, otherwise: nerve_status_t) -> nerve_status_t {
+    match e {
+        nerve::LoanError::PayloadTooLarge { .. } => NERVE_ERR_TOO_LARGE,
+        nerve::LoanError::BadLength { .. } => NERVE_ERR_TYPE_MISMATCH,
+        _ => otherwise,
+    }
+}
+
+/// The status code of a failed publish (its loan's failures as `loan_status`).
+pub(crate) fn publish_status(e: &nerve::PublishError) -> nerve_status_t {
+    match e {
+        nerve::PublishError::Loan(l) => loan_status(l, NERVE_ERR_PUBLISH),
+        nerve::PublishError::BadPayload { .. } => NERVE_ERR_TYPE_MISMATCH,
+        _ => NERVE_ERR_PUBLISH,
+    }
+}
+
+/// The status code of a failed answer to a request.
+pub(crate) fn serve_status(e: &nerve::ServeError) -> nerve_status_t {
+    match e {
+        nerve::ServeError::PayloadTooLarge { .. } => NERVE_ERR_TOO_LARGE,
+        nerve::ServeError::BadPayload { .. } => NERVE_ERR_TYPE_MISMATCH,
+        _ => NERVE_ERR_SERVE,
+    }
+}
+
+/// The status code of a failed action operation: the call, loan and publish failures it
+/// wraps keep their codes; a rejected goal is `NERVE_ERR_REJECTED`, a server gone
+/// `NERVE_ERR_SERVER_GONE`, a result not in time `NERVE_ERR_TIMEOUT`, the rest
+/// `NERVE_ERR_ACTION`.
+pub(crate) fn action_status(e: &nerve::action::ActionError) -> nerve_status_t {
+    use nerve::action::ActionError as A;
+    match e {
+        A::Call(c) => call_status(c),
+        A::Rejected { .. } => NERVE_ERR_REJECTED,
+        A::ServerGone { .. } => NERVE_ERR_SERVER_GONE,
+        A::Timeout { .. } => NERVE_ERR_TIMEOUT,
+        A::Loan(l) => loan_status(l, NERVE_ERR_ACTION),
+        A::Publish(p) => match publish_status(p) {
+            NERVE_ERR_PUBLISH => NERVE_ERR_ACTION,
+            typed => typed,
+        },
+        A::Serve(s) => match serve_status(s) {
+            NERVE_ERR_SERVE => NERVE_ERR_ACTION,
+            typed => typed,
+        },
+        _ => NERVE_ERR_ACTION,
+    }
+}
+
+/// `e` as an entry point's error, with its typed code (`call_status`).
+pub(crate) fn call_error(e: nerve::CallError) -> Error {
+    Error::new(call_status(&e), e.to_string())
+}
+
+/// `e` as an entry point's error, with its typed code (`action_status`).
+pub(crate) fn action_error(e: nerve::action::ActionError) -> Error {
+    Error::new(action_status(&e), e.to_string())
 }
 
 thread_local! {
@@ -184,7 +288,7 @@ pub extern "C" fn nerve_last_error() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
     // an int from C, not the enum: any value may arrive
-    const ALL: [nerve_status_t; 29] = [
+    const ALL: [nerve_status_t; 35] = [
         NERVE_OK,
         NERVE_NOTHING,
         NERVE_ERR_NULL,
@@ -214,6 +318,12 @@ pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
         NERVE_ERR_BUFFER_TOO_SMALL,
         NERVE_ERR_TIMEOUT,
         NERVE_ERR_PANIC,
+        NERVE_ERR_NO_SERVER,
+        NERVE_ERR_HANDLER_FAILED,
+        NERVE_ERR_TOO_LARGE,
+        NERVE_ERR_TOO_MANY_IN_FLIGHT,
+        NERVE_ERR_REJECTED,
+        NERVE_ERR_MALFORMED,
     ];
     let Some(&known) = ALL.iter().find(|c| **c as i32 == code) else {
         return c"(unknown status)".as_ptr();
@@ -248,6 +358,12 @@ pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
         NERVE_ERR_BUFFER_TOO_SMALL => c"NERVE_ERR_BUFFER_TOO_SMALL",
         NERVE_ERR_TIMEOUT => c"NERVE_ERR_TIMEOUT",
         NERVE_ERR_PANIC => c"NERVE_ERR_PANIC",
+        NERVE_ERR_NO_SERVER => c"NERVE_ERR_NO_SERVER",
+        NERVE_ERR_HANDLER_FAILED => c"NERVE_ERR_HANDLER_FAILED",
+        NERVE_ERR_TOO_LARGE => c"NERVE_ERR_TOO_LARGE",
+        NERVE_ERR_TOO_MANY_IN_FLIGHT => c"NERVE_ERR_TOO_MANY_IN_FLIGHT",
+        NERVE_ERR_REJECTED => c"NERVE_ERR_REJECTED",
+        NERVE_ERR_MALFORMED => c"NERVE_ERR_MALFORMED",
     };
     name.as_ptr()
 }

@@ -3,7 +3,8 @@
 use crate::context::NodeObj;
 use crate::handle::{self, Kind};
 use crate::status::{
-    bytes, c_str, err, guard, nerve_status_t, nerve_status_t::*, out, Error, Result,
+    bytes, c_str, err, guard, loan_status, nerve_status_t, nerve_status_t::*, out, publish_status,
+    Error, Result,
 };
 use crate::types::{
     nerve_loan_t, nerve_node_t, nerve_publisher_t, nerve_sample_t, nerve_subscriber_t,
@@ -252,7 +253,9 @@ pub unsafe extern "C" fn nerve_publisher_loan(
         let slot = out(out_loan, "out_loan")?;
         let data = out(data, "data")?;
         let (p, ctx) = handle::get::<Pub>(publisher.id, Kind::Publisher)?;
-        let mut loan = p.0.loan(len).map_err(err(NERVE_ERR_LOAN))?;
+        let mut loan =
+            p.0.loan(len)
+                .map_err(|e| Error::new(loan_status(&e, NERVE_ERR_LOAN), e.to_string()))?;
         *data = loan.bytes_mut().as_mut_ptr().cast();
         slot.id = handle::insert(
             Kind::Loan,
@@ -272,7 +275,9 @@ pub unsafe extern "C" fn nerve_publisher_loan(
 pub extern "C" fn nerve_sample_send(loan: nerve_loan_t) -> nerve_status_t {
     guard(|| {
         let (l, _) = handle::remove::<Loan>(loan.id, Kind::Loan)?;
-        l.publisher.send(l.loan).map_err(err(NERVE_ERR_PUBLISH))?;
+        l.publisher
+            .send(l.loan)
+            .map_err(|e| Error::new(publish_status(&e), e.to_string()))?;
         Ok(NERVE_OK)
     })
 }
@@ -298,7 +303,7 @@ pub unsafe extern "C" fn nerve_publisher_publish(
         handle::with(publisher.id, Kind::Publisher, |p: &Pub, _| {
             p.0.publish_bytes(payload)
         })?
-        .map_err(err(NERVE_ERR_PUBLISH))?;
+        .map_err(|e| Error::new(publish_status(&e), e.to_string()))?;
         Ok(NERVE_OK)
     })
 }

@@ -88,6 +88,8 @@ fn fill_elems<M: Message>(bytes: &[u8], dst: &mut [M::Elem]) {
 
 /// A client of an action known by name.
 pub trait ErasedClient {
+    /// The action's resolved name (namespace and remap rules applied).
+    fn name(&self) -> String;
     /// Waits up to `t` for a server; whether one is there.
     fn wait_for_server(&self, t: Duration) -> bool;
     /// Sends a goal given as its payload and waits for its acceptance.
@@ -107,6 +109,9 @@ pub trait ErasedGoal {
 }
 
 impl<A: Action> ErasedClient for ActionClient<A> {
+    fn name(&self) -> String {
+        ActionClient::name(self).to_string()
+    }
     fn wait_for_server(&self, t: Duration) -> bool {
         ActionClient::wait_for_server(self, t)
     }
@@ -144,6 +149,8 @@ pub type OnAccepted<'a> = &'a mut dyn FnMut(Box<dyn ErasedServerGoal>);
 
 /// A server of an action known by name.
 pub trait ErasedServer {
+    /// The action's resolved name (namespace and remap rules applied).
+    fn name(&self) -> String;
     /// Waits up to `t` for a goal, cancel or result request.
     fn wait(&self, t: Duration) -> Result<bool, ActionError>;
     /// Handles waiting requests: `on_goal` accepts (Ok) or rejects (the reason) each
@@ -175,6 +182,9 @@ pub trait ErasedServerGoal {
 }
 
 impl<A: Action> ErasedServer for ActionServer<A> {
+    fn name(&self) -> String {
+        ActionServer::name(self).to_string()
+    }
     fn wait(&self, t: Duration) -> Result<bool, ActionError> {
         ActionServer::wait(self, t)
     }

@@ -28,7 +28,14 @@ import nerve
 
 # the shared vocabulary of error kinds
 KINDS = ("bad_name", "type_mismatch", "too_large", "out_of_range", "bad_value",
-         "unknown_type", "no_server", "server_gone", "handler_failed", "timeout", "failed")
+         "unknown_type", "no_server", "server_gone", "handler_failed", "timeout",
+         "too_many_in_flight", "rejected", "malformed", "failed")
+
+# the kinds that are typed in the C ABI and C++ (a status code and an exception class
+# each, issue 45): the C++ door must report them from the class, never leave them to be
+# read from the text
+TYPED_KINDS = ("too_large", "no_server", "server_gone", "handler_failed", "timeout",
+               "too_many_in_flight", "rejected", "malformed")
 
 # how long one message may take to come back through a door
 TIMEOUT = 20.0
@@ -54,8 +61,15 @@ def kind_of(message: str) -> str:
         return "server_gone"
     if ": handler failed: " in message:
         return "handler_failed"
-    if ": no response within " in message:
+    if ": no response within " in message or message.startswith("no reply within "):
+        # the second: Python's own wait (PendingCall.wait) says it so
         return "timeout"
+    if " calls in flight" in message:
+        return "too_many_in_flight"
+    if ": request rejected: " in message or ": goal rejected: " in message:
+        return "rejected"
+    if ": malformed response: " in message:
+        return "malformed"
     if "expected " in message or " has no field " in message:
         return "bad_value"
     return "failed"
@@ -486,6 +500,19 @@ class RustDoor(Door):
 # ---------------------------------------------------------------------------------------
 # C++: examples/cpp/conformance.cpp (nerve.hpp, typed messages written through a loan)
 
+def cpp_kind(outcome: Dict[str, Any]) -> str:
+    """The kind of a C++ door's error: the door's own word when it gives one (from the
+    exception's class); a status without a kind of its own (NERVE_ERR_TOPIC, ...) is read
+    from the message, and must not be a typed kind (that would be C++ failing to type it)."""
+    if outcome["error"] in KINDS:
+        return outcome["error"]
+    kind = kind_of(outcome["message"])
+    assert kind not in TYPED_KINDS, (
+        f"the C++ door reported {outcome['error']} for a {kind} error: C++ must type it "
+        f"({outcome['message']})")
+    return kind
+
+
 class CppDoor(Door):
     """The C++ door binary. C++ has no JSON: each message goes in as its payload bytes
     (built from the JSON by the nerve package, whose conversions the Python door checks)
@@ -524,12 +551,11 @@ class CppDoor(Door):
             raise AssertionError(f"the C++ door failed (exit {p.returncode}): {p.stderr}")
         out = json.loads(p.stdout)
         if "results" not in out:
-            return _expand(error(kind_of(out["message"]), out["message"]), len(values))
+            return _expand(error(cpp_kind(out), out["message"]), len(values))
         results = []
         for r in out["results"]:
             if "ok_hex" not in r:
-                kind = r["error"] if r["error"] in KINDS else kind_of(r["message"])
-                results.append(error(kind, r["message"]))
+                results.append(error(cpp_kind(r), r["message"]))
                 continue
             data = bytes.fromhex(r["ok_hex"])
             buf = nerve._nerve.heap_buffer(len(data))
@@ -556,8 +582,7 @@ class CppDoor(Door):
             raise AssertionError(f"the C++ door failed (exit {p.returncode}): {p.stderr}")
         out = json.loads(p.stdout)
         if "ok_hex" not in out:
-            kind = out["error"] if out["error"] in KINDS else kind_of(out["message"])
-            return error(kind, out["message"])
+            return error(cpp_kind(out), out["message"])
         data = bytes.fromhex(out["ok_hex"])
         buf = nerve._nerve.heap_buffer(len(data))
         buf.write_bytes(0, data)

@@ -279,7 +279,7 @@ def test_a_value_a_field_cannot_take_is_refused_with_the_same_kind(env, door, ca
 
 # a server in a process of its own: `mode` says how it answers AddTwoInts
 SERVER = r"""
-import os, sys, nerve
+import os, sys, time, nerve
 from nerve import srv
 mode = sys.argv[1]
 node = nerve.Context().node("conformance_server")
@@ -289,6 +289,8 @@ def handle(req):
         raise ValueError("no adding today")
     if mode == "dies":
         os._exit(3)  # gone with the request taken and no response
+    if mode == "silent":
+        time.sleep(3600)  # takes the request and never answers (killed by the test)
     return {"value": req.a + req.b}
 
 server = node.create_service(srv.AddTwoInts, "/add", handle)
@@ -303,6 +305,7 @@ CALLS = {
     "no_server": (None, "no_server"),
     "handler_fails": ("fails", "handler_failed"),
     "server_dies": ("dies", "server_gone"),
+    "never_answers": ("silent", "timeout"),
 }
 
 
@@ -310,7 +313,8 @@ CALLS = {
     pytest.param(door, case, id=f"{door}-{case}") for case in sorted(CALLS) for door in DOOR_NAMES])
 def test_a_call_gives_the_same_outcome_through_every_door(env, door, case):
     """A call answered, with no server, to a handler that fails, to a server that dies
-    with the request: the same outcome kind through every door."""
+    with the request, to a server that never answers: the same outcome kind through every
+    door (the C++ door's kind from the exception class, conformance_doors.cpp_kind)."""
     mode, kind = CALLS[case]
     server = None
     if mode is not None:
@@ -319,7 +323,7 @@ def test_a_call_gives_the_same_outcome_through_every_door(env, door, case):
         assert server.stdout.readline().strip() == "ready", server.stderr.read()
     try:
         out = make_door(door, f"call:{case}").call(env, "/add", "nerve_msgs/AddTwoInts", {"a": 2, "b": 40},
-                                   timeout=1.0 if mode is None else 10.0)
+                                   timeout=1.0 if mode in (None, "silent") else 10.0)
     finally:
         if server is not None:
             server.kill()

@@ -277,14 +277,14 @@ class schema_writer {
     }
     std::string name(struct_traits<T>::name);
     std::size_t same = 0;
-    for (const named& s : seen_) same += s.name == name ? 1 : 0;
+    for (const named& s : seen_) same += s.name == name ? std::size_t{1} : std::size_t{0};
     std::string key = same == 0 ? name : name + "~" + std::to_string(same + 1);
     seen_.push_back(named{canonical, name, key});
     std::string line =
         "struct " + key + " " + std::to_string(sizeof(T)) + " " + std::to_string(alignof(T));
     auto field = [this, &line](auto tag, std::string_view fname, std::size_t offset) {
       using F = typename decltype(tag)::type;
-      std::string s = shape<F>();
+      std::string s = this->template shape<F>();
       line += " ";
       line += fname;
       line += ":" + std::to_string(offset) + ":" + s;

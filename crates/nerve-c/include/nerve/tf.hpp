@@ -7,6 +7,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -17,6 +18,8 @@ namespace nerve::tf {
 
 /// The time of a lookup that means "the newest time the whole chain has".
 inline constexpr std::int64_t LATEST = NERVE_TF_LATEST;
+/// LATEST as a nerve::Time.
+inline constexpr Time LATEST_TIME = Clock::from_ns(NERVE_TF_LATEST);
 
 /// A rigid transform: p_parent = rotation * p_child + translation (rotation x, y, z, w).
 struct Transform {
@@ -40,25 +43,30 @@ struct Transform {
   }
 };
 
-/// One transform to broadcast: `child` in `parent` at `stamp_ns`.
+/// One transform to broadcast: `child` in `parent` at `stamp_ns` (robot time, ns).
 struct Stamped {
   std::string parent;
   std::string child;
   std::int64_t stamp_ns = 0;
   Transform transform;
+
+  /// The stamp as a nerve::Time.
+  Time stamp() const noexcept { return Clock::from_ns(stamp_ns); }
+  /// Sets the stamp from a nerve::Time (e.g. node.now()).
+  void set_stamp(Time t) noexcept { stamp_ns = Clock::to_ns(t); }
 };
 
 namespace detail {
 inline nerve_tf_transform_t to_c(const Transform& t) noexcept {
   nerve_tf_transform_t c{};
-  for (int i = 0; i < 3; ++i) c.translation[i] = t.translation[i];
-  for (int i = 0; i < 4; ++i) c.rotation[i] = t.rotation[i];
+  for (std::size_t i = 0; i < 3; ++i) c.translation[i] = t.translation[i];
+  for (std::size_t i = 0; i < 4; ++i) c.rotation[i] = t.rotation[i];
   return c;
 }
 inline Transform from_c(const nerve_tf_transform_t& c) noexcept {
   Transform t;
-  for (int i = 0; i < 3; ++i) t.translation[i] = c.translation[i];
-  for (int i = 0; i < 4; ++i) t.rotation[i] = c.rotation[i];
+  for (std::size_t i = 0; i < 3; ++i) t.translation[i] = c.translation[i];
+  for (std::size_t i = 0; i < 4; ++i) t.rotation[i] = c.rotation[i];
   return t;
 }
 }  // namespace detail
@@ -89,6 +97,26 @@ class Buffer {
                                                     nerve::detail::c_string(child).c_str(),
                                                     stamp_ns, &c, is_static));
   }
+  /// Stores `child` in `parent` at the robot time `stamp`.
+  bool set_transform(std::string_view parent, std::string_view child, Time stamp, const Transform& t,
+                     bool is_static = false) {
+    return set_transform(parent, child, Clock::to_ns(stamp), t, is_static);
+  }
+  /// `source` in `target` at the robot time `time` (LATEST_TIME: newest).
+  Transform lookup_transform(std::string_view target, std::string_view source, Time time) const {
+    return lookup_transform(target, source, Clock::to_ns(time));
+  }
+  /// Whether the lookup at the robot time `time` would succeed now.
+  bool can_transform(std::string_view target, std::string_view source, Time time) const {
+    return can_transform(target, source, Clock::to_ns(time));
+  }
+  /// The lookup at the robot time `time`, waiting up to `timeout` (nerve::Timeout).
+  template <class Rep, class Period>
+  Transform wait_for_transform(std::string_view target, std::string_view source, Time time,
+                               std::chrono::duration<Rep, Period> timeout) const {
+    return wait_for_transform(target, source, Clock::to_ns(time),
+                              std::chrono::nanoseconds(nerve::detail::saturate_ns(timeout)));
+  }
   /// `source` in `target` at `time_ns` (LATEST: newest); throws naming frames and times.
   Transform lookup_transform(std::string_view target, std::string_view source,
                              std::int64_t time_ns = LATEST) const {
@@ -107,7 +135,8 @@ class Buffer {
         time_ns, &can));
     return can;
   }
-  /// The lookup, waiting up to `timeout`; throws NERVE_ERR_TIMEOUT with the lookup's error.
+  /// The lookup, waiting up to `timeout`; throws nerve::Timeout (NERVE_ERR_TIMEOUT) with the
+  /// lookup's error.
   Transform wait_for_transform(std::string_view target, std::string_view source,
                                std::int64_t time_ns, std::chrono::nanoseconds timeout) const {
     nerve_tf_transform_t out{};

@@ -11,6 +11,7 @@
 #include <nerve.h>
 #include <nerve/msgs/cmd_vel.h> /* nerve_msgs_CmdVel, NERVE_MSGS_CMD_VEL_SCHEMA, ... */
 #include <nerve/msgs/twist.h>
+#include <nerve/msgs/add_two_ints.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +139,35 @@ int main(void) {
   CHECK(strlen(name) + 1 == needed);
   CHECK_STATUS(nerve_node_create(ctx, "bad name", &(nerve_node_t){0}), NERVE_ERR_NODE);
 
+  /* robot time of the context and of the node (the system clock here) */
+  {
+    int64_t t_ctx = 0, t_node = 0;
+    CHECK_STATUS(nerve_context_now(ctx, &t_ctx), NERVE_OK);
+    CHECK_STATUS(nerve_node_now(node, &t_node), NERVE_OK);
+    CHECK(t_ctx > 0 && t_node >= t_ctx);
+    CHECK_STATUS(nerve_context_now(ctx, NULL), NERVE_ERR_NULL);
+    bool sim = true;
+    CHECK_STATUS(nerve_context_sim_time(ctx, &sim), NERVE_OK);
+    CHECK(!sim);
+  }
+
+  /* a call without a server fails with its own code, and the codes are named */
+  {
+    nerve_service_type_t ty = NERVE_MSGS_ADD_TWO_INTS_SERVICE_TYPE_INIT;
+    nerve_client_t client = {0};
+    char service[64];
+    snprintf(service, sizeof service, "/c_nobody_%d", (int)getpid());
+    CHECK_STATUS(nerve_client_create(node, service, &ty, &client), NERVE_OK);
+    nerve_msgs_TwoInts req = {1, 2};
+    nerve_reply_t reply = {0};
+    nerve_sample_view_t v;
+    CHECK_STATUS(nerve_client_call(client, &req, sizeof req, 1000000000ULL, &reply, &v), NERVE_ERR_NO_SERVER);
+    CHECK(strstr(nerve_last_error(), "no server") != NULL);
+    CHECK(strcmp(nerve_status_name(NERVE_ERR_NO_SERVER), "NERVE_ERR_NO_SERVER") == 0);
+    CHECK(strcmp(nerve_status_name(NERVE_ERR_TOO_MANY_IN_FLIGHT), "NERVE_ERR_TOO_MANY_IN_FLIGHT") == 0);
+    CHECK_STATUS(nerve_client_destroy(client), NERVE_OK);
+  }
+
   /* QoS presets */
   nerve_qos_default(&qos);
   CHECK(qos.depth == 4 && !qos.reliable);
@@ -194,7 +224,7 @@ int main(void) {
     memset(&m, 0, sizeof m);
     m.angular = -2.0f;
     CHECK_STATUS(nerve_publisher_publish(pub, &m, sizeof m), NERVE_OK);
-    CHECK_STATUS(nerve_publisher_publish(pub, &m, 3), NERVE_ERR_PUBLISH); /* not a CmdVel */
+    CHECK_STATUS(nerve_publisher_publish(pub, &m, 3), NERVE_ERR_TYPE_MISMATCH); /* not a CmdVel: a payload size that does not fit the type */
   }
 
   /* take both */

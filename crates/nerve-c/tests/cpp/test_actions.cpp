@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -152,15 +153,15 @@ TEST_F(Act, RejectedGoalsFailWithTheReason) {
   try {
     (void)client.send_goal(order(-1));
     FAIL() << "a rejected goal must throw";
-  } catch (const nerve::Error& e) {
-    EXPECT_EQ(e.code(), NERVE_ERR_ACTION) << e.what();
+  } catch (const nerve::Rejected& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_REJECTED) << e.what();
     EXPECT_TRUE(contains(e.what(), "rejected")) << e.what();
   }
   try {
     (void)client.send_goal(order(5000));
     FAIL() << "a rejected goal must throw";
-  } catch (const nerve::Error& e) {
-    EXPECT_EQ(e.code(), NERVE_ERR_ACTION) << e.what();
+  } catch (const nerve::Rejected& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_REJECTED) << e.what();
     EXPECT_TRUE(contains(e.what(), "order too large")) << e.what();
   }
   // an accepted one still works
@@ -221,4 +222,21 @@ TEST_F(Act, UnknownActionTypeAndMovedFrom) {
   nerve::Goal<Fibonacci> none;
   EXPECT_THROW((void)none.id(), nerve::Error);
   EXPECT_THROW((void)none.cancel(), nerve::Error);
+}
+
+TEST_F(Act, AServerGoneWithAnActiveGoalIsServerGone) {
+  const std::string name = unique("fib_gone");
+  auto server = std::make_unique<ServerThread<Fibonacci>>(
+      name, ServerThread<Fibonacci>::Decide{},
+      [](nerve::ServerGoal<Fibonacci>&, nerve::ActionServer<Fibonacci>&) {});  // never ends it
+  nerve::ActionClient<Fibonacci> client(node, name);
+  ASSERT_TRUE(client.wait_for_server(30s));
+  nerve::Goal<Fibonacci> goal = client.send_goal(order(5));
+  server.reset();  // the server goes away with the goal active
+  try {
+    (void)goal.result(60s);
+    FAIL() << "the goal's result must fail when its server goes away";
+  } catch (const nerve::ServerGone& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_SERVER_GONE) << e.what();
+  }
 }

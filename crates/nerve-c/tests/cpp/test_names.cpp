@@ -7,6 +7,7 @@
 
 #include <nerve/msgs/add_two_ints.hpp>
 #include <nerve/msgs/cmd_vel.hpp>
+#include <nerve/msgs/fibonacci.hpp>
 
 #include <string>
 
@@ -81,4 +82,25 @@ TEST(Names, BadNamespaceAndRulesAreRefusedByName) {
     EXPECT_EQ(e.code(), NERVE_ERR_CONTEXT);
     EXPECT_TRUE(contains(e.what(), "1b")) << e.what();
   }
+}
+
+TEST(Names, ActionNamesResolveAndReadIntoCBuffers) {
+  nerve::Context ctx(in_robot1());
+  nerve::Node node(ctx, "planner");
+  nerve::ActionServer<nerve::msgs::Fibonacci> server(node, "fib");
+  EXPECT_EQ(server.name(), "/robot1/fib");
+  nerve::ActionClient<nerve::msgs::Fibonacci> client(node, "~/fib");
+  EXPECT_EQ(client.name(), "/robot1/planner/fib");
+  nerve::ActionClient<nerve::msgs::Fibonacci> remapped(node, "cmd");
+  EXPECT_EQ(remapped.name(), "/base/cmd");
+
+  // the C convention: the size needed, NERVE_ERR_BUFFER_TOO_SMALL when the buffer is short
+  std::size_t needed = 0;
+  EXPECT_EQ(nerve_action_server_name(server.handle(), nullptr, 0, &needed), NERVE_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(needed, std::string("/robot1/fib").size() + 1);
+  std::string buf(needed, '\0');
+  EXPECT_EQ(nerve_action_server_name(server.handle(), buf.data(), buf.size(), &needed), NERVE_OK);
+  EXPECT_STREQ(buf.c_str(), "/robot1/fib");
+  EXPECT_EQ(nerve_action_client_name(nerve_action_client_t{}, buf.data(), buf.size(), &needed),
+            NERVE_ERR_BAD_HANDLE);
 }

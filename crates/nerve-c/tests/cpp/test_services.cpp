@@ -105,8 +105,8 @@ TEST_F(Svc, FailAndDropReachTheCaller) {
   try {
     (void)p.wait(5s);
     FAIL() << "a failed request must fail the call";
-  } catch (const nerve::Error& e) {
-    EXPECT_EQ(e.code(), NERVE_ERR_CALL) << e.what();
+  } catch (const nerve::HandlerFailed& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_HANDLER_FAILED) << e.what();
     EXPECT_TRUE(contains(e.what(), "numbers too small")) << e.what();
   }
   EXPECT_FALSE(p.valid());
@@ -117,7 +117,7 @@ TEST_F(Svc, FailAndDropReachTheCaller) {
     ASSERT_TRUE(dropped);
   }  // released unanswered
   auto r = p2.try_wait(5s);
-  EXPECT_EQ(r.code(), NERVE_ERR_CALL);
+  EXPECT_EQ(r.code(), NERVE_ERR_REJECTED);
   EXPECT_TRUE(contains(r.error_message(), "dropped")) << r.error_message();
 
   // a forgotten call: the late reply is dropped, nothing breaks
@@ -136,12 +136,12 @@ TEST_F(Svc, NoServer) {
   try {
     (void)client.call(two(1, 2), 20ms);
     FAIL() << "a call without a server must fail";
-  } catch (const nerve::Error& e) {
-    EXPECT_EQ(e.code(), NERVE_ERR_CALL) << e.what();
+  } catch (const nerve::NoServer& e) {
+    EXPECT_EQ(e.code(), NERVE_ERR_NO_SERVER) << e.what();
     EXPECT_TRUE(contains(e.what(), "no server")) << e.what();
   }
   auto r = client.try_call(two(1, 2), 20ms);
-  EXPECT_TRUE(r.is_error());
+  EXPECT_EQ(r.code(), NERVE_ERR_NO_SERVER);
   EXPECT_FALSE(r.error_message().empty());
 }
 
@@ -152,7 +152,7 @@ TEST_F(Svc, CallTimesOutWhenNobodyAnswers) {
   try {
     (void)client.call(two(1, 2), 20ms);
     FAIL() << "an unanswered call must time out";
-  } catch (const nerve::Error& e) {
+  } catch (const nerve::Timeout& e) {
     EXPECT_EQ(e.code(), NERVE_ERR_TIMEOUT) << e.what();
   }
   EXPECT_EQ(client.try_call(two(1, 2), 1ms).code(), NERVE_ERR_TIMEOUT);
@@ -191,7 +191,7 @@ TEST_F(Svc, ServerCallbackExceptionBecomesTheCallersError) {
   nerve::Pending<AddTwoInts> bad = client.send(two(-1, 0));
   auto r = spin_for_reply(bad);  // the spin itself does not throw
   ASSERT_TRUE(r.is_error());
-  EXPECT_EQ(r.code(), NERVE_ERR_CALL) << r.error_message();
+  EXPECT_EQ(r.code(), NERVE_ERR_HANDLER_FAILED) << r.error_message();
   EXPECT_TRUE(contains(r.error_message(), "negative operand")) << r.error_message();
   // the server goes on
   nerve::Pending<AddTwoInts> good = client.send(two(7, 0));
