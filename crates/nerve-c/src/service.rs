@@ -95,7 +95,7 @@ fn call_view(bytes: &[u8], elems: usize, h: &CallHeader) -> nerve_sample_view_t 
 }
 
 /// The status code of a failed call.
-fn call_err(e: CallError) -> Error {
+pub(crate) fn call_err(e: CallError) -> Error {
     let code = match e {
         CallError::ServerGone { .. } => NERVE_ERR_SERVER_GONE,
         CallError::Timeout { .. } => NERVE_ERR_TIMEOUT,
@@ -218,7 +218,7 @@ pub unsafe extern "C" fn nerve_client_send(
     })
 }
 
-fn store_reply(
+pub(crate) fn store_reply(
     r: RawReply,
     ctx: u32,
     out_reply: &mut nerve_reply_t,

@@ -318,6 +318,19 @@ pub enum RecvError {
         /// The underlying failure.
         reason: String,
     },
+    /// The subscriber already holds as many samples as its topic allows
+    /// (`Qos::max_borrowed`, at least 4): release one before taking more. The sample
+    /// stays queued.
+    #[error(
+        "topic {topic}: this subscriber already holds {max} samples (the topic's max_borrowed): \
+         release one before taking more"
+    )]
+    TooManyHeld {
+        /// Topic name.
+        topic: String,
+        /// Samples a subscriber may hold at once.
+        max: usize,
+    },
 }
 
 /// Decoding a serde message failed.

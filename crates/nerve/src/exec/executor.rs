@@ -505,6 +505,23 @@ impl Executor {
     where
         F: FnMut(&crate::topic::raw::RawSample) -> Result<(), CallbackError> + 'static,
     {
+        let mut callback = callback;
+        self.subscribe_raw_owned(sub, move |s| callback(&s))
+    }
+
+    /// As [`Executor::subscribe_raw`], but `callback` takes each sample over: it may keep
+    /// it past the call (bindings' shared samples). A subscriber holds at most its
+    /// topic's `max_borrowed` samples at once (`Qos::max_borrowed`, at least 4); taking
+    /// one more while that many are kept ends the spin with
+    /// [`ExecError::Recv`] naming the limit, and the sample stays queued.
+    pub fn subscribe_raw_owned<F>(
+        &mut self,
+        sub: crate::topic::raw::RawSubscriber,
+        callback: F,
+    ) -> Result<EntityId, ExecError>
+    where
+        F: FnMut(crate::topic::raw::RawSample) -> Result<(), CallbackError> + 'static,
+    {
         let name = sub.topic().to_string();
         self.adopt_clock(sub.rx.node());
         let counted = replay_receiver(sub.rx.node(), &name)?;
@@ -1028,7 +1045,7 @@ struct RawSubscription<F> {
     counted: Option<crate::time::lockstep::Receiver>,
 }
 
-impl<F: FnMut(&crate::topic::raw::RawSample) -> Result<(), CallbackError>> Work
+impl<F: FnMut(crate::topic::raw::RawSample) -> Result<(), CallbackError>> Work
     for RawSubscription<F>
 {
     fn slot(&self) -> Option<SlotRef> {
@@ -1046,7 +1063,7 @@ impl<F: FnMut(&crate::topic::raw::RawSample) -> Result<(), CallbackError>> Work
                 break;
             };
             n += 1;
-            result = (self.callback)(&s).map_err(ExecError::Work);
+            result = (self.callback)(s).map_err(ExecError::Work);
             if result.is_err() {
                 break;
             }
@@ -1353,7 +1370,9 @@ impl MultiThreadedExecutor {
     /// `drain`; the first error of any worker is returned after all have ended.
     pub fn spin(&mut self, drain: Duration) -> Result<(), ExecError> {
         let signals = self.signals;
-        let setups = std::mem::take(&mut self.setups);
+        // setups run once; groups and setups added later go to the next spin's workers
+        let fresh = (0..self.threads).map(|_| Vec::new()).collect();
+        let setups = std::mem::replace(&mut self.setups, fresh);
         let mut workers = Vec::new();
         for (i, group) in setups.into_iter().enumerate() {
             let stop = self.stop.clone();
