@@ -318,11 +318,11 @@ pub enum RecvError {
         /// The underlying failure.
         reason: String,
     },
-    /// The subscriber already holds as many samples as its topic allows
-    /// (`Qos::max_borrowed`, at least 4): release one before taking more. The sample
-    /// stays queued.
+    /// The subscriber already holds as many samples as it may (`Qos::max_borrowed`, or
+    /// the topic's shared-memory limit): release one before taking more. The sample stays
+    /// queued.
     #[error(
-        "topic {topic}: this subscriber already holds {max} samples (the topic's max_borrowed): \
+        "topic {topic}: this subscriber already holds {max} samples (its max_borrowed): \
          release one before taking more"
     )]
     TooManyHeld {

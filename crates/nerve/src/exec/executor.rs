@@ -510,10 +510,10 @@ impl Executor {
     }
 
     /// As [`Executor::subscribe_raw`], but `callback` takes each sample over: it may keep
-    /// it past the call (bindings' shared samples). A subscriber holds at most its
-    /// topic's `max_borrowed` samples at once (`Qos::max_borrowed`, at least 4); taking
-    /// one more while that many are kept ends the spin with
-    /// [`ExecError::Recv`] naming the limit, and the sample stays queued.
+    /// it past the call (bindings' shared samples). A subscriber holds at most
+    /// `Qos::max_borrowed` samples at once (the one being delivered included); a sample
+    /// that arrives while that many are kept ends the spin with [`ExecError::Recv`]
+    /// ([`crate::RecvError::TooManyHeld`]), and it stays queued until one is dropped.
     pub fn subscribe_raw_owned<F>(
         &mut self,
         sub: crate::topic::raw::RawSubscriber,
@@ -1059,7 +1059,7 @@ impl<F: FnMut(crate::topic::raw::RawSample) -> Result<(), CallbackError>> Work
         let mut n = 0;
         let mut result = Ok(());
         while budget.more(n) {
-            let Some(s) = self.sub.try_recv()? else {
+            let Some(s) = self.sub.try_recv_held()? else {
                 break;
             };
             n += 1;
@@ -1379,13 +1379,18 @@ impl MultiThreadedExecutor {
             let worker = std::thread::Builder::new()
                 .name(format!("nerve-exec-{i}"))
                 .spawn(move || -> Result<(), ExecError> {
+                    // a worker that fails (or panics) stops the others at once: they are
+                    // joined in order, and one still spinning would never be joined
+                    let failing = StopOnFailure(stop.clone(), true);
                     let mut exec = Executor::new();
                     exec.drain_timeout(drain).handle_signals(signals);
                     stop.register(exec.handle());
                     for setup in group {
                         setup(&mut exec)?;
                     }
-                    exec.spin()
+                    let r = exec.spin();
+                    StopOnFailure::done(failing, r.is_err());
+                    r
                 })
                 .map_err(|e| ExecError::Thread(e.to_string()))?;
             workers.push(worker);
@@ -1404,6 +1409,24 @@ impl MultiThreadedExecutor {
             }
         }
         first
+    }
+}
+
+/// Stops every worker when dropped armed: a worker's error or panic.
+struct StopOnFailure(MultiStop, bool);
+
+impl StopOnFailure {
+    /// The worker ended: stops the others if `failed`.
+    fn done(mut guard: StopOnFailure, failed: bool) {
+        guard.1 = failed;
+    }
+}
+
+impl Drop for StopOnFailure {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.stop();
+        }
     }
 }
 
