@@ -907,11 +907,12 @@ nerve_status_t nerve_mt_executor_stop(nerve_mt_executor_t exec);
 nerve_status_t nerve_mt_executor_destroy(nerve_mt_executor_t exec);
 
 // Moves a subscriber into the executor: `callback` takes over each sample as a handle
-// and may keep it past the call (no copy: the sample's shared memory stays valid until
-// released). A subscriber holds at most its topic's `max_borrowed` samples at once (the
-// QoS's, at least 4) counting the ones kept: one more ends the spin with
-// `NERVE_ERR_EXEC` ("already holds N samples"), and the sample stays queued until one
-// is released. The subscriber handle is released (the executor owns it now).
+// and may keep it past the call (no copy: the sample's memory stays valid until
+// released). The subscriber holds at most its QoS's `max_borrowed` samples at once (the
+// one being delivered and the kept ones; 0 in `nerve_qos_t` means the default, 2): a
+// sample that arrives while that many are kept ends the spin with `NERVE_ERR_EXEC`
+// ("already holds N samples"), and it stays queued until one is released. The
+// subscriber handle is released (the executor owns it now).
 //
 // # Safety
 // `callback` is a valid function; `user` is whatever it expects; `drop` is null or

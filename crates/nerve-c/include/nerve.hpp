@@ -2332,7 +2332,10 @@ class GroupId {
 ///
 /// An exception thrown by a setup, or by a subscriber or timer callback, stops every
 /// worker and is rethrown by spin() (the first one, in the order setups were added).
-/// stop() may be called from any thread, a callback's included; it is sticky.
+/// stop() may be called from any thread, a callback's included; it is sticky (not
+/// async-signal-safe: from a signal handler use nerve::shutdown_request()). The other
+/// members are called from one thread at a time, and group()/add() not during spin()
+/// (NERVE_ERR_BUSY). The lent Executor's stop() stops that worker only.
 class MultiThreadedExecutor {
  public:
   /// An executor of `threads` workers (at least one) whose setups open their contexts
@@ -2370,10 +2373,11 @@ class MultiThreadedExecutor {
   void add(GroupId group, F&& setup) {
     using Box = SetupBox<std::decay_t<F>>;
     auto state = std::make_shared<detail::ExecState>();
-    states_.push_back(state);
-    auto* box = new Box{std::forward<F>(setup), std::move(state)};
+    states_.reserve(states_.size() + 1);  // no throw after the ABI took the box
+    auto* box = new Box{std::forward<F>(setup), state};
     // the ABI owns `box` from here: it calls drop_box, even when the call fails
     detail::check(nerve_mt_executor_add(h_.get(), group.handle(), &Box::call, box, &detail::drop_box<Box>));
+    states_.push_back(std::move(state));
   }
   /// Whether spin() installs SIGINT/SIGTERM handlers and stops on them (default true).
   void handle_signals(bool on) { detail::check(nerve_mt_executor_handle_signals(h_.get(), on)); }
@@ -2383,7 +2387,10 @@ class MultiThreadedExecutor {
   template <class Rep, class Period>
   void spin(std::chrono::duration<Rep, Period> drain) {
     const nerve_status_t s = nerve_mt_executor_spin(h_.get(), detail::timeout_u64(drain));
-    // the workers have ended (joined): their states are read here only
+    // spinning on another thread: its workers' callbacks still use the states
+    if (s == NERVE_ERR_BUSY) detail::check(s);
+    // the workers have ended (joined) and their callbacks are gone: the states are read
+    // here only, and dropped
     std::exception_ptr first;
     for (auto& st : states_) {
       if (!first && st->error) first = st->error;

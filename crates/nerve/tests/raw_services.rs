@@ -477,7 +477,11 @@ fn a_raw_request_loan_is_written_in_place_and_sent_once() {
     l.bytes_mut().copy_from_slice(&want);
     let call = l.send().unwrap();
     let req = server.take_timeout(T).unwrap().expect("the loaned request");
-    assert_eq!(req.bytes(), want, "the first request is the sent loan, not the dropped one");
+    assert_eq!(
+        req.bytes(),
+        want,
+        "the first request is the sent loan, not the dropped one"
+    );
     assert_eq!((req.elems(), req.header().seq), (3, call.seq()));
     req.reply_bytes(&samples_bytes(8, &[])).unwrap();
     assert_eq!(call.wait(T).unwrap().bytes(), samples_bytes(8, &[]));

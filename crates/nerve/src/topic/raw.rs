@@ -150,14 +150,11 @@ impl RawSubscriber {
 
     /// The next sample if one is queued, without waiting.
     pub fn try_recv(&self) -> Result<Option<RawSample>, RecvError> {
-        Ok(self
-            .rx
-            .try_recv()?
-            .map(|(inner, elems)| RawSample {
-                inner,
-                elems,
-                _held: None,
-            }))
+        Ok(self.rx.try_recv()?.map(|(inner, elems)| RawSample {
+            inner,
+            elems,
+            _held: None,
+        }))
     }
 
     /// Waits up to `timeout` for the next sample.
