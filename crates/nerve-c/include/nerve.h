@@ -180,6 +180,16 @@ typedef enum {
   NERVE_LOG_FATAL = 50,
 } nerve_log_level_t;
 
+// How the callbacks of a group may overlap (passed as `int`).
+typedef enum {
+  // Never two callbacks of the group at once: the whole group runs on one worker.
+  NERVE_GROUP_MUTUALLY_EXCLUSIVE = 0,
+  // Callbacks of the group may run in parallel: each setup added to the group goes
+  // to the next worker in turn (one entity's own callbacks still run one at a time,
+  // in order).
+  NERVE_GROUP_REENTRANT = 1,
+} nerve_callback_group_kind_t;
+
 // A transform buffer shared by threads (opaque; see `nerve_tf_buffer_create`).
 typedef struct nerve_tf_buffer_t nerve_tf_buffer_t;
 
@@ -340,6 +350,60 @@ typedef struct {
 // `NERVE_LIFECYCLE_FAILURE` or `NERVE_LIFECYCLE_ERROR`.
 typedef int32_t (*nerve_lifecycle_callback_t)(void *user, uint8_t previous_state);
 
+// A multi-threaded executor. Unlike other handles it may be used from any thread.
+typedef struct {
+  // The handle (0: none).
+  uint64_t id;
+} nerve_mt_executor_t;
+
+// A callback group of a multi-threaded executor.
+typedef struct {
+  // The group (0: none).
+  uint64_t id;
+} nerve_callback_group_t;
+
+// Runs on a worker thread with a context and that worker's executor (both valid during
+// the call, on that thread): creates nodes, ports and callbacks. Returns 0, or
+// non-zero to fail the spin (message: `nerve_callback_fail`).
+typedef int32_t (*nerve_setup_callback_t)(void *user, nerve_context_t ctx, nerve_executor_t exec);
+
+// A received sample, readable until released.
+typedef struct {
+  // The handle's bits (0: none); opaque to callers.
+  uint64_t id;
+} nerve_sample_t;
+
+// Called with each sample, which the callback owns from then on (even when it fails):
+// it reads it through `view` and releases it with `nerve_sample_release`, now or later
+// (on this thread). Returns 0, or non-zero to fail the spin.
+typedef int32_t (*nerve_owned_sample_callback_t)(void *user,
+                                                 nerve_sample_t sample,
+                                                 const nerve_sample_view_t *view);
+
+// A client of one service.
+typedef struct {
+  // The handle's bits (0: none); opaque to callers.
+  uint64_t id;
+} nerve_client_t;
+
+// A request loaned from a client, written in place in shared memory until sent.
+typedef struct {
+  // The handle (0: none).
+  uint64_t id;
+} nerve_request_loan_t;
+
+// A call in flight.
+typedef struct {
+  // The handle's bits (0: none); opaque to callers.
+  uint64_t id;
+} nerve_pending_t;
+
+// A reply to a call, readable until released.
+typedef struct {
+  // The handle's bits (0: none); opaque to callers.
+  uint64_t id;
+} nerve_reply_t;
+
 // A service's type: its name and the schemas of request and response (with the layout
 // hashes the caller compiled against, 0 to skip that check).
 typedef struct {
@@ -356,24 +420,6 @@ typedef struct {
   // Largest request and response payload in bytes (0: the default).
   uint64_t max_payload;
 } nerve_service_type_t;
-
-// A client of one service.
-typedef struct {
-  // The handle's bits (0: none); opaque to callers.
-  uint64_t id;
-} nerve_client_t;
-
-// A call in flight.
-typedef struct {
-  // The handle's bits (0: none); opaque to callers.
-  uint64_t id;
-} nerve_pending_t;
-
-// A reply to a call, readable until released.
-typedef struct {
-  // The handle's bits (0: none); opaque to callers.
-  uint64_t id;
-} nerve_reply_t;
 
 // A request taken by a server, answered once.
 typedef struct {
@@ -473,12 +519,6 @@ typedef struct {
   // The handle's bits (0: none); opaque to callers.
   uint64_t id;
 } nerve_loan_t;
-
-// A received sample, readable until released.
-typedef struct {
-  // The handle's bits (0: none); opaque to callers.
-  uint64_t id;
-} nerve_sample_t;
 
 // Counters of a subscriber.
 typedef struct {
@@ -914,6 +954,108 @@ nerve_status_t nerve_node_set_log_level(nerve_node_t node, int level);
 // # Safety
 // `enabled` points to writable storage.
 nerve_status_t nerve_node_log_enabled(nerve_node_t node, int level, bool *enabled);
+
+// Creates a multi-threaded executor of `threads` workers (at least one). Each setup
+// opens its context with `options` (null: from the NERVE_* environment, as
+// `nerve_context_create`). SIGINT and SIGTERM stop `nerve_mt_executor_spin`.
+//
+// # Safety
+// `options` is null or valid (its strings are copied); `out_exec` is writable.
+nerve_status_t nerve_mt_executor_create(size_t threads,
+                                        const nerve_context_options_t *options,
+                                        nerve_mt_executor_t *out_exec);
+
+// Whether `nerve_mt_executor_spin` installs SIGINT/SIGTERM handlers and stops on them
+// (default true).
+nerve_status_t nerve_mt_executor_handle_signals(nerve_mt_executor_t exec, bool on);
+
+// A new callback group of `kind` (a `nerve_callback_group_kind_t`).
+//
+// # Safety
+// `out_group` is writable.
+nerve_status_t nerve_mt_executor_group(nerve_mt_executor_t exec,
+                                       int32_t kind,
+                                       nerve_callback_group_t *out_group);
+
+// Adds a setup to `group`: when the executor spins, `setup` runs on the worker thread
+// the group chooses, with a context and that worker's executor, and creates nodes,
+// ports and callbacks there. `drop` (nullable) frees `user` after the setup ran (on the
+// worker) or, if it never runs, when the executor is destroyed (on that thread).
+//
+// # Safety
+// `setup` is a valid function; `user` is whatever it expects and may be used and freed
+// on another thread; `drop` is null or frees `user`.
+nerve_status_t nerve_mt_executor_add(nerve_mt_executor_t exec,
+                                     nerve_callback_group_t group,
+                                     nerve_setup_callback_t setup,
+                                     void *user,
+                                     nerve_drop_callback_t drop);
+
+// Runs every worker until `nerve_mt_executor_stop`, `nerve_shutdown_request` or
+// SIGINT / SIGTERM (each drains queued input within `drain_ns`), then returns the first
+// error of any worker (a setup's or a callback's: `NERVE_ERR_CALLBACK` with its
+// message) after all have ended. Blocks the calling thread; setups added before run
+// once, on the workers.
+nerve_status_t nerve_mt_executor_spin(nerve_mt_executor_t exec, uint64_t drain_ns);
+
+// Stops every worker of a spinning executor (any thread, its callbacks included).
+// Sticky: a stopped executor's later spins return at once.
+nerve_status_t nerve_mt_executor_stop(nerve_mt_executor_t exec);
+
+// Destroys a multi-threaded executor (any thread). A spin in progress is stopped and
+// returns; setups that never ran are dropped (their `drop` runs).
+nerve_status_t nerve_mt_executor_destroy(nerve_mt_executor_t exec);
+
+// Moves a subscriber into the executor: `callback` takes over each sample as a handle
+// and may keep it past the call (no copy: the sample's memory stays valid until
+// released). The subscriber holds at most its QoS's `max_borrowed` samples at once (the
+// one being delivered and the kept ones; 0 in `nerve_qos_t` means the default, 2): a
+// sample that arrives while that many are kept ends the spin with `NERVE_ERR_EXEC`
+// ("already holds N samples"), and it stays queued until one is released. The
+// subscriber handle is released (the executor owns it now).
+//
+// # Safety
+// `callback` is a valid function; `user` is whatever it expects; `drop` is null or
+// frees `user`.
+nerve_status_t nerve_executor_add_subscriber_shared(nerve_executor_t exec,
+                                                    nerve_subscriber_t sub,
+                                                    nerve_owned_sample_callback_t callback,
+                                                    void *user,
+                                                    nerve_drop_callback_t drop);
+
+// Loans a request of `len` payload bytes (head, then slice elements; zeroed) from the
+// client: write it at `*data` (8-byte aligned, `len` bytes), then send it with
+// `nerve_client_send_loan` or `nerve_client_call_loan` (no copy), or drop it with
+// `nerve_client_loan_discard` (nothing is sent). A length that is not a request of the
+// service's type is `NERVE_ERR_CALL` (nothing loaned); too many loans and calls in
+// flight at once is `NERVE_ERR_CALL` too.
+//
+// # Safety
+// `out_loan` and `data` are writable.
+nerve_status_t nerve_client_loan(nerve_client_t client,
+                                 size_t len,
+                                 nerve_request_loan_t *out_loan,
+                                 void **data);
+
+// Sends a loaned request as written and returns the call in flight. The loan is used
+// up, even when the send fails.
+//
+// # Safety
+// `out_pending` is writable.
+nerve_status_t nerve_client_send_loan(nerve_request_loan_t loan, nerve_pending_t *out_pending);
+
+// Sends a loaned request and waits up to `timeout_ns` for the reply (as
+// `nerve_client_call`). The loan is used up, even when the call fails.
+//
+// # Safety
+// `out_reply` and `view` are writable.
+nerve_status_t nerve_client_call_loan(nerve_request_loan_t loan,
+                                      uint64_t timeout_ns,
+                                      nerve_reply_t *out_reply,
+                                      nerve_sample_view_t *view);
+
+// Drops a loaned request unsent (its memory returns to the client's pool).
+nerve_status_t nerve_client_loan_discard(nerve_request_loan_t loan);
 
 // Opens the parameters of `node` (a parameters file named by `NERVE_PARAMS` and
 // `--param` overrides in the environment apply at declaration). Serve remote requests

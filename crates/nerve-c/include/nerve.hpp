@@ -790,7 +790,22 @@ struct ContextOptions {
   /// Remap rules "from:=to" separated by ';' (as NERVE_REMAP), checked before the
   /// environment's; empty: none more.
   std::string remap;
+
+  /// The C options (pointing into this object's strings: valid while it is unchanged).
+  nerve_context_options_t to_c() const noexcept {
+    nerve_context_options_t o{};
+    o.config_path = config_path.empty() ? nullptr : config_path.c_str();
+    o.set_domain = domain.has_value();
+    o.domain = domain.value_or(0);
+    o.state_dir = state_dir.empty() ? nullptr : state_dir.c_str();
+    o.network = network ? (*network ? 1 : 0) : -1;
+    o.node_namespace = node_namespace.empty() ? nullptr : node_namespace.c_str();
+    o.remap = remap.empty() ? nullptr : remap.c_str();
+    return o;
+  }
 };
+
+class MultiThreadedExecutor;
 
 /// A Nerve domain seen from this process. Everything made from it belongs to the thread
 /// that created it.
@@ -804,14 +819,7 @@ class Context {
   }
   /// Opens a context with `options`.
   explicit Context(const ContextOptions& options) {
-    nerve_context_options_t o{};
-    o.config_path = options.config_path.empty() ? nullptr : options.config_path.c_str();
-    o.set_domain = options.domain.has_value();
-    o.domain = options.domain.value_or(0);
-    o.state_dir = options.state_dir.empty() ? nullptr : options.state_dir.c_str();
-    o.network = options.network ? (*options.network ? 1 : 0) : -1;
-    o.node_namespace = options.node_namespace.empty() ? nullptr : options.node_namespace.c_str();
-    o.remap = options.remap.empty() ? nullptr : options.remap.c_str();
+    const nerve_context_options_t o = options.to_c();
     nerve_context_t h{};
     detail::check(nerve_context_create(&o, &h));
     h_ = Handle(h);
@@ -841,6 +849,10 @@ class Context {
   explicit operator bool() const noexcept { return h_.valid(); }
 
  private:
+  friend class MultiThreadedExecutor;
+  struct lent_t {};
+  /// A context lent by the C ABI for a setup (given back, not destroyed).
+  Context(lent_t, nerve_context_t h) noexcept : h_(h) {}
   using Handle = detail::Owner<nerve_context_t, &nerve_context_destroy>;
   Handle h_;
 };
@@ -1048,6 +1060,92 @@ class Sample : public detail::OwnedView<T, nerve_sample_t, &nerve_sample_release
  public:
   /// Takes over a sample handle of the C ABI (with its view).
   Sample(nerve_sample_t h, const nerve_sample_view_t& v) noexcept : Base(h, v) {}
+};
+
+/// A received sample of T owned by all its copies (as rclcpp's `shared_ptr<const T>`):
+/// no copy of the payload, which stays in shared memory until the last copy is
+/// destroyed. Get one from a subscriber callback taking `nerve::SharedSample<T>`
+/// (Executor::add) or from a Sample (`SharedSample<T>(std::move(sample))`).
+///
+/// Bounded: an executor's subscriber holds at most Qos::max_borrowed samples at once
+/// (default 2; the one being delivered and the kept ones): a sample that arrives while
+/// that many are kept makes spin throw nerve::Error (NERVE_ERR_EXEC, "already holds N
+/// samples"), and it stays queued until one is released.
+///
+/// Release the last copy on the thread that received it (destroying it on another
+/// thread relies on the handle table's deferred release to the owning thread).
+template <class T>
+class SharedSample {
+ public:
+  /// The slice element type (nerve::no_elem when there is none).
+  using elem_type = typename message_traits<T>::elem_type;
+
+  /// An empty shared sample (holds nothing).
+  SharedSample() noexcept = default;
+  /// Takes over a sample handle of the C ABI (with its view); released at once if the
+  /// shared state cannot be allocated (then this throws std::bad_alloc).
+  SharedSample(nerve_sample_t h, const nerve_sample_view_t& v) : b_(make(h, v)) {}
+  /// Shares an owned sample (it holds nothing after). Throws nerve::Error
+  /// (NERVE_ERR_STALE_HANDLE) when `s` holds nothing.
+  explicit SharedSample(Sample<T>&& s) {
+    const nerve_sample_view_t v = s.ref().view();
+    b_ = make(s.release(), v);
+  }
+
+  /// The head.
+  const T& operator*() const { return *ref().get(); }
+  /// The head's fields.
+  const T* operator->() const { return ref().get(); }
+  /// The head.
+  const T* get() const { return ref().get(); }
+  /// The slice elements that follow the head.
+  template <class E = elem_type>
+  span<const detail::type_identity_t<E>> elems() const {
+    return ref().template elems<E>();
+  }
+  /// Sequence number per publisher, from 1.
+  std::uint64_t seq() const { return ref().seq(); }
+  /// Publish time, monotonic clock, nanoseconds.
+  std::uint64_t stamp_ns() const { return ref().stamp_ns(); }
+  /// Publish time, wall clock, nanoseconds since the Unix epoch.
+  std::int64_t wall_ns() const { return ref().wall_ns(); }
+  /// The publisher's id.
+  std::uint64_t publisher_id() const { return ref().publisher_id(); }
+  /// The payload's size in bytes.
+  std::size_t size_bytes() const { return ref().size_bytes(); }
+  /// A non-owning view (valid while a copy holds the sample). Throws nerve::Error
+  /// (NERVE_ERR_STALE_HANDLE) when this object holds nothing.
+  SampleRef<T> ref() const {
+    if (!b_) detail::throw_stale("the shared sample", message_traits<T>::type_name);
+    return SampleRef<T>(b_->v);
+  }
+  /// Copies holding this sample (0 when empty).
+  long use_count() const noexcept { return b_.use_count(); }
+  /// Whether this object holds a sample.
+  bool valid() const noexcept { return static_cast<bool>(b_); }
+  /// Whether this object holds a sample.
+  explicit operator bool() const noexcept { return valid(); }
+  /// Lets this copy go (the sample is released with its last copy).
+  void reset() noexcept { b_.reset(); }
+
+ private:
+  struct Block {
+    nerve_sample_t h;
+    nerve_sample_view_t v;
+    Block(nerve_sample_t handle, const nerve_sample_view_t& view) noexcept : h(handle), v(view) {}
+    Block(const Block&) = delete;
+    Block& operator=(const Block&) = delete;
+    ~Block() { (void)nerve_sample_release(h); }
+  };
+  static std::shared_ptr<const Block> make(nerve_sample_t h, const nerve_sample_view_t& v) {
+    try {
+      return std::make_shared<Block>(h, v);
+    } catch (...) {
+      (void)nerve_sample_release(h);
+      throw;
+    }
+  }
+  std::shared_ptr<const Block> b_;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -1400,6 +1498,96 @@ struct packer {
 template <class S>
 class Pending;
 
+/// A request of service S loaned from a Client<S> (Client::loan), written in place in
+/// shared memory and sent without a copy: `client.call(std::move(loan), timeout)` or
+/// `client.send(std::move(loan))`. The head is zeroed when loaned. Dropping it unsent
+/// sends nothing. Using it after it was sent (or once moved from) throws nerve::Error
+/// (NERVE_ERR_STALE_HANDLE).
+template <class S>
+class RequestLoan {
+  using Req = typename service_traits<S>::request;
+  using L = detail::layout<Req>;
+
+ public:
+  /// The slice element type (nerve::no_elem when there is none).
+  using elem_type = typename message_traits<Req>::elem_type;
+
+  /// An empty loan (holds nothing).
+  RequestLoan() noexcept = default;
+  /// Takes the loan over (`o` holds nothing after).
+  RequestLoan(RequestLoan&& o) noexcept
+      : h_(std::exchange(o.h_, nerve_request_loan_t{})),
+        client_(o.client_),
+        data_(std::exchange(o.data_, nullptr)),
+        n_(std::exchange(o.n_, 0)) {}
+  /// Discards the held loan, then takes `o`'s over.
+  RequestLoan& operator=(RequestLoan&& o) noexcept {
+    if (this != &o) {
+      reset();
+      h_ = std::exchange(o.h_, nerve_request_loan_t{});
+      client_ = o.client_;
+      data_ = std::exchange(o.data_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  RequestLoan(const RequestLoan&) = delete;
+  RequestLoan& operator=(const RequestLoan&) = delete;
+  /// Drops an unsent loan (nothing is sent).
+  ~RequestLoan() { reset(); }
+
+  /// The head.
+  Req& operator*() { return *get(); }
+  /// The head's fields.
+  Req* operator->() { return get(); }
+  /// The head.
+  Req* get() {
+    check();
+    return std::launder(reinterpret_cast<Req*>(data_));
+  }
+  /// The slice elements (as many as loaned; zeroed).
+  template <class E = elem_type>
+  span<detail::type_identity_t<E>> elems() {
+    static_assert(detail::is_elem<E>, "nerve: this request type has no slice (elem_type is no_elem)");
+    check();
+    auto* p = static_cast<unsigned char*>(data_) + L::elems_offset;
+    return span<E>(std::launder(reinterpret_cast<E*>(p)), n_);
+  }
+  /// The payload's size in bytes.
+  std::size_t size_bytes() const noexcept {
+    std::size_t b = 0;
+    return valid() && L::bytes(n_, b) ? b : 0;
+  }
+  /// Whether this object holds a loan (false once sent, discarded or moved from).
+  bool valid() const noexcept { return h_.id != 0; }
+  /// Whether this object holds a loan.
+  explicit operator bool() const noexcept { return valid(); }
+  /// Drops the loan unsent.
+  void discard() noexcept { reset(); }
+  /// The C handle (still owned by this object).
+  nerve_request_loan_t handle() const noexcept { return h_; }
+
+ private:
+  friend class Client<S>;
+  RequestLoan(nerve_request_loan_t h, nerve_client_t client, void* data, std::size_t n) noexcept
+      : h_(h), client_(client), data_(data), n_(n) {}
+  void check() const {
+    if (!valid()) detail::throw_stale("the request loan", service_traits<S>::type_name);
+  }
+  nerve_request_loan_t take() noexcept {
+    data_ = nullptr;
+    n_ = 0;
+    return std::exchange(h_, nerve_request_loan_t{});
+  }
+  void reset() noexcept {
+    if (h_.id != 0) (void)nerve_client_loan_discard(take());
+  }
+  nerve_request_loan_t h_{};
+  nerve_client_t client_{};
+  void* data_ = nullptr;
+  std::size_t n_ = 0;
+};
+
 /// A client of service S: calls with a timeout (call) or in flight (send).
 template <class S>
 class Client {
@@ -1448,6 +1636,35 @@ class Client {
       return detail::ResultAccess::error<Result<Reply<S>>>(NERVE_ERR_CALL, e.what());
     }
   }
+  /// Loans a request with room for `elems` slice elements (0 for a request without a
+  /// slice), written in place in shared memory: fill it, then call or send it (no copy).
+  /// Throws nerve::Error: NERVE_ERR_INVALID_ARGUMENT (elements for a type without a
+  /// slice), NERVE_ERR_CALL (too large, too many loans and calls in flight).
+  RequestLoan<S> loan(std::size_t elems = 0) {
+    using L = detail::layout<request>;
+    std::size_t bytes = 0;
+    if (!L::bytes(elems, bytes))
+      throw Error(NERVE_ERR_INVALID_ARGUMENT, std::to_string(elems) + " slice elements do not fit a request of " +
+                                                  std::string(service_traits<S>::type_name));
+    nerve_request_loan_t h{};
+    void* data = nullptr;
+    detail::check(nerve_client_loan(h_.get(), bytes, &h, &data));
+    return RequestLoan<S>(h, h_.get(), data, elems);
+  }
+  /// Sends a loaned request (no copy) and waits up to `timeout` for the reply. The loan
+  /// is used up, even when the call fails. Throws nerve::Error as call(); a loan of
+  /// another client, or one already sent, is an error and sends nothing.
+  template <class Rep, class Period>
+  Reply<S> call(RequestLoan<S>&& loan, std::chrono::duration<Rep, Period> timeout) {
+    const nerve_request_loan_t l = take_loan(loan);
+    nerve_reply_t h{};
+    nerve_sample_view_t v{};
+    detail::check(nerve_client_call_loan(l, detail::timeout_u64(timeout), &h, &v));
+    return Reply<S>(h, v);
+  }
+  /// Sends a loaned request (no copy); the reply comes through the returned Pending. The
+  /// loan is used up, even when the send fails.
+  Pending<S> send(RequestLoan<S>&& loan);
   /// Sends a request; the reply comes through the returned Pending.
   Pending<S> send(const request& req);
   /// Sends a request of `head` and slice `elems`.
@@ -1485,6 +1702,13 @@ class Client {
     return std::move(r).value();
   }
   Pending<S> send_raw(const void* data, std::size_t len);
+  /// The loan's handle, taken from it, once checked to be this client's.
+  nerve_request_loan_t take_loan(RequestLoan<S>& loan) {
+    loan.check();
+    if (loan.client_.id != h_.get().id)
+      throw Error(NERVE_ERR_INVALID_ARGUMENT, "the request loan is of another client (nothing was sent)");
+    return loan.take();
+  }
   using Handle = detail::Owner<nerve_client_t, &nerve_client_destroy>;
   Handle h_;
   detail::packer<request> packer_;
@@ -1545,6 +1769,14 @@ template <class S>
 Pending<S> Client<S>::send_raw(const void* data, std::size_t len) {
   nerve_pending_t h{};
   detail::check(nerve_client_send(h_.get(), data, len, &h));
+  return Pending<S>(h);
+}
+
+template <class S>
+Pending<S> Client<S>::send(RequestLoan<S>&& loan) {
+  const nerve_request_loan_t l = take_loan(loan);
+  nerve_pending_t h{};
+  detail::check(nerve_client_send_loan(l, &h));
   return Pending<S>(h);
 }
 
@@ -1989,7 +2221,8 @@ struct SubscriberBox {
         self->f(*s);
       } else {
         static_assert(dependent_false<F>,
-                      "nerve: a subscriber callback takes nerve::SampleRef<T> or const T&");
+                      "nerve: a subscriber callback takes nerve::SampleRef<T>, const T& or "
+                      "nerve::SharedSample<T>");
       }
       return 0;
     } catch (...) {
@@ -1998,6 +2231,30 @@ struct SubscriberBox {
     }
   }
 };
+
+/// A subscriber callback taking nerve::SharedSample<T>: it owns each sample.
+template <class T, class F>
+struct SharedSubscriberBox {
+  F f;
+  ExecState* state;
+  static std::int32_t call(void* user, nerve_sample_t h, const nerve_sample_view_t* v) noexcept {
+    auto* self = static_cast<SharedSubscriberBox*>(user);
+    try {
+      SharedSample<T> s(h, *v);  // owns the handle from here (released if this throws)
+      self->f(std::move(s));
+      return 0;
+    } catch (...) {
+      record_exception(self->state);
+      return 1;
+    }
+  }
+};
+
+/// Whether a subscriber callback of T takes nerve::SharedSample<T> (and not a view).
+template <class T, class F>
+constexpr bool takes_shared = !std::is_invocable_v<F&, const SampleRef<T>&> &&
+                              !std::is_invocable_v<F&, const T&> &&
+                              std::is_invocable_v<F&, SharedSample<T>>;
 
 template <class F>
 struct TimerBox {
@@ -2076,7 +2333,7 @@ class Executor {
   /// An empty executor (holds nothing).
   Executor() noexcept = default;
   /// Creates an executor for objects of `ctx` (SIGINT and SIGTERM stop spin()).
-  explicit Executor(const Context& ctx) : state_(new detail::ExecState) {
+  explicit Executor(const Context& ctx) : state_(std::make_shared<detail::ExecState>()) {
     nerve_executor_t h{};
     detail::check(nerve_executor_create(ctx.handle(), &h));
     h_ = Handle(h);
@@ -2095,14 +2352,23 @@ class Executor {
   ~Executor() { h_.reset(); }
 
   /// Moves `sub` into the executor: `f` runs with each sample, as `f(SampleRef<T>)` or
-  /// `f(const T&)`.
+  /// `f(const T&)` (a view valid during the call), or `f(SharedSample<T>)` (the callback
+  /// may keep the sample past the call, without a copy; see SharedSample).
   template <class T, class F>
   void add(Subscriber<T>&& sub, F&& f) {
-    using Box = detail::SubscriberBox<T, std::decay_t<F>>;
-    auto* box = new Box{std::forward<F>(f), state_.get()};
-    // the ABI owns `box` from here: it calls drop_box, even when the call fails
-    detail::check(nerve_executor_add_subscriber(h_.get(), sub.h_.get(), &Box::call, box,
-                                                &detail::drop_box<Box>));
+    if constexpr (detail::takes_shared<T, std::decay_t<F>>) {
+      using Box = detail::SharedSubscriberBox<T, std::decay_t<F>>;
+      auto* box = new Box{std::forward<F>(f), state_.get()};
+      // the ABI owns `box` from here: it calls drop_box, even when the call fails
+      detail::check(nerve_executor_add_subscriber_shared(h_.get(), sub.h_.get(), &Box::call, box,
+                                                         &detail::drop_box<Box>));
+    } else {
+      using Box = detail::SubscriberBox<T, std::decay_t<F>>;
+      auto* box = new Box{std::forward<F>(f), state_.get()};
+      // the ABI owns `box` from here: it calls drop_box, even when the call fails
+      detail::check(nerve_executor_add_subscriber(h_.get(), sub.h_.get(), &Box::call, box,
+                                                  &detail::drop_box<Box>));
+    }
     (void)sub.h_.release();
   }
   /// Moves `server` into the executor: `f` answers each request, as
@@ -2186,9 +2452,173 @@ class Executor {
     if (state_ && state_->error) std::rethrow_exception(std::exchange(state_->error, nullptr));
     detail::check(s);
   }
+  friend class MultiThreadedExecutor;
   using Handle = detail::Owner<nerve_executor_t, &nerve_executor_destroy>;
   Handle h_;  // destroyed (callbacks dropped) before state_
-  std::unique_ptr<detail::ExecState> state_;
+  // shared with a MultiThreadedExecutor that lent this executor to a setup
+  std::shared_ptr<detail::ExecState> state_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Multi-threaded executor (callback groups)
+// ---------------------------------------------------------------------------------------
+
+/// How callbacks of a group of a MultiThreadedExecutor may overlap (Rust's
+/// `nerve::CallbackGroup`).
+enum class CallbackGroup {
+  /// Never two callbacks of the group at once: the whole group runs on one worker.
+  MutuallyExclusive = NERVE_GROUP_MUTUALLY_EXCLUSIVE,
+  /// Callbacks of the group may run in parallel: each setup added to the group goes to
+  /// the next worker in turn (one subscriber's own callbacks still run one at a time, in
+  /// order).
+  Reentrant = NERVE_GROUP_REENTRANT,
+};
+
+/// A group of a MultiThreadedExecutor (MultiThreadedExecutor::group).
+class GroupId {
+ public:
+  /// No group.
+  GroupId() noexcept = default;
+  /// The C group.
+  nerve_callback_group_t handle() const noexcept { return g_; }
+
+ private:
+  friend class MultiThreadedExecutor;
+  explicit GroupId(nerve_callback_group_t g) noexcept : g_(g) {}
+  nerve_callback_group_t g_{};
+};
+
+/// Several worker threads, each with its own Executor; callback groups choose the
+/// worker (as rclcpp's MultiThreadedExecutor with MutuallyExclusive and Reentrant
+/// groups). Nerve objects stay on the thread that made their context, so entities are
+/// not moved to a worker: add() a setup, which runs on the worker when spin() starts,
+/// with a Context opened there (from the options given here) and that worker's
+/// Executor. The setup creates nodes, subscribers, servers and timers with them; what it
+/// adds to the Executor (and what its callbacks capture) lives until the worker's spin
+/// ends and is destroyed on the worker. The Context& and Executor& are valid during the
+/// setup only: keep the objects made from them, not them.
+///
+/// An exception thrown by a setup, or by a subscriber or timer callback, stops every
+/// worker and is rethrown by spin() (the first one, in the order setups were added).
+/// stop() may be called from any thread, a callback's included; it is sticky (not
+/// async-signal-safe: from a signal handler use nerve::shutdown_request()). The other
+/// members are called from one thread at a time, and group()/add() not during spin()
+/// (NERVE_ERR_BUSY). The lent Executor's stop() stops that worker only.
+class MultiThreadedExecutor {
+ public:
+  /// An executor of `threads` workers (at least one) whose setups open their contexts
+  /// with `options` (the NERVE_* environment fills what is unset). SIGINT and SIGTERM
+  /// stop spin().
+  explicit MultiThreadedExecutor(std::size_t threads, const ContextOptions& options = ContextOptions()) {
+    const nerve_context_options_t o = options.to_c();
+    nerve_mt_executor_t h{};
+    detail::check(nerve_mt_executor_create(threads, &o, &h));
+    h_ = Handle(h);
+  }
+  /// Takes the executor over.
+  MultiThreadedExecutor(MultiThreadedExecutor&&) noexcept = default;
+  /// Destroys the held executor, then takes over `o`'s.
+  MultiThreadedExecutor& operator=(MultiThreadedExecutor&& o) noexcept {
+    if (this != &o) {
+      h_ = std::move(o.h_);
+      states_ = std::move(o.states_);
+    }
+    return *this;
+  }
+  /// Destroys the executor (setups that never ran are dropped).
+  ~MultiThreadedExecutor() { h_.reset(); }
+
+  /// A new callback group.
+  GroupId group(CallbackGroup kind) {
+    nerve_callback_group_t g{};
+    detail::check(nerve_mt_executor_group(h_.get(), static_cast<std::int32_t>(kind), &g));
+    return GroupId(g);
+  }
+  /// Adds a setup to `group`: `setup(nerve::Context&, nerve::Executor&)` (or
+  /// `setup(nerve::Executor&)`) runs on the worker thread the group chooses when spin()
+  /// starts. `setup` is moved to that thread (it must be safe to run and destroy there).
+  template <class F>
+  void add(GroupId group, F&& setup) {
+    using Box = SetupBox<std::decay_t<F>>;
+    auto state = std::make_shared<detail::ExecState>();
+    states_.reserve(states_.size() + 1);  // no throw after the ABI took the box
+    auto* box = new Box{std::forward<F>(setup), state};
+    // the ABI owns `box` from here: it calls drop_box, even when the call fails
+    detail::check(nerve_mt_executor_add(h_.get(), group.handle(), &Box::call, box, &detail::drop_box<Box>));
+    states_.push_back(std::move(state));
+  }
+  /// Whether spin() installs SIGINT/SIGTERM handlers and stops on them (default true).
+  void handle_signals(bool on) { detail::check(nerve_mt_executor_handle_signals(h_.get(), on)); }
+  /// Runs every worker until stop(), nerve::shutdown_request() or SIGINT / SIGTERM, each
+  /// draining queued input within `drain`; returns once all have ended. Rethrows the
+  /// first exception of a setup or callback, else throws nerve::Error on a failure.
+  template <class Rep, class Period>
+  void spin(std::chrono::duration<Rep, Period> drain) {
+    const nerve_status_t s = nerve_mt_executor_spin(h_.get(), detail::timeout_u64(drain));
+    // spinning on another thread: its workers' callbacks still use the states
+    if (s == NERVE_ERR_BUSY) detail::check(s);
+    // the workers have ended (joined) and their callbacks are gone: the states are read
+    // here only, and dropped
+    std::exception_ptr first;
+    for (auto& st : states_) {
+      if (!first && st->error) first = st->error;
+    }
+    states_.clear();
+    if (first) std::rethrow_exception(first);
+    detail::check(s);
+  }
+  /// spin() draining within half a second (the Rust executor's default).
+  void spin() { spin(std::chrono::milliseconds(500)); }
+  /// Stops every worker (any thread; sticky: later spins return at once).
+  void stop() { detail::check(nerve_mt_executor_stop(h_.get())); }
+  /// The C handle (still owned by this object; usable from any thread).
+  nerve_mt_executor_t handle() const noexcept { return h_.get(); }
+  /// Whether this object holds an executor (false once moved from).
+  explicit operator bool() const noexcept { return h_.valid(); }
+
+ private:
+  template <class F>
+  struct SetupBox {
+    F f;
+    std::shared_ptr<detail::ExecState> state;
+    static std::int32_t call(void* user, nerve_context_t ctx, nerve_executor_t exec) noexcept {
+      auto* self = static_cast<SetupBox*>(user);
+      try {
+        // the context and executor are the ABI's, lent for the call: given back after
+        struct Lent {
+          Context c;
+          Executor e;
+          Lent(nerve_context_t ch, nerve_executor_t eh, std::shared_ptr<detail::ExecState> st) noexcept
+              : c(Context::lent_t{}, ch) {
+            e.h_ = Executor::Handle(eh);
+            e.state_ = std::move(st);
+          }
+          Lent(const Lent&) = delete;
+          Lent& operator=(const Lent&) = delete;
+          ~Lent() {
+            (void)c.h_.release();
+            (void)e.h_.release();
+          }
+        } lent(ctx, exec, self->state);
+        if constexpr (std::is_invocable_v<F&, Context&, Executor&>) {
+          self->f(lent.c, lent.e);
+        } else if constexpr (std::is_invocable_v<F&, Executor&>) {
+          self->f(lent.e);
+        } else {
+          static_assert(detail::dependent_false<F>,
+                        "nerve: a setup is void(nerve::Context&, nerve::Executor&) or void(nerve::Executor&)");
+        }
+        return 0;
+      } catch (...) {
+        detail::record_exception(self->state.get());
+        return 1;
+      }
+    }
+  };
+  using Handle = detail::Owner<nerve_mt_executor_t, &nerve_mt_executor_destroy>;
+  Handle h_;
+  // one per setup: what its callbacks threw (written on its worker, read after spin)
+  std::vector<std::shared_ptr<detail::ExecState>> states_;
 };
 
 // ---------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ pub(crate) struct NodeObj(
 
 boxed!(Ctx, NodeObj);
 
-static NEXT_CONTEXT: AtomicU32 = AtomicU32::new(1);
+pub(crate) static NEXT_CONTEXT: AtomicU32 = AtomicU32::new(1);
 
 /// How to open a context. Zero-initialised (or null) means: from the `NERVE_*`
 /// environment variables. Names of topics, services and actions made through it resolve
@@ -48,7 +48,7 @@ pub struct nerve_context_options_t {
     pub remap: *const c_char,
 }
 
-fn open(opts: Option<&nerve_context_options_t>) -> Result<nerve::Context> {
+pub(crate) fn open(opts: Option<&nerve_context_options_t>) -> Result<nerve::Context> {
     let mut cfg = match opts.filter(|o| !o.config_path.is_null()) {
         Some(o) => {
             let path = c_str(o.config_path, "config_path")?;

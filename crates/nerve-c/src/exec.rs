@@ -103,7 +103,7 @@ impl std::fmt::Display for CallbackFailed {
 
 impl std::error::Error for CallbackFailed {}
 
-fn failed(what: &str, code: i32) -> CallbackError {
+pub(crate) fn failed(what: &str, code: i32) -> CallbackError {
     let msg = take_callback_message().unwrap_or_else(|| format!("returned {code}"));
     Box::new(CallbackFailed(format!(
         "the callback of {what} failed: {msg}"
@@ -111,16 +111,16 @@ fn failed(what: &str, code: i32) -> CallbackError {
 }
 
 /// A callback's `user` pointer and its destructor: dropped with the callback.
-struct User {
-    ptr: *mut c_void,
-    drop: nerve_drop_callback_t,
+pub(crate) struct User {
+    pub(crate) ptr: *mut c_void,
+    pub(crate) drop: nerve_drop_callback_t,
 }
 
 impl User {
     /// The pointer. A method, not the field: a `move` closure calling it captures the
     /// whole `User` (Rust 2021 closures capture `user.ptr` alone, a `Copy` field, and
     /// would drop `User`, freeing the C++ callback, when the registering call returns).
-    fn ptr(&self) -> *mut c_void {
+    pub(crate) fn ptr(&self) -> *mut c_void {
         self.ptr
     }
 }
@@ -137,8 +137,8 @@ impl Drop for User {
 /// An executor in the table.
 #[derive(Clone)]
 pub(crate) struct ExecObj {
-    exec: Rc<RefCell<Executor>>,
-    stop: Rc<ExecutorHandle>,
+    pub(crate) exec: Rc<RefCell<Executor>>,
+    pub(crate) stop: Rc<ExecutorHandle>,
 }
 
 /// A timer in the table.
@@ -209,7 +209,7 @@ pub extern "C" fn nerve_executor_destroy(exec: nerve_executor_t) -> nerve_status
 
 /// Takes the object `h` (of `kind`, from context `ctx`) out of the table for an executor
 /// to own: its handle is released.
-fn move_in<T: Stored, U>(
+pub(crate) fn move_in<T: Stored, U>(
     h: u64,
     kind: Kind,
     ctx: u32,

@@ -45,10 +45,11 @@ pub(crate) enum Kind {
     TfListener,
     TfBroadcaster,
     Managed,
+    RequestLoan,
 }
 
 impl Kind {
-    const ALL: [Kind; 23] = [
+    const ALL: [Kind; 24] = [
         Kind::Context,
         Kind::Node,
         Kind::Publisher,
@@ -72,6 +73,7 @@ impl Kind {
         Kind::TfListener,
         Kind::TfBroadcaster,
         Kind::Managed,
+        Kind::RequestLoan,
     ];
 
     /// The name used in messages.
@@ -100,12 +102,13 @@ impl Kind {
             Kind::TfListener => "transform listener",
             Kind::TfBroadcaster => "transform broadcaster",
             Kind::Managed => "managed node",
+            Kind::RequestLoan => "request loan",
         }
     }
 
     #[inline]
     fn of(byte: u8) -> Option<Kind> {
-        // the discriminants run 1..=23 in `ALL`'s order
+        // the discriminants run 1..=24 in `ALL`'s order
         Kind::ALL.get(usize::from(byte).wrapping_sub(1)).copied()
     }
 }

@@ -208,7 +208,7 @@ pub unsafe extern "C" fn nerve_client_send(
     })
 }
 
-fn store_reply(
+pub(crate) fn store_reply(
     r: RawReply,
     ctx: u32,
     out_reply: &mut nerve_reply_t,

@@ -318,6 +318,19 @@ pub enum RecvError {
         /// The underlying failure.
         reason: String,
     },
+    /// The subscriber already holds as many samples as it may (`Qos::max_borrowed`, or
+    /// the topic's shared-memory limit): release one before taking more. The sample stays
+    /// queued.
+    #[error(
+        "topic {topic}: this subscriber already holds {max} samples (its max_borrowed): \
+         release one before taking more"
+    )]
+    TooManyHeld {
+        /// Topic name.
+        topic: String,
+        /// Samples a subscriber may hold at once.
+        max: usize,
+    },
 }
 
 /// Decoding a serde message failed.

@@ -85,7 +85,7 @@ pub use message::{Message, NoElem, Pod, Serde, SerdeMessage, TypeInfo};
 pub use nerve_derive::{Message, Pod};
 pub use qos::{Overflow, Qos, ServiceQos};
 pub use service::client::{Client, ClientBuilder, PendingCall, Reply, RequestLoan, LIVENESS_CHECK};
-pub use service::client::{RawClient, RawPendingCall, RawReply};
+pub use service::client::{RawClient, RawPendingCall, RawReply, RawRequestLoan};
 pub use service::server::{RawRequest, RawServer};
 pub use service::server::{ReplyLoan, Request, Server, ServiceBuilder, ServiceThread};
 pub use service::{HandlerResult, Service, ServiceType};

@@ -495,3 +495,45 @@ fn a_reliable_publisher_beside_its_own_subscriber_never_blocks() {
     // between ticks the executor sleeps: far less CPU than wall time
     assert!(cpu < wall / 2, "executor used {cpu:?} CPU over {wall:?}");
 }
+
+#[test]
+fn a_failing_worker_stops_the_others_whatever_the_join_order() {
+    // the failing setup lands on worker 1 and the endless one on worker 0, which is
+    // joined first: the failure must stop it
+    let mut mt = MultiThreadedExecutor::new(2);
+    mt.handle_signals(false);
+    let g = mt.group(CallbackGroup::Reentrant);
+    mt.add(g, |_| {
+        Machine::new(MachineSpec::new("broken", "nowhere"))?;
+        Ok(())
+    });
+    mt.add(g, |exec| {
+        exec.timer("forever", Duration::from_millis(1), Overrun::Skip, |_| {})?;
+        Ok(())
+    });
+    let e = mt.spin(Duration::from_millis(10)).unwrap_err().to_string();
+    assert!(e.contains("nowhere"), "{e}");
+}
+
+#[test]
+fn setups_added_after_a_spin_run_on_the_next_spin() {
+    let mut mt = MultiThreadedExecutor::new(2);
+    mt.handle_signals(false);
+    let g = mt.group(CallbackGroup::MutuallyExclusive);
+    let stop = mt.stopper();
+    mt.add(g, move |_| {
+        stop.stop();
+        Ok(())
+    });
+    mt.spin(Duration::from_millis(10)).unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    let g2 = mt.group(CallbackGroup::Reentrant);
+    mt.add(g2, move |_| {
+        r.store(true, Ordering::SeqCst);
+        Ok(())
+    });
+    // the stop is sticky: the second spin runs its setups and returns
+    mt.spin(Duration::from_millis(10)).unwrap();
+    assert!(ran.load(Ordering::SeqCst));
+}

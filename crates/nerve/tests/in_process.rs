@@ -616,3 +616,56 @@ fn a_late_subscriber_of_another_context_reads_a_running_stream() {
     assert!(!got.is_empty(), "nothing read of the running stream");
     assert_eq!(*got.last().unwrap(), 699);
 }
+
+#[test]
+fn kept_raw_samples_are_bounded_by_max_borrowed() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let node = ctx("rawheld").node("n1").create().unwrap();
+    let p = node.publisher::<Blob>("/rawheld").create().unwrap();
+    // the default QoS: a subscriber holds at most 2 samples
+    let raw = nerve::RawSubscriber::create(&node, "/rawheld", Qos::default()).unwrap();
+    let mut exec = Executor::new();
+    exec.handle_signals(false);
+    let kept = Rc::new(RefCell::new(Vec::new()));
+    let k = kept.clone();
+    exec.subscribe_raw_owned(raw, move |s| {
+        k.borrow_mut().push(s);
+        Ok(())
+    })
+    .unwrap();
+    let id = |s: &nerve::RawSample| u64::from_ne_bytes(s.bytes()[..8].try_into().unwrap());
+    for i in 0..3u64 {
+        let mut l = p.loan_slice(1).unwrap();
+        l.id = i;
+        l.send().unwrap();
+    }
+    // the first two are kept; the third is refused with an error naming the limit
+    let mut error = None;
+    for _ in 0..1000 {
+        if let Err(e) = exec.spin_once(Duration::from_millis(10)) {
+            error = Some(e);
+            break;
+        }
+    }
+    let e = error.expect("a third kept sample is refused");
+    assert!(
+        matches!(
+            e,
+            nerve::ExecError::Recv(nerve::RecvError::TooManyHeld { max: 2, .. })
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("already holds 2 samples"), "{e}");
+    assert_eq!(kept.borrow().len(), 2);
+    // releasing one lets the queued third one through, not lost
+    kept.borrow_mut().remove(0);
+    for _ in 0..1000 {
+        if kept.borrow().len() == 2 {
+            break;
+        }
+        exec.spin_once(Duration::from_millis(10)).unwrap();
+    }
+    let ids: Vec<u64> = kept.borrow().iter().map(id).collect();
+    assert_eq!(ids, vec![1, 2]);
+}

@@ -456,3 +456,41 @@ fn typed_endpoints_record_their_schemas_for_tools() {
         .unwrap_err();
     assert!(err.to_string().contains("raw_srv/Sum"), "{err}");
 }
+
+#[test]
+fn a_raw_request_loan_is_written_in_place_and_sent_once() {
+    let c = ctx(879);
+    let node = c.node("n").create().unwrap();
+    let server = raw_server(&node, "/raw/loan", &scale_type());
+    let client = raw_client(&node, "/raw/loan", &scale_type());
+    assert!(client.wait_for_service(T));
+
+    // a dropped loan sends nothing
+    {
+        let mut l = client.loan_request(samples_bytes(1, &[9]).len()).unwrap();
+        l.bytes_mut().copy_from_slice(&samples_bytes(1, &[9]));
+    }
+    let want = samples_bytes(7, &[1, 2, 3]);
+    let mut l = client.loan_request(want.len()).unwrap();
+    assert_eq!(l.len(), want.len());
+    assert!(l.bytes().iter().all(|b| *b == 0), "a loan is zeroed");
+    l.bytes_mut().copy_from_slice(&want);
+    let call = l.send().unwrap();
+    let req = server.take_timeout(T).unwrap().expect("the loaned request");
+    assert_eq!(
+        req.bytes(),
+        want,
+        "the first request is the sent loan, not the dropped one"
+    );
+    assert_eq!((req.elems(), req.header().seq), (3, call.seq()));
+    req.reply_bytes(&samples_bytes(8, &[])).unwrap();
+    assert_eq!(call.wait(T).unwrap().bytes(), samples_bytes(8, &[]));
+    assert!(server.take_timeout(Duration::ZERO).unwrap().is_none());
+
+    // a length that is no request of the type is refused before anything is loaned
+    match client.loan_request(want.len() + 1) {
+        Err(CallError::BadPayload { len, .. }) => assert_eq!(len, want.len() + 1),
+        Err(e) => panic!("expected BadPayload, got {e}"),
+        Ok(_) => panic!("expected BadPayload"),
+    }
+}

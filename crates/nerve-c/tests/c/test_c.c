@@ -67,6 +67,43 @@ static int32_t failing_tick(void* user, const nerve_tick_t* tick) {
   return 1;
 }
 
+/* A multi-threaded executor's setup data: written on the worker, read after the spin
+   returned (the workers were joined). */
+typedef struct {
+  nerve_mt_executor_t mt;
+  int fired;
+  int made_node;
+  int dropped;
+} mt_user_t;
+
+static int32_t mt_tick(void* user, const nerve_tick_t* tick) {
+  mt_user_t* u = (mt_user_t*)user;
+  (void)tick;
+  ++u->fired;
+  /* stops every worker, from this worker */
+  return nerve_mt_executor_stop(u->mt) == NERVE_OK ? 0 : 1;
+}
+
+static int32_t mt_setup(void* user, nerve_context_t ctx, nerve_executor_t exec) {
+  mt_user_t* u = (mt_user_t*)user;
+  nerve_node_t node = {0};
+  nerve_timer_t timer = {0};
+  if (nerve_node_create(ctx, "c_mt_node", &node) == NERVE_OK) u->made_node = 1;
+  (void)nerve_node_destroy(node);
+  if (nerve_executor_add_timer(exec, "c_mt_tick", 1000000, mt_tick, user, NULL, &timer) != NERVE_OK) return 1;
+  return nerve_timer_destroy(timer) == NERVE_OK ? 0 : 1;
+}
+
+static int32_t mt_failing_setup(void* user, nerve_context_t ctx, nerve_executor_t exec) {
+  (void)user;
+  (void)ctx;
+  (void)exec;
+  nerve_callback_fail("the C setup failed on purpose");
+  return 1;
+}
+
+static void mt_drop(void* user) { ++((mt_user_t*)user)->dropped; }
+
 static void cleanup(void) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", state_dir);
@@ -310,6 +347,39 @@ int main(void) {
     CHECK_STATUS(nerve_executor_destroy(exec), NERVE_OK);
     CHECK(user.dropped == 1); /* dropped once, with the executor */
     CHECK_STATUS(nerve_executor_destroy(exec), NERVE_ERR_STALE_HANDLE);
+  }
+
+  /* a multi-threaded executor: a setup runs on a worker with a context and that
+     worker's executor; its timer stops the executor from the worker; a failing setup's
+     message reaches spin */
+  {
+    nerve_context_options_t opts;
+    nerve_mt_executor_t mt = {0};
+    nerve_callback_group_t group = {0};
+    mt_user_t u;
+    memset(&opts, 0, sizeof opts);
+    memset(&u, 0, sizeof u);
+    opts.set_domain = true;
+    opts.domain = 1 + (uint32_t)getpid() % 999;
+    opts.state_dir = state_dir;
+    opts.network = 0;
+    CHECK_STATUS(nerve_mt_executor_create(2, &opts, &mt), NERVE_OK);
+    u.mt = mt;
+    CHECK_STATUS(nerve_mt_executor_group(mt, NERVE_GROUP_MUTUALLY_EXCLUSIVE, &group), NERVE_OK);
+    CHECK_STATUS(nerve_mt_executor_add(mt, group, mt_setup, &u, mt_drop), NERVE_OK);
+    CHECK_STATUS(nerve_mt_executor_spin(mt, 10000000), NERVE_OK);
+    CHECK(u.made_node == 1);
+    CHECK(u.fired >= 1);
+    CHECK(u.dropped == 1); /* after the setup ran, on the worker */
+    CHECK_STATUS(nerve_mt_executor_destroy(mt), NERVE_OK);
+    CHECK_STATUS(nerve_mt_executor_destroy(mt), NERVE_ERR_STALE_HANDLE);
+
+    CHECK_STATUS(nerve_mt_executor_create(1, &opts, &mt), NERVE_OK);
+    CHECK_STATUS(nerve_mt_executor_group(mt, NERVE_GROUP_REENTRANT, &group), NERVE_OK);
+    CHECK_STATUS(nerve_mt_executor_add(mt, group, mt_failing_setup, NULL, NULL), NERVE_OK);
+    CHECK_STATUS(nerve_mt_executor_spin(mt, 10000000), NERVE_ERR_CALLBACK);
+    CHECK(strstr(nerve_last_error(), "failed on purpose") != NULL);
+    CHECK_STATUS(nerve_mt_executor_destroy(mt), NERVE_OK);
   }
 
   /* release everything; a second destroy is stale */

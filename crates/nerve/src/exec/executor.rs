@@ -505,6 +505,23 @@ impl Executor {
     where
         F: FnMut(&crate::topic::raw::RawSample) -> Result<(), CallbackError> + 'static,
     {
+        let mut callback = callback;
+        self.subscribe_raw_owned(sub, move |s| callback(&s))
+    }
+
+    /// As [`Executor::subscribe_raw`], but `callback` takes each sample over: it may keep
+    /// it past the call (bindings' shared samples). A subscriber holds at most
+    /// `Qos::max_borrowed` samples at once (the one being delivered included); a sample
+    /// that arrives while that many are kept ends the spin with [`ExecError::Recv`]
+    /// ([`crate::RecvError::TooManyHeld`]), and it stays queued until one is dropped.
+    pub fn subscribe_raw_owned<F>(
+        &mut self,
+        sub: crate::topic::raw::RawSubscriber,
+        callback: F,
+    ) -> Result<EntityId, ExecError>
+    where
+        F: FnMut(crate::topic::raw::RawSample) -> Result<(), CallbackError> + 'static,
+    {
         let name = sub.topic().to_string();
         self.adopt_clock(sub.rx.node());
         let counted = replay_receiver(sub.rx.node(), &name)?;
@@ -1028,7 +1045,7 @@ struct RawSubscription<F> {
     counted: Option<crate::time::lockstep::Receiver>,
 }
 
-impl<F: FnMut(&crate::topic::raw::RawSample) -> Result<(), CallbackError>> Work
+impl<F: FnMut(crate::topic::raw::RawSample) -> Result<(), CallbackError>> Work
     for RawSubscription<F>
 {
     fn slot(&self) -> Option<SlotRef> {
@@ -1042,11 +1059,11 @@ impl<F: FnMut(&crate::topic::raw::RawSample) -> Result<(), CallbackError>> Work
         let mut n = 0;
         let mut result = Ok(());
         while budget.more(n) {
-            let Some(s) = self.sub.try_recv()? else {
+            let Some(s) = self.sub.try_recv_held()? else {
                 break;
             };
             n += 1;
-            result = (self.callback)(&s).map_err(ExecError::Work);
+            result = (self.callback)(s).map_err(ExecError::Work);
             if result.is_err() {
                 break;
             }
@@ -1353,20 +1370,27 @@ impl MultiThreadedExecutor {
     /// `drain`; the first error of any worker is returned after all have ended.
     pub fn spin(&mut self, drain: Duration) -> Result<(), ExecError> {
         let signals = self.signals;
-        let setups = std::mem::take(&mut self.setups);
+        // setups run once; groups and setups added later go to the next spin's workers
+        let fresh = (0..self.threads).map(|_| Vec::new()).collect();
+        let setups = std::mem::replace(&mut self.setups, fresh);
         let mut workers = Vec::new();
         for (i, group) in setups.into_iter().enumerate() {
             let stop = self.stop.clone();
             let worker = std::thread::Builder::new()
                 .name(format!("nerve-exec-{i}"))
                 .spawn(move || -> Result<(), ExecError> {
+                    // a worker that fails (or panics) stops the others at once: they are
+                    // joined in order, and one still spinning would never be joined
+                    let failing = StopOnFailure(stop.clone(), true);
                     let mut exec = Executor::new();
                     exec.drain_timeout(drain).handle_signals(signals);
                     stop.register(exec.handle());
                     for setup in group {
                         setup(&mut exec)?;
                     }
-                    exec.spin()
+                    let r = exec.spin();
+                    StopOnFailure::done(failing, r.is_err());
+                    r
                 })
                 .map_err(|e| ExecError::Thread(e.to_string()))?;
             workers.push(worker);
@@ -1385,6 +1409,24 @@ impl MultiThreadedExecutor {
             }
         }
         first
+    }
+}
+
+/// Stops every worker when dropped armed: a worker's error or panic.
+struct StopOnFailure(MultiStop, bool);
+
+impl StopOnFailure {
+    /// The worker ended: stops the others if `failed`.
+    fn done(mut guard: StopOnFailure, failed: bool) {
+        guard.1 = failed;
+    }
+}
+
+impl Drop for StopOnFailure {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.stop();
+        }
     }
 }
 

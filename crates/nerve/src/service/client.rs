@@ -258,6 +258,32 @@ impl RawClient {
         self.send_request(req, payload.len())
     }
 
+    /// Loans a request of `len` payload bytes (head, then for slice types the elements at
+    /// the element offset) in shared memory: write it in place with
+    /// [`RawRequestLoan::bytes_mut`], then [`RawRequestLoan::send`] it without a copy. A
+    /// length that does not fit the request type's layout is [`CallError::BadPayload`],
+    /// one over `ServiceQos::max_request` [`CallError::PayloadTooLarge`], and one loan
+    /// more than the calls a client may have in flight [`CallError::TooManyInFlight`].
+    /// The bytes are zeroed. Dropping the loan sends nothing.
+    pub fn loan_request(&self, len: usize) -> Result<RawRequestLoan, CallError> {
+        let ty = &self.inner.ty.request;
+        ty.check_len(len).map_err(|reason| CallError::BadPayload {
+            service: self.inner.name.clone(),
+            type_name: ty.name.clone(),
+            len,
+            reason,
+        })?;
+        let mut req = self.loan(len.max(1))?;
+        shm::words_as_bytes_mut(req.payload_mut())[..len].fill(0);
+        Ok(RawRequestLoan {
+            req,
+            len,
+            client: RawClient {
+                inner: self.inner.clone(),
+            },
+        })
+    }
+
     /// Loans a request of at least `len` bytes (one at least), refusing more than
     /// `ServiceQos::max_request` before anything is sent.
     fn loan(&self, len: usize) -> Result<IoxRequestMut, CallError> {
@@ -550,6 +576,42 @@ impl<S: Service> Deref for RequestLoan<'_, S> {
 impl<S: Service> DerefMut for RequestLoan<'_, S> {
     fn deref_mut(&mut self) -> &mut S::Request {
         self.head_mut()
+    }
+}
+
+/// A request of a [`RawClient`] loaned in shared memory ([`RawClient::loan_request`]):
+/// write its bytes in place, then [`send`](RawRequestLoan::send) it. It keeps its client
+/// alive. Dropping it sends nothing (the memory returns to the client's pool).
+pub struct RawRequestLoan {
+    req: IoxRequestMut,
+    len: usize,
+    client: RawClient,
+}
+
+impl RawRequestLoan {
+    /// The request's payload bytes (head, then elements), writable.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut shm::words_as_bytes_mut(self.req.payload_mut())[..self.len]
+    }
+
+    /// The request's payload bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &shm::words_as_bytes(self.req.payload())[..self.len]
+    }
+
+    /// The payload's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the payload is empty (a request type of no bytes).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sends the request as written; the response comes through the returned call.
+    pub fn send(self) -> Result<RawPendingCall, CallError> {
+        self.client.send_request(self.req, self.len)
     }
 }
 

@@ -10,7 +10,7 @@ use crate::message::TypeInfo;
 use crate::qos::Qos;
 use crate::topic::publisher::Sender;
 use crate::topic::subscriber::{create_port, Receiver, SubscriberStats};
-use crate::transport::route::{LoanBuf, Received};
+use crate::transport::route::{LoanBuf, LoanCount, LoanTicket, Received};
 use crate::transport::shm::{self};
 use crate::transport::wait::WaitMode;
 use iceoryx2::prelude::*;
@@ -21,6 +21,10 @@ pub struct RawSubscriber {
     pub(crate) rx: Receiver,
     type_info: TypeInfo,
     schema: Option<Result<Schema, SchemaError>>,
+    /// Samples taken with [`RawSubscriber::try_recv_held`] and not dropped yet.
+    held: LoanCount,
+    /// The most of them at once (`Qos::max_borrowed`).
+    max_held: usize,
 }
 
 impl RawSubscriber {
@@ -74,6 +78,7 @@ impl RawSubscriber {
             .depth
             .min(service.static_config().subscriber_max_buffer_size());
         let qos = Qos { depth, ..qos };
+        let max_held = qos.max_borrowed;
         let port = create_port(&service, topic, &qos)?;
         let slot = crate::topic::bind_slot(node, topic)?;
         let net = crate::topic::subscriber::net_side(node, topic, &type_info, &qos, &slot)?;
@@ -91,12 +96,35 @@ impl RawSubscriber {
             .with_net(net),
             type_info,
             schema,
+            held: LoanCount::default(),
+            max_held,
         })
     }
 
     /// The topic's resolved name.
     pub fn topic(&self) -> &str {
         self.rx.topic()
+    }
+
+    /// The next queued sample, to be kept (bindings' shared samples): counted until it is
+    /// dropped, on every route alike (shared memory, same process, network). With
+    /// `Qos::max_borrowed` of them held, a queued sample is not taken:
+    /// [`RecvError::TooManyHeld`], and it stays queued until one is dropped.
+    pub fn try_recv_held(&self) -> Result<Option<RawSample>, RecvError> {
+        let Some(ticket) = self.held.take(self.max_held) else {
+            if !self.rx.has_samples() {
+                return Ok(None);
+            }
+            return Err(RecvError::TooManyHeld {
+                topic: self.topic().to_string(),
+                max: self.max_held,
+            });
+        };
+        Ok(self.rx.try_recv()?.map(|(inner, elems)| RawSample {
+            inner,
+            elems,
+            _held: Some(ticket),
+        }))
     }
 
     /// The topic's schema (see [`crate::message::schema`]): `None` when the topic has none
@@ -122,10 +150,11 @@ impl RawSubscriber {
 
     /// The next sample if one is queued, without waiting.
     pub fn try_recv(&self) -> Result<Option<RawSample>, RecvError> {
-        Ok(self
-            .rx
-            .try_recv()?
-            .map(|(inner, elems)| RawSample { inner, elems }))
+        Ok(self.rx.try_recv()?.map(|(inner, elems)| RawSample {
+            inner,
+            elems,
+            _held: None,
+        }))
     }
 
     /// Waits up to `timeout` for the next sample.
@@ -133,7 +162,11 @@ impl RawSubscriber {
         Ok(self
             .rx
             .recv_timeout(timeout)?
-            .map(|(inner, elems)| RawSample { inner, elems }))
+            .map(|(inner, elems)| RawSample {
+                inner,
+                elems,
+                _held: None,
+            }))
     }
 
     /// Number of publishers connected now.
@@ -151,6 +184,8 @@ impl RawSubscriber {
 pub struct RawSample {
     inner: Received,
     elems: usize,
+    /// Counts it while held, when taken to be kept.
+    _held: Option<LoanTicket>,
 }
 
 impl RawSample {

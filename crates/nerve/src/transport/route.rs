@@ -1122,9 +1122,18 @@ impl RecvRoute {
             }
         }
         loop {
-            let s = self.port.receive().map_err(|e| RecvError::Shm {
-                topic: self.topic.clone(),
-                reason: format!("{e:?}"),
+            let s = self.port.receive().map_err(|e| match e {
+                iceoryx2::port::ReceiveError::ExceedsMaxBorrows => RecvError::TooManyHeld {
+                    topic: self.topic.clone(),
+                    max: self
+                        .service
+                        .static_config()
+                        .subscriber_max_borrowed_samples(),
+                },
+                e => RecvError::Shm {
+                    topic: self.topic.clone(),
+                    reason: format!("{e:?}"),
+                },
             })?;
             let Some(s) = s else {
                 self.shm_first.set(false);
