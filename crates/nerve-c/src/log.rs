@@ -41,10 +41,10 @@ fn log_err(e: LogError) -> Error {
     let code = match e {
         LogError::Topic(_) => NERVE_ERR_TOPIC,
         LogError::Publish(_) => NERVE_ERR_PUBLISH,
-        LogError::BadLevel(_)
-        | LogError::BadLevelNumber(_)
-        | LogError::BadEnv { .. }
-        | LogError::TooLarge { .. } => NERVE_ERR_INVALID_ARGUMENT,
+        LogError::TooLarge { .. } => NERVE_ERR_TOO_LARGE,
+        LogError::BadLevel(_) | LogError::BadLevelNumber(_) | LogError::BadEnv { .. } => {
+            NERVE_ERR_INVALID_ARGUMENT
+        }
     };
     Error::new(code, e.to_string())
 }
