@@ -246,7 +246,7 @@ TEST(OwnC, RequestLoanMisuseIsAnError) {
 
   nerve_request_loan_t loan{};
   void* data = nullptr;
-  EXPECT_EQ(nerve_client_loan(client.handle(), 3, &loan, &data), NERVE_ERR_CALL);  // not a TwoInts
+  EXPECT_EQ(nerve_client_loan(client.handle(), 3, &loan, &data), NERVE_ERR_TYPE_MISMATCH);  // not a TwoInts
   EXPECT_TRUE(contains(nerve_last_error(), "3")) << nerve_last_error();
   EXPECT_EQ(nerve_client_loan(client.handle(), sizeof(TwoInts), nullptr, &data), NERVE_ERR_NULL);
   EXPECT_EQ(nerve_client_loan(nerve_client_t{}, sizeof(TwoInts), &loan, &data), NERVE_ERR_BAD_HANDLE);
