@@ -135,6 +135,9 @@ impl Drop for User {
 pub(crate) struct ExecObj {
     exec: Rc<RefCell<Executor>>,
     stop: Rc<ExecutorHandle>,
+    /// Woken when another thread releases one of this thread's handles (dropped last:
+    /// unregisters the waker).
+    _wake: Rc<handle::WakeGuard>,
 }
 
 /// A timer in the table.
@@ -181,6 +184,14 @@ pub unsafe extern "C" fn nerve_executor_create(
         let _ = handle::get::<Ctx>(ctx.id, Kind::Context)?;
         let mut exec = Executor::new();
         exec.handle_signals(true);
+        // objects destroyed on other threads are released while this executor spins
+        exec.on_request(
+            "deferred releases",
+            handle::deferred_requested,
+            handle::drain_deferred,
+        )
+        .map_err(exec_err)?;
+        let wake = Rc::new(handle::wake_on_release(exec.handle())?);
         let stop = Rc::new(exec.handle());
         slot.id = handle::insert(
             Kind::Executor,
@@ -188,13 +199,15 @@ pub unsafe extern "C" fn nerve_executor_create(
             ExecObj {
                 exec: Rc::new(RefCell::new(exec)),
                 stop,
+                _wake: wake,
             },
         )?;
         Ok(NERVE_OK)
     })
 }
 
-/// Releases an executor and everything added to it (their `drop` callbacks run).
+/// Releases an executor and everything added to it (their `drop` callbacks run). Any
+/// thread may call it (the release is then done by the owner, as for every destroy).
 #[no_mangle]
 pub extern "C" fn nerve_executor_destroy(exec: nerve_executor_t) -> nerve_status_t {
     guard(|| handle::release(exec.id, Kind::Executor).map(|_| NERVE_OK))

@@ -20,8 +20,8 @@ pub enum nerve_status_t {
     NERVE_ERR_INVALID_ARGUMENT = 3,
     /// The handle is null or was never issued.
     NERVE_ERR_BAD_HANDLE = 4,
-    /// The handle was released (double free, use after free, a loan after send) or
-    /// belongs to another thread's table.
+    /// The handle was released (double free, use after free, a loan after send), or
+    /// the thread that created it has exited.
     NERVE_ERR_STALE_HANDLE = 5,
     /// The handle is of another kind than the call expects.
     NERVE_ERR_WRONG_KIND = 6,
@@ -71,6 +71,9 @@ pub enum nerve_status_t {
     NERVE_ERR_TIMEOUT = 27,
     /// A bug in Nerve: a Rust panic was caught at the ABI.
     NERVE_ERR_PANIC = 28,
+    /// The handle belongs to another thread's table (its objects are used on the thread
+    /// that created them; destroying or releasing them works from any thread).
+    NERVE_ERR_WRONG_THREAD = 29,
 }
 
 use nerve_status_t::*;
@@ -184,7 +187,7 @@ pub extern "C" fn nerve_last_error() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
     // an int from C, not the enum: any value may arrive
-    const ALL: [nerve_status_t; 29] = [
+    const ALL: [nerve_status_t; 30] = [
         NERVE_OK,
         NERVE_NOTHING,
         NERVE_ERR_NULL,
@@ -214,6 +217,7 @@ pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
         NERVE_ERR_BUFFER_TOO_SMALL,
         NERVE_ERR_TIMEOUT,
         NERVE_ERR_PANIC,
+        NERVE_ERR_WRONG_THREAD,
     ];
     let Some(&known) = ALL.iter().find(|c| **c as i32 == code) else {
         return c"(unknown status)".as_ptr();
@@ -248,6 +252,7 @@ pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
         NERVE_ERR_BUFFER_TOO_SMALL => c"NERVE_ERR_BUFFER_TOO_SMALL",
         NERVE_ERR_TIMEOUT => c"NERVE_ERR_TIMEOUT",
         NERVE_ERR_PANIC => c"NERVE_ERR_PANIC",
+        NERVE_ERR_WRONG_THREAD => c"NERVE_ERR_WRONG_THREAD",
     };
     name.as_ptr()
 }

@@ -168,8 +168,6 @@ pub(crate) struct Pub(pub(crate) Rc<RawPublisher>);
 #[derive(Clone)]
 pub(crate) struct Sub(pub(crate) Rc<RawSubscriber>);
 
-boxed!(Pub, Sub);
-
 /// A loan in the table: the sample and the publisher that sends it.
 pub(crate) struct Loan {
     publisher: Rc<RawPublisher>,
@@ -230,6 +228,8 @@ pub unsafe extern "C" fn nerve_publisher_topic_name(
 }
 
 /// Releases a publisher handle (loans in flight keep it alive until sent or dropped).
+/// Any thread may call it: from another thread than the owner's the release is done
+/// at the owner's next call or executor spin (a no-op if the owner has exited).
 #[no_mangle]
 pub extern "C" fn nerve_publisher_destroy(publisher: nerve_publisher_t) -> nerve_status_t {
     guard(|| handle::release(publisher.id, Kind::Publisher).map(|_| NERVE_OK))
