@@ -59,8 +59,62 @@ fn main() {
             &mut c_pub,
         ));
     }
+    println!("RawSample {} RawLoan {} RawRequest {} RawReply {} bytes", std::mem::size_of::<nerve::RawSample>(), std::mem::size_of::<nerve::RawLoan>(), std::mem::size_of::<nerve::RawRequest>(), std::mem::size_of::<nerve::RawReply>());
+    let schema_rs = nerve::message::schema::Schema::of::<CmdVel>();
+    let raw_sub = nerve::RawSubscriber::with_schema(&node, "/abi_loop/raw", &schema_rs, nerve::Qos::default()).unwrap();
+    let raw_pub = nerve::RawPublisher::create(&node, "/abi_loop/raw", &schema_rs, nerve::Qos::default()).unwrap();
+    if which == "view" {
+        let mut loan = nerve_loan_t::default();
+        let mut data: *mut c_void = std::ptr::null_mut();
+        let mut sample = nerve_sample_t::default();
+        let mut view = std::mem::MaybeUninit::<nerve_sample_view_t>::uninit();
+        // SAFETY: valid out-pointers.
+        unsafe {
+            ok(nerve_publisher_loan(c_pub, std::mem::size_of::<CmdVel>(), &mut loan, &mut data));
+            ok(nerve_sample_send(loan));
+            ok(nerve_subscriber_take(c_sub, 0, &mut sample, view.as_mut_ptr()));
+        }
+        for _ in 0..3 {
+            let t0 = nerve::stamp_ns();
+            for _ in 0..ops {
+                // SAFETY: a valid out-pointer.
+                ok(unsafe { nerve_sample_view(std::hint::black_box(sample), view.as_mut_ptr()) });
+            }
+            let t1 = nerve::stamp_ns();
+            println!("nerve_sample_view: {:.1} ns", (t1 - t0) as f64 / ops as f64);
+            let t0 = nerve::stamp_ns();
+            for _ in 0..ops {
+                std::hint::black_box(nerve_live_handles);
+                std::hint::black_box(nerve::stamp_ns());
+            }
+            let t1 = nerve::stamp_ns();
+            println!("stamp_ns: {:.1} ns", (t1 - t0) as f64 / ops as f64);
+        }
+        return;
+    }
     for round in 0..3 {
-        if which != "c" {
+        if which == "raw" || which == "all" {
+            let (mut p, mut r) = (0u64, 0u64);
+            for i in 0..ops {
+                let t0 = nerve::stamp_ns();
+                let mut l = raw_pub.loan(std::mem::size_of::<CmdVel>()).unwrap();
+                l.bytes_mut()[0] = i as u8;
+                raw_pub.send(l).unwrap();
+                let t1 = nerve::stamp_ns();
+                let s = raw_sub.try_recv().unwrap().unwrap();
+                std::hint::black_box(s.bytes().as_ptr());
+                drop(s);
+                let t2 = nerve::stamp_ns();
+                p += t1 - t0;
+                r += t2 - t1;
+            }
+            println!(
+                "round {round} raw:  publish {:.1} ns, receive {:.1} ns",
+                p as f64 / ops as f64,
+                r as f64 / ops as f64
+            );
+        }
+        if which == "rust" || which == "all" || which == "both" {
             let (mut p, mut r) = (0u64, 0u64);
             for i in 0..ops {
                 let t0 = nerve::stamp_ns();
@@ -79,7 +133,7 @@ fn main() {
                 r as f64 / ops as f64
             );
         }
-        if which != "rust" {
+        if which == "c" || which == "all" || which == "both" {
             let (mut p, mut r) = (0u64, 0u64);
             let start = Instant::now();
             for i in 0..ops {

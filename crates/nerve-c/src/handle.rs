@@ -508,6 +508,30 @@ thread_local! {
     };
 }
 
+/// This thread's table. The closure given to `LocalKey::with` only takes the table's
+/// address, so the thread-local access inlines into every entry point (with the whole
+/// body in that closure, `LocalKey::with` became an out-of-line call through the key's
+/// accessor pointer, and the body a closure call of its own).
+///
+/// The reference is only used within the ABI call that took it (callers keep it in a
+/// local): `with` returned, so the thread-local is alive, and it stays alive until this
+/// thread exits, which cannot happen during the call.
+#[inline(always)]
+fn local<'a>() -> &'a RefCell<Tables> {
+    let p: *const RefCell<Tables> = TABLE.with(|t| t as *const RefCell<Tables>);
+    // SAFETY: see above: alive for the call; `Tables` is not `Sync`, so the reference
+    // cannot be sent to another thread.
+    unsafe { &*p }
+}
+
+/// As [`local`], or `None` when this thread is exiting and its table is gone.
+#[inline(always)]
+fn try_local<'a>() -> Option<&'a RefCell<Tables>> {
+    let p = TABLE.try_with(|t| t as *const RefCell<Tables>).ok()?;
+    // SAFETY: as in `local`.
+    Some(unsafe { &*p })
+}
+
 #[cold]
 fn bad(h: u64, want: Kind) -> Error {
     if h == 0 {
@@ -575,7 +599,7 @@ fn foreign(h: u64, p: Parts, want: Kind) -> Error {
 }
 
 /// Checks `h`'s kind against `want` and splits it.
-#[inline]
+#[inline(always)]
 fn check_kind(h: u64, want: Kind) -> Result<Parts> {
     let p = unpack(h);
     if p.kind != want as u8 {
@@ -607,7 +631,7 @@ fn busy() -> Error {
 
 /// Borrows this thread's table to read `p`'s slot: fails unless `p` is of this table;
 /// first drains releases other threads queued.
-#[inline]
+#[inline(always)]
 fn enter(cell: &RefCell<Tables>, h: u64, p: Parts, want: Kind) -> Result<Ref<'_, Tables>> {
     let t = cell.try_borrow().map_err(|_| busy())?;
     if p.table != t.id || p.table == 0 {
@@ -622,7 +646,7 @@ fn enter(cell: &RefCell<Tables>, h: u64, p: Parts, want: Kind) -> Result<Ref<'_,
 }
 
 /// As [`enter`], borrowed mutably.
-#[inline]
+#[inline(always)]
 fn enter_mut(cell: &RefCell<Tables>, h: u64, p: Parts, want: Kind) -> Result<RefMut<'_, Tables>> {
     let t = cell.try_borrow_mut().map_err(|_| busy())?;
     if p.table != t.id || p.table == 0 {
@@ -722,27 +746,31 @@ fn registered(t: &mut Tables) -> Result<Arc<Deferred>> {
 }
 
 /// Stores `value` of `kind` (belonging to context `ctx`) and returns its handle.
-#[inline]
+#[inline(always)]
 pub(crate) fn insert<T: Stored>(kind: Kind, ctx: u32, value: T) -> Result<u64> {
-    TABLE.with(|cell| {
-        let mut t = cell.try_borrow_mut().map_err(|_| busy())?;
-        if t.pending() {
-            drop(t);
-            drain(cell);
-            t = cell.try_borrow_mut().map_err(|_| busy())?;
-        }
-        if t.id == 0 {
-            first_insert(&mut t)?;
-        }
-        let generation = t.next_generation;
-        let next = generation.wrapping_add(1) & GEN_MASK;
-        t.next_generation = next.max(1);
-        let (slot, grew) = T::slab_mut(&mut t).insert(kind, ctx, generation, value.into_cell())?;
-        if grew {
-            grown(&mut t);
-        }
-        Ok(pack(kind, t.id, slot, generation))
-    })
+    insert_in(local(), kind, ctx, value)
+}
+
+/// [`insert`] into `cell`.
+#[inline(always)]
+fn insert_in<T: Stored>(cell: &RefCell<Tables>, kind: Kind, ctx: u32, value: T) -> Result<u64> {
+    let mut t = cell.try_borrow_mut().map_err(|_| busy())?;
+    if t.pending() {
+        drop(t);
+        drain(cell);
+        t = cell.try_borrow_mut().map_err(|_| busy())?;
+    }
+    if t.id == 0 {
+        first_insert(&mut t)?;
+    }
+    let generation = t.next_generation;
+    let next = generation.wrapping_add(1) & GEN_MASK;
+    t.next_generation = next.max(1);
+    let (slot, grew) = T::slab_mut(&mut t).insert(kind, ctx, generation, value.into_cell())?;
+    if grew {
+        grown(&mut t);
+    }
+    Ok(pack(kind, t.id, slot, generation))
 }
 
 /// Registers the table and seeds its generations (the first insertion on a thread).
@@ -767,26 +795,24 @@ fn grown(t: &mut Tables) {
 
 /// Runs `f` on the object named by `h` (of `kind`, with value type `T`) and its
 /// context id. `f` must not call back into C: the table stays borrowed meanwhile.
-#[inline]
+#[inline(always)]
 pub(crate) fn with<T: Stored, R>(h: u64, kind: Kind, f: impl FnOnce(&T, u32) -> R) -> Result<R> {
     let p = check_kind(h, kind)?;
-    TABLE.with(|cell| {
-        let t = enter(cell, h, p, kind)?;
-        let slab = T::slab(&t);
-        let i = slab.live(p, kind)?;
-        let s = &slab.slots[i];
-        let v = s
-            .value
-            .as_ref()
-            .and_then(T::view)
-            .ok_or_else(|| stale(kind))?;
-        Ok(f(v, s.ctx))
-    })
+    let t = enter(local(), h, p, kind)?;
+    let slab = T::slab(&t);
+    let i = slab.live(p, kind)?;
+    let s = &slab.slots[i];
+    let v = s
+        .value
+        .as_ref()
+        .and_then(T::view)
+        .ok_or_else(|| stale(kind))?;
+    Ok(f(v, s.ctx))
 }
 
 /// Clones the object named by `h` out of the table (an `Rc`, a handle), so the caller
 /// may run callbacks while using it.
-#[inline]
+#[inline(always)]
 pub(crate) fn get<T: Stored + Clone>(h: u64, kind: Kind) -> Result<(T, u32)> {
     with(h, kind, |v: &T, ctx| (v.clone(), ctx))
 }
@@ -794,12 +820,10 @@ pub(crate) fn get<T: Stored + Clone>(h: u64, kind: Kind) -> Result<(T, u32)> {
 /// The context id of the object named by `h`.
 pub(crate) fn context_of(h: u64, kind: Kind) -> Result<u32> {
     let p = check_kind(h, kind)?;
-    TABLE.with(|cell| {
-        let t = enter(cell, h, p, kind)?;
-        let slab = slab_of(&t, kind);
-        let i = slab.live(p, kind)?;
-        Ok(slab.ctx(i))
-    })
+    let t = enter(local(), h, p, kind)?;
+    let slab = slab_of(&t, kind);
+    let i = slab.live(p, kind)?;
+    Ok(slab.ctx(i))
 }
 
 /// The slab of a kind, for its slot metadata (for calls that do not know the Rust
@@ -855,15 +879,15 @@ impl SlabRef<'_> {
 }
 
 /// Takes the object named by `h` out of the table: the handle is released.
-#[inline]
+#[inline(always)]
 pub(crate) fn remove<T: Stored>(h: u64, kind: Kind) -> Result<(T, u32)> {
     let p = check_kind(h, kind)?;
-    let (cell, ctx) = TABLE.with(|cell| {
-        let mut t = enter_mut(cell, h, p, kind)?;
+    let (cell, ctx) = {
+        let mut t = enter_mut(local(), h, p, kind)?;
         let slab = T::slab_mut(&mut t);
         let i = slab.live(p, kind)?;
-        slab.take(i).ok_or_else(|| stale(kind))
-    })?;
+        slab.take(i).ok_or_else(|| stale(kind))?
+    };
     T::from_cell(cell)
         .map(|v| (v, ctx))
         .ok_or_else(|| stale(kind))
@@ -873,24 +897,56 @@ pub(crate) fn remove<T: Stored>(h: u64, kind: Kind) -> Result<(T, u32)> {
 /// may use the table). From a thread other than its owner's, the handle is queued for
 /// the owner to release (see the module docs); if the owner has exited, nothing is left
 /// to release and this succeeds.
-#[inline]
+#[inline(always)]
 pub(crate) fn release(h: u64, kind: Kind) -> Result<()> {
     let p = check_kind(h, kind)?;
-    let here = TABLE.try_with(|cell| -> Option<Result<()>> {
-        // the id is read without borrowing: a borrow in progress further up this
-        // thread's stack still lets a release of another thread's handle be queued
-        let id = cell.try_borrow().map(|t| t.id);
-        match id {
-            Ok(id) if id == p.table && id != 0 => Some(release_here(cell, h, p, kind)),
-            Ok(_) => None,
-            Err(_) => Some(Err(busy())),
-        }
-    });
-    match here {
-        Ok(Some(r)) => r,
-        // another thread's handle, or this thread's table is gone (the thread exits)
-        Ok(None) | Err(_) => release_elsewhere(h, p, kind),
+    // this thread's table is gone while the thread exits: every handle is elsewhere's
+    let Some(cell) = try_local() else {
+        return release_elsewhere(h, p, kind);
+    };
+    let mut t = cell.try_borrow_mut().map_err(|_| busy())?;
+    if p.table != t.id || p.table == 0 {
+        drop(t);
+        return release_elsewhere(h, p, kind);
     }
+    if t.pending() {
+        drop(t);
+        drain(cell);
+        t = cell.try_borrow_mut().map_err(|_| busy())?;
+    }
+    let dropped = take_kind(&mut t, p, kind)?;
+    // dropped once the table is released: its drop may use the table
+    drop(t);
+    drop(dropped);
+    Ok(())
+}
+
+/// [`release`] of a type kept in its own slab (samples, loans, requests, replies): the
+/// object moves out of its slab and drops, nothing else is moved.
+#[inline(always)]
+pub(crate) fn release_typed<T: Stored>(h: u64, kind: Kind) -> Result<()> {
+    let p = check_kind(h, kind)?;
+    // this thread's table is gone while the thread exits: every handle is elsewhere's
+    let Some(cell) = try_local() else {
+        return release_elsewhere(h, p, kind);
+    };
+    let mut t = cell.try_borrow_mut().map_err(|_| busy())?;
+    if p.table != t.id || p.table == 0 {
+        drop(t);
+        return release_elsewhere(h, p, kind);
+    }
+    if t.pending() {
+        drop(t);
+        drain(cell);
+        t = cell.try_borrow_mut().map_err(|_| busy())?;
+    }
+    let slab = T::slab_mut(&mut t);
+    let i = slab.live(p, kind)?;
+    let dropped = slab.take(i);
+    // dropped once the table is released: its drop may use the table
+    drop(t);
+    drop(dropped);
+    Ok(())
 }
 
 /// Queues `h` on its owner's deferred-release queue.
@@ -907,32 +963,45 @@ fn release_elsewhere(h: u64, p: Parts, kind: Kind) -> Result<()> {
     }
 }
 
-/// Releases `h` (of this thread's table, `p` its parts) here.
-fn release_here(cell: &RefCell<Tables>, h: u64, p: Parts, kind: Kind) -> Result<()> {
+/// An object taken out of the table, to be dropped once the table is released.
+enum Dropped {
+    Loan(#[allow(dead_code)] crate::topic::Loan),
+    Sample(#[allow(dead_code)] nerve::RawSample),
+    Request(#[allow(dead_code)] nerve::RawRequest),
+    Reply(#[allow(dead_code)] nerve::RawReply),
+    Pub(#[allow(dead_code)] crate::topic::Pub),
+    Sub(#[allow(dead_code)] crate::topic::Sub),
+    Boxed(#[allow(dead_code)] Box<dyn std::any::Any>),
+}
+
+/// Takes the live object `p` names (of `kind`) out of `t`.
+#[inline(always)]
+fn take_kind(t: &mut Tables, p: Parts, kind: Kind) -> Result<Dropped> {
+    #[inline(always)]
     fn take<T>(t: &mut Slab<T>, p: Parts, kind: Kind) -> Result<T> {
         let i = t.live(p, kind)?;
         t.take(i).map(|(v, _)| v).ok_or_else(|| stale(kind))
     }
-    enum Dropped {
-        Loan(#[allow(dead_code)] crate::topic::Loan),
-        Sample(#[allow(dead_code)] nerve::RawSample),
-        Request(#[allow(dead_code)] nerve::RawRequest),
-        Reply(#[allow(dead_code)] nerve::RawReply),
-        Pub(#[allow(dead_code)] crate::topic::Pub),
-        Sub(#[allow(dead_code)] crate::topic::Sub),
-        Boxed(#[allow(dead_code)] Box<dyn std::any::Any>),
-    }
+    Ok(match kind {
+        Kind::Loan => Dropped::Loan(take(&mut t.loans, p, kind)?),
+        Kind::Sample => Dropped::Sample(take(&mut t.samples, p, kind)?),
+        Kind::Request => Dropped::Request(take(&mut t.requests, p, kind)?),
+        Kind::Reply => Dropped::Reply(take(&mut t.replies, p, kind)?),
+        Kind::Publisher => Dropped::Pub(take(&mut t.pubs, p, kind)?),
+        Kind::Subscriber => Dropped::Sub(take(&mut t.subs, p, kind)?),
+        _ => Dropped::Boxed(take(&mut t.boxed, p, kind)?),
+    })
+}
+
+/// Releases `h` (of this thread's table, `p` its parts) here, for the drain; stale
+/// entries are an error the drain ignores.
+fn release_here(cell: &RefCell<Tables>, h: u64, p: Parts, kind: Kind) -> Result<()> {
     let dropped = {
-        let mut t = enter_mut(cell, h, p, kind)?;
-        match kind {
-            Kind::Loan => Dropped::Loan(take(&mut t.loans, p, kind)?),
-            Kind::Sample => Dropped::Sample(take(&mut t.samples, p, kind)?),
-            Kind::Request => Dropped::Request(take(&mut t.requests, p, kind)?),
-            Kind::Reply => Dropped::Reply(take(&mut t.replies, p, kind)?),
-            Kind::Publisher => Dropped::Pub(take(&mut t.pubs, p, kind)?),
-            Kind::Subscriber => Dropped::Sub(take(&mut t.subs, p, kind)?),
-            _ => Dropped::Boxed(take(&mut t.boxed, p, kind)?),
+        let mut t = cell.try_borrow_mut().map_err(|_| busy())?;
+        if p.table != t.id {
+            return Err(foreign(h, p, kind));
         }
+        take_kind(&mut t, p, kind)?
     };
     drop(dropped);
     Ok(())

@@ -280,7 +280,7 @@ pub extern "C" fn nerve_sample_send(loan: nerve_loan_t) -> nerve_status_t {
 /// Returns a loan to the pool unsent.
 #[no_mangle]
 pub extern "C" fn nerve_loan_discard(loan: nerve_loan_t) -> nerve_status_t {
-    guard(|| handle::release(loan.id, Kind::Loan).map(|_| NERVE_OK))
+    guard(|| handle::release_typed::<Loan>(loan.id, Kind::Loan).map(|_| NERVE_OK))
 }
 
 /// Copies `len` bytes (a payload of the publisher's type) into a new sample and sends it.
@@ -522,7 +522,7 @@ pub unsafe extern "C" fn nerve_sample_view(
 /// Releases a sample (its memory returns to the publisher's pool).
 #[no_mangle]
 pub extern "C" fn nerve_sample_release(sample: nerve_sample_t) -> nerve_status_t {
-    guard(|| handle::release(sample.id, Kind::Sample).map(|_| NERVE_OK))
+    guard(|| handle::release_typed::<RawSample>(sample.id, Kind::Sample).map(|_| NERVE_OK))
 }
 
 /// Publishers connected now.
