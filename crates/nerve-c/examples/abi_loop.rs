@@ -19,10 +19,16 @@ fn main() {
         .unwrap_or(2_000_000);
     let which = std::env::args().nth(2).unwrap_or_else(|| "both".into());
     let dir = std::env::temp_dir().join(format!("nerve-abi-loop-{}", std::process::id()));
-    let cfg = nerve::Config::default().domain(977).unwrap().state_dir(&dir);
+    let cfg = nerve::Config::default()
+        .domain(977)
+        .unwrap()
+        .state_dir(&dir);
     let ctx = nerve::Context::new(cfg).unwrap();
     let node = ctx.node("abi_loop_rust").create().unwrap();
-    let sub = node.subscriber::<CmdVel>("/abi_loop/rust").create().unwrap();
+    let sub = node
+        .subscriber::<CmdVel>("/abi_loop/rust")
+        .create()
+        .unwrap();
     let publisher = node.publisher::<CmdVel>("/abi_loop/rust").create().unwrap();
     let state = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
     let opts = nerve_context_options_t {
@@ -41,7 +47,11 @@ fn main() {
     // SAFETY: valid options, strings and out-pointers.
     unsafe {
         ok(nerve_context_create(&opts, &mut c_ctx));
-        ok(nerve_node_create(c_ctx, c"abi_loop_c".as_ptr(), &mut c_node));
+        ok(nerve_node_create(
+            c_ctx,
+            c"abi_loop_c".as_ptr(),
+            &mut c_node,
+        ));
         ok(nerve_subscriber_create(
             c_node,
             c"/abi_loop/c".as_ptr(),
@@ -59,10 +69,24 @@ fn main() {
             &mut c_pub,
         ));
     }
-    println!("RawSample {} RawLoan {} RawRequest {} RawReply {} bytes", std::mem::size_of::<nerve::RawSample>(), std::mem::size_of::<nerve::RawLoan>(), std::mem::size_of::<nerve::RawRequest>(), std::mem::size_of::<nerve::RawReply>());
+    println!(
+        "RawSample {} RawLoan {} RawRequest {} RawReply {} bytes",
+        std::mem::size_of::<nerve::RawSample>(),
+        std::mem::size_of::<nerve::RawLoan>(),
+        std::mem::size_of::<nerve::RawRequest>(),
+        std::mem::size_of::<nerve::RawReply>()
+    );
     let schema_rs = nerve::message::schema::Schema::of::<CmdVel>();
-    let raw_sub = nerve::RawSubscriber::with_schema(&node, "/abi_loop/raw", &schema_rs, nerve::Qos::default()).unwrap();
-    let raw_pub = nerve::RawPublisher::create(&node, "/abi_loop/raw", &schema_rs, nerve::Qos::default()).unwrap();
+    let raw_sub = nerve::RawSubscriber::with_schema(
+        &node,
+        "/abi_loop/raw",
+        &schema_rs,
+        nerve::Qos::default(),
+    )
+    .unwrap();
+    let raw_pub =
+        nerve::RawPublisher::create(&node, "/abi_loop/raw", &schema_rs, nerve::Qos::default())
+            .unwrap();
     if which == "view" {
         let mut loan = nerve_loan_t::default();
         let mut data: *mut c_void = std::ptr::null_mut();
@@ -70,9 +94,19 @@ fn main() {
         let mut view = std::mem::MaybeUninit::<nerve_sample_view_t>::uninit();
         // SAFETY: valid out-pointers.
         unsafe {
-            ok(nerve_publisher_loan(c_pub, std::mem::size_of::<CmdVel>(), &mut loan, &mut data));
+            ok(nerve_publisher_loan(
+                c_pub,
+                std::mem::size_of::<CmdVel>(),
+                &mut loan,
+                &mut data,
+            ));
             ok(nerve_sample_send(loan));
-            ok(nerve_subscriber_take(c_sub, 0, &mut sample, view.as_mut_ptr()));
+            ok(nerve_subscriber_take(
+                c_sub,
+                0,
+                &mut sample,
+                view.as_mut_ptr(),
+            ));
         }
         for _ in 0..3 {
             let t0 = nerve::stamp_ns();

@@ -1043,7 +1043,12 @@ mod tests {
 
     #[test]
     fn handles_pack_and_unpack() {
-        let h = pack(Kind::Managed, MAX_TABLES as u16, (MAX_SLOTS - 1) as u32, GEN_MASK);
+        let h = pack(
+            Kind::Managed,
+            MAX_TABLES as u16,
+            (MAX_SLOTS - 1) as u32,
+            GEN_MASK,
+        );
         assert_eq!(
             unpack(h),
             Parts {

@@ -452,5 +452,7 @@ pub unsafe extern "C" fn nerve_request_view(
 /// Drops a request unanswered (the caller's call fails as dropped by the server).
 #[no_mangle]
 pub extern "C" fn nerve_request_release(request: nerve_request_t) -> nerve_status_t {
-    guard(|| handle::release_typed::<nerve::RawRequest>(request.id, Kind::Request).map(|_| NERVE_OK))
+    guard(|| {
+        handle::release_typed::<nerve::RawRequest>(request.id, Kind::Request).map(|_| NERVE_OK)
+    })
 }

@@ -483,12 +483,18 @@ pub unsafe extern "C" fn nerve_subscriber_take(
     guard(|| {
         let slot = out(out_sample, "out_sample")?;
         let view = out(view, "view")?;
-        let (s, ctx) = handle::get::<Sub>(sub.id, Kind::Subscriber)?;
-        let got = match s.0.try_recv() {
+        // what is queued, without cloning the subscriber out of the table
+        let (first, ctx) = handle::with(sub.id, Kind::Subscriber, |s: &Sub, ctx| {
+            (s.0.try_recv(), ctx)
+        })?;
+        let got = match first {
             Ok(Some(x)) => Some(x),
-            Ok(None) if timeout_ns != 0 => wait_loop(timeout_ns, |d| {
-                s.0.recv_timeout(d).map_err(err(NERVE_ERR_RECV))
-            })?,
+            Ok(None) if timeout_ns != 0 => {
+                let (s, _) = handle::get::<Sub>(sub.id, Kind::Subscriber)?;
+                wait_loop(timeout_ns, |d| {
+                    s.0.recv_timeout(d).map_err(err(NERVE_ERR_RECV))
+                })?
+            }
             Ok(None) => None,
             Err(e) => return Err(err(NERVE_ERR_RECV)(e)),
         };

@@ -331,10 +331,15 @@ fn a_spinning_executor_releases_what_other_threads_destroy() {
         "the spinning owner did not release the publisher"
     );
     // now end the owner's spin
-    assert!(nerve_publisher_wait_for_subscribers(poke, 1, 20_000_000_000) == nerve_status_t::NERVE_OK);
+    assert!(
+        nerve_publisher_wait_for_subscribers(poke, 1, 20_000_000_000) == nerve_status_t::NERVE_OK
+    );
     send(poke);
     let (ran, left_after_spin, left) = owner.join().unwrap();
-    assert_eq!(ran, 1, "the spin ran the subscriber once (the release is not counted)");
+    assert_eq!(
+        ran, 1,
+        "the spin ran the subscriber once (the release is not counted)"
+    );
     assert_eq!(CALLS.load(Ordering::SeqCst), 1);
     // context, node, executor: the publisher is gone
     assert_eq!(left_after_spin, 3);

@@ -1418,6 +1418,44 @@ impl MultiStop {
     }
 }
 
+/// Work another thread asks for: runs `work` whenever `requested()` is true (see
+/// [`Executor::on_request`]).
+struct Requested<R, F> {
+    requested: R,
+    work: F,
+}
+
+impl<R: Fn() -> bool, F: FnMut()> Work for Requested<R, F> {
+    fn ready(&self, _: Now) -> bool {
+        (self.requested)()
+    }
+    fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
+        (self.work)();
+        // housekeeping, not a callback of the user's
+        Ok(0)
+    }
+}
+
+impl Executor {
+    /// Runs `work` on this executor's thread whenever `requested()` is true: another
+    /// thread makes it true, then calls [`ExecutorHandle::wake`]. `requested` is asked
+    /// at every scan and before every sleep (so a request made just before the executor
+    /// sleeps is seen), and `work` must make it false again, or the executor keeps
+    /// running it. It returns no callback count: `spin_once` does not count it.
+    pub fn on_request<R, F>(
+        &mut self,
+        name: &str,
+        requested: R,
+        work: F,
+    ) -> Result<EntityId, ExecError>
+    where
+        R: Fn() -> bool + 'static,
+        F: FnMut() + 'static,
+    {
+        self.add_work(name, Box::new(Requested { requested, work }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1568,38 +1606,5 @@ mod tests {
         let e = exec.add_work("one too many", slot(max));
         assert!(matches!(e, Err(ExecError::Full { max: m }) if m == max));
         assert_eq!(exec.len(), max + 1);
-    }
-}
-
-/// Work another thread asks for: runs `work` whenever `requested()` is true (see
-/// [`Executor::on_request`]).
-struct Requested<R, F> {
-    requested: R,
-    work: F,
-}
-
-impl<R: Fn() -> bool, F: FnMut()> Work for Requested<R, F> {
-    fn ready(&self, _: Now) -> bool {
-        (self.requested)()
-    }
-    fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
-        (self.work)();
-        // housekeeping, not a callback of the user's
-        Ok(0)
-    }
-}
-
-impl Executor {
-    /// Runs `work` on this executor's thread whenever `requested()` is true: another
-    /// thread makes it true, then calls [`ExecutorHandle::wake`]. `requested` is asked
-    /// at every scan and before every sleep (so a request made just before the executor
-    /// sleeps is seen), and `work` must make it false again, or the executor keeps
-    /// running it. It returns no callback count: `spin_once` does not count it.
-    pub fn on_request<R, F>(&mut self, name: &str, requested: R, work: F) -> Result<EntityId, ExecError>
-    where
-        R: Fn() -> bool + 'static,
-        F: FnMut() + 'static,
-    {
-        self.add_work(name, Box::new(Requested { requested, work }))
     }
 }
