@@ -126,6 +126,67 @@ fn main() {
         }
         return;
     }
+    if which == "loanraw" || which == "loanc" {
+        let t0 = nerve::stamp_ns();
+        for _ in 0..ops {
+            if which == "loanraw" {
+                let l = raw_pub.loan(std::mem::size_of::<CmdVel>()).unwrap();
+                drop(std::hint::black_box(l));
+            } else {
+                let mut loan = nerve_loan_t::default();
+                let mut data: *mut c_void = std::ptr::null_mut();
+                // SAFETY: valid out-pointers.
+                ok(unsafe {
+                    nerve_publisher_loan(c_pub, std::mem::size_of::<CmdVel>(), &mut loan, &mut data)
+                });
+                ok(nerve_loan_discard(loan));
+            }
+        }
+        let t1 = nerve::stamp_ns();
+        println!("{which}: {:.1} ns", (t1 - t0) as f64 / ops as f64);
+        return;
+    }
+    if which == "calls" {
+        let n = ops as f64;
+        for _ in 0..3 {
+            let t0 = nerve::stamp_ns();
+            for _ in 0..ops {
+                std::hint::black_box(raw_sub.try_recv().unwrap().is_none());
+            }
+            let t1 = nerve::stamp_ns();
+            let mut sample = nerve_sample_t::default();
+            let mut view = std::mem::MaybeUninit::<nerve_sample_view_t>::uninit();
+            for _ in 0..ops {
+                // SAFETY: valid out-pointers.
+                let c = unsafe { nerve_subscriber_take(c_sub, 0, &mut sample, view.as_mut_ptr()) };
+                std::hint::black_box(c);
+            }
+            let t2 = nerve::stamp_ns();
+            for _ in 0..ops {
+                let l = raw_pub.loan(std::mem::size_of::<CmdVel>()).unwrap();
+                drop(std::hint::black_box(l));
+            }
+            let t3 = nerve::stamp_ns();
+            for _ in 0..ops {
+                let mut loan = nerve_loan_t::default();
+                let mut data: *mut c_void = std::ptr::null_mut();
+                // SAFETY: valid out-pointers.
+                ok(unsafe {
+                    nerve_publisher_loan(c_pub, std::mem::size_of::<CmdVel>(), &mut loan, &mut data)
+                });
+                ok(nerve_loan_discard(loan));
+            }
+            let t4 = nerve::stamp_ns();
+            println!(
+                "empty take: raw {:.1} c {:.1}; loan+discard: raw {:.1} c {:.1}",
+                (t1 - t0) as f64 / n,
+                (t2 - t1) as f64 / n,
+                (t3 - t2) as f64 / n,
+                (t4 - t3) as f64 / n
+            );
+        }
+        return;
+    }
     for round in 0..3 {
         if which == "raw" || which == "all" {
             let (mut p, mut r) = (0u64, 0u64);

@@ -241,6 +241,49 @@ impl<T> Slab<T> {
         Ok(((self.slots.len() - 1) as u32, true))
     }
 
+    /// As [`Slab::insert`], with the value made by `make` and written straight into its
+    /// slot (no copies on the way); nothing is stored when `make` fails or returns None.
+    #[inline(always)]
+    fn insert_with<R>(
+        &mut self,
+        kind: Kind,
+        ctx: u32,
+        generation: u32,
+        make: impl FnOnce() -> Result<Option<T>>,
+        inspect: impl FnOnce(&mut T) -> R,
+    ) -> Result<Option<(u32, bool, R)>> {
+        let grew = self.free.is_empty();
+        if grew {
+            if self.slots.len() >= MAX_SLOTS {
+                return Err(Error::new(
+                    NERVE_ERR_INVALID_ARGUMENT,
+                    format!("this thread holds {MAX_SLOTS} live handles of one kind: release some"),
+                ));
+            }
+            self.slots.push(Slot {
+                generation: 0,
+                kind,
+                ctx,
+                value: None,
+            });
+            self.free.push((self.slots.len() - 1) as u32);
+        }
+        let Some(&i) = self.free.last() else {
+            return Ok(None);
+        };
+        let s = &mut self.slots[i as usize];
+        s.value = make()?;
+        let Some(v) = s.value.as_mut() else {
+            return Ok(None);
+        };
+        s.generation = generation;
+        s.kind = kind;
+        s.ctx = ctx;
+        let r = inspect(v);
+        self.free.pop();
+        Ok(Some((i, grew, r)))
+    }
+
     #[inline]
     fn take(&mut self, i: usize) -> Option<(T, u32)> {
         let s = &mut self.slots[i];
@@ -771,6 +814,69 @@ fn insert_in<T: Stored>(cell: &RefCell<Tables>, kind: Kind, ctx: u32, value: T) 
         grown(&mut t);
     }
     Ok(pack(kind, t.id, slot, generation))
+}
+
+/// Looks up `h` (of `kind`), runs `make` on a clone of it (an `Rc`) and stores what it
+/// returns (`Some`) as a new object of `out_kind` in the same context, written straight
+/// into its slot; `inspect` then reads the stored object. One borrow of the table for
+/// it all (the per-message fast path: a loan from a publisher, a sample from a
+/// subscriber), so `make` and `inspect` must not call back into C. `Ok(None)`: `make`
+/// had nothing to store.
+#[inline(always)]
+pub(crate) fn derive<P, T, R>(
+    h: u64,
+    kind: Kind,
+    out_kind: Kind,
+    make: impl FnOnce(&P) -> Result<Option<T>>,
+    inspect: impl FnOnce(&mut T) -> R,
+) -> Result<Option<(u64, R)>>
+where
+    P: Stored,
+    T: Stored<Cell = T>,
+{
+    if std::any::TypeId::of::<P::Cell>() == std::any::TypeId::of::<T>() {
+        // one slab for both: `parent` below could move (never so: loans and samples
+        // come from publishers and subscribers)
+        return Err(Error::new(
+            NERVE_ERR_PANIC,
+            "internal error: derive within one slab",
+        ));
+    }
+    let p = check_kind(h, kind)?;
+    let mut t = enter_mut(local(), h, p, kind)?;
+    let (parent, ctx) = {
+        let slab = P::slab(&t);
+        let i = slab.live(p, kind)?;
+        let s = &slab.slots[i];
+        let v = s
+            .value
+            .as_ref()
+            .and_then(P::view)
+            .ok_or_else(|| stale(kind))?;
+        (v as *const P, s.ctx)
+    };
+    let generation = t.next_generation;
+    let table = t.id;
+    // SAFETY: `parent` points into the heap buffer of `P`'s slab. The table stays
+    // borrowed, so nothing else changes it meanwhile, and `make` gets no access to it;
+    // the only mutation before `make` runs is of `T`'s slab, which is another slab
+    // (checked above: `P`'s cell type is not `T`), so `P`'s buffer neither moves nor
+    // changes while the reference lives.
+    let made = T::slab_mut(&mut t).insert_with(
+        out_kind,
+        ctx,
+        generation,
+        || make(unsafe { &*parent }),
+        inspect,
+    )?;
+    let Some((slot, grew, r)) = made else {
+        return Ok(None);
+    };
+    t.next_generation = (generation.wrapping_add(1) & GEN_MASK).max(1);
+    if grew {
+        grown(&mut t);
+    }
+    Ok(Some((pack(out_kind, table, slot, generation), r)))
 }
 
 /// Registers the table and seeds its generations (the first insertion on a thread).

@@ -251,17 +251,25 @@ pub unsafe extern "C" fn nerve_publisher_loan(
     guard(|| {
         let slot = out(out_loan, "out_loan")?;
         let data = out(data, "data")?;
-        let (p, ctx) = handle::get::<Pub>(publisher.id, Kind::Publisher)?;
-        let mut loan = p.0.loan(len).map_err(err(NERVE_ERR_LOAN))?;
-        *data = loan.bytes_mut().as_mut_ptr().cast();
-        slot.id = handle::insert(
+        // the loan is written straight into its slot of the table (the fast path)
+        let made = handle::derive(
+            publisher.id,
+            Kind::Publisher,
             Kind::Loan,
-            ctx,
-            Loan {
-                publisher: p.0,
-                loan,
+            |p: &Pub| {
+                let loan = p.0.loan(len).map_err(err(NERVE_ERR_LOAN))?;
+                Ok(Some(Loan {
+                    publisher: p.0.clone(),
+                    loan,
+                }))
             },
+            |l: &mut Loan| l.loan.bytes_mut().as_mut_ptr(),
         )?;
+        if let Some((id, ptr)) = made {
+            slot.id = id;
+            // the loan owns its payload; the caller writes it through this pointer
+            *data = ptr.cast();
+        }
         Ok(NERVE_OK)
     })
 }
@@ -483,25 +491,31 @@ pub unsafe extern "C" fn nerve_subscriber_take(
     guard(|| {
         let slot = out(out_sample, "out_sample")?;
         let view = out(view, "view")?;
-        // what is queued, without cloning the subscriber out of the table
-        let (first, ctx) = handle::with(sub.id, Kind::Subscriber, |s: &Sub, ctx| {
-            (s.0.try_recv(), ctx)
+        // what is queued, written straight into its slot of the table (the fast path)
+        let inspect = |s: &mut RawSample| view_of(s.bytes(), s.elems(), s.header());
+        let queued = handle::derive(
+            sub.id,
+            Kind::Subscriber,
+            Kind::Sample,
+            |s: &Sub| s.0.try_recv().map_err(err(NERVE_ERR_RECV)),
+            inspect,
+        )?;
+        if let Some((id, v)) = queued {
+            slot.id = id;
+            *view = v;
+            return Ok(NERVE_OK);
+        }
+        if timeout_ns == 0 {
+            return Ok(NERVE_NOTHING);
+        }
+        let (s, ctx) = handle::get::<Sub>(sub.id, Kind::Subscriber)?;
+        let got = wait_loop(timeout_ns, |d| {
+            s.0.recv_timeout(d).map_err(err(NERVE_ERR_RECV))
         })?;
-        let got = match first {
-            Ok(Some(x)) => Some(x),
-            Ok(None) if timeout_ns != 0 => {
-                let (s, _) = handle::get::<Sub>(sub.id, Kind::Subscriber)?;
-                wait_loop(timeout_ns, |d| {
-                    s.0.recv_timeout(d).map_err(err(NERVE_ERR_RECV))
-                })?
-            }
-            Ok(None) => None,
-            Err(e) => return Err(err(NERVE_ERR_RECV)(e)),
-        };
-        let Some(sample) = got else {
+        let Some(mut sample) = got else {
             return Ok(NERVE_NOTHING);
         };
-        *view = view_of(sample.bytes(), sample.elems(), sample.header());
+        *view = inspect(&mut sample);
         slot.id = handle::insert(Kind::Sample, ctx, sample)?;
         Ok(NERVE_OK)
     })
