@@ -288,6 +288,13 @@ impl<T> Slab<T> {
         Ok(Some((i, grew, r)))
     }
 
+    /// Drops live slot `i`'s value in place and frees the slot.
+    #[inline(always)]
+    fn drop_at(&mut self, i: usize) {
+        self.slots[i].value = None;
+        self.free.push(i as u32);
+    }
+
     #[inline]
     fn take(&mut self, i: usize) -> Option<(T, u32)> {
         let s = &mut self.slots[i];
@@ -1031,10 +1038,20 @@ pub(crate) fn release(h: u64, kind: Kind) -> Result<()> {
     Ok(())
 }
 
-/// [`release`] of a type kept in its own slab (samples, loans, requests, replies): the
-/// object moves out of its slab and drops, nothing else is moved.
+/// Objects whose drop never calls into the C ABI (no user callback, no handle): the
+/// per-message objects, which hold only the library's samples, loans and the `Rc` of a
+/// publisher. They may drop in place, the table still borrowed.
+pub(crate) trait DropsQuietly: Stored<Cell = Self> {}
+impl DropsQuietly for crate::topic::Loan {}
+impl DropsQuietly for nerve::RawSample {}
+impl DropsQuietly for nerve::RawRequest {}
+impl DropsQuietly for nerve::RawReply {}
+
+/// [`release`] of a per-message object: it drops in place in its slot (nothing is
+/// moved: a 96-byte sample copied out to be dropped later cost more than the rest of
+/// the call).
 #[inline(always)]
-pub(crate) fn release_typed<T: Stored>(h: u64, kind: Kind) -> Result<()> {
+pub(crate) fn release_typed<T: DropsQuietly>(h: u64, kind: Kind) -> Result<()> {
     let p = check_kind(h, kind)?;
     // this thread's table is gone while the thread exits: every handle is elsewhere's
     let Some(cell) = try_local() else {
@@ -1052,10 +1069,7 @@ pub(crate) fn release_typed<T: Stored>(h: u64, kind: Kind) -> Result<()> {
     }
     let slab = T::slab_mut(&mut t);
     let i = slab.live(p, kind)?;
-    let dropped = slab.take(i);
-    // dropped once the table is released: its drop may use the table
-    drop(t);
-    drop(dropped);
+    slab.drop_at(i);
     Ok(())
 }
 
