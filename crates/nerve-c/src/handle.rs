@@ -255,9 +255,8 @@ impl<T> Slab<T> {
         generation: u32,
         make: impl FnOnce() -> Result<Option<T>>,
         inspect: impl FnOnce(&mut T) -> R,
-    ) -> Result<Option<(u32, bool, R)>> {
-        let grew = self.free.is_empty();
-        if grew {
+    ) -> Result<Option<(u32, R)>> {
+        if self.free.is_empty() {
             if self.slots.len() >= MAX_SLOTS {
                 return Err(Error::new(
                     NERVE_ERR_INVALID_ARGUMENT,
@@ -285,7 +284,7 @@ impl<T> Slab<T> {
         s.ctx = ctx;
         let r = inspect(v);
         self.free.pop();
-        Ok(Some((i, grew, r)))
+        Ok(Some((i, r)))
     }
 
     /// Drops live slot `i`'s value in place and frees the slot.
@@ -868,6 +867,7 @@ where
     };
     let generation = t.next_generation;
     let table = t.id;
+    let slots = T::slab(&t).slots.len();
     // SAFETY: `parent` points into the heap buffer of `P`'s slab. The table stays
     // borrowed, so nothing else changes it meanwhile, and `make` gets no access to it;
     // the only mutation before `make` runs is of `T`'s slab, which is another slab
@@ -879,14 +879,15 @@ where
         generation,
         || make(unsafe { &*parent }),
         inspect,
-    )?;
-    let Some((slot, grew, r)) = made else {
+    );
+    // a slot added counts toward the deferred queue's bound, whatever `make` did
+    if T::slab(&t).slots.len() != slots {
+        grown(&mut t);
+    }
+    let Some((slot, r)) = made? else {
         return Ok(None);
     };
     t.next_generation = (generation.wrapping_add(1) & GEN_MASK).max(1);
-    if grew {
-        grown(&mut t);
-    }
     Ok(Some((pack(out_kind, table, slot, generation), r)))
 }
 
