@@ -158,13 +158,29 @@ const MAX_SLOTS: usize = 1 << SLOT_BITS;
 /// Tables (threads holding Nerve objects) alive at once; id 0 is never issued.
 const MAX_TABLES: usize = (1 << TABLE_BITS) - 1;
 
-/// A handle's fields.
+/// A handle, read field by field. Kept as the one `u64` (not a struct of `u8`, `u16` and
+/// `u32` fields): spilled to the stack, such a struct was written in pieces and read
+/// back whole, a store-forwarding stall on every call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Parts {
-    kind: u8,
-    table: u16,
-    slot: u32,
-    generation: u32,
+struct Parts(u64);
+
+impl Parts {
+    #[inline(always)]
+    fn kind(self) -> u8 {
+        (self.0 >> KIND_SHIFT) as u8
+    }
+    #[inline(always)]
+    fn table(self) -> u16 {
+        ((self.0 >> TABLE_SHIFT) & ((1 << TABLE_BITS) - 1)) as u16
+    }
+    #[inline(always)]
+    fn slot(self) -> u32 {
+        ((self.0 >> SLOT_SHIFT) & ((1 << SLOT_BITS) - 1)) as u32
+    }
+    #[inline(always)]
+    fn generation(self) -> u32 {
+        (self.0 as u32) & GEN_MASK
+    }
 }
 
 #[inline]
@@ -175,14 +191,9 @@ fn pack(kind: Kind, table: u16, slot: u32, generation: u32) -> u64 {
         | u64::from(generation & GEN_MASK)
 }
 
-#[inline]
+#[inline(always)]
 fn unpack(h: u64) -> Parts {
-    Parts {
-        kind: (h >> KIND_SHIFT) as u8,
-        table: ((h >> TABLE_SHIFT) & ((1 << TABLE_BITS) - 1)) as u16,
-        slot: ((h >> SLOT_SHIFT) & ((1 << SLOT_BITS) - 1)) as u32,
-        generation: (h as u32) & GEN_MASK,
-    }
+    Parts(h)
 }
 
 /// A slot of a slab: the generation its handle carries, the kind and context of its
@@ -211,9 +222,9 @@ impl<T> Slab<T> {
     /// The slot `p` names, if it is live with `p`'s generation and of kind `want`.
     #[inline]
     fn live(&self, p: Parts, want: Kind) -> Result<usize> {
-        match self.slots.get(p.slot as usize) {
-            Some(s) if s.generation == p.generation && s.kind == want && s.value.is_some() => {
-                Ok(p.slot as usize)
+        match self.slots.get(p.slot() as usize) {
+            Some(s) if s.generation == p.generation() && s.kind == want && s.value.is_some() => {
+                Ok(p.slot() as usize)
             }
             _ => Err(stale(want)),
         }
@@ -621,14 +632,14 @@ fn this_thread() -> String {
     }
 }
 
-/// The error for a handle of table `p.table`, used on a thread whose table is not it.
+/// The error for a handle of table `p.table()`, used on a thread whose table is not it.
 #[cold]
 #[inline(never)]
 fn foreign(h: u64, p: Parts, want: Kind) -> Error {
-    if p.table == 0 {
+    if p.table() == 0 {
         return bad(h, want);
     }
-    match owner_of(p.table) {
+    match owner_of(p.table()) {
         Some(d) => Error::new(
             NERVE_ERR_WRONG_THREAD,
             format!(
@@ -655,7 +666,7 @@ fn foreign(h: u64, p: Parts, want: Kind) -> Error {
 #[inline(always)]
 fn check_kind(h: u64, want: Kind) -> Result<Parts> {
     let p = unpack(h);
-    if p.kind != want as u8 {
+    if p.kind() != want as u8 {
         return Err(wrong_kind(h, p, want));
     }
     Ok(p)
@@ -664,7 +675,7 @@ fn check_kind(h: u64, want: Kind) -> Result<Parts> {
 #[cold]
 #[inline(never)]
 fn wrong_kind(h: u64, p: Parts, want: Kind) -> Error {
-    let Some(kind) = Kind::of(p.kind) else {
+    let Some(kind) = Kind::of(p.kind()) else {
         return bad(h, want);
     };
     Error::new(
@@ -687,7 +698,7 @@ fn busy() -> Error {
 #[inline(always)]
 fn enter(cell: &RefCell<Tables>, h: u64, p: Parts, want: Kind) -> Result<Ref<'_, Tables>> {
     let t = cell.try_borrow().map_err(|_| busy())?;
-    if p.table != t.id || p.table == 0 {
+    if p.table() != t.id || p.table() == 0 {
         return Err(foreign(h, p, want));
     }
     if t.pending() {
@@ -702,7 +713,7 @@ fn enter(cell: &RefCell<Tables>, h: u64, p: Parts, want: Kind) -> Result<Ref<'_,
 #[inline(always)]
 fn enter_mut(cell: &RefCell<Tables>, h: u64, p: Parts, want: Kind) -> Result<RefMut<'_, Tables>> {
     let t = cell.try_borrow_mut().map_err(|_| busy())?;
-    if p.table != t.id || p.table == 0 {
+    if p.table() != t.id || p.table() == 0 {
         return Err(foreign(h, p, want));
     }
     if t.pending() {
@@ -735,7 +746,7 @@ fn drain(cell: &RefCell<Tables>) {
     std::mem::swap(&mut *lock(&d.queue), &mut list);
     for &h in &list {
         let p = unpack(h);
-        if let Some(kind) = Kind::of(p.kind) {
+        if let Some(kind) = Kind::of(p.kind()) {
             // stale or bogus entries (released twice) are ignored: nothing to free
             let _ = release_here(cell, h, p, kind);
         }
@@ -1023,7 +1034,7 @@ pub(crate) fn release(h: u64, kind: Kind) -> Result<()> {
         return release_elsewhere(h, p, kind);
     };
     let mut t = cell.try_borrow_mut().map_err(|_| busy())?;
-    if p.table != t.id || p.table == 0 {
+    if p.table() != t.id || p.table() == 0 {
         drop(t);
         return release_elsewhere(h, p, kind);
     }
@@ -1059,7 +1070,7 @@ pub(crate) fn release_typed<T: DropsQuietly>(h: u64, kind: Kind) -> Result<()> {
         return release_elsewhere(h, p, kind);
     };
     let mut t = cell.try_borrow_mut().map_err(|_| busy())?;
-    if p.table != t.id || p.table == 0 {
+    if p.table() != t.id || p.table() == 0 {
         drop(t);
         return release_elsewhere(h, p, kind);
     }
@@ -1078,10 +1089,10 @@ pub(crate) fn release_typed<T: DropsQuietly>(h: u64, kind: Kind) -> Result<()> {
 #[cold]
 #[inline(never)]
 fn release_elsewhere(h: u64, p: Parts, kind: Kind) -> Result<()> {
-    if p.table == 0 {
+    if p.table() == 0 {
         return Err(bad(h, kind));
     }
-    match owner_of(p.table) {
+    match owner_of(p.table()) {
         Some(d) => d.push(h, kind),
         // the owner exited: its table dropped every object
         None => Ok(()),
@@ -1123,7 +1134,7 @@ fn take_kind(t: &mut Tables, p: Parts, kind: Kind) -> Result<Dropped> {
 fn release_here(cell: &RefCell<Tables>, h: u64, p: Parts, kind: Kind) -> Result<()> {
     let dropped = {
         let mut t = cell.try_borrow_mut().map_err(|_| busy())?;
-        if p.table != t.id {
+        if p.table() != t.id {
             return Err(foreign(h, p, kind));
         }
         take_kind(&mut t, p, kind)?
@@ -1174,16 +1185,17 @@ mod tests {
             (MAX_SLOTS - 1) as u32,
             GEN_MASK,
         );
+        let p = unpack(h);
         assert_eq!(
-            unpack(h),
-            Parts {
-                kind: Kind::Managed as u8,
-                table: MAX_TABLES as u16,
-                slot: (MAX_SLOTS - 1) as u32,
-                generation: GEN_MASK
-            }
+            (p.kind(), p.table(), p.slot(), p.generation()),
+            (
+                Kind::Managed as u8,
+                MAX_TABLES as u16,
+                (MAX_SLOTS - 1) as u32,
+                GEN_MASK
+            )
         );
-        assert_eq!(Kind::of(unpack(h).kind), Some(Kind::Managed));
+        assert_eq!(Kind::of(p.kind()), Some(Kind::Managed));
         assert_eq!(Kind::of(0), None);
         assert_eq!(Kind::of(24), None);
     }
@@ -1222,7 +1234,7 @@ mod tests {
         // the slot is reused with a new generation: the old handle stays stale
         let h2 = insert(Kind::Node, 1, 7u32).unwrap();
         assert_ne!(h, h2);
-        assert_eq!(unpack(h).slot, unpack(h2).slot);
+        assert_eq!(unpack(h).slot(), unpack(h2).slot());
         // another kind in a reused boxed slot is refused by kind, not by generation
         assert_eq!(
             with(h2, Kind::Context, |_: &u32, _| ()).unwrap_err().code,
@@ -1315,7 +1327,7 @@ mod tests {
             done_rx.recv().unwrap();
         });
         let h = rx.recv().unwrap();
-        let cap = owner_of(unpack(h).table)
+        let cap = owner_of(unpack(h).table())
             .unwrap()
             .capacity
             .load(Ordering::Relaxed);
