@@ -40,8 +40,8 @@ typedef enum {
   NERVE_ERR_INVALID_ARGUMENT = 3,
   // The handle is null or was never issued.
   NERVE_ERR_BAD_HANDLE = 4,
-  // The handle was released (double free, use after free, a loan after send) or
-  // belongs to another thread's table.
+  // The handle was released (double free, use after free, a loan after send), or
+  // the thread that created it has exited.
   NERVE_ERR_STALE_HANDLE = 5,
   // The handle is of another kind than the call expects.
   NERVE_ERR_WRONG_KIND = 6,
@@ -108,6 +108,9 @@ typedef enum {
   NERVE_ERR_REJECTED = 33,
   // A response broke its type's layout and was dropped (`CallError::Malformed`).
   NERVE_ERR_MALFORMED = 34,
+  // The handle belongs to another thread's table (its objects are used on the thread
+  // that created them; destroying or releasing them works from any thread).
+  NERVE_ERR_WRONG_THREAD = 35,
 } nerve_status_t;
 
 // A goal's state.
@@ -534,7 +537,8 @@ typedef struct {
 extern "C" {
 #endif // __cplusplus
 
-// Live handles of this thread (for tests and leak checks).
+// Live handles of this thread (for tests and leak checks). Releases other threads
+// queued for this thread are done first.
 size_t nerve_live_handles(void);
 
 // Creates a client of the action `name` of the built-in type `action_type`.
@@ -771,7 +775,8 @@ uint64_t nerve_stamp_ns(void);
 // `out_exec` is writable.
 nerve_status_t nerve_executor_create(nerve_context_t ctx, nerve_executor_t *out_exec);
 
-// Releases an executor and everything added to it (their `drop` callbacks run).
+// Releases an executor and everything added to it (their `drop` callbacks run). Any
+// thread may call it (the release is then done by the owner, as for every destroy).
 nerve_status_t nerve_executor_destroy(nerve_executor_t exec);
 
 // Moves a subscriber into the executor: `callback` runs with each sample. The
@@ -1550,6 +1555,8 @@ nerve_status_t nerve_publisher_topic_name(nerve_publisher_t publisher,
                                           size_t *needed);
 
 // Releases a publisher handle (loans in flight keep it alive until sent or dropped).
+// Any thread may call it: from another thread than the owner's the release is done
+// at the owner's next call or executor spin (a no-op if the owner has exited).
 nerve_status_t nerve_publisher_destroy(nerve_publisher_t publisher);
 
 // Loans a sample of `len` payload bytes (head, then slice elements) in shared memory:

@@ -32,8 +32,11 @@
 // - Every object is RAII and move-only; a moved-from object holds no handle, and using
 //   it throws nerve::Error (never undefined behaviour).
 // - Objects are thread-affine: use them on the thread that created their Context (a
-//   handle used on another thread fails with NERVE_ERR_STALE_HANDLE; an object destroyed
-//   on another thread leaks its handle). Use one Context per thread.
+//   handle used on another thread fails with NERVE_ERR_WRONG_THREAD, naming the owning
+//   thread). Use one Context per thread. Destroying (or moving-assigning over) any
+//   object works on any thread and leaks nothing: from another thread the release is
+//   queued for the owner, which does it at its next Nerve call or while its Executor
+//   spins (at once if the owner has exited: its objects went with it).
 // - Throwing calls throw nerve::Error (code() and what(): the status name and the C
 //   ABI's message), as the class of its kind where it has one (nerve::NoServer for
 //   NERVE_ERR_NO_SERVER, ...: see "Errors and results"). The `try_*` forms are noexcept
@@ -673,8 +676,10 @@ class Owner {
   }
   Owner(const Owner&) = delete;
   Owner& operator=(const Owner&) = delete;
+  /// Destroys the handle; any thread may (see reset()).
   ~Owner() { reset(); }
-  /// Destroys the handle (errors ignored: another thread's or already released).
+  /// Destroys the handle. On another thread than the owner's, the owner releases it at
+  /// its next call or spin; errors (already released) are ignored.
   void reset() noexcept {
     if (h_.id != 0) (void)Destroy(std::exchange(h_, H{}));
   }
@@ -989,7 +994,8 @@ class OwnedView {
   }
   OwnedView(const OwnedView&) = delete;
   OwnedView& operator=(const OwnedView&) = delete;
-  /// Releases the payload.
+  /// Releases the payload; any thread may (the owner's thread then releases it at its
+  /// next call or executor spin).
   ~OwnedView() { reset(); }
 
   /// The head.
@@ -1184,7 +1190,8 @@ class Loan {
   }
   Loan(const Loan&) = delete;
   Loan& operator=(const Loan&) = delete;
-  /// Returns an unsent loan to the pool.
+  /// Returns an unsent loan to the pool; any thread may (the owner's thread then does it
+  /// at its next call or executor spin).
   ~Loan() { reset(); }
 
   /// The head (zeroed when loaned).

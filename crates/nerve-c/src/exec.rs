@@ -139,6 +139,10 @@ impl Drop for User {
 pub(crate) struct ExecObj {
     pub(crate) exec: Rc<RefCell<Executor>>,
     pub(crate) stop: Rc<ExecutorHandle>,
+    /// Woken when another thread releases one of this thread's handles (dropped last:
+    /// unregisters the waker). None for a multi-threaded executor's worker, lent to a
+    /// setup: its waker lives with the worker thread (`mt.rs`).
+    pub(crate) _wake: Option<Rc<handle::WakeGuard>>,
 }
 
 /// A timer in the table.
@@ -188,6 +192,14 @@ pub unsafe extern "C" fn nerve_executor_create(
         // timers run on the context's clock (simulation time when it runs on one), not
         // on the process clock, which is the first context's
         exec.use_clock(c.0.clock().clone());
+        // objects destroyed on other threads are released while this executor spins
+        exec.on_request(
+            "deferred releases",
+            handle::deferred_requested,
+            handle::drain_deferred,
+        )
+        .map_err(exec_err)?;
+        let wake = Rc::new(handle::wake_on_release(exec.handle())?);
         let stop = Rc::new(exec.handle());
         slot.id = handle::insert(
             Kind::Executor,
@@ -195,13 +207,15 @@ pub unsafe extern "C" fn nerve_executor_create(
             ExecObj {
                 exec: Rc::new(RefCell::new(exec)),
                 stop,
+                _wake: Some(wake),
             },
         )?;
         Ok(NERVE_OK)
     })
 }
 
-/// Releases an executor and everything added to it (their `drop` callbacks run).
+/// Releases an executor and everything added to it (their `drop` callbacks run). Any
+/// thread may call it (the release is then done by the owner, as for every destroy).
 #[no_mangle]
 pub extern "C" fn nerve_executor_destroy(exec: nerve_executor_t) -> nerve_status_t {
     guard(|| handle::release(exec.id, Kind::Executor).map(|_| NERVE_OK))

@@ -29,6 +29,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
+thread_local! {
+    /// A worker thread's registration to be woken when other threads release its
+    /// handles (made by its first setup; dropped when the worker ends).
+    static WORKER_WAKE: RefCell<Option<handle::WakeGuard>> = const { RefCell::new(None) };
+}
+
 /// A multi-threaded executor. Unlike other handles it may be used from any thread.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -327,6 +333,18 @@ fn run_setup(
             e.message
         )))
     };
+    // the worker's objects destroyed on other threads are released while it spins (once
+    // per worker thread: its executor lives as long as the thread)
+    if WORKER_WAKE.with(|w| w.borrow().is_none()) {
+        ex.on_request(
+            "deferred releases",
+            handle::deferred_requested,
+            handle::drain_deferred,
+        )
+        .map_err(|e| setup_err(Error::new(NERVE_ERR_EXEC, e.to_string())))?;
+        let wake = handle::wake_on_release(ex.handle()).map_err(setup_err)?;
+        WORKER_WAKE.with(|w| *w.borrow_mut() = Some(wake));
+    }
     let ctx = options.open().map_err(setup_err)?;
     // SYNC: Relaxed: an id, publishing nothing.
     let ctx_id = NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed);
@@ -341,6 +359,7 @@ fn run_setup(
         ExecObj {
             exec: cell.clone(),
             stop,
+            _wake: None,
         },
     );
     let code = match exec_h {

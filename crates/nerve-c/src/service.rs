@@ -303,7 +303,7 @@ pub unsafe extern "C" fn nerve_client_call(
 /// Releases a reply.
 #[no_mangle]
 pub extern "C" fn nerve_reply_release(reply: nerve_reply_t) -> nerve_status_t {
-    guard(|| handle::release(reply.id, Kind::Reply).map(|_| NERVE_OK))
+    guard(|| handle::release_typed::<nerve::RawReply>(reply.id, Kind::Reply).map(|_| NERVE_OK))
 }
 
 /// Creates the server of the service `name` (one per service).
@@ -446,5 +446,7 @@ pub unsafe extern "C" fn nerve_request_view(
 /// Drops a request unanswered (the caller's call fails as dropped by the server).
 #[no_mangle]
 pub extern "C" fn nerve_request_release(request: nerve_request_t) -> nerve_status_t {
-    guard(|| handle::release(request.id, Kind::Request).map(|_| NERVE_OK))
+    guard(|| {
+        handle::release_typed::<nerve::RawRequest>(request.id, Kind::Request).map(|_| NERVE_OK)
+    })
 }

@@ -20,8 +20,8 @@ pub enum nerve_status_t {
     NERVE_ERR_INVALID_ARGUMENT = 3,
     /// The handle is null or was never issued.
     NERVE_ERR_BAD_HANDLE = 4,
-    /// The handle was released (double free, use after free, a loan after send) or
-    /// belongs to another thread's table.
+    /// The handle was released (double free, use after free, a loan after send), or
+    /// the thread that created it has exited.
     NERVE_ERR_STALE_HANDLE = 5,
     /// The handle is of another kind than the call expects.
     NERVE_ERR_WRONG_KIND = 6,
@@ -89,6 +89,9 @@ pub enum nerve_status_t {
     NERVE_ERR_REJECTED = 33,
     /// A response broke its type's layout and was dropped (`CallError::Malformed`).
     NERVE_ERR_MALFORMED = 34,
+    /// The handle belongs to another thread's table (its objects are used on the thread
+    /// that created them; destroying or releasing them works from any thread).
+    NERVE_ERR_WRONG_THREAD = 35,
 }
 
 use nerve_status_t::*;
@@ -288,7 +291,7 @@ pub extern "C" fn nerve_last_error() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
     // an int from C, not the enum: any value may arrive
-    const ALL: [nerve_status_t; 35] = [
+    const ALL: [nerve_status_t; 36] = [
         NERVE_OK,
         NERVE_NOTHING,
         NERVE_ERR_NULL,
@@ -324,6 +327,7 @@ pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
         NERVE_ERR_TOO_MANY_IN_FLIGHT,
         NERVE_ERR_REJECTED,
         NERVE_ERR_MALFORMED,
+        NERVE_ERR_WRONG_THREAD,
     ];
     let Some(&known) = ALL.iter().find(|c| **c as i32 == code) else {
         return c"(unknown status)".as_ptr();
@@ -364,6 +368,7 @@ pub extern "C" fn nerve_status_name(code: i32) -> *const c_char {
         NERVE_ERR_TOO_MANY_IN_FLIGHT => c"NERVE_ERR_TOO_MANY_IN_FLIGHT",
         NERVE_ERR_REJECTED => c"NERVE_ERR_REJECTED",
         NERVE_ERR_MALFORMED => c"NERVE_ERR_MALFORMED",
+        NERVE_ERR_WRONG_THREAD => c"NERVE_ERR_WRONG_THREAD",
     };
     name.as_ptr()
 }

@@ -169,8 +169,6 @@ pub(crate) struct Pub(pub(crate) Rc<RawPublisher>);
 #[derive(Clone)]
 pub(crate) struct Sub(pub(crate) Rc<RawSubscriber>);
 
-boxed!(Pub, Sub);
-
 /// A loan in the table: the sample and the publisher that sends it.
 pub(crate) struct Loan {
     publisher: Rc<RawPublisher>,
@@ -231,6 +229,8 @@ pub unsafe extern "C" fn nerve_publisher_topic_name(
 }
 
 /// Releases a publisher handle (loans in flight keep it alive until sent or dropped).
+/// Any thread may call it: from another thread than the owner's the release is done
+/// at the owner's next call or executor spin (a no-op if the owner has exited).
 #[no_mangle]
 pub extern "C" fn nerve_publisher_destroy(publisher: nerve_publisher_t) -> nerve_status_t {
     guard(|| handle::release(publisher.id, Kind::Publisher).map(|_| NERVE_OK))
@@ -252,19 +252,27 @@ pub unsafe extern "C" fn nerve_publisher_loan(
     guard(|| {
         let slot = out(out_loan, "out_loan")?;
         let data = out(data, "data")?;
-        let (p, ctx) = handle::get::<Pub>(publisher.id, Kind::Publisher)?;
-        let mut loan =
-            p.0.loan(len)
-                .map_err(|e| Error::new(loan_status(&e, NERVE_ERR_LOAN), e.to_string()))?;
-        *data = loan.bytes_mut().as_mut_ptr().cast();
-        slot.id = handle::insert(
+        // the loan is written straight into its slot of the table (the fast path)
+        let made = handle::derive(
+            publisher.id,
+            Kind::Publisher,
             Kind::Loan,
-            ctx,
-            Loan {
-                publisher: p.0,
-                loan,
+            |p: &Pub| {
+                let loan =
+                    p.0.loan(len)
+                        .map_err(|e| Error::new(loan_status(&e, NERVE_ERR_LOAN), e.to_string()))?;
+                Ok(Some(Loan {
+                    publisher: p.0.clone(),
+                    loan,
+                }))
             },
+            |l: &mut Loan| l.loan.bytes_mut().as_mut_ptr(),
         )?;
+        if let Some((id, ptr)) = made {
+            slot.id = id;
+            // the loan owns its payload; the caller writes it through this pointer
+            *data = ptr.cast();
+        }
         Ok(NERVE_OK)
     })
 }
@@ -285,7 +293,7 @@ pub extern "C" fn nerve_sample_send(loan: nerve_loan_t) -> nerve_status_t {
 /// Returns a loan to the pool unsent.
 #[no_mangle]
 pub extern "C" fn nerve_loan_discard(loan: nerve_loan_t) -> nerve_status_t {
-    guard(|| handle::release(loan.id, Kind::Loan).map(|_| NERVE_OK))
+    guard(|| handle::release_typed::<Loan>(loan.id, Kind::Loan).map(|_| NERVE_OK))
 }
 
 /// Copies `len` bytes (a payload of the publisher's type) into a new sample and sends it.
@@ -488,19 +496,31 @@ pub unsafe extern "C" fn nerve_subscriber_take(
     guard(|| {
         let slot = out(out_sample, "out_sample")?;
         let view = out(view, "view")?;
+        // what is queued, written straight into its slot of the table (the fast path)
+        let inspect = |s: &mut RawSample| view_of(s.bytes(), s.elems(), s.header());
+        let queued = handle::derive(
+            sub.id,
+            Kind::Subscriber,
+            Kind::Sample,
+            |s: &Sub| s.0.try_recv().map_err(err(NERVE_ERR_RECV)),
+            inspect,
+        )?;
+        if let Some((id, v)) = queued {
+            slot.id = id;
+            *view = v;
+            return Ok(NERVE_OK);
+        }
+        if timeout_ns == 0 {
+            return Ok(NERVE_NOTHING);
+        }
         let (s, ctx) = handle::get::<Sub>(sub.id, Kind::Subscriber)?;
-        let got = match s.0.try_recv() {
-            Ok(Some(x)) => Some(x),
-            Ok(None) if timeout_ns != 0 => wait_loop(timeout_ns, |d| {
-                s.0.recv_timeout(d).map_err(err(NERVE_ERR_RECV))
-            })?,
-            Ok(None) => None,
-            Err(e) => return Err(err(NERVE_ERR_RECV)(e)),
-        };
-        let Some(sample) = got else {
+        let got = wait_loop(timeout_ns, |d| {
+            s.0.recv_timeout(d).map_err(err(NERVE_ERR_RECV))
+        })?;
+        let Some(mut sample) = got else {
             return Ok(NERVE_NOTHING);
         };
-        *view = view_of(sample.bytes(), sample.elems(), sample.header());
+        *view = inspect(&mut sample);
         slot.id = handle::insert(Kind::Sample, ctx, sample)?;
         Ok(NERVE_OK)
     })
@@ -527,7 +547,7 @@ pub unsafe extern "C" fn nerve_sample_view(
 /// Releases a sample (its memory returns to the publisher's pool).
 #[no_mangle]
 pub extern "C" fn nerve_sample_release(sample: nerve_sample_t) -> nerve_status_t {
-    guard(|| handle::release(sample.id, Kind::Sample).map(|_| NERVE_OK))
+    guard(|| handle::release_typed::<RawSample>(sample.id, Kind::Sample).map(|_| NERVE_OK))
 }
 
 /// Publishers connected now.

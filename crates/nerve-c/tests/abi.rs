@@ -140,11 +140,17 @@ fn loan_send_take_release_and_handle_errors() {
         "{}",
         last_error()
     );
-    // a handle used on another thread
-    let code = std::thread::spawn(move || nerve_publisher_destroy(p))
-        .join()
-        .unwrap();
-    assert_eq!(code, nerve_status_t::NERVE_ERR_STALE_HANDLE);
+    // a handle used on another thread: certainly refused, naming the owner
+    let (code, msg) = std::thread::spawn(move || {
+        let mut n = 0usize;
+        // SAFETY: a valid out-pointer.
+        let code = unsafe { nerve_publisher_subscriber_count(p, &mut n) };
+        (code, last_error())
+    })
+    .join()
+    .unwrap();
+    assert_eq!(code, nerve_status_t::NERVE_ERR_WRONG_THREAD);
+    assert!(msg.contains("belongs to thread"), "{msg}");
     ok(nerve_publisher_destroy(p));
     ok(nerve_node_destroy(n));
     ok(nerve_context_destroy(ctx));

@@ -1,6 +1,6 @@
 // GoogleTest suite of the C++ API (nerve.hpp): contexts, nodes, QoS, publishers and
 // loans, subscribers and samples, errors and results, spans and durations, and the
-// error paths through the C ABI (null, released, foreign-thread and wrong-kind handles).
+// error paths through the C ABI (null, released, wrong-thread and wrong-kind handles).
 // No test asserts a timing bound: only orderings and counts.
 
 #include "common.hpp"
@@ -601,7 +601,7 @@ TEST_F(Fixture, MovedFromObjectsThrowBadHandle) {
   node = std::move(gone);
 }
 
-TEST_F(Fixture, HandleFromAnotherThreadIsStale) {
+TEST_F(Fixture, HandleUsedOnAnotherThreadIsWrongThread) {
   const std::string topic = unique("thread");
   nerve::Publisher<CmdVel> pub(node, topic);
   nerve::Subscriber<CmdVel> sub(node, topic);
@@ -618,10 +618,10 @@ TEST_F(Fixture, HandleFromAnotherThreadIsStale) {
     take_code = sub.try_take().code();
   });
   t.join();
-  EXPECT_EQ(count_code, NERVE_ERR_STALE_HANDLE);
-  EXPECT_TRUE(contains(what, "another thread")) << what;
-  EXPECT_EQ(publish_code, NERVE_ERR_STALE_HANDLE);
-  EXPECT_EQ(take_code, NERVE_ERR_STALE_HANDLE);
+  EXPECT_EQ(count_code, NERVE_ERR_WRONG_THREAD);
+  EXPECT_TRUE(contains(what, "belongs to thread")) << what;
+  EXPECT_EQ(publish_code, NERVE_ERR_WRONG_THREAD);
+  EXPECT_EQ(take_code, NERVE_ERR_WRONG_THREAD);
   // still fine on this thread
   EXPECT_EQ(pub.subscriber_count(), 1u);
 }

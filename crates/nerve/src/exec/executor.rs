@@ -172,6 +172,12 @@ impl ExecutorHandle {
     pub fn is_stopped(&self) -> bool {
         self.control.stop.load(Ordering::Acquire)
     }
+
+    /// Wakes the executor (if it sleeps) so it looks at its entities again: for work
+    /// another thread requested with [`Executor::on_request`].
+    pub fn wake(&self) {
+        self.control.wake();
+    }
 }
 
 struct Entry {
@@ -1451,6 +1457,44 @@ impl MultiStop {
             handle.stop();
         }
         g.1.push(handle);
+    }
+}
+
+/// Work another thread asks for: runs `work` whenever `requested()` is true (see
+/// [`Executor::on_request`]).
+struct Requested<R, F> {
+    requested: R,
+    work: F,
+}
+
+impl<R: Fn() -> bool, F: FnMut()> Work for Requested<R, F> {
+    fn ready(&self, _: Now) -> bool {
+        (self.requested)()
+    }
+    fn run(&mut self, _: &mut EntityStats, _: &Budget<'_>) -> Result<usize, ExecError> {
+        (self.work)();
+        // housekeeping, not a callback of the user's
+        Ok(0)
+    }
+}
+
+impl Executor {
+    /// Runs `work` on this executor's thread whenever `requested()` is true: another
+    /// thread makes it true, then calls [`ExecutorHandle::wake`]. `requested` is asked
+    /// at every scan and before every sleep (so a request made just before the executor
+    /// sleeps is seen), and `work` must make it false again, or the executor keeps
+    /// running it. It returns no callback count: `spin_once` does not count it.
+    pub fn on_request<R, F>(
+        &mut self,
+        name: &str,
+        requested: R,
+        work: F,
+    ) -> Result<EntityId, ExecError>
+    where
+        R: Fn() -> bool + 'static,
+        F: FnMut() + 'static,
+    {
+        self.add_work(name, Box::new(Requested { requested, work }))
     }
 }
 

@@ -149,6 +149,7 @@ impl RawSubscriber {
     }
 
     /// The next sample if one is queued, without waiting.
+    #[inline]
     pub fn try_recv(&self) -> Result<Option<RawSample>, RecvError> {
         Ok(self.rx.try_recv()?.map(|(inner, elems)| RawSample {
             inner,
@@ -190,14 +191,17 @@ pub struct RawSample {
 
 impl RawSample {
     /// Nerve's sample header.
+    #[inline]
     pub fn header(&self) -> &SampleHeader {
         self.inner.header()
     }
     /// The payload bytes in use (head, padding, elements).
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
         self.inner.bytes()
     }
     /// Number of slice elements.
+    #[inline]
     pub fn elems(&self) -> usize {
         self.elems
     }
@@ -236,6 +240,7 @@ impl RawPublisher {
     }
 
     /// This publisher's id as written in every sample header.
+    #[inline]
     pub fn id(&self) -> u64 {
         self.tx.id()
     }
@@ -282,6 +287,7 @@ impl RawPublisher {
     /// Loans a sample of `len` payload bytes (the head, then for slice types the
     /// elements), head zeroed, to be written in place and sent with
     /// [`RawPublisher::send`]. A length that does not fit the layout is refused.
+    #[inline]
     pub fn loan(&self, len: usize) -> Result<RawLoan, LoanError> {
         let ty = self.tx.type_info();
         ty.check_len(len).map_err(|reason| LoanError::BadLength {
@@ -299,6 +305,7 @@ impl RawPublisher {
 
     /// Sends a loan of this publisher; another publisher's loan is refused (nothing
     /// sent, the loan is dropped).
+    #[inline]
     pub fn send(&self, loan: RawLoan) -> Result<(), PublishError> {
         if loan.publisher != self.tx.id() {
             return Err(PublishError::BadPayload {
@@ -332,6 +339,7 @@ impl RawLoan {
     }
 
     /// The payload bytes, written in place.
+    #[inline]
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         &mut shm::words_as_bytes_mut(self.buf.words_mut())[..self.len]
     }

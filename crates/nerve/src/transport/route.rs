@@ -890,6 +890,7 @@ pub(crate) enum Received {
 
 impl Received {
     /// Nerve's header.
+    #[inline]
     pub(crate) fn header(&self) -> &SampleHeader {
         match self {
             Received::Shm(s) => s.user_header(),
@@ -899,6 +900,7 @@ impl Received {
     }
 
     /// The payload words.
+    #[inline]
     pub(crate) fn words(&self) -> &[u64] {
         match self {
             Received::Shm(s) => s.payload(),
@@ -910,6 +912,7 @@ impl Received {
     }
 
     /// The payload bytes in use.
+    #[inline]
     pub(crate) fn bytes(&self) -> &[u8] {
         let len = self.header().payload_len as usize;
         &shm::words_as_bytes(self.words())[..len]
