@@ -1200,7 +1200,7 @@ mod tests {
         );
         assert_eq!(Kind::of(p.kind()), Some(Kind::Managed));
         assert_eq!(Kind::of(0), None);
-        assert_eq!(Kind::of(24), None);
+        assert_eq!(Kind::of(Kind::ALL.len() as u8 + 1), None);
     }
 
     #[test]
