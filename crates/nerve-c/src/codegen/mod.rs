@@ -54,6 +54,7 @@
 mod emit;
 mod emit_c;
 mod names;
+pub mod ros2;
 
 use nerve::message::schema::{Schema, SchemaError, Shape, StructShape};
 use std::collections::{BTreeMap, BTreeSet};
