@@ -59,7 +59,10 @@ pub unsafe extern "C" fn nerve_ros2_schema(
         let schema = nerve_ros2_map::carrier::schema_of(name, definition)
             .map_err(|e| Error::new(NERVE_ERR_SCHEMA, e.to_string()))?;
         let (_, computed, _) = nerve_msgs::ros2::ros2_type(&schema).ok_or_else(|| {
-            Error::new(NERVE_ERR_SCHEMA, format!("{name}: not a ROS 2 carrier schema"))
+            Error::new(
+                NERVE_ERR_SCHEMA,
+                format!("{name}: not a ROS 2 carrier schema"),
+            )
         })?;
         if computed != hash {
             return Err(Error::new(
@@ -116,7 +119,8 @@ fn unwrap(pass: &ActionPass, part: Part, payload: &[u8]) -> std::result::Result<
     };
     let mut h = pass.head();
     h.action_hash.copy_from_slice(head);
-    pass.check(part, &h, cdr).map_err(|e| format!("{what}: {e}"))?;
+    pass.check(part, &h, cdr)
+        .map_err(|e| format!("{what}: {e}"))?;
     Ok(cdr.to_vec())
 }
 
@@ -282,8 +286,8 @@ pub unsafe extern "C" fn nerve_ros2_action_server_create(
         let policy = policy_of(policy, max)?;
         let (n, ctx) = handle::get::<NodeObj>(node.id, Kind::Node)?;
         let say = nerve_ros2_map::action::say(&pass);
-        let s = erased::server(&n.0, name, CARRIER, policy, Some(Box::new(say)))
-            .map_err(action_err)?;
+        let s =
+            erased::server(&n.0, name, CARRIER, policy, Some(Box::new(say))).map_err(action_err)?;
         let server = Ros2Server {
             inner: s,
             pass: pass.clone(),

@@ -108,9 +108,7 @@ impl ActionPass {
             return Err(fail(name, "not an action type: expected pkg/action/Name"));
         }
         let registry = Registry::from_ros2msg(&canonical, text).map_err(|e| fail(name, e))?;
-        let hash = registry
-            .type_hash(&canonical)
-            .map_err(|e| fail(name, e))?;
+        let hash = registry.type_hash(&canonical).map_err(|e| fail(name, e))?;
         if hash.to_string() != rihs01 {
             return Err(fail(
                 name,
@@ -463,7 +461,9 @@ mod tests {
             p.default_cdr(Part::Result).unwrap()
         );
         let other = "RIHS01_".to_string() + &"0".repeat(64);
-        let e = ActionPass::from_ros2msg(p.name(), &text, &other).err().unwrap();
+        let e = ActionPass::from_ros2msg(p.name(), &text, &other)
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("regenerate"), "{e}");
         let e = ActionPass::from_ros2msg("demo_msgs/msg/Count", &text, &other)
             .err()

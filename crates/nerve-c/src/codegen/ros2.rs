@@ -452,7 +452,10 @@ fn emit_message(def: &MessageDefinition) -> Result<Emitted, Ros2CodegenError> {
     );
     let _ = writeln!(b, "}};\n");
     // CDR
-    let _ = writeln!(b, "/// Writes `m` as CDR (`field`: where it is, for errors).");
+    let _ = writeln!(
+        b,
+        "/// Writes `m` as CDR (`field`: where it is, for errors)."
+    );
     let _ = writeln!(
         b,
         "inline void cdr_write(::nerve::cdr::Writer& w, const {name}& m, const char* field = \"{name}\") {{"
@@ -487,7 +490,10 @@ fn emit_message(def: &MessageDefinition) -> Result<Emitted, Ros2CodegenError> {
         }
     }
     let _ = writeln!(b, "}}\n");
-    let _ = writeln!(b, "/// Reads `m` from CDR (`field`: where it is, for errors).");
+    let _ = writeln!(
+        b,
+        "/// Reads `m` from CDR (`field`: where it is, for errors)."
+    );
     let _ = writeln!(
         b,
         "inline void cdr_read(::nerve::cdr::Reader& r, {name}& m, const char* field = \"{name}\") {{"
@@ -533,11 +539,7 @@ fn emit_message(def: &MessageDefinition) -> Result<Emitted, Ros2CodegenError> {
     Ok(Emitted { body: b, includes })
 }
 
-fn traits_of(
-    registry: &Registry,
-    tn: &TypeName,
-    cpp: &str,
-) -> Result<String, Ros2CodegenError> {
+fn traits_of(registry: &Registry, tn: &TypeName, cpp: &str) -> Result<String, Ros2CodegenError> {
     let err = |source| Ros2CodegenError::Definition {
         name: tn.to_string(),
         source,
