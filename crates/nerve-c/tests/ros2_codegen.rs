@@ -26,13 +26,15 @@ fn search() -> SearchPath {
 }
 
 /// The types of examples/cpp/ros2_types.cpp.
-const EXAMPLE_TYPES: [&str; 2] = [
+const EXAMPLE_TYPES: [&str; 3] = [
     "test_msgs/msg/UnboundedSequences",
+    "test_msgs/msg/BoundedSequences",
     "test_msgs/action/NestedMessage",
 ];
 
 /// Every test_msgs message kind (and an action).
-const ALL: [&str; 14] = [
+const ALL: [&str; 15] = [
+    "sensor_msgs/msg/Imu",
     "test_msgs/msg/Arrays",
     "test_msgs/msg/BasicTypes",
     "test_msgs/msg/BoundedPlainSequences",
@@ -114,6 +116,48 @@ fn a_nested_time_is_nerves_own_and_no_header_of_it_is_written() {
         text.contains("  ::builtin_interfaces::msg::Duration duration_value{};"),
         "{text}"
     );
+}
+
+#[test]
+fn a_ros2_type_that_is_nerves_own_is_its_plain_struct() {
+    // geometry_msgs/Twist is nerve_msgs/Twist exactly: an alias, no CDR class
+    let names = vec!["geometry_msgs/msg/Twist".to_string()];
+    let headers = ros2_headers(&names, &search()).unwrap();
+    assert_eq!(headers.len(), 1);
+    assert_eq!(
+        headers[0].0.display().to_string(),
+        "geometry_msgs/msg/twist.hpp"
+    );
+    let text = &headers[0].1;
+    assert!(text.contains("#include <nerve/msgs/twist.hpp>"), "{text}");
+    assert!(
+        text.contains("using Twist = ::nerve::msgs::Twist;"),
+        "{text}"
+    );
+    // Imu is not (Nerve's drops the frame id): a CDR class whose nested Vector3 is
+    // Nerve's; its Quaternion (w defaults to 1) and Header (a string frame id) generated
+    let names = vec!["sensor_msgs/msg/Imu".to_string()];
+    let headers = ros2_headers(&names, &search()).unwrap();
+    let paths: Vec<String> = headers
+        .iter()
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "geometry_msgs/msg/quaternion.hpp",
+            "sensor_msgs/msg/imu.hpp",
+            "std_msgs/msg/header.hpp"
+        ]
+    );
+    assert!(headers[1]
+        .1
+        .contains("  ::geometry_msgs::msg::Quaternion orientation{};"));
+    assert!(headers[1]
+        .1
+        .contains("  ::nerve::msgs::Vector3 angular_velocity{};"));
+    assert!(headers[1].1.contains("  ::std_msgs::msg::Header header{};"));
+    assert!(headers[2].1.contains("  ::nerve::msgs::Time stamp{};"));
 }
 
 #[test]
@@ -308,6 +352,8 @@ fn generated_cdr_code_reads_and_writes_every_test_msgs_fixture_as_cdr_writer_doe
         .filter(|t| t.contains("/msg/"))
         .map(|s| s.to_string())
         .collect();
+    types.push("std_msgs/msg/Header".into());
+    types.push("geometry_msgs/msg/Quaternion".into());
     for sub in ["_Goal", "_Result", "_Feedback"] {
         types.push(format!("test_msgs/action/NestedMessage{sub}"));
     }

@@ -26,6 +26,8 @@
 #include <vector>
 
 #include <nerve/msgs/time.hpp>
+#include <nerve/msgs/twist.hpp>
+#include <nerve/msgs/vector3.hpp>
 
 namespace nerve::cdr {
 
@@ -312,6 +314,10 @@ template <class T>
 bool equal(const T& a, const T& b) {
   if constexpr (std::is_same_v<T, ::nerve::msgs::Time>) {
     return a.nanos == b.nanos;
+  } else if constexpr (std::is_same_v<T, ::nerve::msgs::Vector3>) {
+    return a.x == b.x && a.y == b.y && a.z == b.z;
+  } else if constexpr (std::is_same_v<T, ::nerve::msgs::Twist>) {
+    return equal(a.linear, b.linear) && equal(a.angular, b.angular);
   } else if constexpr (detail::is_vector<T>::value || detail::is_array<T>::value) {
     if (a.size() != b.size()) return false;
     for (std::size_t i = 0; i < a.size(); ++i) {
@@ -391,6 +397,32 @@ inline void cdr_read(::nerve::cdr::Reader& r, Time& t, const char* field) {
   r.prim(sec, field);
   r.prim(nanosec, field);
   t.nanos = static_cast<std::int64_t>(sec) * 1000000000 + static_cast<std::int64_t>(nanosec);
+}
+
+/// `geometry_msgs/msg/Vector3` as Nerve's own Vector3 (the same three float64).
+inline void cdr_write(::nerve::cdr::Writer& w, const Vector3& v, const char* = "Vector3") {
+  w.prim(v.x);
+  w.prim(v.y);
+  w.prim(v.z);
+}
+
+/// Reads `geometry_msgs/msg/Vector3` into Nerve's Vector3.
+inline void cdr_read(::nerve::cdr::Reader& r, Vector3& v, const char* field = "Vector3") {
+  r.prim(v.x, field);
+  r.prim(v.y, field);
+  r.prim(v.z, field);
+}
+
+/// `geometry_msgs/msg/Twist` as Nerve's own Twist (linear, angular).
+inline void cdr_write(::nerve::cdr::Writer& w, const Twist& t, const char* field = "Twist") {
+  cdr_write(w, t.linear, field);
+  cdr_write(w, t.angular, field);
+}
+
+/// Reads `geometry_msgs/msg/Twist` into Nerve's Twist.
+inline void cdr_read(::nerve::cdr::Reader& r, Twist& t, const char* field = "Twist") {
+  cdr_read(r, t.linear, field);
+  cdr_read(r, t.angular, field);
 }
 
 }  // namespace nerve::msgs
