@@ -368,7 +368,11 @@ impl<'a> Catalog<'a> {
                         lang,
                     }
                 })?;
-                catalog.add_struct(cpp.sibling(&shape.name), shape, &schema.name)?;
+                let nested = names::nested_name(&cpp, shape);
+                if nested.ns != cpp.ns {
+                    continue; // Nerve's own struct, in its installed header
+                }
+                catalog.add_struct(nested, shape, &schema.name)?;
             }
         }
         for s in services {
