@@ -69,7 +69,7 @@ int publish(nerve::Node& node, const example::Args& args) {
   const std::string topic = args.str("topic", "/seqs");
   const long long count = args.integer("count", 0);
   const auto period = std::chrono::milliseconds(args.integer("period-ms", 100));
-  nerve::ros2::Publisher<UnboundedSequences> pub(node, topic);
+  nerve::Publisher<UnboundedSequences> pub(node, topic);  // nerve::ros2::Publisher (its header says so)
   std::printf("ros2_types: publishing %s on %s\n", std::string(nerve::cdr::message_traits<UnboundedSequences>::type_name).c_str(),
               pub.topic_name().c_str());
   std::fflush(stdout);
@@ -83,7 +83,7 @@ int publish(nerve::Node& node, const example::Args& args) {
 int listen(nerve::Node& node, const example::Args& args) {
   const std::string topic = args.str("topic", "/seqs");
   const long long count = args.integer("count", 1);
-  nerve::ros2::Subscriber<UnboundedSequences> sub(node, topic);
+  nerve::Subscriber<UnboundedSequences> sub(node, topic);
   std::printf("{\"event\": \"ready\"}\n");
   std::fflush(stdout);
   for (long long got = 0; got < count && !nerve::shutdown_requested();) {
@@ -105,7 +105,7 @@ int serve(nerve::Node& node, const example::Args& args) {
   const std::string name = args.str("name", "/cpp_nested");
   const auto feedbacks = static_cast<std::int32_t>(args.integer("feedbacks", 3));
   const auto step = std::chrono::milliseconds(args.integer("step-ms", 50));
-  nerve::ros2::ActionServer<NestedMessage> server(node, name, NERVE_GOAL_PARALLEL, 8);
+  nerve::ActionServer<NestedMessage> server(node, name, NERVE_GOAL_PARALLEL, 8);
   std::printf("ros2_types: serving %s on %s\n",
               std::string(nerve::cdr::action_traits<NestedMessage>::type_name).c_str(), name.c_str());
   std::fflush(stdout);

@@ -5,14 +5,19 @@
 //     #include <nerve/ros2.hpp>
 //     #include <test_msgs/msg/unbounded_sequences.hpp>   // nerve types gen-cpp test_msgs/msg/UnboundedSequences
 //
-//     nerve::ros2::Publisher<test_msgs::msg::UnboundedSequences> pub(node, "/seqs");
+//     nerve::Publisher<test_msgs::msg::UnboundedSequences> pub(node, "/seqs");
 //     test_msgs::msg::UnboundedSequences m;
 //     m.int32_values = {1, -2, 3};
 //     pub.publish(m);                      // CDR on a nerve_msgs/Ros2Cdr topic
 //
-//     nerve::ros2::ActionServer<test_msgs::action::NestedMessage> server(node, "/nested");
+//     nerve::ActionServer<test_msgs::action::NestedMessage> server(node, "/nested");
 //     server.spin_once(std::chrono::milliseconds(10));
 //     if (auto g = server.take_goal()) { g->send_feedback(fb); g->succeed(result); }
+//
+// A generated header specializes nerve::Publisher, nerve::Subscriber (messages) and
+// nerve::ActionServer, nerve::ActionClient (actions) of its types as the nerve::ros2 classes
+// below, so both spellings name the same class (node.publisher<T>() too). The executor does
+// not take them (use take()/spin_once() loops).
 //
 // How a ROS 2 type travels in Nerve is decided once, in Rust (`nerve_ros2_map`), and these
 // classes are doors to it:

@@ -638,7 +638,20 @@ fn traits_of(registry: &Registry, tn: &TypeName, cpp: &str) -> Result<String, Ro
     Ok(b)
 }
 
-const PRELUDE: &str = "#pragma once\n\n#include <array>\n#include <cstddef>\n#include <cstdint>\n#include <limits>\n#include <string>\n#include <string_view>\n#include <vector>\n\n#include <nerve/cdr.hpp>\n";
+const PRELUDE: &str = "#pragma once\n\n#include <array>\n#include <cstddef>\n#include <cstdint>\n#include <limits>\n#include <string>\n#include <string_view>\n#include <vector>\n\n#include <nerve/cdr.hpp>\n#include <nerve/ros2.hpp>\n";
+
+/// `nerve::<class><cpp>` as the `nerve::ros2` class of that name (explicit
+/// specializations: `nerve::Publisher<pkg::msg::Name>` publishes the ROS 2 type).
+fn doors(cpp: &str, classes: &[&str]) -> String {
+    let mut b = String::new();
+    for class in classes {
+        let _ = writeln!(
+            b,
+            "/// nerve::{class} of a ROS 2 type is nerve::ros2::{class} (nerve/ros2.hpp).\ntemplate <>\nclass {class}<{cpp}> : public ros2::{class}<{cpp}> {{\n public:\n  using ros2::{class}<{cpp}>::{class};\n}};\n"
+        );
+    }
+    b
+}
 
 fn message_header(
     registry: &Registry,
@@ -667,7 +680,10 @@ fn message_header(
     );
     let _ = writeln!(h, "namespace nerve::cdr {{\n");
     h.push_str(&traits_of(registry, tn, &cpp_type(tn))?);
-    let _ = writeln!(h, "}}  // namespace nerve::cdr");
+    let _ = writeln!(h, "}}  // namespace nerve::cdr\n");
+    let _ = writeln!(h, "namespace nerve {{\n");
+    h.push_str(&doors(&cpp_type(tn), &["Publisher", "Subscriber"]));
+    let _ = writeln!(h, "}}  // namespace nerve");
     Ok((header_path(tn), h))
 }
 
@@ -743,6 +759,12 @@ fn action_header(
     let _ = writeln!(h, "  /// The result.\n  using Result = {cpp}_Result;");
     let _ = writeln!(h, "  /// Feedback.\n  using Feedback = {cpp}_Feedback;");
     let _ = writeln!(h, "}};\n");
-    let _ = writeln!(h, "}}  // namespace nerve::cdr");
+    let _ = writeln!(h, "}}  // namespace nerve::cdr\n");
+    let _ = writeln!(h, "namespace nerve {{\n");
+    for sub in ["_Goal", "_Result", "_Feedback"] {
+        h.push_str(&doors(&format!("{cpp}{sub}"), &["Publisher", "Subscriber"]));
+    }
+    h.push_str(&doors(&cpp, &["ActionServer", "ActionClient"]));
+    let _ = writeln!(h, "}}  // namespace nerve");
     Ok((header_path(act), h))
 }

@@ -59,8 +59,10 @@ TEST_F(Ros2, GeneratedClassesReadLikeRosidlsAndKeepTheirDefaults) {
 
 TEST_F(Ros2, APublisherAndASubscriberOfARos2TypeCarryItsCdr) {
   const std::string topic = unique("seqs");
-  nerve::ros2::Subscriber<UnboundedSequences> sub(node, topic);
-  nerve::ros2::Publisher<UnboundedSequences> pub(node, topic);
+  // nerve::Publisher/Subscriber of a generated ROS 2 type are nerve::ros2's
+  nerve::Subscriber<UnboundedSequences> sub = node.subscriber<UnboundedSequences>(topic);
+  nerve::Publisher<UnboundedSequences> pub(node, topic);
+  static_assert(std::is_base_of_v<nerve::ros2::Publisher<UnboundedSequences>, decltype(pub)>);
   ASSERT_TRUE(pub.wait_for_subscribers(1, 10s));
   const UnboundedSequences m = sample();
   pub.publish(m);
@@ -121,7 +123,7 @@ TEST_F(Ros2, AnActionOfARos2TypeServesTypedGoalsFeedbackAndResults) {
     try {
       nerve::Context sctx(options());
       nerve::Node snode(sctx, node_name("ros2_server"));
-      nerve::ros2::ActionServer<NestedMessage> server(snode, name, NERVE_GOAL_PARALLEL, 4);
+      nerve::ActionServer<NestedMessage> server(snode, name, NERVE_GOAL_PARALLEL, 4);
       ready = true;
       while (!stop) {
         server.spin_once(5ms, [](const NestedMessage::Goal& g) { return g.nested_field.int32_value >= 0; });
@@ -160,7 +162,7 @@ TEST_F(Ros2, AnActionOfARos2TypeServesTypedGoalsFeedbackAndResults) {
     ASSERT_EQ(error, "");
   }
   {
-    nerve::ros2::ActionClient<NestedMessage> client(node, name);
+    nerve::ActionClient<NestedMessage> client(node, name);
     ASSERT_TRUE(client.wait_for_server(30s));
     NestedMessage::Goal goal;
     goal.nested_field.int32_value = 41;

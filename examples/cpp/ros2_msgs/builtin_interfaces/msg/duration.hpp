@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <nerve/cdr.hpp>
+#include <nerve/ros2.hpp>
 
 namespace builtin_interfaces::msg {
 
@@ -76,3 +77,21 @@ struct message_traits<::builtin_interfaces::msg::Duration> {
 };
 
 }  // namespace nerve::cdr
+
+namespace nerve {
+
+/// nerve::Publisher of a ROS 2 type is nerve::ros2::Publisher (nerve/ros2.hpp).
+template <>
+class Publisher<::builtin_interfaces::msg::Duration> : public ros2::Publisher<::builtin_interfaces::msg::Duration> {
+ public:
+  using ros2::Publisher<::builtin_interfaces::msg::Duration>::Publisher;
+};
+
+/// nerve::Subscriber of a ROS 2 type is nerve::ros2::Subscriber (nerve/ros2.hpp).
+template <>
+class Subscriber<::builtin_interfaces::msg::Duration> : public ros2::Subscriber<::builtin_interfaces::msg::Duration> {
+ public:
+  using ros2::Subscriber<::builtin_interfaces::msg::Duration>::Subscriber;
+};
+
+}  // namespace nerve

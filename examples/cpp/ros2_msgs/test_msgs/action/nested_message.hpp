@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <nerve/cdr.hpp>
+#include <nerve/ros2.hpp>
 #include <test_msgs/msg/builtins.hpp>
 #include <test_msgs/msg/basic_types.hpp>
 #include <nerve/msgs/time.hpp>
@@ -411,3 +412,63 @@ struct action_traits<::test_msgs::action::NestedMessage> {
 };
 
 }  // namespace nerve::cdr
+
+namespace nerve {
+
+/// nerve::Publisher of a ROS 2 type is nerve::ros2::Publisher (nerve/ros2.hpp).
+template <>
+class Publisher<::test_msgs::action::NestedMessage_Goal> : public ros2::Publisher<::test_msgs::action::NestedMessage_Goal> {
+ public:
+  using ros2::Publisher<::test_msgs::action::NestedMessage_Goal>::Publisher;
+};
+
+/// nerve::Subscriber of a ROS 2 type is nerve::ros2::Subscriber (nerve/ros2.hpp).
+template <>
+class Subscriber<::test_msgs::action::NestedMessage_Goal> : public ros2::Subscriber<::test_msgs::action::NestedMessage_Goal> {
+ public:
+  using ros2::Subscriber<::test_msgs::action::NestedMessage_Goal>::Subscriber;
+};
+
+/// nerve::Publisher of a ROS 2 type is nerve::ros2::Publisher (nerve/ros2.hpp).
+template <>
+class Publisher<::test_msgs::action::NestedMessage_Result> : public ros2::Publisher<::test_msgs::action::NestedMessage_Result> {
+ public:
+  using ros2::Publisher<::test_msgs::action::NestedMessage_Result>::Publisher;
+};
+
+/// nerve::Subscriber of a ROS 2 type is nerve::ros2::Subscriber (nerve/ros2.hpp).
+template <>
+class Subscriber<::test_msgs::action::NestedMessage_Result> : public ros2::Subscriber<::test_msgs::action::NestedMessage_Result> {
+ public:
+  using ros2::Subscriber<::test_msgs::action::NestedMessage_Result>::Subscriber;
+};
+
+/// nerve::Publisher of a ROS 2 type is nerve::ros2::Publisher (nerve/ros2.hpp).
+template <>
+class Publisher<::test_msgs::action::NestedMessage_Feedback> : public ros2::Publisher<::test_msgs::action::NestedMessage_Feedback> {
+ public:
+  using ros2::Publisher<::test_msgs::action::NestedMessage_Feedback>::Publisher;
+};
+
+/// nerve::Subscriber of a ROS 2 type is nerve::ros2::Subscriber (nerve/ros2.hpp).
+template <>
+class Subscriber<::test_msgs::action::NestedMessage_Feedback> : public ros2::Subscriber<::test_msgs::action::NestedMessage_Feedback> {
+ public:
+  using ros2::Subscriber<::test_msgs::action::NestedMessage_Feedback>::Subscriber;
+};
+
+/// nerve::ActionServer of a ROS 2 type is nerve::ros2::ActionServer (nerve/ros2.hpp).
+template <>
+class ActionServer<::test_msgs::action::NestedMessage> : public ros2::ActionServer<::test_msgs::action::NestedMessage> {
+ public:
+  using ros2::ActionServer<::test_msgs::action::NestedMessage>::ActionServer;
+};
+
+/// nerve::ActionClient of a ROS 2 type is nerve::ros2::ActionClient (nerve/ros2.hpp).
+template <>
+class ActionClient<::test_msgs::action::NestedMessage> : public ros2::ActionClient<::test_msgs::action::NestedMessage> {
+ public:
+  using ros2::ActionClient<::test_msgs::action::NestedMessage>::ActionClient;
+};
+
+}  // namespace nerve

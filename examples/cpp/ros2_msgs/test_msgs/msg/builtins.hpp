@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <nerve/cdr.hpp>
+#include <nerve/ros2.hpp>
 #include <builtin_interfaces/msg/duration.hpp>
 #include <nerve/msgs/time.hpp>
 
@@ -94,3 +95,21 @@ struct message_traits<::test_msgs::msg::Builtins> {
 };
 
 }  // namespace nerve::cdr
+
+namespace nerve {
+
+/// nerve::Publisher of a ROS 2 type is nerve::ros2::Publisher (nerve/ros2.hpp).
+template <>
+class Publisher<::test_msgs::msg::Builtins> : public ros2::Publisher<::test_msgs::msg::Builtins> {
+ public:
+  using ros2::Publisher<::test_msgs::msg::Builtins>::Publisher;
+};
+
+/// nerve::Subscriber of a ROS 2 type is nerve::ros2::Subscriber (nerve/ros2.hpp).
+template <>
+class Subscriber<::test_msgs::msg::Builtins> : public ros2::Subscriber<::test_msgs::msg::Builtins> {
+ public:
+  using ros2::Subscriber<::test_msgs::msg::Builtins>::Subscriber;
+};
+
+}  // namespace nerve

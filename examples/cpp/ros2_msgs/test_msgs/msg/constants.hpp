@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <nerve/cdr.hpp>
+#include <nerve/ros2.hpp>
 
 namespace test_msgs::msg {
 
@@ -88,3 +89,21 @@ struct message_traits<::test_msgs::msg::Constants> {
 };
 
 }  // namespace nerve::cdr
+
+namespace nerve {
+
+/// nerve::Publisher of a ROS 2 type is nerve::ros2::Publisher (nerve/ros2.hpp).
+template <>
+class Publisher<::test_msgs::msg::Constants> : public ros2::Publisher<::test_msgs::msg::Constants> {
+ public:
+  using ros2::Publisher<::test_msgs::msg::Constants>::Publisher;
+};
+
+/// nerve::Subscriber of a ROS 2 type is nerve::ros2::Subscriber (nerve/ros2.hpp).
+template <>
+class Subscriber<::test_msgs::msg::Constants> : public ros2::Subscriber<::test_msgs::msg::Constants> {
+ public:
+  using ros2::Subscriber<::test_msgs::msg::Constants>::Subscriber;
+};
+
+}  // namespace nerve

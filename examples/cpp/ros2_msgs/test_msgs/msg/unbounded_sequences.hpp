@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <nerve/cdr.hpp>
+#include <nerve/ros2.hpp>
 #include <test_msgs/msg/basic_types.hpp>
 #include <test_msgs/msg/constants.hpp>
 #include <test_msgs/msg/defaults.hpp>
@@ -457,3 +458,21 @@ struct message_traits<::test_msgs::msg::UnboundedSequences> {
 };
 
 }  // namespace nerve::cdr
+
+namespace nerve {
+
+/// nerve::Publisher of a ROS 2 type is nerve::ros2::Publisher (nerve/ros2.hpp).
+template <>
+class Publisher<::test_msgs::msg::UnboundedSequences> : public ros2::Publisher<::test_msgs::msg::UnboundedSequences> {
+ public:
+  using ros2::Publisher<::test_msgs::msg::UnboundedSequences>::Publisher;
+};
+
+/// nerve::Subscriber of a ROS 2 type is nerve::ros2::Subscriber (nerve/ros2.hpp).
+template <>
+class Subscriber<::test_msgs::msg::UnboundedSequences> : public ros2::Subscriber<::test_msgs::msg::UnboundedSequences> {
+ public:
+  using ros2::Subscriber<::test_msgs::msg::UnboundedSequences>::Subscriber;
+};
+
+}  // namespace nerve
