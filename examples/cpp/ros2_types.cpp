@@ -11,10 +11,14 @@
 //         test_msgs/action/NestedMessage: per goal, `--feedbacks` feedbacks counting
 //         nested_field.int32_value up from the goal's, then the goal back as the result
 //         (an rclpy ActionClient sends goals through the bridge); cancels are honored
+//     ros2_types answer [--name /cpp_basic]
+//         test_msgs/srv/BasicTypes: answers each request with it, int32_value + 1 and
+//         string_value "cpp: " + its string_value (an rclpy client calls through the bridge)
 #include <nerve.hpp>
 #include <nerve/ros2.hpp>
 #include <test_msgs/action/nested_message.hpp>
 #include <test_msgs/msg/unbounded_sequences.hpp>
+#include <test_msgs/srv/basic_types.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -154,6 +158,27 @@ int serve(nerve::Node& node, const example::Args& args) {
   return 0;
 }
 
+int answer(nerve::Node& node, const example::Args& args) {
+  using test_msgs::srv::BasicTypes;
+  const std::string name = args.str("name", "/cpp_basic");
+  nerve::Server<BasicTypes> server(node, name);  // nerve::ros2::Server (its header says so)
+  std::printf("ros2_types: serving %s on %s\n", std::string(nerve::cdr::service_traits<BasicTypes>::type_name).c_str(),
+              name.c_str());
+  std::fflush(stdout);
+  while (!nerve::shutdown_requested()) {
+    server.serve_once(std::chrono::milliseconds(100), [](const BasicTypes::Request& rq) {
+      BasicTypes::Response r;
+      r.bool_value = rq.bool_value;
+      r.float64_value = rq.float64_value;
+      r.int64_value = rq.int64_value;
+      r.int32_value = rq.int32_value + 1;
+      r.string_value = "cpp: " + rq.string_value;
+      return r;
+    });
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -165,7 +190,8 @@ int main(int argc, char** argv) try {
   if (mode == "publish") return publish(node, args);
   if (mode == "listen") return listen(node, args);
   if (mode == "serve") return serve(node, args);
-  std::fprintf(stderr, "usage: ros2_types publish|listen|serve [options]\n");
+  if (mode == "answer") return answer(node, args);
+  std::fprintf(stderr, "usage: ros2_types publish|listen|serve|answer [options]\n");
   return 2;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "ros2_types: %s\n", e.what());

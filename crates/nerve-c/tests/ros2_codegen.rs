@@ -26,15 +26,17 @@ fn search() -> SearchPath {
 }
 
 /// The types of examples/cpp/ros2_types.cpp.
-const EXAMPLE_TYPES: [&str; 3] = [
+const EXAMPLE_TYPES: [&str; 4] = [
     "test_msgs/msg/UnboundedSequences",
     "test_msgs/msg/BoundedSequences",
+    "test_msgs/srv/BasicTypes",
     "test_msgs/action/NestedMessage",
 ];
 
 /// Every test_msgs message kind (and an action).
-const ALL: [&str; 15] = [
+const ALL: [&str; 16] = [
     "sensor_msgs/msg/Imu",
+    "test_msgs/srv/BasicTypes",
     "test_msgs/msg/Arrays",
     "test_msgs/msg/BasicTypes",
     "test_msgs/msg/BoundedPlainSequences",
@@ -215,7 +217,8 @@ fn cpp(t: &str) -> String {
 /// `def <type>` (write a default-constructed one) lines and answers `ok <hex>` or
 /// `err <what>` for each; then checks that a bound exceeded is refused when written.
 fn program(types: &[String]) -> String {
-    let mut s = String::from("#include <cstdio>\n#include <iostream>\n#include <map>\n#include <functional>\n#include <string>\n#include <vector>\n");
+    // a service's header too: its nerve::Client/Server specializations compile as strictly
+    let mut s = String::from("#include <cstdio>\n#include <iostream>\n#include <map>\n#include <functional>\n#include <string>\n#include <vector>\n#include <test_msgs/srv/basic_types.hpp>\n");
     for t in types {
         let (pkg, rest) = t.split_once('/').unwrap();
         let (kind, name) = rest.split_once('/').unwrap();

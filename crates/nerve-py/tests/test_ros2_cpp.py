@@ -111,3 +111,22 @@ def test_an_rclpy_action_client_gets_answers_from_a_cpp_test_msgs_nested_message
         assert c.json_events("rejected"), c.lines
     finally:
         server.stop()
+
+
+def test_an_rclpy_client_calls_a_cpp_test_msgs_basic_types_server(ros2):
+    bridge = ros2.bridge()
+    server = cpp(ros2, "answer", "--name", "/cpp_basic")
+    try:
+        bridge.wait_line(lambda l: l.startswith("/cpp_basic: service Nerve -> ROS 2 (test_msgs/srv/BasicTypes"),
+                         timeout=60)
+        request = {"int32_value": 41, "string_value": "hé", "int64_value": -5, "float64_value": 0.5,
+                   "bool_value": True}
+        c = ros2.peer("client", "/cpp_basic", "test_msgs/srv/BasicTypes", json.dumps(request), 2)
+        c.wait_line(lambda l: '"done"' in l or '"no_service"' in l, timeout=60)
+        responses = [e["response"] for e in c.json_events("response")]
+        assert len(responses) == 2, (c.lines, bridge.err, server.err)
+        for r in responses:
+            assert (r["int32_value"], r["string_value"], r["int64_value"], r["float64_value"], r["bool_value"]) == (
+                42, "cpp: hé", -5, 0.5, True), r
+    finally:
+        server.stop()

@@ -421,4 +421,140 @@ class ActionClient {
   Handle h_;
 };
 
+namespace detail {
+
+/// The service type of ROS 2 service S: its name and the carrier schemas of its messages.
+template <class S>
+struct ServiceType {
+  std::string name{cdr::service_traits<S>::type_name};
+  std::string request = schema_of<typename cdr::service_traits<S>::Request>();
+  std::string response = schema_of<typename cdr::service_traits<S>::Response>();
+  nerve_service_type_t c() const noexcept {
+    nerve_service_type_t t{};
+    t.type_name = name.c_str();
+    t.request_schema = request.c_str();
+    t.response_schema = response.c_str();
+    return t;
+  }
+};
+
+/// The `nerve_msgs/Ros2Cdr` payload of `m`: the source stamp (unknown), then its CDR.
+template <class T>
+void payload(const T& m, std::vector<std::uint8_t>& buf) {
+  buf.assign(cdr_head, 0);
+  cdr::serialize_into(m, buf);
+}
+
+/// The message of a `nerve_msgs/Ros2Cdr` payload.
+template <class T>
+T from_payload(const nerve_sample_view_t& v) {
+  if (v.len < cdr_head) {
+    throw cdr::Error(std::string(cdr::message_traits<T>::type_name) + ": a payload of " + std::to_string(v.len) +
+                     " bytes, shorter than its 8-byte head");
+  }
+  return cdr::deserialize<T>(static_cast<const std::uint8_t*>(v.data) + cdr_head, v.len - cdr_head);
+}
+
+}  // namespace detail
+
+/// The server of a service of ROS 2 service type S (a tag `nerve types gen-cpp` generated
+/// from a `.srv`): a Nerve service of type `pkg/srv/Name` whose request and response are
+/// carried as CDR, which the ROS 2 bridge offers to ROS 2 clients as S.
+template <class S>
+class Server {
+ public:
+  /// The request message type.
+  using Request = typename cdr::service_traits<S>::Request;
+  /// The response message type.
+  using Response = typename cdr::service_traits<S>::Response;
+
+  /// An empty server (holds nothing).
+  Server() noexcept = default;
+  /// Creates the server of service `name`.
+  Server(const Node& node, std::string_view name) {
+    const detail::ServiceType<S> t;
+    const nerve_service_type_t c = t.c();
+    const std::string n(name);
+    nerve_server_t h{};
+    nerve::detail::check(nerve_server_create(node.handle(), n.c_str(), &c, &h));
+    h_ = Handle(h);
+  }
+  /// Waits up to `timeout` for a request and answers it with `handler(const Request&)`,
+  /// which returns the Response (an exception fails the call, the caller getting its
+  /// message); whether a request was answered.
+  template <class Rep, class Period, class F>
+  bool serve_once(std::chrono::duration<Rep, Period> timeout, F&& handler) {
+    nerve_request_t rq{};
+    nerve_sample_view_t v{};
+    if (!nerve::detail::check(nerve_server_take(h_.get(), nerve::detail::timeout_i64(timeout), &rq, &v))) return false;
+    try {
+      const Request req = detail::from_payload<Request>(v);
+      const Response resp = handler(req);
+      detail::payload(resp, buf_);
+    } catch (const std::exception& e) {
+      nerve::detail::check(nerve_request_fail(rq, e.what()));
+      return true;
+    }
+    nerve::detail::check(nerve_request_reply(rq, buf_.data(), buf_.size()));
+    return true;
+  }
+  /// The C handle (still owned by this object).
+  nerve_server_t handle() const noexcept { return h_.get(); }
+
+ private:
+  using Handle = nerve::detail::Owner<nerve_server_t, &nerve_server_destroy>;
+  Handle h_;
+  std::vector<std::uint8_t> buf_;
+};
+
+/// A client of a service of ROS 2 service type S (a Nerve server of S, or a ROS 2 one
+/// through the bridge).
+template <class S>
+class Client {
+ public:
+  /// The request message type.
+  using Request = typename cdr::service_traits<S>::Request;
+  /// The response message type.
+  using Response = typename cdr::service_traits<S>::Response;
+
+  /// An empty client (holds nothing).
+  Client() noexcept = default;
+  /// Creates a client of service `name`.
+  Client(const Node& node, std::string_view name) {
+    const detail::ServiceType<S> t;
+    const nerve_service_type_t c = t.c();
+    const std::string n(name);
+    nerve_client_t h{};
+    nerve::detail::check(nerve_client_create(node.handle(), n.c_str(), &c, &h));
+    h_ = Handle(h);
+  }
+  /// Waits up to `timeout` for the service; whether it is there.
+  template <class Rep, class Period>
+  bool wait_for_service(std::chrono::duration<Rep, Period> timeout) {
+    return nerve::detail::check(nerve_client_wait_for_service(h_.get(), nerve::detail::timeout_u64(timeout)));
+  }
+  /// Calls the service and waits up to `timeout` for the response (nerve::Error on a
+  /// failure, NERVE_ERR_TIMEOUT when none came).
+  template <class Rep, class Period>
+  Response call(const Request& request, std::chrono::duration<Rep, Period> timeout) {
+    detail::payload(request, buf_);
+    nerve_reply_t r{};
+    nerve_sample_view_t v{};
+    nerve::detail::check(
+        nerve_client_call(h_.get(), buf_.data(), buf_.size(), nerve::detail::timeout_u64(timeout), &r, &v));
+    struct Release {
+      nerve_reply_t r;
+      ~Release() { (void)nerve_reply_release(r); }
+    } release{r};
+    return detail::from_payload<Response>(v);
+  }
+  /// The C handle (still owned by this object).
+  nerve_client_t handle() const noexcept { return h_.get(); }
+
+ private:
+  using Handle = nerve::detail::Owner<nerve_client_t, &nerve_client_destroy>;
+  Handle h_;
+  std::vector<std::uint8_t> buf_;
+};
+
 }  // namespace nerve::ros2

@@ -9,6 +9,7 @@
 #include <test_msgs/action/nested_message.hpp>
 #include <test_msgs/msg/bounded_sequences.hpp>
 #include <test_msgs/msg/unbounded_sequences.hpp>
+#include <test_msgs/srv/basic_types.hpp>
 
 #include <atomic>
 #include <mutex>
@@ -188,4 +189,56 @@ TEST_F(Ros2, AnActionOfARos2TypeServesTypedGoalsFeedbackAndResults) {
   server_thread.join();
   EXPECT_EQ(error, "");
   EXPECT_EQ(garbage, NERVE_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(Ros2, AServiceOfARos2TypeAnswersTypedRequests) {
+  using test_msgs::srv::BasicTypes;
+  const std::string name = unique("basic");
+  std::atomic<bool> ready{false}, stop{false};
+  std::string error;
+  std::thread server_thread([&] {
+    try {
+      nerve::Context sctx(options());
+      nerve::Node snode(sctx, node_name("ros2_srv"));
+      nerve::Server<BasicTypes> server(snode, name);
+      ready = true;
+      while (!stop) {
+        server.serve_once(5ms, [](const BasicTypes::Request& rq) {
+          if (rq.int32_value < 0) throw std::invalid_argument("a negative int32_value");
+          BasicTypes::Response r;
+          r.int32_value = rq.int32_value + 1;
+          r.string_value = rq.string_value + "!";
+          return r;
+        });
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+      ready = true;
+    }
+  });
+  struct Join {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Join() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } join{stop, server_thread};
+  while (!ready) std::this_thread::yield();
+  ASSERT_EQ(error, "");
+  nerve::Client<BasicTypes> client(node, name);
+  ASSERT_TRUE(client.wait_for_service(30s));
+  BasicTypes::Request rq;
+  rq.int32_value = 41;
+  rq.string_value = "hi";
+  BasicTypes::Response r = client.call(rq, 30s);
+  EXPECT_EQ(r.int32_value, 42);
+  EXPECT_EQ(r.string_value, "hi!");
+  rq.int32_value = -1;
+  try {
+    (void)client.call(rq, 30s);
+    FAIL() << "the handler's exception did not fail the call";
+  } catch (const nerve::Error& e) {
+    EXPECT_TRUE(contains(e.what(), "a negative int32_value")) << e.what();
+  }
 }
