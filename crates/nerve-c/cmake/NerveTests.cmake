@@ -72,6 +72,9 @@ else()
       target_link_libraries(nerve_cpp_tests PRIVATE Nerve::nerve GTest::gtest_main)
     endif()
     nerve_test_target(nerve_cpp_tests)
+    # test_ros2.cpp: the classes `nerve types gen-cpp` generated from ROS 2's test_msgs
+    target_include_directories(nerve_cpp_tests PRIVATE
+      "${CMAKE_CURRENT_SOURCE_DIR}/../../examples/cpp/ros2_msgs")
     # discovery runs the binary when ctest starts, not at build time: a broken test binary
     # shows up as a failing test with its output, not as a failed build
     gtest_discover_tests(nerve_cpp_tests

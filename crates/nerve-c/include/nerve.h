@@ -1181,6 +1181,65 @@ nerve_status_t nerve_params_get_text(nerve_params_t params,
 // `handled` is null or writable.
 nerve_status_t nerve_params_handle_pending(nerve_params_t params, size_t *handled);
 
+// Writes into `buf` (`cap` bytes, NUL terminated; `needed`, if not null, gets its length
+// plus one) the `nerve-schema/1` text of the Nerve topics that carry ROS 2 message type
+// `type_name` (`pkg/msg/Name`) as CDR: `nerve_msgs/Ros2Cdr` with the type's name, RIHS01
+// hash and `definition` (its `ros2msg` text, as `nerve types gen-cpp` writes it into
+// `nerve::cdr::message_traits<T>::definition`). The hash is computed from the definition
+// and must equal `type_hash` (`RIHS01_…`): else `NERVE_ERR_TYPE_MISMATCH` (the header is
+// out of date with its definition). Give the text to `nerve_publisher_create` or
+// `nerve_subscriber_create`.
+//
+// # Safety
+// `type_name`, `type_hash` and `definition` are NUL-terminated; `buf` points to `cap`
+// writable bytes (or is null with `cap` 0); `needed` is null or writable.
+nerve_status_t nerve_ros2_schema(const char *type_name,
+                                 const char *type_hash,
+                                 const char *definition,
+                                 char *buf,
+                                 size_t cap,
+                                 size_t *needed);
+
+// Creates the server of action `name` of ROS 2 action type `action_type`
+// (`pkg/action/Name`), given its RIHS01 hash and `ros2msg` definition (as `nerve types
+// gen-cpp` writes them into `nerve::cdr::action_traits<A>`; a definition that does not
+// hash to `type_hash` is `NERVE_ERR_TYPE_MISMATCH`). It is a `nerve_msgs/Ros2Action`
+// server that says its ROS 2 type on `<name>/_action/ros2_type`, so the ROS 2 bridge
+// offers it to ROS 2 clients as `action_type`. Use it as any action server
+// (`nerve_action_server_spin_once`, `nerve_server_goal_data`, `_feedback`, `_end`): goal,
+// feedback and result payloads are the CDR of `pkg/action/Name_Goal`, `_Feedback` and
+// `_Result` (encapsulation header included), each checked against the definition (a
+// goal that does not decode is rejected, a feedback or result that does not is
+// `NERVE_ERR_INVALID_ARGUMENT` naming the field). `policy` and `max` as for
+// `nerve_action_server_create`.
+//
+// # Safety
+// `name`, `action_type`, `type_hash` and `definition` are NUL-terminated; `out_server`
+// is writable.
+nerve_status_t nerve_ros2_action_server_create(nerve_node_t node,
+                                               const char *name,
+                                               const char *action_type,
+                                               const char *type_hash,
+                                               const char *definition,
+                                               int32_t policy,
+                                               size_t max,
+                                               nerve_action_server_t *out_server);
+
+// Creates a client of action `name` of ROS 2 action type `action_type`, as
+// `nerve_ros2_action_server_create` describes it; use it as any action client
+// (`nerve_action_client_send_goal`, `nerve_goal_try_feedback`, `nerve_goal_result`): the
+// payloads are the CDR of the goal, feedback and result, checked both ways.
+//
+// # Safety
+// `name`, `action_type`, `type_hash` and `definition` are NUL-terminated; `out_client`
+// is writable.
+nerve_status_t nerve_ros2_action_client_create(nerve_node_t node,
+                                               const char *name,
+                                               const char *action_type,
+                                               const char *type_hash,
+                                               const char *definition,
+                                               nerve_action_client_t *out_client);
+
 // Creates a client of the service `name` (absolute, relative to the node's namespace,
 // or private `~/x`; remap rules apply: `nerve_client_service_name` tells the result).
 //

@@ -68,7 +68,7 @@ pub enum nerve_goal_policy_t {
     NERVE_GOAL_PARALLEL = 3,
 }
 
-fn action_err(e: ErasedError) -> Error {
+pub(crate) fn action_err(e: ErasedError) -> Error {
     let code = match e {
         ErasedError::UnknownType { .. } | ErasedError::Payload(_) => NERVE_ERR_INVALID_ARGUMENT,
         ErasedError::Action(ref a) => crate::status::action_status(a),
@@ -77,7 +77,7 @@ fn action_err(e: ErasedError) -> Error {
 }
 
 #[derive(Clone)]
-struct ClientObj(Rc<dyn ErasedClient>);
+pub(crate) struct ClientObj(pub(crate) Rc<dyn ErasedClient>);
 /// A goal and what it delivered that the caller's buffer could not take yet (kept for
 /// the next call, so a small buffer loses nothing).
 #[derive(Clone)]
@@ -91,9 +91,9 @@ struct GoalObj {
 type Outcome = (GoalState, Vec<u8>);
 /// A server and the goals it accepted that the caller has not taken yet.
 #[derive(Clone)]
-struct ServerObj {
-    server: Rc<dyn ErasedServer>,
-    accepted: Rc<RefCell<VecDeque<Box<dyn ErasedServerGoal>>>>,
+pub(crate) struct ServerObj {
+    pub(crate) server: Rc<dyn ErasedServer>,
+    pub(crate) accepted: Rc<RefCell<VecDeque<Box<dyn ErasedServerGoal>>>>,
 }
 #[derive(Clone)]
 struct ServerGoalObj(Rc<dyn ErasedServerGoal>);
@@ -343,18 +343,7 @@ pub unsafe extern "C" fn nerve_action_server_create(
         let slot = out(out_server, "out_server")?;
         let name = c_str(name, "name")?;
         let ty = c_str(action_type, "action_type")?;
-        let policy = match policy {
-            0 => GoalPolicy::RejectNew,
-            1 => GoalPolicy::Queue { max },
-            2 => GoalPolicy::Preempt,
-            3 => GoalPolicy::Parallel { max: max.max(1) },
-            other => {
-                return Err(Error::new(
-                    NERVE_ERR_INVALID_ARGUMENT,
-                    format!("unknown goal policy {other}"),
-                ))
-            }
-        };
+        let policy = policy_of(policy, max)?;
         let (n, ctx) = handle::get::<NodeObj>(node.id, Kind::Node)?;
         let s = erased::server(&n.0, name, ty, policy, None).map_err(action_err)?;
         slot.id = handle::insert(
@@ -386,6 +375,22 @@ pub unsafe extern "C" fn nerve_action_server_name(
         })?;
         // SAFETY: forwarded contract of this function.
         unsafe { copy_str(&name, buf, cap, needed) }
+    })
+}
+
+/// The goal policy of a `nerve_goal_policy_t` value and its `max`.
+pub(crate) fn policy_of(policy: i32, max: usize) -> Result<GoalPolicy> {
+    Ok(match policy {
+        0 => GoalPolicy::RejectNew,
+        1 => GoalPolicy::Queue { max },
+        2 => GoalPolicy::Preempt,
+        3 => GoalPolicy::Parallel { max: max.max(1) },
+        other => {
+            return Err(Error::new(
+                NERVE_ERR_INVALID_ARGUMENT,
+                format!("unknown goal policy {other}"),
+            ))
+        }
     })
 }
 

@@ -363,17 +363,17 @@ fn a_user_schema_generates_its_package() {
         .iter()
         .map(|(p, _)| p.display().to_string())
         .collect();
+    // a nested nerve_msgs::Header (and its Time) is Nerve's own, in its installed header,
+    // not a my_pkg::Header that C++ would take for another type (issue 45)
     assert_eq!(
         paths,
         [
             "my_pkg/corner.hpp",
-            "my_pkg/header.hpp",
             "my_pkg/marker.hpp",
-            "my_pkg/pose2_d.hpp",
-            "my_pkg/time.hpp"
+            "my_pkg/pose2_d.hpp"
         ]
     );
-    let pose = &headers[3].1;
+    let pose = &headers[2].1;
     assert!(pose.contains("namespace my_pkg {"), "{pose}");
     assert!(
         pose.contains("struct Pose2D {\n  double x;\n  double y;\n  double theta;\n};"),
@@ -385,7 +385,15 @@ fn a_user_schema_generates_its_package() {
         )));
     }
     assert!(pose.contains("static_assert(sizeof(Pose2D) == 24);"));
-    let marker = &headers[2].1;
+    let marker = &headers[1].1;
+    assert!(
+        marker.contains("  ::nerve::msgs::Header header;"),
+        "Nerve's own Header: {marker}"
+    );
+    assert!(
+        marker.contains("#include <nerve/msgs/header.hpp>"),
+        "{marker}"
+    );
     assert!(
         marker.contains("  Pose2D pose;"),
         "a message nested in another: {marker}"
@@ -1275,18 +1283,16 @@ fn a_user_schema_in_c_has_the_rust_layout() {
         [
             "my_pkg/corner.h",
             "my_pkg/grid.h",
-            "my_pkg/header.h",
             "my_pkg/pose2_d.h",
             "my_pkg/tiles.h",
-            "my_pkg/time.h",
             "my_pkg/wide.h",
         ]
     );
     let grid = &headers[1].1;
     for needle in [
-        "#include <my_pkg/header.h>\n",
+        "#include <nerve/msgs/header.h>\n",
         "#include <my_pkg/pose2_d.h>\n",
-        "  my_pkg_Header header;\n",
+        "  nerve_msgs_Header header;\n",
         "  my_pkg_Pose2D pose;\n",
         "  uint16_t cells[2][3];\n",
         "  char name[10]; /* FixedStr<10>",
@@ -1298,7 +1304,7 @@ fn a_user_schema_in_c_has_the_rust_layout() {
     ] {
         assert!(grid.contains(needle), "{needle:?} in\n{grid}");
     }
-    let wide = &headers[6].1;
+    let wide = &headers[4].1;
     assert!(
         wide.contains("typedef struct my_pkg_Wide {\n  _Alignas(8) float a[2];\n}"),
         "{wide}"
@@ -1310,7 +1316,7 @@ fn a_user_schema_in_c_has_the_rust_layout() {
     write_headers(&dir, &headers);
     for (p, _) in &headers {
         let src = format!("#include <{}>\n", p.display());
-        cc_check(&cc, &src, &[&dir], &p.display().to_string());
+        cc_check(&cc, &src, &[&dir, &include_dir()], &p.display().to_string());
     }
     // at run time: sizes, alignments and offsets as Rust has them, the macros as the
     // schema says, and the bytes of a message written in C as Rust writes them
@@ -1373,7 +1379,7 @@ int main(void) {{
 }}
 "#
     );
-    let out = run_c(&cc, "c-user-layout", &source, &[&dir]);
+    let out = run_c(&cc, "c-user-layout", &source, &[&dir, &include_dir()]);
     let _ = std::fs::remove_dir_all(dir);
     let mut g = Grid {
         header: nerve_msgs::Header::default(),

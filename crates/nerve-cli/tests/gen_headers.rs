@@ -321,3 +321,66 @@ fn a_topic_gives_the_schema_it_records() {
     assert!(list.contains("nerve_msgs/Imu"), "{list}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// ROS 2's test_msgs and the types they use (nerve-ros2-types' fixtures).
+fn ros2_share() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../nerve-ros2-types/tests/fixtures/share")
+}
+
+#[test]
+fn ros2_types_by_name_or_file_become_cdr_classes() {
+    let share = ros2_share();
+    let dir = scratch("ros2");
+    let out = Command::new(env!("CARGO_BIN_EXE_nerve"))
+        .args(["types", "gen-cpp", "--out", dir.to_str().unwrap()])
+        .arg("test_msgs/msg/Nested")
+        .arg(share.join("test_msgs/action/NestedMessage.action"))
+        .env("AMENT_PREFIX_PATH", "")
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("5 headers in"), "{text}");
+    let nested = std::fs::read_to_string(dir.join("test_msgs/msg/nested.hpp")).unwrap();
+    assert!(nested.contains("struct Nested {"), "{nested}");
+    assert!(nested.contains("struct message_traits<::test_msgs::msg::Nested>"));
+    assert!(nested.contains("\"RIHS01_"));
+    let action = std::fs::read_to_string(dir.join("test_msgs/action/nested_message.hpp")).unwrap();
+    assert!(
+        action.contains("::nerve::msgs::Time nested_different_pkg{};"),
+        "{action}"
+    );
+    assert!(!dir.join("builtin_interfaces/msg/time.hpp").exists());
+
+    // a type found nowhere names where it was looked for; C is refused; a file named
+    // otherwise than <pkg>/<kind>/<Name>.<kind> is refused
+    let out = nerve(&[
+        "types",
+        "gen-cpp",
+        "--out",
+        dir.to_str().unwrap(),
+        "nope_msgs/msg/Nope",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nope_msgs/msg/Nope"), "{err}");
+    let out = nerve(&[
+        "types",
+        "gen-c",
+        "--out",
+        dir.to_str().unwrap(),
+        "test_msgs/msg/Nested",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("C++ only"));
+    let loose = dir.join("Loose.msg");
+    std::fs::write(&loose, "int32 x\n").unwrap();
+    let out = nerve(&[
+        "types",
+        "gen-cpp",
+        "--out",
+        dir.to_str().unwrap(),
+        loose.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("<pkg>/<msg|srv|action>/<Name>"));
+}

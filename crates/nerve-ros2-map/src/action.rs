@@ -97,6 +97,31 @@ impl ActionPass {
         })
     }
 
+    /// ROS 2 action type `name` from its `ros2msg` definition (what
+    /// [`ActionPass::type_schema`] carries and `nerve types gen-cpp` writes into a C++
+    /// header), checked against `rihs01` (the hash the definition was generated with): a
+    /// definition that hashes otherwise is refused naming both.
+    pub fn from_ros2msg(name: &str, text: &str, rihs01: &str) -> Result<ActionPass, ConvertError> {
+        let tn = TypeName::parse(name).map_err(|e| fail(name, e))?;
+        let canonical = tn.interface().to_string();
+        if !canonical.contains("/action/") {
+            return Err(fail(name, "not an action type: expected pkg/action/Name"));
+        }
+        let registry = Registry::from_ros2msg(&canonical, text).map_err(|e| fail(name, e))?;
+        let hash = registry.type_hash(&canonical).map_err(|e| fail(name, e))?;
+        if hash.to_string() != rihs01 {
+            return Err(fail(
+                name,
+                format!("its definition hashes to {hash}, not {rihs01} (regenerate its header)"),
+            ));
+        }
+        Ok(ActionPass {
+            name: canonical,
+            hash: *hash.as_bytes(),
+            registry,
+        })
+    }
+
     /// The action type, `pkg/action/Name`.
     pub fn name(&self) -> &str {
         &self.name
@@ -422,6 +447,28 @@ mod tests {
         let mut search = SearchPath::new();
         search.push_dir(&dir);
         ActionPass::load("demo_msgs/action/Count", &search).unwrap()
+    }
+
+    #[test]
+    fn an_action_from_its_ros2msg_text_is_the_action_from_its_files() {
+        let p = pass();
+        let text = p.registry().ros2msg_text(p.name()).unwrap();
+        let q = ActionPass::from_ros2msg(p.name(), &text, &p.hash_text()).unwrap();
+        assert_eq!(q.hash(), p.hash());
+        assert_eq!(q.name(), "demo_msgs/action/Count");
+        assert_eq!(
+            q.default_cdr(Part::Result).unwrap(),
+            p.default_cdr(Part::Result).unwrap()
+        );
+        let other = "RIHS01_".to_string() + &"0".repeat(64);
+        let e = ActionPass::from_ros2msg(p.name(), &text, &other)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("regenerate"), "{e}");
+        let e = ActionPass::from_ros2msg("demo_msgs/msg/Count", &text, &other)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("not an action type"), "{e}");
     }
 
     #[test]

@@ -92,9 +92,9 @@ impl Header {
                         s.name
                     )));
                 }
-                let nested = cpp.sibling(&s.name);
+                let nested = super::names::nested_name(cpp, s);
                 self.deps.insert(include_path(&nested));
-                if qualified {
+                if qualified || nested.ns != cpp.ns {
                     nested.qualified()
                 } else {
                     s.name.clone()

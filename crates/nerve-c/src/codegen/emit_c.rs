@@ -138,7 +138,7 @@ impl CHeader {
                         s.name
                     )));
                 }
-                let nested = cpp.sibling(&s.name);
+                let nested = super::names::nested_name(cpp, s);
                 self.deps.insert(include_path(&nested));
                 plain(&nested.c_name())
             }

@@ -54,6 +54,7 @@
 mod emit;
 mod emit_c;
 mod names;
+pub mod ros2;
 
 use nerve::message::schema::{Schema, SchemaError, Shape, StructShape};
 use std::collections::{BTreeMap, BTreeSet};
@@ -367,7 +368,11 @@ impl<'a> Catalog<'a> {
                         lang,
                     }
                 })?;
-                catalog.add_struct(cpp.sibling(&shape.name), shape, &schema.name)?;
+                let nested = names::nested_name(&cpp, shape);
+                if nested.ns != cpp.ns {
+                    continue; // Nerve's own struct, in its installed header
+                }
+                catalog.add_struct(nested, shape, &schema.name)?;
             }
         }
         for s in services {

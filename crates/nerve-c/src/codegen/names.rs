@@ -60,6 +60,44 @@ impl CppName {
     }
 }
 
+/// Where a struct nested in a message of `owner` goes: Nerve's own (`nerve::msgs::Time`,
+/// in its installed header) when it is a struct of the built-in types by name and layout,
+/// else a sibling of the message in its namespace (`my_pkg::Pose2D`). So a `Time` (or a
+/// `Header`, `Vector3`) in a user's message is the library's type, not a copy in the
+/// user's namespace that C++ would take for another type.
+pub(crate) fn nested_name(owner: &CppName, shape: &nerve::message::schema::StructShape) -> CppName {
+    use std::sync::OnceLock;
+    static BUILTIN: OnceLock<Vec<nerve::message::schema::StructShape>> = OnceLock::new();
+    let builtin = BUILTIN.get_or_init(|| {
+        let mut out = Vec::new();
+        for schema in nerve_msgs::schemas() {
+            let mut nested = Vec::new();
+            if let nerve::message::schema::Shape::Struct(head) = &schema.head {
+                for f in &head.fields {
+                    super::collect_structs(&f.shape, &mut nested);
+                }
+            }
+            if let Some(elem) = &schema.elem {
+                super::collect_structs(elem, &mut nested);
+            }
+            for s in nested {
+                if !out.contains(s) {
+                    out.push(s.clone());
+                }
+            }
+        }
+        out
+    });
+    if builtin.contains(shape) {
+        CppName {
+            ns: vec!["nerve".into(), "msgs".into()],
+            name: shape.name.clone(),
+        }
+    } else {
+        owner.sibling(&shape.name)
+    }
+}
+
 /// Maps a Nerve type name (`pkg/Name`, or `pkg/sub/Name` as ROS 2 names are) to C++:
 /// `nerve_msgs` becomes namespace `nerve::msgs`, any other package keeps its name
 /// (`my_pkg/Pose2D` → `my_pkg::Pose2D`, `std_msgs/msg/String` → `std_msgs::msg::String`).
