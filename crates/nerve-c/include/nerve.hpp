@@ -1158,55 +1158,56 @@ class SharedSample {
 // Publishing
 // ---------------------------------------------------------------------------------------
 
-/// A sample loaned from a Publisher<T>, written in place in shared memory until sent.
-/// Dropping it unsent returns it to the pool. Using it after send() (or once moved from)
-/// throws nerve::Error (NERVE_ERR_STALE_HANDLE).
-template <class T>
-class Loan {
-  using L = detail::layout<T>;
+namespace detail {
+
+/// What Loan<T> and RequestLoan<S> share: a message of type M loaned from shared memory
+/// under the C handle H, written in place, returned unsent by Discard when dropped.
+/// `Stale::raise()` throws the error of a use after send (naming what it is).
+template <class M, class H, nerve_status_t (*Discard)(H), class Stale>
+class LoanedBuffer {
+  using L = layout<M>;
 
  public:
   /// The slice element type (nerve::no_elem when there is none).
-  using elem_type = typename message_traits<T>::elem_type;
+  using elem_type = typename message_traits<M>::elem_type;
 
   /// An empty loan (holds nothing).
-  Loan() noexcept = default;
+  LoanedBuffer() noexcept = default;
   /// Takes the loan over (`o` holds nothing after).
-  Loan(Loan&& o) noexcept
-      : h_(std::exchange(o.h_, nerve_loan_t{})),
-        pub_(o.pub_),
+  LoanedBuffer(LoanedBuffer&& o) noexcept
+      : h_(std::exchange(o.h_, H{})),
         data_(std::exchange(o.data_, nullptr)),
         n_(std::exchange(o.n_, 0)) {}
-  /// Discards the held loan, then takes `o`'s over.
-  Loan& operator=(Loan&& o) noexcept {
+  /// Drops the held loan unsent, then takes `o`'s over.
+  LoanedBuffer& operator=(LoanedBuffer&& o) noexcept {
     if (this != &o) {
       reset();
-      h_ = std::exchange(o.h_, nerve_loan_t{});
-      pub_ = o.pub_;
+      h_ = std::exchange(o.h_, H{});
       data_ = std::exchange(o.data_, nullptr);
       n_ = std::exchange(o.n_, 0);
     }
     return *this;
   }
-  Loan(const Loan&) = delete;
-  Loan& operator=(const Loan&) = delete;
-  /// Returns an unsent loan to the pool; any thread may (the owner's thread then does it
-  /// at its next call or executor spin).
-  ~Loan() { reset(); }
+  LoanedBuffer(const LoanedBuffer&) = delete;
+  LoanedBuffer& operator=(const LoanedBuffer&) = delete;
+  /// Drops an unsent loan; any thread may (the owner's thread then does it at its next
+  /// call or executor spin).
+  ~LoanedBuffer() { reset(); }
 
   /// The head (zeroed when loaned).
-  T& operator*() { return *get(); }
+  M& operator*() { return *get(); }
   /// The head's fields.
-  T* operator->() { return get(); }
+  M* operator->() { return get(); }
   /// The head.
-  T* get() {
+  M* get() {
     check();
-    return std::launder(reinterpret_cast<T*>(data_));
+    return std::launder(reinterpret_cast<M*>(data_));
   }
-  /// The slice elements (as many as loaned; not zeroed).
+  /// The slice elements (as many as loaned; a request loan's are zeroed, a publisher
+  /// loan's are not).
   template <class E = elem_type>
-  span<detail::type_identity_t<E>> elems() {
-    static_assert(detail::is_elem<E>, "nerve: this message type has no slice (elem_type is no_elem)");
+  span<type_identity_t<E>> elems() {
+    static_assert(is_elem<E>, "nerve: this message type has no slice (elem_type is no_elem)");
     check();
     auto* p = static_cast<unsigned char*>(data_) + L::elems_offset;
     return span<E>(std::launder(reinterpret_cast<E*>(p)), n_);
@@ -1220,45 +1221,68 @@ class Loan {
   bool valid() const noexcept { return h_.id != 0; }
   /// Whether this object holds a loan.
   explicit operator bool() const noexcept { return valid(); }
+  /// Drops the loan unsent.
+  void discard() noexcept { reset(); }
+  /// The C handle (still owned by this object).
+  H handle() const noexcept { return h_; }
+
+ protected:
+  LoanedBuffer(H h, void* data, std::size_t n) noexcept : h_(h), data_(data), n_(n) {}
+  void check() const {
+    if (!valid()) Stale::raise();
+  }
+  /// Gives the handle up (nothing is discarded).
+  H take() noexcept {
+    data_ = nullptr;
+    n_ = 0;
+    return std::exchange(h_, H{});
+  }
+  void reset() noexcept {
+    if (h_.id != 0) (void)Discard(take());
+  }
+
+  H h_{};
+  void* data_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+/// The stale-use error of a Loan<T>.
+template <class T>
+struct stale_loan {
+  [[noreturn]] static void raise() { throw_stale("the loan", message_traits<T>::type_name); }
+};
+
+}  // namespace detail
+
+/// A sample loaned from a Publisher<T>, written in place in shared memory until sent.
+/// Dropping it unsent returns it to the pool. Using it after send() (or once moved from)
+/// throws nerve::Error (NERVE_ERR_STALE_HANDLE).
+template <class T>
+class Loan : public detail::LoanedBuffer<T, nerve_loan_t, &nerve_loan_discard, detail::stale_loan<T>> {
+  using Base = detail::LoanedBuffer<T, nerve_loan_t, &nerve_loan_discard, detail::stale_loan<T>>;
+
+ public:
+  /// An empty loan (holds nothing).
+  Loan() noexcept = default;
+
   /// Sends the sample; the loan is used up (even if the send fails).
   void send() {
-    check();
-    data_ = nullptr;
-    detail::check(nerve_sample_send(std::exchange(h_, nerve_loan_t{})));
+    this->check();
+    detail::check(nerve_sample_send(this->take()));
   }
   /// Sends the sample without throwing.
   Result<void> try_send() noexcept {
-    if (!valid()) return detail::ResultAccess::stale<Result<void>>("the loan", message_traits<T>::type_name);
-    data_ = nullptr;
-    return detail::void_result(nerve_sample_send(std::exchange(h_, nerve_loan_t{})));
+    if (!this->valid()) return detail::ResultAccess::stale<Result<void>>("the loan", message_traits<T>::type_name);
+    return detail::void_result(nerve_sample_send(this->take()));
   }
-  /// Returns the sample to the pool unsent.
-  void discard() noexcept { reset(); }
-  /// The C handle (still owned by this object).
-  nerve_loan_t handle() const noexcept { return h_; }
   /// Gives the C handle up (the caller sends or discards it).
-  nerve_loan_t release() noexcept {
-    data_ = nullptr;
-    n_ = 0;
-    return std::exchange(h_, nerve_loan_t{});
-  }
+  nerve_loan_t release() noexcept { return this->take(); }
 
  private:
   friend class Publisher<T>;
   Loan(nerve_loan_t h, nerve_publisher_t pub, void* data, std::size_t n) noexcept
-      : h_(h), pub_(pub), data_(data), n_(n) {}
-  void check() const {
-    if (!valid()) detail::throw_stale("the loan", message_traits<T>::type_name);
-  }
-  void reset() noexcept {
-    data_ = nullptr;
-    n_ = 0;
-    if (h_.id != 0) (void)nerve_loan_discard(std::exchange(h_, nerve_loan_t{}));
-  }
-  nerve_loan_t h_{};
+      : Base(h, data, n), pub_(pub) {}
   nerve_publisher_t pub_{};
-  void* data_ = nullptr;
-  std::size_t n_ = 0;
 };
 
 /// A publisher of message type T on a topic. The topic's type is checked at creation: a
@@ -1505,94 +1529,36 @@ struct packer {
 template <class S>
 class Pending;
 
+namespace detail {
+/// The stale-use error of a RequestLoan<S>.
+template <class S>
+struct stale_request_loan {
+  [[noreturn]] static void raise() { throw_stale("the request loan", service_traits<S>::type_name); }
+};
+}  // namespace detail
+
+
 /// A request of service S loaned from a Client<S> (Client::loan), written in place in
 /// shared memory and sent without a copy: `client.call(std::move(loan), timeout)` or
 /// `client.send(std::move(loan))`. The head is zeroed when loaned. Dropping it unsent
 /// sends nothing. Using it after it was sent (or once moved from) throws nerve::Error
 /// (NERVE_ERR_STALE_HANDLE).
 template <class S>
-class RequestLoan {
-  using Req = typename service_traits<S>::request;
-  using L = detail::layout<Req>;
+class RequestLoan
+    : public detail::LoanedBuffer<typename service_traits<S>::request, nerve_request_loan_t,
+                                  &nerve_client_loan_discard, detail::stale_request_loan<S>> {
+  using Base = detail::LoanedBuffer<typename service_traits<S>::request, nerve_request_loan_t,
+                                    &nerve_client_loan_discard, detail::stale_request_loan<S>>;
 
  public:
-  /// The slice element type (nerve::no_elem when there is none).
-  using elem_type = typename message_traits<Req>::elem_type;
-
   /// An empty loan (holds nothing).
   RequestLoan() noexcept = default;
-  /// Takes the loan over (`o` holds nothing after).
-  RequestLoan(RequestLoan&& o) noexcept
-      : h_(std::exchange(o.h_, nerve_request_loan_t{})),
-        client_(o.client_),
-        data_(std::exchange(o.data_, nullptr)),
-        n_(std::exchange(o.n_, 0)) {}
-  /// Discards the held loan, then takes `o`'s over.
-  RequestLoan& operator=(RequestLoan&& o) noexcept {
-    if (this != &o) {
-      reset();
-      h_ = std::exchange(o.h_, nerve_request_loan_t{});
-      client_ = o.client_;
-      data_ = std::exchange(o.data_, nullptr);
-      n_ = std::exchange(o.n_, 0);
-    }
-    return *this;
-  }
-  RequestLoan(const RequestLoan&) = delete;
-  RequestLoan& operator=(const RequestLoan&) = delete;
-  /// Drops an unsent loan (nothing is sent).
-  ~RequestLoan() { reset(); }
-
-  /// The head.
-  Req& operator*() { return *get(); }
-  /// The head's fields.
-  Req* operator->() { return get(); }
-  /// The head.
-  Req* get() {
-    check();
-    return std::launder(reinterpret_cast<Req*>(data_));
-  }
-  /// The slice elements (as many as loaned; zeroed).
-  template <class E = elem_type>
-  span<detail::type_identity_t<E>> elems() {
-    static_assert(detail::is_elem<E>, "nerve: this request type has no slice (elem_type is no_elem)");
-    check();
-    auto* p = static_cast<unsigned char*>(data_) + L::elems_offset;
-    return span<E>(std::launder(reinterpret_cast<E*>(p)), n_);
-  }
-  /// The payload's size in bytes.
-  std::size_t size_bytes() const noexcept {
-    std::size_t b = 0;
-    return valid() && L::bytes(n_, b) ? b : 0;
-  }
-  /// Whether this object holds a loan (false once sent, discarded or moved from).
-  bool valid() const noexcept { return h_.id != 0; }
-  /// Whether this object holds a loan.
-  explicit operator bool() const noexcept { return valid(); }
-  /// Drops the loan unsent.
-  void discard() noexcept { reset(); }
-  /// The C handle (still owned by this object).
-  nerve_request_loan_t handle() const noexcept { return h_; }
 
  private:
   friend class Client<S>;
   RequestLoan(nerve_request_loan_t h, nerve_client_t client, void* data, std::size_t n) noexcept
-      : h_(h), client_(client), data_(data), n_(n) {}
-  void check() const {
-    if (!valid()) detail::throw_stale("the request loan", service_traits<S>::type_name);
-  }
-  nerve_request_loan_t take() noexcept {
-    data_ = nullptr;
-    n_ = 0;
-    return std::exchange(h_, nerve_request_loan_t{});
-  }
-  void reset() noexcept {
-    if (h_.id != 0) (void)nerve_client_loan_discard(take());
-  }
-  nerve_request_loan_t h_{};
+      : Base(h, data, n), client_(client) {}
   nerve_client_t client_{};
-  void* data_ = nullptr;
-  std::size_t n_ = 0;
 };
 
 /// A client of service S: calls with a timeout (call) or in flight (send).
