@@ -267,16 +267,22 @@ fn consume(
     index: usize,
     ready: &Barrier,
 ) -> Result<SinkResult, PeerError> {
-    let node = ctx
-        .node(&format!("paths_sink{index}"))
-        .create()
-        .map_err(fail)?;
     let streams = spec.streams();
-    let subs = streams
-        .iter()
-        .map(|(topic, kind, _)| dispatch!(*kind, subscribe, &node, topic, spec))
-        .collect::<Result<Vec<_>, _>>()?;
+    let setup = || -> Result<_, PeerError> {
+        let node = ctx
+            .node(&format!("paths_sink{index}"))
+            .create()
+            .map_err(fail)?;
+        let subs = streams
+            .iter()
+            .map(|(topic, kind, _)| dispatch!(*kind, subscribe, &node, topic, spec))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((node, subs))
+    };
+    // every consumer reaches the barrier, failed or not (see `produce`)
+    let setup = setup();
     ready.wait();
+    let (_node, subs) = setup?;
     // per stream: (publisher id, last sequence number) of each producer seen
     let mut last: Vec<Vec<(u64, u64)>> = vec![Vec::new(); subs.len()];
     let mut finished = 0;
@@ -353,20 +359,27 @@ fn produce<M: Message>(
     index: usize,
     start: &Barrier,
 ) -> Result<Produced, PeerError> {
-    let node = ctx
-        .node(&format!("paths_source{index}"))
-        .create()
-        .map_err(fail)?;
-    let p = node
-        .publisher::<M>(&spec.topic)
-        .qos(spec.kind.qos())
-        .create()
-        .map_err(fail)?;
-    if !p.wait_for_subscribers(spec.consumers, TIMEOUT) {
-        return Err(fail("consumers did not appear"));
-    }
-    let (head, elems) = prebuilt::<M>(spec.message)?;
+    let setup = || -> Result<_, PeerError> {
+        let node = ctx
+            .node(&format!("paths_source{index}"))
+            .create()
+            .map_err(fail)?;
+        let p = node
+            .publisher::<M>(&spec.topic)
+            .qos(spec.kind.qos())
+            .create()
+            .map_err(fail)?;
+        if !p.wait_for_subscribers(spec.consumers, TIMEOUT) {
+            return Err(fail("consumers did not appear"));
+        }
+        let (head, elems) = prebuilt::<M>(spec.message)?;
+        Ok((node, p, head, elems))
+    };
+    // every producer reaches the barrier, failed or not: one that left before it would
+    // hold the others there forever
+    let setup = setup();
     start.wait();
+    let (_node, p, head, elems) = setup?;
     let mut out = Produced::starting_at(nerve::stamp_ns());
     let mut lap = Lap::start();
     for _ in 0..spec.count {
@@ -380,8 +393,23 @@ fn produce<M: Message>(
     Ok(out)
 }
 
-/// The mixed robot loop: CmdVel and Imu every iteration, BatteryState every 100th.
-fn produce_mixed(ctx: &Context, spec: &SinkSpec, start: &Barrier) -> Result<Produced, PeerError> {
+/// The mixed loop's node, publishers and prebuilt messages, once its consumers joined.
+#[allow(clippy::type_complexity)]
+fn mixed_setup(
+    ctx: &Context,
+    spec: &SinkSpec,
+) -> Result<
+    (
+        nerve::Node,
+        nerve::Publisher<CmdVel>,
+        nerve::Publisher<Imu>,
+        nerve::Publisher<BatteryState>,
+        CmdVel,
+        Imu,
+        BatteryState,
+    ),
+    PeerError,
+> {
     let node = ctx.node("paths_loop").create().map_err(fail)?;
     let streams = spec.streams();
     let cmd = node
@@ -411,7 +439,15 @@ fn produce_mixed(ctx: &Context, spec: &SinkSpec, start: &Barrier) -> Result<Prod
     let (c, _) = prebuilt::<CmdVel>(MessageKind::CmdVel)?;
     let (i, _) = prebuilt::<Imu>(MessageKind::Imu)?;
     let (b, _) = prebuilt::<BatteryState>(MessageKind::BatteryState)?;
+    Ok((node, cmd, imu, battery, c, i, b))
+}
+
+/// The mixed robot loop: CmdVel and Imu every iteration, BatteryState every 100th.
+fn produce_mixed(ctx: &Context, spec: &SinkSpec, start: &Barrier) -> Result<Produced, PeerError> {
+    // reach the barrier whatever the setup gives (see `produce`)
+    let setup = mixed_setup(ctx, spec);
     start.wait();
+    let (_node, cmd, imu, battery, c, i, b) = setup?;
     let mut out = Produced::starting_at(nerve::stamp_ns());
     let mut lap = Lap::start();
     let mut timed = |r: Result<(), nerve::PublishError>, out: &mut Produced| {
