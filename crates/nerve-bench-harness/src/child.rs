@@ -116,6 +116,22 @@ impl Child {
         }
     }
 
+    /// Writes `line` and a newline to the child's stdin (a command); false once stdin is
+    /// closed or the child is gone.
+    pub fn send(&mut self, line: &str) -> bool {
+        match self.child.stdin.as_mut() {
+            Some(stdin) => writeln!(stdin, "{line}")
+                .and_then(|_| stdin.flush())
+                .is_ok(),
+            None => false,
+        }
+    }
+
+    /// Drops every line the child has printed and nobody read yet.
+    pub fn discard_lines(&mut self) {
+        while self.lines.try_recv().is_ok() {}
+    }
+
     /// Closes the child's stdin (the suites' "stop" signal).
     pub fn close_stdin(&mut self) {
         drop(self.child.stdin.take());

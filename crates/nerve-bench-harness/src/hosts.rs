@@ -154,7 +154,11 @@ impl SimHosts {
         )?;
         run("ip", &["-n", &switch, "link", "set", "br0", "up"])?;
         for i in 0..n {
-            let name = format!("host{}", (b'a' + i as u8) as char);
+            // hosta … hostz, then host26, host27, …
+            let name = match i {
+                0..=25 => format!("host{}", (b'a' + i as u8) as char),
+                _ => format!("host{i}"),
+            };
             let netns = format!("{tag}{i}");
             let ip = format!("10.{subnet}.0.{}", i + 1);
             let hdir = dir.join(&name);
@@ -366,6 +370,69 @@ impl SimHosts {
             ))?;
         }
         Ok(())
+    }
+
+    /// Splits the network in two: hosts in `a` and hosts in `b` drop every packet from and
+    /// to the other group (nftables on each host, table `nerve_partition`), as a failed
+    /// switch between two parts of a fleet would. [`SimHosts::heal`] removes it.
+    pub fn partition(&self, a: &[usize], b: &[usize]) -> Result<(), PeerError> {
+        for (group, other) in [(a, b), (b, a)] {
+            let ips: Vec<&str> = other.iter().map(|&j| self.hosts[j].ip.as_str()).collect();
+            let set = format!("{{ {} }}", ips.join(", "));
+            for &i in group {
+                let ns = &self.hosts[i].netns;
+                let nft = |rule: String| {
+                    let mut full = vec!["netns", "exec", ns, "nft"];
+                    full.extend(rule.split(' '));
+                    run("ip", &full)
+                };
+                let _ = nft("delete table ip nerve_partition".into());
+                nft("add table ip nerve_partition".into())?;
+                nft("add chain ip nerve_partition input { type filter hook input priority -200 ; policy accept ; }".into())?;
+                nft("add chain ip nerve_partition output { type filter hook output priority -200 ; policy accept ; }".into())?;
+                nft(format!(
+                    "add rule ip nerve_partition input ip saddr {set} drop"
+                ))?;
+                nft(format!(
+                    "add rule ip nerve_partition output ip daddr {set} drop"
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every partition [`SimHosts::partition`] made.
+    pub fn heal(&self) {
+        for h in &self.hosts {
+            let _ = run(
+                "ip",
+                &[
+                    "netns",
+                    "exec",
+                    &h.netns,
+                    "nft",
+                    "delete",
+                    "table",
+                    "ip",
+                    "nerve_partition",
+                ],
+            );
+        }
+    }
+
+    /// Bytes host `i` has sent on its link so far (its `eth0` counter).
+    pub fn tx_bytes(&self, i: usize) -> Option<u64> {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.hosts[i].netns,
+                "cat",
+                "/sys/class/net/eth0/statistics/tx_bytes",
+            ])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
     }
 
     /// Cuts (or restores) host `i`'s link, as if its cable were pulled.

@@ -73,7 +73,7 @@ impl Recorder {
 }
 
 /// A latency distribution in µs: every figure as measured, nothing filtered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Dist {
     /// Number of samples.
     pub count: u64,
