@@ -252,7 +252,8 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
             "bag",
             "control",
             "tf",
-            "replay"
+            "replay",
+            "fleet"
         ])
     );
     let results = report["results"].as_array().unwrap();
@@ -281,6 +282,20 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
         .collect();
     assert_eq!(idle.len(), 2, "{report}");
     assert!(idle.iter().all(|r| r["cpu_percent"].as_f64().is_some()));
+    // a fleet of three simulated hosts discovered itself, took a fourth, healed a
+    // partition and a restarted host, and every status sample under load arrived
+    let fleet = results
+        .iter()
+        .find(|r| r["suite"] == "fleet" && r["kind"] == "fleet")
+        .unwrap_or_else(|| panic!("no fleet row: {report}"));
+    assert_eq!(fleet["hosts"], 3, "{fleet}");
+    assert_eq!(fleet["notes"], serde_json::json!([]), "{fleet}");
+    for phase in ["discovery_s", "join_s", "partition_heal_s", "rejoin_s"] {
+        assert!(fleet[phase].as_f64().unwrap() >= 0.0, "{phase}: {fleet}");
+    }
+    assert!(fleet["idle"]["tx_bytes_per_s_per_host"].as_f64().unwrap() > 0.0, "{fleet}");
+    assert_eq!(fleet["load_gaps"], 0, "{fleet}");
+    assert!(fleet["load_received_per_s"].as_f64().unwrap() > 0.0, "{fleet}");
     // every suite's Nerve rows, with the documented fields and sane figures
     let svc = row("service", "nerve", "adaptive");
     assert!(svc["rtt_us"]["p50"].as_f64().unwrap() > 0.0);
@@ -835,7 +850,7 @@ fn sigterm_stops_bench_all_and_keeps_what_finished() {
     let before = shm_files();
     let mut run = Background::start("bench-sigterm", &["all", "--smoke"]);
     run.wait_until("the third suite", Duration::from_secs(300), |r| {
-        r.stderr().contains("[3/12] topic-cross-host")
+        r.stderr().contains("[3/13] topic-cross-host")
     });
     std::thread::sleep(Duration::from_secs(2));
     run.signal(libc::SIGTERM);
@@ -853,7 +868,8 @@ fn sigterm_stops_bench_all_and_keeps_what_finished() {
             "bag",
             "control",
             "tf",
-            "replay"
+            "replay",
+            "fleet"
         ])
     );
     let results = report["results"].as_array().unwrap();
