@@ -21,6 +21,7 @@ mod param;
 mod remote;
 mod replay;
 mod ros2;
+mod router;
 mod service;
 mod sm;
 mod tf;
@@ -98,6 +99,9 @@ enum Command {
     /// Replay a bag through nodes in lockstep (deterministic: every callback a message
     /// sets off returns before the next), recording and checking their outputs.
     Replay(replay::ReplayArgs),
+    /// Run a Zenoh router for hosts that meet through one (robots behind a base station);
+    /// processes reach it with a Zenoh file in client or peer mode that connects to it.
+    Router(router::RouterArgs),
     /// Remove shared memory and state left by dead processes.
     Clean(clean::CleanArgs),
     /// Check this machine for what Nerve, its tests and benchmarks need, and say how to
@@ -150,6 +154,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Tf(c) => tf::run(&ctx()?, c),
         Command::Trace(c) => trace::run(c),
         // no context here: it would count as a live user of the domain
+        Command::Router(a) => router::run(a),
         Command::Clean(a) => clean::run(&cfg, a),
         // no context either: the leftover check must not count as a user (nor clean)
         Command::Doctor(a) => doctor::run(&cfg, a),

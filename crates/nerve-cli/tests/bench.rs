@@ -293,9 +293,15 @@ fn all_suites_write_one_report_that_renders_in_a_browser() {
     for phase in ["discovery_s", "join_s", "partition_heal_s", "rejoin_s"] {
         assert!(fleet[phase].as_f64().unwrap() >= 0.0, "{phase}: {fleet}");
     }
-    assert!(fleet["idle"]["tx_bytes_per_s_per_host"].as_f64().unwrap() > 0.0, "{fleet}");
+    assert!(
+        fleet["idle"]["tx_bytes_per_s_per_host"].as_f64().unwrap() > 0.0,
+        "{fleet}"
+    );
     assert_eq!(fleet["load_gaps"], 0, "{fleet}");
-    assert!(fleet["load_received_per_s"].as_f64().unwrap() > 0.0, "{fleet}");
+    assert!(
+        fleet["load_received_per_s"].as_f64().unwrap() > 0.0,
+        "{fleet}"
+    );
     // every suite's Nerve rows, with the documented fields and sane figures
     let svc = row("service", "nerve", "adaptive");
     assert!(svc["rtt_us"]["p50"].as_f64().unwrap() > 0.0);

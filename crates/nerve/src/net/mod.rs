@@ -28,6 +28,7 @@
 //!   counters as JSON (for `nerve topic info`).
 
 mod discovery;
+mod router;
 mod service;
 mod topic;
 pub(crate) mod wire;
@@ -36,6 +37,7 @@ pub use discovery::{
     local_host, net_counters, remote_entities, remote_schema, EntityKind, NetCounters,
     RemoteEntity, TopicCounters,
 };
+pub use router::{Router, DEFAULT_ROUTER_PORT};
 pub use service::{MAX_QUERIES, NET_CALL_TIMEOUT};
 pub use wire::{decode_call, decode_sample, seal, Frame, Kind, WireError};
 

@@ -136,8 +136,7 @@ pub struct FleetSuite {
     pub load_bytes: usize,
     /// Zenoh link lease, ms.
     pub lease_ms: u64,
-    /// Join, partition and rejoin phases (Nerve only; raw Zenoh runs discovery, idle,
-    /// capacity and join).
+    /// Partition and rejoin phases.
     pub faults: bool,
     /// Router failover (two routers, four hosts).
     pub failover: bool,
@@ -301,7 +300,7 @@ impl FleetSuite {
             }
             Err(e) => row.notes.push(format!("join: {e}")),
         }
-        if !self.faults || plan.system != FleetSystem::Nerve {
+        if !self.faults {
             return Ok(row);
         }
 
@@ -318,7 +317,12 @@ impl FleetSuite {
                 row.partition_s = Some(hold.as_secs_f64());
                 match fleet.heard_all(&[(a, b), (b, a)], t, RECOVERY_TIMEOUT) {
                     Ok(s) => row.partition_heal_s = Some(s),
-                    Err(e) => row.notes.push(format!("partition: {e}")),
+                    Err(e) => {
+                        row.notes.push(format!("partition: {e}"));
+                        for r in fleet.driver_reports() {
+                            row.notes.push(format!("after the partition, {r}"));
+                        }
+                    }
                 }
             }
             Err(e) => row.notes.push(format!("partition: {e}")),

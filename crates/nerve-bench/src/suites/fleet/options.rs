@@ -47,15 +47,11 @@ impl suite::Options for FleetOptions {
     }
 }
 
-/// The role a router process runs: Zenoh in router mode with the file given, until stdin
-/// closes.
+/// The role a router process runs: Nerve's router (Zenoh's, see
+/// [`nerve::net::Router`]) with the file given, until stdin closes.
 fn run_router(args: &[String]) -> Result<(), PeerError> {
-    use zenoh::Wait;
     let path = args.first().map(String::as_str).unwrap_or("");
-    let cfg = zenoh::Config::from_file(path)
-        .map_err(|e| PeerError::setup("zenoh router", format!("{path}: {e}")))?;
-    let session = zenoh::open(cfg)
-        .wait()
+    let router = nerve::net::Router::open(Some(Path::new(path)), &[])
         .map_err(|e| PeerError::setup("zenoh router", e))?;
     let stop = stdin_closed();
     say("ready");
@@ -63,7 +59,7 @@ fn run_router(args: &[String]) -> Result<(), PeerError> {
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(200));
     }
-    drop(session);
+    drop(router);
     Ok(())
 }
 

@@ -19,7 +19,7 @@
 //! arrives and again after a silence of `silence_ms` (discovery, join, partition heal,
 //! rejoin), and on `report` one JSON line of what it received since the last `report`.
 //! The driver takes `quiet`, `talk`, `load <hz> <bytes>` and `report` (one line
-//! `sent {…}`: samples sent per topic) on stdin. End of stdin ends either.
+//! `sent {…}`: samples sent per topic, and Nerve's subscriber count per topic) on stdin. End of stdin ends either.
 
 use crate::harness::child::say;
 use crate::harness::machine::mono_ns;
@@ -268,6 +268,7 @@ fn drive(
     spec: &HostSpec,
     rx: mpsc::Receiver<Command>,
     mut send: impl FnMut(u32, usize) -> Result<(), PeerError>,
+    subscribers: impl Fn(u32) -> Option<usize>,
 ) -> Result<(), PeerError> {
     let kinds = driver_topics(spec);
     let period = |hz: f64| (1e9 / hz.max(0.1)) as u64;
@@ -312,10 +313,16 @@ fn drive(
                 base_ns = period(spec.rate_hz);
                 next_status = mono_ns();
             }
-            Some(Command::Report) => say(&format!(
-                "sent {}",
-                serde_json::to_string(&sent).unwrap_or_default()
-            )),
+            Some(Command::Report) => {
+                let subs: HashMap<String, usize> = kinds
+                    .iter()
+                    .filter_map(|&k| subscribers(k).map(|n| (kind_name(k), n)))
+                    .collect();
+                say(&format!(
+                    "sent {}",
+                    serde_json::json!({ "sent": sent, "subscribers": subs })
+                ))
+            }
             None => {}
         }
         if !talking {
@@ -394,7 +401,7 @@ mod nerve_side {
                     let mut loan = p.loan_slice(bytes).map_err(|e| call(e.to_string()))?;
                     loan.tag = host;
                     loan.send().map_err(|e| call(e.to_string()))
-                })
+                }, |k| pubs.get(&k).map(|p| p.subscriber_count()))
             }
             Part::Planner => {
                 let kinds = planner_topics(spec);
@@ -492,7 +499,7 @@ mod zenoh_side {
                     p.put(buf)
                         .wait()
                         .map_err(|e| PeerError::call("zenoh fleet host", e))
-                })
+                }, |_| None)
             }
             Part::Planner => {
                 let (tx, rx) = mpsc::sync_channel::<(u32, u32, u64, u64)>(65_536);

@@ -412,6 +412,23 @@ impl<'a> Fleet<'a> {
     }
 }
 
+impl Fleet<'_> {
+    /// Every running driver's `sent` line (samples sent and, with Nerve, the subscribers
+    /// each publisher counts): what a note shows when a phase fails.
+    pub fn driver_reports(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, p) in self.procs.iter_mut().enumerate() {
+            let Some((d, _)) = p else { continue };
+            d.discard_lines();
+            d.send("report");
+            if let Some(line) = d.try_expect("sent ", Duration::from_secs(5)) {
+                out.push(format!("host {i}: {}", line.trim_start_matches("sent ")));
+            }
+        }
+        out
+    }
+}
+
 impl Drop for Fleet<'_> {
     fn drop(&mut self) {
         for (d, p) in self.procs.iter_mut().flatten() {
