@@ -124,6 +124,10 @@ pub enum NetError {
     /// A discovery query failed.
     #[error("zenoh discovery: {0}")]
     Discovery(String),
+    /// The access-control policy file cannot be used.
+    #[cfg(feature = "net")]
+    #[error(transparent)]
+    Policy(#[from] crate::net::policy::PolicyError),
 }
 
 /// Opening a publisher or subscriber on a topic failed.
