@@ -23,8 +23,8 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const DOMAIN: &str = "733";
 
-/// The real policy of the first test: host b may not subscribe to `/secret/**`, host c
-/// may not publish there; everything else is allowed.
+/// The real policy: host b may not subscribe to `/secret/**` nor call `/arm/**`, host c
+/// may not publish on `/secret/**`; everything else is allowed.
 const POLICY: &str = r#"
 default = "allow"
 
@@ -38,6 +38,13 @@ permission = "deny"
 subjects = ["b"]
 actions = ["subscribe"]
 names = ["/secret/**"]
+
+[[rules]]
+id = "b_no_arm"
+permission = "deny"
+subjects = ["b"]
+actions = ["call"]
+names = ["/arm/**"]
 
 [[rules]]
 id = "c_no_secret"
@@ -195,6 +202,45 @@ fn a_denied_publisher_is_logged_and_shown_by_topic_info() {
         ),
         "the denied publisher's log line names the rule: {log}"
     );
+}
+
+#[test]
+fn a_denied_client_gets_no_answer_while_an_allowed_service_answers() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (sim, _ca, policy, lying) = fleet(2, POLICY);
+    let serve = |service: &str| {
+        start_env(
+            &sim,
+            0,
+            DOMAIN,
+            &["serve", "--service", service],
+            &env(&policy),
+        )
+    };
+    let _servers = [serve("/arm/move"), serve("/open/echo")];
+    let call = |service: &str, policy: &Path| {
+        let mut c = start_env(
+            &sim,
+            1,
+            DOMAIN,
+            &[
+                "call",
+                "--service",
+                service,
+                "--count",
+                "5",
+                "--timeout-ms",
+                "500",
+            ],
+            &env(policy),
+        );
+        result(&mut c, 30 * SECOND)
+    };
+    let r = call("/open/echo", &policy);
+    assert_eq!(r["ok"], 5, "host b calls an allowed service on a: {r}");
+    // b lies about the policy (its own would keep the client off the network)
+    let r = call("/arm/move", &lying);
+    assert_eq!(r["ok"], 0, "host a answers none of b's calls on /arm: {r}");
 }
 
 #[test]
