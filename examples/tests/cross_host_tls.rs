@@ -280,3 +280,64 @@ names = ["/**"]
         "host d's expired certificate is refused"
     );
 }
+
+/// Figures, not a check: latency of one topic between two hosts over mutual TLS without
+/// a policy, then with `POLICY` (10 rules' worth of Zenoh checks on every message). Run
+/// `cargo test -p nerve-examples --test cross_host_tls -- --ignored --nocapture policy_cost`.
+#[test]
+#[ignore = "prints figures; run by hand"]
+fn policy_cost_figures() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for with_policy in [false, true, false, true] {
+        let sim = SimHosts::create_with(2, 2000, "tls", |_, h| ZenohExtra {
+            link: if with_policy {
+                String::new()
+            } else {
+                pki::tls_link(h)
+            },
+            top: String::new(),
+        })
+        .expect("simulated hosts");
+        let text = format!("{POLICY}\n{POLICY_TLS}");
+        let f = pki::certify_fleet(&sim, with_policy.then_some(text.as_str())).unwrap();
+        let mut s = start_env(
+            &sim,
+            1,
+            DOMAIN,
+            &[
+                "sub",
+                "--topic",
+                "/open/cost",
+                "--count",
+                "3000",
+                "--seconds",
+                "20",
+            ],
+            &f.env[1],
+        );
+        let _p = start_env(
+            &sim,
+            0,
+            DOMAIN,
+            &[
+                "pub",
+                "--topic",
+                "/open/cost",
+                "--count",
+                "3000",
+                "--hz",
+                "500",
+                "--size",
+                "1024",
+            ],
+            &f.env[0],
+        );
+        let r = result(&mut s, 40 * SECOND);
+        println!(
+            "policy {with_policy}: received {} p50 {:.0} us p99 {:.0} us",
+            r["received"],
+            r["p50_us"].as_f64().unwrap_or(0.0),
+            r["p99_us"].as_f64().unwrap_or(0.0)
+        );
+    }
+}
