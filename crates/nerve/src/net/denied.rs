@@ -5,7 +5,9 @@
 //! as the policy governs the network only) with a warning on stderr naming the rule, and
 //! it is listed in this process's `info` answer, so `nerve topic info` shows it denied
 //! with the rule. A denied publisher counts the samples it withheld while subscribers on
-//! other hosts exist (`withheld`): nothing is sent into the void unseen. It does not fail
+//! other hosts exist (`withheld`): nothing is sent into the void unseen. A denied client
+//! sees no server on other hosts (its calls fail as with none), a denied server and
+//! subscriber get nothing from them. It does not fail
 //! the declaration: on a host denied one topic, the rest of a node keeps running, as in
 //! SROS2 where an enforced denial is a refused endpoint of the network, not a crash.
 
