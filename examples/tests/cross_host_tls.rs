@@ -24,7 +24,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 const DOMAIN: &str = "733";
 
 /// The real policy: host b may not subscribe to `/secret/**` nor call `/arm/**`, host c
-/// may not publish on `/secret/**`; everything else is allowed.
+/// may not publish on `/secret/**` nor serve `/vault/**`; everything else is allowed.
 const POLICY: &str = r#"
 default = "allow"
 
@@ -52,6 +52,13 @@ permission = "deny"
 subjects = ["c"]
 actions = ["publish"]
 names = ["/secret/**"]
+
+[[rules]]
+id = "c_no_vault"
+permission = "deny"
+subjects = ["c"]
+actions = ["serve"]
+names = ["/vault/**"]
 "#;
 
 /// What a host that lies about the policy runs with: everything allowed to itself.
@@ -241,6 +248,55 @@ fn a_denied_client_gets_no_answer_while_an_allowed_service_answers() {
     // b lies about the policy (its own would keep the client off the network)
     let r = call("/arm/move", &lying);
     assert_eq!(r["ok"], 0, "host a answers none of b's calls on /arm: {r}");
+}
+
+#[test]
+fn a_denied_server_is_not_seen_while_an_allowed_one_answers() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // hosts a, b, c: c serves both services, lying about the policy for /vault
+    let (sim, _ca, policy, lying) = fleet(3, POLICY);
+    let _servers = [
+        start_env(
+            &sim,
+            2,
+            DOMAIN,
+            &["serve", "--service", "/open/c_echo"],
+            &env(&policy),
+        ),
+        start_env(
+            &sim,
+            2,
+            DOMAIN,
+            &["serve", "--service", "/vault/open"],
+            &env(&lying),
+        ),
+    ];
+    let call = |service: &str| {
+        start_env(
+            &sim,
+            0,
+            DOMAIN,
+            &[
+                "call",
+                "--service",
+                service,
+                "--count",
+                "5",
+                "--wait-s",
+                "4",
+            ],
+            &env(&policy),
+        )
+    };
+    let r = result(&mut call("/open/c_echo"), 30 * SECOND);
+    assert_eq!(r["ok"], 5, "host a calls c's allowed service: {r}");
+    let mut vault = call("/vault/open");
+    assert!(
+        vault.try_expect("{", 15 * SECOND).is_none(),
+        "host a must not reach c's server on /vault"
+    );
+    // it gave up: no server appeared within its 4 s
+    assert!(vault.wait_exit(10 * SECOND), "the client ended");
 }
 
 #[test]
