@@ -222,12 +222,16 @@ impl Plane {
         let counters = self.counters.clone();
         let denied = self.denied.clone();
         let host_name = self.host_name.clone();
+        let info_key = format!("nerve/{domain}/info/{me}");
         let counters_q = self
             .session
-            .declare_queryable(format!("nerve/{domain}/info/{me}"))
+            .declare_queryable(info_key.clone())
             .callback(move |query| {
                 let report = discovery::report(&counters, &denied, domain, &host_name);
-                let _ = query.reply(query.key_expr().clone(), report).wait();
+                // on this process's own key: replies on one key are consolidated into
+                // one (Zenoh's default for a get), so answering on the query's
+                // `info/**` left one process's answer of all
+                let _ = query.reply(info_key.clone(), report).wait();
             })
             .wait();
         let (schemas, me2) = (self.schemas.clone(), me.clone());
@@ -406,7 +410,15 @@ fn open(config: &Config) -> Result<Plane, NetError> {
     let policy = match &config.network.policy {
         Some(path) => {
             let p = policy::Policy::load(path)?;
+            let mode = zc.get_json("mode").unwrap_or_default();
             p.apply(&mut zc, &host_name)
+                .and_then(|()| {
+                    p.check_links(
+                        mode.trim_matches('"'),
+                        &listen_endpoints(&zc),
+                        &connect_endpoints(&zc),
+                    )
+                })
                 .map_err(|reason| NetError::Config {
                     path: path.display().to_string(),
                     reason,

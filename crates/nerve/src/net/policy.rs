@@ -746,6 +746,38 @@ impl Policy {
         out
     }
 
+    /// Refuses links that would not identify their peer: subjects are certificate
+    /// names, so with any subject every endpoint must be TLS (`tls/`, `quic/`): a peer
+    /// over plain TCP would match no subject and bypass every deny rule. `listen` is not
+    /// checked in client mode (a client does not listen); an empty `listen` outside it is
+    /// Zenoh's default, TCP.
+    pub fn check_links(
+        &self,
+        mode: &str,
+        listen: &[String],
+        connect: &[String],
+    ) -> Result<(), String> {
+        if self.subjects.is_empty() {
+            return Ok(());
+        }
+        let tls = |e: &String| e.starts_with("tls/") || e.starts_with("quic/");
+        let why = |what: &str| {
+            Err(format!(
+                "policy {} names hosts by their TLS certificate, but {what}: peers over it \
+                 would match no subject; use tls/ endpoints",
+                self.path.display()
+            ))
+        };
+        if mode != "client" && listen.is_empty() {
+            return why("no listen endpoint is set (Zenoh's default listens on TCP)");
+        }
+        let listening = if mode == "client" { &[][..] } else { listen };
+        match listening.iter().chain(connect).find(|e| !tls(e)) {
+            Some(e) => why(&format!("endpoint {e} is not TLS")),
+            None => Ok(()),
+        }
+    }
+
     /// Inserts this policy's access control (and TLS, if it sets it) into `zc` for
     /// `host`. A Zenoh file that already enables access control is refused: one policy
     /// decides.
@@ -950,6 +982,22 @@ names = ["/arm/*/move"]
         assert_eq!(zc.get_json("access_control/enabled").unwrap(), "true");
         let e = p.apply(&mut zc, "hostb").unwrap_err();
         assert!(e.contains("keep one"), "{e}");
+        // every link must identify its peer
+        let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let tls = v(&["tls/10.0.0.1:7447"]);
+        assert!(p.check_links("peer", &tls, &tls).is_ok());
+        let e = p
+            .check_links("peer", &tls, &v(&["tcp/10.0.0.2:7447"]))
+            .unwrap_err();
+        assert!(
+            e.contains("tcp/10.0.0.2:7447") && e.contains("policy.toml"),
+            "{e}"
+        );
+        assert!(p
+            .check_links("peer", &[], &tls)
+            .unwrap_err()
+            .contains("default"));
+        assert!(p.check_links("client", &[], &tls).is_ok());
         // the printed JSON5 is a Zenoh configuration too
         let text = p.zenoh_json5("hostb");
         let dir = std::env::temp_dir().join(format!("nerve-policy-{}", std::process::id()));
