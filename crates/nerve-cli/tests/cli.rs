@@ -176,6 +176,20 @@ fn bad_network_settings_are_named() {
         err.contains("policy.toml:5") && err.contains("unknown subject \"x\""),
         "{err}"
     );
+    // a good policy over links that cannot name their peer (Zenoh's default: TCP)
+    std::fs::write(&policy, "[subjects]\nb = [\"hostb\"]\n").unwrap();
+    let (code, err) = run_env(
+        &["topic", "list"],
+        &[
+            ("NERVE_NETWORK", "on"),
+            ("NERVE_POLICY", policy.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("policy.toml") && err.contains("use tls/ endpoints"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
