@@ -229,6 +229,12 @@ impl SimHosts {
         &self.hosts
     }
 
+    /// The directory holding every host's directory (files shared by the hosts, such as
+    /// a policy, go here).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The command line that runs `exe args…` on host `i` (its network namespace, a mount
     /// namespace with the host's `/dev/shm`), and the environment it needs.
     pub fn command(

@@ -21,6 +21,7 @@ mod error;
 pub mod hosts;
 pub mod interrupt;
 pub mod machine;
+pub mod pki;
 mod progress;
 pub mod stats;
 

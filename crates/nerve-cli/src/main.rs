@@ -18,6 +18,7 @@ mod log;
 mod node;
 mod output;
 mod param;
+mod policy;
 mod remote;
 mod replay;
 mod ros2;
@@ -94,6 +95,10 @@ enum Command {
     /// List managed nodes, read their lifecycle state, trigger transitions.
     #[command(subcommand)]
     Lifecycle(lifecycle::LifecycleCommand),
+    /// Access control across hosts: check a policy file, show the Zenoh settings it
+    /// generates.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
     /// Start and supervise a system from a launch file (TOML); --check only checks it.
     Launch(launch::LaunchArgs),
     /// Replay a bag through nodes in lockstep (deterministic: every callback a message
@@ -160,6 +165,8 @@ fn run(cli: Cli) -> CmdResult {
         Command::Doctor(a) => doctor::run(&cfg, a),
         // no context either: the launcher makes one only for readiness checks
         Command::Launch(a) => launch::run(&cfg, a),
+        // no context: a policy is checked without joining the domain
+        Command::Policy(c) => policy::run(cfg.network.host_name.clone(), c),
         // the replay chooses a domain of its own unless --domain names one
         Command::Replay(a) => replay::run(cli.domain.is_some().then_some(cfg.domain), a),
         Command::Types(a) => match a.command {

@@ -456,6 +456,20 @@ pub fn run(ctx: &nerve::Context, cmd: TopicCommand) -> CmdResult {
                             "refused": t.refused, "sent": t.sent})
                     }))
                     .collect::<Vec<_>>());
+                // endpoints of this topic the access-control policy denies, per process
+                let denied: Vec<_> = counters
+                    .iter()
+                    .flat_map(|c| {
+                        c.denied.iter().filter(|d| d.name == topic).map(|d| {
+                            json!({"host": c.host, "pid": c.pid, "kind": d.kind,
+                            "denied_by_policy": format!("rule {:?} ({})", d.rule, d.at),
+                            "withheld": d.withheld})
+                        })
+                    })
+                    .collect();
+                if !denied.is_empty() {
+                    v["denied"] = json!(denied);
+                }
             }
             match format {
                 Format::Json => output::json(&v)?,

@@ -155,6 +155,41 @@ fn bad_network_settings_are_named() {
     );
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("z.json5"), "names the file: {err}");
+
+    // a policy that names an unknown subject stops the plane, by file and line
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[subjects]\nb = [\"hostb\"]\n[[rules]]\npermission = \"deny\"\nsubjects = [\"x\"]\n\
+         actions = [\"publish\"]\nnames = [\"/a\"]\n",
+    )
+    .unwrap();
+    let (code, err) = run_env(
+        &["topic", "list"],
+        &[
+            ("NERVE_NETWORK", "on"),
+            ("NERVE_POLICY", policy.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("policy.toml:5") && err.contains("unknown subject \"x\""),
+        "{err}"
+    );
+    // a good policy over links that cannot name their peer (Zenoh's default: TCP)
+    std::fs::write(&policy, "[subjects]\nb = [\"hostb\"]\n").unwrap();
+    let (code, err) = run_env(
+        &["topic", "list"],
+        &[
+            ("NERVE_NETWORK", "on"),
+            ("NERVE_POLICY", policy.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("policy.toml") && err.contains("use tls/ endpoints"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -626,4 +661,48 @@ fn doctor_counts_what_dead_processes_left() {
     let out = nerve_in(DOMAIN, &["clean"]).output().unwrap();
     assert!(out.status.success());
     assert_eq!(leftovers()["status"], "ok");
+}
+
+/// `nerve policy check` names the file and line of a mistake (exit 1), passes a good
+/// file, and `nerve policy zenoh` prints the access control Zenoh enforces.
+#[test]
+fn policy_check_and_zenoh() {
+    let dir = std::env::temp_dir().join(format!("nerve-cli-policy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "default = \"deny\"\n[subjects]\nb = [\"hostb\"]\n[[rules]]\npermission = \"deny\"\n\
+         subjects = [\"b\"]\nactions = [\"publish\"]\nnames = [\"/ok\", \"no_slash\"]\n",
+    )
+    .unwrap();
+    let (c, err) = run(&["policy", "check", bad.to_str().unwrap()]);
+    assert_eq!(c, 1, "{err}");
+    assert!(
+        err.contains("bad.toml:8") && err.contains("no_slash") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    let good = dir.join("good.toml");
+    std::fs::write(
+        &good,
+        "default = \"allow\"\n[subjects]\nb = [\"hostb\"]\n[[rules]]\nid = \"quiet\"\n\
+         permission = \"deny\"\nsubjects = [\"b\"]\nactions = [\"publish\"]\nnames = [\"/ok\"]\n",
+    )
+    .unwrap();
+    let (c, err) = run(&["policy", "check", good.to_str().unwrap()]);
+    assert_eq!(c, 0, "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_nerve"))
+        .args(["policy", "zenoh", good.to_str().unwrap(), "--host", "hostb"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("access_control")
+            && text.contains("\"quiet.publish.0\"")
+            && text.contains("nerve/*/t/ok")
+            && text.contains("\"cert_common_names\""),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

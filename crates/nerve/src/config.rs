@@ -2,9 +2,9 @@
 //!
 //! Environment: `NERVE_DOMAIN` (0..=`MAX_DOMAIN`), `NERVE_STATE_DIR`, `NERVE_NETWORK`
 //! (`on`/`off`), `NERVE_ZENOH_CONFIG` (a Zenoh JSON5 file; naming one turns the network
-//! plane on), `NERVE_HOST_NAME`, and `NERVE_CONFIG` naming a TOML file with the keys
-//! `domain`, `state_dir`, `sim_time` and a `[network]` table (`enabled`, `zenoh_config`,
-//! `host_name`). `NERVE_SIM_TIME=1` follows a simulation clock (see [`crate::time`]),
+//! plane on), `NERVE_HOST_NAME`, `NERVE_POLICY` (an access-control policy file), and
+//! `NERVE_CONFIG` naming a TOML file with the keys `domain`, `state_dir`, `sim_time` and
+//! a `[network]` table (`enabled`, `zenoh_config`, `host_name`, `policy`). `NERVE_SIM_TIME=1` follows a simulation clock (see [`crate::time`]),
 //! `NERVE_LOCKSTEP=1` joins the domain's deterministic replay. The environment overrides
 //! the file. `NERVE_NAMESPACE` (an absolute namespace such as
 //! `/robot1`, default `/`) and `NERVE_REMAP` (rules `from:=to` separated by `;`) set how
@@ -51,8 +51,12 @@ pub struct NetworkConfig {
     /// Zenoh configuration file (JSON5: endpoints, scouting, TLS, access control); Zenoh's
     /// defaults (peer mode, multicast scouting) without one.
     pub zenoh_config: Option<PathBuf>,
-    /// Name of this host in discovery (the kernel's host name without one).
+    /// Name of this host in discovery (the kernel's host name without one); with a
+    /// policy, also the host's identity (its certificate's common name).
     pub host_name: Option<String>,
+    /// Access-control policy file (TOML, see `nerve::net::policy`), the same on every
+    /// host: it adds Zenoh's access control and mutual TLS.
+    pub policy: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -107,6 +111,9 @@ impl Config {
                     })
                 }
             };
+        }
+        if let Some(path) = std::env::var_os("NERVE_POLICY") {
+            cfg.network.policy = Some(PathBuf::from(path));
         }
         if let Ok(name) = std::env::var("NERVE_HOST_NAME") {
             cfg.network.host_name = Some(name);
@@ -326,6 +333,12 @@ mod tests {
         let c = Config::from_file(&p).unwrap();
         assert!(c.network.enabled);
         assert_eq!(c.network.zenoh_config, Some(PathBuf::from("/etc/z.json5")));
+        std::fs::write(&p, "[network]\npolicy = \"/etc/nerve/policy.toml\"\n").unwrap();
+        let c = Config::from_file(&p).unwrap();
+        assert_eq!(
+            c.network.policy,
+            Some(PathBuf::from("/etc/nerve/policy.toml"))
+        );
         std::fs::write(&p, "[network]\nenable = true\n").unwrap();
         let e = Config::from_file(&p).unwrap_err().to_string();
         assert!(e.contains("enable"), "{e}");

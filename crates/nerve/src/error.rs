@@ -124,6 +124,17 @@ pub enum NetError {
     /// A discovery query failed.
     #[error("zenoh discovery: {0}")]
     Discovery(String),
+    /// The access-control policy file cannot be used (boxed: it names file and line).
+    #[cfg(feature = "net")]
+    #[error(transparent)]
+    Policy(Box<crate::net::policy::PolicyError>),
+}
+
+#[cfg(feature = "net")]
+impl From<crate::net::policy::PolicyError> for NetError {
+    fn from(e: crate::net::policy::PolicyError) -> Self {
+        NetError::Policy(Box::new(e))
+    }
 }
 
 /// Opening a publisher or subscriber on a topic failed.

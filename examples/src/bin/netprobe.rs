@@ -71,6 +71,9 @@ enum RoleArg {
         /// Pause between calls.
         #[arg(long, default_value_t = 0)]
         pause_ms: u64,
+        /// How long to wait for a server before failing.
+        #[arg(long, default_value_t = 20.0)]
+        wait_s: f64,
     },
     /// Send malformed frames of every kind to a topic's key over Zenoh, then one valid
     /// frame last.
@@ -236,11 +239,12 @@ fn main() -> anyhow::Result<()> {
             count,
             timeout_ms,
             pause_ms,
+            wait_s,
         } => {
             let node = ctx.node("probe_client").create()?;
             let client = node.client::<Echo>(&service).create()?;
             say("ready");
-            if !client.wait_for_service(Duration::from_secs(20)) {
+            if !client.wait_for_service(Duration::from_secs_f64(wait_s)) {
                 bail!("no server for {service}");
             }
             let (mut ok, mut last_ok, mut errors) = (0u64, 0u64, Vec::new());

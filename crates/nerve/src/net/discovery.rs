@@ -200,9 +200,17 @@ pub struct NetCounters {
     pub pid: u32,
     /// Per topic.
     pub topics: Vec<TopicCounters>,
+    /// Endpoints of this process that the access-control policy denies.
+    #[serde(default)]
+    pub denied: Vec<super::DeniedEndpoint>,
 }
 
-pub(crate) fn report(counters: &CounterMap, domain: u32, host: &str) -> Vec<u8> {
+pub(crate) fn report(
+    counters: &CounterMap,
+    denied: &super::denied::DeniedMap,
+    domain: u32,
+    host: &str,
+) -> Vec<u8> {
     let topics = lock(counters)
         .iter()
         .filter(|((d, _), _)| *d == domain)
@@ -222,6 +230,7 @@ pub(crate) fn report(counters: &CounterMap, domain: u32, host: &str) -> Vec<u8> 
         host: host.to_string(),
         pid: std::process::id(),
         topics,
+        denied: super::denied::report(denied, domain),
     })
     .unwrap_or_default()
 }

@@ -25,14 +25,22 @@
 //!   tokens of publishers (`pub`), subscribers (`sub`), servers (`srv`), clients (`cli`)
 //!   and nodes (`node`);
 //! - `nerve/d/info/<host id>/<pid>`: a queryable answering this process's network
-//!   counters as JSON (for `nerve topic info`).
+//!   counters as JSON (for `nerve topic info`), with its endpoints the access-control
+//!   policy denies.
+//!
+//! Access control: a policy file (`[network] policy`, `NERVE_POLICY`; see [`policy`])
+//! adds Zenoh's `access_control` and mutual TLS to the session's configuration, and the
+//! plane checks it for its own host as endpoints are declared (see `denied`).
 
+mod denied;
 mod discovery;
+pub mod policy;
 mod router;
 mod service;
 mod topic;
 pub(crate) mod wire;
 
+pub use denied::DeniedEndpoint;
 pub use discovery::{
     local_host, net_counters, remote_entities, remote_schema, EntityKind, NetCounters,
     RemoteEntity, TopicCounters,
@@ -80,6 +88,10 @@ pub(crate) struct Plane {
     /// Schemas of the types this process publishes, by domain and layout hash; an entry
     /// lives while a publisher holds its text.
     pub(crate) schemas: Arc<discovery::SchemaMap>,
+    /// The access-control policy this process runs under, if any.
+    pub(crate) policy: Option<Arc<policy::Policy>>,
+    /// This process's endpoints the policy denies, while they live.
+    pub(crate) denied: Arc<denied::DeniedMap>,
     /// Counter and schema queryables, per domain.
     info: Mutex<HashMap<u32, [zenoh::query::Queryable<()>; 2]>>,
 }
@@ -203,20 +215,25 @@ impl Plane {
     /// Declares this process's queryables of `domain` once: its network counters
     /// (`nerve/<d>/info/<host id>/<pid>`) and the schemas of its types
     /// (`nerve/<d>/schema/<hash>/<host id>/<pid>`).
-    fn ensure_info(&self, domain: u32) {
+    pub(crate) fn ensure_info(&self, domain: u32) {
         let mut info = lock(&self.info);
         if info.contains_key(&domain) {
             return;
         }
         let me = format!("{:016x}/{}", self.host, std::process::id());
         let counters = self.counters.clone();
+        let denied = self.denied.clone();
         let host_name = self.host_name.clone();
+        let info_key = format!("nerve/{domain}/info/{me}");
         let counters_q = self
             .session
-            .declare_queryable(format!("nerve/{domain}/info/{me}"))
+            .declare_queryable(info_key.clone())
             .callback(move |query| {
-                let report = discovery::report(&counters, domain, &host_name);
-                let _ = query.reply(query.key_expr().clone(), report).wait();
+                let report = discovery::report(&counters, &denied, domain, &host_name);
+                // on this process's own key: replies on one key are consolidated into
+                // one (Zenoh's default for a get), so answering on the query's
+                // `info/**` left one process's answer of all
+                let _ = query.reply(info_key.clone(), report).wait();
             })
             .wait();
         let (schemas, me2) = (self.schemas.clone(), me.clone());
@@ -252,6 +269,11 @@ impl RemotePlane for Plane {
         qos: &Qos,
         history: usize,
     ) -> Result<Box<dyn RemotePublisher>, NetError> {
+        if let Some(d) = self.denied(domain, policy::Action::Publish, topic) {
+            return Ok(Box::new(denied::DeniedPublisher::new(
+                self, domain, topic, d,
+            )?));
+        }
         Ok(Box::new(topic::NetPublisher::new(
             self,
             domain,
@@ -270,6 +292,9 @@ impl RemotePlane for Plane {
         ty: &TypeInfo,
         qos: &Qos,
     ) -> Result<Box<dyn RemoteSubscriber>, NetError> {
+        if let Some(d) = self.denied(domain, policy::Action::Subscribe, topic) {
+            return Ok(Box::new(denied::DeniedEndpointSide::new(d)));
+        }
         Ok(Box::new(topic::NetSubscriber::new(
             self, slot, domain, topic, ty, qos,
         )?))
@@ -284,6 +309,9 @@ impl RemotePlane for Plane {
         max_request: usize,
         depth: usize,
     ) -> Result<Box<dyn RemoteServer>, NetError> {
+        if let Some(d) = self.denied(domain, policy::Action::Serve, name) {
+            return Ok(Box::new(denied::DeniedEndpointSide::new(d)));
+        }
         Ok(Box::new(service::NetServer::new(
             self,
             slot,
@@ -301,6 +329,9 @@ impl RemotePlane for Plane {
         name: &str,
         service: (&str, &TypeInfo),
     ) -> Result<Box<dyn RemoteClient>, NetError> {
+        if let Some(d) = self.denied(domain, policy::Action::Call, name) {
+            return Ok(Box::new(denied::DeniedEndpointSide::new(d)));
+        }
         Ok(Box::new(service::NetClient::new(
             self, domain, name, service,
         )?))
@@ -349,9 +380,13 @@ pub(crate) fn plane(config: &Config) -> Result<Option<Arc<Plane>>, NetError> {
 }
 
 fn describe_settings(n: &NetworkConfig) -> String {
+    let policy = match &n.policy {
+        Some(p) => format!(", policy {}", p.display()),
+        None => String::new(),
+    };
     match &n.zenoh_config {
-        Some(path) => format!("{} (host name {:?})", path.display(), n.host_name),
-        None => format!("Zenoh's defaults (host name {:?})", n.host_name),
+        Some(path) => format!("{} (host name {:?}{policy})", path.display(), n.host_name),
+        None => format!("Zenoh's defaults (host name {:?}{policy})", n.host_name),
     }
 }
 
@@ -367,6 +402,33 @@ fn open(config: &Config) -> Result<Plane, NetError> {
     zc.insert_json5("transport/shared_memory/enabled", "false")
         .map_err(|e| NetError::Open(e.to_string()))?;
     bound_blocking_push(&mut zc)?;
+    let host_name = key_chunk(
+        &config
+            .network
+            .host_name
+            .clone()
+            .unwrap_or_else(kernel_host_name),
+    );
+    let policy = match &config.network.policy {
+        Some(path) => {
+            let p = policy::Policy::load(path)?;
+            let mode = zc.get_json("mode").unwrap_or_default();
+            p.apply(&mut zc, &host_name)
+                .and_then(|()| {
+                    p.check_links(
+                        mode.trim_matches('"'),
+                        &listen_endpoints(&zc),
+                        &connect_endpoints(&zc),
+                    )
+                })
+                .map_err(|reason| NetError::Config {
+                    path: path.display().to_string(),
+                    reason,
+                })?;
+            Some(Arc::new(p))
+        }
+        None => None,
+    };
     let session = match zenoh::open(zc.clone()).wait() {
         Ok(s) => s,
         Err(e) if e.to_string().contains("Address already in use") => {
@@ -394,13 +456,6 @@ fn open(config: &Config) -> Result<Plane, NetError> {
         }
         Err(e) => return Err(NetError::Open(e.to_string())),
     };
-    let host_name = key_chunk(
-        &config
-            .network
-            .host_name
-            .clone()
-            .unwrap_or_else(kernel_host_name),
-    );
     Ok(Plane {
         session,
         host: host_id().map_err(|e| NetError::Open(format!("host id: {e}")))?,
@@ -408,6 +463,8 @@ fn open(config: &Config) -> Result<Plane, NetError> {
         next_uid: AtomicU64::new(1),
         counters: Arc::default(),
         schemas: Arc::default(),
+        policy,
+        denied: Arc::default(),
         info: Mutex::default(),
     })
 }
