@@ -24,7 +24,7 @@ mod run;
 mod options;
 mod role;
 
-pub use run::{Idle, Mode};
+pub use run::{Idle, Mode, Security};
 pub use options::FleetOptions;
 pub use role::FleetSystem;
 
@@ -140,6 +140,9 @@ pub struct FleetSuite {
     pub faults: bool,
     /// Router failover (two routers, four hosts).
     pub failover: bool,
+    /// Sizes at which Nerve's peer fleet also runs over mutual TLS, and over TLS with an
+    /// access-control policy (the cost of the checks).
+    pub policy_sizes: Vec<usize>,
     /// One-host rows: topics and nodes (`None`: not run).
     pub one_host: Option<(usize, usize)>,
     /// Quick settings.
@@ -171,6 +174,7 @@ impl FleetSuite {
             lease_ms: 2000,
             faults: true,
             failover: true,
+            policy_sizes: vec![8, 16],
             one_host: Some((1000, 100)),
             quick: false,
             role_command,
@@ -182,6 +186,7 @@ impl FleetSuite {
     pub fn quick(role_command: (PathBuf, Vec<String>), dir: PathBuf) -> FleetSuite {
         FleetSuite {
             sizes: vec![4, 8, 16],
+            policy_sizes: vec![8],
             idle_seconds: 2.0,
             load_seconds: 2.0,
             quick: true,
@@ -221,6 +226,7 @@ impl FleetSuite {
             lease_ms: self.lease_ms,
             domain,
             spare: 1,
+            security: Security::Tcp,
         }
     }
 
@@ -229,15 +235,16 @@ impl FleetSuite {
         let n = plan.hosts;
         let sim = SimHosts::create(n + plan.spare, self.lease_ms).map_err(|e| e.to_string())?;
         let dir = self.dir.join(format!(
-            "{}-{}-{n}",
+            "{}-{}-{:?}-{n}",
             plan.system.id(),
-            plan.mode.id()
+            plan.mode.id(),
+            plan.security
         ));
         let mut row = FleetRow {
             suite: "fleet",
             kind: "fleet",
             system: plan.system.id().into(),
-            mode: plan.mode.id().into(),
+            mode: format!("{}{}", plan.mode.id(), plan.security.label()),
             hosts: n,
             endpoints_per_host: (0..n).map(|i| plan.endpoints(i)).sum::<usize>() as f64 / n as f64,
             load_bytes: self.load_bytes,
@@ -407,27 +414,45 @@ impl FleetSuite {
             });
             return Ok(output(rows, failover, skipped, self, machine));
         }
-        let fleets = self.sizes.len() * self.modes.len() * self.systems.len();
+        let domain = crate::harness::interrupt::domain(760, 30);
+        let mut plans = Vec::new();
+        for &n in &self.sizes {
+            for &mode in &self.modes {
+                for &system in &self.systems {
+                    plans.push(self.plan(system, mode, n, domain));
+                }
+            }
+            if self.policy_sizes.contains(&n) && self.systems.contains(&FleetSystem::Nerve) {
+                for security in [Security::Tls, Security::Policy] {
+                    plans.push(FleetPlan {
+                        security,
+                        ..self.plan(FleetSystem::Nerve, Mode::Peer, n, domain)
+                    });
+                }
+            }
+        }
+        let fleets = plans.len();
         let bar = progress(
             (fleets + if self.failover { self.systems.len() } else { 0 }) as u64,
             "fleets",
         );
-        let domain = crate::harness::interrupt::domain(760, 30);
-        for &n in &self.sizes {
-            for &mode in &self.modes {
-                for &system in &self.systems {
-                    let plan = self.plan(system, mode, n, domain);
-                    match self.run_fleet(plan, &bar) {
-                        Ok(r) => rows.push(r),
-                        Err(e) => skipped.push(Skipped {
-                            system: format!("{} {} {n} hosts", system.id(), mode.id()),
-                            payload_bytes: None,
-                            reason: e,
-                        }),
-                    }
-                    bar.inc(1);
-                }
+        for plan in plans {
+            let name = format!(
+                "{} {}{} {} hosts",
+                plan.system.id(),
+                plan.mode.id(),
+                plan.security.label(),
+                plan.hosts
+            );
+            match self.run_fleet(plan, &bar) {
+                Ok(r) => rows.push(r),
+                Err(e) => skipped.push(Skipped {
+                    system: name,
+                    payload_bytes: None,
+                    reason: e,
+                }),
             }
+            bar.inc(1);
         }
         if self.failover {
             for &system in &self.systems {

@@ -36,6 +36,10 @@ pub struct FleetOptions {
     /// Skip the join, partition and rejoin phases and the router failover.
     #[arg(long)]
     no_faults: bool,
+    /// Sizes at which Nerve's peer fleet also runs over TLS and over TLS with a policy
+    /// (comma-separated; empty: none).
+    #[arg(long, value_delimiter = ',')]
+    policy_hosts: Option<Vec<usize>>,
     /// Skip the one-host rows (1000 topics, 100 nodes).
     #[arg(long)]
     no_one_host: bool,
@@ -99,6 +103,7 @@ impl Suite for FleetSuite {
                 idle_seconds: 0.5,
                 load_seconds: 0.5,
                 failover: false,
+                policy_sizes: Vec::new(),
                 one_host: Some((50, 10)),
                 ..FleetSuite::quick(env.role_command(), dir)
             },
@@ -138,6 +143,9 @@ impl Suite for FleetSuite {
         }
         if let Some(v) = o.seconds {
             (s.idle_seconds, s.load_seconds) = (v, v);
+        }
+        if let Some(p) = o.policy_hosts {
+            s.policy_sizes = p;
         }
         if o.no_faults {
             (s.faults, s.failover) = (false, false);

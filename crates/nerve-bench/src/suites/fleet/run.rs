@@ -34,6 +34,40 @@ impl Mode {
     }
 }
 
+/// How the fleet's links are secured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Security {
+    /// Plain TCP.
+    Tcp,
+    /// Mutual TLS, every host certified by one CA.
+    Tls,
+    /// Mutual TLS from a policy file (Nerve only), whose access-control rules every host
+    /// checks on every message.
+    Policy,
+}
+
+impl Security {
+    /// How a row names it after the mode.
+    pub fn label(self) -> &'static str {
+        match self {
+            Security::Tcp => "",
+            Security::Tls => ", tls",
+            Security::Policy => ", tls + policy",
+        }
+    }
+}
+
+/// The policy a fleet runs with ([`Security::Policy`]): robots may not command the
+/// fleet nor serve the base station's names, the base station may not publish robots'
+/// status; everything else allowed. Every message is checked against it; no rule denies
+/// what the fleet sends.
+pub const FLEET_POLICY: &str = "default = \"allow\"\n\n[subjects]\nbase = [\"hosta\"]\n\
+robots = [{robots}]\n\n[[rules]]\nid = \"robots_do_not_command\"\npermission = \"deny\"\n\
+subjects = [\"robots\"]\nactions = [\"publish\"]\nnames = [\"/fleet/cmd\", \"/base/**\"]\n\n\
+[[rules]]\nid = \"base_reads_status\"\npermission = \"deny\"\nsubjects = [\"base\"]\n\
+actions = [\"publish\"]\nnames = [\"/fleet/status\"]\n\n";
+
 /// Zenoh port of a host's driver (peer mode), planner, and router.
 const DRIVER_PORT: u16 = 7447;
 const PLANNER_PORT: u16 = 7448;
@@ -60,6 +94,8 @@ pub struct FleetPlan {
     pub domain: u32,
     /// Extra simulated hosts created for joining later.
     pub spare: usize,
+    /// How links are secured.
+    pub security: Security,
 }
 
 impl FleetPlan {
@@ -99,6 +135,8 @@ pub struct Fleet<'a> {
     pub procs: Vec<Option<(Child, Child)>>,
     /// Router processes (router mode).
     pub routers: Vec<Option<Child>>,
+    /// Extra environment of each host's processes (the policy).
+    env: Vec<Vec<(&'static str, String)>>,
 }
 
 fn setup(e: impl std::fmt::Display) -> PeerError {
@@ -114,6 +152,19 @@ impl<'a> Fleet<'a> {
         dir: PathBuf,
     ) -> Result<Fleet<'a>, PeerError> {
         std::fs::create_dir_all(&dir).map_err(setup)?;
+        let env = match plan.security {
+            Security::Tcp => vec![Vec::new(); sim.hosts().len()],
+            Security::Tls => crate::harness::pki::certify_fleet(sim, None)?.env,
+            Security::Policy => {
+                let robots: Vec<String> = sim.hosts()[1..]
+                    .iter()
+                    .map(|h| format!("\"{}\"", h.name))
+                    .collect();
+                let text = FLEET_POLICY.replace("{robots}", &robots.join(", "))
+                    + crate::harness::pki::POLICY_TLS;
+                crate::harness::pki::certify_fleet(sim, Some(&text))?.env
+            }
+        };
         let mut fleet = Fleet {
             sim,
             procs: Vec::new(),
@@ -121,6 +172,7 @@ impl<'a> Fleet<'a> {
             plan,
             role,
             dir,
+            env,
         };
         if fleet.plan.mode == Mode::Router {
             for r in 0..fleet.plan.routers {
@@ -134,17 +186,31 @@ impl<'a> Fleet<'a> {
         &self.sim.hosts()[i].ip
     }
 
-    fn common(&self) -> String {
+    /// Scouting and transport settings of a process on host `i` (with TLS's link
+    /// settings when the fleet runs TLS without a policy; a policy adds its own).
+    fn common(&self, i: usize) -> String {
+        let tls = match self.plan.security {
+            Security::Tls => format!(", {}", crate::harness::pki::tls_link(&self.sim.hosts()[i])),
+            Security::Tcp | Security::Policy => String::new(),
+        };
         format!(
             "scouting: {{ multicast: {{ enabled: false }}, gossip: {{ enabled: true }} }},\n  \
-             transport: {{ link: {{ tx: {{ lease: {} }} }} }},",
+             transport: {{ link: {{ tx: {{ lease: {} }}{tls} }} }},",
             self.plan.lease_ms
         )
     }
 
+    /// The link protocol.
+    fn proto(&self) -> &'static str {
+        match self.plan.security {
+            Security::Tcp => "tcp",
+            Security::Tls | Security::Policy => "tls",
+        }
+    }
+
     fn routers_json(&self) -> String {
         (0..self.plan.routers)
-            .map(|r| format!("\"tcp/{}:{ROUTER_PORT}\"", self.ip(r)))
+            .map(|r| format!("\"{}/{}:{ROUTER_PORT}\"", self.proto(), self.ip(r)))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -160,20 +226,21 @@ impl<'a> Fleet<'a> {
                 let seed = if i == 0 && part == Part::Driver {
                     String::new()
                 } else {
-                    format!("\"tcp/{}:{DRIVER_PORT}\"", self.ip(0))
+                    format!("\"{}/{}:{DRIVER_PORT}\"", self.proto(), self.ip(0))
                 };
                 format!(
-                    "{{\n  mode: \"peer\",\n  listen: {{ endpoints: [\"tcp/{}:{port}\"] }},\n  \
+                    "{{\n  mode: \"peer\",\n  listen: {{ endpoints: [\"{}/{}:{port}\"] }},\n  \
                      connect: {{ endpoints: [{seed}], retry: {{ period_init_ms: 50, period_max_ms: 500 }} }},\n  {}\n}}\n",
+                    self.proto(),
                     self.ip(i),
-                    self.common()
+                    self.common(i)
                 )
             }
             Mode::Router => format!(
                 "{{\n  mode: \"client\",\n  connect: {{ endpoints: [{}], timeout_ms: -1, \
                  retry: {{ period_init_ms: 50, period_max_ms: 500 }} }},\n  {}\n}}\n",
                 self.routers_json(),
-                self.common()
+                self.common(i)
             ),
         };
         let path = self.dir.join(format!("zenoh-{i}-{part:?}.json5"));
@@ -183,14 +250,15 @@ impl<'a> Fleet<'a> {
 
     fn start_router(&self, r: usize) -> Result<Child, PeerError> {
         let others: Vec<String> = (0..r)
-            .map(|o| format!("\"tcp/{}:{ROUTER_PORT}\"", self.ip(o)))
+            .map(|o| format!("\"{}/{}:{ROUTER_PORT}\"", self.proto(), self.ip(o)))
             .collect();
         let text = format!(
-            "{{\n  mode: \"router\",\n  listen: {{ endpoints: [\"tcp/{}:{ROUTER_PORT}\"] }},\n  \
+            "{{\n  mode: \"router\",\n  listen: {{ endpoints: [\"{}/{}:{ROUTER_PORT}\"] }},\n  \
              connect: {{ endpoints: [{}], retry: {{ period_init_ms: 50, period_max_ms: 500 }} }},\n  {}\n}}\n",
+            self.proto(),
             self.ip(r),
             others.join(", "),
-            self.common()
+            self.common(r)
         );
         let path = self.dir.join(format!("router-{r}.json5"));
         std::fs::write(&path, text).map_err(setup)?;
@@ -208,13 +276,14 @@ impl<'a> Fleet<'a> {
             let spec = serde_json::to_string(&self.plan.spec(i, part)).map_err(setup)?;
             let mut args = self.role.1.clone();
             args.extend(["fleet-host".to_string(), spec]);
-            let env = [
+            let mut env = vec![
                 ("NERVE_NETWORK", "on".to_string()),
                 (
                     "NERVE_ZENOH_CONFIG",
                     self.config(i, part)?.display().to_string(),
                 ),
             ];
+            env.extend(self.env[i].iter().cloned());
             pair.push(self.sim.spawn(i, &self.role.0, &args, &env, "fleet host")?);
         }
         let planner = pair.pop().ok_or_else(|| setup("no planner"))?;
