@@ -28,4 +28,5 @@ registry! {
     control => [ControlSuite],
     tf => [TfSuite],
     replay => [ReplaySuite],
+    fleet => [FleetSuite],
 }
