@@ -53,6 +53,8 @@ pub struct Created {
     pub nodes_s: f64,
     /// Seconds to create the endpoints.
     pub endpoints_s: f64,
+    /// CPU seconds (user and system, every thread) spent creating the endpoints.
+    pub endpoints_cpu_s: f64,
     /// Memory with the context and nodes, no endpoint.
     pub before: (u64, u64),
     /// Memory with every endpoint.
@@ -81,6 +83,13 @@ pub struct OneHostRow {
     pub sub_create_s: f64,
     /// Seconds the publisher process took to create its publishers (topics exist).
     pub pub_create_s: f64,
+    /// CPU seconds the subscriber process spent creating its subscriptions (wall time
+    /// also holds waits for the disk and for other processes' CPU).
+    pub sub_create_cpu_s: f64,
+    /// CPU seconds the publisher process spent creating its publishers.
+    pub pub_create_cpu_s: f64,
+    /// The state directory's file system (`NERVE_STATE_DIR` or the default).
+    pub state_dir: String,
     /// RSS bytes per subscription (delta against the process with its nodes only).
     pub rss_per_sub: f64,
     /// PSS bytes per subscription.
@@ -111,6 +120,10 @@ pub struct OneHostRow {
 
 fn topic(i: usize) -> String {
     format!("/fleet/t{i}")
+}
+
+fn own_cpu_s() -> f64 {
+    crate::harness::machine::cpu_ns(std::process::id()).unwrap_or(0) as f64 / 1e9
 }
 
 fn own_memory() -> (u64, u64) {
@@ -146,12 +159,14 @@ pub fn run_endpoints(spec: &EndpointSpec) -> Result<(), PeerError> {
         ..Created::default()
     };
     let t1 = Instant::now();
+    let c1 = own_cpu_s();
     if spec.subscribe {
         let subs = (0..spec.topics)
             .map(|i| nodes[i % nodes.len()].subscriber::<Twist>(&topic(i)).create())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| fail(&e))?;
         created.endpoints_s = t1.elapsed().as_secs_f64();
+        created.endpoints_cpu_s = own_cpu_s() - c1;
         created.after = own_memory();
         say(&format!(
             "created {}",
@@ -181,6 +196,7 @@ pub fn run_endpoints(spec: &EndpointSpec) -> Result<(), PeerError> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| fail(&e))?;
         created.endpoints_s = t1.elapsed().as_secs_f64();
+        created.endpoints_cpu_s = own_cpu_s() - c1;
         created.after = own_memory();
         say(&format!(
             "created {}",
@@ -203,6 +219,24 @@ fn parse_created(line: &str) -> Result<Created, String> {
         .map_err(|e| format!("bad created line {line:?}: {e}"))
 }
 
+/// The state directory the children use and the file system it is on (from
+/// /proc/mounts: the longest mount point that holds it).
+fn state_dir_fs() -> String {
+    let dir = nerve::Config::from_env()
+        .map(|c| c.state_dir.display().to_string())
+        .unwrap_or_default();
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let fs = mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 2 && dir.starts_with(f[1])).then(|| (f[1].len(), f[2].to_string()))
+        })
+        .max()
+        .map_or("?".into(), |m| m.1);
+    format!("{dir} ({fs})")
+}
+
 /// Bytes allocated and files of the domain's files in /dev/shm.
 fn shm_usage(domain: u32) -> (u64, usize) {
     use std::os::unix::fs::MetadataExt;
@@ -220,25 +254,55 @@ fn shm_usage(domain: u32) -> (u64, usize) {
     (bytes, files)
 }
 
-/// Runs `nerve <args>` as a user would; seconds and stdout.
+/// How long a `nerve … list` may take before the bench stops it (it hung at 1,000
+/// topics with the network plane on before issue 46).
+const CLI_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `nerve <args>` as a user would; seconds and stdout. One that runs past
+/// [`CLI_LIMIT`] is killed and reported.
 fn timed_cli(env: &Env, domain: u32, network: bool, args: &[&str]) -> Result<(f64, String), String> {
+    use std::io::Read;
+    let what = format!("nerve {}", args.join(" "));
     let t = Instant::now();
-    let out = Command::new(&env.exe)
+    let mut child = Command::new(&env.exe)
         .args(args)
         .env("NERVE_DOMAIN", domain.to_string())
         .env("NERVE_NETWORK", if network { "on" } else { "off" })
         .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run nerve {}: {e}", args.join(" ")))?;
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    // read while it runs: a long list fills the pipe
+    let mut out = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.read_to_string(&mut s);
+        }
+        s
+    });
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if t.elapsed() < CLI_LIMIT => std::thread::sleep(Duration::from_millis(2)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{what} did not finish within {CLI_LIMIT:?}"));
+            }
+        }
+    };
     let s = t.elapsed().as_secs_f64();
-    if !out.status.success() {
-        return Err(format!(
-            "nerve {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+    let stdout = reader.join().unwrap_or_default();
+    if !status.success() {
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        return Err(format!("{what} failed: {}", err.trim()));
     }
-    Ok((s, String::from_utf8_lossy(&out.stdout).into_owned()))
+    Ok((s, stdout))
 }
 
 fn one_row(env: &Env, topics: usize, nodes: usize, network: bool) -> Result<OneHostRow, String> {
@@ -301,6 +365,9 @@ fn one_row(env: &Env, topics: usize, nodes: usize, network: bool) -> Result<OneH
         sub_nodes_s: s.nodes_s,
         sub_create_s: s.endpoints_s,
         pub_create_s: p.endpoints_s,
+        sub_create_cpu_s: s.endpoints_cpu_s,
+        pub_create_cpu_s: p.endpoints_cpu_s,
+        state_dir: state_dir_fs(),
         rss_per_sub: per(s.after.0, s.before.0),
         pss_per_sub: per(s.after.1, s.before.1),
         rss_per_pub: per(p.after.0, p.before.0),
@@ -414,6 +481,8 @@ pub fn add_table(section: &mut Section, rows: &[OneHostRow]) {
         "nodes",
         "create sub s",
         "create pub s",
+        "CPU sub s",
+        "CPU pub s",
         "RSS/sub KB",
         "PSS/sub KB",
         "RSS/pub KB",
@@ -432,6 +501,8 @@ pub fn add_table(section: &mut Section, rows: &[OneHostRow]) {
                 r.nodes.to_string(),
                 format!("{:.3}", r.sub_create_s),
                 format!("{:.3}", r.pub_create_s),
+                format!("{:.3}", r.sub_create_cpu_s),
+                format!("{:.3}", r.pub_create_cpu_s),
                 kb(r.rss_per_sub),
                 kb(r.pss_per_sub),
                 kb(r.rss_per_pub),
@@ -451,6 +522,12 @@ pub fn add_table(section: &mut Section, rows: &[OneHostRow]) {
          topic list` and `nerve node list` run as a user runs them while both live.",
     );
     section.table(Some("One host at robot scale"), &head, &lines);
+    if let Some(r) = rows.first() {
+        section.paragraph(&format!(
+            "State directory (iceoryx2's records, written with fsync): {}.",
+            r.state_dir
+        ));
+    }
 }
 
 /// One line per row for the suite's summary.
