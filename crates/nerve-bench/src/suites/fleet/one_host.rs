@@ -90,11 +90,16 @@ pub struct OneHostRow {
     pub pub_create_cpu_s: f64,
     /// The state directory's file system (`NERVE_STATE_DIR` or the default).
     pub state_dir: String,
-    /// RSS bytes per subscription (delta against the process with its nodes only).
+    /// RSS bytes per subscription, connected and receiving (delta against the same
+    /// process with its nodes and no endpoint).
     pub rss_per_sub: f64,
+    /// RSS bytes per subscription right after creation, before any publisher existed.
+    pub rss_per_sub_created: f64,
+    /// RSS bytes per publisher right after creation (subscribers exist).
+    pub rss_per_pub_created: f64,
     /// PSS bytes per subscription.
     pub pss_per_sub: f64,
-    /// RSS bytes per publisher.
+    /// RSS bytes per publisher, after 20 rounds of publishing every topic.
     pub rss_per_pub: f64,
     /// PSS bytes per publisher.
     pub pss_per_pub: f64,
@@ -131,8 +136,9 @@ fn own_memory() -> (u64, u64) {
 }
 
 /// The child: creates its nodes and endpoints, says `created {json}`; a subscriber then
-/// says `received <n>` once every subscription has a sample (or after 30 s), a publisher
-/// publishes every topic every 50 ms; both until stdin closes.
+/// says `received <n> <rss> <pss>` once every subscription has a sample (or after 30 s),
+/// a publisher publishes every topic every 50 ms and says `steady <rss> <pss>` after 20
+/// rounds; both until stdin closes.
 pub fn run_endpoints(spec: &EndpointSpec) -> Result<(), PeerError> {
     let what = if spec.subscribe {
         "one-host subscriber"
@@ -186,7 +192,8 @@ pub fn run_endpoints(spec: &EndpointSpec) -> Result<(), PeerError> {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        say(&format!("received {n}"));
+        let (rss, pss) = own_memory();
+        say(&format!("received {n} {rss} {pss}"));
         while !stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -203,10 +210,16 @@ pub fn run_endpoints(spec: &EndpointSpec) -> Result<(), PeerError> {
             serde_json::to_string(&created).unwrap_or_default()
         ));
         let msg = Twist::default();
+        let mut round = 0u32;
         while !stop.load(Ordering::Relaxed) {
             for p in &pubs {
                 // a sample that finds no room is not news here: the next round sends again
                 let _ = p.publish(&msg);
+            }
+            round += 1;
+            if round == 20 {
+                let (rss, pss) = own_memory();
+                say(&format!("steady {rss} {pss}"));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -334,13 +347,20 @@ fn one_row(env: &Env, topics: usize, nodes: usize, network: bool) -> Result<OneH
     let s = parse_created(&sub.expect("created", wait).map_err(err)?)?;
     let mut publ = spawn(false)?;
     let p = parse_created(&publ.expect("created", wait).map_err(err)?)?;
-    let received: usize = sub
-        .expect("received", Duration::from_secs(60))
-        .map_err(err)?
-        .trim_start_matches("received ")
-        .trim()
-        .parse()
-        .map_err(|e| format!("bad received line: {e}"))?;
+    let words = |line: String| -> Vec<u64> {
+        line.split_whitespace()
+            .skip(1)
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    };
+    let got = words(sub.expect("received", Duration::from_secs(60)).map_err(err)?);
+    let steady = words(publ.expect("steady", Duration::from_secs(30)).map_err(err)?);
+    let (Some(&received), Some(&sub_rss), Some(&sub_pss), Some(&pub_rss), Some(&pub_pss)) =
+        (got.first(), got.get(1), got.get(2), steady.first(), steady.get(1))
+    else {
+        return Err(format!("bad received/steady lines: {got:?} {steady:?}"));
+    };
+    let received = received as usize;
     let (shm_bytes, shm_files) = shm_usage(domain);
     let topic_list = timed_cli(env, domain, network, &["topic", "list"]);
     let node_list = timed_cli(env, domain, network, &["node", "list"]);
@@ -368,10 +388,12 @@ fn one_row(env: &Env, topics: usize, nodes: usize, network: bool) -> Result<OneH
         sub_create_cpu_s: s.endpoints_cpu_s,
         pub_create_cpu_s: p.endpoints_cpu_s,
         state_dir: state_dir_fs(),
-        rss_per_sub: per(s.after.0, s.before.0),
-        pss_per_sub: per(s.after.1, s.before.1),
-        rss_per_pub: per(p.after.0, p.before.0),
-        pss_per_pub: per(p.after.1, p.before.1),
+        rss_per_sub: per(sub_rss, s.before.0),
+        pss_per_sub: per(sub_pss, s.before.1),
+        rss_per_pub: per(pub_rss, p.before.0),
+        pss_per_pub: per(pub_pss, p.before.1),
+        rss_per_sub_created: per(s.after.0, s.before.0),
+        rss_per_pub_created: per(p.after.0, p.before.0),
         sub_rss_base: s.before.0,
         pub_rss_base: p.before.0,
         shm_bytes,
@@ -484,6 +506,7 @@ pub fn add_table(section: &mut Section, rows: &[OneHostRow]) {
         "CPU sub s",
         "CPU pub s",
         "RSS/sub KB",
+        "RSS/sub KB created",
         "PSS/sub KB",
         "RSS/pub KB",
         "PSS/pub KB",
@@ -504,6 +527,7 @@ pub fn add_table(section: &mut Section, rows: &[OneHostRow]) {
                 format!("{:.3}", r.sub_create_cpu_s),
                 format!("{:.3}", r.pub_create_cpu_s),
                 kb(r.rss_per_sub),
+                kb(r.rss_per_sub_created),
                 kb(r.pss_per_sub),
                 kb(r.rss_per_pub),
                 kb(r.pss_per_pub),
@@ -518,7 +542,8 @@ pub fn add_table(section: &mut Section, rows: &[OneHostRow]) {
         "One host at robot scale: one process subscribes to every topic from half the \
          nodes, a second publishes them from the other half (small fixed-size messages, \
          default QoS). Creation is timed in each process; memory per endpoint is the RSS \
-         and PSS delta against the same process with its nodes and no endpoint; `nerve \
+         and PSS delta against the same process with its nodes and no endpoint, once \
+         connected and receiving (and, for subscriptions, also right after creation); `nerve \
          topic list` and `nerve node list` run as a user runs them while both live.",
     );
     section.table(Some("One host at robot scale"), &head, &lines);
