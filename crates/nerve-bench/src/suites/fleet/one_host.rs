@@ -115,6 +115,12 @@ pub struct OneHostRow {
     pub topic_list_s: Option<f64>,
     /// Seconds `nerve node list` took.
     pub node_list_s: Option<f64>,
+    /// Why `nerve topic list` gave no time (it failed or hung), if it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic_list_error: Option<String>,
+    /// Why `nerve node list` gave no time, if it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_list_error: Option<String>,
     /// Topics `nerve topic list` printed (lines with `/fleet/`).
     pub topics_listed: usize,
     /// Subscriptions that got a sample.
@@ -375,6 +381,8 @@ fn one_row(env: &Env, topics: usize, nodes: usize, network: bool) -> Result<OneH
             eprintln!("fleet one host: {e}");
         }
     }
+    let topic_list_error = topic_list.as_ref().err().cloned();
+    let node_list_error = node_list.as_ref().err().cloned();
     Ok(OneHostRow {
         suite: "fleet",
         kind: "one-host",
@@ -400,6 +408,8 @@ fn one_row(env: &Env, topics: usize, nodes: usize, network: bool) -> Result<OneH
         shm_files,
         topic_list_s: topic_list.ok().map(|t| t.0),
         node_list_s: node_list.ok().map(|t| t.0),
+        topic_list_error,
+        node_list_error,
         topics_listed,
         received,
         all_received: received == topics,
@@ -468,16 +478,21 @@ pub fn checks(rows: &[OneHostRow], skipped: &[Skipped]) -> Vec<Verdict> {
             |r| Some(r.rss_per_sub),
             |b| b <= SUB_BYTES_TARGET,
         ));
-        out.push(v(
-            "nerve topic list <= 0.5 s",
-            |r| r.topic_list_s,
-            |s| s <= LIST_TARGET_S,
-        ));
-        out.push(v(
-            "nerve node list <= 0.5 s",
-            |r| r.node_list_s,
-            |s| s <= LIST_TARGET_S,
-        ));
+        // a list that failed or hung is not met, with the reason
+        let list = |target: &str, secs: fn(&OneHostRow) -> (Option<f64>, Option<String>)| {
+            let value = match row.map(secs) {
+                Some((Some(s), _)) => Ok(Some(s)),
+                Some((None, why)) => Err(why.unwrap_or_else(|| "no time".into())),
+                None => value(|_| None),
+            };
+            Verdict::judged("fleet", target, scope(row), value, |s| s <= LIST_TARGET_S)
+        };
+        out.push(list("nerve topic list <= 0.5 s", |r| {
+            (r.topic_list_s, r.topic_list_error.clone())
+        }));
+        out.push(list("nerve node list <= 0.5 s", |r| {
+            (r.node_list_s, r.node_list_error.clone())
+        }));
         out.push(v(
             "every subscription got a sample",
             |r| Some(r.received as f64 / r.topics.max(1) as f64),
@@ -575,4 +590,73 @@ pub fn summary(rows: &[OneHostRow]) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(network: bool) -> OneHostRow {
+        OneHostRow {
+            suite: "fleet",
+            kind: "one-host",
+            hosts: 1,
+            network,
+            topics: 1000,
+            nodes: 100,
+            sub_nodes_s: 0.1,
+            sub_create_s: 0.4,
+            pub_create_s: 2.5,
+            sub_create_cpu_s: 0.2,
+            pub_create_cpu_s: 0.3,
+            state_dir: "/dev/shm/nerve/ (tmpfs)".into(),
+            rss_per_sub: 93_000.0,
+            rss_per_sub_created: 79_000.0,
+            rss_per_pub_created: 50_000.0,
+            pss_per_sub: 80_000.0,
+            rss_per_pub: 60_000.0,
+            pss_per_pub: 50_000.0,
+            sub_rss_base: 1,
+            pub_rss_base: 1,
+            shm_bytes: 0,
+            shm_files: 0,
+            topic_list_s: None,
+            node_list_s: Some(0.2),
+            topic_list_error: Some("nerve topic list did not finish within 60s".into()),
+            node_list_error: None,
+            topics_listed: 0,
+            received: 999,
+            all_received: false,
+        }
+    }
+
+    #[test]
+    fn targets_are_judged_per_row_and_a_missing_row_is_not_met() {
+        let skipped = vec![Skipped {
+            system: system(true),
+            payload_bytes: None,
+            reason: "no plane".into(),
+        }];
+        let v = checks(&[row(false)], &skipped);
+        assert_eq!(v.len(), 12);
+        let met = |target: &str, network: bool| {
+            v.iter()
+                .find(|c| c.target.starts_with(target) && c.scope.starts_with(&system(network)))
+                .unwrap_or_else(|| panic!("no check {target}"))
+                .met
+        };
+        assert_eq!(met("subscriptions created", false), Some(true));
+        assert_eq!(met("publishers created", false), Some(false));
+        assert_eq!(met("RSS per subscription", false), Some(true));
+        // a list that did not finish is not met, and says why
+        assert_eq!(met("nerve topic list", false), Some(false));
+        assert!(v.iter().any(|c| c.target.contains("did not finish")));
+        assert_eq!(met("nerve node list", false), Some(true));
+        assert_eq!(met("every subscription", false), Some(false));
+        // the row that did not run: every target not met, with the reason
+        for c in v.iter().filter(|c| c.scope == system(true)) {
+            assert_eq!(c.met, Some(false), "{c:?}");
+            assert!(c.target.contains("no plane"), "{c:?}");
+        }
+    }
 }
