@@ -205,3 +205,50 @@ fn remote_tokens_are_forgotten_when_their_process_goes() {
         );
     }
 }
+
+#[test]
+fn discovery_answers_with_more_tokens_than_a_reply_channel_holds() {
+    // Zenoh hands the tokens a session already knows to the query's handler inside `get`,
+    // before it returns: with more than its default channel's 256 replies (1,000 topics on
+    // one host), `remote_entities` blocked for ever (issue 46)
+    let (other, cfg) = setup();
+    let ctx = Context::new(cfg.clone()).unwrap();
+    let node = ctx.node("many_tokens").create().unwrap();
+    // endpoints of this host: never listed as remote
+    let _subs: Vec<_> = (0..20)
+        .map(|i| {
+            node.subscriber::<Joint>(&format!("/many/here{i}"))
+                .create()
+                .unwrap()
+        })
+        .collect();
+    // 300 endpoints of another host
+    let key = |i: usize| {
+        format!("nerve/741/live/sub/00000000000000bb/far/1-{i}/0000000000000001=t:T/many/far{i}")
+    };
+    let _tokens: Vec<_> = (0..300)
+        .map(|i| other.liveliness().declare_token(key(i)).wait().unwrap())
+        .collect();
+    let cfg = cfg.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(nerve::net::remote_entities(&cfg, WINDOW));
+    });
+    // a bound on a hang, not a speed target: the call takes about two windows
+    let Ok(found) = rx.recv_timeout(Duration::from_secs(60)) else {
+        // the blocked call holds the session: dropping what uses it would block too
+        std::mem::forget((_subs, node, ctx, _tokens));
+        panic!("remote_entities never returned");
+    };
+    let found = found.unwrap();
+    let names: Vec<&str> = found
+        .iter()
+        .filter(|e| e.name.starts_with("/many/"))
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(names.len(), 300, "{names:?}");
+    assert!(
+        names.iter().all(|n| n.starts_with("/many/far")),
+        "{names:?}"
+    );
+}

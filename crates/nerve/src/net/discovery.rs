@@ -113,20 +113,34 @@ pub fn remote_entities(config: &Config, window: Duration) -> Result<Vec<RemoteEn
     let key = format!("nerve/{}/live/**", config.domain);
     let own = format!("{:016x}", plane.host);
     std::thread::sleep(window);
-    let replies = plane
+    // Replies go to a callback, not to Zenoh's default channel: Zenoh answers the tokens
+    // this session already knows inside the `get` call itself, before it returns, and its
+    // channel holds 256 replies, so a domain with more tokens than that blocked `get`
+    // forever (`nerve topic list` with 1,000 topics, issue 46). The callback keeps at most
+    // `MAX_REMOTE_TOKENS` keys of other hosts; Zenoh drops it (and so the sender) when the
+    // query ends, which ends the loop below.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let mut kept = 0usize;
+    plane
         .session
         .liveliness()
         .get(key)
         .timeout(window)
+        .callback_mut(move |reply| {
+            if let Ok(s) = reply.into_result() {
+                let k = s.key_expr().as_str();
+                if kept < super::MAX_REMOTE_TOKENS && k.split('/').nth(4) != Some(own.as_str()) {
+                    kept += 1;
+                    let _ = tx.send(k.to_string());
+                }
+            }
+        })
         .wait()
         .map_err(|e| NetError::Discovery(e.to_string()))?;
     let mut seen = BTreeMap::new();
-    for s in answers(replies) {
-        let k = s.key_expr().as_str();
-        if k.split('/').nth(4) != Some(own.as_str()) && seen.len() < super::MAX_REMOTE_TOKENS {
-            if let Some(e) = RemoteEntity::parse(k) {
-                seen.insert(k.to_string(), e);
-            }
+    for k in rx {
+        if let Some(e) = RemoteEntity::parse(&k) {
+            seen.insert(k, e);
         }
     }
     let mut out: Vec<RemoteEntity> = seen.into_values().collect();

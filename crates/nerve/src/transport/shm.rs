@@ -113,6 +113,9 @@ pub(crate) const SCHEMA_IN_FILE: &str = "@file";
 pub(crate) fn schema_file(node: &IoxNode, hash: u64) -> String {
     format!("/dev/shm/{}schema_{hash:016x}", node.config().global.prefix)
 }
+/// Publishers that left with unread samples whose samples a subscriber still keeps
+/// (iceoryx2's `subscriber_expired_connection_buffer`; its default is 128).
+pub(crate) const EXPIRED_CONNECTIONS: usize = 8;
 /// Prefix of every topic's iceoryx2 service name.
 pub(crate) const TOPIC_PREFIX: &str = "topic:";
 
@@ -141,6 +144,16 @@ pub(crate) fn iceoryx_config(cfg: &Config) -> Result<iceoryx2::config::Config, C
     iox.global.node.cleanup_dead_nodes_on_creation = true;
     iox.global.node.cleanup_dead_nodes_on_destruction = true;
     iox.global.service.cleanup_dead_nodes_on_open = true;
+    // Every iceoryx2 subscriber preallocates room for the connections of its topic's
+    // publishers plus this many publishers that left with samples still unread (about
+    // 3.6 KiB each, touched at creation). iceoryx2's default of 128 made each subscription
+    // cost 0.5 MB of private memory (issue 46); a topic has at most `max_publishers`
+    // connected publishers (8 by default), and a subscriber now keeps the unread samples
+    // of as many that left (iceoryx2 raises it to the topic's borrow limit if that is
+    // larger, so borrowed samples stay valid).
+    iox.defaults
+        .publish_subscribe
+        .subscriber_expired_connection_buffer = EXPIRED_CONNECTIONS;
     Ok(iox)
 }
 

@@ -21,6 +21,7 @@
 //! And the one-host rows: 1000 topics and 100 nodes on one host ([`one_host`]).
 
 mod run;
+pub mod one_host;
 mod options;
 mod role;
 
@@ -34,6 +35,7 @@ use crate::harness::progress;
 use crate::harness::stats::Dist;
 use crate::report::plot::{line_chart, Axis, Series};
 use crate::report::{json_rows, num, Section, Skipped, SuiteOutput, Verdict};
+use crate::suite::Env;
 use run::{Fleet, FleetPlan};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -400,19 +402,23 @@ impl FleetSuite {
         })
     }
 
-    /// Runs every fleet, the failover and the one-host rows.
-    pub fn execute(&self, machine: &Machine) -> Result<SuiteOutput, String> {
+    /// Runs the one-host rows, every fleet and the failover.
+    pub fn execute(&self, env: &Env) -> Result<SuiteOutput, String> {
         self.validate()?;
+        let machine = &env.machine;
         let mut rows = Vec::new();
         let mut failover = Vec::new();
-        let mut skipped = Vec::new();
+        let (one, mut skipped) = match self.one_host {
+            Some((topics, nodes)) => one_host::measure(env, topics, nodes),
+            None => (Vec::new(), Vec::new()),
+        };
         if let Some(why) = crate::harness::hosts::unavailable() {
             skipped.push(Skipped {
                 system: "every system".into(),
                 payload_bytes: None,
                 reason: format!("no simulated hosts: {why}"),
             });
-            return Ok(output(rows, failover, skipped, self, machine));
+            return Ok(output(rows, failover, one, skipped, self, machine));
         }
         let domain = crate::harness::interrupt::domain(760, 30);
         let mut plans = Vec::new();
@@ -469,7 +475,7 @@ impl FleetSuite {
             }
         }
         bar.finish_and_clear();
-        Ok(output(rows, failover, skipped, self, machine))
+        Ok(output(rows, failover, one, skipped, self, machine))
     }
 }
 
@@ -500,6 +506,7 @@ fn fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
 pub fn output(
     rows: Vec<FleetRow>,
     failover: Vec<FailoverRow>,
+    one: Vec<one_host::OneHostRow>,
     skipped: Vec<Skipped>,
     suite: &FleetSuite,
     machine: &Machine,
@@ -697,12 +704,22 @@ pub fn output(
         ],
         &proj,
     );
-    let mut summary = String::from("fleet: hosts, discovery s, idle CPU %/host, sent B/s/host\n");
+    if suite.one_host.is_some() {
+        one_host::add_table(&mut section, &one);
+    }
+    let mut summary = one_host::summary(&one);
+    summary.push_str("fleet: hosts, discovery s, idle CPU %/host, sent B/s/host\n");
     for t in &table {
         summary.push_str(&format!("  {} {} {:>3}  {}  {}  {}\n", t[0], t[1], t[2], t[4], t[6], t[8]));
     }
-    let checks = checks(&rows, &failover, &skipped, suite);
-    let mut json = json_rows(&rows);
+    let mut checks = if suite.one_host.is_some() {
+        one_host::checks(&one, &skipped)
+    } else {
+        Vec::new()
+    };
+    checks.extend(self::checks(&rows, &failover, &skipped, suite));
+    let mut json = json_rows(&one);
+    json.extend(json_rows(&rows));
     json.extend(json_rows(&failover));
     section.finish("fleet", json, skipped, checks, summary)
 }

@@ -40,9 +40,15 @@ pub struct FleetOptions {
     /// (comma-separated; empty: none).
     #[arg(long, value_delimiter = ',')]
     policy_hosts: Option<Vec<usize>>,
-    /// Skip the one-host rows (1000 topics, 100 nodes).
+    /// Skip the one-host rows.
     #[arg(long)]
     no_one_host: bool,
+    /// Topics of the one-host rows.
+    #[arg(long, default_value_t = 1000)]
+    topics: usize,
+    /// Nodes of the one-host rows (at least 2: half publish, half subscribe).
+    #[arg(long, default_value_t = 100)]
+    nodes: usize,
 }
 
 impl suite::Options for FleetOptions {
@@ -88,6 +94,7 @@ impl Suite for FleetSuite {
             name: "fleet-router",
             run: |args| Ok(run_router(args)?),
         },
+        super::one_host::ROLES[0],
     ];
 
     fn preset(variant: Variant, env: &Env) -> FleetSuite {
@@ -150,9 +157,12 @@ impl Suite for FleetSuite {
         if o.no_faults {
             (s.faults, s.failover) = (false, false);
         }
-        if o.no_one_host {
-            s.one_host = None;
+        if o.topics == 0 || o.nodes < 2 {
+            return Err(SuiteError::Invalid(
+                "--topics at least 1, --nodes at least 2".into(),
+            ));
         }
+        s.one_host = (!o.no_one_host).then_some((o.topics, o.nodes));
         s.validate().map_err(SuiteError::Invalid)?;
         Ok(s)
     }
@@ -162,6 +172,6 @@ impl Suite for FleetSuite {
     }
 
     fn run(&self, env: &Env) -> Result<SuiteOutput, SuiteError> {
-        self.execute(&env.machine).map_err(SuiteError::Failed)
+        self.execute(env).map_err(SuiteError::Failed)
     }
 }
