@@ -33,6 +33,9 @@ pub struct FleetOptions {
     /// Seconds of the idle and load windows (overrides --quick).
     #[arg(long)]
     seconds: Option<f64>,
+    /// Zenoh link lease, ms (Zenoh's default is 10000; keep-alives go every quarter).
+    #[arg(long)]
+    lease_ms: Option<u64>,
     /// Skip the join, partition and rejoin phases and the router failover.
     #[arg(long)]
     no_faults: bool,
@@ -150,6 +153,9 @@ impl Suite for FleetSuite {
         }
         if let Some(v) = o.seconds {
             (s.idle_seconds, s.load_seconds) = (v, v);
+        }
+        if let Some(l) = o.lease_ms {
+            s.lease_ms = l;
         }
         if let Some(p) = o.policy_hosts {
             s.policy_sizes = p;

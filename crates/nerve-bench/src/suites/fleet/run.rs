@@ -362,12 +362,21 @@ impl<'a> Fleet<'a> {
                     want.extend(self.expected_by(j, p));
                 }
             }
-            let Some(Some((_, planner))) = self.procs.get_mut(j) else {
+            let Some(Some((driver, planner))) = self.procs.get_mut(j) else {
                 return Err(format!("host {j} is not running"));
             };
             while !want.is_empty() {
                 let left = Duration::from_nanos(deadline.saturating_sub(mono_ns()));
                 let Some(line) = planner.try_expect("seen ", left) else {
+                    // a process that exited says why on stderr
+                    for (what, c) in [("driver", &mut *driver), ("planner", &mut *planner)] {
+                        if c.wait_exit(Duration::ZERO) {
+                            return Err(format!(
+                                "host {j}'s {what} exited: {}",
+                                c.stop_and_tail()
+                            ));
+                        }
+                    }
                     let sample: Vec<String> = want
                         .iter()
                         .take(4)
@@ -482,19 +491,21 @@ impl<'a> Fleet<'a> {
 }
 
 impl Fleet<'_> {
-    /// Every running driver's `sent` line (samples sent and, with Nerve, the subscribers
-    /// each publisher counts): what a note shows when a phase fails.
-    pub fn driver_reports(&mut self) -> Vec<String> {
+    /// The subscribers each running host's `/fleet/pose` publisher counts (Nerve's
+    /// count, from the drivers' `report`), as `h0 9, h1 8, …`: what a note shows when a
+    /// phase fails (raw Zenoh counts nothing: `None`).
+    pub fn pose_subscriber_counts(&mut self) -> Option<String> {
         let mut out = Vec::new();
         for (i, p) in self.procs.iter_mut().enumerate() {
             let Some((d, _)) = p else { continue };
             d.discard_lines();
             d.send("report");
-            if let Some(line) = d.try_expect("sent ", Duration::from_secs(5)) {
-                out.push(format!("host {i}: {}", line.trim_start_matches("sent ")));
-            }
+            let line = d.try_expect("sent ", Duration::from_secs(5))?;
+            let v: serde_json::Value =
+                serde_json::from_str(line.trim_start_matches("sent ")).ok()?;
+            out.push(format!("h{i} {}", v["subscribers"]["pose"].as_u64()?));
         }
-        out
+        Some(out.join(", "))
     }
 }
 
