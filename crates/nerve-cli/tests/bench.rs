@@ -188,6 +188,19 @@ fn bad_bench_arguments_are_usage_errors() {
         (vec!["bench", "role", "publisher", "{"], "bad stream spec"),
         (vec!["bench", "role", "juggler", "{}"], "unknown role"),
         (
+            vec!["bench", "fleet", "--hosts", "1"],
+            "hosts must be 2 to 200",
+        ),
+        (
+            vec!["bench", "fleet", "--lease-ms", "5"],
+            "lease must be 200",
+        ),
+        (vec!["bench", "fleet", "--nodes", "1"], "--nodes at least 2"),
+        (
+            vec!["bench", "role", "fleet-host", "{"],
+            "bad fleet host spec",
+        ),
+        (
             vec!["bench", "python", "--systems", "ros2"],
             "unknown python system",
         ),

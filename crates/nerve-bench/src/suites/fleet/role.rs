@@ -122,7 +122,7 @@ struct Track {
 }
 
 /// What a planner received since its last report.
-#[derive(Serialize, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
 pub struct Report {
     /// Samples per topic kind (`pose`, `status`, `cmd`, `s<k>`).
     pub received: HashMap<String, u64>,

@@ -1,11 +1,10 @@
 //! One fleet on simulated hosts: its Zenoh topology, its processes, and the phases run
 //! on it (discovery, idle, capacity, join, partition, leave and rejoin, router failover).
 
-use super::role::{FleetSystem, HostSpec, Part};
+use super::role::{FleetSystem, HostSpec, Part, Report};
 use crate::harness::child::Child;
 use crate::harness::hosts::SimHosts;
 use crate::harness::machine::{cpu_ns, memory, mono_ns};
-use crate::harness::stats::Dist;
 use crate::harness::PeerError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -435,7 +434,7 @@ impl<'a> Fleet<'a> {
     }
 
     /// The base station planner's report since its last one.
-    pub fn base_report(&mut self) -> Result<BaseReport, String> {
+    pub fn base_report(&mut self) -> Result<Report, String> {
         let Some(Some((_, planner))) = self.procs.get_mut(0) else {
             return Err("the base station is not running".into());
         };
@@ -516,21 +515,6 @@ impl Drop for Fleet<'_> {
             p.close_stdin();
         }
     }
-}
-
-/// The base station's report (see [`super::role::Report`]).
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct BaseReport {
-    /// Samples per topic kind.
-    pub received: std::collections::HashMap<String, u64>,
-    /// Samples missing from publishers' sequences.
-    pub gaps: u64,
-    /// Samples Nerve counted as lost.
-    pub nerve_lost: Option<u64>,
-    /// Status latency, µs.
-    pub status_latency: Dist,
-    /// Window, s.
-    pub seconds: f64,
 }
 
 /// An idle fleet's footprint.
